@@ -1,0 +1,269 @@
+"""Serial-arm model: kinematics and rigid-body dynamics with pinocchio, no ROS.
+
+Load a robot from a URDF file, a URDF string (the `robot_description` parameter, as
+robot_state_publisher provides it) or an example-robot-data name; keep the joints on the
+chain from `base_link` to `tip_link` and lock the others (grippers, mobile bases).
+
+Every vector is in model joint order (`RobotModel.joint_names`), every pose and point in the
+`base_link` frame (REP 103: metres, radians). Joint torques follow the project convention
+M(q)q̈ + C(q,q̇)q̇ + g(q) + f(q̇) = τ + τ_ext, so `rnea` returns the left-hand side without
+friction.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pinocchio as pin
+
+DEFAULT_ROBOT = 'panda'
+
+# Chains of the example-robot-data arms we support by name; fingers and tool flanges with
+# joints of their own fall outside the chain and are locked.
+KNOWN_CHAINS = {
+    'panda': ('panda_link0', 'panda_hand'),
+    'ur3': ('base_link', 'tool0'),
+    'ur5': ('base_link', 'tool0'),
+    'ur10': ('base_link', 'tool0'),
+}
+
+
+class RobotModelError(ValueError):
+    """The robot description cannot be loaded or does not fit the request."""
+
+
+def skew(v: np.ndarray) -> np.ndarray:
+    """Matrix S(v) with S(v) @ w = v × w."""
+    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
+
+
+@dataclass
+class RobotModel:
+    """Pinocchio model of the chain `base_link` → `tip_link` with array-in, array-out calls."""
+
+    model: pin.Model
+    collision_model: pin.GeometryModel
+    urdf_xml: str
+    base_link: str
+    tip_link: str
+    package_dirs: list[str] = field(default_factory=list)
+    name: str = ''
+
+    def __post_init__(self):
+        self.data = self.model.createData()
+        self.joint_names = [self.model.names[j] for j in range(1, self.model.njoints)]
+        self.n = self.model.nv
+        self._base_frame = self.model.getFrameId(self.base_link)
+        self._continuous = [
+            self.model.joints[j].nq == 2 for j in range(1, self.model.njoints)
+        ]
+        if any(self.model.joints[j].nv != 1 for j in range(1, self.model.njoints)):
+            raise RobotModelError('only 1-DoF joints (revolute, continuous, prismatic) are supported')
+        # The link each joint moves: the first body frame attached to that joint.
+        self.joint_links = []
+        for j in range(1, self.model.njoints):
+            bodies = [f.name for f in self.model.frames
+                      if f.parentJoint == j and f.type == pin.FrameType.BODY]
+            self.joint_links.append(bodies[0])
+        # Every link on the chain (fixed links included) and the joint that moves it.
+        self.link_joint = {
+            f.name: f.parentJoint - 1 for f in self.model.frames
+            if f.type == pin.FrameType.BODY and f.parentJoint > 0
+        }
+
+    # ---------------------------------------------------------------- loading
+    @classmethod
+    def load(cls, source: str = DEFAULT_ROBOT, base_link: str = '', tip_link: str = '',
+             package_dirs: list[str] | None = None) -> 'RobotModel':
+        """Load from a URDF string, a URDF file path or an example-robot-data name."""
+        source = source.strip()
+        if source.startswith('<'):
+            return cls.from_urdf_string(source, base_link, tip_link, package_dirs)
+        if os.path.isfile(source):
+            return cls.from_urdf_file(source, base_link, tip_link, package_dirs)
+        return cls.from_example_robot_data(source, base_link, tip_link)
+
+    @classmethod
+    def from_urdf_file(cls, path: str, base_link: str = '', tip_link: str = '',
+                       package_dirs: list[str] | None = None) -> 'RobotModel':
+        with open(path, encoding='utf-8') as f:
+            xml = f.read()
+        dirs = list(package_dirs or []) + [os.path.dirname(os.path.abspath(path))]
+        return cls.from_urdf_string(xml, base_link, tip_link, dirs)
+
+    @classmethod
+    def from_example_robot_data(cls, name: str, base_link: str = '',
+                                tip_link: str = '') -> 'RobotModel':
+        from example_robot_data.robots_loader import ROBOTS
+        if name not in ROBOTS:
+            raise RobotModelError(
+                f'robot {name!r} is neither a URDF string, an existing file, nor an '
+                f'example-robot-data name (known: {", ".join(sorted(ROBOTS))})')
+        loader = ROBOTS[name]()
+        if not getattr(loader, 'urdf_filename', ''):
+            raise RobotModelError(f'example-robot-data robot {name!r} has no URDF')
+        default_base, default_tip = KNOWN_CHAINS.get(name, ('', ''))
+        model = cls.from_urdf_file(
+            loader.df_path, base_link or default_base, tip_link or default_tip,
+            [os.path.join(loader.model_path, '..', '..'), loader.model_path])
+        model.name = name
+        return model
+
+    @classmethod
+    def from_urdf_string(cls, xml: str, base_link: str = '', tip_link: str = '',
+                         package_dirs: list[str] | None = None) -> 'RobotModel':
+        package_dirs = list(package_dirs or [])
+        try:
+            full = pin.buildModelFromXML(xml)
+        except (RuntimeError, ValueError) as err:
+            raise RobotModelError(f'cannot parse the URDF: {err}') from err
+        try:
+            geoms = pin.buildGeomFromUrdfString(full, xml, pin.GeometryType.COLLISION,
+                                                package_dirs=package_dirs)
+        except (RuntimeError, ValueError):
+            geoms = pin.GeometryModel()  # meshes not found: kinematics and dynamics still work
+        base_link = base_link or _root_link(full)
+        tip_link = tip_link or _deepest_link(full)
+        for link in (base_link, tip_link):
+            if not full.existFrame(link):
+                raise RobotModelError(f'link {link!r} is not in the URDF')
+        chain = _chain_joints(full, base_link, tip_link)
+        locked = [j for j in range(1, full.njoints) if j not in chain]
+        model, collision = pin.buildReducedModel(full, geoms, locked, pin.neutral(full))
+        name = model.name or full.name
+        return cls(model, collision, xml, base_link, tip_link, package_dirs, name)
+
+    # ------------------------------------------------------------ joint names
+    def joint_indices(self, names: list[str]) -> np.ndarray:
+        """Model index of each name, -1 for names outside the chain."""
+        lookup = {name: i for i, name in enumerate(self.joint_names)}
+        return np.array([lookup.get(name, -1) for name in names], dtype=int)
+
+    @property
+    def position_limits(self) -> tuple[np.ndarray, np.ndarray]:
+        lower = np.full(self.n, -np.inf)
+        upper = np.full(self.n, np.inf)
+        for i, j in enumerate(range(1, self.model.njoints)):
+            if not self._continuous[i]:
+                k = self.model.joints[j].idx_q
+                lower[i], upper[i] = self.model.lowerPositionLimit[k], self.model.upperPositionLimit[k]
+        return lower, upper
+
+    @property
+    def velocity_limits(self) -> np.ndarray:
+        return np.array(self.model.velocityLimit)
+
+    @property
+    def effort_limits(self) -> np.ndarray:
+        return np.array(self.model.effortLimit)
+
+    def configuration(self, q: np.ndarray) -> np.ndarray:
+        """Joint angles (one per joint) → pinocchio configuration (cos, sin for continuous joints)."""
+        q = np.asarray(q, dtype=float)
+        if not any(self._continuous):
+            return q
+        parts = [[np.cos(a), np.sin(a)] if c else [a] for a, c in zip(q, self._continuous)]
+        return np.concatenate(parts)
+
+    # -------------------------------------------------------------- kinematics
+    def _update(self, q: np.ndarray) -> None:
+        pin.framesForwardKinematics(self.model, self.data, self.configuration(q))
+
+    def _base_inverse(self) -> pin.SE3:
+        return self.data.oMf[self._base_frame].inverse()
+
+    def link_pose(self, q: np.ndarray, link: str) -> tuple[np.ndarray, np.ndarray]:
+        """(R, p) of `link` in the base frame."""
+        self._update(q)
+        pose = self._base_inverse() * self.data.oMf[self.model.getFrameId(link)]
+        return pose.rotation.copy(), pose.translation.copy()
+
+    def link_poses(self, q: np.ndarray, links: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(R, p) of each link in the base frame, from one forward-kinematics pass."""
+        self._update(q)
+        inv = self._base_inverse()
+        poses = [inv * self.data.oMf[self.model.getFrameId(link)] for link in links]
+        return [(p.rotation.copy(), p.translation.copy()) for p in poses]
+
+    def joint_axes(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Origins (n×3) and unit axes (n×3) of the joints in the base frame."""
+        pin.computeJointJacobians(self.model, self.data, self.configuration(q))
+        pin.updateFramePlacements(self.model, self.data)
+        inv = self._base_inverse()
+        origins, axes = np.zeros((self.n, 3)), np.zeros((self.n, 3))
+        for i, j in enumerate(range(1, self.model.njoints)):
+            origins[i] = (inv * self.data.oMi[j]).translation
+            jac = pin.getJointJacobian(self.model, self.data, j, pin.LOCAL_WORLD_ALIGNED)
+            axes[i] = inv.rotation @ jac[3:, i]
+        return origins, axes
+
+    def point_jacobian(self, q: np.ndarray, link: str, point: np.ndarray) -> np.ndarray:
+        """3×n Jacobian of a point fixed on `link` (point in the link frame), in the base frame.
+
+        τ_ext = J(p)ᵀ F for a force F (base frame) acting ON the robot at p.
+        """
+        config = self.configuration(q)
+        fid = self.model.getFrameId(link)
+        pin.computeJointJacobians(self.model, self.data, config)
+        pin.updateFramePlacements(self.model, self.data)
+        jac = pin.getFrameJacobian(self.model, self.data, fid, pin.LOCAL_WORLD_ALIGNED)
+        offset = self.data.oMf[fid].rotation @ np.asarray(point, dtype=float)
+        linear = jac[:3] - skew(offset) @ jac[3:]
+        return self._base_inverse().rotation @ linear
+
+    # ---------------------------------------------------------------- dynamics
+    def gravity(self, q: np.ndarray) -> np.ndarray:
+        """g(q), N·m."""
+        return pin.computeGeneralizedGravity(self.model, self.data, self.configuration(q)).copy()
+
+    def rnea(self, q: np.ndarray, v: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """M(q)q̈ + C(q,q̇)q̇ + g(q), N·m (inverse dynamics, no friction)."""
+        return pin.rnea(self.model, self.data, self.configuration(q), v, a).copy()
+
+    def mass_matrix(self, q: np.ndarray) -> np.ndarray:
+        """M(q), symmetric."""
+        m = pin.crba(self.model, self.data, self.configuration(q))
+        return np.triu(m) + np.triu(m, 1).T
+
+    def coriolis_matrix(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """C(q,q̇) with Ṁ - 2C skew-symmetric (the form the momentum observer needs)."""
+        return pin.computeCoriolisMatrix(self.model, self.data, self.configuration(q), v).copy()
+
+    def nonlinear_effects(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """C(q,q̇)q̇ + g(q)."""
+        return pin.nonLinearEffects(self.model, self.data, self.configuration(q), v).copy()
+
+    def random_configuration(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """`count` joint vectors uniform within the limits (±π where unbounded)."""
+        lower, upper = self.position_limits
+        lower = np.where(np.isfinite(lower), lower, -np.pi)
+        upper = np.where(np.isfinite(upper), upper, np.pi)
+        return rng.uniform(lower, upper, size=(count, self.n))
+
+
+def _root_link(model: pin.Model) -> str:
+    bodies = [f for f in model.frames if f.type == pin.FrameType.BODY and f.parentJoint == 0]
+    if not bodies:
+        raise RobotModelError('the URDF has no root link')
+    return bodies[0].name
+
+
+def _deepest_link(model: pin.Model) -> str:
+    """The body with the most joints between it and the root (first one on ties)."""
+    best = max(range(1, model.njoints), key=lambda j: (len(model.supports[j]), -j))
+    return [f.name for f in model.frames
+            if f.parentJoint == best and f.type == pin.FrameType.BODY][0]
+
+
+def _chain_joints(model: pin.Model, base_link: str, tip_link: str) -> list[int]:
+    base_joint = model.frames[model.getFrameId(base_link)].parentJoint
+    tip_joint = model.frames[model.getFrameId(tip_link)].parentJoint
+    above_base = set(model.supports[base_joint])
+    tip_support = list(model.supports[tip_joint])
+    if base_joint not in tip_support:
+        raise RobotModelError(f'{tip_link!r} is not below {base_link!r} in the kinematic tree')
+    chain = [j for j in tip_support if j not in above_base]
+    if not chain:
+        raise RobotModelError(f'no joint between {base_link!r} and {tip_link!r}')
+    return chain

@@ -1,0 +1,64 @@
+"""The node set, read from `nodes.yaml`: the one place the launch file and `contact-estimation up` share."""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import yaml
+
+PACKAGE = 'contact_estimation'
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    group: str
+    parameters: str  # relative to the package share directory
+    publishes: dict[str, str] = field(default_factory=dict)
+    subscribes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def executable(self) -> str:
+        """Console script name (setup.py declares one per node)."""
+        return self.name
+
+    @property
+    def module(self) -> str:
+        return f'{PACKAGE}.nodes.{self.name}'
+
+    def topic(self, key: str) -> str:
+        """Topic name for `key` (a publication or subscription of this node)."""
+        return self.publishes.get(key) or self.subscribes[key]
+
+    def parameters_path(self) -> str:
+        return os.path.join(share_directory(), self.parameters)
+
+
+@lru_cache(maxsize=1)
+def nodes() -> dict[str, NodeSpec]:
+    with open(os.path.join(_HERE, 'nodes.yaml'), encoding='utf-8') as f:
+        raw = yaml.safe_load(f)['nodes']
+    return {name: NodeSpec(name=name, **spec) for name, spec in raw.items()}
+
+
+def node(name: str) -> NodeSpec:
+    return nodes()[name]
+
+
+def share_directory() -> str:
+    """Where launch/, config/ and urdf/ are: the source tree, or the installed share dir."""
+    source_tree = os.path.dirname(_HERE)
+    if os.path.isfile(os.path.join(source_tree, 'package.xml')):
+        return source_tree
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        return get_package_share_directory(PACKAGE)
+    except (ImportError, LookupError):
+        return os.path.join(sys.prefix, 'share', PACKAGE)
+
+
+def share_path(*parts: str) -> str:
+    return os.path.join(share_directory(), *parts)

@@ -1,0 +1,90 @@
+"""Messages to arrays and back (sensor_msgs_py is not on PyPI: PointCloud2 is packed here)."""
+from __future__ import annotations
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import PointStamped, Vector3, WrenchStamped
+from sensor_msgs.msg import PointCloud2, PointField
+
+
+def stamp_to_seconds(stamp: Time) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def seconds_to_stamp(seconds: float) -> Time:
+    sec = int(np.floor(seconds))
+    nanosec = min(int(round((seconds - sec) * 1e9)), 999_999_999)
+    return Time(sec=sec, nanosec=nanosec)
+
+
+def vector3(v) -> Vector3:
+    return Vector3(x=float(v[0]), y=float(v[1]), z=float(v[2]))
+
+
+def wrench_stamped(stamp: Time, frame_id: str, force, torque) -> WrenchStamped:
+    msg = WrenchStamped()
+    msg.header.stamp, msg.header.frame_id = stamp, frame_id
+    msg.wrench.force, msg.wrench.torque = vector3(force), vector3(torque)
+    return msg
+
+
+def wrench_to_arrays(msg: WrenchStamped) -> tuple[np.ndarray, np.ndarray]:
+    f, t = msg.wrench.force, msg.wrench.torque
+    return np.array([f.x, f.y, f.z]), np.array([t.x, t.y, t.z])
+
+
+def point_stamped(stamp: Time, frame_id: str, point) -> PointStamped:
+    msg = PointStamped()
+    msg.header.stamp, msg.header.frame_id = stamp, frame_id
+    msg.point.x, msg.point.y, msg.point.z = (float(c) for c in point[:3])
+    return msg
+
+
+_XYZ_FIELDS = [PointField(name=n, offset=4 * i, datatype=PointField.FLOAT32, count=1)
+               for i, n in enumerate('xyz')]
+
+
+def xyz_to_cloud(stamp: Time, frame_id: str, points: np.ndarray) -> PointCloud2:
+    """N×3 array (metres) → unorganised PointCloud2 with float32 x, y, z."""
+    points = np.ascontiguousarray(points, dtype=np.float32).reshape(-1, 3)
+    msg = PointCloud2()
+    msg.header.stamp, msg.header.frame_id = stamp, frame_id
+    msg.height, msg.width = 1, len(points)
+    msg.fields = _XYZ_FIELDS
+    msg.is_bigendian = False
+    msg.point_step, msg.row_step = 12, 12 * len(points)
+    msg.is_dense = bool(np.isfinite(points).all())
+    msg.data = points.tobytes()
+    return msg
+
+
+_NUMPY_TYPES = {PointField.INT8: 'i1', PointField.UINT8: 'u1', PointField.INT16: 'i2',
+                PointField.UINT16: 'u2', PointField.INT32: 'i4', PointField.UINT32: 'u4',
+                PointField.FLOAT32: 'f4', PointField.FLOAT64: 'f8'}
+
+
+def cloud_to_xyz(msg: PointCloud2) -> np.ndarray:
+    """PointCloud2 with x, y, z fields of any numeric type → N×3 float64, non-finite dropped.
+
+    Raises ValueError for a cloud without x, y, z or whose sizes disagree with its data.
+    """
+    fields = {f.name: f for f in msg.fields}
+    if not all(n in fields for n in 'xyz'):
+        raise ValueError(f'cloud has fields {sorted(fields)}, needs x, y, z')
+    count = msg.width * msg.height
+    if msg.point_step * count > len(msg.data) or msg.row_step * msg.height > len(msg.data):
+        raise ValueError(f'cloud of {count} points with point_step {msg.point_step} '
+                         f'does not fit its {len(msg.data)} bytes')
+    order = '>' if msg.is_bigendian else '<'
+    dtype = np.dtype({'names': list('xyz'),
+                      'formats': [order + _NUMPY_TYPES[fields[n].datatype] for n in 'xyz'],
+                      'offsets': [fields[n].offset for n in 'xyz'],
+                      'itemsize': msg.point_step})
+    rows = []
+    raw = bytes(msg.data)
+    for r in range(msg.height):
+        start = r * msg.row_step
+        rows.append(np.frombuffer(raw, dtype=dtype, count=msg.width, offset=start))
+    structured = np.concatenate(rows) if rows else np.zeros(0, dtype=dtype)
+    xyz = np.stack([structured[n].astype(np.float64) for n in 'xyz'], axis=-1)
+    return xyz[np.isfinite(xyz).all(axis=1)]

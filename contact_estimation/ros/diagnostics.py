@@ -1,0 +1,55 @@
+"""Counted problems with throttled log lines, published on /diagnostics.
+
+diagnostic_updater is not on PyPI; this is the small part of it we need: one
+DiagnosticStatus per node whose values are the count of each kind of problem.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
+
+OK, WARN, ERROR, STALE = (DiagnosticStatus.OK, DiagnosticStatus.WARN,
+                          DiagnosticStatus.ERROR, DiagnosticStatus.STALE)
+
+
+class ProblemCounter:
+    """Counts problems by kind; logs each kind at most once per `log_period` seconds."""
+
+    def __init__(self, node: Node, topic: str = '/diagnostics', period: float = 1.0,
+                 log_period: float = 2.0, hardware_id: str = ''):
+        self._node = node
+        self._log_period = log_period
+        self._last_logged: dict[str, float] = {}
+        self.counts: Counter[str] = Counter()
+        self.level = OK
+        self.message = 'ok'
+        self.values: dict[str, str] = {}
+        self._hardware_id = hardware_id
+        self._pub = node.create_publisher(DiagnosticArray, topic, 10)
+        self._timer = node.create_timer(period, self.publish)
+
+    def report(self, kind: str, detail: str, level: int = WARN) -> None:
+        """Count one problem of `kind`; log `detail` unless this kind was logged recently."""
+        self.counts[kind] += 1
+        now = time.monotonic()
+        if now - self._last_logged.get(kind, -1e9) >= self._log_period:
+            self._last_logged[kind] = now
+            log = self._node.get_logger()
+            text = f'{detail} [{kind}: {self.counts[kind]} so far]'
+            (log.error if level >= ERROR else log.warning)(text)
+
+    def set_status(self, level: int, message: str) -> None:
+        self.level, self.message = level, message
+
+    def publish(self) -> None:
+        status = DiagnosticStatus(
+            level=bytes([self.level]), name=self._node.get_fully_qualified_name(),
+            message=self.message, hardware_id=self._hardware_id)
+        status.values = [KeyValue(key=k, value=str(v)) for k, v in sorted(self.counts.items())]
+        status.values += [KeyValue(key=k, value=v) for k, v in sorted(self.values.items())]
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self._node.get_clock().now().to_msg()
+        self._pub.publish(array)

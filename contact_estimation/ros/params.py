@@ -1,0 +1,46 @@
+"""Declared parameters with descriptors and ranges, validated at start and at run time."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
+                                SetParametersResult)
+from rclpy.node import Node
+
+
+def declare(node: Node, name: str, default: Any, description: str,
+            low: float | None = None, high: float | None = None,
+            read_only: bool = False) -> Any:
+    """Declare `name` with a descriptor (and a range for numbers); return its value.
+
+    Out-of-range values from a parameter file are refused by rclpy at declaration, with
+    a message naming the parameter and the range.
+    """
+    descriptor = ParameterDescriptor(description=description, read_only=read_only)
+    if low is not None and high is not None:
+        if isinstance(default, bool):
+            pass
+        elif isinstance(default, int):
+            descriptor.integer_range = [IntegerRange(from_value=int(low), to_value=int(high), step=0)]
+        elif isinstance(default, float):
+            descriptor.floating_point_range = [
+                FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)]
+        descriptor.additional_constraints = f'{low} <= {name} <= {high}'
+    return node.declare_parameter(name, default, descriptor).value
+
+
+def on_change(node: Node, apply: Callable[[dict[str, Any]], str | None]) -> None:
+    """Call `apply({name: value})` on every run-time parameter change.
+
+    `apply` returns None to accept or a message to refuse; a refused change leaves every
+    parameter as it was and the message goes back to the caller (`ros2 param set`).
+    """
+    def callback(params) -> SetParametersResult:
+        try:
+            problem = apply({p.name: p.value for p in params})
+        except (ValueError, TypeError) as err:
+            problem = str(err)
+        if problem:
+            node.get_logger().error(f'parameter change refused: {problem}')
+        return SetParametersResult(successful=problem is None, reason=problem or '')
+    node.add_on_set_parameters_callback(callback)

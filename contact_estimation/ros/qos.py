@@ -1,0 +1,20 @@
+"""QoS profiles shared by every node.
+
+A best-effort subscription matches both best-effort and reliable publishers, so sensor
+inputs use it; the stop signal is reliable and transient-local so that a controller that
+starts late still gets the current state at once.
+"""
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+SENSOR_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=50,
+    reliability=ReliabilityPolicy.BEST_EFFORT, durability=DurabilityPolicy.VOLATILE)
+
+# Outputs of our own pipeline: reliable (matches reliable and best-effort subscribers).
+PIPELINE_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=50,
+    reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
+
+STOP_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=10,
+    reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)

@@ -1,0 +1,70 @@
+"""ament_python package; also installs with pip (`pip install -e .[ros]`)."""
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = 'contact_estimation'
+
+# One console script per node, named as the launch file and the manifest name them.
+NODE_SCRIPTS = [
+    'joint_state_listener',
+    'residual_node',
+    'collision_detector',
+    'sim_cobot',
+]
+
+# ROS 2 Python wheels (ros-python-wheels, Kilted) for machines without a ROS distribution.
+# Kept in an extra so that a ROS install, which provides these itself, does not pull them.
+ROS_WHEELS = [
+    'ros-rclpy[fastrtps]==9.1.2',
+    'ros-rmw-fastrtps-cpp==9.3.3',
+    'ros-sensor-msgs==5.5.1',
+    'ros-geometry-msgs==5.5.1',
+    'ros-std-msgs==5.5.1',
+    'ros-std-srvs==5.5.1',
+    'ros-visualization-msgs==5.5.1',
+    'ros-diagnostic-msgs==5.5.1',
+]
+
+setup(
+    name=PACKAGE,
+    version='0.1.0',
+    packages=find_packages(exclude=['test']),
+    package_data={PACKAGE: ['nodes.yaml']},
+    data_files=[
+        ('share/ament_index/resource_index/packages', ['resource/' + PACKAGE]),
+        ('share/' + PACKAGE, ['package.xml']),
+        ('share/' + PACKAGE + '/launch', glob('launch/*.launch.py')),
+        ('share/' + PACKAGE + '/config', glob('config/*.yaml')),
+        ('share/' + PACKAGE + '/urdf', glob('urdf/*.urdf')),
+    ],
+    python_requires='>=3.10',
+    install_requires=[
+        'setuptools',
+        'numpy>=1.24',
+        'scipy>=1.10',
+        'pyyaml>=6',
+        'matplotlib>=3.7',
+        'tqdm>=4.60',
+        'pin==4.1.0',
+        'open3d==0.20.0',
+        'mujoco==3.3.7',
+        'example-robot-data-loaders==5.0.0',
+        'rosbags==0.11.9',
+    ],
+    extras_require={
+        'ros': ROS_WHEELS,
+        'test': ['pytest>=7'],
+    },
+    zip_safe=True,
+    maintainer='contact_estimation maintainers',
+    maintainer_email='maintainers@contact-estimation.invalid',
+    description='Collision detection and contact estimation for collaborative robot arms.',
+    license='Apache-2.0',
+    tests_require=['pytest'],
+    entry_points={
+        'console_scripts': [
+            f'{name} = {PACKAGE}.nodes.{name}:main' for name in NODE_SCRIPTS
+        ] + ['contact-estimation = contact_estimation.cli:main'],
+    },
+)
