@@ -17,8 +17,8 @@ class NodeSpec:
     name: str
     group: str
     parameters: str  # relative to the package share directory
-    publishes: dict[str, str] = field(default_factory=dict)
-    subscribes: dict[str, str] = field(default_factory=dict)
+    publishes: dict[str, dict[str, str]] = field(default_factory=dict)
+    subscribes: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def executable(self) -> str:
@@ -31,6 +31,13 @@ class NodeSpec:
 
     def topic(self, key: str) -> str:
         """Topic name for `key` (a publication or subscription of this node)."""
+        return self._entry(key)['topic']
+
+    def message_type(self, key: str) -> str:
+        """Message type of topic `key`, as `package/msg/Name`."""
+        return self._entry(key)['type']
+
+    def _entry(self, key: str) -> dict[str, str]:
         return self.publishes.get(key) or self.subscribes[key]
 
     def parameters_path(self) -> str:
@@ -62,3 +69,9 @@ def share_directory() -> str:
 
 def share_path(*parts: str) -> str:
     return os.path.join(share_directory(), *parts)
+
+
+def selected(with_sim: bool) -> list[NodeSpec]:
+    """The nodes to start beside a real arm (`core`), plus the simulated cobot if asked."""
+    groups = {'core', 'sim'} if with_sim else {'core'}
+    return [spec for spec in nodes().values() if spec.group in groups]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
@@ -17,7 +16,7 @@ import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 
-from contact_estimation import manifest
+from contact_estimation.launcher import node_command, stop_process
 
 
 def isolate_ros_domain() -> int:
@@ -56,27 +55,6 @@ def spin_for(executor: SingleThreadedExecutor, seconds: float) -> None:
     spin_until(executor, lambda: False, seconds)
 
 
-def node_command(name: str, params_file: str | None = None,
-                 overrides: dict[str, object] | None = None) -> list[str]:
-    """The command `ros2 launch` would run for node `name`, with this interpreter."""
-    spec = manifest.node(name)
-    cmd = [sys.executable, '-m', spec.module, '--ros-args', '-r', f'__node:={name}',
-           '--params-file', params_file or spec.parameters_path()]
-    for key, value in (overrides or {}).items():
-        cmd += ['-p', f'{key}:={_param_literal(value)}']
-    return cmd
-
-
-def _param_literal(value: object) -> str:
-    if isinstance(value, bool):
-        return 'true' if value else 'false'
-    if isinstance(value, (list, tuple)):
-        return '[' + ','.join(_param_literal(v) for v in value) + ']'
-    if isinstance(value, str):
-        return f"'{value}'" if value else "''"
-    return repr(value)
-
-
 @contextmanager
 def node_process(name: str, params_file: str | None = None,
                  overrides: dict[str, object] | None = None,
@@ -92,15 +70,3 @@ def node_process(name: str, params_file: str | None = None,
         stop_process(proc)
         if log_path:
             log.close()
-
-
-def stop_process(proc: subprocess.Popen, grace: float = 5.0) -> int:
-    """SIGINT (Ctrl-C, as ros2 launch sends), then SIGKILL after `grace` seconds."""
-    if proc.poll() is None:
-        proc.send_signal(subprocess.signal.SIGINT)
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode

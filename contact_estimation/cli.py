@@ -1,0 +1,38 @@
+"""`contact-estimation`: run the node set without ros2 launch, the demo, and the offline tools.
+
+    contact-estimation up [--config FILE] [--sim]   start the nodes as separate processes
+    contact-estimation demo [--seconds S]           simulated cobot + every node, summary, plot
+    contact-estimation identify ...                 dynamics identification (seed 001)
+    contact-estimation calibrate ...                detector thresholds from free motion
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    'up': ('contact_estimation.commands.up', 'start the node set as separate processes'),
+    'demo': ('contact_estimation.commands.demo', 'run the simulated cobot scenario and report'),
+    'identify': ('contact_estimation.commands.identify', 'identify gravity and friction'),
+    'calibrate': ('contact_estimation.commands.calibrate', 'propose detector thresholds'),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        prog='contact-estimation', description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('command', choices=sorted(COMMANDS),
+                        help='; '.join(f'{k}: {v[1]}' for k, v in COMMANDS.items()))
+    if not argv or argv[0] in ('-h', '--help'):
+        parser.print_help()
+        return 0 if argv else 2
+    args = parser.parse_args(argv[:1])
+    module = importlib.import_module(COMMANDS[args.command][0])
+    return module.main(argv[1:])
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""External joint torque τ_ext from joint position, velocity and torque: three residuals.
+
+Sign convention (the project's, DEVELOPERS.md): M(q)q̈ + C(q,q̇)q̇ + g(q) + f(q̇) = τ + τ_ext,
+so a force F acting ON the robot at point p gives τ_ext = J(p)ᵀF, and every residual here is
+"model − τ". Seed 001 eq. 6 and eq. 9 and seed 003 eqs. 6–7 write the opposite sign,
+τ_e = τ − model (the torque the drive spends against the contact); the formulas below are
+theirs with the sign flipped, which is also the sign the momentum observer converges to.
+
+- `FastResidual` (seed 001 eq. 9): τ_ext = g(q) + f(q̇) − τ. Inertial and Coriolis terms are
+  dropped, which holds for the slow, constant speeds of force/position hybrid tasks.
+- `InverseDynamicsResidual` (seed 001 eq. 6, seed 003 eq. 7):
+  τ_ext = M q̈ + C q̇ + g + f − τ, with q̈ differentiated from the joint positions.
+- `MomentumObserver` (De Luca et al., the generalized-momentum observer; Haddadin et al. 2017,
+  seed 001 ref. [4]): needs no acceleration, and r → τ_ext as a first-order filter of
+  time constant 1/K_O per joint.
+
+g and f come either from an identified model (seed 001 eqs. 16–24, `IdentifiedModel`) or
+from the URDF's gravity with a configured friction model; M and C always from the URDF.
+
+A wrist F/T sensor measuring an intended task force (seed 001 §3.1, force/position hybrid
+tasks) is removed with `wrist_wrench_torque` so that pressing on a workpiece is not taken for
+a collision.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pinocchio as pin
+
+from contact_estimation.core import friction
+from contact_estimation.core.robot_model import RobotModel
+
+if TYPE_CHECKING:
+    from contact_estimation.core.identified_model import IdentifiedModel
+
+MODELS = ('fast', 'rnea', 'momentum_observer')
+
+
+class SampleOrderError(ValueError):
+    """A sample whose time is not after the previous one."""
+
+
+# ----------------------------------------------------------------------- g(q) and f(q̇)
+class StaticTerms:
+    """g(q) and f(q̇): from an identified model, or URDF gravity with a configured friction.
+
+    `friction_params` is n×k (one row per joint) or k values shared by every joint, k being
+    the number of parameters of `friction_model` (core/friction.py).
+    """
+
+    def __init__(self, robot_model: RobotModel, identified: IdentifiedModel | None = None,
+                 friction_model: str = 'coulomb_viscous', friction_params=(0.0, 0.0)):
+        self._robot = robot_model
+        self._identified = identified
+        if identified is not None:
+            return
+        model = friction.get(friction_model)
+        params = np.asarray(friction_params, dtype=float)
+        k = len(model.parameters)
+        if params.size == k:
+            params = np.tile(params.ravel(), (robot_model.n, 1))
+        if params.size != robot_model.n * k:
+            raise ValueError(
+                f'{friction_model} friction needs {k} parameters ({", ".join(model.parameters)}) '
+                f'for all joints or {robot_model.n}×{k} = {robot_model.n * k} (one row per '
+                f'joint), got {params.size}')
+        params = params.reshape(robot_model.n, k)
+        if not np.isfinite(params).all():
+            raise ValueError('friction parameters must be finite')
+        # The models are element-wise numpy functions: one call for all joints (one column
+        # of parameters per argument) instead of one call per joint.
+        self._friction_columns = tuple(params.T)
+        self._friction_function = model.function
+
+    def gravity(self, q: np.ndarray) -> np.ndarray:
+        if self._identified is not None:
+            return self._identified.gravity(self._robot, q)
+        return self._robot.gravity(q)
+
+    def friction(self, v: np.ndarray) -> np.ndarray:
+        if self._identified is not None:
+            return self._identified.friction(v)
+        return self._friction_function(v, *self._friction_columns)
+
+
+# ------------------------------------------------------------------------- sample clock
+class _SampleClock:
+    """Time steps between samples; starts over on the first sample and after a gap."""
+
+    def __init__(self, gap_threshold: float):
+        if not gap_threshold > 0.0:
+            raise ValueError(f'gap_threshold must be > 0 s, got {gap_threshold}')
+        self.gap_threshold = gap_threshold
+        self._t: float | None = None
+        self.last_gap = 0.0
+
+    def step(self, t: float) -> float | None:
+        """dt since the previous sample, or None to start over (first sample or gap).
+
+        Sets `last_gap` to the length of the gap that made it start over (else 0).
+        """
+        previous, self.last_gap = self._t, 0.0
+        if previous is not None and t <= previous:
+            raise SampleOrderError(f'sample at t = {t:.6f} s is not after the previous one '
+                                   f'({previous:.6f} s)')
+        self._t = t
+        if previous is None:
+            return None
+        dt = t - previous
+        if dt > self.gap_threshold:
+            self.last_gap = dt
+            return None
+        return dt
+
+    def reset(self) -> None:
+        self._t, self.last_gap = None, 0.0
+
+
+class Residual:
+    """Common interface: `update(t, q, v, tau) -> tau_ext` (n) and `reset()`.
+
+    `t` (s) must increase from one sample to the next (else `SampleOrderError`). After a
+    gap longer than `gap_threshold` a model with state starts over instead of integrating
+    over the gap; `last_gap` then holds the gap's length (0 otherwise).
+    """
+
+    def __init__(self, robot_model: RobotModel, terms: StaticTerms, gap_threshold: float):
+        self.robot = robot_model
+        self.terms = terms
+        self._clock = _SampleClock(gap_threshold)
+
+    @property
+    def last_gap(self) -> float:
+        return self._clock.last_gap
+
+    def update(self, t: float, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
+        return self._update(self._clock.step(t), t, q, v, tau)
+
+    def _update(self, dt: float | None, t: float, q: np.ndarray, v: np.ndarray,
+                tau: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        self._clock.reset()
+
+
+class FastResidual(Residual):
+    """Seed 001 eq. 9, project sign: τ_ext = g(q) + f(q̇) − τ (no inertial terms, no state)."""
+
+    def _update(self, dt, t, q, v, tau):
+        return self.terms.gravity(q) + self.terms.friction(v) - tau
+
+
+class InverseDynamicsResidual(Residual):
+    """Seed 001 eq. 6 / seed 003 eq. 7, project sign: τ_ext = M q̈ + C q̇ + g + f − τ.
+
+    q̈ comes from `acceleration`, a DerivativeEstimator of the joint positions
+    (core/joint_state_conditioning.py), restarted with the residual after a gap.
+    """
+
+    def __init__(self, robot_model, terms, gap_threshold, acceleration):
+        super().__init__(robot_model, terms, gap_threshold)
+        self._acceleration = acceleration
+
+    def _update(self, dt, t, q, v, tau):
+        if dt is None:
+            self._acceleration.reset()
+        _, a = self._acceleration.update(t, q)
+        # rnea carries the URDF's gravity; swap in the configured one (identical without an
+        # identified model).
+        model_torque = (self.robot.rnea(q, v, a) - self.robot.gravity(q)
+                        + self.terms.gravity(q) + self.terms.friction(v))
+        return model_torque - tau
+
+    def reset(self):
+        super().reset()
+        self._acceleration.reset()
+
+
+class MomentumObserver(Residual):
+    """Generalized-momentum observer (De Luca et al.), project sign, per-joint gain K_O (1/s).
+
+    p = M(q)q̇ and, since Ṁ = C + Cᵀ, ṗ = τ + τ_ext + Cᵀq̇ − g − f. The observer
+        r(t) = K_O [p(t) − p(0) − ∫₀ᵗ (τ + Cᵀq̇ − g − f + r) ds]
+    obeys ṙ = K_O (τ_ext − r): r follows τ_ext with time constant 1/K_O, without q̈.
+
+    Discrete form, exact for a first-order filter whose input is constant over the step
+    (stable for any K_O·dt, so uneven steps need no check):
+        r_k = e^{−K dt} r_{k−1} + (1 − e^{−K dt}) [(p_k − p_{k−1})/dt − β̄],
+    β = τ + Cᵀq̇ − g − f averaged over the step (trapezoid). The first sample, and the
+    first after a gap, set p(0) and r = 0.
+    """
+
+    def __init__(self, robot_model, terms, gap_threshold, gain):
+        super().__init__(robot_model, terms, gap_threshold)
+        gain = np.broadcast_to(np.asarray(gain, dtype=float), (robot_model.n,)).copy()
+        if not (np.isfinite(gain).all() and (gain > 0.0).all()):
+            raise ValueError(f'observer gains must be finite and > 0 1/s, got {gain}')
+        self.gain = gain
+        self._r = np.zeros(robot_model.n)
+        self._p = self._beta = None
+
+    def _update(self, dt, t, q, v, tau):
+        p = self.robot.mass_matrix(q) @ v
+        beta = (tau + self.robot.coriolis_matrix(q, v).T @ v
+                - self.terms.gravity(q) - self.terms.friction(v))
+        if dt is None:
+            self._r = np.zeros(self.robot.n)
+        else:
+            decay = np.exp(-self.gain * dt)
+            drive = (p - self._p) / dt - 0.5 * (beta + self._beta)
+            self._r = decay * self._r + (1.0 - decay) * drive
+        self._p, self._beta = p, beta
+        return self._r.copy()
+
+    def reset(self):
+        super().reset()
+        self._r = np.zeros(self.robot.n)
+        self._p = self._beta = None
+
+
+def make_residual(kind: str, robot_model: RobotModel, identified_model: IdentifiedModel | None = None,
+                  friction_model: str = 'coulomb_viscous', friction_params=(0.0, 0.0),
+                  observer_gain=50.0, gap_threshold: float = 0.05,
+                  acceleration=None) -> Residual:
+    """The residual `kind` ('fast', 'rnea' or 'momentum_observer').
+
+    With `identified_model`, g and f come from it and `friction_model`/`friction_params`
+    are not used. `acceleration` (for 'rnea') is a DerivativeEstimator; a default one is
+    made when None.
+    """
+    if kind not in MODELS:
+        raise ValueError(f'unknown residual model {kind!r}; choose one of {", ".join(MODELS)}')
+    terms = StaticTerms(robot_model, identified_model, friction_model, friction_params)
+    if kind == 'fast':
+        return FastResidual(robot_model, terms, gap_threshold)
+    if kind == 'rnea':
+        if acceleration is None:
+            from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
+            acceleration = DerivativeEstimator()
+        return InverseDynamicsResidual(robot_model, terms, gap_threshold, acceleration)
+    return MomentumObserver(robot_model, terms, gap_threshold, observer_gain)
+
+
+# ----------------------------------------------------------------- wrist F/T sensor
+def frame_jacobian(robot_model: RobotModel, q: np.ndarray, link: str) -> np.ndarray:
+    """6×n Jacobian of `link`'s frame in that frame: [linear; angular] velocity of its origin.
+
+    Its transpose maps a wrench [force; torque] at the link origin, in the link frame,
+    to joint torques.
+    """
+    if not robot_model.model.existFrame(link):
+        raise ValueError(f'link {link!r} is not in the robot model')
+    fid = robot_model.model.getFrameId(link)
+    if robot_model.model.frames[fid].parentJoint == 0:
+        raise ValueError(f'link {link!r} is not moved by any joint of the chain')
+    return pin.computeFrameJacobian(robot_model.model, robot_model.data,
+                                    robot_model.configuration(q), fid, pin.LOCAL)
+
+
+def wrist_wrench_torque(robot_model: RobotModel, q: np.ndarray, link: str,
+                        force: np.ndarray, torque: np.ndarray) -> np.ndarray:
+    """Joint torque J_linkᵀ [F; M] of a wrench acting ON the robot at `link`'s origin.
+
+    Sign choice: the wrench is the one the environment (workpiece) exerts on the robot,
+    in the `link` frame, with the tool's own weight and the sensor offset already removed
+    (seed 001 §3.1 compensates both). It then adds to τ_ext like any external force, and
+    `tau_ext - wrist_wrench_torque(...)` is what is left for collisions. A sensor that
+    reports the wrench the tool exerts on the environment gives the negative.
+    """
+    wrench = np.concatenate([np.asarray(force, dtype=float), np.asarray(torque, dtype=float)])
+    return frame_jacobian(robot_model, q, link).T @ wrench
+

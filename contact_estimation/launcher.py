@@ -1,0 +1,106 @@
+"""Start manifest nodes as separate processes, as `ros2 launch` would, for pip installs.
+
+Each node runs `python -m contact_estimation.nodes.<name> --ros-args -r __node:=<name>
+--params-file config/<name>.yaml [--params-file EXTRA] [-p key:=value]`; a later parameter
+file overrides an earlier one, so one user file with sections for several nodes works.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from contact_estimation import manifest
+
+
+def node_command(name: str, params_file: str | None = None,
+                 overrides: dict[str, object] | None = None,
+                 extra_params_files: tuple[str, ...] = ()) -> list[str]:
+    """The command line that runs node `name` with this interpreter."""
+    spec = manifest.node(name)
+    cmd = [sys.executable, '-m', spec.module, '--ros-args', '-r', f'__node:={name}']
+    for path in (params_file or spec.parameters_path(), *extra_params_files):
+        cmd += ['--params-file', path]
+    for key, value in (overrides or {}).items():
+        cmd += ['-p', f'{key}:={param_literal(value)}']
+    return cmd
+
+
+def param_literal(value: object) -> str:
+    """A Python value as a `-p name:=value` literal (YAML syntax)."""
+    if isinstance(value, bool):
+        return 'true' if value else 'false'
+    if isinstance(value, (list, tuple)):
+        return '[' + ','.join(param_literal(v) for v in value) + ']'
+    if isinstance(value, str):
+        return f"'{value}'"
+    return repr(value)
+
+
+def stop_process(proc: subprocess.Popen, grace: float = 5.0) -> int:
+    """SIGINT (what Ctrl-C and ros2 launch send), then SIGKILL after `grace` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+@dataclass
+class NodeSet:
+    """A group of manifest nodes running as child processes."""
+
+    names: list[str]
+    extra_params_files: tuple[str, ...] = ()
+    overrides: dict[str, dict[str, object]] = field(default_factory=dict)
+    log_dir: str | None = None
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    _reported: set[str] = field(default_factory=set)
+
+    def start(self) -> None:
+        for name in self.names:
+            out = subprocess.DEVNULL if self.log_dir else None
+            if self.log_dir:
+                os.makedirs(self.log_dir, exist_ok=True)
+                out = open(os.path.join(self.log_dir, f'{name}.log'), 'w')
+            cmd = node_command(name, overrides=self.overrides.get(name),
+                               extra_params_files=self.extra_params_files)
+            self.processes[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+
+    def newly_dead(self) -> list[tuple[str, int]]:
+        """Nodes that exited since the last call, with their exit codes."""
+        dead = [(n, p.returncode) for n, p in self.processes.items()
+                if p.poll() is not None and n not in self._reported]
+        self._reported.update(n for n, _ in dead)
+        return dead
+
+    def alive(self) -> list[str]:
+        return [n for n, p in self.processes.items() if p.poll() is None]
+
+    def stop(self) -> dict[str, int]:
+        """Ctrl-C every node at once, then wait for each; return the exit codes."""
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        return {name: stop_process(proc) for name, proc in self.processes.items()}
+
+    def log_tail(self, name: str, lines: int = 15) -> str:
+        if not self.log_dir:
+            return ''
+        with open(os.path.join(self.log_dir, f'{name}.log'), encoding='utf-8',
+                  errors='replace') as f:
+            return ''.join(f.readlines()[-lines:])
+
+
+def wait_for_processes(nodes: NodeSet, poll: float = 0.2) -> None:
+    """Block until every node has exited, reporting each death as it happens."""
+    while nodes.alive():
+        for name, code in nodes.newly_dead():
+            print(f'[contact-estimation] node {name} exited with code {code}', flush=True)
+        time.sleep(poll)
