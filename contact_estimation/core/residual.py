@@ -29,6 +29,7 @@ import numpy as np
 import pinocchio as pin
 
 from contact_estimation.core import friction
+from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
 from contact_estimation.core.robot_model import RobotModel
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ class InverseDynamicsResidual(Residual):
     (core/joint_state_conditioning.py), restarted with the residual after a gap.
     """
 
-    def __init__(self, robot_model, terms, gap_threshold, acceleration):
+    def __init__(self, robot_model, terms, gap_threshold, acceleration: DerivativeEstimator):
         super().__init__(robot_model, terms, gap_threshold)
         self._acceleration = acceleration
 
@@ -194,10 +195,13 @@ class MomentumObserver(Residual):
 
     def __init__(self, robot_model, terms, gap_threshold, gain):
         super().__init__(robot_model, terms, gap_threshold)
-        gain = np.broadcast_to(np.asarray(gain, dtype=float), (robot_model.n,)).copy()
+        gain = np.asarray(gain, dtype=float).ravel()
+        if gain.size not in (1, robot_model.n):
+            raise ValueError(f'observer gain needs 1 value or {robot_model.n} (one per joint), '
+                             f'got {gain.size}')
         if not (np.isfinite(gain).all() and (gain > 0.0).all()):
-            raise ValueError(f'observer gains must be finite and > 0 1/s, got {gain}')
-        self.gain = gain
+            raise ValueError(f'observer gains must be finite and > 0 1/s, got {gain.tolist()}')
+        self.gain = np.broadcast_to(gain, (robot_model.n,)).copy()
         self._r = np.zeros(robot_model.n)
         self._p = self._beta = None
 
@@ -220,15 +224,16 @@ class MomentumObserver(Residual):
         self._p = self._beta = None
 
 
-def make_residual(kind: str, robot_model: RobotModel, identified_model: IdentifiedModel | None = None,
+def make_residual(kind: str, robot_model: RobotModel,
+                  identified_model: IdentifiedModel | None = None,
                   friction_model: str = 'coulomb_viscous', friction_params=(0.0, 0.0),
                   observer_gain=50.0, gap_threshold: float = 0.05,
-                  acceleration=None) -> Residual:
+                  derivative_window: int = 20) -> Residual:
     """The residual `kind` ('fast', 'rnea' or 'momentum_observer').
 
     With `identified_model`, g and f come from it and `friction_model`/`friction_params`
-    are not used. `acceleration` (for 'rnea') is a DerivativeEstimator; a default one is
-    made when None.
+    are not used. `observer_gain` (1/s, one value or one per joint) is for
+    'momentum_observer', `derivative_window` (samples of the q̈ fit) for 'rnea'.
     """
     if kind not in MODELS:
         raise ValueError(f'unknown residual model {kind!r}; choose one of {", ".join(MODELS)}')
@@ -236,10 +241,8 @@ def make_residual(kind: str, robot_model: RobotModel, identified_model: Identifi
     if kind == 'fast':
         return FastResidual(robot_model, terms, gap_threshold)
     if kind == 'rnea':
-        if acceleration is None:
-            from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
-            acceleration = DerivativeEstimator()
-        return InverseDynamicsResidual(robot_model, terms, gap_threshold, acceleration)
+        return InverseDynamicsResidual(robot_model, terms, gap_threshold,
+                                       DerivativeEstimator(derivative_window))
     return MomentumObserver(robot_model, terms, gap_threshold, observer_gain)
 
 

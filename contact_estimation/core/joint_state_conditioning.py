@@ -1,0 +1,348 @@
+"""Raw joint states → clean, complete samples in model joint order, no ROS.
+
+A robot driver's `sensor_msgs/JointState` may list joints in any order, include joints outside
+the chain (gripper fingers), be split over several publishers (arm and gripper, two arm
+halves), carry motor current instead of torque, omit velocity, or be plain wrong (NaN, wrong
+lengths, stamps going backwards). `JointStateConditioner` turns each message into either
+nothing or a `JointSample` the rest of the pipeline can trust, and names every problem it
+finds (the `*` constants below) without ever raising on a message.
+
+Rules:
+- A message with an error is dropped whole; `WARNINGS` (a gap, a joint beyond its limits)
+  are reported and the sample still goes out.
+- Names of URDF joints outside the chain are ignored; any other unknown name is an error.
+- Merging: each chain joint keeps its latest value and stamp. A sample goes out when every
+  chain joint has been refreshed since the last sample and the refreshed stamps lie within
+  `merge_window` seconds of each other; its stamp is the newest of them. A message that
+  refreshes a joint again before the set is complete abandons that cycle (`MISSING_JOINTS`).
+- Motor-side readings are converted with seed 001 eqs. 1–3 (`Transmission`).
+- Velocity the driver does not provide, and acceleration always, come from
+  `DerivativeEstimator`; the estimator restarts after a gap longer than `gap_threshold`.
+"""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+# Problem kinds (the keys counted on /diagnostics).
+NON_FINITE = 'non_finite'
+LENGTH_MISMATCH = 'length_mismatch'
+UNKNOWN_JOINT = 'unknown_joint'
+MISSING_JOINTS = 'missing_joints'
+DUPLICATE_JOINT = 'duplicate_joint'
+REPEATED_STAMP = 'repeated_stamp'
+OUT_OF_ORDER_STAMP = 'out_of_order_stamp'
+ZERO_STAMP = 'zero_stamp'
+UNALIGNED_PARTS = 'unaligned_parts'
+GAP = 'gap'
+OUT_OF_LIMITS = 'out_of_limits'
+
+# Kinds that do not stop the sample from going out.
+WARNINGS = frozenset({GAP, OUT_OF_LIMITS})
+
+Problem = tuple[str, str]
+
+
+class DerivativeEstimator:
+    """Velocity and acceleration of a sampled signal: a causal least-squares quadratic fit.
+
+    Each `update(t, q)` fits q(τ) = c₀ + c₁τ + c₂τ² (τ = time before the newest sample) to the
+    last `window` samples, per joint, by least squares on their true timestamps, and returns
+    q̇ = c₁ and q̈ = 2c₂ at the newest sample: a Savitzky–Golay differentiator generalised to
+    uneven time steps.
+
+    Why this filter rather than an alpha-beta-gamma (steady-state Kalman) filter: at 1 kHz, on
+    a 0.5 rad sinusoid of 0.5–2 Hz with 1e-5 rad encoder noise, both reach the same error
+    (window 20 ≈ tracking index 0.01: velocity RMS error ≈ 2e-3 rad/s at 0.5 Hz), but the
+    fit
+    - is exact for motions up to constant acceleration, so velocity has no steady-state lag;
+    - uses the real timestamps, so dropped or jittered messages cost nothing (a fixed-gain
+      alpha-beta-gamma filter assumes a constant period);
+    - has finite memory: a start-up transient or an outlier is gone after `window` samples;
+    - has one knob, the window, whose effect is plain: velocity noise falls as window^-1.5,
+      acceleration noise as window^-2.5; the acceleration is the mean over the window, so it
+      lags by (window − 1)/2 samples (≈ 10 ms for the default 20 at 1 kHz), velocity by none.
+    Until the window has filled once (`ready`), the fit uses the samples it has, with a lower
+    degree for fewer than 3 (one sample: zero velocity and acceleration).
+    """
+
+    DEGREE = 2
+
+    def __init__(self, window: int = 20):
+        if window < self.DEGREE + 1:
+            raise ValueError(f'derivative window must hold at least {self.DEGREE + 1} '
+                             f'samples, got {window}')
+        self.window = int(window)
+        self._t = np.zeros(self.window)
+        self._q: np.ndarray | None = None
+        self._count = 0
+
+    def reset(self) -> None:
+        """Forget every sample (after a gap, the old ones no longer describe the motion)."""
+        self._count = 0
+
+    @property
+    def ready(self) -> bool:
+        """True once the window is full: estimates have their nominal noise and delay."""
+        return self._count >= self.window
+
+    def update(self, t: float, q) -> tuple[np.ndarray, np.ndarray]:
+        """Add the sample q at time t (seconds, increasing); return (q̇, q̈) at t."""
+        q = np.asarray(q, dtype=float)
+        if self._q is None or self._q.shape[1] != q.size:
+            self._q = np.zeros((self.window, q.size))
+            self._count = 0
+        slot = self._count % self.window
+        if self._count and t <= self._t[(self._count - 1) % self.window]:
+            raise ValueError(f'sample times must increase: {t} after '
+                             f'{self._t[(self._count - 1) % self.window]}')
+        self._t[slot], self._q[slot] = t, q
+        self._count += 1
+        used = min(self._count, self.window)
+        degree = min(self.DEGREE, used - 1)
+        zero = np.zeros(q.size)
+        if degree == 0:
+            return zero, zero
+        # The fit does not depend on row order, so the ring buffer is used as it lies.
+        tau = self._t[:used] - t
+        span = -tau.min()
+        basis = np.vander(tau / span, degree + 1, increasing=True)
+        coef = np.linalg.lstsq(basis, self._q[:used], rcond=None)[0]
+        velocity = coef[1] / span
+        acceleration = 2.0 * coef[2] / span**2 if degree == 2 else zero
+        return velocity, acceleration
+
+
+class Watchdog:
+    """Stale when nothing was fed for longer than `timeout` seconds (and before the first feed)."""
+
+    def __init__(self, timeout: float):
+        self.timeout = float(timeout)
+        self._last: float | None = None
+
+    def feed(self, now: float) -> None:
+        self._last = now
+
+    def stale(self, now: float) -> bool:
+        return self._last is None or now - self._last > self.timeout
+
+
+@dataclass(frozen=True)
+class Transmission:
+    """Motor-side readings → joint-side values through the gearbox (seed 001 eqs. 1–3).
+
+    τ_m = k_m i_m (eq. 1) and τ = G_m τ_m (eq. 2) when the effort field carries motor current;
+    q = θ_m / G_m (eq. 3), and likewise q̇ = θ̇_m / G_m, when positions are motor angles.
+    """
+
+    torque_constants: np.ndarray  # k_m, N·m/A, one per model joint
+    gear_ratios: np.ndarray       # G_m, motor turns per joint turn
+    effort_is_current: bool = False
+    positions_are_motor_side: bool = False
+
+    @classmethod
+    def create(cls, n: int, torque_constants: Sequence[float] = (1.0,),
+               gear_ratios: Sequence[float] = (1.0,), effort_is_current: bool = False,
+               positions_are_motor_side: bool = False) -> 'Transmission':
+        """Per-joint constants from lists of length 1 (same for all joints) or n."""
+        per_joint = []
+        for name, values in (('torque_constants', torque_constants), ('gear_ratios', gear_ratios)):
+            values = np.asarray(values, dtype=float).ravel()
+            if values.size not in (1, n):
+                raise ValueError(f'{name} needs 1 or {n} values (one per joint), got {values.size}')
+            if not np.all(np.isfinite(values)) or np.any(values == 0.0):
+                raise ValueError(f'{name} must be finite and non-zero, got {values.tolist()}')
+            per_joint.append(np.broadcast_to(values, (n,)).copy())
+        return cls(per_joint[0], per_joint[1], bool(effort_is_current),
+                   bool(positions_are_motor_side))
+
+    def joint_position(self, value: np.ndarray, joints: np.ndarray) -> np.ndarray:
+        """Position or velocity of model joints `joints` on the joint side (eq. 3)."""
+        return value / self.gear_ratios[joints] if self.positions_are_motor_side else value
+
+    def joint_torque(self, effort: np.ndarray, joints: np.ndarray) -> np.ndarray:
+        """Joint torque of model joints `joints` from the effort field (eqs. 1–2)."""
+        if self.effort_is_current:
+            return self.gear_ratios[joints] * self.torque_constants[joints] * effort
+        return effort
+
+
+@dataclass(frozen=True)
+class JointSample:
+    """One complete joint state in model joint order (SI units, joint side)."""
+
+    t: float                       # seconds, the newest stamp of the merged parts
+    q: np.ndarray                  # rad
+    v: np.ndarray                  # rad/s
+    effort: np.ndarray | None      # joint torque, N·m; None when the driver gives none
+    a: np.ndarray | None           # rad/s², None until the estimator window has filled
+    v_estimated: np.ndarray        # per joint: True where v comes from the estimator
+    stamp: Any = None              # the caller's stamp object of the newest part, unchanged
+
+
+@dataclass
+class ConditionResult:
+    sample: JointSample | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+
+def urdf_joint_names(urdf_xml: str) -> list[str]:
+    """Names of every joint in a URDF, fixed ones included."""
+    return [joint.get('name') for joint in ET.fromstring(urdf_xml).iter('joint')]
+
+
+class JointStateConditioner:
+    """JointState arrays → `ConditionResult` (see the module docstring for the rules)."""
+
+    _NAME_CACHE_SIZE = 16
+
+    def __init__(self, joint_names: Sequence[str], ignored_joints: Sequence[str] = (),
+                 position_limits: tuple[np.ndarray, np.ndarray] | None = None,
+                 transmission: Transmission | None = None, window: int = 20,
+                 merge_window: float = 1e-3, gap_threshold: float = 0.02,
+                 limit_margin: float = 0.05):
+        self.joint_names = list(joint_names)
+        n = len(self.joint_names)
+        self._index = {name: i for i, name in enumerate(self.joint_names)}
+        self._ignored = frozenset(ignored_joints) - set(self.joint_names)
+        lower, upper = position_limits or (np.full(n, -np.inf), np.full(n, np.inf))
+        self._lower = np.asarray(lower, dtype=float) - limit_margin
+        self._upper = np.asarray(upper, dtype=float) + limit_margin
+        self.transmission = transmission or Transmission.create(n)
+        self.merge_window = float(merge_window)
+        self.gap_threshold = float(gap_threshold)
+        self.estimator = DerivativeEstimator(window)
+        self._name_cache: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray, list[str]]] = {}
+        self.reset()
+
+    @classmethod
+    def for_robot(cls, model, **settings) -> 'JointStateConditioner':
+        """Conditioner for a `RobotModel`: its chain, its limits, its other URDF joints ignored."""
+        return cls(model.joint_names, urdf_joint_names(model.urdf_xml),
+                   model.position_limits, **settings)
+
+    def reset(self) -> None:
+        n = len(self.joint_names)
+        self._stamps = np.full(n, -np.inf)
+        self._stamp_objects: list[Any] = [None] * n
+        self._q = np.zeros(n)
+        self._v = np.full(n, np.nan)       # NaN: not provided by the driver
+        self._effort = np.full(n, np.nan)
+        self._pending = np.zeros(n, dtype=bool)
+        self._last_sample_t: float | None = None
+        self.estimator.reset()
+
+    # ------------------------------------------------------------------ input
+    def condition(self, t: float, names: Sequence[str], position, velocity=(), effort=(),
+                  stamp: Any = None) -> ConditionResult:
+        """Check and merge one JointState (stamp `t` in seconds); never raises on bad data."""
+        result = ConditionResult()
+        problems = result.problems
+        names = tuple(names)
+        position = np.asarray(position, dtype=float)
+        velocity = np.asarray(velocity, dtype=float)
+        effort = np.asarray(effort, dtype=float)
+        if not np.isfinite(t) or t <= 0.0:
+            problems.append((ZERO_STAMP, f'joint state stamped {t} s: the driver sets no time'))
+        for field_name, values, optional in (('position', position, False),
+                                             ('velocity', velocity, True),
+                                             ('effort', effort, True)):
+            if values.size != len(names) and not (optional and values.size == 0):
+                problems.append((LENGTH_MISMATCH, f'{len(names)} names but {values.size} '
+                                 f'{field_name} values'))
+        if problems:
+            return result
+        joints, rows, unknown = self._map_names(names)
+        if len(set(names)) != len(names):
+            repeated = sorted({n for n in names if names.count(n) > 1})
+            problems.append((DUPLICATE_JOINT, f'joint names listed twice: {repeated}'))
+        if unknown:
+            problems.append((UNKNOWN_JOINT, f'joints not in the robot model: {unknown}'))
+        if problems or joints.size == 0:
+            return result  # an error, or only joints outside the chain (a gripper driver)
+        position, velocity, effort = (
+            values[rows] if values.size else values for values in (position, velocity, effort))
+        for field_name, values in (('position', position), ('velocity', velocity),
+                                   ('effort', effort)):
+            bad = ~np.isfinite(values)
+            if bad.any():
+                problems.append((NON_FINITE, f'{field_name} of {self._names(joints[bad])} '
+                                 f'is {values[bad].tolist()}'))
+        previous = self._stamps[joints].max()
+        if t == previous:
+            problems.append((REPEATED_STAMP, f'stamp {t:.9f} s received again'))
+        elif t < previous:
+            problems.append((OUT_OF_ORDER_STAMP, f'stamp {t:.9f} s arrived after '
+                             f'{previous:.9f} s ({1e3 * (previous - t):.3f} ms older)'))
+        if problems:
+            return result
+        self._store(t, joints, position, velocity, effort, stamp, problems)
+        if self._pending.all():
+            result.sample = self._complete_sample(problems)
+        return result
+
+    def _map_names(self, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """(model index of each chain name, its row in the message, unknown names), cached."""
+        cached = self._name_cache.get(names)
+        if cached is None:
+            if len(self._name_cache) >= self._NAME_CACHE_SIZE:
+                self._name_cache.clear()
+            rows = [r for r, name in enumerate(names) if name in self._index]
+            joints = np.array([self._index[names[r]] for r in rows], dtype=int)
+            unknown = [n for n in names if n not in self._index and n not in self._ignored]
+            cached = self._name_cache[names] = (joints, np.array(rows, dtype=int), unknown)
+        return cached
+
+    def _names(self, joints: np.ndarray) -> list[str]:
+        return [self.joint_names[j] for j in joints]
+
+    # ---------------------------------------------------------------- merging
+    def _store(self, t, joints, position, velocity, effort, stamp, problems) -> None:
+        if self._pending[joints].any():
+            missing = ~self._pending
+            if missing.any():
+                problems.append((MISSING_JOINTS, f'no value for {self._names(np.flatnonzero(missing))} '
+                                 'before the next message of the other joints'))
+            self._pending[:] = False
+        tx = self.transmission
+        self._stamps[joints] = t
+        for j in joints:
+            self._stamp_objects[j] = stamp
+        self._q[joints] = tx.joint_position(position, joints)
+        self._v[joints] = tx.joint_position(velocity, joints) if velocity.size else np.nan
+        self._effort[joints] = tx.joint_torque(effort, joints) if effort.size else np.nan
+        self._pending[joints] = True
+
+    def _complete_sample(self, problems: list[Problem]) -> JointSample | None:
+        """Every joint refreshed: emit if the parts are aligned in time."""
+        newest = int(np.argmax(self._stamps))
+        t = self._stamps[newest]
+        spread = t - self._stamps.min()
+        if spread > self.merge_window:
+            problems.append((UNALIGNED_PARTS, f'joint state parts {1e3 * spread:.3f} ms apart, '
+                             f'more than merge_window {1e3 * self.merge_window:.3f} ms'))
+            self._pending = self._stamps >= t - self.merge_window
+            return None
+        self._pending[:] = False
+        if self._last_sample_t is not None and t - self._last_sample_t > self.gap_threshold:
+            problems.append((GAP, f'{1e3 * (t - self._last_sample_t):.1f} ms without joint '
+                             'states: derivative filter restarted'))
+            self.estimator.reset()
+        self._last_sample_t = t
+        q = self._q.copy()
+        v_estimate, a_estimate = self.estimator.update(t, q)
+        v_estimated = np.isnan(self._v)
+        if v_estimated.any() and not self.estimator.ready:
+            return None  # a velocity must be estimated and the estimator is still filling
+        outside = (q < self._lower) | (q > self._upper)
+        if outside.any():
+            problems.append((OUT_OF_LIMITS, f'{self._names(np.flatnonzero(outside))} at '
+                             f'{q[outside].round(4).tolist()} rad, beyond the limits'))
+        effort = None if np.isnan(self._effort).any() else self._effort.copy()
+        return JointSample(
+            t=t, q=q, v=np.where(v_estimated, v_estimate, self._v), effort=effort,
+            a=a_estimate if self.estimator.ready else None, v_estimated=v_estimated,
+            stamp=self._stamp_objects[newest])

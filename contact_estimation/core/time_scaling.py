@@ -1,0 +1,88 @@
+"""Trajectory time scaling as the reaction to a collision (seed 003 eqs. 8–11).
+
+Seed 003 re-samples the reference trajectory in time instead of stopping it: the reference
+time advances as t_i = t_{i-1} + f_S Δt (eq. 8) and the joint reference becomes
+q_d(t_i) = q(t_{i-1} + f_S Δt) (eq. 9). f_S is 1 with no external torque (track normally),
+0 on a collision (the arm holds where it is) and negative while a person pushes the arm back
+(it yields backwards along its path), with a constant α setting the sensitivity; motion
+resumes by itself when the contact ends (its Fig. 14).
+
+The piecewise definition of f_S (eqs. 10–11) is an image missing from the seed's text, so
+the law here is ours, built to reproduce the behaviour the seed describes:
+- hold (collision or stop):           f_S = 0,
+  unless the external torque pushes against the direction of motion d (unit q̇ of the last
+  forward motion): with p = τ_extᵀ d < −p_0,
+                                      f_S = −min(1, α (|p| − p_0))
+  (a dead band p_0 so that noise never moves the arm; continuous at |p| = p_0);
+- no hold:                            f_S rises back to 1 at `recovery_rate` per second,
+  starting from max(f_S, 0) so that the arm never keeps yielding once released.
+Sign: τ_ext = J(p)ᵀF with F acting ON the robot (project convention), so a force against the
+motion (Fᵀẋ < 0, ẋ = J q̇) gives τ_extᵀq̇ = Fᵀ J q̇ < 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def scaled_time(previous: float, dt: float, f_s: float) -> float:
+    """Seed 003 eq. 8: the reference time after one control period Δt = `dt`."""
+    return previous + f_s * dt
+
+
+@dataclass(frozen=True)
+class TimeScalingConfig:
+    alpha: float = 0.1            # 1/(N·m): yield speed (fraction of nominal) per N·m of push
+    push_threshold: float = 2.0   # p_0, N·m: pushes weaker than this only hold the arm
+    recovery_rate: float = 0.5    # 1/s: f_S from 0 back to 1 in 1/recovery_rate seconds
+    min_speed: float = 1e-3       # rad/s: slower motion has no direction to remember
+
+    def __post_init__(self):
+        for name, low in (('alpha', 0.0), ('push_threshold', 0.0), ('min_speed', 0.0)):
+            value = getattr(self, name)
+            if not np.isfinite(value) or value < low:
+                raise ValueError(f'time scaling {name} = {value}: must be finite and >= {low:g}')
+        if not np.isfinite(self.recovery_rate) or self.recovery_rate <= 0:
+            raise ValueError(f'time scaling recovery_rate = {self.recovery_rate} 1/s: '
+                             'must be > 0 (else motion never resumes)')
+
+
+class TimeScaling:
+    """f_S of seed 003 from the hold flag, τ_ext and q̇, updated sample by sample."""
+
+    def __init__(self, config: TimeScalingConfig = TimeScalingConfig()):
+        self.config = config
+        self.value = 1.0
+        self.direction: np.ndarray | None = None  # unit q̇ of the last forward motion
+        self._t: float | None = None
+
+    def push(self, tau_ext) -> float:
+        """p = τ_extᵀ d, the external torque along the path (N·m; < 0 pushes back); 0 if unknown."""
+        if self.direction is None or tau_ext is None:
+            return 0.0
+        return float(np.dot(np.asarray(tau_ext, dtype=float), self.direction))
+
+    def update(self, t: float, hold: bool, tau_ext=None, velocity=None) -> float:
+        """f_S at time `t` (s). `hold`: a collision or a stop is active.
+
+        Without `tau_ext` (e.g. stale input) a hold never yields: f_S = 0.
+        """
+        dt = 0.0 if self._t is None else max(t - self._t, 0.0)
+        self._t = t
+        if hold:
+            beyond = -self.push(tau_ext) - self.config.push_threshold
+            self.value = -min(1.0, self.config.alpha * beyond) if beyond > 0 else 0.0
+        else:
+            self.value = min(1.0, max(self.value, 0.0) + self.config.recovery_rate * dt)
+        self._remember_direction(velocity)
+        return self.value
+
+    def _remember_direction(self, velocity) -> None:
+        """While moving forward (f_S > 0), the unit q̇ is the direction of the path."""
+        if velocity is None or self.value <= 0:
+            return
+        v = np.asarray(velocity, dtype=float)
+        speed = float(np.linalg.norm(v))
+        if np.isfinite(speed) and speed > self.config.min_speed:
+            self.direction = v / speed

@@ -1,0 +1,359 @@
+"""collision_detector: τ_ext → stop signal, collision events, rviz markers, time scaling.
+
+Runs the detector of core/detector.py (seed 001 eq. 7, role and speed-dependent thresholds,
+latched, fail-safe) on every residual and the reaction of core/time_scaling.py (seed 003
+eqs. 8–11). The stop signal (std_msgs/Bool, True = stop) is reliable and transient-local,
+published on every change and as a heartbeat; a controller must treat a missing heartbeat
+as stop (docs/controller_contract.md). Collision events are diagnostic_msgs/DiagnosticStatus
+(docs/collision_events.md).
+
+Fail-safe: before the first residual, after `input_timeout` without one, while the listener
+reports stale joint states, and on a non-finite residual, stop is True. A message of the
+wrong size is dropped and counted; it does not restart the timeout, so a stream of them
+stops the arm within `input_timeout`.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from rclpy.exceptions import ParameterException
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, Float64
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import Marker, MarkerArray
+
+from contact_estimation import manifest
+from contact_estimation.core.detector import (COLLISION, INVALID, NONE, STALE, WAITING,
+                                              AccelerationEstimate, DetectorConfig,
+                                              DetectorState)
+from contact_estimation.core.detector import CollisionDetector as Detector
+from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.time_scaling import TimeScaling, TimeScalingConfig
+from contact_estimation.ros import params
+from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
+from contact_estimation.ros.diagnostics import ERROR, OK, WARN, ProblemCounter
+from contact_estimation.ros.node_main import StartupError, run
+from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, STOP_QOS
+
+NAME = 'collision_detector'
+
+# Parameter name → DetectorConfig field.
+_DETECTOR_PARAMETERS = {
+    'thresholds_position': 'thresholds_position', 'thresholds_force': 'thresholds_force',
+    'joint_roles': 'roles', 'consecutive_samples': 'consecutive_samples',
+    'speed_gain': 'speed_gain', 'acceleration_gain': 'acceleration_gain',
+    'hold_time': 'hold_time', 'input_timeout': 'input_timeout',
+}
+# Parameter name → TimeScalingConfig field.
+_SCALING_PARAMETERS = {
+    'time_scaling_alpha': 'alpha', 'time_scaling_push_threshold': 'push_threshold',
+    'time_scaling_recovery_rate': 'recovery_rate',
+}
+_EVENT_LEVELS = {NONE: OK, WAITING: WARN}
+_MARKER_NS = 'collision'
+
+
+class CollisionDetector(Node):
+    def __init__(self, **kwargs):
+        super().__init__(NAME, **kwargs)
+        spec = manifest.node(NAME)
+        try:
+            self.robot = self._load_robot()
+            self._declare_parameters()
+            self.detector = Detector(self._detector_config({}))
+            self.scaling = TimeScaling(self._scaling_config({}))
+            self._acceleration = AccelerationEstimate(self._value('acceleration_cutoff'))
+        except (ValueError, ParameterException) as err:
+            raise StartupError(f'{NAME}: {err}') from err
+        self._names = list(self.robot.joint_names)
+        self._orders: dict[tuple[str, ...], np.ndarray | None] = {}
+        self._q: np.ndarray | None = None          # latest joint positions (markers)
+        self._v_joint_state: np.ndarray | None = None  # q̇ when the residual lacks it
+        self._stamp = seconds_to_stamp(0.0)         # stamp of the latest residual
+        self._published: DetectorState | None = None
+        self._shown_joints: tuple[int, ...] = ()
+
+        self.problems = ProblemCounter(self, hardware_id=self.robot.name)
+        self._stop_pub = self.create_publisher(Bool, spec.topic('stop'), STOP_QOS)
+        self._scaling_pub = self.create_publisher(Float64, spec.topic('time_scaling'),
+                                                  PIPELINE_QOS)
+        self._event_pub = self.create_publisher(DiagnosticStatus, spec.topic('events'),
+                                                PIPELINE_QOS)
+        self._marker_pub = self.create_publisher(MarkerArray, spec.topic('markers'),
+                                                 PIPELINE_QOS)
+        self.create_subscription(JointState, spec.topic('residual'), self._on_residual,
+                                 SENSOR_QOS)
+        self.create_subscription(JointState, spec.topic('joint_state'), self._on_joint_state,
+                                 SENSOR_QOS)
+        self.create_subscription(Bool, spec.topic('input_stale'), self._on_input_stale,
+                                 STOP_QOS)
+        self.create_service(Trigger, '~/reset', self._on_reset)
+        self.create_timer(1.0 / self._value('watchdog_rate'), self._on_watchdog)
+        self.create_timer(1.0 / self._value('heartbeat_rate'), self._publish_stop)
+        params.on_change(self, self._on_parameter_change)
+        self._apply(self.detector.state(time.monotonic()))
+        self.get_logger().info(
+            f'watching {len(self._names)} joints of {self.robot.name or "the robot"} on '
+            f'{spec.topic("residual")}; stop on {spec.topic("stop")}')
+
+    # ------------------------------------------------------------------ parameters
+    def _load_robot(self) -> RobotModel:
+        robot = params.declare(self, 'robot', 'panda', 'example-robot-data name or URDF path',
+                               read_only=True)
+        description = params.declare(self, 'robot_description', '',
+                                     'URDF XML; when set it replaces `robot`', read_only=True)
+        base = params.declare(self, 'base_link', '', 'first link of the chain ("" = root); '
+                              'the frame of the markers', read_only=True)
+        tip = params.declare(self, 'tip_link', '', 'last link of the chain ("" = deepest)',
+                             read_only=True)
+        return RobotModel.load(description or robot, base, tip)  # RobotModelError: ValueError
+
+    def _declare_parameters(self) -> None:
+        d = params.declare
+        d(self, 'thresholds_position', [4.0], 'ψ_0 of position-controlled joints, N·m: one '
+          'value for all joints or one per joint (seed 001: 4 N·m)')
+        d(self, 'thresholds_force', [8.0], 'ψ_0 of force-controlled joints, N·m: one value '
+          'or one per joint (seed 001: 8 N·m)')
+        d(self, 'joint_roles', ['position'], "each joint's role, 'position' or 'force' "
+          '(one for all joints or one per joint); switchable at run time')
+        d(self, 'consecutive_samples', 25, 'n of seed 001 eq. 7: samples over threshold in a '
+          'row that make a collision', 1, 10000)
+        d(self, 'speed_gain', [0.0], 'k_v, N·m per rad/s: ψ grows by k_v |q̇| (one or per joint)')
+        d(self, 'acceleration_gain', [0.0], 'k_a, N·m per rad/s²: ψ grows by k_a |q̈| '
+          '(one or per joint)')
+        d(self, 'acceleration_cutoff', 20.0, 'low-pass cutoff of the differentiated q̈, Hz',
+          0.1, 1000.0, read_only=True)
+        d(self, 'hold_time', 0.0, 'stop clears this long after the last unsafe sample, s; '
+          '0 = latched until the ~/reset service', 0.0, 3600.0)
+        d(self, 'input_timeout', 0.1, 'no residual for this long → stop, s', 0.001, 10.0)
+        d(self, 'watchdog_rate', 200.0, 'rate of the input timeout check, Hz', 100.0, 2000.0,
+          read_only=True)
+        d(self, 'heartbeat_rate', 20.0, 'rate at which stop is republished, Hz', 1.0, 1000.0,
+          read_only=True)
+        d(self, 'time_scaling_alpha', 0.1, 'seed 003 α: yield speed (fraction of nominal) '
+          'per N·m of push back beyond the push threshold, 1/(N·m)', 0.0, 100.0)
+        d(self, 'time_scaling_push_threshold', 2.0, 'a push back along the path weaker than '
+          'this only holds the arm, N·m', 0.0, 1000.0)
+        d(self, 'time_scaling_recovery_rate', 0.5, 'f_S returns from 0 to 1 at this rate '
+          'once the contact is over, 1/s', 1e-3, 1000.0)
+
+    def _value(self, name: str):
+        return self.get_parameter(name).value
+
+    def _detector_config(self, changes: dict) -> DetectorConfig:
+        return DetectorConfig.build(self.robot.joint_names, **{
+            field: changes.get(p, self._value(p)) for p, field in _DETECTOR_PARAMETERS.items()})
+
+    def _scaling_config(self, changes: dict) -> TimeScalingConfig:
+        return TimeScalingConfig(**{field: changes.get(p, self._value(p))
+                                    for p, field in _SCALING_PARAMETERS.items()})
+
+    def _on_parameter_change(self, changes: dict) -> str | None:
+        """Validate and apply detector and time-scaling parameters; a bad value is refused."""
+        config = self._detector_config(changes) if set(changes) & set(_DETECTOR_PARAMETERS) \
+            else None
+        scaling = self._scaling_config(changes) if set(changes) & set(_SCALING_PARAMETERS) \
+            else None
+        if config is not None:
+            self.detector.configure(config)
+            self.get_logger().info(f'thresholds now {np.round(config.base_thresholds, 3)} N·m, '
+                                   f'roles {list(config.roles)}, n = {config.consecutive_samples}')
+        if scaling is not None:
+            self.scaling.config = scaling
+        return None
+
+    # -------------------------------------------------------------------- messages
+    def _order(self, names) -> np.ndarray | None:
+        """Indices that put a message's values in model joint order (None: joints missing).
+
+        A message without names is taken to be in model order already.
+        """
+        key = tuple(names)
+        if key not in self._orders:
+            if not key:
+                self._orders[key] = np.arange(len(self._names))
+            else:
+                lookup = {name: i for i, name in enumerate(key)}
+                found = [lookup.get(name) for name in self._names]
+                self._orders[key] = None if None in found else np.array(found)
+        return self._orders[key]
+
+    @staticmethod
+    def _field(msg: JointState, field: str, order: np.ndarray) -> np.ndarray | None:
+        """A JointState field in model order; None when it does not have one value per name."""
+        values = getattr(msg, field)
+        if len(values) != (len(msg.name) or len(order)):
+            return None
+        return np.asarray(values, dtype=float)[order]
+
+    def _on_residual(self, msg: JointState) -> None:
+        now = time.monotonic()
+        order = self._order(msg.name)
+        if order is None:
+            self.problems.report('wrong_joints', f'residual for joints {list(msg.name)} lacks '
+                                 f'some of {self._names}: dropped')
+            return
+        tau_ext = self._field(msg, 'effort', order)
+        if tau_ext is None:
+            self.problems.report('wrong_size', f'residual with {len(msg.effort)} efforts for '
+                                 f'{len(msg.name) or len(self._names)} joints: dropped')
+            return
+        if not np.isfinite(tau_ext).all():
+            self.problems.report('non_finite_residual', 'residual with NaN/inf: stop')
+        velocity = self._velocity(msg, order)
+        self._remember_position(msg, order)
+        stamp_seconds = stamp_to_seconds(msg.header.stamp)
+        acceleration = (self._acceleration.update(stamp_seconds, velocity)
+                        if velocity is not None else None)
+        self._stamp = msg.header.stamp
+        state = self.detector.update(now, tau_ext, velocity, acceleration)
+        self._apply(state)
+        usable = tau_ext if np.isfinite(tau_ext).all() else None
+        self._publish_scaling(now, state, usable, velocity)
+
+    def _velocity(self, msg: JointState, order: np.ndarray) -> np.ndarray | None:
+        """q̇ from the residual message, else from the latest joint state; None if unknown.
+
+        A non-finite q̇ is not used: the thresholds then fall back to ψ_0, the most
+        sensitive setting, which errs on the safe side.
+        """
+        velocity = self._field(msg, 'velocity', order)
+        if velocity is None:
+            velocity = self._v_joint_state
+        if velocity is not None and not np.isfinite(velocity).all():
+            self.problems.report('invalid_velocity', 'velocity with NaN/inf: thresholds '
+                                 'without the speed term')
+            return None
+        return velocity
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        """Positions for the markers and q̇ for residuals that carry none."""
+        order = self._order(msg.name)
+        if order is None:
+            self.problems.report('wrong_joints', f'joint state for {list(msg.name)} lacks '
+                                 f'some of {self._names}: ignored')
+            return
+        self._remember_position(msg, order)
+        self._v_joint_state = self._field(msg, 'velocity', order)
+
+    def _remember_position(self, msg: JointState, order: np.ndarray) -> None:
+        position = self._field(msg, 'position', order)
+        if position is not None and np.isfinite(position).all():
+            self._q = position
+
+    def _on_input_stale(self, msg: Bool) -> None:
+        self.detector.set_input_stale(msg.data)
+        self._apply(self.detector.state(time.monotonic()))
+
+    def _on_watchdog(self) -> None:
+        """The fail-safe clock: input timeout and hold-time release even without input."""
+        now = time.monotonic()
+        state = self.detector.state(now)
+        self._apply(state)
+        if state.cause in (WAITING, STALE):
+            self._publish_scaling(now, state, None, None)
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
+        refusal = self.detector.reset(time.monotonic())
+        response.success = not refusal
+        response.message = refusal or 'stop cleared'
+        if refusal:
+            self.get_logger().warning(f'reset refused: {refusal}')
+        else:
+            self.get_logger().info('stop cleared by ~/reset')
+            self._apply(self.detector.state(time.monotonic()), cleared_by='reset')
+        return response
+
+    # -------------------------------------------------------------------- outputs
+    def _apply(self, state: DetectorState, cleared_by: str = 'hold_time elapsed') -> None:
+        """Publish what changed: stop, event, diagnostics status, markers."""
+        previous = self._published
+        self._published = state
+        if previous is None or state.stop != previous.stop or state.cause != previous.cause:
+            self._publish_stop()
+            self._on_stop_change(state, previous, cleared_by)
+        if state.colliding_joints != self._shown_joints:
+            self._publish_markers(state)
+
+    def _on_stop_change(self, state: DetectorState, previous: DetectorState | None,
+                        cleared_by: str) -> None:
+        if state.cause in (COLLISION, STALE, INVALID):
+            # Every stop is logged and counted (report() would throttle a second one).
+            self.problems.counts[state.cause] += 1
+            self.get_logger().error(f'stop: {state.reason}')
+        if state.stop:
+            self.problems.set_status(WARN if state.cause == WAITING else ERROR, state.reason)
+            self._publish_event(state, state.reason)
+        else:
+            message = f'monitoring {len(self._names)} joints'
+            self.problems.set_status(OK, message)
+            if previous is not None and previous.cause != WAITING:
+                self._publish_event(state, f'stop cleared: {cleared_by}')
+        self.problems.values['stop'] = str(state.stop)
+
+    def _publish_stop(self) -> None:
+        if self._published is not None:
+            self._stop_pub.publish(Bool(data=self._published.stop))
+
+    def _publish_scaling(self, now: float, state: DetectorState, tau_ext, velocity) -> None:
+        hold = state.stop or bool(state.colliding_joints)
+        f_s = self.scaling.update(now, hold, tau_ext, velocity)
+        self._scaling_pub.publish(Float64(data=f_s))
+
+    def _publish_event(self, state: DetectorState, message: str) -> None:
+        """One DiagnosticStatus per stop change (docs/collision_events.md)."""
+        stamp = self._stamp if state.cause == COLLISION else self.get_clock().now().to_msg()
+        event = DiagnosticStatus(name='collision', message=message,
+                                 hardware_id=self.robot.name,
+                                 level=_EVENT_LEVELS.get(state.cause, ERROR))
+        event.values = [KeyValue(key='event', value=state.cause or 'cleared'),
+                        KeyValue(key='stamp', value=f'{stamp_to_seconds(stamp):.9f}'),
+                        KeyValue(key='joints', value=','.join(
+                            self._names[i] for i in state.colliding_joints))]
+        for i in state.colliding_joints:
+            event.values += [
+                KeyValue(key=f'{self._names[i]}.residual', value=f'{state.residuals[i]:.4f}'),
+                KeyValue(key=f'{self._names[i]}.threshold', value=f'{state.thresholds[i]:.4f}')]
+        self._event_pub.publish(event)
+
+    def _publish_markers(self, state: DetectorState) -> None:
+        """A red sphere and a label at each colliding joint; DELETEALL clears the last set."""
+        self._shown_joints = state.colliding_joints
+        self.problems.values['colliding_joints'] = ','.join(
+            self._names[i] for i in state.colliding_joints)
+        markers = [Marker(action=Marker.DELETEALL, ns=_MARKER_NS)]
+        if state.colliding_joints and self._q is not None:
+            origins, _ = self.robot.joint_axes(self._q)
+            header_stamp = self._stamp
+            for i in state.colliding_joints:
+                sphere = self._marker(Marker.SPHERE, i, origins[i], header_stamp)
+                sphere.scale.x = sphere.scale.y = sphere.scale.z = 0.12
+                label = self._marker(Marker.TEXT_VIEW_FACING, len(self._names) + i,
+                                     origins[i] + [0.0, 0.0, 0.12], header_stamp)
+                label.scale.z = 0.05
+                label.text = (f'{self._names[i]} {state.residuals[i]:+.1f} N·m '
+                              f'(ψ {state.thresholds[i]:.1f})')
+                markers += [sphere, label]
+        self._marker_pub.publish(MarkerArray(markers=markers))
+
+    def _marker(self, kind: int, marker_id: int, position, stamp) -> Marker:
+        marker = Marker(type=kind, action=Marker.ADD, ns=_MARKER_NS, id=marker_id)
+        marker.header.frame_id = self.robot.base_link
+        marker.header.stamp = stamp
+        marker.pose.position.x, marker.pose.position.y, marker.pose.position.z = (
+            float(c) for c in position)
+        marker.pose.orientation.w = 1.0
+        marker.color.r, marker.color.a = 1.0, 0.8
+        return marker
+
+
+def main(args=None):
+    return run(CollisionDetector, args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

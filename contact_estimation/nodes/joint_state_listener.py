@@ -1,0 +1,170 @@
+"""joint_state_listener: the robot driver's joint states → one clean joint state stream.
+
+Reads `/joint_states` (best-effort and reliable publishers alike, possibly several drivers
+each with a subset of the joints) and publishes, per complete sample, a JointState in model
+joint order: position (rad), velocity (rad/s, estimated where the driver gives none) and
+effort = joint torque (N·m, converted from motor current if asked), with the stamp of the
+input. Bad messages are dropped and counted on /diagnostics
+(core/joint_state_conditioning.py has the rules). `input_stale` is True while no sample went
+out for `input_timeout` seconds (and before the first one): the detector stops the robot on it.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+from rclpy.exceptions import ParameterException
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool
+
+from contact_estimation import manifest
+from contact_estimation.core.joint_state_conditioning import (
+    WARNINGS, JointStateConditioner, Transmission, Watchdog)
+from contact_estimation.core.robot_model import RobotModel, RobotModelError
+from contact_estimation.ros import params
+from contact_estimation.ros.conversions import stamp_to_seconds
+from contact_estimation.ros.diagnostics import ERROR, OK, WARN, ProblemCounter
+from contact_estimation.ros.node_main import StartupError, run
+from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, STOP_QOS
+
+NAME = 'joint_state_listener'
+
+# How often the watchdog is checked (a stale input is flagged at most this late) and how
+# often input_stale is repeated when it does not change.
+WATCHDOG_PERIOD = 0.005  # s
+HEARTBEAT_PERIOD = 0.1   # s
+
+
+class JointStateListener(Node):
+    def __init__(self, **kwargs):
+        super().__init__(NAME, **kwargs)
+        spec = manifest.node(NAME)
+        self._watchdog = Watchdog(timeout=0.0)
+        try:
+            self.robot = self._load_robot()
+            self._declare_conditioning_parameters()
+            self._configure({})
+        except (ValueError, ParameterException) as err:
+            raise StartupError(f'{NAME}: {err}') from err
+        params.on_change(self, self._configure)
+        self._joint_names = list(self.robot.joint_names)
+        self._published = 0
+        self.problems = ProblemCounter(self, topic=spec.topic('diagnostics'))
+        self._output = self.create_publisher(JointState, spec.topic('joint_state'), PIPELINE_QOS)
+        self._stale_publisher = self.create_publisher(Bool, spec.topic('input_stale'), STOP_QOS)
+        self.create_subscription(JointState, spec.topic('joint_states'), self._on_joint_states,
+                                 SENSOR_QOS)
+        self._stale: bool | None = None
+        self._check_watchdog()
+        self.create_timer(WATCHDOG_PERIOD, self._check_watchdog)
+        self.create_timer(HEARTBEAT_PERIOD, self._publish_stale)
+        self.get_logger().info(
+            f'{self.robot.name or "robot"} chain {self._joint_names}; reading '
+            f'{spec.topic("joint_states")}, publishing {spec.topic("joint_state")}')
+
+    # ------------------------------------------------------------------ parameters
+    def _load_robot(self) -> RobotModel:
+        robot = params.declare(self, 'robot', 'panda',
+                               'example-robot-data name or URDF file path', read_only=True)
+        description = params.declare(
+            self, 'robot_description', '',
+            'URDF XML string (as robot_state_publisher takes it); when set it wins over robot',
+            read_only=True)
+        base_link = params.declare(self, 'base_link', '',
+                                   "first link of the chain ('' = the robot's usual base)",
+                                   read_only=True)
+        tip_link = params.declare(self, 'tip_link', '',
+                                  "last link of the chain ('' = the robot's usual tip)",
+                                  read_only=True)
+        try:
+            return RobotModel.load(description or robot, base_link, tip_link)
+        except RobotModelError as err:
+            raise StartupError(f'{NAME}: cannot load the robot: {err}') from err
+
+    def _declare_conditioning_parameters(self) -> None:
+        declare = params.declare
+        declare(self, 'effort_is_current', False,
+                'the effort field is motor current (A): joint torque = G_m k_m i (seed 001 eqs. 1-2)')
+        declare(self, 'positions_are_motor_side', False,
+                'positions and velocities are motor-side: divided by G_m (seed 001 eq. 3)')
+        declare(self, 'torque_constants', [1.0],
+                'motor torque constants k_m (N·m/A): one value for all joints or one per joint')
+        declare(self, 'gear_ratios', [1.0],
+                'gear ratios G_m (motor/joint): one value for all joints or one per joint')
+        declare(self, 'velocity_filter.window', 20,
+                'samples in the least-squares fit that estimates velocity and acceleration',
+                3, 500)
+        declare(self, 'merge_window', 0.001,
+                'largest stamp difference (s) between joint-state parts merged into one sample',
+                0.0, 1.0)
+        declare(self, 'gap_threshold', 0.02,
+                'input pause (s) after which the derivative filter restarts', 0.001, 10.0)
+        declare(self, 'input_timeout', 0.05,
+                'time (s) without a valid sample after which input_stale goes True', 0.001, 10.0)
+        declare(self, 'limit_margin', 0.05,
+                'distance (rad or m) beyond a joint limit before it is reported', 0.0, 3.2)
+
+    def _configure(self, changed: dict) -> None:
+        """Build the conditioner from the parameters, with `changed` values taking precedence.
+
+        Any change restarts merging and the derivative filter. Raises ValueError on values
+        that do not fit the robot (a run-time change is then refused).
+        """
+        def value(name):
+            return changed[name] if name in changed else self.get_parameter(name).value
+
+        transmission = Transmission.create(
+            self.robot.n, value('torque_constants'), value('gear_ratios'),
+            value('effort_is_current'), value('positions_are_motor_side'))
+        self._conditioner = JointStateConditioner.for_robot(
+            self.robot, transmission=transmission, window=value('velocity_filter.window'),
+            merge_window=value('merge_window'), gap_threshold=value('gap_threshold'),
+            limit_margin=value('limit_margin'))
+        self._watchdog.timeout = value('input_timeout')
+
+    # ----------------------------------------------------------------- messages
+    def _on_joint_states(self, msg: JointState) -> None:
+        result = self._conditioner.condition(
+            stamp_to_seconds(msg.header.stamp), msg.name, msg.position, msg.velocity,
+            msg.effort, stamp=msg.header.stamp)
+        for kind, detail in result.problems:
+            self.problems.report(kind, detail, WARN if kind in WARNINGS else ERROR)
+        sample = result.sample
+        if sample is None:
+            return
+        out = JointState()
+        out.header.stamp = sample.stamp
+        out.header.frame_id = msg.header.frame_id
+        out.name = self._joint_names
+        out.position = sample.q.tolist()
+        out.velocity = sample.v.tolist()
+        out.effort = [] if sample.effort is None else sample.effort.tolist()
+        self._output.publish(out)
+        self._published += 1
+        self.problems.values['samples_published'] = str(self._published)
+        self._watchdog.feed(time.monotonic())
+
+    # ----------------------------------------------------------------- watchdog
+    def _check_watchdog(self) -> None:
+        stale = self._watchdog.stale(time.monotonic())
+        if stale == self._stale:
+            return
+        self._stale = stale
+        if stale:
+            self.problems.set_status(
+                ERROR, f'input stale: no valid joint state for {self._watchdog.timeout} s')
+        else:
+            self.problems.set_status(OK, 'receiving joint states')
+        self._publish_stale()
+
+    def _publish_stale(self) -> None:
+        self._stale_publisher.publish(Bool(data=self._stale))
+
+
+def main(args=None):
+    return run(JointStateListener, args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""`contact-estimation` as a user runs it: real processes, real nodes."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import yaml
+
+from contact_estimation.ros.testing import isolate_ros_domain
+
+
+def _cli(*args, **kwargs):
+    isolate_ros_domain()
+    return subprocess.Popen([sys.executable, '-m', 'contact_estimation', *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=os.environ.copy(), **kwargs)
+
+
+def test_help_and_unknown_command():
+    out, _ = _cli('--help').communicate(timeout=30)
+    assert 'identify' in out and 'demo' in out
+    proc = _cli('fly')
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and 'invalid choice' in out
+
+
+def test_up_reports_a_node_that_dies_and_stops_the_rest_on_ctrl_c(tmp_path):
+    config = tmp_path / 'bad.yaml'
+    config.write_text(yaml.safe_dump({'residual_node': {'ros__parameters': {
+        'model': 'fast', 'model_file': str(tmp_path / 'missing_model.yaml')}}}))
+    proc = _cli('up', '--config', str(config), '--log-dir', str(tmp_path / 'logs'))
+    lines, deadline = [], time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if 'node residual_node exited with code 1' in line:
+            break
+    else:
+        proc.kill()
+        raise AssertionError('no report of the dead node:\n' + ''.join(lines))
+    assert 'missing_model.yaml' in (tmp_path / 'logs' / 'residual_node.log').read_text()
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 1, out
+    assert 'stopping' in out
+
+
+def test_up_refuses_a_missing_config_file(tmp_path):
+    proc = _cli('up', '--config', str(tmp_path / 'nope.yaml'))
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and 'nope.yaml: no such file' in out

@@ -1,0 +1,238 @@
+"""joint_state_listener over real rclpy: in-process node, its parameter file, Fast DDS on localhost."""
+import math
+import time
+
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool
+
+from contact_estimation import manifest
+from contact_estimation.core import joint_state_conditioning as jsc
+from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.nodes.joint_state_listener import JointStateListener
+from contact_estimation.ros.conversions import seconds_to_stamp
+from contact_estimation.ros.node_main import StartupError
+from contact_estimation.ros.qos import STOP_QOS
+from contact_estimation.ros.testing import spin_until
+
+SPEC = manifest.node('joint_state_listener')
+PARAMS = SPEC.parameters_path()
+ARM = [f'panda_joint{i}' for i in range(1, 8)]
+FINGERS = ['panda_finger_joint1', 'panda_finger_joint2']
+HOME = [0.0, -0.5, 0.0, -2.0, 0.0, 1.5, 0.8]
+DT = 1e-3
+
+
+def joint_state(t, names=None, position=None, velocity=None, effort=None):
+    """Fingers first, then the arm joints in reverse order: as a driver might send them."""
+    msg = JointState()
+    msg.header.stamp = seconds_to_stamp(t)
+    msg.name = names if names is not None else FINGERS + ARM[::-1]
+    count = len(msg.name)
+    msg.position = position if position is not None else [0.04, 0.04] + HOME[::-1]
+    msg.velocity = velocity if velocity is not None else [0.1 * i for i in range(count)]
+    msg.effort = effort if effort is not None else [1.0 * i for i in range(count)]
+    return msg
+
+
+class Harness:
+    """The listener plus a driver node that publishes joint states and records every output."""
+
+    def __init__(self, context, **node_kwargs):
+        self.listener = JointStateListener(
+            context=context, cli_args=['--ros-args', '--params-file', PARAMS], **node_kwargs)
+        self.driver = Node('fake_driver', context=context)
+        self.outputs, self.stale, self.diagnostics = [], [], []
+        self.driver.create_subscription(JointState, SPEC.topic('joint_state'),
+                                        self.outputs.append, 100)
+        self.driver.create_subscription(Bool, SPEC.topic('input_stale'),
+                                        lambda m: self.stale.append(m.data), STOP_QOS)
+        self.driver.create_subscription(DiagnosticArray, SPEC.topic('diagnostics'),
+                                        self.diagnostics.append, 10)
+        self.executor = SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.listener)
+        self.executor.add_node(self.driver)
+
+    def publisher(self, reliable=True):
+        reliability = ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT
+        pub = self.driver.create_publisher(JointState, SPEC.topic('joint_states'),
+                                           QoSProfile(depth=100, reliability=reliability))
+        assert self.spin_until(lambda: pub.get_subscription_count() >= 1)
+        assert self.spin_until(
+            lambda: self.listener._output.get_subscription_count() >= 1)
+        return pub
+
+    def spin_until(self, done, timeout=5.0):
+        return spin_until(self.executor, done, timeout)
+
+    def count(self, kind):
+        """The listener's latest /diagnostics count of `kind` (0 if absent)."""
+        name = self.listener.get_fully_qualified_name()
+        for array in reversed(self.diagnostics):
+            for status in array.status:
+                if status.name == name:
+                    return int({kv.key: kv.value for kv in status.values}.get(kind, 0))
+        return 0
+
+    def close(self):
+        self.executor.shutdown()
+        self.listener.destroy_node()
+        self.driver.destroy_node()
+
+
+@pytest.fixture
+def harness(context):
+    h = Harness(context)
+    yield h
+    h.close()
+
+
+def stamp_seconds(msg):
+    return msg.header.stamp.sec, msg.header.stamp.nanosec
+
+
+def test_good_messages_come_out_in_model_order_with_the_same_stamp(harness):
+    pub = harness.publisher()
+    t0 = time.time()
+    sent = [joint_state(t0 + k * DT) for k in range(5)]
+    for msg in sent:
+        pub.publish(msg)
+    assert harness.spin_until(lambda: len(harness.outputs) == len(sent))
+    for msg, out in zip(sent, harness.outputs):
+        assert stamp_seconds(out) == stamp_seconds(msg)
+        assert list(out.name) == ARM
+        by_name = dict(zip(msg.name, zip(msg.position, msg.velocity, msg.effort)))
+        assert list(out.position) == [by_name[j][0] for j in ARM]
+        assert list(out.velocity) == [by_name[j][1] for j in ARM]
+        assert list(out.effort) == [by_name[j][2] for j in ARM]
+
+
+def test_best_effort_and_reliable_publishers_are_both_received(harness):
+    best_effort, reliable = harness.publisher(reliable=False), harness.publisher(reliable=True)
+    t0 = time.time()
+    for k in range(0, 20, 2):
+        best_effort.publish(joint_state(t0 + k * DT))
+        reliable.publish(joint_state(t0 + (k + 1) * DT))
+        harness.spin_until(lambda: False, timeout=0.01)
+    harness.spin_until(lambda: len(harness.outputs) >= 20, timeout=2.0)
+    received = {round((out.header.stamp.sec + out.header.stamp.nanosec * 1e-9 - t0) / DT)
+                for out in harness.outputs}
+    assert received & set(range(0, 20, 2)), 'nothing from the best-effort publisher'
+    assert received & set(range(1, 20, 2)), 'nothing from the reliable publisher'
+
+
+def _missing_joint7(t):
+    names = FINGERS + ARM[:-1]
+    return [joint_state(t + k * DT, names, [0.0] * 8, [0.0] * 8, [0.0] * 8) for k in range(2)]
+
+
+def _with_duplicate(t):
+    msg = joint_state(t)
+    return [joint_state(t, msg.name + [ARM[0]], list(msg.position) + [0.0],
+                        list(msg.velocity) + [0.0], list(msg.effort) + [0.0])]
+
+
+# kind → (messages from a start time t, how many of them are good)
+BAD_INPUTS = {
+    jsc.NON_FINITE: (lambda t: [joint_state(t, position=[0.0, 0.0] + [math.nan] * 7)], 0),
+    jsc.LENGTH_MISMATCH: (lambda t: [joint_state(t, position=[0.0] * 8)], 0),
+    jsc.UNKNOWN_JOINT: (lambda t: [joint_state(t, names=FINGERS + ['left_' + j for j in ARM])], 0),
+    jsc.MISSING_JOINTS: (_missing_joint7, 0),
+    jsc.DUPLICATE_JOINT: (_with_duplicate, 0),
+    jsc.REPEATED_STAMP: (lambda t: [joint_state(t), joint_state(t)], 1),
+    jsc.OUT_OF_ORDER_STAMP: (lambda t: [joint_state(t), joint_state(t - DT)], 1),
+    jsc.ZERO_STAMP: (lambda t: [joint_state(0.0)], 0),
+}
+
+
+@pytest.mark.parametrize('kind', sorted(BAD_INPUTS))
+def test_bad_input_gives_no_output_and_a_count_on_diagnostics(harness, kind):
+    make, good = BAD_INPUTS[kind]
+    pub = harness.publisher()
+    for msg in make(time.time()):
+        pub.publish(msg)
+    assert harness.spin_until(lambda: harness.count(kind) >= 1), f'no {kind} on /diagnostics'
+    assert len(harness.outputs) == good
+
+
+WARNING_INPUTS = {
+    jsc.GAP: lambda t: [joint_state(t), joint_state(t + 0.5)],
+    jsc.OUT_OF_LIMITS: lambda t: [joint_state(t, position=[0.0, 0.0] + [3.5] * 7)],
+}
+
+
+@pytest.mark.parametrize('kind', sorted(WARNING_INPUTS))
+def test_warnings_are_counted_and_the_sample_still_goes_out(harness, kind):
+    sent = WARNING_INPUTS[kind](time.time())
+    pub = harness.publisher()
+    for msg in sent:
+        pub.publish(msg)
+    assert harness.spin_until(lambda: harness.count(kind) >= 1), f'no {kind} on /diagnostics'
+    assert len(harness.outputs) == len(sent)
+
+
+def test_watchdog_flags_stale_input_and_clears_when_input_resumes(harness):
+    pub = harness.publisher()
+    timeout = harness.listener.get_parameter('input_timeout').value
+
+    def feed_until(done):
+        deadline = time.monotonic() + 5.0
+        while not done() and time.monotonic() < deadline:
+            pub.publish(joint_state(time.time()))
+            harness.executor.spin_once(timeout_sec=0.002)
+        return done()
+
+    assert harness.spin_until(lambda: harness.stale[-1:] == [True]), 'not stale before input'
+    assert feed_until(lambda: harness.stale[-1] is False)
+    stopped = time.monotonic()
+    assert harness.spin_until(lambda: harness.stale[-1] is True)
+    assert time.monotonic() - stopped >= timeout
+    assert feed_until(lambda: harness.stale[-1] is False)
+
+
+def test_two_partial_publishers_are_merged(harness):
+    arm_half, wrist_and_gripper = harness.publisher(), harness.publisher()
+    t0 = time.time()
+    cycles = 5
+    for k in range(cycles):
+        t = t0 + k * DT
+        arm_half.publish(joint_state(t, ARM[:4], HOME[:4], [0.0] * 4, [1.0] * 4))
+        harness.spin_until(lambda: False, timeout=0.005)  # the two parts arrive in turn
+        wrist_and_gripper.publish(joint_state(t, ARM[4:] + FINGERS, HOME[4:] + [0.04, 0.04],
+                                              [0.0] * 5, [2.0] * 5))
+    assert harness.spin_until(lambda: len(harness.outputs) == cycles)
+    for k, out in enumerate(harness.outputs):
+        assert stamp_seconds(out) == stamp_seconds(joint_state(t0 + k * DT))
+        assert list(out.position) == HOME
+        assert list(out.effort) == [1.0] * 4 + [2.0] * 3
+
+
+def test_robot_description_wins_over_robot(context):
+    ur5 = RobotModel.load('ur5')
+    node = JointStateListener(context=context, parameter_overrides=[
+        Parameter('robot', value='no_such_robot'),
+        Parameter('robot_description', value=ur5.urdf_xml),
+        Parameter('tip_link', value='tool0')])
+    try:
+        assert node.robot.joint_names == ur5.joint_names
+    finally:
+        node.destroy_node()
+
+
+@pytest.mark.parametrize('override', [Parameter('robot', value='no_such_robot'),
+                                      Parameter('gear_ratios', value=[1.0, 2.0])])
+def test_bad_parameters_refuse_to_start(context, override):
+    with pytest.raises(StartupError):
+        JointStateListener(context=context, cli_args=['--ros-args', '--params-file', PARAMS],
+                           parameter_overrides=[override])
+
+
+def test_a_bad_run_time_change_is_refused(harness):
+    result = harness.listener.set_parameters([Parameter('torque_constants', value=[0.0])])
+    assert not result[0].successful
+    assert harness.listener.get_parameter('torque_constants').value == [1.0]
