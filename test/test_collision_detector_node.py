@@ -3,7 +3,7 @@ import os
 
 import numpy as np
 import pytest
-from diagnostic_msgs.msg import DiagnosticStatus
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -175,3 +175,19 @@ def test_bad_parameters_refuse_to_start(context):
     with pytest.raises(StartupError, match='consecutive_samples|thresholds_force'):
         CollisionDetector(context=context, cli_args=['--ros-args', '--params-file', PARAMS],
                           parameter_overrides=[Parameter('thresholds_force', value=[8.0, -1.0])])
+
+
+def test_diagnostics_report_the_stop_and_its_reason(rig):
+    detector, probe, executor = rig
+    statuses = []
+    probe.create_subscription(DiagnosticArray, SPEC.topic('diagnostics'),
+                              lambda m: statuses.extend(
+                                  s for s in m.status if s.name.endswith('collision_detector')),
+                              PIPELINE_QOS)
+    probe.residual[6] = 5.0
+    assert spin_until(executor, lambda: statuses and statuses[-1].level == DiagnosticStatus.ERROR,
+                      TIMEOUT)
+    values = {kv.key: kv.value for kv in statuses[-1].values}
+    assert 'panda_joint7' in statuses[-1].message
+    assert values['stop'] == 'True' and values['collision'] == '1'
+    assert values['colliding_joints'] == 'panda_joint7'

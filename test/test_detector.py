@@ -3,8 +3,7 @@ import numpy as np
 import pytest
 
 from contact_estimation.core.detector import (COLLISION, FORCE, INVALID, POSITION, STALE,
-                                              WAITING, AccelerationEstimate, CollisionDetector,
-                                              DetectorConfig)
+                                              WAITING, CollisionDetector, DetectorConfig)
 
 NAMES = ('j1', 'j2', 'j3')
 DT = 0.001
@@ -123,11 +122,3 @@ def test_bad_parameters_are_refused_with_the_parameter_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         DetectorConfig.build(NAMES, **kwargs)
 
-
-def test_acceleration_estimate_follows_a_ramp_and_ignores_repeated_stamps():
-    estimate = AccelerationEstimate(cutoff=50.0)
-    assert estimate.update(0.0, [0.0]) is None
-    for k in range(1, 400):
-        a = estimate.update(k * DT, [2.0 * k * DT])
-    assert a == pytest.approx([2.0], rel=1e-6)
-    assert estimate.update(399 * DT, [100.0]) == pytest.approx([2.0], rel=1e-6)

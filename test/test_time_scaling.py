@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from contact_estimation.core.time_scaling import TimeScaling, TimeScalingConfig, scaled_time
+from contact_estimation.core.time_scaling import TimeScaling, TimeScalingConfig
 
 DT = 0.001
 MOTION = np.array([0.0, 0.3, -0.4])  # q̇ of the forward motion, |q̇| = 0.5 rad/s
@@ -51,13 +51,6 @@ def test_a_push_along_the_motion_or_without_torque_only_holds():
 def test_no_yield_before_any_motion_gave_a_direction():
     scaling = TimeScaling()
     assert scaling.update(0.0, hold=True, tau_ext=np.array([-50.0, 0, 0])) == 0.0
-
-
-def test_eq8_reference_time():
-    t = 0.0
-    for f_s in (1.0, 1.0, 0.0, -0.5):
-        t = scaled_time(t, 0.002, f_s)
-    assert t == pytest.approx(0.003)
 
 
 @pytest.mark.parametrize('kwargs', [{'alpha': -1.0}, {'recovery_rate': 0.0},

@@ -277,31 +277,3 @@ class CollisionDetector:
                              reason=reason if stop else '', colliding_joints=self._colliding,
                              residuals=self._residuals.copy(), thresholds=self._thresholds.copy())
 
-
-class AccelerationEstimate:
-    """q̈ from successive q̇ samples: a finite difference low-pass filtered at `cutoff` Hz.
-
-    The raw difference of a noisy 1 kHz velocity is mostly noise; the first-order filter
-    keeps the speed-dependent threshold from jumping with it.
-    """
-
-    def __init__(self, cutoff: float = 20.0):
-        if not np.isfinite(cutoff) or cutoff <= 0:
-            raise ValueError(f'acceleration cutoff = {cutoff} Hz: must be > 0')
-        self._time_constant = 1.0 / (2.0 * np.pi * cutoff)
-        self._t: float | None = None
-        self._v: np.ndarray | None = None
-        self.value: np.ndarray | None = None
-
-    def update(self, t: float, velocity) -> np.ndarray | None:
-        """Add a sample at time `t` (s); the filtered q̈, None until two samples are known."""
-        v = np.asarray(velocity, dtype=float)
-        if self._t is not None and self._v is not None and self._v.shape == v.shape:
-            dt = t - self._t
-            if dt <= 0:
-                return self.value  # repeated or reordered stamp: nothing new
-            raw = (v - self._v) / dt
-            weight = dt / (self._time_constant + dt)
-            self.value = raw if self.value is None else self.value + weight * (raw - self.value)
-        self._t, self._v = t, v
-        return self.value

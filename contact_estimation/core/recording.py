@@ -119,7 +119,7 @@ def write_csv(path, recording: JointRecording) -> None:
     header = ['t'] + [f'{j}/{name}' for j in recording.joint_names for name in FIELDS]
     blocks = np.stack([recording.q, recording.v, recording.effort], axis=2)  # N × n × 3
     table = np.column_stack([recording.t, blocks.reshape(len(recording.t), -1)])
-    np.savetxt(path, table, delimiter=',', header=','.join(header), comments='', fmt='%.9g')
+    np.savetxt(path, table, delimiter=',', header=','.join(header), comments='', fmt='%.17g')
 
 
 def _bag_directory(path: Path) -> Path:

@@ -113,25 +113,22 @@ class LinkSurfaces:
         self.links = list(parts)
         self._index = {link: i for i, link in enumerate(self.links)}
         self._vertices, self._triangles, self._points, self._normals = [], [], [], []
+        centres, radii = [], []
         for link in self.links:
             vertices, triangles = _merge(parts[link])
-            self._vertices.append(vertices)
-            self._triangles.append(triangles)
             points, normals = _sample_surface(vertices, triangles, parts[link],
                                               point_spacing, seed)
+            link_centres, link_radii = _sphere_cover(vertices, triangles, points, sphere_spacing)
+            self._vertices.append(vertices)
+            self._triangles.append(triangles)
             self._points.append(points)
             self._normals.append(normals)
-        centres, radii, owner = [], [], []
-        for i in range(len(self.links)):
-            c, r = _sphere_cover(self._vertices[i], self._triangles[i], self._points[i],
-                                 sphere_spacing)
-            centres.append(c)
-            radii.append(r)
-            owner.append(np.full(len(r), i))
+            centres.append(link_centres)
+            radii.append(link_radii)
         # seed 002: the spheres of every link, centres in their link's frame.
         self.sphere_centres_local = np.vstack(centres)
         self.sphere_radii = np.concatenate(radii)
-        self.sphere_link = np.concatenate(owner)
+        self.sphere_link = np.repeat(np.arange(len(self.links)), [len(r) for r in radii])
 
     # ------------------------------------------------------------ per link
     def link_index(self, link: str) -> int:
@@ -186,15 +183,12 @@ class LinkSurfaces:
         """Ray-casting scene of the robot posed at q; build once, query many times."""
         rotations, positions = self.link_poses(q)
         scene = o3d.t.geometry.RaycastingScene()
-        link_of_geometry = []
-        for i, (r, p) in enumerate(zip(rotations, positions)):
-            vertices = (self._vertices[i] @ r.T + p).astype(np.float32)
-            geometry = scene.add_triangles(o3d.core.Tensor(vertices),
-                                           o3d.core.Tensor(self._triangles[i].astype(np.uint32)))
-            link_of_geometry.append((geometry, i))
-        lookup = np.full(max(g for g, _ in link_of_geometry) + 1, -1)
-        for geometry, i in link_of_geometry:
-            lookup[geometry] = i
+        ids = [scene.add_triangles(o3d.core.Tensor((vertices @ r.T + p).astype(np.float32)),
+                                   o3d.core.Tensor(triangles.astype(np.uint32)))
+               for vertices, triangles, r, p in zip(self._vertices, self._triangles,
+                                                    rotations, positions)]
+        lookup = np.full(max(ids) + 1, -1)
+        lookup[ids] = np.arange(len(ids))
         return RobotScene(scene, lookup)
 
     def cast_rays(self, q: np.ndarray, origins: np.ndarray, directions: np.ndarray) -> SurfaceHits:
@@ -358,8 +352,9 @@ def _sphere_cover(vertices: np.ndarray, triangles: np.ndarray, samples: np.ndarr
     distance to the axis is convex, so its largest value R over that polygon is at a corner.
     Every surface point of the slab is then within sqrt(R² + (h/2)²) of the centre.
     """
-    centre = samples.mean(axis=0)
-    axis = np.linalg.svd(samples - centre, full_matrices=False)[2][0]
+    spread = samples if len(samples) >= 3 else vertices  # a tiny link may keep no samples
+    centre = spread.mean(axis=0)
+    axis = np.linalg.svd(spread - centre, full_matrices=False)[2][0]
     along = (vertices - centre) @ axis
     low, high = along.min(), along.max()
     count = max(1, int(np.ceil((high - low) / spacing)))

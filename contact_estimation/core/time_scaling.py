@@ -5,7 +5,9 @@ time advances as t_i = t_{i-1} + f_S Δt (eq. 8) and the joint reference becomes
 q_d(t_i) = q(t_{i-1} + f_S Δt) (eq. 9). f_S is 1 with no external torque (track normally),
 0 on a collision (the arm holds where it is) and negative while a person pushes the arm back
 (it yields backwards along its path), with a constant α setting the sensitivity; motion
-resumes by itself when the contact ends (its Fig. 14).
+resumes by itself when the contact ends (its Fig. 14). Eqs. 8–9 are the controller's part
+(core/trajectory.TimeScaler plays the simulated cobot's reference that way); this module
+computes f_S.
 
 The piecewise definition of f_S (eqs. 10–11) is an image missing from the seed's text, so
 the law here is ours, built to reproduce the behaviour the seed describes:
@@ -24,11 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-
-def scaled_time(previous: float, dt: float, f_s: float) -> float:
-    """Seed 003 eq. 8: the reference time after one control period Δt = `dt`."""
-    return previous + f_s * dt
 
 
 @dataclass(frozen=True)

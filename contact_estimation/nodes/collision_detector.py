@@ -28,9 +28,9 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from contact_estimation import manifest
 from contact_estimation.core.detector import (COLLISION, INVALID, NONE, STALE, WAITING,
-                                              AccelerationEstimate, DetectorConfig,
-                                              DetectorState)
+                                              DetectorConfig, DetectorState)
 from contact_estimation.core.detector import CollisionDetector as Detector
+from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.time_scaling import TimeScaling, TimeScalingConfig
 from contact_estimation.ros import params
@@ -66,7 +66,7 @@ class CollisionDetector(Node):
             self._declare_parameters()
             self.detector = Detector(self._detector_config({}))
             self.scaling = TimeScaling(self._scaling_config({}))
-            self._acceleration = AccelerationEstimate(self._value('acceleration_cutoff'))
+            self._acceleration = DerivativeEstimator(self._value('acceleration_window'))
         except (ValueError, ParameterException) as err:
             raise StartupError(f'{NAME}: {err}') from err
         self._names = list(self.robot.joint_names)
@@ -125,8 +125,8 @@ class CollisionDetector(Node):
         d(self, 'speed_gain', [0.0], 'k_v, N·m per rad/s: ψ grows by k_v |q̇| (one or per joint)')
         d(self, 'acceleration_gain', [0.0], 'k_a, N·m per rad/s²: ψ grows by k_a |q̈| '
           '(one or per joint)')
-        d(self, 'acceleration_cutoff', 20.0, 'low-pass cutoff of the differentiated q̈, Hz',
-          0.1, 1000.0, read_only=True)
+        d(self, 'acceleration_window', 20, 'samples of the quadratic fit to q that gives q̈ '
+          'for the acceleration term (lag ≈ half of it)', 3, 1000, read_only=True)
         d(self, 'hold_time', 0.0, 'stop clears this long after the last unsafe sample, s; '
           '0 = latched until the ~/reset service', 0.0, 3600.0)
         d(self, 'input_timeout', 0.1, 'no residual for this long → stop, s', 0.001, 10.0)
@@ -205,10 +205,8 @@ class CollisionDetector(Node):
         if not np.isfinite(tau_ext).all():
             self.problems.report('non_finite_residual', 'residual with NaN/inf: stop')
         velocity = self._velocity(msg, order)
-        self._remember_position(msg, order)
-        stamp_seconds = stamp_to_seconds(msg.header.stamp)
-        acceleration = (self._acceleration.update(stamp_seconds, velocity)
-                        if velocity is not None else None)
+        position = self._remember_position(msg, order)
+        acceleration = self._acceleration_of(msg, position)
         self._stamp = msg.header.stamp
         state = self.detector.update(now, tau_ext, velocity, acceleration)
         self._apply(state)
@@ -240,10 +238,23 @@ class CollisionDetector(Node):
         self._remember_position(msg, order)
         self._v_joint_state = self._field(msg, 'velocity', order)
 
-    def _remember_position(self, msg: JointState, order: np.ndarray) -> None:
+    def _remember_position(self, msg: JointState, order: np.ndarray) -> np.ndarray | None:
+        """The message's finite positions in model order (kept for the markers), or None."""
         position = self._field(msg, 'position', order)
-        if position is not None and np.isfinite(position).all():
-            self._q = position
+        if position is None or not np.isfinite(position).all():
+            return None
+        self._q = position
+        return position
+
+    def _acceleration_of(self, msg: JointState, position: np.ndarray | None):
+        """q̈ from a quadratic fit over the recent positions, when the thresholds use it."""
+        if position is None or not self.detector.config.acceleration_gain.any():
+            return None
+        try:
+            return self._acceleration.update(stamp_to_seconds(msg.header.stamp), position)[1]
+        except ValueError as err:  # a stamp that does not increase
+            self.problems.report('stamp_order', f'residual stamp: {err}')
+            return None
 
     def _on_input_stale(self, msg: Bool) -> None:
         self.detector.set_input_stale(msg.data)

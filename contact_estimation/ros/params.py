@@ -44,3 +44,27 @@ def on_change(node: Node, apply: Callable[[dict[str, Any]], str | None]) -> None
             node.get_logger().error(f'parameter change refused: {problem}')
         return SetParametersResult(successful=problem is None, reason=problem or '')
     node.add_on_set_parameters_callback(callback)
+
+
+def declare_robot(node: Node):
+    """Declare `robot`, `robot_description`, `base_link`, `tip_link` and load the RobotModel.
+
+    Every node that needs the arm's model shares these four parameters, so one parameter
+    file section (or `robot_description` from robot_state_publisher) configures them all.
+    Raises StartupError with the reason when the model cannot be loaded.
+    """
+    from contact_estimation.core.robot_model import RobotModel, RobotModelError
+    from contact_estimation.ros.node_main import StartupError
+    robot = declare(node, 'robot', 'panda',
+                    'example-robot-data name (panda, ur5, ...) or URDF file path', read_only=True)
+    description = declare(node, 'robot_description', '',
+                          'URDF XML string (as robot_state_publisher takes it); wins over robot',
+                          read_only=True)
+    base_link = declare(node, 'base_link', '',
+                        "first link of the chain ('' = the robot's usual base)", read_only=True)
+    tip_link = declare(node, 'tip_link', '',
+                       "last link of the chain ('' = the robot's usual tip)", read_only=True)
+    try:
+        return RobotModel.load(description or robot, base_link, tip_link)
+    except (RobotModelError, OSError) as err:
+        raise StartupError(f'{node.get_name()}: cannot load the robot: {err}') from err
