@@ -35,7 +35,7 @@ from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.time_scaling import TimeScaling, TimeScalingConfig
 from contact_estimation.ros import params
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
-from contact_estimation.ros.diagnostics import ERROR, OK, WARN, ProblemCounter
+from contact_estimation.ros.diagnostics import ERROR, OK, WARN, ProblemCounter, level_byte
 from contact_estimation.ros.node_main import StartupError, run
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, STOP_QOS
 
@@ -320,7 +320,7 @@ class CollisionDetector(Node):
         stamp = self._stamp if state.cause == COLLISION else self.get_clock().now().to_msg()
         event = DiagnosticStatus(name='collision', message=message,
                                  hardware_id=self.robot.name,
-                                 level=_EVENT_LEVELS.get(state.cause, ERROR))
+                                 level=level_byte(_EVENT_LEVELS.get(state.cause, ERROR)))
         event.values = [KeyValue(key='event', value=state.cause or 'cleared'),
                         KeyValue(key='stamp', value=f'{stamp_to_seconds(stamp):.9f}'),
                         KeyValue(key='joints', value=','.join(

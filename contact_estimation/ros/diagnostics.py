@@ -11,8 +11,14 @@ from collections import Counter
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 
-OK, WARN, ERROR, STALE = (DiagnosticStatus.OK, DiagnosticStatus.WARN,
-                          DiagnosticStatus.ERROR, DiagnosticStatus.STALE)
+# DiagnosticStatus levels as ints (the message constants are one-byte `bytes`).
+OK, WARN, ERROR, STALE = (int.from_bytes(level) for level in (
+    DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR, DiagnosticStatus.STALE))
+
+
+def level_byte(level: int) -> bytes:
+    """The `level` field value of a DiagnosticStatus."""
+    return bytes([level])
 
 
 class ProblemCounter:
@@ -46,7 +52,7 @@ class ProblemCounter:
 
     def publish(self) -> None:
         status = DiagnosticStatus(
-            level=bytes([self.level]), name=self._node.get_fully_qualified_name(),
+            level=level_byte(self.level), name=self._node.get_fully_qualified_name(),
             message=self.message, hardware_id=self._hardware_id)
         status.values = [KeyValue(key=k, value=str(v)) for k, v in sorted(self.counts.items())]
         status.values += [KeyValue(key=k, value=v) for k, v in sorted(self.values.items())]
