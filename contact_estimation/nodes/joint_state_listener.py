@@ -21,7 +21,6 @@ from std_msgs.msg import Bool
 from contact_estimation import manifest
 from contact_estimation.core.joint_state_conditioning import (
     WARNINGS, JointStateConditioner, Transmission, Watchdog)
-from contact_estimation.core.robot_model import RobotModel, RobotModelError
 from contact_estimation.ros import params
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN, ProblemCounter
@@ -42,7 +41,7 @@ class JointStateListener(Node):
         spec = manifest.node(NAME)
         self._watchdog = Watchdog(timeout=0.0)
         try:
-            self.robot = self._load_robot()
+            self.robot = params.declare_robot(self)
             self._declare_conditioning_parameters()
             self._configure({})
         except (ValueError, ParameterException) as err:
@@ -64,24 +63,6 @@ class JointStateListener(Node):
             f'{spec.topic("joint_states")}, publishing {spec.topic("joint_state")}')
 
     # ------------------------------------------------------------------ parameters
-    def _load_robot(self) -> RobotModel:
-        robot = params.declare(self, 'robot', 'panda',
-                               'example-robot-data name or URDF file path', read_only=True)
-        description = params.declare(
-            self, 'robot_description', '',
-            'URDF XML string (as robot_state_publisher takes it); when set it wins over robot',
-            read_only=True)
-        base_link = params.declare(self, 'base_link', '',
-                                   "first link of the chain ('' = the robot's usual base)",
-                                   read_only=True)
-        tip_link = params.declare(self, 'tip_link', '',
-                                  "last link of the chain ('' = the robot's usual tip)",
-                                  read_only=True)
-        try:
-            return RobotModel.load(description or robot, base_link, tip_link)
-        except RobotModelError as err:
-            raise StartupError(f'{NAME}: cannot load the robot: {err}') from err
-
     def _declare_conditioning_parameters(self) -> None:
         declare = params.declare
         declare(self, 'effort_is_current', False,

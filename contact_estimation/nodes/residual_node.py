@@ -23,7 +23,6 @@ from contact_estimation.core.identified_model import IdentifiedModel, ModelFileE
 from contact_estimation.core.residual import (Residual, SampleOrderError,
                                               frame_jacobian, make_residual,
                                               wrist_wrench_torque)
-from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.ros import params
 from contact_estimation.ros.conversions import stamp_to_seconds, wrench_to_arrays
 from contact_estimation.ros.diagnostics import OK, ProblemCounter
@@ -55,7 +54,7 @@ class ResidualNode(Node):
         super().__init__(NAME, **kwargs)
         spec = manifest.node(NAME)
         try:
-            self.robot = self._load_robot()
+            self.robot = params.declare_robot(self)
             self._declare_residual_parameters()
             self._setup = self._build({n: self.get_parameter(n).value
                                        for n in _RESIDUAL_PARAMETERS})
@@ -75,17 +74,6 @@ class ResidualNode(Node):
                                f'{spec.topic("joint_state")}, publishing {spec.topic("residual")}')
 
     # ------------------------------------------------------------------ parameters
-    def _load_robot(self) -> RobotModel:
-        robot = params.declare(self, 'robot', 'panda', 'example-robot-data name or URDF path',
-                               read_only=True)
-        description = params.declare(self, 'robot_description', '',
-                                     'URDF XML; when set it replaces `robot`', read_only=True)
-        base = params.declare(self, 'base_link', '', 'first link of the chain ("" = root)',
-                              read_only=True)
-        tip = params.declare(self, 'tip_link', '', 'last link of the chain ("" = deepest)',
-                             read_only=True)
-        return RobotModel.load(description or robot, base, tip)  # RobotModelError: ValueError
-
     def _declare_residual_parameters(self) -> None:
         params.declare(self, 'model', 'momentum_observer',
                        'residual: fast (seed 001 eq. 9, g + f only), rnea (inverse dynamics, '
