@@ -53,6 +53,8 @@ class TopicMonitor:
             self.series[topic].append((now, np.array(msg.effort)))
         elif hasattr(msg, 'data') and isinstance(msg.data, (bool, float)):
             self.series[topic].append((now, float(msg.data)))
+        elif topic == _topic('collision_detector', 'events'):
+            self.series[topic].append((now, msg.message))
 
 
 def _topic(node: str, key: str) -> str:
@@ -158,6 +160,10 @@ def main(argv: list[str]) -> int:
         context.try_shutdown()
     text, healthy = _summary(monitor, args.seconds, exit_codes)
     print('\nWhat each node published and received (as seen by the demo monitor):\n' + text)
+    events = monitor.series.get(_topic('collision_detector', 'events'), [])
+    print('\nCollision detector events:' if events else '\nNo collision detector events.')
+    for t, message in events:
+        print(f'    {t:6.2f} s  {message}')
     plot_path = os.path.join(args.out, 'demo.png')
     _plot(monitor, plot_path)
     print(f'\nplot: {plot_path}\nnode logs: {os.path.join(args.out, "logs")}')
