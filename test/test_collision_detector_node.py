@@ -113,22 +113,39 @@ def test_collision_stops_latches_and_reset_is_refused_until_it_is_over(rig):
 
 
 @pytest.mark.parametrize('rig', [{'input_timeout': 0.1}], indirect=True)
+def diagnostics(probe) -> list:
+    """The detector's statuses on /diagnostics, as they arrive."""
+    statuses = []
+    probe.create_subscription(DiagnosticArray, SPEC.topic('diagnostics'),
+                              lambda m: statuses.extend(
+                                  s for s in m.status if s.name.endswith('collision_detector')),
+                              PIPELINE_QOS)
+    return statuses
+
+
 def test_no_residual_for_input_timeout_stops_with_the_reason(rig):
     _, probe, executor = rig
+    statuses = diagnostics(probe)
     probe.streaming = False
     assert spin_until(executor, lambda: probe.stops[-1] is True, TIMEOUT)
     assert spin_until(executor, lambda: probe.events, TIMEOUT)
     assert probe.events[-1].level == DiagnosticStatus.ERROR
     assert 'no residual' in probe.events[-1].message
+    assert spin_until(executor, lambda: statuses and statuses[-1].level == DiagnosticStatus.ERROR,
+                      TIMEOUT)
+    assert 'no residual' in statuses[-1].message
     assert 'no residual' in reset(probe, executor).message
 
 
 def test_listener_watchdog_stops(rig):
     detector, probe, executor = rig
+    statuses = diagnostics(probe)
     probe.stale_pub.publish(Bool(data=True))
     assert spin_until(executor, lambda: probe.stops[-1] is True, TIMEOUT)
     assert spin_until(executor, lambda: probe.events, TIMEOUT)
     assert 'watchdog' in probe.events[-1].message
+    assert spin_until(executor, lambda: statuses and 'watchdog' in statuses[-1].message, TIMEOUT)
+    assert statuses[-1].level == DiagnosticStatus.ERROR
     assert detector.problems.counts['stale_input'] == 1
     probe.stale_pub.publish(Bool(data=False))
     assert spin_until(executor, lambda: reset(probe, executor).success, TIMEOUT)
@@ -179,11 +196,7 @@ def test_bad_parameters_refuse_to_start(context):
 
 def test_diagnostics_report_the_stop_and_its_reason(rig):
     detector, probe, executor = rig
-    statuses = []
-    probe.create_subscription(DiagnosticArray, SPEC.topic('diagnostics'),
-                              lambda m: statuses.extend(
-                                  s for s in m.status if s.name.endswith('collision_detector')),
-                              PIPELINE_QOS)
+    statuses = diagnostics(probe)
     probe.residual[6] = 5.0
     assert spin_until(executor, lambda: statuses and statuses[-1].level == DiagnosticStatus.ERROR,
                       TIMEOUT)

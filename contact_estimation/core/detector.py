@@ -149,6 +149,7 @@ class DetectorState:
     colliding_joints: tuple[int, ...]  # joints over threshold in a detected collision (eq. 7 "yes")
     residuals: np.ndarray             # last τ_ext, N·m
     thresholds: np.ndarray            # last ψ, N·m
+    over_threshold: bool = False      # some joint is over ψ now (counted or not yet n samples)
 
 
 class CollisionDetector:
@@ -275,5 +276,6 @@ class CollisionDetector:
     def _make_state(self, stop: bool, cause: str, reason: str) -> DetectorState:
         return DetectorState(stop=stop, cause=cause if stop else NONE,
                              reason=reason if stop else '', colliding_joints=self._colliding,
-                             residuals=self._residuals.copy(), thresholds=self._thresholds.copy())
+                             residuals=self._residuals.copy(), thresholds=self._thresholds.copy(),
+                             over_threshold=bool(self._over.any()))
 

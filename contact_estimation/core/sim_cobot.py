@@ -75,7 +75,7 @@ class PointForce:
     def scale(self, t: float) -> float:
         """0 … 1: the share of `force` acting at time t."""
         elapsed, end = t - self.start, self.start + self.duration - t
-        if elapsed < 0 or end < 0:
+        if elapsed < 0 or end <= 0:
             return 0.0
         if self.ramp <= 0:
             return 1.0
@@ -117,6 +117,8 @@ class Scenario:
         unknown = set(raw) - {'description', 'robot', 'trajectory', 'forces', 'obstacles'}
         if unknown:
             raise ScenarioError(f'unknown keys {sorted(unknown)}')
+        if raw.get('robot') not in (None, robot.name):
+            raise ScenarioError(f'written for robot {raw["robot"]!r}, this is {robot.name!r}')
         try:
             forces = [_point_force(item, robot) for item in raw.get('forces') or []]
             obstacles = [_obstacle(item) for item in raw.get('obstacles') or []]
@@ -381,11 +383,13 @@ def build_mjcf(robot: RobotModel, obstacles: list[Obstacle], config: SimConfig) 
 
 
 # ------------------------------------------------------------------------- simulation
-def _friction_slope(v: np.ndarray, g1, g2, g3, g4, g5, g6) -> np.ndarray:
-    """∂f/∂q̇ of seed 001 eq. 23 (d tanh(x)/dx = 1 − tanh²x)."""
-    def sech2(x):
-        return 1.0 - np.tanh(x) ** 2
-    return g1 * (g2 * sech2(g2 * v) - g3 * sech2(g3 * v)) + g4 * g5 * sech2(g5 * v) + g6
+def _friction_and_slope(v: np.ndarray, g1, g2, g3, g4, g5, g6) -> tuple[np.ndarray, np.ndarray]:
+    """f(q̇) of seed 001 eq. 23 (as `friction.continuous`) and ∂f/∂q̇, from one set of tanh
+    (d tanh(x)/dx = 1 − tanh²x): the step needs both, at 1 kHz."""
+    t2, t3, t5 = np.tanh(g2 * v), np.tanh(g3 * v), np.tanh(g5 * v)
+    f = g1 * (t2 - t3) + g4 * t5 + g6 * v
+    slope = g1 * (g2 * (1.0 - t2 * t2) - g3 * (1.0 - t3 * t3)) + g4 * g5 * (1.0 - t5 * t5) + g6
+    return f, slope
 
 
 class SimulatedCobot:
@@ -444,7 +448,7 @@ class SimulatedCobot:
         return self.config.timestep
 
     def friction(self, v: np.ndarray) -> np.ndarray:
-        """f(q̇) of every joint, seed 001 eq. 23."""
+        """f(q̇) of every joint, seed 001 eq. 23 (`v`: n, or k × n for k velocity vectors)."""
         return friction.continuous(v, *self._friction)
 
     def set_time_scaling(self, scaling: float) -> float:
@@ -454,15 +458,16 @@ class SimulatedCobot:
     def step(self) -> None:
         m, d, cfg = self.model, self.data, self.config
         q, v = d.qpos.copy(), d.qvel.copy()
-        f = self.friction(v)
+        reference = self.scaler.reference()
+        (f, f_ref), (slope, _) = _friction_and_slope(np.stack([v, reference[1]]), *self._friction)
         # Implicit friction: damping f'(q̇) here, +f'(q̇)q̇ in qfrc_applied (see module doc).
-        m.dof_damping[:] = np.maximum(_friction_slope(v, *self._friction), 0.0)
+        m.dof_damping[:] = np.maximum(slope, 0.0)
         mujoco.mj_step1(m, d)
 
         noise = self._rng.standard_normal((3, self.robot.n))
         q_meas = q + cfg.position_noise * noise[0]
         v_meas = v + cfg.velocity_noise * noise[1]
-        tau = self._control(q_meas, v_meas)
+        tau = self._control(q_meas, v_meas, reference, f_ref)
         d.qfrc_applied[:] = tau - f + m.dof_damping * v
         self.time = d.time
         self._apply_forces(q)
@@ -477,12 +482,14 @@ class SimulatedCobot:
         self.q, self.v, self.tau = q, v, tau
         self._measured = (q_meas, v_meas, tau + cfg.effort_noise * noise[2])
 
-    def _control(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """Computed torque on the measured state: τ = rnea(q, q̇, q̈_d + Kp e + Kd ė) + c f(q̇),
-        saturated at the effort limits. It knows nothing of the external forces."""
-        q_ref, v_ref, a_ref = self.scaler.reference()
+    def _control(self, q: np.ndarray, v: np.ndarray, reference, friction_ref) -> np.ndarray:
+        """Computed torque on the measured state and the reference (q_d, q̇_d, q̈_d):
+        τ = rnea(q, q̇, q̈_d + Kp e + Kd ė) + c f(q̇_d), saturated at the effort limits. The
+        friction is fed forward at the reference velocity (no chatter from velocity noise).
+        It knows nothing of the external forces."""
+        q_ref, v_ref, a_ref = reference
         a_cmd = a_ref + self._kp * (q_ref - q) + self._kd * (v_ref - v)
-        tau = self.robot.rnea(q, v, a_cmd) + self.config.friction_compensation * self.friction(v)
+        tau = self.robot.rnea(q, v, a_cmd) + self.config.friction_compensation * friction_ref
         return np.clip(tau, -self._effort_limit, self._effort_limit)
 
     def _apply_forces(self, q: np.ndarray) -> None:

@@ -63,7 +63,9 @@ class TimeScaling:
     def update(self, t: float, hold: bool, tau_ext=None, velocity=None) -> float:
         """f_S at time `t` (s). `hold`: a collision or a stop is active.
 
-        Without `tau_ext` (e.g. stale input) a hold never yields: f_S = 0.
+        Without `tau_ext` (e.g. stale input) a hold never yields: f_S = 0. Pass `velocity`
+        None while an external torque is suspected (some joint over threshold): the path
+        direction must be learnt from free motion, not from the arm being pushed.
         """
         dt = 0.0 if self._t is None else max(t - self._t, 0.0)
         self._t = t
@@ -83,3 +85,59 @@ class TimeScaling:
         speed = float(np.linalg.norm(v))
         if np.isfinite(speed) and speed > self.config.min_speed:
             self.direction = v / speed
+
+
+def closed_loop(sim, residual, detector=None, scaling: TimeScaling | None = None,
+                seconds: float = 1.0, progress=None) -> dict:
+    """Run the whole reaction ROS-free: simulated cobot → residual → detector → f_S → reference.
+
+    `sim` is a core.sim_cobot.SimulatedCobot, `residual` a core.residual.Residual, `detector`
+    a core.detector.CollisionDetector (None: record the residual only); with `scaling` None
+    the reference is never re-timed. `progress(steps)` is called every 1000 steps. Returns
+    per-step arrays: t, q, v (measured), f_S, path_time (the reference's path parameter),
+    tau_ext (estimated), tau_true (Σ JᵀF of the contacts), stop.
+    """
+    if scaling is not None and detector is None:
+        raise ValueError('time scaling needs a detector to tell it when to hold')
+    steps = int(round(seconds / sim.dt))
+    n = sim.robot.n
+    trace = {'t': np.zeros(steps), 'q': np.zeros((steps, n)), 'v': np.zeros((steps, n)),
+             'f_S': np.ones(steps), 'path_time': np.zeros(steps),
+             'tau_ext': np.zeros((steps, n)), 'tau_true': np.zeros((steps, n)),
+             'stop': np.zeros(steps, dtype=bool)}
+    for k in range(steps):
+        sim.step()
+        q, v, tau = sim.joint_state()
+        tau_ext = residual.update(sim.time, q, v, tau)
+        if detector is not None:
+            state = detector.update(sim.time, tau_ext, v)
+            trace['stop'][k] = state.stop
+            if scaling is not None:
+                free = None if state.over_threshold else v  # learn the path from free motion
+                trace['f_S'][k] = sim.set_time_scaling(
+                    scaling.update(sim.time, state.stop, tau_ext, free))
+        trace['t'][k], trace['q'][k], trace['v'][k] = sim.time, q, v
+        trace['path_time'][k] = sim.scaler.path_time
+        trace['tau_ext'][k], trace['tau_true'][k] = tau_ext, sim.true_external_torque()
+        if progress is not None and (k + 1) % 1000 == 0:
+            progress(1000)
+    return trace
+
+
+def simulate(robot, scenario, seconds: float, detector_config=None,
+             scaling_config: TimeScalingConfig | None = None, progress=None) -> dict:
+    """`closed_loop` on a SimulatedCobot playing `scenario` (its trajectory is required), with
+    the momentum observer on the URDF model and the sim's own friction (so the residual's
+    error is the sim's sensor noise and the observer's lag), a detector when
+    `detector_config` is given and time scaling when `scaling_config` is."""
+    # Imported here: the detector node uses this module and needs neither MuJoCo nor pinocchio.
+    from contact_estimation.core.detector import CollisionDetector
+    from contact_estimation.core.residual import make_residual
+    from contact_estimation.core.sim_cobot import SimulatedCobot
+    from contact_estimation.core.trajectory import make_trajectory
+    sim = SimulatedCobot(robot, make_trajectory(robot, scenario.trajectory), scenario)
+    residual = make_residual('momentum_observer', robot, friction_model='continuous',
+                             friction_params=sim.config.friction)
+    detector = CollisionDetector(detector_config) if detector_config is not None else None
+    scaling = TimeScaling(scaling_config) if scaling_config is not None else None
+    return closed_loop(sim, residual, detector, scaling, seconds, progress)

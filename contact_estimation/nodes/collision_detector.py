@@ -4,7 +4,7 @@ Runs the detector of core/detector.py (seed 001 eq. 7, role and speed-dependent 
 latched, fail-safe) on every residual and the reaction of core/time_scaling.py (seed 003
 eqs. 8–11). The stop signal (std_msgs/Bool, True = stop) is reliable and transient-local,
 published on every change and as a heartbeat; a controller must treat a missing heartbeat
-as stop (docs/controller_contract.md). Collision events are diagnostic_msgs/DiagnosticStatus
+as stop (docs/collision_events.md). Collision events are diagnostic_msgs/DiagnosticStatus
 (docs/collision_events.md).
 
 Fail-safe: before the first residual, after `input_timeout` without one, while the listener
@@ -31,7 +31,6 @@ from contact_estimation.core.detector import (COLLISION, INVALID, NONE, STALE, W
                                               DetectorConfig, DetectorState)
 from contact_estimation.core.detector import CollisionDetector as Detector
 from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
-from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.time_scaling import TimeScaling, TimeScalingConfig
 from contact_estimation.ros import params
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
@@ -61,8 +60,8 @@ class CollisionDetector(Node):
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         spec = manifest.node(NAME)
+        self.robot = params.declare_robot(self)  # StartupError when it cannot be loaded
         try:
-            self.robot = self._load_robot()
             self._declare_parameters()
             self.detector = Detector(self._detector_config({}))
             self.scaling = TimeScaling(self._scaling_config({}))
@@ -101,17 +100,6 @@ class CollisionDetector(Node):
             f'{spec.topic("residual")}; stop on {spec.topic("stop")}')
 
     # ------------------------------------------------------------------ parameters
-    def _load_robot(self) -> RobotModel:
-        robot = params.declare(self, 'robot', 'panda', 'example-robot-data name or URDF path',
-                               read_only=True)
-        description = params.declare(self, 'robot_description', '',
-                                     'URDF XML; when set it replaces `robot`', read_only=True)
-        base = params.declare(self, 'base_link', '', 'first link of the chain ("" = root); '
-                              'the frame of the markers', read_only=True)
-        tip = params.declare(self, 'tip_link', '', 'last link of the chain ("" = deepest)',
-                             read_only=True)
-        return RobotModel.load(description or robot, base, tip)  # RobotModelError: ValueError
-
     def _declare_parameters(self) -> None:
         d = params.declare
         d(self, 'thresholds_position', [4.0], 'ψ_0 of position-controlled joints, N·m: one '
@@ -311,8 +299,8 @@ class CollisionDetector(Node):
             self._stop_pub.publish(Bool(data=self._published.stop))
 
     def _publish_scaling(self, now: float, state: DetectorState, tau_ext, velocity) -> None:
-        hold = state.stop or bool(state.colliding_joints)
-        f_s = self.scaling.update(now, hold, tau_ext, velocity)
+        free_motion = None if state.over_threshold else velocity  # learn the path direction
+        f_s = self.scaling.update(now, state.stop, tau_ext, free_motion)
         self._scaling_pub.publish(Float64(data=f_s))
 
     def _publish_event(self, state: DetectorState, message: str) -> None:

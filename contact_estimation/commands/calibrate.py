@@ -1,0 +1,133 @@
+"""`contact-estimation calibrate`: collision-detector thresholds from free motion.
+
+Reads the residual (τ_ext in the effort field, with q and q̇) of a free motion, from a
+recording (CSV or ROS 2 bag of the residual topic) or live from the residual topic for
+`--seconds`, and proposes ψ = ψ_0 + k_v|q̇| + k_a|q̈| per joint with a false-alarm margin
+(core/threshold_calibration.py). Prints a table and writes a parameter file for
+collision_detector (`collision_detector: ros__parameters:` form), to pass to `up --config` or
+a launch file. The arm must not touch anything while the motion is recorded.
+
+    contact-estimation calibrate free_motion.csv -o config/thresholds.yaml
+    contact-estimation calibrate --live --seconds 120 -o config/thresholds.yaml
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+import yaml
+
+from contact_estimation import manifest
+from contact_estimation.core.detector import ROLES
+from contact_estimation.core.recording import RecordingError, read_recording
+from contact_estimation.core.robot_model import RobotModel, RobotModelError
+from contact_estimation.core.threshold_calibration import Calibration, calibrate
+
+NODE = 'collision_detector'
+
+
+def record_live(robot: RobotModel, seconds: float):
+    """(t, q, q̇, τ_ext) from the residual topic for `seconds`, in the robot's joint order."""
+    import rclpy
+    from rclpy.node import Node
+    from sensor_msgs.msg import JointState
+
+    from contact_estimation.ros.conversions import stamp_to_seconds
+    from contact_estimation.ros.qos import SENSOR_QOS
+    from contact_estimation.ros.testing import spin_for
+    topic = manifest.node(NODE).topic('residual')
+    rows, names = [], list(robot.joint_names)
+
+    def received(msg: JointState) -> None:
+        if not set(names) <= set(msg.name):
+            return
+        order = [list(msg.name).index(n) for n in names]
+        if min(len(msg.position), len(msg.velocity), len(msg.effort)) < len(msg.name):
+            return
+        rows.append([stamp_to_seconds(msg.header.stamp)]
+                    + [msg.position[i] for i in order] + [msg.velocity[i] for i in order]
+                    + [msg.effort[i] for i in order])
+
+    rclpy.init()
+    try:
+        node = Node('contact_estimation_calibrate')
+        node.create_subscription(JointState, topic, received, SENSOR_QOS)
+        executor = rclpy.executors.SingleThreadedExecutor()
+        executor.add_node(node)
+        print(f'recording {topic} for {seconds:g} s: move the arm freely, touch nothing',
+              flush=True)
+        spin_for(executor, seconds)
+        executor.shutdown()
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
+    if not rows:
+        raise RecordingError(f'no residual with joints {names} on {topic} in {seconds:g} s')
+    table = np.array(rows)
+    n = len(names)
+    return table[:, 0], table[:, 1:1 + n], table[:, 1 + n:1 + 2 * n], table[:, 1 + 2 * n:]
+
+
+def parameter_file(calibration: Calibration, role: str) -> str:
+    """The YAML text of the proposed parameters, with a comment saying where they come from."""
+    header = (f'# Proposed by `contact-estimation calibrate` from {calibration.source}:\n'
+              f'# {calibration.duration:.1f} s of free motion, margin {calibration.margin:g} '
+              f'(every sample below ψ/{calibration.margin:g}), {calibration.false_alarms} '
+              f'false alarms on it;\n# promise: < {calibration.false_alarm_bound_per_hour:.2f} '
+              f'false alarms per hour (95 %) for motions like the recorded ones.\n'
+              f'# Joint order: {", ".join(calibration.joint_names)}.\n')
+    body = {NODE: {'ros__parameters': calibration.parameters(role)}}
+    return header + yaml.safe_dump(body, sort_keys=False, default_flow_style=None)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog='contact-estimation calibrate', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument('recording', nargs='?', help='CSV file or ROS 2 bag of the residual')
+    source.add_argument('--live', action='store_true', help='record the residual topic now')
+    parser.add_argument('--seconds', type=float, default=60.0, help='live recording time, s')
+    parser.add_argument('--topic', default=manifest.node(NODE).topic('residual'),
+                        help='topic of the residual in a bag')
+    parser.add_argument('--robot', default='panda',
+                        help='example-robot-data name or URDF path (the joint order)')
+    parser.add_argument('--margin', type=float, default=1.5,
+                        help='ψ = margin × the free-motion envelope (>= 1)')
+    parser.add_argument('--min-threshold', type=float, default=0.5, help='floor of ψ_0, N·m')
+    parser.add_argument('--consecutive-samples', type=int, default=25, help='n of eq. 7')
+    parser.add_argument('--acceleration-window', type=int, default=20,
+                        help="samples of the q̈ fit (the node's acceleration_window)")
+    parser.add_argument('--no-speed', action='store_true', help='no speed term (k_v = 0)')
+    parser.add_argument('--no-acceleration', action='store_true', help='no q̈ term (k_a = 0)')
+    parser.add_argument('--role', choices=ROLES, default='position',
+                        help='the role the joints had while recorded: whose thresholds to set')
+    parser.add_argument('-o', '--output', help='write the parameter file here')
+    args = parser.parse_args(argv)
+    if args.live and not args.seconds > 0:
+        parser.error('--seconds must be > 0')
+    try:
+        robot = RobotModel.load(args.robot)
+        if args.live:
+            t, q, v, tau = record_live(robot, args.seconds)
+            where = f'live {manifest.node(NODE).topic("residual")}'
+        else:
+            rec = read_recording(args.recording, robot, args.topic)
+            t, q, v, tau, where = rec.t, rec.q, rec.v, rec.effort, args.recording
+        calibration = calibrate(
+            t, q, v, tau, robot.joint_names, margin=args.margin,
+            min_threshold=args.min_threshold, consecutive_samples=args.consecutive_samples,
+            acceleration_window=args.acceleration_window, use_speed=not args.no_speed,
+            use_acceleration=not args.no_acceleration, source=where)
+    except (RecordingError, RobotModelError, ValueError, OSError) as err:
+        print(f'contact-estimation calibrate: {err}', file=sys.stderr)
+        return 1
+    print(calibration.table())
+    text = parameter_file(calibration, args.role)
+    if args.output:
+        with open(args.output, 'w', encoding='utf-8') as f:
+            f.write(text)
+        print(f'wrote {args.output}')
+    else:
+        print(text)
+    return 0

@@ -1,0 +1,288 @@
+"""sim_cobot: a MuJoCo simulated cobot standing in for the arm (core/sim_cobot.py).
+
+Publishes what a torque-sensing cobot gives: joint states (effort = joint torque with
+friction and noise), the wrench on a 6-axis F/T sensor under joint 1 (force and torque at the
+base origin, base frame), and a lidar scan of the cell (base frame, float32 x y z). Ground
+truth goes on its own topics: per contacted link, the contact point and force (link frame,
+only while a contact exists) and, with every joint state, the true τ_ext as JointState effort.
+The arm follows the trajectory of the parameters or of the scenario file, played back at the
+time scaling f_S it receives (seed 003 eq. 8).
+
+Pace: a timer steps the physics as many steps as wall time requires, publishing each
+`rate / publish_rate`-th step; stamps are start time + simulated time. When it falls more
+than `max_catch_up` behind, it skips the lost time (a gap in the stamps) and reports it on
+/diagnostics.
+"""
+from __future__ import annotations
+
+import array
+import sys
+import time
+
+import numpy as np
+from geometry_msgs.msg import PointStamped, WrenchStamped
+from rclpy.exceptions import ParameterException
+from rclpy.node import Node
+from sensor_msgs.msg import JointState, PointCloud2
+from std_msgs.msg import Float64
+
+from contact_estimation import manifest
+from contact_estimation.core.sim_cobot import (LidarConfig, Scenario, ScenarioError, SimConfig,
+                                               SimulatedCobot, SimulationError)
+from contact_estimation.core.trajectory import TRAJECTORY_TYPES, make_trajectory
+from contact_estimation.ros import params
+from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp,
+                                                wrench_stamped, xyz_to_cloud)
+from contact_estimation.ros.diagnostics import ERROR, OK, WARN, ProblemCounter
+from contact_estimation.ros.node_main import StartupError, run
+from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
+
+NAME = 'sim_cobot'
+
+LOAD_PERIOD = 1.0     # s between CPU load figures on /diagnostics
+
+
+class SimCobot(Node):
+    def __init__(self, **kwargs):
+        super().__init__(NAME, **kwargs)
+        spec = manifest.node(NAME)
+        try:
+            self.robot = params.declare_robot(self)
+            self._declare_parameters()
+            self.sim = self._make_simulation()
+        except (ValueError, OSError, ParameterException) as err:
+            raise StartupError(f'{NAME}: {err}') from err
+        rate = self._value('rate')
+        self._publish_every = round(rate / self._value('publish_rate'))
+        self._lidar_every = round(rate / self._value('lidar.rate'))
+        self._max_catch_up = max(1, round(self._value('max_catch_up') * rate))
+        self._base_frame = self.robot.base_link
+        # Reused messages: the array.array fields skip rclpy's per-element checks.
+        self._state_msg = JointState(name=list(self.robot.joint_names))
+        self._truth_msg = JointState(name=list(self.robot.joint_names))
+        for msg in (self._state_msg, self._truth_msg):
+            msg.header.frame_id = self._base_frame
+
+        self.problems = ProblemCounter(self, topic=spec.topic('diagnostics'),
+                                       hardware_id=self.robot.name)
+        self._pub = {key: self.create_publisher(kind, spec.topic(key), PIPELINE_QOS)
+                     for key, kind in _MESSAGES.items()}
+        self.create_subscription(Float64, spec.topic('time_scaling'), self._on_time_scaling,
+                                 SENSOR_QOS)
+        self._steps = 0
+        self._stamp_offset = self.get_clock().now().nanoseconds * 1e-9
+        self._start = time.monotonic()
+        self._load_mark = (self._start, time.process_time(), 0)
+        self.problems.set_status(OK, 'simulating')
+        self._timer = self.create_timer(self._value('timer_period'), self._advance)
+        self.get_logger().info(
+            f'{self.robot.name or "robot"} at {rate:g} Hz, joint states at '
+            f'{rate / self._publish_every:g} Hz, lidar at {rate / self._lidar_every:g} Hz; '
+            f'{len(self.sim.scenario.forces)} scripted forces, '
+            f'{len(self.sim.scenario.obstacles)} obstacles')
+
+    # ------------------------------------------------------------------ parameters
+    def _declare_parameters(self) -> None:
+        d = params.declare
+        ro = {'read_only': True}
+        d(self, 'rate', 1000.0, 'physics rate (Hz): one MuJoCo step every 1/rate s', 100.0, 5000.0, **ro)
+        d(self, 'publish_rate', 1000.0, 'joint state, F/T and ground-truth rate (Hz); divides rate',
+          1.0, 5000.0, **ro)
+        d(self, 'timer_period', 0.005, 'wall time (s) between stepping calls; each steps and '
+          'publishes what is due (a 1 kHz rclpy timer costs more than the physics)',
+          0.0005, 0.1, **ro)
+        d(self, 'max_catch_up', 0.05, 'most wall time (s) one timer call catches up; more is '
+          'skipped and reported', 0.001, 1.0, **ro)
+        d(self, 'scenario', '', "scenario YAML (forces, obstacles, trajectory); relative paths "
+          "from the package share directory; '' = none", **ro)
+        d(self, 'trajectory.type', 'smooth_random', f'one of {TRAJECTORY_TYPES} (a scenario '
+          'trajectory wins)', **ro)
+        d(self, 'trajectory.seed', 0, 'smooth_random: random seed', 0, 2 ** 31 - 1, **ro)
+        d(self, 'trajectory.speed_scale', 0.3, 'smooth_random: peak speed / velocity limit',
+          0.01, 1.0, **ro)
+        d(self, 'trajectory.amplitude', 0.5, 'smooth_random: share of the room to the limits used',
+          0.01, 1.0, **ro)
+        d(self, 'trajectory.margin', 0.2, 'smooth_random: distance (rad) kept from the limits',
+          0.0, 1.5, **ro)
+        d(self, 'trajectory.waypoints', [0.0], 'waypoints: m × n joint positions (rad), row '
+          'after row', **ro)
+        d(self, 'trajectory.durations', [1.0], 'waypoints: m − 1 segment durations (s)', **ro)
+        d(self, 'friction', list(SimConfig().friction), 'joint friction γ1 … γ6 (seed 001 '
+          'eq. 23) for every joint, or 6 × n row after row', **ro)
+        d(self, 'controller.natural_frequency', 25.0, 'computed-torque closed-loop ω_n (rad/s)',
+          1.0, 200.0, **ro)
+        d(self, 'controller.damping_ratio', 1.0, 'computed-torque damping ratio', 0.1, 5.0, **ro)
+        d(self, 'controller.friction_compensation', 0.7, 'share of the friction fed forward',
+          0.0, 1.0, **ro)
+        d(self, 'noise.position', 1e-5, 'joint position noise σ (rad)', 0.0, 0.1, **ro)
+        d(self, 'noise.velocity', 1e-3, 'joint velocity noise σ (rad/s)', 0.0, 1.0, **ro)
+        d(self, 'noise.effort', 0.05, 'joint torque noise σ (N·m)', 0.0, 10.0, **ro)
+        d(self, 'noise.ft_force', 0.1, 'F/T force noise σ (N)', 0.0, 100.0, **ro)
+        d(self, 'noise.ft_torque', 0.01, 'F/T torque noise σ (N·m)', 0.0, 10.0, **ro)
+        d(self, 'noise.seed', 0, 'noise random seed', 0, 2 ** 31 - 1, **ro)
+        lidar = LidarConfig()
+        d(self, 'lidar.rate', 10.0, 'scan rate (Hz); divides rate', 0.1, 100.0, **ro)
+        d(self, 'lidar.position', list(lidar.position), 'lidar origin x y z (m, base frame)', **ro)
+        d(self, 'lidar.rpy', list(lidar.rpy), 'lidar roll pitch yaw (rad, base frame); its x '
+          'axis looks forward', **ro)
+        d(self, 'lidar.rows', lidar.rows, 'rays per column', 1, 1024, **ro)
+        d(self, 'lidar.columns', lidar.columns, 'rays per row', 1, 4096, **ro)
+        d(self, 'lidar.vertical_fov', lidar.vertical_fov, 'vertical field of view (rad)',
+          0.0, 3.1, **ro)
+        d(self, 'lidar.horizontal_fov', lidar.horizontal_fov, 'horizontal field of view (rad)',
+          0.0, 6.3, **ro)
+        d(self, 'lidar.max_range', lidar.max_range, 'farthest hit (m)', 0.1, 100.0, **ro)
+        d(self, 'lidar.range_noise', lidar.range_noise, 'range noise σ (m)', 0.0, 1.0, **ro)
+        d(self, 'lidar.floor', lidar.floor, 'a floor plane the lidar sees', **ro)
+        d(self, 'lidar.floor_height', lidar.floor_height, 'floor height (m, base frame)',
+          -10.0, 10.0, **ro)
+
+    def _value(self, name: str):
+        return self.get_parameter(name).value
+
+    def _make_simulation(self) -> SimulatedCobot:
+        v = self._value
+        rate = v('rate')
+        for name in ('publish_rate', 'lidar.rate'):
+            ratio = rate / v(name)
+            if ratio < 1 or abs(ratio - round(ratio)) > 1e-9:
+                raise ValueError(f'{name} = {v(name):g} Hz must divide rate = {rate:g} Hz')
+        scenario = Scenario()
+        path = v('scenario')
+        if path:
+            resolved = path if path.startswith('/') else manifest.share_path(path)
+            try:
+                scenario = Scenario.load(resolved, self.robot)
+            except ScenarioError as err:
+                raise ValueError(f'scenario {err}') from err
+        spec = scenario.trajectory or self._trajectory_spec()
+        try:
+            trajectory = make_trajectory(self.robot, spec)
+        except (KeyError, TypeError) as err:
+            raise ValueError(f'bad trajectory parameters: {err}') from err
+        lidar = LidarConfig(
+            position=tuple(v('lidar.position')), rpy=tuple(v('lidar.rpy')),
+            rows=v('lidar.rows'), columns=v('lidar.columns'),
+            vertical_fov=v('lidar.vertical_fov'), horizontal_fov=v('lidar.horizontal_fov'),
+            max_range=v('lidar.max_range'), range_noise=v('lidar.range_noise'),
+            floor=v('lidar.floor'), floor_height=v('lidar.floor_height'))
+        for name in ('lidar.position', 'lidar.rpy'):
+            if len(v(name)) != 3:
+                raise ValueError(f'{name} takes 3 numbers, got {v(name)}')
+        friction = np.asarray(v('friction'), dtype=float)
+        if friction.size % 6:
+            raise ValueError(f'friction takes 6 values (γ1 … γ6) or 6 per joint, got {friction.size}')
+        config = SimConfig(
+            timestep=1.0 / rate, friction=friction.reshape(-1, 6),
+            natural_frequency=v('controller.natural_frequency'),
+            damping_ratio=v('controller.damping_ratio'),
+            friction_compensation=v('controller.friction_compensation'),
+            position_noise=v('noise.position'), velocity_noise=v('noise.velocity'),
+            effort_noise=v('noise.effort'), ft_force_noise=v('noise.ft_force'),
+            ft_torque_noise=v('noise.ft_torque'), noise_seed=v('noise.seed'), lidar=lidar)
+        return SimulatedCobot(self.robot, trajectory, scenario, config)
+
+    def _trajectory_spec(self) -> dict:
+        kind = self._value('trajectory.type')
+        if kind == 'waypoints':
+            waypoints = np.asarray(self._value('trajectory.waypoints'), dtype=float)
+            if waypoints.size % self.robot.n:
+                raise ValueError(f'trajectory.waypoints has {waypoints.size} values, not a '
+                                 f'multiple of the {self.robot.n} joints')
+            return {'type': kind, 'waypoints': waypoints.reshape(-1, self.robot.n),
+                    'durations': list(self._value('trajectory.durations'))}
+        options = ('seed', 'speed_scale', 'amplitude', 'margin')
+        return {'type': kind, **{k: self._value(f'trajectory.{k}') for k in options}}
+
+    # ------------------------------------------------------------------- messages
+    def _on_time_scaling(self, msg: Float64) -> None:
+        try:
+            self.sim.set_time_scaling(msg.data)
+        except ValueError as err:
+            self.problems.report('bad_time_scaling', f'time scaling ignored: {err}')
+
+    # ------------------------------------------------------------------- stepping
+    def _advance(self) -> None:
+        """Step the physics up to the wall clock (at most `max_catch_up` at once)."""
+        now = time.monotonic()
+        due = int((now - self._start) / self.sim.dt) - self._steps
+        if due > self._max_catch_up:
+            skipped = due - self._max_catch_up
+            self._start += skipped * self.sim.dt
+            self._stamp_offset += skipped * self.sim.dt
+            due = self._max_catch_up
+            self.problems.report('fell_behind', f'simulation fell behind the wall clock: '
+                                 f'skipped {skipped * self.sim.dt * 1e3:.0f} ms')
+        try:
+            for _ in range(due):
+                self.sim.step()
+                self._publish(self._steps)
+                self._steps += 1
+        except SimulationError as err:
+            self._timer.cancel()
+            self.problems.report('diverged', str(err), ERROR)
+            self.problems.set_status(ERROR, f'simulation stopped: {err}')
+            return
+        self._report_load(now)
+
+    def _publish(self, step: int) -> None:
+        """The readings of physics step number `step` that are due at their rates."""
+        sim = self.sim
+        lidar_due = step % self._lidar_every == 0
+        state_due = step % self._publish_every == 0
+        if not (lidar_due or state_due):
+            return
+        stamp = seconds_to_stamp(self._stamp_offset + sim.time)
+        if lidar_due:
+            self._pub['lidar_points'].publish(
+                xyz_to_cloud(stamp, self._base_frame, sim.lidar_points()))
+        if not state_due:
+            return
+        q, v, tau = sim.joint_state()
+        msg = self._state_msg
+        msg.header.stamp = stamp
+        msg.position, msg.velocity, msg.effort = _doubles(q), _doubles(v), _doubles(tau)
+        self._pub['joint_states'].publish(msg)
+        force, torque = sim.ft_wrench()
+        self._pub['ft_wrench'].publish(wrench_stamped(stamp, self._base_frame, force, torque))
+        self._truth_msg.header.stamp = stamp
+        self._truth_msg.effort = _doubles(sim.true_external_torque())
+        self._pub['true_contact_torque'].publish(self._truth_msg)
+        for contact in sim.true_contacts():
+            self._pub['true_contact_point'].publish(point_stamped(stamp, contact.link, contact.point))
+            self._pub['true_contact_wrench'].publish(
+                wrench_stamped(stamp, contact.link, contact.force, np.zeros(3)))
+
+    def _report_load(self, now: float) -> None:
+        """CPU share of this process and simulated time on /diagnostics; WARN while behind."""
+        wall, cpu, behind_before = self._load_mark
+        if now - wall < LOAD_PERIOD:
+            return
+        cpu_now, behind = time.process_time(), self.problems.counts['fell_behind']
+        self._load_mark = (now, cpu_now, behind)
+        self.problems.values['cpu_load'] = f'{(cpu_now - cpu) / (now - wall):.3f}'
+        self.problems.values['simulated_time'] = f'{self.sim.time:.3f}'
+        self.problems.values['path_time'] = f'{self.sim.scaler.path_time:.3f}'
+        if behind > behind_before:
+            self.problems.set_status(WARN, 'falling behind the wall clock')
+        else:
+            self.problems.set_status(OK, 'simulating in real time')
+
+
+_MESSAGES = {'joint_states': JointState, 'ft_wrench': WrenchStamped, 'lidar_points': PointCloud2,
+             'true_contact_point': PointStamped, 'true_contact_wrench': WrenchStamped,
+             'true_contact_torque': JointState}
+
+
+def _doubles(values: np.ndarray) -> array.array:
+    out = array.array('d')
+    out.frombytes(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+    return out
+
+
+def main(args=None):
+    return run(SimCobot, args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

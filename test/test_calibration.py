@@ -1,0 +1,106 @@
+"""Threshold calibration from free motion: the envelope, the promise, the command."""
+import numpy as np
+import pytest
+import yaml
+
+from contact_estimation.commands import calibrate as command
+from contact_estimation.core.detector import CollisionDetector, DetectorConfig
+from contact_estimation.core.recording import JointRecording, write_csv
+from contact_estimation.core.threshold_calibration import calibrate, count_alarms, envelope
+
+JOINTS = [f'panda_joint{i}' for i in range(1, 8)]
+DT = 0.001
+
+
+def free_motion(seconds=6.0, seed=0):
+    """Sinusoidal motion whose |τ_ext| stays under 0.2 + 1.5|q̇| + 0.05|q̈| (+ some joints quiet)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(0.0, seconds, DT)
+    w = np.linspace(1.0, 3.0, len(JOINTS))
+    q = 0.4 * np.sin(np.outer(t, w))
+    v = 0.4 * w * np.cos(np.outer(t, w))
+    a = -0.4 * w ** 2 * np.sin(np.outer(t, w))
+    bound = 0.2 + 1.5 * np.abs(v) + 0.05 * np.abs(a)
+    tau = bound * rng.uniform(-1.0, 1.0, q.shape)
+    tau[::500] = bound[::500]  # the envelope is reached now and then
+    return t, q, v, tau
+
+
+def test_envelope_recovers_the_bound_it_must_lie_above():
+    rng = np.random.default_rng(1)
+    speed, acc = rng.uniform(0, 2, 5000), rng.uniform(0, 10, 5000)
+    y = (0.3 + 2.0 * speed + 0.1 * acc) * rng.uniform(0.0, 1.0, 5000)
+    y[:50] = 0.3 + 2.0 * speed[:50] + 0.1 * acc[:50]
+    b, kv, ka = envelope(y, speed, acc)
+    assert np.all(b + kv * speed + ka * acc >= y - 1e-9)
+    np.testing.assert_allclose([b, kv, ka], [0.3, 2.0, 0.1], atol=0.15)
+    b, kv, ka = envelope(y, speed, acc, use_speed=False, use_acceleration=False)
+    assert kv == ka == 0 and b == pytest.approx(y.max())
+
+
+def test_count_alarms_needs_n_consecutive_samples_with_some_joint_over():
+    over = np.zeros((20, 2), dtype=bool)
+    over[2:5, 0] = True           # 3 samples
+    over[8:10, 0] = over[10:12, 1] = True  # 4 samples, moving between joints
+    assert count_alarms(over, 4) == 1 and count_alarms(over, 3) == 2 and count_alarms(over, 5) == 0
+
+
+def test_calibrated_thresholds_keep_the_margin_and_detect_a_contact_just_above():
+    t, q, v, tau = free_motion()
+    cal = calibrate(t, q, v, tau, JOINTS, margin=1.5, consecutive_samples=10)
+    assert cal.false_alarms == 0
+    assert np.all(cal.peak_ratio <= 1 / 1.5 + 1e-9)
+    assert np.all(cal.speed_gain > 0.5)  # the bound grows with speed: the fit sees it
+    assert cal.false_alarm_bound_per_hour == pytest.approx(3 / (cal.duration / 3600))
+    assert 'panda_joint7' in cal.table()
+
+    config = DetectorConfig.build(JOINTS, thresholds_position=cal.base, speed_gain=cal.speed_gain,
+                                  acceleration_gain=cal.acceleration_gain,
+                                  consecutive_samples=10, input_timeout=1.0)
+    detector = CollisionDetector(config)
+    stops = [detector.update(tk, tau_k, vk).stop for tk, tau_k, vk in zip(t, tau, v)]
+    assert not any(stops)  # the acceleration term only adds: no false alarm without it either
+    push = np.zeros(len(JOINTS))
+    push[2] = 1.1 * (cal.base[2] + cal.speed_gain[2] * 0.4 * 3 + cal.acceleration_gain[2] * 0)
+    state = None
+    for k in range(10):
+        state = detector.update(t[-1] + (k + 1) * DT, tau[-1] * 0 + push, np.zeros(len(JOINTS)))
+    assert state.stop and state.colliding_joints == (2,)
+
+
+@pytest.mark.parametrize('kwargs, message', [({'margin': 0.9}, 'margin'),
+                                             ({'min_threshold': 0.0}, 'min_threshold'),
+                                             ({'consecutive_samples': 0}, 'consecutive')])
+def test_bad_calibration_settings_are_refused(kwargs, message):
+    t, q, v, tau = free_motion(0.5)
+    with pytest.raises(ValueError, match=message):
+        calibrate(t, q, v, tau, JOINTS, **kwargs)
+
+
+def test_command_writes_a_parameter_file_the_detector_accepts(tmp_path, capsys):
+    t, q, v, tau = free_motion(3.0)
+    csv = tmp_path / 'free.csv'
+    write_csv(csv, JointRecording(JOINTS, t, q, v, tau))
+    out = tmp_path / 'thresholds.yaml'
+    assert command.main([str(csv), '--margin', '2', '-o', str(out), '--role', 'force']) == 0
+    printed = capsys.readouterr().out
+    assert 'peak/ψ' in printed and 'false alarms on the recording' in printed
+    params = yaml.safe_load(out.read_text())['collision_detector']['ros__parameters']
+    assert set(params) == {'thresholds_force', 'speed_gain', 'acceleration_gain',
+                           'consecutive_samples', 'acceleration_window'}
+    assert all(isinstance(x, float) for x in params['thresholds_force'] + params['speed_gain'])
+    config = DetectorConfig.build(JOINTS, roles='force', **{
+        'thresholds_force': params['thresholds_force'], 'speed_gain': params['speed_gain'],
+        'acceleration_gain': params['acceleration_gain'],
+        'consecutive_samples': params['consecutive_samples']})
+    assert np.all(config.base_thresholds >= 0.5)
+
+
+def test_command_reports_bad_input_and_exits_1(tmp_path, capsys):
+    assert command.main([str(tmp_path / 'missing.csv')]) == 1
+    assert 'does not exist' in capsys.readouterr().err
+    t, q, v, tau = free_motion(0.5)
+    csv = tmp_path / 'free.csv'
+    write_csv(csv, JointRecording(JOINTS, t, q, v, tau))
+    assert command.main([str(csv), '--margin', '0.5']) == 1
+    assert 'margin' in capsys.readouterr().err
