@@ -36,6 +36,7 @@ setup(
         ('share/' + PACKAGE, ['package.xml']),
         ('share/' + PACKAGE + '/launch', glob('launch/*.launch.py')),
         ('share/' + PACKAGE + '/config', glob('config/*.yaml')),
+        ('share/' + PACKAGE + '/config/scenarios', glob('config/scenarios/*.yaml')),
         ('share/' + PACKAGE + '/urdf', glob('urdf/*.urdf')),
     ],
     python_requires='>=3.10',

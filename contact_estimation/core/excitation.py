@@ -283,3 +283,49 @@ class _FloorCheck:
         raise ValueError(f'no configuration found that keeps the links above the floor while '
                          f'sweeping {self.robot.joint_names[joint]}; lower the amplitude or '
                          f'the floor clearance')
+
+
+def simulator_config(robot: RobotModel, effort_noise: float = 0.2, seed: int = 0):
+    """Simulated cobot settings for identification runs: seed 001 eq. 23 friction of the
+    simulator's default (γ₁, γ₄, γ₆ for a 150 N·m joint) scaled with each joint's effort
+    limit (the hump γ₁ with its square), so light wrist joints get light friction, fully fed forward (a
+    real arm's position loop tracks the constant speeds), and `effort_noise` N·m of torque
+    noise. Its `friction` rows are the ground truth the identification should recover."""
+    from contact_estimation.core.sim_cobot import DEFAULT_FRICTION, SimConfig
+
+    limits = robot.effort_limits
+    share = np.where(limits > 0, limits, 150.0) / 150.0
+    rows = np.tile(np.asarray(DEFAULT_FRICTION, dtype=float), (robot.n, 1))
+    rows[:, [3, 5]] *= share[:, None]
+    # The Stribeck hump's falling slope is negative damping; on a light joint it beats the
+    # controller's damping and the joint sticks and slips, so it shrinks faster.
+    rows[:, 0] *= share ** 2
+    return SimConfig(friction=rows, friction_compensation=1.0, effort_noise=effort_noise,
+                     noise_seed=seed)
+
+
+def record_on_simulator(robot: RobotModel, trajectory, config=None, rate: float = 1000.0,
+                        progress=None):
+    """Run `trajectory` on the simulated cobot (core/sim_cobot.py) and record its measured
+    joint states (q, q̇, τ with the simulator's sensor noise) at `rate` Hz: a
+    `recording.JointRecording` like one from the real arm. `progress(iterable, total, desc)`
+    wraps the step loop (e.g. tqdm)."""
+    from contact_estimation.core.recording import JointRecording
+    from contact_estimation.core.sim_cobot import SimulatedCobot
+
+    sim = SimulatedCobot(robot, trajectory, config=config)
+    steps = int(np.ceil(trajectory.duration / sim.dt)) + 1
+    every = max(1, int(round(1.0 / (rate * sim.dt))))
+    loop = range(steps) if progress is None else progress(range(steps), total=steps,
+                                                           desc='simulating sweeps')
+    t, q, v, tau = [], [], [], []
+    for k in loop:
+        sim.step()
+        if k % every == 0:
+            measured = sim.joint_state()
+            t.append(sim.time)
+            q.append(measured[0])
+            v.append(measured[1])
+            tau.append(measured[2])
+    return JointRecording(list(robot.joint_names), np.array(t), np.array(q), np.array(v),
+                          np.array(tau), source=f'simulated {robot.name} sweeps')

@@ -6,7 +6,7 @@ CSV format (one header line, then one row per sample; lines starting with '#' ar
                                                               in any order)
 
 with t in s, position in rad (m for prismatic joints), velocity in rad/s and effort in N·m —
-the fields of sensor_msgs/JointState. A trajectory file written by `identify excite` has the
+the fields of sensor_msgs/JointState. A trajectory file written by `identify plan` has the
 same columns without efforts.
 
 Bags: rosbag2 directories (sqlite3 or mcap storage; a .db3 / .mcap file inside one works too)

@@ -1,4 +1,4 @@
-"""A simulated torque-controlled cobot in MuJoCo, with a base F/T sensor, a lidar and scripted contacts.
+"""A simulated torque-controlled cobot in MuJoCo: base F/T sensor, lidar, scripted contacts.
 
 The MuJoCo model is generated from the same robot description as `RobotModel` (one body per
 joint of the chain, the joint frames, axes and inertial parameters of pinocchio's model), so
@@ -364,7 +364,9 @@ def build_mjcf(robot: RobotModel, obstacles: list[Obstacle], config: SimConfig) 
     ET.SubElement(sensor_body, 'site', name=FT_SITE, size='0.02')
     for j in range(1, model.njoints):
         parent = model.parents[j]
-        placement = base_inverse * model.jointPlacements[j] if parent == 0 else model.jointPlacements[j]
+        placement = model.jointPlacements[j]
+        if parent == 0:
+            placement = base_inverse * placement
         body = ET.SubElement(sensor_body if parent == 0 else bodies[parent], 'body',
                              name=robot.joint_links[j - 1], pos=_fmt(placement.translation),
                              quat=_quat(placement.rotation))
@@ -530,7 +532,8 @@ class SimulatedCobot:
                            -1, self._ray_geoms, self._ray_dist, len(self._rays),
                            self.config.lidar.max_range)
         hit = self._ray_dist >= 0
-        ranges = self._ray_dist[hit] + self.config.lidar.range_noise * self._rng.standard_normal(hit.sum())
+        noise = self.config.lidar.range_noise * self._rng.standard_normal(hit.sum())
+        ranges = self._ray_dist[hit] + noise
         return self._ray_origin + ranges[:, None] * self._rays[hit]
 
     def _contacts_base(self) -> list[tuple[str, np.ndarray, np.ndarray]]:

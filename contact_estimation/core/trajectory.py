@@ -1,8 +1,9 @@
-"""Joint-space reference motions for the simulated cobot, and their time-scaled playback.
+"""Joint-space reference motions for the simulated cobot and their time-scaled playback.
 
-Every trajectory answers `sample(t) -> (q, q̇, q̈)` in model joint order (`RobotModel.joint_names`),
-radians and seconds. `TimeScaler` plays one back on the clock of seed 003 eqs. 8-9, so that a
-collision reaction can slow, hold or reverse the motion along its path.
+Every trajectory answers `sample(t) -> (q, q̇, q̈)` in model joint order
+(`RobotModel.joint_names`), radians and seconds. `TimeScaler` plays one back on the clock
+of seed 003 eqs. 8-9, so that a collision reaction can slow, hold or reverse the motion
+along its path.
 """
 from __future__ import annotations
 
@@ -99,7 +100,8 @@ class WaypointTrajectory:
 
 
 class TimeScaler:
-    """Plays a trajectory on a scaled clock: t_i = t_{i−1} + f_S Δt, q_d(t_i) = q(t_i) (seed 003 eqs. 8-9).
+    """Plays a trajectory on a scaled clock (seed 003 eqs. 8-9): t_i = t_{i−1} + f_S Δt,
+    q_d(t_i) = q(t_i).
 
     f_S = 1 follows the trajectory, 0 holds, a negative value goes back along the path
     (never before its start). The reference velocity and acceleration are those of the scaled
@@ -148,7 +150,8 @@ def make_trajectory(robot: RobotModel, spec: dict):
         return SmoothRandomTrajectory(robot, **options)
     if kind == 'waypoints':
         if set(options) != {'waypoints', 'durations'}:
-            raise ValueError(f'a waypoints trajectory takes waypoints and durations, got {sorted(options)}')
+            raise ValueError(f'a waypoints trajectory takes waypoints and durations, '
+                             f'got {sorted(options)}')
         trajectory = WaypointTrajectory(options['waypoints'], options['durations'])
         if trajectory.waypoints.shape[1] != robot.n:
             raise ValueError(f'waypoints have {trajectory.waypoints.shape[1]} joints, '

@@ -70,9 +70,8 @@ class SimCobot(Node):
         self.create_subscription(Float64, spec.topic('time_scaling'), self._on_time_scaling,
                                  SENSOR_QOS)
         self._steps = 0
-        self._stamp_offset = self.get_clock().now().nanoseconds * 1e-9
-        self._start = time.monotonic()
-        self._load_mark = (self._start, time.process_time(), 0)
+        self._start: float | None = None  # monotonic time of step 0, set by the first call
+        self._stamp_offset = 0.0           # ROS time of simulated time 0
         self.problems.set_status(OK, 'simulating')
         self._timer = self.create_timer(self._value('timer_period'), self._advance)
         self.get_logger().info(
@@ -85,7 +84,8 @@ class SimCobot(Node):
     def _declare_parameters(self) -> None:
         d = params.declare
         ro = {'read_only': True}
-        d(self, 'rate', 1000.0, 'physics rate (Hz): one MuJoCo step every 1/rate s', 100.0, 5000.0, **ro)
+        d(self, 'rate', 1000.0, 'physics rate (Hz): one MuJoCo step every 1/rate s',
+          100.0, 5000.0, **ro)
         d(self, 'publish_rate', 1000.0, 'joint state, F/T and ground-truth rate (Hz); divides rate',
           1.0, 5000.0, **ro)
         d(self, 'timer_period', 0.005, 'wall time (s) between stepping calls; each steps and '
@@ -171,7 +171,8 @@ class SimCobot(Node):
                 raise ValueError(f'{name} takes 3 numbers, got {v(name)}')
         friction = np.asarray(v('friction'), dtype=float)
         if friction.size % 6:
-            raise ValueError(f'friction takes 6 values (γ1 … γ6) or 6 per joint, got {friction.size}')
+            raise ValueError(f'friction takes 6 values (γ1 … γ6) or 6 per joint, '
+                             f'got {friction.size}')
         config = SimConfig(
             timestep=1.0 / rate, friction=friction.reshape(-1, 6),
             natural_frequency=v('controller.natural_frequency'),
@@ -205,6 +206,9 @@ class SimCobot(Node):
     def _advance(self) -> None:
         """Step the physics up to the wall clock (at most `max_catch_up` at once)."""
         now = time.monotonic()
+        if self._start is None:
+            self._start, self._load_mark = now, (now, time.process_time(), 0)
+            self._stamp_offset = self.get_clock().now().nanoseconds * 1e-9
         due = int((now - self._start) / self.sim.dt) - self._steps
         if due > self._max_catch_up:
             skipped = due - self._max_catch_up
@@ -249,7 +253,8 @@ class SimCobot(Node):
         self._truth_msg.effort = _doubles(sim.true_external_torque())
         self._pub['true_contact_torque'].publish(self._truth_msg)
         for contact in sim.true_contacts():
-            self._pub['true_contact_point'].publish(point_stamped(stamp, contact.link, contact.point))
+            self._pub['true_contact_point'].publish(
+                point_stamped(stamp, contact.link, contact.point))
             self._pub['true_contact_wrench'].publish(
                 wrench_stamped(stamp, contact.link, contact.force, np.zeros(3)))
 

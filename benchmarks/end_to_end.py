@@ -1,0 +1,134 @@
+"""End to end at 1 kHz: /joint_states → listener → residual_node → collision_detector → stop.
+
+The three core nodes run as real processes (their config/ files; the detector with
+hold_time = 0.1 s so that the stop clears by itself, and a fast time-scaling recovery so that
+f_S is back at 1 before the next contact). The load generator plays Panda joint states at
+1 kHz (7 arm + 2 finger joints, as the franka driver) and, every PERIOD samples, adds a
+collision-level torque (OFFSET N·m on joint 4) for CONTACT samples.
+
+stop and time_scaling carry no stamp, and stop is only published on change (plus a
+heartbeat), so their latency is measured per contact: the detector's collision event carries
+the stamp of the residual sample that raised the stop (= the publish time of the joint state
+that triggered it); latency = receipt of stop = True (resp. the first f_S ≤ 0, published per
+residual sample) − that publish time. Per sample, the τ_ext stream is timed by its stamp
+(listener + residual_node). Target (issue 4): stop p99 < 5 ms.
+
+    .venv/bin/python benchmarks/end_to_end.py [--quick] [--duration S]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticStatus
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, Float64
+from tqdm import tqdm
+
+from _ros_load import (LoadResult, Output, PandaStream, StampLatencies, cpu_table, machine,
+                       run_load, table)
+from contact_estimation import manifest
+from contact_estimation.core.detector import COLLISION
+from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.ros.qos import STOP_QOS
+
+RATE = 1000.0
+WARMUP = 3.0
+PERIOD, CONTACT = 500, 100  # samples: a contact every 0.5 s, lasting 0.1 s
+OFFSET, JOINT = 30.0, 3     # N·m on joint 4 (threshold 4 N·m, 25 samples in a row)
+NODES = {'joint_state_listener': {}, 'residual_node': {},
+         'collision_detector': {'hold_time': 0.1, 'time_scaling_recovery_rate': 100.0}}
+
+
+class Rises:
+    """Output callback: receipt times at which `active(msg)` turns true; message count."""
+
+    def __init__(self, active):
+        self.active, self.last, self.times, self.received = active, True, [], []
+
+    def __call__(self, msg, now: float) -> None:
+        active = self.active(msg)
+        if active and not self.last:
+            self.times.append(now)
+        self.last = active
+        self.received.append(now)
+
+
+class CollisionEvents:
+    """Output callback: the stamp (= publish time of the triggering joint state) of every
+    collision event."""
+
+    def __init__(self):
+        self.stamps = []
+
+    def __call__(self, msg: DiagnosticStatus, now: float) -> None:
+        values = {kv.key: kv.value for kv in msg.values}
+        if values.get('event') == COLLISION:
+            self.stamps.append(float(values['stamp']))
+
+
+def latencies(triggers: np.ndarray, rises: list[float]) -> np.ndarray:
+    """Per trigger, the first rise after it − the trigger (a rise after the next trigger,
+    or none, is a miss and not counted)."""
+    rises = np.asarray(rises)
+    result = []
+    for k, t in enumerate(triggers):
+        later = rises[rises >= t]
+        limit = triggers[k + 1] if k + 1 < len(triggers) else np.inf
+        if later.size and later[0] < limit:
+            result.append(later[0] - t)
+    return np.array(result)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--duration', type=float, default=60.0, help='measured seconds')
+    parser.add_argument('--quick', action='store_true', help='10 s instead of 60 s')
+    args = parser.parse_args(argv)
+    duration = 10.0 if args.quick else args.duration
+    print(f'machine: {machine()}')
+    listener, residual_node, detector = (manifest.node(n) for n in NODES)
+    stream = PandaStream(RobotModel.load('panda'), RATE, int((WARMUP + duration) * RATE))
+    offset = np.zeros(len(stream.effort[0]))
+    offset[JOINT] = OFFSET
+
+    def make_input(i: int, stamp) -> JointState:
+        return stream.message(i, stamp, offset if i % PERIOD < CONTACT else None)
+
+    residuals, events = StampLatencies(), CollisionEvents()
+    stops, holds = Rises(lambda m: m.data), Rises(lambda m: m.data <= 0.0)
+    outputs = [Output(JointState, residual_node.topic('residual'), residuals),
+               Output(DiagnosticStatus, detector.topic('events'), events),
+               Output(Bool, detector.topic('stop'), stops, STOP_QOS),
+               Output(Float64, detector.topic('time_scaling'), holds)]
+    with tqdm(total=int(WARMUP + duration), unit='s', desc='end to end') as bar:
+        run = run_load(NODES, JointState, listener.topic('joint_states'), make_input, outputs,
+                       RATE, duration, WARMUP, bar.update)
+
+    per_sample = LoadResult(RATE, run.sent, residuals.since(run.measure_from))
+    contacts = int(np.ceil(run.sent / PERIOD))  # onsets in the measured period (±1)
+    triggers = np.array([s for s in events.stamps if s >= run.measure_from])
+    stop = LoadResult(RATE, len(triggers), latencies(triggers, stops.times))
+    hold = LoadResult(RATE, len(triggers), latencies(triggers, holds.times))
+    pairs = np.array(residuals.pairs)
+    first = pairs[pairs[:, 0] >= run.measure_from, 1].min() if per_sample.received else np.inf
+    scaling = sum(1 for t in holds.received if t >= first)
+
+    print(f'\nend to end: {RATE:.0f} Hz for {duration:.0f} s (after {WARMUP:.0f} s warm-up), '
+          f'nodes {", ".join(NODES)} as processes; a {OFFSET:.0f} N·m contact on joint '
+          f'{JOINT + 1} every {PERIOD / RATE:.1f} s for {CONTACT / RATE:.2f} s')
+    print(table(f'output, latency from the input publish     | {LoadResult.HEADER}', [
+        f'τ_ext (residual), per sample               | {per_sample.cells()}',
+        f'stop = True, per contact (from trigger)    | {stop.cells()}',
+        f'time_scaling ≤ 0, per contact (from trig.) | {hold.cells()}']))
+    print(f'contacts published ≈ {contacts}, collision events received {len(triggers)}; '
+          f'time_scaling messages received {scaling} for {run.sent} inputs '
+          f'(counted from the first measured τ_ext)')
+    print(f'stop p99 target < 5 ms: {"met" if stop.percentile(99) < 5e-3 else "NOT met"}')
+    print(f'\n{cpu_table(run)}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,429 @@
+"""Gravity and friction identification from back-and-forth constant-speed sweeps (seed 001 §2).
+
+1. `find_passes`: the constant-speed parts of a recording, where one joint moves at a steady
+   speed and the others hold still (seed 001: "截取关节匀速部分").
+2. `match_passes`: a forward and the following backward pass of the same joint, at the same
+   speed and configuration of the other joints, are compared at the same positions (binned
+   along the moving joint): gravity is equal and friction opposite, so
+   τ_G = (τ⁺ + τ⁻)/2 and τ_f = (τ⁺ − τ⁻)/2 (seed 001 eqs. 10–15).
+   Only the moving joint's own torque is used: at constant q̇_i its Coriolis/centrifugal term
+   Γ_iii q̇_i² = ½ ∂M_ii/∂q_i q̇_i² is zero (M_ii does not depend on q_i), while on the held
+   joints the centrifugal torque ∝ q̇_i² has the same sign on both passes and would not
+   cancel in τ_G.
+3. `gravity_basis` + `fit_gravity`: G(q) = H_G(q) π_G over the base parameters of the gravity
+   regressor (seed 001 eqs. 16–22 for any serial arm): pinocchio's joint-torque regressor at
+   q̇ = q̈ = 0, mass and first-moment columns, reduced by a rank-revealing QR; π_G = H⁺ τ_G.
+4. `fit_friction`: each friction model of core/friction.py per joint by bounded nonlinear
+   least squares from several starts; ε = residual sum of squares (seed 001 Table 3).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pinocchio as pin
+from scipy.linalg import qr
+from scipy.optimize import least_squares
+
+from contact_estimation.core import friction as friction_models
+from contact_estimation.core.identified_model import (GRAVITY_PARAMETERS, GravityBasis,
+                                                      IdentifiedModel)
+from contact_estimation.core.recording import JointRecording
+from contact_estimation.core.robot_model import RobotModel
+
+
+class IdentificationError(ValueError):
+    """The recording cannot give a model: too little data, a joint not moved, bad samples…"""
+
+
+# --------------------------------------------------------------------------- gravity basis
+def gravity_basis(robot: RobotModel, samples: int = 200, seed: int = 0,
+                  tolerance: float = 1e-9) -> GravityBasis:
+    """Base parameters of the gravity regressor from `samples` random configurations.
+
+    The columns (m, m·c_x, m·c_y, m·c_z of every body) are stacked over the configurations;
+    a QR with column pivoting, Y P = Q [R₁₁ R₁₂], keeps the r columns with |R_kk| above
+    `tolerance`·|R_00| and expresses the others as Y_dep = Y_ind K with K = R₁₁⁻¹ R₁₂, so
+    G(q) = Y_ind (π_ind + K π_dep) (`GravityBasis`).
+    """
+    labels = [f'{link}/{p}' for link in robot.joint_links for p in GRAVITY_PARAMETERS]
+    everything = GravityBasis(labels, [], np.zeros((len(labels), 0)))
+    rng = np.random.default_rng(seed)
+    stacked = np.vstack([everything.regressor(robot, q)
+                         for q in robot.random_configuration(rng, samples)])
+    _, r, order = qr(stacked, mode='economic', pivoting=True)
+    diagonal = np.abs(np.diag(r))
+    rank = int(np.sum(diagonal > tolerance * diagonal[0])) if diagonal[0] > 0 else 0
+    if rank == 0:
+        raise IdentificationError(f'robot {robot.name!r} has no gravity torque on any joint')
+    combination = np.linalg.solve(r[:rank, :rank], r[:rank, rank:])
+    combination[np.abs(combination) < 1e-10] = 0.0
+    return GravityBasis([labels[k] for k in order[:rank]], [labels[k] for k in order[rank:]],
+                        combination)
+
+
+def joint_parameter_counts(robot: RobotModel, basis: GravityBasis, samples: int = 100,
+                           seed: int = 1, tolerance: float = 1e-9) -> np.ndarray:
+    """For each joint, how many base parameters its gravity torque depends on (the rank of
+    its row of H_G over random configurations): seed 001 eqs. 19–21 count these per joint."""
+    rng = np.random.default_rng(seed)
+    rows = np.array([basis.regressor(robot, q) for q in robot.random_configuration(rng, samples)])
+    counts = []
+    for i in range(robot.n):
+        block = rows[:, i, :]
+        s = np.linalg.svd(block, compute_uv=False)
+        counts.append(int(np.sum(s > tolerance * max(s[0], 1e-300))) if s[0] > 1e-12 else 0)
+    return np.array(counts)
+
+
+# ------------------------------------------------------------------------------ passes
+@dataclass(frozen=True)
+class PassDetection:
+    """How constant-speed passes are recognised in a recording."""
+
+    min_speed: float = 0.01         # rad/s: a joint slower than this is not sweeping
+    still_speed: float = 0.005      # rad/s: the other joints stay below this
+    speed_tolerance: float = 0.05   # plateau: |q̇ − plateau speed| ≤ this share of it …
+    speed_floor: float = 0.003      # … plus this (rad/s), for velocity noise at low speeds
+    smoothing: float = 0.02         # s, moving-average window on q̇ before the tests
+    settle: float = 0.25            # s dropped after the speed is reached (tracking transient)
+    min_duration: float = 0.3       # s of constant speed for a pass to count
+    bins: int = 25                  # matched positions per forward/backward pair
+    configuration_tolerance: float = 0.02  # rad: the held joints in the same place on both passes
+
+
+@dataclass(frozen=True)
+class Pass:
+    joint: int
+    speed: float   # signed plateau speed, rad/s
+    start: int     # sample indices [start, end)
+    end: int
+
+
+@dataclass
+class MatchedData:
+    """τ_G and τ_f at matched positions (seed 001 eqs. 14–15), one row per position bin."""
+
+    joint: np.ndarray     # (M,) the moving joint
+    pair: np.ndarray      # (M,) index of the forward/backward pair
+    q: np.ndarray         # (M, n) configuration
+    speed: np.ndarray     # (M,) |q̇| of the moving joint, rad/s
+    tau_g: np.ndarray     # (M,) (τ⁺ + τ⁻)/2 of the moving joint
+    tau_f: np.ndarray     # (M,) (τ⁺ − τ⁻)/2 of the moving joint
+
+    def of_joint(self, i: int) -> 'MatchedData':
+        k = self.joint == i
+        return MatchedData(self.joint[k], self.pair[k], self.q[k], self.speed[k],
+                           self.tau_g[k], self.tau_f[k])
+
+
+def check_recording(recording: JointRecording, robot: RobotModel, min_samples: int = 200,
+                    saturation: float = 0.99) -> None:
+    """Refuse recordings that would give a wrong model: IdentificationError naming the problem."""
+    n_samples = len(recording.t)
+    if n_samples < min_samples:
+        raise IdentificationError(f'{recording.source}: only {n_samples} samples; identification '
+                                  f'needs at least {min_samples} (record the whole sweep plan)')
+    for name, values in (('time', recording.t[:, None]), ('position', recording.q),
+                         ('velocity', recording.v), ('effort', recording.effort)):
+        bad = ~np.isfinite(values)
+        if bad.any():
+            joints = [robot.joint_names[j] for j in np.flatnonzero(bad.any(axis=0))] \
+                if values.shape[1] == robot.n else ['t']
+            raise IdentificationError(f'{recording.source}: {int(bad.any(axis=1).sum())} samples '
+                                      f'have NaN or infinite {name} (joints {joints})')
+    if np.any(np.diff(recording.t) <= 0):
+        raise IdentificationError(f'{recording.source}: sample times do not increase')
+    limits = robot.effort_limits
+    capped = (limits > 0) & np.isfinite(limits)
+    saturated = capped & np.any(np.abs(recording.effort) >= saturation * limits, axis=0)
+    if saturated.any():
+        names = [robot.joint_names[j] for j in np.flatnonzero(saturated)]
+        raise IdentificationError(f'{recording.source}: efforts of joints {names} reach their '
+                                  f'limits (saturated samples cannot be used): slow down or '
+                                  f'check the recording is of robot {robot.name!r}')
+    lower, upper = robot.position_limits
+    outside = np.any((recording.q < lower - 0.05) | (recording.q > upper + 0.05), axis=0)
+    if outside.any():
+        names = [robot.joint_names[j] for j in np.flatnonzero(outside)]
+        raise IdentificationError(f'{recording.source}: positions of joints {names} leave the '
+                                  f'limits of robot {robot.name!r}: a recording of another robot?')
+
+
+def _moving_average(values: np.ndarray, window: int) -> np.ndarray:
+    if window <= 1:
+        return values
+    kernel = np.ones(window) / window
+    padded = np.pad(values, ((window // 2, window - 1 - window // 2), (0, 0)), mode='edge')
+    return np.column_stack([np.convolve(padded[:, j], kernel, mode='valid')
+                            for j in range(values.shape[1])])
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) of each run of True."""
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)))
+
+
+def find_passes(recording: JointRecording, detection: PassDetection = PassDetection()) -> list[Pass]:
+    """Stretches where exactly one joint moves at a constant speed and the others hold still."""
+    dt = float(np.median(np.diff(recording.t)))
+    v = _moving_average(recording.v, max(1, int(round(detection.smoothing / dt))))
+    speed = np.abs(v)
+    n = v.shape[1]
+    passes = []
+    for i in range(n):
+        others = np.delete(speed, i, axis=1)
+        alone = (speed[:, i] >= detection.min_speed) & np.all(others < detection.still_speed, axis=1)
+        for sign in (1.0, -1.0):
+            for start, end in _runs(alone & (np.sign(v[:, i]) == sign)):
+                plateau = float(np.median(v[start:end, i]))
+                steady = (np.abs(v[start:end, i] - plateau)
+                          <= detection.speed_tolerance * abs(plateau) + detection.speed_floor)
+                runs = _runs(steady)
+                if not runs:
+                    continue
+                a, b = max(runs, key=lambda r: r[1] - r[0])
+                t = recording.t[start + a:start + b]
+                # The controller's transient after the ramp carries inertial torque M q̈.
+                keep = np.flatnonzero((t >= t[0] + detection.settle)
+                                      & (t <= t[-1] - detection.smoothing))
+                if keep.size and t[keep[-1]] - t[keep[0]] >= detection.min_duration:
+                    passes.append(Pass(i, plateau, start + a + keep[0], start + a + keep[-1] + 1))
+    return sorted(passes, key=lambda p: p.start)
+
+
+def match_passes(recording: JointRecording, passes: list[Pass],
+                 detection: PassDetection = PassDetection()) -> MatchedData:
+    """Pair each pass with the next one of the same joint going back, and take τ_G, τ_f at
+    matched positions (bin means along the moving joint, seed 001 eqs. 12–15)."""
+    rows = []
+    used = set()
+    for k, first in enumerate(passes):
+        if k in used:
+            continue
+        for m in range(k + 1, len(passes)):
+            second = passes[m]
+            if second.joint != first.joint or m in used:
+                continue
+            if _same_sweep(recording, first, second, detection):
+                used.update((k, m))
+                rows += _matched_bins(recording, first, second, len(used) // 2 - 1, detection)
+            break
+    if not rows:
+        return MatchedData(np.zeros(0, int), np.zeros(0, int), np.zeros((0, recording.q.shape[1])),
+                           np.zeros(0), np.zeros(0), np.zeros(0))
+    joint, pair, q, speed, tau_g, tau_f = zip(*rows)
+    return MatchedData(np.array(joint), np.array(pair), np.array(q), np.array(speed),
+                       np.array(tau_g), np.array(tau_f))
+
+
+def _same_sweep(recording, first: Pass, second: Pass, detection: PassDetection) -> bool:
+    """Opposite directions, the same speed, the held joints in the same place."""
+    if np.sign(first.speed) == np.sign(second.speed):
+        return False
+    if abs(abs(first.speed) - abs(second.speed)) > 0.1 * max(abs(first.speed), abs(second.speed)):
+        return False
+    held = [j for j in range(recording.q.shape[1]) if j != first.joint]
+    a = recording.q[first.start:first.end, held].mean(axis=0)
+    b = recording.q[second.start:second.end, held].mean(axis=0)
+    return bool(np.all(np.abs(a - b) <= detection.configuration_tolerance))
+
+
+def _matched_bins(recording, first: Pass, second: Pass, pair: int, detection: PassDetection):
+    i = first.joint
+    forward, backward = (first, second) if first.speed > 0 else (second, first)
+    q_fwd = recording.q[forward.start:forward.end, i]
+    q_bwd = recording.q[backward.start:backward.end, i]
+    low, high = max(q_fwd.min(), q_bwd.min()), min(q_fwd.max(), q_bwd.max())
+    if high <= low:
+        return []
+    edges = np.linspace(low, high, detection.bins + 1)
+    rows = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        means = []
+        for p, positions in ((forward, q_fwd), (backward, q_bwd)):
+            inside = np.flatnonzero((positions >= lo) & (positions < hi)) + p.start
+            if inside.size == 0:
+                break
+            means.append((recording.q[inside].mean(axis=0), recording.v[inside, i].mean(),
+                          recording.effort[inside, i].mean()))
+        if len(means) < 2:
+            continue
+        (q_plus, v_plus, tau_plus), (q_minus, v_minus, tau_minus) = means
+        rows.append((i, pair, 0.5 * (q_plus + q_minus), 0.5 * (v_plus - v_minus),
+                     0.5 * (tau_plus + tau_minus), 0.5 * (tau_plus - tau_minus)))
+    return rows
+
+
+# ----------------------------------------------------------------------------- gravity
+@dataclass
+class GravityFit:
+    parameters: np.ndarray       # π_G
+    rms: np.ndarray              # (n,) RMS of τ_G − H_G π_G per joint (nan: no data)
+    points: np.ndarray           # (n,) matched positions per joint
+    predicted: np.ndarray        # (M,) H_G π_G at the matched positions (moving joint)
+
+
+def fit_gravity(robot: RobotModel, basis: GravityBasis, data: MatchedData) -> GravityFit:
+    """π_G = H⁺ τ_G over the moving joints' rows (seed 001 eq. 22)."""
+    if data.joint.size == 0:
+        raise IdentificationError('no matched forward/backward constant-speed passes: is this '
+                                  'a recording of the sweep plan (identify plan)?')
+    rows = np.array([basis.regressor(robot, q)[i] for q, i in zip(data.q, data.joint)])
+    scale = np.maximum(np.linalg.norm(rows, axis=0), 1e-12)
+    solution, _, rank, _ = np.linalg.lstsq(rows / scale, data.tau_g, rcond=None)
+    if rank < rows.shape[1]:
+        raise IdentificationError(
+            f'the sweeps excite only {rank} of the {rows.shape[1]} gravity parameters: too little '
+            f'data, or joints that never moved ({_unmoved(robot, data)}); record the whole plan')
+    parameters = solution / scale
+    predicted = rows @ parameters
+    rms = np.full(robot.n, np.nan)
+    points = np.bincount(data.joint, minlength=robot.n)
+    for i in range(robot.n):
+        k = data.joint == i
+        if k.any():
+            rms[i] = np.sqrt(np.mean((data.tau_g[k] - predicted[k]) ** 2))
+    return GravityFit(parameters, rms, points, predicted)
+
+
+def _unmoved(robot: RobotModel, data: MatchedData) -> str:
+    names = [robot.joint_names[i] for i in range(robot.n) if not np.any(data.joint == i)]
+    return ', '.join(names) or 'none'
+
+
+# ---------------------------------------------------------------------------- friction
+@dataclass
+class FrictionFit:
+    model: str
+    parameters: np.ndarray   # (k,)
+    epsilon: float           # residual sum of squares, N²·m² (seed 001 Table 3)
+    points: int
+
+
+def fit_friction(model_name: str, speed: np.ndarray, tau_f: np.ndarray, starts: int = 8,
+                 seed: int = 0) -> FrictionFit:
+    """One joint's friction model by bounded nonlinear least squares (scipy `least_squares`,
+    trust-region reflective) from `starts` starting points; the smallest ε wins."""
+    model = friction_models.get(model_name)
+    lower, upper = np.array(model.lower), np.array(model.upper)
+    rng = np.random.default_rng(seed)
+    level = float(np.median(np.abs(tau_f))) if tau_f.size else 0.0
+    best = None
+    for x0 in _starting_points(model_name, lower, upper, level, speed, starts, rng):
+        result = least_squares(lambda x: model.function(speed, *x) - tau_f, x0,
+                               bounds=(lower, upper), x_scale='jac', method='trf')
+        epsilon = float(np.sum(result.fun ** 2))
+        if best is None or epsilon < best.epsilon:
+            best = FrictionFit(model_name, result.x, epsilon, int(speed.size))
+    return best
+
+
+def _starting_points(name, lower, upper, level, speed, count, rng):
+    """A physically sensible start, then random ones (log-uniform for the rate constants)."""
+    top = max(float(np.max(speed)) if speed.size else 1.0, 1e-3)
+    level = float(np.clip(level, 1e-3, 0.5 * upper.min()))
+    guesses = {'continuous': [0.2 * level, 20.0 / top, 2.0 / top, level, 20.0 / top, 0.1 * level / top],
+               'coulomb_viscous': [level, 0.1 * level / top],
+               'stribeck': [level, 1.2 * level, 0.2 * top, 0.1 * level / top]}
+    starts = [np.clip(guesses[name], lower, upper)]
+    for _ in range(count - 1):
+        log_low = np.log(np.maximum(lower, 1e-3))
+        log_high = np.log(np.minimum(upper, np.maximum(lower, 1e-3) * 1e4))
+        starts.append(np.clip(np.exp(rng.uniform(log_low, log_high)) * (lower > 0)
+                              + rng.uniform(0, 2 * level + 1e-3, lower.size) * (lower == 0),
+                              lower, upper))
+    return starts
+
+
+# ------------------------------------------------------------------------- the whole fit
+@dataclass
+class Identification:
+    """Everything `identify fit` reports and saves."""
+
+    robot: RobotModel
+    basis: GravityBasis
+    data: MatchedData
+    passes: list[Pass]
+    gravity: GravityFit
+    friction: dict[str, list[FrictionFit]] = field(default_factory=dict)  # model → per joint
+
+    def model(self, friction_model: str, metadata: dict) -> IdentifiedModel:
+        fits = self.friction[friction_model]
+        quality = {
+            'gravity_rms_Nm': dict(zip(self.robot.joint_names, map(_float, self.gravity.rms))),
+            'friction_epsilon_N2m2': {name: dict(zip(self.robot.joint_names,
+                                                     [fit.epsilon for fit in per_joint]))
+                                      for name, per_joint in self.friction.items()},
+            'matched_positions': dict(zip(self.robot.joint_names,
+                                          map(int, self.gravity.points))),
+            'passes': len(self.passes),
+        }
+        return IdentifiedModel(self.robot.name, self.robot.joint_names, self.gravity.parameters,
+                               self.basis, friction_model,
+                               np.array([fit.parameters for fit in fits]),
+                               dict(metadata, fit_quality=quality))
+
+    def table(self) -> str:
+        """Seed 001 Table 3: ε per joint and model, plus the gravity fit's RMS."""
+        names = list(self.friction)
+        lines = ['joint        points  gravity RMS N·m  ' + '  '.join(f'ε {m:>15}' for m in names)]
+        for i, joint in enumerate(self.robot.joint_names):
+            eps = '  '.join(f'{self.friction[m][i].epsilon:17.4g}' for m in names)
+            lines.append(f'{joint:<12} {int(self.gravity.points[i]):6d}  '
+                         f'{self.gravity.rms[i]:15.4f}  {eps}')
+        return '\n'.join(lines)
+
+
+def _float(x) -> float | None:
+    return None if not np.isfinite(x) else float(x)
+
+
+def identify(robot: RobotModel, recording: JointRecording,
+             models: tuple[str, ...] = tuple(friction_models.MODELS), starts: int = 8,
+             detection: PassDetection = PassDetection(), progress=None) -> Identification:
+    """The whole identification of seed 001 §2 from a recording (in `robot`'s joint order).
+
+    `progress(iterable, total, desc)` wraps the friction-fit loop (e.g. tqdm).
+    """
+    check_recording(recording, robot)
+    passes = find_passes(recording, detection)
+    data = match_passes(recording, passes, detection)
+    moved = {p.joint for p in passes}
+    never = [robot.joint_names[i] for i in range(robot.n) if i not in moved]
+    if never:
+        raise IdentificationError(f'{recording.source}: joints {never} never moved at a constant '
+                                  f'speed alone; every joint needs its sweeps (identify plan)')
+    unmatched = [robot.joint_names[i] for i in range(robot.n) if not np.any(data.joint == i)]
+    if unmatched:
+        raise IdentificationError(f'{recording.source}: joints {unmatched} have no forward pass '
+                                  f'followed by a backward pass at the same speed and place')
+    basis = gravity_basis(robot)
+    gravity = fit_gravity(robot, basis, data)
+    jobs = [(name, i) for name in models for i in range(robot.n)]
+    if progress is not None:
+        jobs = progress(jobs, total=len(jobs), desc='friction fits')
+    fits: dict[str, list[FrictionFit]] = {name: [None] * robot.n for name in models}
+    for name, i in jobs:
+        joint = data.of_joint(i)
+        speeds = np.sort([joint.speed[joint.pair == k].mean() for k in np.unique(joint.pair)])
+        if speeds[-1] < 1.2 * speeds[0]:
+            raise IdentificationError(f'joint {robot.joint_names[i]} was swept at one speed '
+                                      f'only; friction needs several speeds')
+        fits[name][i] = fit_friction(name, joint.speed, joint.tau_f, starts, seed=i)
+    return Identification(robot, basis, data, passes, gravity, fits)
+
+
+def gravity_error(robot: RobotModel, model: IdentifiedModel, samples: int = 10_000,
+                  seed: int = 0) -> np.ndarray:
+    """|G_identified(q) − g_RNEA(q)| per joint over random configurations (samples × n);
+    the check of seed 001 Fig. 4 against the URDF's (the maker's) parameters."""
+    rng = np.random.default_rng(seed)
+    configurations = robot.random_configuration(rng, samples)
+    data = robot.model.createData()
+    errors = np.empty((samples, robot.n))
+    for k, q in enumerate(configurations):
+        reference = pin.computeGeneralizedGravity(robot.model, data, robot.configuration(q))
+        errors[k] = np.abs(model.gravity(robot, q) - reference)
+    return errors

@@ -1,0 +1,183 @@
+"""sim_cobot as a real process: every topic with its type, frame and sane values; time scaling.
+
+The node runs as `ros2 launch` would start it (node_process), with a scenario that pushes
+the forearm from 1 s to 2 s and puts a box in the lidar's view.
+"""
+import numpy as np
+import pytest
+import yaml
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PointStamped, WrenchStamped
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState, PointCloud2
+from std_msgs.msg import Float64
+
+from contact_estimation import manifest
+from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.ros.conversions import cloud_to_xyz, stamp_to_seconds, wrench_to_arrays
+from contact_estimation.ros.node_main import StartupError
+from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
+from contact_estimation.ros.testing import node_process, spin_for, spin_until
+
+SPEC = manifest.node('sim_cobot')
+PUBLISH_RATE = 250.0  # Hz: keeps this test's subscriber light
+POINT, FORCE = [0.05, 0.0, -0.13], [-30.0, 0.0, 0.0]
+BOX_CENTRE, BOX_HALF = np.array([0.4, 0.7, 0.2]), np.array([0.15, 0.1, 0.2])
+SCENARIO = {
+    'description': 'node test: a long push on the forearm, a box for the lidar',
+    'robot': 'panda',
+    'forces': [{'link': 'panda_link5', 'point': POINT, 'force': FORCE, 'frame': 'link',
+                'start': 1.0, 'duration': 1.0}],
+    'obstacles': [{'name': 'box', 'shape': 'box', 'size': BOX_HALF.tolist(),
+                   'position': BOX_CENTRE.tolist()}],
+}
+TYPES = {'joint_states': JointState, 'ft_wrench': WrenchStamped, 'lidar_points': PointCloud2,
+         'true_contact_point': PointStamped, 'true_contact_wrench': WrenchStamped,
+         'true_contact_torque': JointState, 'diagnostics': DiagnosticArray}
+
+
+@pytest.fixture(scope='module')
+def robot():
+    return RobotModel.load('panda')
+
+
+class Listener:
+    """Every sim_cobot publication, by manifest key."""
+
+    def __init__(self, context):
+        self.node = Node('sim_cobot_test_listener', context=context)
+        self.received = {key: [] for key in TYPES}
+        for key, kind in TYPES.items():
+            self.node.create_subscription(kind, SPEC.topic(key),
+                                          lambda msg, k=key: self.received[k].append(msg),
+                                          SENSOR_QOS)
+        self.scaling = self.node.create_publisher(Float64, SPEC.topic('time_scaling'),
+                                                  PIPELINE_QOS)
+        self.executor = SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+
+    def enough(self) -> bool:
+        r = self.received
+        return (len(r['joint_states']) > 250 and len(r['lidar_points']) >= 2
+                and len(r['true_contact_point']) > 10 and self._after_push()
+                and any(self._ours(a) for a in r['diagnostics']))
+
+    def _after_push(self) -> bool:
+        """Ground truth of at least 0.1 s after the last contact point."""
+        points, truth = self.received['true_contact_point'], self.received['true_contact_torque']
+        return bool(points and truth) and (stamp_to_seconds(truth[-1].header.stamp)
+                                           > stamp_to_seconds(points[-1].header.stamp) + 0.1)
+
+    @staticmethod
+    def _ours(array: DiagnosticArray) -> bool:
+        return any(s.name.endswith('sim_cobot') and any(v.key == 'cpu_load' for v in s.values)
+                   for s in array.status)
+
+
+def test_node_publishes_every_topic_and_holds_on_zero_time_scaling(context, robot, tmp_path):
+    scenario = tmp_path / 'scenario.yaml'
+    scenario.write_text(yaml.safe_dump(SCENARIO))
+    listener = Listener(context)
+    overrides = {'scenario': str(scenario), 'publish_rate': PUBLISH_RATE}
+    with node_process('sim_cobot', overrides=overrides, log_path=str(tmp_path / 'log')) as proc:
+        assert spin_until(listener.executor, listener.enough, timeout=40.0), (
+            {k: len(v) for k, v in listener.received.items()},
+            (tmp_path / 'log').read_text())
+        moving = _positions(listener, seconds=0.5)
+
+        # Hold: f_S = 0 (seed 003 eq. 8), as the collision detector sends it.
+        def hold():
+            listener.scaling.publish(Float64(data=0.0))
+        timer = listener.node.create_timer(0.02, hold)
+        spin_for(listener.executor, 1.5)
+        held = _positions(listener, seconds=0.5)
+        listener.node.destroy_timer(timer)
+        assert proc.poll() is None, (tmp_path / 'log').read_text()
+
+    base = robot.base_link
+    r = listener.received
+    _check_joint_states(r['joint_states'], robot)
+    assert np.ptp(moving, axis=0).max() > 0.01          # it moves
+    assert np.ptp(held, axis=0).max() < 0.2 * np.ptp(moving, axis=0).max()  # then holds
+
+    for msg in r['ft_wrench']:
+        assert msg.header.frame_id == base
+    force, _ = wrench_to_arrays(r['ft_wrench'][0])
+    assert -200.0 < force[2] < -100.0                   # about the arm's weight
+
+    cloud = r['lidar_points'][-1]
+    assert cloud.header.frame_id == base
+    assert [(f.name, f.datatype) for f in cloud.fields] == [(n, 7) for n in 'xyz']  # FLOAT32
+    points = cloud_to_xyz(cloud)
+    on_box = np.abs(np.max(np.abs(points - BOX_CENTRE) / BOX_HALF, axis=1) - 1.0) < 0.2
+    assert on_box.sum() > 20 and len(points) > on_box.sum() + 20  # the box, robot and floor
+
+    for msg in r['true_contact_point']:
+        assert msg.header.frame_id == 'panda_link5'
+        np.testing.assert_allclose([msg.point.x, msg.point.y, msg.point.z], POINT, atol=1e-6)
+    wrenches = r['true_contact_wrench']
+    assert wrenches and all(w.header.frame_id == 'panda_link5' for w in wrenches)
+    middle = wrenches[len(wrenches) // 2]              # past the ramp (0.05 s of 1 s)
+    np.testing.assert_allclose(wrench_to_arrays(middle)[0], FORCE, atol=1e-6)
+
+    truth = r['true_contact_torque']
+    assert all(list(m.name) == robot.joint_names and len(m.effort) == robot.n for m in truth)
+    # Discovery may take a while: the push (1 s to 2 s) may start before the first message.
+    contact = [stamp_to_seconds(m.header.stamp) for m in r['true_contact_point']]
+    stamps = np.array([stamp_to_seconds(m.header.stamp) for m in truth])
+    effort = np.array([m.effort for m in truth])
+    outside = (stamps < contact[0]) | (stamps > contact[-1])
+    during = (stamps > contact[0] + 0.1) & (stamps < contact[-1] - 0.1)  # past the ramps
+    assert outside.sum() > 10 and np.all(effort[outside] == 0.0)
+    assert during.sum() > 10 and np.all(np.abs(effort[during]).max(axis=1) > 1.0)
+    assert truth[-1].header.stamp in [m.header.stamp for m in r['joint_states']]
+
+
+def _positions(listener: Listener, seconds: float) -> np.ndarray:
+    """Joint positions received over the next `seconds` of spinning."""
+    first = len(listener.received['joint_states'])
+    spin_for(listener.executor, seconds)
+    return np.array([m.position for m in listener.received['joint_states'][first:]])
+
+
+def _check_joint_states(messages, robot) -> None:
+    for msg in messages:
+        assert list(msg.name) == robot.joint_names
+        assert len(msg.position) == len(msg.velocity) == len(msg.effort) == robot.n
+        assert msg.header.frame_id == robot.base_link
+    q = np.array([m.position for m in messages])
+    effort = np.array([m.effort for m in messages])
+    lower, upper = robot.position_limits
+    assert np.all(q > lower) and np.all(q < upper) and np.all(np.isfinite(effort))
+    assert np.abs(effort).max() > 5.0                   # gravity is carried
+    stamps = np.array([stamp_to_seconds(m.header.stamp) for m in messages])
+    steps = np.diff(stamps)
+    # Simulated time: one message every 1/publish_rate, unless the node skipped time.
+    assert np.all(steps > 0)
+    assert np.median(steps) == pytest.approx(1.0 / PUBLISH_RATE, abs=1e-6)
+
+
+@pytest.mark.parametrize('overrides, message', [
+    ({'scenario': '/nonexistent/scenario.yaml'}, 'No such file'),
+    ({'scenario': 'config/scenarios/demo.yaml', 'robot': 'ur5'}, "written for robot 'panda'"),
+    ({'publish_rate': 300.0}, 'must divide rate'),
+    ({'friction': [0.1, 1.0]}, 'friction takes 6 values'),
+])
+def test_node_refuses_bad_parameters_with_a_clear_message(context, overrides, message):
+    from contact_estimation.nodes.sim_cobot import SimCobot
+    params = [Parameter(name, value=value) for name, value in overrides.items()]
+    with pytest.raises(StartupError, match=message):
+        SimCobot(context=context, parameter_overrides=params)
+
+
+def test_relative_scenario_path_is_resolved_in_the_share_directory(context):
+    from contact_estimation.nodes.sim_cobot import SimCobot
+    node = SimCobot(context=context, parameter_overrides=[
+        Parameter('scenario', value='config/scenarios/demo.yaml')])
+    try:
+        assert node.sim.scenario.forces[0].link == 'panda_link5'
+        assert [o.name for o in node.sim.scenario.obstacles] == ['box']
+    finally:
+        node.destroy_node()
