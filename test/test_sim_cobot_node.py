@@ -1,7 +1,9 @@
-"""sim_cobot as a real process: every topic with its type, frame and sane values; time scaling.
+"""sim_cobot over ROS: every topic with its type, frame and sane values; time scaling.
 
-The node runs as `ros2 launch` would start it (node_process), with a scenario that pushes
-the forearm from 1 s to 2 s and puts a box in the lidar's view.
+One test runs the node as `ros2 launch` would (node_process) with a scenario that pushes the
+forearm from 1 s on and puts a box in the lidar's view; discovery between processes can take
+seconds on a loaded machine, so the ground truth around a push that starts and ends is checked
+with the node in this process (same rclpy context: no discovery delay).
 """
 import numpy as np
 import pytest
@@ -29,7 +31,7 @@ SCENARIO = {
     'description': 'node test: a long push on the forearm, a box for the lidar',
     'robot': 'panda',
     'forces': [{'link': 'panda_link5', 'point': POINT, 'force': FORCE, 'frame': 'link',
-                'start': 1.0, 'duration': 1.0}],
+                'start': 1.0, 'duration': 600.0}],
     'obstacles': [{'name': 'box', 'shape': 'box', 'size': BOX_HALF.tolist(),
                    'position': BOX_CENTRE.tolist()}],
 }
@@ -61,14 +63,8 @@ class Listener:
     def enough(self) -> bool:
         r = self.received
         return (len(r['joint_states']) > 250 and len(r['lidar_points']) >= 2
-                and len(r['true_contact_point']) > 10 and self._after_push()
+                and len(r['true_contact_point']) > 10
                 and any(self._ours(a) for a in r['diagnostics']))
-
-    def _after_push(self) -> bool:
-        """Ground truth of at least 0.1 s after the last contact point."""
-        points, truth = self.received['true_contact_point'], self.received['true_contact_torque']
-        return bool(points and truth) and (stamp_to_seconds(truth[-1].header.stamp)
-                                           > stamp_to_seconds(points[-1].header.stamp) + 0.1)
 
     @staticmethod
     def _ours(array: DiagnosticArray) -> bool:
@@ -124,15 +120,35 @@ def test_node_publishes_every_topic_and_holds_on_zero_time_scaling(context, robo
 
     truth = r['true_contact_torque']
     assert all(list(m.name) == robot.joint_names and len(m.effort) == robot.n for m in truth)
-    # Discovery may take a while: the push (1 s to 2 s) may start before the first message.
-    contact = [stamp_to_seconds(m.header.stamp) for m in r['true_contact_point']]
-    stamps = np.array([stamp_to_seconds(m.header.stamp) for m in truth])
-    effort = np.array([m.effort for m in truth])
-    outside = (stamps < contact[0]) | (stamps > contact[-1])
-    during = (stamps > contact[0] + 0.1) & (stamps < contact[-1] - 0.1)  # past the ramps
-    assert outside.sum() > 10 and np.all(effort[outside] == 0.0)
-    assert during.sum() > 10 and np.all(np.abs(effort[during]).max(axis=1) > 1.0)
+    assert np.abs(truth[-1].effort).max() > 1.0         # the push is felt
     assert truth[-1].header.stamp in [m.header.stamp for m in r['joint_states']]
+
+
+def test_ground_truth_is_zero_outside_the_push_and_stamped_as_the_joint_state(context, tmp_path):
+    from contact_estimation.nodes.sim_cobot import SimCobot
+    scenario = tmp_path / 'scenario.yaml'
+    scenario.write_text(yaml.safe_dump({**SCENARIO, 'forces': [
+        {**SCENARIO['forces'][0], 'start': 0.3, 'duration': 0.3}]}))
+    listener = Listener(context)
+    node = SimCobot(context=context, parameter_overrides=[
+        Parameter('scenario', value=str(scenario)), Parameter('publish_rate', value=PUBLISH_RATE)])
+    listener.executor.add_node(node)
+    try:
+        assert spin_until(listener.executor, lambda: node.sim.time > 0.8, timeout=30.0)
+    finally:
+        node.destroy_node()
+    r = listener.received
+    contact = [stamp_to_seconds(m.header.stamp) for m in r['true_contact_point']]
+    assert 0.25 < contact[-1] - contact[0] < 0.3        # 0.3 s push, published every 4 ms
+    truth = {stamp_to_seconds(m.header.stamp): np.array(m.effort)
+             for m in r['true_contact_torque']}
+    assert set(truth) == {stamp_to_seconds(m.header.stamp) for m in r['joint_states']}
+    stamps = np.array(sorted(truth))
+    effort = np.array([truth[t] for t in stamps])
+    outside = (stamps < contact[0]) | (stamps > contact[-1])
+    during = (stamps > contact[0] + 0.05) & (stamps < contact[-1] - 0.05)  # past the ramps
+    assert outside.sum() > 50 and np.all(effort[outside] == 0.0)
+    assert during.sum() > 30 and np.all(np.abs(effort[during]).max(axis=1) > 1.0)
 
 
 def _positions(listener: Listener, seconds: float) -> np.ndarray:

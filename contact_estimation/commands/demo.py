@@ -147,8 +147,8 @@ def main(argv: list[str]) -> int:
             end = time.monotonic() + args.seconds
             while time.monotonic() < end:
                 executor.spin_once(timeout_sec=0.01)
-                bar.n = min(round(args.seconds), int(args.seconds - (end - time.monotonic())))
-                bar.refresh()
+                elapsed = min(round(args.seconds), int(args.seconds - (end - time.monotonic())))
+                bar.update(elapsed - bar.n)
                 for name, code in nodes.newly_dead():
                     tqdm.write(f'demo: node {name} exited with code {code}:\n'
                                + nodes.log_tail(name))

@@ -25,6 +25,10 @@ def run(make_node: Callable[[], Node], args: list[str] | None = None,
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except RuntimeError:
+        if rclpy.ok():
+            raise
+        # Ctrl-C shut the context down while the executor was taking a message: a clean stop.
     except StartupError as err:
         print(f'[FATAL] {err}', file=sys.stderr, flush=True)
         return 1
