@@ -3,8 +3,9 @@
 The three core nodes run as real processes (their config/ files; the detector with
 hold_time = 0.1 s so that the stop clears by itself, and a fast time-scaling recovery so that
 f_S is back at 1 before the next contact). The load generator plays Panda joint states at
-1 kHz (7 arm + 2 finger joints, as the franka driver) and, every PERIOD samples, adds a
-collision-level torque (OFFSET N·m on joint 4) for CONTACT samples.
+1 kHz (7 arm + 2 finger joints, as the franka driver) and, every PERIOD s, adds a
+collision-level torque (OFFSET N·m on joint 4) for CONTACT s. --rate runs another rate
+(the detector's consecutive_samples is not changed) to see where the pipeline keeps up.
 
 stop and time_scaling carry no stamp, and stop is only published on change (plus a
 heartbeat), so their latency is measured per contact: the detector's collision event carries
@@ -13,7 +14,7 @@ that triggered it); latency = receipt of stop = True (resp. the first f_S ≤ 0,
 residual sample) − that publish time. Per sample, the τ_ext stream is timed by its stamp
 (listener + residual_node). Target (issue 4): stop p99 < 5 ms.
 
-    .venv/bin/python benchmarks/end_to_end.py [--quick] [--duration S]
+    .venv/bin/python benchmarks/end_to_end.py [--quick] [--duration S] [--rate HZ]
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from contact_estimation.ros.qos import STOP_QOS
 
 RATE = 1000.0
 WARMUP = 3.0
-PERIOD, CONTACT = 500, 100  # samples: a contact every 0.5 s, lasting 0.1 s
+PERIOD, CONTACT = 0.5, 0.1  # s: a contact every 0.5 s, lasting 0.1 s
 OFFSET, JOINT = 30.0, 3     # N·m on joint 4 (threshold 4 N·m, 25 samples in a row)
 NODES = {'joint_state_listener': {}, 'residual_node': {},
          'collision_detector': {'hold_time': 0.1, 'time_scaling_recovery_rate': 100.0}}
@@ -85,16 +86,19 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--duration', type=float, default=60.0, help='measured seconds')
     parser.add_argument('--quick', action='store_true', help='10 s instead of 60 s')
+    parser.add_argument('--rate', type=float, default=RATE, help='joint states per second')
     args = parser.parse_args(argv)
+    rate = args.rate
+    period, contact = int(PERIOD * rate), int(CONTACT * rate)
     duration = 10.0 if args.quick else args.duration
     print(f'machine: {machine()}')
     listener, residual_node, detector = (manifest.node(n) for n in NODES)
-    stream = PandaStream(RobotModel.load('panda'), RATE, int((WARMUP + duration) * RATE))
+    stream = PandaStream(RobotModel.load('panda'), rate, int((WARMUP + duration) * rate))
     offset = np.zeros(len(stream.effort[0]))
     offset[JOINT] = OFFSET
 
     def make_input(i: int, stamp) -> JointState:
-        return stream.message(i, stamp, offset if i % PERIOD < CONTACT else None)
+        return stream.message(i, stamp, offset if i % period < contact else None)
 
     residuals, events = StampLatencies(), CollisionEvents()
     stops, holds = Rises(lambda m: m.data), Rises(lambda m: m.data <= 0.0)
@@ -104,20 +108,20 @@ def main(argv=None) -> int:
                Output(Float64, detector.topic('time_scaling'), holds)]
     with tqdm(total=int(WARMUP + duration), unit='s', desc='end to end') as bar:
         run = run_load(NODES, JointState, listener.topic('joint_states'), make_input, outputs,
-                       RATE, duration, WARMUP, bar.update)
+                       rate, duration, WARMUP, bar.update)
 
-    per_sample = LoadResult(RATE, run.sent, residuals.since(run.measure_from))
-    contacts = int(np.ceil(run.sent / PERIOD))  # onsets in the measured period (±1)
+    per_sample = LoadResult(rate, run.sent, residuals.since(run.measure_from))
+    contacts = int(np.ceil(run.sent / period))  # onsets in the measured period (±1)
     triggers = np.array([s for s in events.stamps if s >= run.measure_from])
-    stop = LoadResult(RATE, len(triggers), latencies(triggers, stops.times))
-    hold = LoadResult(RATE, len(triggers), latencies(triggers, holds.times))
+    stop = LoadResult(rate, len(triggers), latencies(triggers, stops.times))
+    hold = LoadResult(rate, len(triggers), latencies(triggers, holds.times))
     pairs = np.array(residuals.pairs)
     first = pairs[pairs[:, 0] >= run.measure_from, 1].min() if per_sample.received else np.inf
     scaling = sum(1 for t in holds.received if t >= first)
 
-    print(f'\nend to end: {RATE:.0f} Hz for {duration:.0f} s (after {WARMUP:.0f} s warm-up), '
+    print(f'\nend to end: {rate:.0f} Hz for {duration:.0f} s (after {WARMUP:.0f} s warm-up), '
           f'nodes {", ".join(NODES)} as processes; a {OFFSET:.0f} N·m contact on joint '
-          f'{JOINT + 1} every {PERIOD / RATE:.1f} s for {CONTACT / RATE:.2f} s')
+          f'{JOINT + 1} every {PERIOD} s for {CONTACT} s')
     print(table(f'output, latency from the input publish     | {LoadResult.HEADER}', [
         f'τ_ext (residual), per sample               | {per_sample.cells()}',
         f'stop = True, per contact (from trigger)    | {stop.cells()}',

@@ -99,18 +99,28 @@ def test_surface_points_are_on_the_surface_with_outward_unit_normals(surfaces):
 
 
 def test_surface_points_cover_the_outer_surface_evenly(planar):
-    """A planar link is a box between two cylinders: its outer surface is a stadium prism."""
+    """A planar link is a box between two cylinders: its outer surface is a stadium prism.
+
+    Hidden faces (box ends, half of each cylinder) carry no samples, and the flat faces over
+    the joint housings, where the box's and a cylinder's faces coincide, no more than the rest.
+    """
     robot = planar.robot
     for link in robot.joint_links:
-        shapes = [g.geometry for g in robot.collision_model.geometryObjects
-                  if robot.model.frames[g.parentFrame].name == link]
-        box = next(s for s in shapes if type(s).__name__ == 'Box')
+        geometries = [g for g in robot.collision_model.geometryObjects
+                      if robot.model.frames[g.parentFrame].name == link]
+        box = next(g.geometry for g in geometries if type(g.geometry).__name__ == 'Box')
         length, radius, height = 2 * box.halfSide
         radius /= 2
         stadium = length * 2 * radius + np.pi * radius ** 2
         area = 2 * stadium + (2 * length + 2 * np.pi * radius) * height
         points, _ = planar.surface_points(link)
         assert len(points) == pytest.approx(area / SPACING ** 2, rel=0.1)
+        ends = np.array([g.placement.translation[:2] for g in geometries
+                         if type(g.geometry).__name__ == 'Cylinder'])
+        on_flat = np.isclose(np.abs(points[:, 2]), height / 2)
+        over_end = np.linalg.norm(points[:, None, :2] - ends[None], axis=2).min(axis=1) < radius
+        discs = 2 * len(ends) * np.pi * radius ** 2
+        assert np.sum(on_flat & over_end) == pytest.approx(discs / SPACING ** 2, rel=0.1)
         nearest = o3d.geometry.KDTreeFlann(o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points)))
         gaps = [np.sqrt(nearest.search_knn_vector_3d(p, 2)[2][1]) for p in points[::10]]
         assert 0.5 * SPACING < np.median(gaps) < 1.5 * SPACING
@@ -162,7 +172,7 @@ def test_rays_hit_the_links_at_their_height_on_a_straight_panda(panda):
     heights = {'panda_link0': 0.05, 'panda_link1': 0.25, 'panda_link2': 0.45}
     origins = np.array([[1.0, 0.0, z] for z in heights.values()])
     hits = panda.cast_rays(q, origins, np.tile([-1.0, 0.0, 0.0], (len(origins), 1)))
-    assert [panda.links[i] for i in hits.link] == list(heights)
+    assert panda.link_names(hits.link) == list(heights)
     np.testing.assert_allclose(hits.point[:, 1:], origins[:, 1:], atol=1e-6)
     assert np.all((hits.point[:, 0] > 0.03) & (hits.point[:, 0] < 0.1))  # housings ~5.5 cm round
     assert np.all(hits.normal[:, 0] > 0)  # facing the ray
@@ -172,14 +182,19 @@ def test_rays_from_above_hit_the_horizontal_ur5_arm(ur5):
     """At q = 0 the UR5 lies along x: a ray down onto the middle of a segment hits that link."""
     q = np.zeros(ur5.robot.n)
     links = ['upper_arm_link', 'forearm_link']
-    starts = [p for _, p in ur5.robot.link_poses(q, links)]
+    # A UR link runs along its frame's z axis; the next joint sits off that axis (the elbow
+    # 0.12 m sideways), so the middle is half way to the next joint along z, not the midpoint
+    # of the two joint origins (which lies beside the upper arm).
+    poses = ur5.robot.link_poses(q, links)
     ends = [p for _, p in ur5.robot.link_poses(q, ['forearm_link', 'wrist_1_link'])]
-    origins = np.array([(s + e) / 2 + [0.0, 0.0, 1.0] for s, e in zip(starts, ends)])
+    middles = [p + r[:, 2] * (r[:, 2] @ (e - p)) / 2 for (r, p), e in zip(poses, ends)]
+    origins = np.array(middles) + [0.0, 0.0, 1.0]
     hits = ur5.cast_rays(q, origins, np.tile([0.0, 0.0, -1.0], (2, 1)))
-    assert [ur5.links[i] for i in hits.link] == links
+    assert ur5.link_names(hits.link) == links
     assert np.all(hits.normal[:, 2] > 0)
     missed = ur5.cast_rays(q, [[0.0, 0.0, 2.0]], [[0.0, 0.0, 1.0]])
     assert missed.link[0] == -1 and np.isinf(missed.distance[0]) and np.isnan(missed.point).all()
+    assert ur5.link_names(missed.link) == [None]
 
 
 def test_ray_hits_are_the_nearest_over_all_links(surfaces):
@@ -201,7 +216,8 @@ def test_ray_hits_are_the_nearest_over_all_links(surfaces):
     np.testing.assert_allclose(hits.distance, nearest, rtol=1e-5)
     hit = np.isfinite(nearest)
     second = np.sort(per_link, axis=0)[1]
-    clear = hit & (second - nearest > 1e-4)
+    clear = hit.copy()  # hit, and no other link within 0.1 mm behind (inf - inf on misses)
+    clear[hit] = second[hit] - nearest[hit] > 1e-4
     np.testing.assert_array_equal(hits.link[clear], per_link.argmin(axis=0)[clear])
     np.testing.assert_allclose(hits.point[hit], origins[hit] + nearest[hit, None] * directions[hit], atol=1e-5)
 

@@ -14,11 +14,13 @@ import time
 from collections import defaultdict
 
 import numpy as np
+import yaml
 
 from contact_estimation import manifest
 from contact_estimation.launcher import NodeSet
 
 DEFAULT_SCENARIO = 'config/scenarios/demo.yaml'
+STARTUP_TIMEOUT = 30.0  # s for every node to import, start and connect
 
 
 def _message_class(type_name: str):
@@ -55,6 +57,27 @@ class TopicMonitor:
             self.series[topic].append((now, float(msg.data)))
         elif topic == _topic('collision_detector', 'events'):
             self.series[topic].append((now, msg.message))
+
+
+def _residual_matching_the_sim() -> dict:
+    """residual_node parameters that model the simulated joints' friction (seed 001 eq. 23).
+
+    On a real arm these come from `contact-estimation identify`; the demo knows the truth.
+    """
+    with open(manifest.node('sim_cobot').parameters_path()) as f:
+        sim = yaml.safe_load(f)['sim_cobot']['ros__parameters']
+    return {'friction_model': 'continuous', 'friction_parameters': sim['friction']}
+
+
+def _wait_for_pipeline(monitor: TopicMonitor, executor, nodes: NodeSet, timeout: float) -> bool:
+    """Spin until the first residual arrives (every node imported and connected)."""
+    residual = _topic('residual_node', 'residual')
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not monitor.counts.get(residual):
+        executor.spin_once(timeout_sec=0.05)
+        if len(nodes.alive()) < len(nodes.processes):
+            return False
+    return bool(monitor.counts.get(residual))
 
 
 def _topic(node: str, key: str) -> str:
@@ -138,11 +161,14 @@ def main(argv: list[str]) -> int:
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(monitor.node)
     nodes = NodeSet([s.name for s in manifest.selected(with_sim=True)],
-                    overrides={'sim_cobot': {'scenario': scenario}},
+                    overrides={'sim_cobot': {'scenario': scenario},
+                               'residual_node': _residual_matching_the_sim()},
                     log_dir=os.path.join(args.out, 'logs'))
     print(f'demo: starting {", ".join(nodes.names)}; scenario {args.scenario}', flush=True)
     nodes.start()
     try:
+        if not _wait_for_pipeline(monitor, executor, nodes, STARTUP_TIMEOUT):
+            print(f'demo: no residual within {STARTUP_TIMEOUT:.0f} s of start', flush=True)
         with tqdm(total=round(args.seconds), unit='s', desc='demo') as bar:
             end = time.monotonic() + args.seconds
             while time.monotonic() < end:

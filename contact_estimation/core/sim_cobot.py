@@ -202,7 +202,7 @@ class SimConfig:
     # Joint friction, seed 001 eq. 23: one row (γ1 … γ6) for every joint or one per joint.
     friction: np.ndarray = field(default_factory=lambda: np.array(DEFAULT_FRICTION))
     # Computed-torque controller: closed-loop natural frequency (rad/s) and damping ratio;
-    # the share of the friction model it feeds forward.
+    # the share of the friction model it feeds forward (at the reference velocity).
     natural_frequency: float = 25.0
     damping_ratio: float = 1.0
     friction_compensation: float = 0.7

@@ -1,21 +1,23 @@
-"""Surfaces of the robot's links: meshes, surface samples, ray casts, distances, sphere
-cover and planar contours, built from the collision geometry of a `RobotModel`. No ROS.
+"""Surfaces of the robot's links, built from the collision geometry of a `RobotModel`. No ROS.
 
 Every link's geometry is merged into one triangle mesh in that link's own frame. Mesh files
 (STL, DAE, OBJ) are read with open3d and scaled by the URDF's `scale`; primitives (box,
 cylinder, sphere, capsule) become closed meshes with `PRIMITIVE_RESOLUTION` edges around
 each circle. Triangles face outward. Poses and query points are in the `base_link` frame of
-the `RobotModel` (REP 103: metres, radians); link indices refer to `LinkSurfaces.links`.
+the `RobotModel` (REP 103: metres, radians); link indices refer to `LinkSurfaces.links`
+(-1: no link; `LinkSurfaces.link_names` turns indices into names).
 
-What it offers the methods:
-- seed 000 (Popov 2023) eq. 2: `planar_contour` turns a link's cross-section in its x-y
-  plane into the closed polygon Ω_k of `segments` edges (the paper uses 16). For the planar
-  arm of `urdf/planar_4link.urdf`, each link is a box between two z-axis cylinders, so the
-  cross-section is a stadium and the 16-gon follows its straight sides and round ends.
-- seed 000, depth sensor: `closest_points` and `cast_rays` tell which link is nearest a
-  cloud point or seen along a ray.
-- seed 002 (Voroshchenko, Gorkavyy): each link covered by spheres whose centres are evenly
-  spaced on a segment (`sphere_centres`, `sphere_distance`).
+Three representations, each for the method that needs it:
+- Surface points with outward normals (`surface_points`, link frame), for the contact
+  localizer (seed 000): the candidate contact points p on link k and the inward normal n_p
+  of the friction cone (eq. 6). For a planar arm, `planar_contour` gives instead the closed
+  polygon Ω_k of eq. 2 (the link's cross-section in its x-y plane, 16 edges in the paper).
+- The posed triangle mesh in an open3d RaycastingScene (`scene`, `cast_rays`,
+  `closest_points`), also for the localizer: which link a depth-sensor ray sees or a cloud
+  point is nearest (seed 000, external sensor), with the exact point and normal.
+- Sphere-swept links (`spheres`, `sphere_centres`, `sphere_distance`), for the proximity
+  monitor (seed 002): spheres with centres evenly spaced on each link's axis that enclose
+  the link, so a distance from them is fast and never exceeds the true distance.
 """
 from __future__ import annotations
 
@@ -32,8 +34,8 @@ from contact_estimation.core.robot_model import RobotModel
 # Edges around every circle of a cylinder, sphere or capsule: 32 keeps the mesh within
 # 0.5 % of the radius of the true surface.
 PRIMITIVE_RESOLUTION = 32
-# A sample whose point lifted this far along its normal is inside a part of its link lies
-# inside the link or on a face two parts share: it cannot be touched (m).
+# How far a surface sample is moved along its normal to test whether another part of its
+# link buries or doubles it (m; see `_sample_surface`).
 _LIFT = 1e-3
 # Rows of query points handled at once by `sphere_distance` (bounds the distance matrix).
 _DISTANCE_BLOCK = 8192
@@ -116,8 +118,7 @@ class LinkSurfaces:
         centres, radii = [], []
         for link in self.links:
             vertices, triangles = _merge(parts[link])
-            points, normals = _sample_surface(vertices, triangles, parts[link],
-                                              point_spacing, seed)
+            points, normals = _sample_surface(parts[link], point_spacing, seed)
             link_centres, link_radii = _sphere_cover(vertices, triangles, points, sphere_spacing)
             self._vertices.append(vertices)
             self._triangles.append(triangles)
@@ -132,11 +133,16 @@ class LinkSurfaces:
 
     # ------------------------------------------------------------ per link
     def link_index(self, link: str) -> int:
+        """Index of the link in `links` (SurfacesError if it has no collision geometry)."""
         try:
             return self._index[link]
         except KeyError:
             raise SurfacesError(f'link {link!r} has no collision geometry '
                                 f'(links with geometry: {", ".join(self.links)})') from None
+
+    def link_names(self, indices: np.ndarray) -> list[str | None]:
+        """Names of the links at these indices (`SurfaceHits.link`); None for -1 (no link)."""
+        return [self.links[i] if i >= 0 else None for i in np.ravel(indices)]
 
     def mesh(self, link: str) -> o3d.geometry.TriangleMesh:
         """The link's merged triangle mesh in its own frame (a new object on every call)."""
@@ -316,29 +322,43 @@ def _merge(meshes: list[o3d.geometry.TriangleMesh]) -> tuple[np.ndarray, np.ndar
     return np.vstack(vertices), np.vstack(triangles).astype(np.int64)
 
 
-def _sample_surface(vertices: np.ndarray, triangles: np.ndarray,
-                    parts: list[o3d.geometry.TriangleMesh], spacing: float,
+def _sample_surface(parts: list[o3d.geometry.TriangleMesh], spacing: float,
                     seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Poisson-disk samples of the link's outer surface with their triangles' normals.
+    """Poisson-disk samples of the link's outer surface, one per spacing² of its area, with
+    their triangles' outward unit normals.
 
-    About one sample per spacing² of area. Samples buried inside another part of the same
-    link (overlapping primitives or shells) or on a face two parts share are dropped.
+    Each part (closed shell) is sampled on its own, at one sample per spacing² of its area;
+    then what is not outer surface is dropped, which keeps that density on what remains:
+    - a sample whose point lifted `_LIFT` out along its normal is inside another part is
+      buried in that part, or on a face the two share back to back;
+    - a sample whose point moved `_LIFT` inward is inside an earlier part lies on a face of
+      that part facing the same way (the coplanar top faces of the planar arm's box and
+      cylinders): the earlier part's samples already cover it.
+    Sampling the merged mesh instead spreads its samples over the summed area of all
+    parts, buried and doubled faces included, which leaves the outer surface too dense.
     """
-    mesh = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(vertices),
-                                     o3d.utility.Vector3iVector(triangles))
-    count = max(1, int(np.ceil(mesh.get_surface_area() / spacing ** 2)))
     o3d.utility.random.seed(seed)
-    cloud = mesh.sample_points_poisson_disk(count, use_triangle_normal=True)
-    points, normals = np.asarray(cloud.points), np.asarray(cloud.normals)
+    points, normals, source = [], [], []
+    for k, part in enumerate(parts):
+        count = max(1, int(np.ceil(part.get_surface_area() / spacing ** 2)))
+        cloud = part.sample_points_poisson_disk(count, use_triangle_normal=True)
+        points.append(np.asarray(cloud.points))
+        normals.append(np.asarray(cloud.normals))
+        source.append(np.full(len(cloud.points), k))
+    points, normals, source = np.vstack(points), np.vstack(normals), np.concatenate(source)
+    normals /= np.linalg.norm(normals, axis=1, keepdims=True)
     if len(parts) > 1:
         lifted = o3d.core.Tensor((points + _LIFT * normals).astype(np.float32))
-        buried = np.zeros(len(points), dtype=bool)
-        for part in parts:
+        lowered = o3d.core.Tensor((points - _LIFT * normals).astype(np.float32))
+        drop = np.zeros(len(points), dtype=bool)
+        for j, part in enumerate(parts):
             scene = o3d.t.geometry.RaycastingScene()
             scene.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(part))
-            buried |= scene.compute_occupancy(lifted, nsamples=3).numpy().astype(bool)
-        points, normals = points[~buried], normals[~buried]
-    return points, normals / np.linalg.norm(normals, axis=1, keepdims=True)
+            buried = scene.compute_occupancy(lifted, nsamples=3).numpy().astype(bool)
+            doubled = scene.compute_occupancy(lowered, nsamples=3).numpy().astype(bool)
+            drop |= ((source != j) & buried) | ((source > j) & doubled)
+        points, normals = points[~drop], normals[~drop]
+    return points, normals
 
 
 def _sphere_cover(vertices: np.ndarray, triangles: np.ndarray, samples: np.ndarray,
@@ -396,14 +416,14 @@ def _polygon_with_edges(hull: np.ndarray, segments: int) -> np.ndarray:
     the smallest area (Visvalingam-Whyatt), which keeps long straight sides and spreads the
     corners evenly over round ends. Too few: split the longest edge in two.
     """
-    polygon = [np.asarray(p, dtype=float) for p in hull]
+    polygon = np.asarray(hull, dtype=float)
     while len(polygon) > segments:
-        areas = [abs(np.cross(polygon[i] - polygon[i - 1], polygon[(i + 1) % len(polygon)] - polygon[i]))
-                 for i in range(len(polygon))]
-        del polygon[int(np.argmin(areas))]
+        before = polygon - np.roll(polygon, 1, axis=0)
+        after = np.roll(polygon, -1, axis=0) - polygon
+        doubled_area = np.abs(before[:, 0] * after[:, 1] - before[:, 1] * after[:, 0])
+        polygon = np.delete(polygon, np.argmin(doubled_area), axis=0)
     while len(polygon) < segments:
-        lengths = [np.linalg.norm(polygon[(i + 1) % len(polygon)] - polygon[i])
-                   for i in range(len(polygon))]
-        i = int(np.argmax(lengths))
-        polygon.insert(i + 1, (polygon[i] + polygon[(i + 1) % len(polygon)]) / 2)
-    return np.array(polygon)
+        after = np.roll(polygon, -1, axis=0) - polygon
+        i = int(np.argmax(np.linalg.norm(after, axis=1)))
+        polygon = np.insert(polygon, i + 1, polygon[i] + after[i] / 2, axis=0)
+    return polygon
