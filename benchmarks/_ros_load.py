@@ -121,9 +121,7 @@ class Output:
 class Run:
     """What one load run measured, for the benchmark to summarise."""
 
-    rate: float
     measure_from: float = float('inf')  # wall time of the first measured input
-    measure_to: float = float('inf')    # wall time after the last input
     sent: int = 0                       # inputs published in the measured period
     cpu: dict[str, float] = field(default_factory=dict)  # % of one core, per node process
 
@@ -162,7 +160,7 @@ def run_load(nodes: dict[str, dict], input_type, input_topic: str,
 
     Logs go to out/<node>_load.log. `progress(k)` is called every second of publishing.
     """
-    run = Run(rate)
+    run = Run()
     os.makedirs(LOG_DIR, exist_ok=True)
     with ExitStack() as stack:
         procs = {name: stack.enter_context(node_process(
@@ -206,7 +204,6 @@ def run_load(nodes: dict[str, dict], input_type, input_topic: str,
             elapsed = time.monotonic() - wall_start
             run.cpu = {name: 100.0 * (c.read() - cpu_start[name]) / elapsed
                        for name, c in clocks.items()}
-            run.measure_to = time.time()
 
         failure: list[BaseException] = []
 
