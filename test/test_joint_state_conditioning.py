@@ -41,6 +41,11 @@ def full_message(panda, q, v=None, effort=None, fingers=True):
     return names, position, velocity, torque
 
 
+def receive(conditioner, t, *message, now=None, **kwargs):
+    """Condition one message received at `now` (default: at its stamp, as from a live driver)."""
+    return conditioner.condition(t, *message, now=t if now is None else now, **kwargs)
+
+
 def kinds(result):
     return [kind for kind, _ in result.problems]
 
@@ -50,25 +55,23 @@ def test_good_message_comes_out_in_model_order_without_the_fingers(panda, condit
     q = home(panda) + 0.01 * np.arange(panda.n)
     v = 0.1 * np.arange(panda.n)
     effort = np.linspace(-5, 5, panda.n)
-    result = conditioner.condition(T0, *full_message(panda, q, v, effort), stamp='stamp-object')
+    result = receive(conditioner, T0, *full_message(panda, q, v, effort), stamp='stamp-object')
     assert result.problems == []
     sample = result.sample
     np.testing.assert_allclose(sample.q, q)
     np.testing.assert_allclose(sample.v, v)
     np.testing.assert_allclose(sample.effort, effort)
     assert sample.t == T0 and sample.stamp == 'stamp-object'
-    assert not sample.v_estimated.any()
-    assert sample.a is None  # one sample: no acceleration yet
 
 
 def test_message_with_only_gripper_joints_is_ignored_quietly(conditioner):
-    result = conditioner.condition(T0, ['panda_finger_joint1'], [0.02])
+    result = receive(conditioner, T0, ['panda_finger_joint1'], [0.02])
     assert result.sample is None and result.problems == []
 
 
 def test_empty_velocity_and_effort_mean_not_provided(panda, conditioner):
     names, position, _, _ = full_message(panda, home(panda))
-    result = conditioner.condition(T0, names, position, [], [])
+    result = receive(conditioner, T0, names, position, [], [])
     assert result.problems == []
 
 
@@ -76,21 +79,21 @@ def test_empty_velocity_and_effort_mean_not_provided(panda, conditioner):
 def test_nan_position_is_dropped(panda, conditioner):
     q = home(panda)
     q[3] = np.nan
-    result = conditioner.condition(T0, *full_message(panda, q))
+    result = receive(conditioner, T0, *full_message(panda, q))
     assert kinds(result) == [jsc.NON_FINITE] and result.sample is None
 
 
 def test_infinite_effort_is_dropped(panda, conditioner):
     effort = np.zeros(panda.n)
     effort[0] = np.inf
-    result = conditioner.condition(T0, *full_message(panda, home(panda), effort=effort))
+    result = receive(conditioner, T0, *full_message(panda, home(panda), effort=effort))
     assert kinds(result) == [jsc.NON_FINITE] and result.sample is None
 
 
 def test_nan_in_a_gripper_joint_does_not_matter(panda, conditioner):
     names, position, velocity, effort = full_message(panda, home(panda))
     position[0] = np.nan
-    assert conditioner.condition(T0, names, position, velocity, effort).problems == []
+    assert receive(conditioner, T0, names, position, velocity, effort).problems == []
 
 
 @pytest.mark.parametrize('field', ['position', 'velocity', 'effort'])
@@ -98,14 +101,14 @@ def test_array_shorter_than_names_is_dropped(panda, conditioner, field):
     names, position, _, _ = full_message(panda, home(panda))
     arrays = {'position': position, 'velocity': [0.0] * len(names), 'effort': [0.0] * len(names)}
     arrays[field] = arrays[field][:-1]
-    result = conditioner.condition(T0, names, **arrays)
+    result = receive(conditioner, T0, names, **arrays)
     assert kinds(result) == [jsc.LENGTH_MISMATCH] and result.sample is None
 
 
 def test_unknown_joint_name_is_dropped(panda, conditioner):
     names, position, _, _ = full_message(panda, home(panda))
     names[-1] = 'left_' + names[-1]
-    result = conditioner.condition(T0, names, position)
+    result = receive(conditioner, T0, names, position)
     assert kinds(result) == [jsc.UNKNOWN_JOINT] and result.sample is None
     assert 'left_panda_joint1' in result.problems[0][1]
 
@@ -113,8 +116,8 @@ def test_unknown_joint_name_is_dropped(panda, conditioner):
 def test_missing_joint_is_reported_when_the_next_message_comes(panda, conditioner):
     names, position, _, _ = full_message(panda, home(panda), fingers=False)
     partial = names[1:], position[1:]  # panda_joint7 missing
-    first = conditioner.condition(T0, *partial)
-    second = conditioner.condition(T0 + DT, *partial)
+    first = receive(conditioner, T0, *partial)
+    second = receive(conditioner, T0 + DT, *partial)
     assert first.sample is None and first.problems == []
     assert kinds(second) == [jsc.MISSING_JOINTS] and second.sample is None
     assert 'panda_joint7' in second.problems[0][1]
@@ -124,36 +127,157 @@ def test_duplicate_joint_name_is_dropped(panda, conditioner):
     names, position, _, _ = full_message(panda, home(panda))
     names.append(names[-1])
     position.append(position[-1])
-    result = conditioner.condition(T0, names, position)
+    result = receive(conditioner, T0, names, position)
     assert kinds(result) == [jsc.DUPLICATE_JOINT] and result.sample is None
 
 
 def test_repeated_stamp_is_dropped(panda, conditioner):
     message = full_message(panda, home(panda), v=np.zeros(panda.n))
-    assert conditioner.condition(T0, *message).sample is not None
-    result = conditioner.condition(T0, *message)
+    assert receive(conditioner, T0, *message).sample is not None
+    result = receive(conditioner, T0, *message)
     assert kinds(result) == [jsc.REPEATED_STAMP] and result.sample is None
 
 
 def test_out_of_order_stamp_is_dropped(panda, conditioner):
     message = full_message(panda, home(panda), v=np.zeros(panda.n))
-    assert conditioner.condition(T0, *message).sample is not None
-    result = conditioner.condition(T0 - DT, *message)
+    assert receive(conditioner, T0, *message).sample is not None
+    result = receive(conditioner, T0 - DT, *message)
     assert kinds(result) == [jsc.OUT_OF_ORDER_STAMP] and result.sample is None
 
 
 def test_zero_stamp_is_dropped(panda, conditioner):
-    result = conditioner.condition(0.0, *full_message(panda, home(panda)))
+    result = receive(conditioner, 0.0, *full_message(panda, home(panda)))
     assert kinds(result) == [jsc.ZERO_STAMP] and result.sample is None
+
+
+def test_message_without_joint_names_is_counted(conditioner):
+    result = receive(conditioner, T0, [], [])
+    assert kinds(result) == [jsc.NO_NAMES] and result.sample is None
+
+
+# --------------------------------------------------------------- stamp time base
+def test_far_future_stamp_is_dropped_and_later_good_messages_pass(panda, conditioner):
+    message = full_message(panda, home(panda), v=np.zeros(panda.n))
+    assert receive(conditioner, T0, *message).problems == []
+    future = receive(conditioner, T0 + 1e9, *message, now=T0 + DT)
+    assert kinds(future) == [jsc.FUTURE_STAMP] and future.sample is None
+    after = receive(conditioner, T0 + 2 * DT, *message)
+    assert after.problems == [] and after.sample.t == T0 + 2 * DT
+
+
+def test_stamp_ahead_within_max_future_is_taken(panda):
+    conditioner = JointStateConditioner.for_robot(panda, max_future=1.0)
+    message = full_message(panda, home(panda), v=np.zeros(panda.n))
+    assert receive(conditioner, T0 + 0.9, *message, now=T0).sample is not None
+    assert kinds(receive(conditioner, T0 + 1.2, *message, now=T0)) == [jsc.FUTURE_STAMP]
+
+
+def restart_stream(panda, conditioner, stamps, clock):
+    """Good messages at 1 kHz until T0, then a restarted driver's messages stamped `stamps`
+    and received at `clock` (the node's clock); the results of the restarted messages."""
+    message = full_message(panda, home(panda), v=np.zeros(panda.n))
+    for k in range(10):
+        receive(conditioner, T0 - (10 - k) * DT, *message)
+    return [receive(conditioner, t, *message, now=now) for t, now in zip(stamps, clock)]
+
+
+def test_driver_restart_is_taken_as_a_new_time_base_after_time_reset_after(panda):
+    conditioner = JointStateConditioner.for_robot(panda, time_reset_after=0.05)
+    ticks = DT * np.arange(60)
+    results = restart_stream(panda, conditioner, T0 - 100.0 + ticks, T0 + ticks)
+    reset = next(k for k, r in enumerate(results) if kinds(r) == [jsc.TIME_RESET])
+    assert reset in (50, 51)  # 50 ms after the first stamp that went back (float rounding)
+    assert [kinds(r) for r in results[:reset]] == [[jsc.OUT_OF_ORDER_STAMP]] * reset
+    assert results[reset].sample.t == T0 - 100.0 + reset * DT
+    assert all(r.problems == [] and r.sample is not None for r in results[reset + 1:])
+
+
+def test_time_reset_waits_again_when_the_node_clock_went_back_too(panda):
+    """A simulator restart: the stamps start over, then the node's (simulated) clock too."""
+    conditioner = JointStateConditioner.for_robot(panda, time_reset_after=0.05)
+    ticks = DT * np.arange(80)
+    clock = np.where(ticks < 0.01, T0 + ticks, 1.0 + ticks)  # the clock follows 10 ms later
+    results = restart_stream(panda, conditioner, 1.0 + ticks, clock)
+    reset = next(k for k, r in enumerate(results) if kinds(r) == [jsc.TIME_RESET])
+    assert reset in (60, 61)  # 50 ms after the clock went back
+    assert [kinds(r) for r in results[:reset]] == [[jsc.OUT_OF_ORDER_STAMP]] * reset
+
+
+def test_single_late_messages_never_reset_the_time_base(panda):
+    conditioner = JointStateConditioner.for_robot(panda, time_reset_after=0.05)
+    message = full_message(panda, home(panda), v=np.zeros(panda.n))
+    for k in range(200):
+        t = T0 + k * DT
+        result = receive(conditioner, t, *message)
+        assert result.problems == []
+        if k % 40 == 39:  # a message delayed in the network, every 40 ms
+            late = receive(conditioner, t - 5 * DT, *message, now=t)
+            assert kinds(late) == [jsc.OUT_OF_ORDER_STAMP]
+
+
+# --------------------------------------------------------------- implausible values
+def implausible(panda, field):
+    """A message whose `field` is far beyond what the Panda's URDF allows for joint 2."""
+    q, v, effort = home(panda), np.zeros(panda.n), np.zeros(panda.n)
+    if field == 'huge':
+        q[1], effort[1] = 1e300, 1e300
+    elif field == 'position':
+        q[1] = panda.position_limits[1][1] + 0.6
+    elif field == 'velocity':
+        v[1] = -2.1 * panda.velocity_limits[1]
+    else:
+        effort[1] = 3.1 * panda.effort_limits[1]
+    return full_message(panda, q, v, effort)
+
+
+@pytest.mark.parametrize('field', ['huge', 'position', 'velocity', 'effort'])
+def test_implausible_values_are_dropped(panda, field):
+    conditioner = JointStateConditioner.for_robot(
+        panda, hard_limit_margin=0.5, velocity_limit_factor=2.0, effort_limit_factor=3.0)
+    result = receive(conditioner, T0, *implausible(panda, field))
+    assert set(kinds(result)) == {jsc.IMPLAUSIBLE} and result.sample is None
+    assert 'panda_joint2' in result.problems[0][1]
+
+
+def test_values_just_inside_the_hard_bounds_go_out(panda):
+    q, v, effort = home(panda), np.zeros(panda.n), np.zeros(panda.n)
+    q[1] = panda.position_limits[1][1] + 0.4
+    v[1] = 1.9 * panda.velocity_limits[1]
+    effort[1] = -2.9 * panda.effort_limits[1]
+    result = receive(JointStateConditioner.for_robot(panda), T0,
+                     *full_message(panda, q, v, effort))
+    assert kinds(result) == [jsc.OUT_OF_LIMITS] and result.sample is not None
+
+
+def test_effort_bound_applies_to_the_joint_torque_after_conversion(panda):
+    transmission = Transmission.create(panda.n, [0.1], [100.0], effort_is_current=True)
+    conditioner = JointStateConditioner.for_robot(panda, transmission=transmission)
+    current = np.zeros(panda.n)
+    current[0] = 30.0  # A: 300 N·m at the joint, beyond 3 × 87 N·m
+    result = receive(conditioner, T0, *full_message(panda, home(panda), np.zeros(panda.n), current))
+    assert kinds(result) == [jsc.IMPLAUSIBLE]
+
+
+def test_joints_without_urdf_velocity_or_effort_limits_have_no_bound():
+    conditioner = JointStateConditioner(['a', 'b'], velocity_limits=[0.0, 1.0],
+                                        effort_limits=[0.0, 1.0])
+    assert receive(conditioner, T0, ['a', 'b'], [0.0, 0.0], [1e6, 0.0], [1e6, 0.0]).problems == []
+    assert kinds(receive(conditioner, T0 + DT, ['a', 'b'], [0.0, 0.0], [0.0, 5.0])) == [
+        jsc.IMPLAUSIBLE]
+
+
+def test_hard_margin_below_the_soft_margin_is_refused(panda):
+    with pytest.raises(ValueError, match='hard_limit_margin'):
+        JointStateConditioner.for_robot(panda, limit_margin=0.1, hard_limit_margin=0.05)
 
 
 def test_gap_is_a_warning_and_restarts_the_velocity_estimate(panda):
     conditioner = JointStateConditioner.for_robot(panda, window=5, gap_threshold=0.02)
     q = home(panda)
     for k in range(5):
-        result = conditioner.condition(T0 + k * DT, *full_message(panda, q + 0.001 * k))
-    assert result.sample is not None and result.sample.v_estimated.all()
-    after_gap = conditioner.condition(T0 + 0.1, *full_message(panda, q))
+        result = receive(conditioner, T0 + k * DT, *full_message(panda, q + 0.001 * k))
+    np.testing.assert_allclose(result.sample.v, 1.0, rtol=1e-6)  # 0.001 rad per ms
+    after_gap = receive(conditioner, T0 + 0.1, *full_message(panda, q))
     assert kinds(after_gap) == [jsc.GAP]
     assert after_gap.sample is None  # velocity must be estimated: the window refills first
     assert not conditioner.estimator.ready
@@ -161,8 +285,8 @@ def test_gap_is_a_warning_and_restarts_the_velocity_estimate(panda):
 
 def test_gap_with_measured_velocity_still_emits(panda, conditioner):
     message = full_message(panda, home(panda), v=np.zeros(panda.n))
-    conditioner.condition(T0, *message)
-    result = conditioner.condition(T0 + 0.5, *message)
+    receive(conditioner, T0, *message)
+    result = receive(conditioner, T0 + 0.5, *message)
     assert kinds(result) == [jsc.GAP] and result.sample is not None
 
 
@@ -171,7 +295,7 @@ def test_out_of_limits_is_a_warning_and_emits(panda):
     lower, upper = panda.position_limits
     q = home(panda)
     q[1] = upper[1] + 0.1
-    result = conditioner.condition(T0, *full_message(panda, q, v=np.zeros(panda.n)))
+    result = receive(conditioner, T0, *full_message(panda, q, v=np.zeros(panda.n)))
     assert kinds(result) == [jsc.OUT_OF_LIMITS] and result.sample is not None
     assert 'panda_joint2' in result.problems[0][1]
 
@@ -180,13 +304,13 @@ def test_within_the_limit_margin_is_fine(panda):
     conditioner = JointStateConditioner.for_robot(panda, limit_margin=0.05)
     q = home(panda)
     q[1] = panda.position_limits[1][1] + 0.04
-    assert conditioner.condition(T0, *full_message(panda, q)).problems == []
+    assert receive(conditioner, T0, *full_message(panda, q)).problems == []
 
 
 def test_every_problem_kind_is_a_distinct_string():
     names = [n for n in dir(jsc) if n.isupper() and isinstance(getattr(jsc, n), str)]
     values = [getattr(jsc, n) for n in names]
-    assert len(set(values)) == len(values) >= 11
+    assert len(set(values)) == len(values) >= 15
     assert jsc.WARNINGS <= set(values)
 
 
@@ -195,10 +319,9 @@ def split(panda, q, t_first, t_second, conditioner, v=None):
     """Publish joints 1–4 at t_first and 5–7 with the fingers at t_second."""
     names, position = panda.joint_names, list(q)
     velocity = [] if v is None else list(v)
-    first = conditioner.condition(t_first, names[:4], position[:4], velocity[:4], stamp='first')
-    second = conditioner.condition(
-        t_second, names[4:] + ['panda_finger_joint1'], position[4:] + [0.0],
-        velocity and velocity[4:] + [0.0], stamp='second')
+    first = receive(conditioner, t_first, names[:4], position[:4], velocity[:4], stamp='first')
+    second = receive(conditioner, t_second, names[4:] + ['panda_finger_joint1'],
+                     position[4:] + [0.0], velocity and velocity[4:] + [0.0], stamp='second')
     return first, second
 
 
@@ -232,7 +355,7 @@ def test_lost_part_abandons_the_cycle_and_the_next_one_merges(panda, conditioner
     q = home(panda)
     v = np.zeros(panda.n)
     names = panda.joint_names
-    conditioner.condition(T0, names[:4], q[:4], v[:4])  # its second half is lost
+    receive(conditioner, T0, names[:4], q[:4], v[:4])  # its second half is lost
     first, second = split(panda, q, T0 + DT, T0 + DT, conditioner, v)
     assert kinds(first) == [jsc.MISSING_JOINTS]
     assert second.problems == [] and second.sample.t == T0 + DT
@@ -245,7 +368,7 @@ def test_motor_current_becomes_joint_torque(panda):
     current = np.linspace(-2, 2, panda.n)    # A
     transmission = Transmission.create(panda.n, k_m, gear, effort_is_current=True)
     conditioner = JointStateConditioner.for_robot(panda, transmission=transmission)
-    result = conditioner.condition(T0, *full_message(panda, home(panda), np.zeros(panda.n), current))
+    result = receive(conditioner, T0, *full_message(panda, home(panda), np.zeros(panda.n), current))
     np.testing.assert_allclose(result.sample.effort, gear * k_m * current)  # eqs. 1–2
     np.testing.assert_allclose(result.sample.q, home(panda))
 
@@ -255,7 +378,7 @@ def test_motor_side_positions_and_velocities_are_divided_by_the_gear_ratio(panda
     transmission = Transmission.create(panda.n, gear_ratios=[gear], positions_are_motor_side=True)
     conditioner = JointStateConditioner.for_robot(panda, transmission=transmission)
     q, v = home(panda), np.full(panda.n, 0.2)
-    result = conditioner.condition(T0, *full_message(panda, gear * q, gear * v))
+    result = receive(conditioner, T0, *full_message(panda, gear * q, gear * v))
     np.testing.assert_allclose(result.sample.q, q)  # eq. 3
     np.testing.assert_allclose(result.sample.v, v)
 
@@ -272,12 +395,28 @@ def test_missing_velocity_is_estimated_once_the_window_is_full(panda):
     window = 10
     conditioner = JointStateConditioner.for_robot(panda, window=window)
     q0, rate = home(panda), np.linspace(-0.5, 0.5, panda.n)
-    samples = [conditioner.condition(T0 + k * DT, *full_message(panda, q0 + rate * k * DT)).sample
+    samples = [receive(conditioner, T0 + k * DT, *full_message(panda, q0 + rate * k * DT)).sample
                for k in range(window)]
     assert all(s is None for s in samples[:-1])
-    assert samples[-1].v_estimated.all()
     np.testing.assert_allclose(samples[-1].v, rate, atol=1e-6)
-    np.testing.assert_allclose(samples[-1].a, 0.0, atol=1e-3)
+
+
+def test_velocity_estimate_never_mixes_in_samples_from_before_a_measured_stretch(panda):
+    """Position only, then velocity measured for a while, then position only again (at a new
+    rate): the estimate restarts instead of fitting across the measured stretch."""
+    window = 5
+    conditioner = JointStateConditioner.for_robot(panda, window=window)
+    q0 = home(panda)
+    for k in range(10):
+        receive(conditioner, T0 + k * DT, *full_message(panda, q0 + 0.3 * k * DT))
+    for k in range(10, 20):
+        receive(conditioner, T0 + k * DT,
+                *full_message(panda, q0 + 0.3 * k * DT, v=np.full(panda.n, 0.3)))
+    q1 = q0 + 0.3 * 19 * DT
+    later = [receive(conditioner, T0 + (20 + k) * DT,
+                     *full_message(panda, q1 - 0.5 * (k + 1) * DT)).sample for k in range(window)]
+    assert all(sample is None for sample in later[:-1])  # the window refills first
+    np.testing.assert_allclose(later[-1].v, -0.5, rtol=1e-6)
 
 
 def test_estimator_is_exact_for_a_parabola_with_uneven_timestamps():

@@ -147,6 +147,11 @@ BAD_INPUTS = {
     jsc.REPEATED_STAMP: (lambda t: [joint_state(t), joint_state(t)], 1),
     jsc.OUT_OF_ORDER_STAMP: (lambda t: [joint_state(t), joint_state(t - DT)], 1),
     jsc.ZERO_STAMP: (lambda t: [joint_state(0.0)], 0),
+    jsc.NO_NAMES: (lambda t: [joint_state(t, [], [], [], [])], 0),
+    jsc.IMPLAUSIBLE: (lambda t: [joint_state(t, position=[0.0] * 8 + [1e300],
+                                             effort=[0.0] * 8 + [1e300])], 0),
+    # One stamp from far in the future must not make the good ones after it look old.
+    jsc.FUTURE_STAMP: (lambda t: [joint_state(t), joint_state(t + 1e6), joint_state(t + DT)], 2),
 }
 
 
@@ -162,7 +167,8 @@ def test_bad_input_gives_no_output_and_a_count_on_diagnostics(harness, kind):
 
 WARNING_INPUTS = {
     jsc.GAP: lambda t: [joint_state(t), joint_state(t + 0.5)],
-    jsc.OUT_OF_LIMITS: lambda t: [joint_state(t, position=[0.0, 0.0] + [3.5] * 7)],
+    # panda_joint1 (listed last) 0.24 rad beyond its 2.8973 rad limit: within the hard margin.
+    jsc.OUT_OF_LIMITS: lambda t: [joint_state(t, position=[0.04, 0.04] + HOME[:0:-1] + [3.14])],
 }
 
 
@@ -174,6 +180,50 @@ def test_warnings_are_counted_and_the_sample_still_goes_out(harness, kind):
         pub.publish(msg)
     assert harness.spin_until(lambda: harness.count(kind) >= 1), f'no {kind} on /diagnostics'
     assert len(harness.outputs) == len(sent)
+
+
+# ros/diagnostics.py ProblemCounter.report logs errors and warnings from one call site, and
+# rclpy refuses a second severity there (ValueError: Logger severity cannot be changed between
+# calls), raised in the subscription callback: the node dies at its first warning after an
+# error or the other way round. Remove this marker when report() uses two call sites.
+SEVERITY_CALL_SITE_BUG = pytest.mark.xfail(
+    strict=True, raises=ValueError,
+    reason='ProblemCounter.report logs two severities from one rclpy call site')
+
+
+@SEVERITY_CALL_SITE_BUG
+def test_a_warning_after_an_error_does_not_stop_the_node(harness):
+    pub = harness.publisher()
+    t0 = time.time()
+    for msg in (joint_state(0.0), joint_state(t0), joint_state(t0 + 0.5)):  # error, ok, gap
+        pub.publish(msg)
+    assert harness.spin_until(lambda: harness.count(jsc.GAP) >= 1)
+    assert harness.count(jsc.ZERO_STAMP) == 1 and len(harness.outputs) == 2
+
+
+@SEVERITY_CALL_SITE_BUG
+def test_driver_restart_is_taken_as_a_new_time_base_after_input_timeout(harness):
+    """Stamps jump 100 s back and stay there: rejected until input_timeout has passed on the
+    node's clock (input_stale goes True meanwhile), then taken as the new time base."""
+    pub = harness.publisher()
+    timeout = harness.listener.get_parameter('input_timeout').value
+    t0 = time.time()
+    pub.publish(joint_state(t0))
+    assert harness.spin_until(lambda: len(harness.outputs) == 1)
+    restarted = t0 - 100.0
+    started = time.monotonic()
+    k = 0
+    while harness.count(jsc.TIME_RESET) < 1 and time.monotonic() - started < 5.0:
+        pub.publish(joint_state(restarted + k * DT))
+        harness.spin_until(lambda: False, timeout=0.005)
+        k += 1
+    assert harness.count(jsc.TIME_RESET) == 1
+    assert harness.count(jsc.OUT_OF_ORDER_STAMP) >= 1
+    assert True in harness.stale
+    new_base = [out for out in harness.outputs[1:]
+                if out.header.stamp.sec + out.header.stamp.nanosec * 1e-9 < t0 - 50.0]
+    assert new_base and len(new_base) == len(harness.outputs) - 1
+    assert time.monotonic() - started >= timeout
 
 
 def test_watchdog_flags_stale_input_and_clears_when_input_resumes(harness):
@@ -212,20 +262,22 @@ def test_two_partial_publishers_are_merged(harness):
         assert list(out.effort) == [1.0] * 4 + [2.0] * 3
 
 
-def test_robot_description_wins_over_robot(context):
+def test_robot_description_wins_over_robot_and_gives_the_named_robots_chain(context):
     ur5 = RobotModel.load('ur5')
     node = JointStateListener(context=context, parameter_overrides=[
         Parameter('robot', value='no_such_robot'),
-        Parameter('robot_description', value=ur5.urdf_xml),
-        Parameter('tip_link', value='tool0')])
+        Parameter('robot_description', value=ur5.urdf_xml)])
     try:
         assert node.robot.joint_names == ur5.joint_names
+        assert node.robot.tip_link == 'tool0'
+        assert node.robot.collision_model.ngeoms == ur5.collision_model.ngeoms > 0
     finally:
         node.destroy_node()
 
 
 @pytest.mark.parametrize('override', [Parameter('robot', value='no_such_robot'),
-                                      Parameter('gear_ratios', value=[1.0, 2.0])])
+                                      Parameter('gear_ratios', value=[1.0, 2.0]),
+                                      Parameter('hard_limit_margin', value=0.01)])
 def test_bad_parameters_refuse_to_start(context, override):
     with pytest.raises(StartupError):
         JointStateListener(context=context, cli_args=['--ros-args', '--params-file', PARAMS],

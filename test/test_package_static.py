@@ -139,12 +139,39 @@ def test_package_xml_is_format_3_and_names_message_dependencies():
     root = ET.parse(os.path.join(ROOT, 'package.xml')).getroot()
     assert root.get('format') == '3'
     assert root.findtext('name') == 'contact_estimation'
-    deps = {e.text for e in root if e.tag.endswith('depend')}
+    deps = _package_xml_dependencies()
     for key in ('rclpy', 'sensor_msgs', 'geometry_msgs', 'std_msgs', 'std_srvs',
                 'visualization_msgs', 'diagnostic_msgs', 'launch', 'launch_ros', 'pinocchio',
                 'python3-numpy', 'python3-scipy', 'python3-yaml'):
         assert key in deps, f'package.xml lacks {key}'
     assert root.find('export/build_type').text == 'ament_python'
+
+
+# rosdep stops at the first key it cannot resolve. Keys that install from pip exist only
+# for some packages: list one here only after finding it in rosdistro's rosdep/python.yaml.
+PIP_KEYS_IN_ROSDEP = {'python3-open3d-pip'}
+
+
+def _package_xml_dependencies() -> set[str]:
+    root = ET.parse(os.path.join(ROOT, 'package.xml')).getroot()
+    return {e.text for e in root if e.tag.endswith('depend')}
+
+
+def test_package_xml_declares_every_interface_package_the_code_imports():
+    imported = set()
+    for folder, _, files in os.walk(os.path.join(ROOT, 'contact_estimation')):
+        for name in files:
+            if name.endswith('.py'):
+                tree = ast.parse(open(os.path.join(folder, name), encoding='utf-8').read())
+                imported |= {node.module.split('.')[0] for node in ast.walk(tree)
+                             if isinstance(node, ast.ImportFrom) and node.module
+                             and node.module.split('.')[-1] in ('msg', 'srv', 'action')}
+    assert imported >= {'sensor_msgs', 'rcl_interfaces'}
+    assert imported <= _package_xml_dependencies()
+
+
+def test_package_xml_pip_keys_are_known_to_rosdep():
+    assert {d for d in _package_xml_dependencies() if d.endswith('-pip')} <= PIP_KEYS_IN_ROSDEP
 
 
 def test_topics_shared_between_nodes_agree_on_their_message_type():

@@ -41,6 +41,7 @@ def test_names_limits_and_inertias(path, joints, tip):
 @pytest.mark.parametrize('path', [PLANAR, SPATIAL])
 def test_every_link_has_primitive_collision_geometry(path):
     robot = RobotModel.load(path)
+    assert robot.geometry_error == ''
     owners = {robot.model.frames[g.parentFrame].name for g in robot.collision_model.geometryObjects}
     assert {'base_link', *robot.joint_links} <= owners
     kinds = {type(g.geometry).__name__ for g in robot.collision_model.geometryObjects}

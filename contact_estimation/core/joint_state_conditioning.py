@@ -3,21 +3,35 @@
 A robot driver's `sensor_msgs/JointState` may list joints in any order, include joints outside
 the chain (gripper fingers), be split over several publishers (arm and gripper, two arm
 halves), carry motor current instead of torque, omit velocity, or be plain wrong (NaN, wrong
-lengths, stamps going backwards). `JointStateConditioner` turns each message into either
-nothing or a `JointSample` the rest of the pipeline can trust, and names every problem it
-finds (the `*` constants below) without ever raising on a message.
+lengths, values no joint can have, stamps going backwards or from the future).
+`JointStateConditioner` turns each message into either nothing or a `JointSample` the rest of
+the pipeline can trust, and names every problem it finds (the `*` constants below) without
+ever raising on a message.
 
 Rules:
-- A message with an error is dropped whole; `WARNINGS` (a gap, a joint beyond its limits)
-  are reported and the sample still goes out.
-- Names of URDF joints outside the chain are ignored; any other unknown name is an error.
+- A message with an error is dropped whole; `WARNINGS` (a gap, a joint beyond its limits, a
+  new time base) are reported and the sample still goes out.
+- Names of URDF joints outside the chain are ignored; any other unknown name is an error, and
+  so is a message without names.
+- Values no healthy robot gives are errors (`IMPLAUSIBLE`): a position more than
+  `hard_limit_margin` beyond the URDF limits, |velocity| above `velocity_limit_factor` × the
+  URDF velocity limit, |effort| above `effort_limit_factor` × the URDF effort limit (where the
+  URDF gives limits > 0). Within `limit_margin` of the limits is fine, between the two margins
+  a warning (`OUT_OF_LIMITS`).
+- Stamps: each joint's stamps must increase. A stamp more than `max_future` ahead of the
+  caller's clock (`now`) is an error, so one bad stamp cannot make every later good one look
+  old. Stamps that keep going back (a driver restart) are errors until they have done so for
+  `time_reset_after` seconds of the caller's clock; then the new time base is accepted and
+  everything restarts (`TIME_RESET`). Meanwhile no sample goes out, so the caller's watchdog
+  reports the input stale: the fail-safe direction.
 - Merging: each chain joint keeps its latest value and stamp. A sample goes out when every
   chain joint has been refreshed since the last sample and the refreshed stamps lie within
   `merge_window` seconds of each other; its stamp is the newest of them. A message that
   refreshes a joint again before the set is complete abandons that cycle (`MISSING_JOINTS`).
 - Motor-side readings are converted with seed 001 eqs. 1–3 (`Transmission`).
-- Velocity the driver does not provide, and acceleration always, come from
-  `DerivativeEstimator`; the estimator restarts after a gap longer than `gap_threshold`.
+- Velocity the driver does not provide comes from `DerivativeEstimator`, fed only while it is
+  needed; the estimator restarts after a gap longer than `gap_threshold`. Acceleration is not
+  estimated here: the nodes that need q̈ run their own `DerivativeEstimator`.
 """
 from __future__ import annotations
 
@@ -36,12 +50,16 @@ DUPLICATE_JOINT = 'duplicate_joint'
 REPEATED_STAMP = 'repeated_stamp'
 OUT_OF_ORDER_STAMP = 'out_of_order_stamp'
 ZERO_STAMP = 'zero_stamp'
+FUTURE_STAMP = 'future_stamp'
+NO_NAMES = 'no_joint_names'
+IMPLAUSIBLE = 'implausible_value'
 UNALIGNED_PARTS = 'unaligned_parts'
 GAP = 'gap'
 OUT_OF_LIMITS = 'out_of_limits'
+TIME_RESET = 'time_reset'
 
 # Kinds that do not stop the sample from going out.
-WARNINGS = frozenset({GAP, OUT_OF_LIMITS})
+WARNINGS = frozenset({GAP, OUT_OF_LIMITS, TIME_RESET})
 
 Problem = tuple[str, str]
 
@@ -106,11 +124,17 @@ class DerivativeEstimator:
         zero = np.zeros(q.size)
         if degree == 0:
             return zero, zero
-        # The fit does not depend on row order, so the ring buffer is used as it lies.
-        tau = self._t[:used] - t
-        span = -tau.min()
-        basis = np.vander(tau / span, degree + 1, increasing=True)
-        coef = np.linalg.lstsq(basis, self._q[:used], rcond=None)[0]
+        # The fit does not depend on row order, so the ring buffer is used as it lies. Least
+        # squares by the normal equations: a (degree + 1)² system, well conditioned with the
+        # time scaled to [-1, 0] and the values taken relative to the newest one.
+        oldest = self._t[self._count % self.window] if self._count > self.window else self._t[0]
+        span = t - oldest
+        basis = np.ones((used, degree + 1))
+        basis[:, 1] = (self._t[:used] - t) / span
+        if degree == 2:
+            np.square(basis[:, 1], out=basis[:, 2])
+        transposed = basis.T
+        coef = np.linalg.solve(transposed @ basis, transposed @ (self._q[:used] - q))
         velocity = coef[1] / span
         acceleration = 2.0 * coef[2] / span**2 if degree == 2 else zero
         return velocity, acceleration
@@ -178,8 +202,6 @@ class JointSample:
     q: np.ndarray                  # rad
     v: np.ndarray                  # rad/s
     effort: np.ndarray | None      # joint torque, N·m; None when the driver gives none
-    a: np.ndarray | None           # rad/s², None until the estimator window has filled
-    v_estimated: np.ndarray        # per joint: True where v comes from the estimator
     stamp: Any = None              # the caller's stamp object of the newest part, unchanged
 
 
@@ -201,19 +223,31 @@ class JointStateConditioner:
 
     def __init__(self, joint_names: Sequence[str], ignored_joints: Sequence[str] = (),
                  position_limits: tuple[np.ndarray, np.ndarray] | None = None,
+                 velocity_limits: np.ndarray | None = None,
+                 effort_limits: np.ndarray | None = None,
                  transmission: Transmission | None = None, window: int = 20,
                  merge_window: float = 1e-3, gap_threshold: float = 0.02,
-                 limit_margin: float = 0.05):
+                 limit_margin: float = 0.05, hard_limit_margin: float = 0.5,
+                 velocity_limit_factor: float = 2.0, effort_limit_factor: float = 3.0,
+                 max_future: float = 1.0, time_reset_after: float = 0.05):
         self.joint_names = list(joint_names)
         n = len(self.joint_names)
+        if hard_limit_margin < limit_margin:
+            raise ValueError(f'hard_limit_margin ({hard_limit_margin}) must be at least '
+                             f'limit_margin ({limit_margin})')
         self._index = {name: i for i, name in enumerate(self.joint_names)}
         self._ignored = frozenset(ignored_joints) - set(self.joint_names)
         lower, upper = position_limits or (np.full(n, -np.inf), np.full(n, np.inf))
-        self._lower = np.asarray(lower, dtype=float) - limit_margin
-        self._upper = np.asarray(upper, dtype=float) + limit_margin
+        lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+        self._lower, self._upper = lower - limit_margin, upper + limit_margin
+        self._hard_lower, self._hard_upper = lower - hard_limit_margin, upper + hard_limit_margin
+        self._max_velocity = _bound(velocity_limits, velocity_limit_factor, n)
+        self._max_effort = _bound(effort_limits, effort_limit_factor, n)
         self.transmission = transmission or Transmission.create(n)
         self.merge_window = float(merge_window)
         self.gap_threshold = float(gap_threshold)
+        self.max_future = float(max_future)
+        self.time_reset_after = float(time_reset_after)
         self.estimator = DerivativeEstimator(window)
         self._name_cache: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray, list[str]]] = {}
         self.reset()
@@ -221,8 +255,8 @@ class JointStateConditioner:
     @classmethod
     def for_robot(cls, model, **settings) -> 'JointStateConditioner':
         """Conditioner for a `RobotModel`: its chain, its limits, its other URDF joints ignored."""
-        return cls(model.joint_names, urdf_joint_names(model.urdf_xml),
-                   model.position_limits, **settings)
+        return cls(model.joint_names, urdf_joint_names(model.urdf_xml), model.position_limits,
+                   model.velocity_limits, model.effort_limits, **settings)
 
     def reset(self) -> None:
         n = len(self.joint_names)
@@ -232,21 +266,31 @@ class JointStateConditioner:
         self._v = np.full(n, np.nan)       # NaN: not provided by the driver
         self._effort = np.full(n, np.nan)
         self._pending = np.zeros(n, dtype=bool)
+        self._backwards_since = np.full(n, np.nan)  # caller time its stamps first went back
         self._last_sample_t: float | None = None
         self.estimator.reset()
 
     # ------------------------------------------------------------------ input
     def condition(self, t: float, names: Sequence[str], position, velocity=(), effort=(),
-                  stamp: Any = None) -> ConditionResult:
-        """Check and merge one JointState (stamp `t` in seconds); never raises on bad data."""
+                  *, now: float, stamp: Any = None) -> ConditionResult:
+        """Check and merge one JointState stamped `t`, received at `now` (the caller's clock,
+        seconds, same time base as the stamps); never raises on bad data."""
         result = ConditionResult()
         problems = result.problems
         names = tuple(names)
+        if not names:
+            problems.append((NO_NAMES, f'joint state without joint names ({len(position)} '
+                             'positions): no way to tell which joint is which'))
+            return result
         position = np.asarray(position, dtype=float)
         velocity = np.asarray(velocity, dtype=float)
         effort = np.asarray(effort, dtype=float)
         if not np.isfinite(t) or t <= 0.0:
             problems.append((ZERO_STAMP, f'joint state stamped {t} s: the driver sets no time'))
+        elif t > now + self.max_future:
+            problems.append((FUTURE_STAMP, f'stamp {t:.6f} s is {t - now:.3f} s ahead of this '
+                             f'node\'s clock (max_future {self.max_future} s): is the '
+                             'driver\'s clock synchronised?'))
         for field_name, values, optional in (('position', position, False),
                                              ('velocity', velocity, True),
                                              ('effort', effort, True)):
@@ -271,13 +315,14 @@ class JointStateConditioner:
             if bad.any():
                 problems.append((NON_FINITE, f'{field_name} of {self._names(joints[bad])} '
                                  f'is {values[bad].tolist()}'))
-        previous = self._stamps[joints].max()
-        if t == previous:
-            problems.append((REPEATED_STAMP, f'stamp {t:.9f} s received again'))
-        elif t < previous:
-            problems.append((OUT_OF_ORDER_STAMP, f'stamp {t:.9f} s arrived after '
-                             f'{previous:.9f} s ({1e3 * (previous - t):.3f} ms older)'))
         if problems:
+            return result
+        tx = self.transmission
+        position = tx.joint_position(position, joints)
+        velocity = tx.joint_position(velocity, joints) if velocity.size else velocity
+        effort = tx.joint_torque(effort, joints) if effort.size else effort
+        self._check_plausible(joints, position, velocity, effort, problems)
+        if problems or not self._stamp_in_order(t, joints, now, problems):
             return result
         self._store(t, joints, position, velocity, effort, stamp, problems)
         if self._pending.all():
@@ -299,21 +344,68 @@ class JointStateConditioner:
     def _names(self, joints: np.ndarray) -> list[str]:
         return [self.joint_names[j] for j in joints]
 
+    def _check_plausible(self, joints, position, velocity, effort, problems) -> None:
+        """`IMPLAUSIBLE` for joint-side values far beyond what the URDF allows."""
+        outside = ((position < self._hard_lower[joints]) |
+                   (position > self._hard_upper[joints]))
+        if outside.any():
+            problems.append((IMPLAUSIBLE, f'position of {self._names(joints[outside])} at '
+                             f'{position[outside].tolist()} rad, more than hard_limit_margin '
+                             f'beyond the limits [{self._hard_lower[joints[outside]].tolist()}, '
+                             f'{self._hard_upper[joints[outside]].tolist()}]'))
+        for field_name, values, bound, unit in (('velocity', velocity, self._max_velocity, 'rad/s'),
+                                                ('effort', effort, self._max_effort, 'N·m')):
+            if not values.size:
+                continue
+            beyond = np.abs(values) > bound[joints]
+            if beyond.any():
+                problems.append((IMPLAUSIBLE, f'{field_name} of {self._names(joints[beyond])} '
+                                 f'is {values[beyond].tolist()} {unit}, beyond '
+                                 f'{bound[joints[beyond]].tolist()} (the URDF limit × '
+                                 f'{field_name}_limit_factor)'))
+
+    def _stamp_in_order(self, t, joints, now, problems) -> bool:
+        """False, with the problem, for a stamp not newer than its joints' last one.
+
+        Stamps that have kept going back for `time_reset_after` seconds of the caller's clock
+        are a new time base (a driver restart): everything restarts and the message is taken.
+        """
+        previous = self._stamps[joints].max()
+        if t > previous:
+            return True
+        if t == previous:
+            problems.append((REPEATED_STAMP, f'stamp {t:.9f} s received again'))
+            return False
+        # fmin keeps the earliest start and restarts it if the caller's clock went back too.
+        since = np.fmin(self._backwards_since[joints], now)
+        self._backwards_since[joints] = since
+        if now - since.max() < self.time_reset_after:
+            problems.append((OUT_OF_ORDER_STAMP, f'stamp {t:.9f} s arrived after '
+                             f'{previous:.9f} s ({1e3 * (previous - t):.3f} ms older); a new '
+                             f'time base is accepted after {self.time_reset_after} s of this'))
+            return False
+        problems.append((TIME_RESET, f'stamps went back {previous - t:.6f} s and stayed back '
+                         f'for {now - since.max():.3f} s: new time base accepted (driver '
+                         'restart?), merging and velocity filter restarted'))
+        self.reset()
+        return True
+
     # ---------------------------------------------------------------- merging
     def _store(self, t, joints, position, velocity, effort, stamp, problems) -> None:
+        """Keep the joint-side values of `joints` until every chain joint has been refreshed."""
         if self._pending[joints].any():
             missing = ~self._pending
             if missing.any():
                 problems.append((MISSING_JOINTS, f'no value for {self._names(np.flatnonzero(missing))} '
                                  'before the next message of the other joints'))
             self._pending[:] = False
-        tx = self.transmission
         self._stamps[joints] = t
+        self._backwards_since[joints] = np.nan
         for j in joints:
             self._stamp_objects[j] = stamp
-        self._q[joints] = tx.joint_position(position, joints)
-        self._v[joints] = tx.joint_position(velocity, joints) if velocity.size else np.nan
-        self._effort[joints] = tx.joint_torque(effort, joints) if effort.size else np.nan
+        self._q[joints] = position
+        self._v[joints] = velocity if velocity.size else np.nan
+        self._effort[joints] = effort if effort.size else np.nan
         self._pending[joints] = True
 
     def _complete_sample(self, problems: list[Problem]) -> JointSample | None:
@@ -329,20 +421,28 @@ class JointStateConditioner:
         self._pending[:] = False
         if self._last_sample_t is not None and t - self._last_sample_t > self.gap_threshold:
             problems.append((GAP, f'{1e3 * (t - self._last_sample_t):.1f} ms without joint '
-                             'states: derivative filter restarted'))
+                             'states: velocity filter restarted'))
             self.estimator.reset()
         self._last_sample_t = t
         q = self._q.copy()
-        v_estimate, a_estimate = self.estimator.update(t, q)
-        v_estimated = np.isnan(self._v)
-        if v_estimated.any() and not self.estimator.ready:
-            return None  # a velocity must be estimated and the estimator is still filling
+        v = self._v.copy()
+        missing = np.isnan(v)
+        if missing.any():
+            estimate, _ = self.estimator.update(t, q)
+            if not self.estimator.ready:
+                return None  # a velocity must be estimated and the estimator is still filling
+            v[missing] = estimate[missing]
+        else:
+            self.estimator.reset()  # unfed now, its window would later span a hole
         outside = (q < self._lower) | (q > self._upper)
         if outside.any():
             problems.append((OUT_OF_LIMITS, f'{self._names(np.flatnonzero(outside))} at '
                              f'{q[outside].round(4).tolist()} rad, beyond the limits'))
         effort = None if np.isnan(self._effort).any() else self._effort.copy()
-        return JointSample(
-            t=t, q=q, v=np.where(v_estimated, v_estimate, self._v), effort=effort,
-            a=a_estimate if self.estimator.ready else None, v_estimated=v_estimated,
-            stamp=self._stamp_objects[newest])
+        return JointSample(t=t, q=q, v=v, effort=effort, stamp=self._stamp_objects[newest])
+
+
+def _bound(limits: np.ndarray | None, factor: float, n: int) -> np.ndarray:
+    """`factor` × each URDF limit; no bound (inf) where the URDF gives none (≤ 0)."""
+    limits = np.full(n, np.inf) if limits is None else np.asarray(limits, dtype=float)
+    return np.where(limits > 0, factor * limits, np.inf)

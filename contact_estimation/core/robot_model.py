@@ -12,6 +12,7 @@ friction.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,14 +20,19 @@ import pinocchio as pin
 
 DEFAULT_ROBOT = 'panda'
 
-# Chains of the example-robot-data arms we support by name; fingers and tool flanges with
-# joints of their own fall outside the chain and are locked.
+# The usual chain of the arms we know, by the `<robot name=...>` of their URDF (the names of
+# example-robot-data's panda.urdf, ur5_robot.urdf and ur10_robot.urdf, and of the UR and
+# Franka description packages), so that a name, a file and a `robot_description` string
+# give the same chain. Fingers and tool flanges with joints of their own fall outside it.
 KNOWN_CHAINS = {
     'panda': ('panda_link0', 'panda_hand'),
     'ur3': ('base_link', 'tool0'),
     'ur5': ('base_link', 'tool0'),
     'ur10': ('base_link', 'tool0'),
 }
+
+# example-robot-data's URDFs name their meshes package://example-robot-data/robots/<robot>/...
+_EXAMPLE_ROBOT_DATA_URI = re.compile(r'package://example-robot-data/robots/([^/"\s]+)')
 
 
 class RobotModelError(ValueError):
@@ -49,6 +55,9 @@ class RobotModel:
     tip_link: str
     package_dirs: list[str] = field(default_factory=list)
     name: str = ''
+    # Why the chain has no collision geometry ('' when it has some): callers that need link
+    # surfaces refuse with this reason, the nodes log it at start.
+    geometry_error: str = ''
 
     def __post_init__(self):
         self.data = self.model.createData()
@@ -95,51 +104,62 @@ class RobotModel:
     @classmethod
     def from_example_robot_data(cls, name: str, base_link: str = '',
                                 tip_link: str = '') -> 'RobotModel':
-        from example_robot_data.robots_loader import ROBOTS
+        from example_robot_data.robots_loader import ROBOTS, getModelPath
         if name not in ROBOTS:
             raise RobotModelError(
                 f'robot {name!r} is neither a URDF string, an existing file, nor an '
                 f'example-robot-data name (known: {", ".join(sorted(ROBOTS))})')
-        loader = ROBOTS[name]()
-        if not getattr(loader, 'urdf_filename', ''):
+        loader = ROBOTS[name]  # the class: an instance would build the whole robot once more
+        if not loader.urdf_filename:
             raise RobotModelError(f'example-robot-data robot {name!r} has no URDF')
-        default_base, default_tip = KNOWN_CHAINS.get(name, ('', ''))
-        model = cls.from_urdf_file(
-            loader.df_path, base_link or default_base, tip_link or default_tip,
-            [os.path.join(loader.model_path, '..', '..'), loader.model_path])
+        urdf = os.path.join(loader.path, loader.urdf_subpath, loader.urdf_filename)
+        model = cls.from_urdf_file(os.path.join(loader.model_path or getModelPath(urdf), urdf),
+                                   base_link, tip_link)
         model.name = name
         return model
 
     @classmethod
     def from_urdf_string(cls, xml: str, base_link: str = '', tip_link: str = '',
                          package_dirs: list[str] | None = None) -> 'RobotModel':
-        package_dirs = list(package_dirs or [])
+        """Build the chain model and its collision geometry from URDF XML.
+
+        Without `base_link`/`tip_link`, a known arm (`KNOWN_CHAINS`, by its URDF robot name)
+        gets its usual chain, any other URDF root link → deepest link. `package://` mesh
+        URIs are resolved in `package_dirs`, example-robot-data's share directory when the
+        URDF names it, and (by pinocchio) ROS_PACKAGE_PATH and AMENT_PREFIX_PATH/share, as
+        on a sourced ROS install. Geometry that cannot be loaded leaves the dynamics usable
+        and its reason in `geometry_error`.
+        """
+        package_dirs = list(package_dirs or []) + _example_robot_data_dirs(xml)
         try:
             full = pin.buildModelFromXML(xml)
         except (RuntimeError, ValueError) as err:
             raise RobotModelError(f'cannot parse the URDF: {err}') from err
+        geometry_error = ''
         try:
             geoms = pin.buildGeomFromUrdfString(full, xml, pin.GeometryType.COLLISION,
                                                 package_dirs=package_dirs)
-        except (RuntimeError, ValueError):
-            geoms = pin.GeometryModel()  # meshes not found: kinematics and dynamics still work
-        base_link = base_link or _root_link(full)
-        tip_link = tip_link or _deepest_link(full)
+        except (RuntimeError, ValueError) as err:
+            geoms = pin.GeometryModel()
+            geometry_error = (f'collision geometry not loaded: {err} (package dirs searched: '
+                              f'{package_dirs or "none"}, then ROS_PACKAGE_PATH and '
+                              'AMENT_PREFIX_PATH)')
+        if not (base_link and tip_link):
+            default_base, default_tip = _default_chain(full)
+            base_link, tip_link = base_link or default_base, tip_link or default_tip
         for link in (base_link, tip_link):
             if not full.existFrame(link):
                 raise RobotModelError(f'link {link!r} is not in the URDF')
         chain = _chain_joints(full, base_link, tip_link)
         locked = [j for j in range(1, full.njoints) if j not in chain]
         model, collision = pin.buildReducedModel(full, geoms, locked, pin.neutral(full))
+        if not geometry_error and collision.ngeoms == 0:
+            geometry_error = f'the URDF has no <collision> element on {base_link} → {tip_link}'
         name = model.name or full.name
-        return cls(model, collision, xml, base_link, tip_link, package_dirs, name)
+        return cls(model, collision, xml, base_link, tip_link, package_dirs, name,
+                   geometry_error)
 
-    # ------------------------------------------------------------ joint names
-    def joint_indices(self, names: list[str]) -> np.ndarray:
-        """Model index of each name, -1 for names outside the chain."""
-        lookup = {name: i for i, name in enumerate(self.joint_names)}
-        return np.array([lookup.get(name, -1) for name in names], dtype=int)
-
+    # ---------------------------------------------------------------- limits
     @property
     def position_limits(self) -> tuple[np.ndarray, np.ndarray]:
         lower = np.full(self.n, -np.inf)
@@ -230,16 +250,33 @@ class RobotModel:
         """C(q,q̇) with Ṁ - 2C skew-symmetric (the form the momentum observer needs)."""
         return pin.computeCoriolisMatrix(self.model, self.data, self.configuration(q), v).copy()
 
-    def nonlinear_effects(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """C(q,q̇)q̇ + g(q)."""
-        return pin.nonLinearEffects(self.model, self.data, self.configuration(q), v).copy()
-
     def random_configuration(self, rng: np.random.Generator, count: int) -> np.ndarray:
         """`count` joint vectors uniform within the limits (±π where unbounded)."""
         lower, upper = self.position_limits
         lower = np.where(np.isfinite(lower), lower, -np.pi)
         upper = np.where(np.isfinite(upper), upper, np.pi)
         return rng.uniform(lower, upper, size=(count, self.n))
+
+
+def _example_robot_data_dirs(xml: str) -> list[str]:
+    """The package directory of example-robot-data's meshes, when the URDF uses them."""
+    match = _EXAMPLE_ROBOT_DATA_URI.search(xml)
+    if match is None:
+        return []
+    try:
+        from example_robot_data.robots_loader import getModelPath
+        robots = getModelPath(match.group(1))
+    except (ImportError, OSError):
+        return []  # not installed: the geometry error will name the missing mesh
+    return [os.path.normpath(os.path.join(robots, '..', '..'))]
+
+
+def _default_chain(model: pin.Model) -> tuple[str, str]:
+    """The usual chain of a known arm, else the root link → the deepest link."""
+    known = KNOWN_CHAINS.get(model.name)
+    if known and all(model.existFrame(link) for link in known):
+        return known
+    return _root_link(model), _deepest_link(model)
 
 
 def _root_link(model: pin.Model) -> str:

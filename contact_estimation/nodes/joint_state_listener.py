@@ -7,6 +7,14 @@ effort = joint torque (N·m, converted from motor current if asked), with the st
 input. Bad messages are dropped and counted on /diagnostics
 (core/joint_state_conditioning.py has the rules). `input_stale` is True while no sample went
 out for `input_timeout` seconds (and before the first one): the detector stops the robot on it.
+
+Only what is published is computed (this node runs at the driver's rate, 1 kHz, beside the
+others on small machines). Acceleration is not: JointState has no field for it, and the nodes
+that need q̈ (residual_node's 'rnea' residual, collision_detector's acceleration term) estimate
+it from the positions published here with the same filter, `DerivativeEstimator` (a causal
+least-squares quadratic fit on the true stamps: exact up to constant acceleration, unaffected
+by dropped messages; its docstring compares it with an alpha-beta-gamma filter), each with the
+window its own noise/lag trade-off needs (`derivative_window`, `acceleration_window`).
 """
 from __future__ import annotations
 
@@ -74,17 +82,31 @@ class JointStateListener(Node):
         declare(self, 'gear_ratios', [1.0],
                 'gear ratios G_m (motor/joint): one value for all joints or one per joint')
         declare(self, 'velocity_filter.window', 20,
-                'samples in the least-squares fit that estimates velocity and acceleration',
+                'samples in the least-squares fit that estimates velocity the driver omits',
                 3, 500)
         declare(self, 'merge_window', 0.001,
                 'largest stamp difference (s) between joint-state parts merged into one sample',
                 0.0, 1.0)
         declare(self, 'gap_threshold', 0.02,
-                'input pause (s) after which the derivative filter restarts', 0.001, 10.0)
+                'input pause (s) after which the velocity filter restarts', 0.001, 10.0)
         declare(self, 'input_timeout', 0.05,
-                'time (s) without a valid sample after which input_stale goes True', 0.001, 10.0)
+                'time (s) without a valid sample after which input_stale goes True; also how '
+                'long stamps must keep going back before a new time base is accepted',
+                0.001, 10.0)
+        declare(self, 'max_future', 1.0,
+                'largest time (s) a stamp may be ahead of this node\'s clock', 0.001, 3600.0)
         declare(self, 'limit_margin', 0.05,
-                'distance (rad or m) beyond a joint limit before it is reported', 0.0, 3.2)
+                'distance (rad or m) beyond a joint limit before it is reported (warning)',
+                0.0, 3.2)
+        declare(self, 'hard_limit_margin', 0.5,
+                'distance (rad or m) beyond a joint limit at which a message is dropped '
+                '(at least limit_margin)', 0.0, 10.0)
+        declare(self, 'velocity_limit_factor', 2.0,
+                'a message is dropped when |velocity| exceeds this times the URDF limit',
+                1.0, 100.0)
+        declare(self, 'effort_limit_factor', 3.0,
+                'a message is dropped when |joint torque| exceeds this times the URDF limit',
+                1.0, 100.0)
 
     def _configure(self, changed: dict) -> None:
         """Build the conditioner from the parameters, with `changed` values taking precedence.
@@ -101,14 +123,17 @@ class JointStateListener(Node):
         self._conditioner = JointStateConditioner.for_robot(
             self.robot, transmission=transmission, window=value('velocity_filter.window'),
             merge_window=value('merge_window'), gap_threshold=value('gap_threshold'),
-            limit_margin=value('limit_margin'))
+            limit_margin=value('limit_margin'), hard_limit_margin=value('hard_limit_margin'),
+            velocity_limit_factor=value('velocity_limit_factor'),
+            effort_limit_factor=value('effort_limit_factor'), max_future=value('max_future'),
+            time_reset_after=value('input_timeout'))
         self._watchdog.timeout = value('input_timeout')
 
     # ----------------------------------------------------------------- messages
     def _on_joint_states(self, msg: JointState) -> None:
         result = self._conditioner.condition(
             stamp_to_seconds(msg.header.stamp), msg.name, msg.position, msg.velocity,
-            msg.effort, stamp=msg.header.stamp)
+            msg.effort, now=self.get_clock().now().nanoseconds * 1e-9, stamp=msg.header.stamp)
         for kind, detail in result.problems:
             self.problems.report(kind, detail, WARN if kind in WARNINGS else ERROR)
         sample = result.sample

@@ -51,7 +51,8 @@ def declare_robot(node: Node):
 
     Every node that needs the arm's model shares these four parameters, so one parameter
     file section (or `robot_description` from robot_state_publisher) configures them all.
-    Raises StartupError with the reason when the model cannot be loaded.
+    Raises StartupError with the reason when the model cannot be loaded; logs a warning when
+    its collision geometry could not be (nodes that need link surfaces then refuse).
     """
     from contact_estimation.core.robot_model import RobotModel, RobotModelError
     from contact_estimation.ros.node_main import StartupError
@@ -65,6 +66,10 @@ def declare_robot(node: Node):
     tip_link = declare(node, 'tip_link', '',
                        "last link of the chain ('' = the robot's usual tip)", read_only=True)
     try:
-        return RobotModel.load(description or robot, base_link, tip_link)
+        model = RobotModel.load(description or robot, base_link, tip_link)
     except (RobotModelError, OSError) as err:
         raise StartupError(f'{node.get_name()}: cannot load the robot: {err}') from err
+    if model.geometry_error:
+        node.get_logger().warning(f'robot {model.name!r} without link geometry: '
+                                  f'{model.geometry_error}')
+    return model
