@@ -182,16 +182,6 @@ def test_warnings_are_counted_and_the_sample_still_goes_out(harness, kind):
     assert len(harness.outputs) == len(sent)
 
 
-# ros/diagnostics.py ProblemCounter.report logs errors and warnings from one call site, and
-# rclpy refuses a second severity there (ValueError: Logger severity cannot be changed between
-# calls), raised in the subscription callback: the node dies at its first warning after an
-# error or the other way round. Remove this marker when report() uses two call sites.
-SEVERITY_CALL_SITE_BUG = pytest.mark.xfail(
-    strict=True, raises=ValueError,
-    reason='ProblemCounter.report logs two severities from one rclpy call site')
-
-
-@SEVERITY_CALL_SITE_BUG
 def test_a_warning_after_an_error_does_not_stop_the_node(harness):
     pub = harness.publisher()
     t0 = time.time()
@@ -201,7 +191,6 @@ def test_a_warning_after_an_error_does_not_stop_the_node(harness):
     assert harness.count(jsc.ZERO_STAMP) == 1 and len(harness.outputs) == 2
 
 
-@SEVERITY_CALL_SITE_BUG
 def test_driver_restart_is_taken_as_a_new_time_base_after_input_timeout(harness):
     """Stamps jump 100 s back and stay there: rejected until input_timeout has passed on the
     node's clock (input_stale goes True meanwhile), then taken as the new time base."""

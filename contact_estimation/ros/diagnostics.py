@@ -43,9 +43,12 @@ class ProblemCounter:
         now = time.monotonic()
         if now - self._last_logged.get(kind, -1e9) >= self._log_period:
             self._last_logged[kind] = now
-            log = self._node.get_logger()
+            # Two call sites: rclpy refuses a logging call site that changes severity.
             text = f'{detail} [{kind}: {self.counts[kind]} so far]'
-            (log.error if level >= ERROR else log.warning)(text)
+            if level >= ERROR:
+                self._node.get_logger().error(text)
+            else:
+                self._node.get_logger().warning(text)
 
     def set_status(self, level: int, message: str) -> None:
         self.level, self.message = level, message
