@@ -128,6 +128,21 @@ def test_bad_samples_are_counted_and_dropped_and_a_gap_restarts(harness, panda):
         ('wrong_joints', 'not_finite', 'wrong_sizes', 'out_of_order', 'gap'), 1)
 
 
+def test_a_sample_that_overflows_the_model_is_dropped_and_the_observer_recovers(harness, panda):
+    h = harness()
+    q, zero = np.full(panda.n, 0.2), np.zeros(panda.n)
+    tau = panda.gravity(q) - 1.0
+    h.send(T0, q, zero, tau)
+    huge = np.full(panda.n, 1e200)  # finite, but M q̇ and Cᵀq̇ overflow
+    h.send(T0 + 0.001, q, huge, tau, expect_output=False)
+    assert h.node.problems.counts['non_finite_residual'] == 1
+    # The observer started over instead of carrying NaN: the next samples are finite again.
+    first = h.send(T0 + 0.002, q, zero, tau)
+    second = h.send(T0 + 0.003, q, zero, tau)
+    np.testing.assert_array_equal(first.effort, zero)
+    assert np.isfinite(second.effort).all() and np.abs(second.effort).max() > 0.0
+
+
 def test_wrist_wrench_is_removed_while_it_is_current(harness, panda):
     h = harness(model='fast', wrist_wrench_enabled=True, wrist_link='panda_link8')
     q, zero = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]), np.zeros(panda.n)

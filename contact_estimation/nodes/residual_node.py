@@ -183,6 +183,14 @@ class ResidualNode(Node):
                                  f'residual restarted')
         if setup.wrist_enabled:
             tau_ext = tau_ext - self._wrist_torque(t, q, setup)
+        if not np.isfinite(tau_ext).all():
+            # Finite inputs whose model terms overflow: an observer that integrated it would
+            # stay NaN. Start over and publish nothing; the detector's timeout stops the arm
+            # if this persists.
+            setup.residual.reset()
+            self.problems.report('non_finite_residual', 'τ_ext came out NaN/inf: residual '
+                                 'restarted, sample dropped')
+            return
         out = JointState(header=msg.header, name=self._joint_names, position=msg.position,
                          velocity=msg.velocity, effort=tau_ext.tolist())
         self._publisher.publish(out)
