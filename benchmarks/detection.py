@@ -2,13 +2,16 @@
 
 SimulatedCobot (panda, the sim's default sensor noise) → momentum observer (URDF model, the
 sim's friction) → CollisionDetector (seed 001 eq. 7). Three runs:
-1. calibration: free motion → `calibrate` proposes ψ = ψ_0 + k_v|q̇| + k_a|q̈| (margin 1.5);
+1. calibration: free motion → `calibrate` proposes ψ = ψ_0 + k_v|q̇| + k_a|q̈| (margin 1.5),
+   fitted on the first half and checked on the held-out second half (its promise);
 2. false alarms: another free motion (other seed), at the calibrated and at the seed's
    4 N·m thresholds; alarms per hour against the calibration's promise;
 3. contacts: point forces on random links, in random directions, scaled so that the largest
    joint torque they cause at onset is 4, 8 or 15 N·m (plus a sweep of random 0.5–8 N·m for
    the smallest contact detected per joint); 0.4 s each, 1 s apart, on a moving arm.
-   Delay = contact onset (start of a 10 ms ramp) → stop.
+   Delay = contact onset (start of a 10 ms ramp) → stop. Eq. 7 fires when *some* joint is
+   over its threshold, so the joint that stopped the arm is recorded too: it need not be the
+   joint the contact loads most.
 With the reference never re-timed the detector does not act on the sim, so each residual
 trace is recorded once and replayed through every detector.
 
@@ -22,14 +25,14 @@ import sys
 import numpy as np
 from tqdm import tqdm
 
-from contact_estimation.core.detector import CollisionDetector, DetectorConfig
+from contact_estimation.core.detector import DEFAULTS, CollisionDetector, DetectorConfig
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.sim_cobot import PointForce, Scenario
 from contact_estimation.core.threshold_calibration import accelerations, calibrate
 from contact_estimation.core.time_scaling import simulate
 from contact_estimation.core.trajectory import make_trajectory
 
-N = 25             # consecutive samples (config/collision_detector.yaml)
+N = DEFAULTS['consecutive_samples']  # n of eq. 7, as the node runs it
 WINDOW = 20        # acceleration_window
 MARGIN = 1.5
 SPACING, DURATION, RAMP = 1.0, 0.4, 0.01  # s, contact schedule
@@ -46,13 +49,15 @@ def run(robot, trajectory_spec, forces, seconds, bar):
                     progress=bar.update)
 
 
-def replay(config: DetectorConfig, trace) -> np.ndarray:
-    """Stop signal of a detector fed the recorded residual, q̇ and q̈ (as the node does)."""
+def replay(config: DetectorConfig, trace) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """Stop signal of a detector fed the recorded residual, q̇ and q̈ (as the node does), and
+    per sample the joints of the latched collision."""
     detector = CollisionDetector(config)
     a = accelerations(trace['t'], trace['q'], WINDOW) if config.acceleration_gain.any() else \
         [None] * len(trace['t'])
-    return np.array([detector.update(t, tau, v, ak).stop for t, tau, v, ak in
-                     zip(trace['t'], trace['tau_ext'], trace['v'], a)])
+    states = [detector.update(t, tau, v, ak) for t, tau, v, ak in
+              zip(trace['t'], trace['tau_ext'], trace['v'], a)]
+    return np.array([s.stop for s in states]), [s.colliding_joints for s in states]
 
 
 def contacts(robot, trajectory, magnitudes, first: float, rng) -> list[PointForce]:
@@ -71,19 +76,26 @@ def contacts(robot, trajectory, magnitudes, first: float, rng) -> list[PointForc
     return forces
 
 
-def delays(stop: np.ndarray, trace, forces) -> list[tuple[float, np.ndarray]]:
-    """(delay or nan if missed, true τ_ext at full force) per contact."""
+def delays(replayed, trace, forces) -> list[tuple[float, np.ndarray, tuple[int, ...]]]:
+    """(delay or nan if missed, true τ_ext at full force, joints that stopped it) per contact."""
+    stop, joints = replayed
     t, results = trace['t'], []
     for force in forces:
         during = (t >= force.start) & (t < force.start + force.duration)
         full = np.flatnonzero(during)[len(np.flatnonzero(during)) // 2]
         onset = np.flatnonzero(during)[0]
         if stop[onset - 1]:  # still stopped from before: not a clean trial
-            results.append((np.nan, trace['tau_true'][full]))
+            results.append((np.nan, trace['tau_true'][full], ()))
             continue
         hit = np.flatnonzero(stop & during)
-        results.append((t[hit[0]] - force.start if hit.size else np.nan, trace['tau_true'][full]))
+        results.append((t[hit[0]] - force.start, trace['tau_true'][full], joints[hit[0]])
+                       if hit.size else (np.nan, trace['tau_true'][full], ()))
     return results
+
+
+def short(joint: str) -> str:
+    """panda_joint4 → joint4."""
+    return joint.split('_')[-1]
 
 
 def main(argv=None) -> int:
@@ -114,17 +126,18 @@ def main(argv=None) -> int:
         'calibrated': DetectorConfig.build(robot.joint_names, thresholds_position=cal.base,
                                            speed_gain=cal.speed_gain,
                                            acceleration_gain=cal.acceleration_gain,
+                                           threshold_max=cal.threshold_max,
                                            consecutive_samples=N, hold_time=0.1),
         'seed 4 N·m': DetectorConfig.build(robot.joint_names, consecutive_samples=N,
                                            hold_time=0.1),
     }
-    print(f'\nCalibration ({cal_s:g} s free motion, margin {MARGIN:g}, n = {N}):')
+    print(f'\nCalibration ({cal_s:g} s free motion, half held out, margin {MARGIN:g}, n = {N}):')
     print(cal.table())
 
     print(f'\nFalse alarms on {fa_s:g} s of other free motion:')
     print(f'{"thresholds":12s} {"alarms":>6s} {"per hour":>9s} {"promise/h":>10s}')
     for name, config in configs.items():
-        stop = replay(config, free_trace)
+        stop, _ = replay(config, free_trace)
         alarms = int(np.sum(np.diff(stop.astype(int)) == 1) + stop[0])
         promise = f'{cal.false_alarm_bound_per_hour:10.1f}' if name == 'calibrated' else f'{"-":>10s}'
         print(f'{name:12s} {alarms:6d} {alarms / fa_s * 3600:9.1f} {promise}')
@@ -134,19 +147,27 @@ def main(argv=None) -> int:
         print(f'\nDetection, {name} thresholds (n = {N}, 1 kHz):')
         print(f'{"effect N·m":>10s} {"contacts":>8s} {"detected":>8s} {"p50 ms":>7s} {"p95 ms":>7s}')
         for level in levels:
-            picked = [d for d, m in zip(results, magnitudes) if m == level]
-            found = np.array([d for d, _ in picked if np.isfinite(d)]) * 1e3
+            picked = [r for r, m in zip(results, magnitudes) if m == level]
+            found = np.array([d for d, _, _ in picked if np.isfinite(d)]) * 1e3
             p50, p95 = (np.percentile(found, [50, 95]) if found.size else (np.nan, np.nan))
             print(f'{level:10.1f} {len(picked):8d} {found.size:8d} {p50:7.1f} {p95:7.1f}')
+        print('Smallest contact per joint (contacts grouped by the joint they load most; '
+              '"stopped on": the joint(s) over ψ when eq. 7 fired on that smallest one; '
+              '"fired elsewhere": detected contacts of the group that fired without this '
+              'joint over ψ):')
         print(f'{"joint":14s} {"ψ_0 N·m":>8s} {"smallest detected |τ_j|":>24s} '
-              f'{"largest missed":>15s}')
+              f'{"stopped on":>22s} {"fired elsewhere":>16s} {"largest missed":>15s}')
         for j, joint in enumerate(robot.joint_names):
-            dominant = [(d, tau[j]) for d, tau in results
+            dominant = [(d, abs(tau[j]), fired) for d, tau, fired in results
                         if np.argmax(np.abs(tau)) == j]
-            hit = [abs(x) for d, x in dominant if np.isfinite(d)]
-            miss = [abs(x) for d, x in dominant if not np.isfinite(d)]
-            print(f'{joint:14s} {config.base_thresholds[j]:8.2f} '
-                  f'{min(hit) if hit else np.nan:24.2f} {max(miss) if miss else np.nan:15.2f}')
+            hit = [(x, fired) for d, x, fired in dominant if np.isfinite(d)]
+            miss = [x for d, x, _ in dominant if not np.isfinite(d)]
+            smallest, fired = min(hit, key=lambda h: h[0]) if hit else (np.nan, ())
+            stopped_on = ','.join(short(robot.joint_names[i]) for i in fired) or '-'
+            elsewhere = f'{sum(j not in f for _, f in hit)}/{len(hit)}'
+            print(f'{joint:14s} {config.base_thresholds[j]:8.2f} {smallest:24.2f} '
+                  f'{stopped_on:>22s} {elsewhere:>16s} '
+                  f'{max(miss) if miss else np.nan:15.2f}')
     return 0
 
 

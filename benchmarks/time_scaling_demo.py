@@ -1,9 +1,11 @@
 """Seed 003's reaction in the simulated cobot: the arm holds, yields when pushed, resumes.
 
 Runs config/scenarios/push_back.yaml closed loop and ROS-free (SimulatedCobot → momentum
-observer → CollisionDetector → TimeScaling → the sim's reference clock), prints the phases
-and writes out/time_scaling_demo.png: f_S, the external joint torque (estimated and true) and
-the path parameter against time.
+observer → CollisionDetector → TimeScaling → the sim's reference clock), with the detector's
+and the time scaling's shipped defaults: the stop latches at the first contact and stays
+(hold_time 0, no ~/reset here), while f_S follows each contact and resumes the motion by
+itself. Prints the phases and writes out/time_scaling_demo.png: f_S with the stop, the
+external joint torque (estimated and true) and the path parameter against time.
 
     .venv/bin/python benchmarks/time_scaling_demo.py [--quick]
 """
@@ -35,8 +37,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     robot = RobotModel.load('panda')
     scenario = Scenario.load(SCENARIO, robot)
-    detector = DetectorConfig.build(robot.joint_names, consecutive_samples=25, hold_time=0.3)
-    scaling = TimeScalingConfig(alpha=0.1, push_threshold=2.0, recovery_rate=0.5)
+    detector = DetectorConfig.build(robot.joint_names)
+    scaling = TimeScalingConfig()
     trace = simulate(robot, scenario, 6.0 if args.quick else 11.0, detector, scaling)
 
     t = trace['t']
@@ -60,7 +62,8 @@ def main(argv=None) -> int:
     axes[2].set_ylabel('s')
     axes[2].set_xlabel('time s')
     axes[2].legend(loc='upper left')
-    axes[0].set_title('push_back: hold (press across the path), yield (push back), resume')
+    axes[0].set_title('push_back: hold (press across the path), yield (push back), resume; '
+                      'stop latched', fontsize=9)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     fig.savefig(args.out, dpi=110)

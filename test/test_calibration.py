@@ -6,7 +6,8 @@ import yaml
 from contact_estimation.commands import calibrate as command
 from contact_estimation.core.detector import CollisionDetector, DetectorConfig
 from contact_estimation.core.recording import JointRecording, write_csv
-from contact_estimation.core.threshold_calibration import calibrate, count_alarms, envelope
+from contact_estimation.core.threshold_calibration import (calibrate, count_alarms, envelope,
+                                                           hours_needed, rate_upper_bound)
 
 JOINTS = [f'panda_joint{i}' for i in range(1, 8)]
 DT = 0.001
@@ -49,9 +50,11 @@ def test_calibrated_thresholds_keep_the_margin_and_detect_a_contact_just_above()
     t, q, v, tau = free_motion()
     cal = calibrate(t, q, v, tau, JOINTS, margin=1.5, consecutive_samples=10)
     assert cal.false_alarms == 0
-    assert np.all(cal.peak_ratio <= 1 / 1.5 + 1e-9)
+    assert np.all(cal.peak_ratio < 1 / 1.5)
     assert np.all(cal.speed_gain > 0.5)  # the bound grows with speed: the fit sees it
-    assert cal.false_alarm_bound_per_hour == pytest.approx(3 / (cal.duration / 3600))
+    assert cal.heldout_duration == pytest.approx(3.0, abs=0.02)  # half of the 6 s, less q̈ start
+    assert cal.false_alarm_bound_per_hour == pytest.approx(
+        -np.log(0.05) * 3600 / cal.heldout_duration)  # k = 0: −ln 0.05 / T
     assert 'panda_joint7' in cal.table()
 
     config = DetectorConfig.build(JOINTS, thresholds_position=cal.base, speed_gain=cal.speed_gain,
@@ -68,9 +71,53 @@ def test_calibrated_thresholds_keep_the_margin_and_detect_a_contact_just_above()
     assert state.stop and state.colliding_joints == (2,)
 
 
+def test_the_promise_is_the_exact_poisson_bound_of_the_held_out_alarms():
+    assert rate_upper_bound(0, 1.0) == pytest.approx(2.9957, abs=1e-4)  # −ln 0.05
+    assert rate_upper_bound(1, 1.0) == pytest.approx(4.7439, abs=1e-4)  # not (3 + 1)
+    assert rate_upper_bound(4, 2.0) == pytest.approx(9.1535 / 2, abs=1e-4)
+    assert hours_needed(1.0) == pytest.approx(2.9957, abs=1e-4)
+
+
+def test_false_alarms_are_counted_on_the_held_out_part_only():
+    """A disturbance in the last part is not fitted (the thresholds do not grow to hide it)
+    but counted as a false alarm, and the promise follows the exact bound for it."""
+    t, q, v, tau = free_motion(6.0)
+    tau[5000:5030, 3] = 40.0  # 30 samples well over anything fitted, in the held-out half
+    cal = calibrate(t, q, v, tau, JOINTS, margin=1.5, consecutive_samples=10)
+    assert cal.false_alarms == 1
+    assert cal.base[3] < 5.0 and cal.heldout_peak_ratio[3] > 1.0
+    hours = cal.heldout_duration / 3600
+    assert cal.false_alarm_bound_per_hour == pytest.approx(4.7439 / hours, rel=1e-4)
+    clean = calibrate(t, q, v, free_motion(6.0)[3], JOINTS, margin=1.5, consecutive_samples=10)
+    assert cal.base[3] == pytest.approx(clean.base[3])  # the same fit: the fit part is the same
+
+
+@pytest.mark.parametrize('margin', [1.0, 1.5])
+def test_the_margin_holds_exactly_on_every_fitting_sample(margin):
+    """Noise that reaches its bound often: the LP's tolerance must not leave samples at ψ/m."""
+    rng = np.random.default_rng(3)
+    t = np.arange(0.0, 4.0, DT)
+    q = np.zeros((t.size, 2))
+    v = np.zeros_like(q)
+    tau = rng.choice([-1.0, 1.0], size=q.shape) * 0.7  # |τ_ext| exactly 0.7 everywhere
+    cal = calibrate(t, q, v, tau, JOINTS[:2], margin=margin, min_threshold=0.1,
+                    consecutive_samples=1)
+    assert np.all(cal.peak_ratio < 1.0 / margin)
+    assert cal.false_alarms == 0
+    psi = cal.base  # no motion: ψ = ψ_0
+    assert not np.any(np.abs(tau) >= psi / margin)
+
+
+def test_a_cap_below_what_free_motion_needs_is_refused():
+    t, q, v, tau = free_motion(3.0)
+    with pytest.raises(ValueError, match='threshold_max'):
+        calibrate(t, q, v, tau, JOINTS, margin=1.5, threshold_max=1.0)
+
+
 @pytest.mark.parametrize('kwargs, message', [({'margin': 0.9}, 'margin'),
                                              ({'min_threshold': 0.0}, 'min_threshold'),
-                                             ({'consecutive_samples': 0}, 'consecutive')])
+                                             ({'consecutive_samples': 0}, 'consecutive'),
+                                             ({'holdout': 1.0}, 'holdout')])
 def test_bad_calibration_settings_are_refused(kwargs, message):
     t, q, v, tau = free_motion(0.5)
     with pytest.raises(ValueError, match=message):
@@ -84,14 +131,17 @@ def test_command_writes_a_parameter_file_the_detector_accepts(tmp_path, capsys):
     out = tmp_path / 'thresholds.yaml'
     assert command.main([str(csv), '--margin', '2', '-o', str(out), '--role', 'force']) == 0
     printed = capsys.readouterr().out
-    assert 'peak/ψ' in printed and 'false alarms on the recording' in printed
+    assert 'peak/ψ' in printed and 'held out' in printed
+    assert 'we are 95 % sure that false alarms come at most' in printed
+    assert 'to promise at most 1 false alarm per hour takes about 6.0 h' in printed
     params = yaml.safe_load(out.read_text())['collision_detector']['ros__parameters']
     assert set(params) == {'thresholds_force', 'speed_gain', 'acceleration_gain',
-                           'consecutive_samples', 'acceleration_window'}
+                           'threshold_max', 'consecutive_samples', 'acceleration_window'}
     assert all(isinstance(x, float) for x in params['thresholds_force'] + params['speed_gain'])
     config = DetectorConfig.build(JOINTS, roles='force', **{
         'thresholds_force': params['thresholds_force'], 'speed_gain': params['speed_gain'],
         'acceleration_gain': params['acceleration_gain'],
+        'threshold_max': params['threshold_max'],
         'consecutive_samples': params['consecutive_samples']})
     assert np.all(config.base_thresholds >= 0.5)
 

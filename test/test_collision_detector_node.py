@@ -1,5 +1,7 @@
 """collision_detector over rclpy: stop, reset, fail-safe, events, markers, parameters."""
+import itertools
 import os
+import time
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from contact_estimation import manifest
 from contact_estimation.nodes.collision_detector import CollisionDetector
+from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS
 from contact_estimation.ros.testing import spin_until
@@ -31,6 +34,8 @@ class Probe(Node):
     def __init__(self, context):
         super().__init__('detector_probe', context=context)
         self.residual = np.zeros(len(JOINTS))
+        self.position = np.full(len(JOINTS), 0.1)
+        self.sent: list[tuple[float, np.ndarray]] = []  # (stamp, residual) as published
         self.streaming = True
         self.names, self.size = JOINTS, len(JOINTS)
         self.stops, self.events, self.markers, self.scaling = [], [], [], []
@@ -39,7 +44,7 @@ class Probe(Node):
         self.stale_pub = self.create_publisher(Bool, SPEC.topic('input_stale'), STOP_QOS)
         self.create_subscription(Bool, SPEC.topic('stop'), lambda m: self.stops.append(m.data),
                                  STOP_QOS)
-        self.create_subscription(DiagnosticStatus, SPEC.topic('events'), self.events.append,
+        self.create_subscription(DiagnosticArray, SPEC.topic('events'), self.events.append,
                                  PIPELINE_QOS)
         self.create_subscription(MarkerArray, SPEC.topic('markers'), self.markers.append,
                                  PIPELINE_QOS)
@@ -52,9 +57,17 @@ class Probe(Node):
         if not self.streaming:
             return
         msg = JointState(name=self.names, effort=[float(x) for x in self.residual[:self.size]],
-                         position=[0.1] * self.size, velocity=[0.0] * self.size)
+                         position=[float(x) for x in self.position[:self.size]],
+                         velocity=[0.0] * self.size)
         msg.header.stamp = self.get_clock().now().to_msg()
+        self.sent.append((stamp_to_seconds(msg.header.stamp), self.residual.copy()))
         self._residual_pub.publish(msg)
+
+
+def status(event: DiagnosticArray) -> DiagnosticStatus:
+    """The one status of a collision event."""
+    assert len(event.status) == 1
+    return event.status[0]
 
 
 @pytest.fixture
@@ -84,31 +97,50 @@ def reset(probe, executor) -> Trigger.Response:
     return future.result()
 
 
+def spheres(markers: MarkerArray) -> list[Marker]:
+    return [m for m in markers.markers if m.type == Marker.SPHERE]
+
+
 def test_collision_stops_latches_and_reset_is_refused_until_it_is_over(rig):
     detector, probe, executor = rig
     probe.residual[3] = -6.0  # panda_joint4 over its 4 N·m position threshold
     assert spin_until(executor, lambda: probe.stops[-1] is True, TIMEOUT)
     assert spin_until(executor, lambda: probe.events and probe.markers, TIMEOUT)
-    event = probe.events[-1]
+    event = status(probe.events[-1])
     values = {kv.key: kv.value for kv in event.values}
     assert event.name == 'collision' and event.level == DiagnosticStatus.ERROR
     assert values['event'] == 'collision' and values['joints'] == 'panda_joint4'
     assert float(values['panda_joint4.residual']) == pytest.approx(-6.0)
     assert float(values['panda_joint4.threshold']) == pytest.approx(4.0)
-    spheres = [m for m in probe.markers[-1].markers if m.type == Marker.SPHERE]
-    assert [m.id for m in spheres] == [3] and spheres[0].header.frame_id == 'panda_link0'
+    # The header stamp is the joint-state stamp of the residual that made the n-th sample.
+    stamp = stamp_to_seconds(probe.events[-1].header.stamp)
+    over = [t for t, tau in probe.sent if tau[3] == -6.0]
+    assert stamp in over[24:40]  # n = 25 (later if the best-effort input lost some)
+    assert float(values['stamp']) == pytest.approx(stamp, abs=1e-6)
+    shown = spheres(probe.markers[-1])
+    assert [m.id for m in shown] == [3] and shown[0].header.frame_id == 'panda_link0'
     assert spin_until(executor, lambda: probe.scaling[-1] == 0.0, TIMEOUT)  # hold
 
     refused = reset(probe, executor)
     assert not refused.success and 'panda_joint4' in refused.message
 
     probe.residual[:] = 0.0
-    assert spin_until(executor, lambda: probe.markers[-1].markers[-1].action == Marker.DELETEALL
-                      and len(probe.markers[-1].markers) == 1, TIMEOUT)
-    assert probe.stops[-1] is True  # latched (hold_time 0)
+    assert spin_until(executor, lambda: probe.scaling[-1] > 0.0, TIMEOUT)  # resumes by itself
+    assert probe.stops[-1] is True  # while the stop stays latched (hold_time 0)
+    # The markers stay while the stop is latched, repeated at the heartbeat rate, and follow
+    # the arm.
+    count = len(probe.markers)
+    probe.position[:] = [0.5, -0.3, 0.2, -2.0, 0.1, 1.5, 0.7]
+    assert spin_until(executor, lambda: len(probe.markers) >= count + 3, TIMEOUT)
+    assert all([m.id for m in spheres(a)] == [3] for a in probe.markers[count:])
+    moved = spheres(probe.markers[-1])[0].pose.position
+    assert abs(moved.x - shown[0].pose.position.x) + abs(moved.y - shown[0].pose.position.y) \
+        > 0.01
+
     assert reset(probe, executor).success
     assert spin_until(executor, lambda: probe.stops[-1] is False, TIMEOUT)
-    assert spin_until(executor, lambda: probe.scaling[-1] > 0.0, TIMEOUT)  # recovering
+    assert spin_until(executor, lambda: probe.markers[-1].markers[-1].action == Marker.DELETEALL
+                      and len(probe.markers[-1].markers) == 1, TIMEOUT)
     assert detector.problems.counts['collision'] == 1
 
 
@@ -129,8 +161,8 @@ def test_no_residual_for_input_timeout_stops_with_the_reason(rig):
     probe.streaming = False
     assert spin_until(executor, lambda: probe.stops[-1] is True, TIMEOUT)
     assert spin_until(executor, lambda: probe.events, TIMEOUT)
-    assert probe.events[-1].level == DiagnosticStatus.ERROR
-    assert 'no residual' in probe.events[-1].message
+    assert status(probe.events[-1]).level == DiagnosticStatus.ERROR
+    assert 'no residual' in status(probe.events[-1]).message
     assert spin_until(executor, lambda: statuses and statuses[-1].level == DiagnosticStatus.ERROR,
                       TIMEOUT)
     assert 'no residual' in statuses[-1].message
@@ -140,10 +172,11 @@ def test_no_residual_for_input_timeout_stops_with_the_reason(rig):
 def test_listener_watchdog_stops(rig):
     detector, probe, executor = rig
     statuses = diagnostics(probe)
-    probe.stale_pub.publish(Bool(data=True))
+    probe.stale_pub.publish(Bool(data=False))  # the listener has seen joint states ...
+    probe.stale_pub.publish(Bool(data=True))   # ... and then no more
     assert spin_until(executor, lambda: probe.stops[-1] is True, TIMEOUT)
     assert spin_until(executor, lambda: probe.events, TIMEOUT)
-    assert 'watchdog' in probe.events[-1].message
+    assert 'watchdog' in status(probe.events[-1]).message
     assert spin_until(executor, lambda: statuses and 'watchdog' in statuses[-1].message, TIMEOUT)
     assert statuses[-1].level == DiagnosticStatus.ERROR
     assert detector.problems.counts['stale_input'] == 1
@@ -161,7 +194,8 @@ def test_nan_residual_stops_and_wrong_sizes_are_counted(rig):
     probe.residual[1] = np.nan
     assert spin_until(executor, lambda: probe.stops[-1] is True, TIMEOUT)
     assert spin_until(executor, lambda: probe.events, TIMEOUT)
-    assert {kv.key: kv.value for kv in probe.events[-1].values}['event'] == 'invalid_residual'
+    assert {kv.key: kv.value for kv in status(probe.events[-1]).values}['event'] == \
+        'invalid_residual'
     assert 'not finite' in reset(probe, executor).message
 
 
@@ -204,3 +238,60 @@ def test_diagnostics_report_the_stop_and_its_reason(rig):
     assert 'panda_joint7' in statuses[-1].message
     assert values['stop'] == 'True' and values['collision'] == '1'
     assert values['colliding_joints'] == 'panda_joint7'
+
+
+# ---------------------------------------------------------------- messages fed directly
+def residual_message(stamp: float, position, names=JOINTS, effort=None) -> JointState:
+    msg = JointState(name=list(names), position=[float(x) for x in position],
+                     velocity=[0.0] * len(names),
+                     effort=[0.0] * len(names) if effort is None else list(effort))
+    msg.header.stamp = seconds_to_stamp(stamp)
+    return msg
+
+
+@pytest.fixture
+def node(context):
+    detector = CollisionDetector(
+        context=context, cli_args=['--ros-args', '--params-file', PARAMS],
+        parameter_overrides=[Parameter('acceleration_gain', value=[1.0]),
+                             Parameter('input_timeout', value=10.0)])
+    try:
+        yield detector
+    finally:
+        detector.destroy_node()
+
+
+def feed_parabola(node, t0: float, samples: int, stamp_offset: float = 0.0,
+                  acceleration: float = 2.0) -> None:
+    """Residuals at 1 kHz of a motion with q̈ = `acceleration` on every joint."""
+    for k in range(samples):
+        t = t0 + k * 1e-3
+        node._on_residual(residual_message(t + stamp_offset, [0.5 * acceleration * t * t] * 7))
+
+
+def test_acceleration_term_restarts_after_a_stamp_going_back(node):
+    feed_parabola(node, 100.0, 40)
+    np.testing.assert_allclose(node._published.thresholds, 4.0 + 2.0, atol=0.05)
+    feed_parabola(node, 100.04, 40, stamp_offset=-5.0)  # the driver's clock jumps back 5 s
+    assert node.problems.counts['stamp_order'] == 1
+    np.testing.assert_allclose(node._published.thresholds, 4.0 + 2.0, atol=0.05)
+
+
+def test_acceleration_term_starts_afresh_when_switched_on_again(node):
+    feed_parabola(node, 100.0, 40, acceleration=8.0)
+    np.testing.assert_allclose(node._published.thresholds, 4.0 + 8.0, atol=0.1)
+    assert node.set_parameters([Parameter('acceleration_gain', value=[0.0])])[0].successful
+    feed_parabola(node, 100.04, 40, acceleration=0.0)  # meanwhile the motion is steady
+    assert node.set_parameters([Parameter('acceleration_gain', value=[1.0])])[0].successful
+    for k in range(25):  # the q̈ of the old motion must not come back
+        feed_parabola(node, 100.1 + k * 1e-3, 1, acceleration=0.0)
+        assert np.all(node._published.thresholds < 4.5), k
+
+
+def test_joint_order_cache_stays_small_on_varying_names(node):
+    for order in itertools.islice(itertools.permutations(JOINTS), 200):
+        node._on_residual(residual_message(time.time(), [0.1] * 7, names=order))
+    assert len(node._orders) <= 8
+    node._on_residual(residual_message(time.time(), [0.1] * 7,
+                                       effort=[0.0, 0.0, 0.0, 9.0, 0.0, 0.0, 0.0]))
+    assert node._published.over_threshold  # still reads model order right

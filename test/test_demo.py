@@ -7,18 +7,27 @@ from contact_estimation import manifest
 from contact_estimation.ros.testing import isolate_ros_domain
 
 
-def test_demo_runs_every_node_reports_their_topics_and_writes_a_plot(tmp_path):
+def test_demo_runs_every_node_reports_their_topics_and_the_reaction_and_writes_a_plot(tmp_path):
     isolate_ros_domain()
     out_dir = tmp_path / 'demo'
     proc = subprocess.run(
-        [sys.executable, '-m', 'contact_estimation', 'demo', '--seconds', '8',
+        [sys.executable, '-m', 'contact_estimation', 'demo', '--seconds', '10',
          '--out', str(out_dir)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy(),
-        timeout=120)
+        timeout=150)
     assert proc.returncode == 0, proc.stdout
     assert 'demo: OK' in proc.stdout
     for spec in manifest.selected(with_sim=True):
         assert f'{spec.name}: ran to the end' in proc.stdout
         for key in spec.publishes:
             assert spec.topic(key) in proc.stdout
+    # Events arrive as DiagnosticArray (header stamp printed); the collision is among them.
+    assert 'Collision detector events (received at; header stamp):' in proc.stdout
+    assert 'collision: panda_joint' in proc.stdout
+    # Seed 003: the push of config/scenarios/demo.yaml holds the arm, then it resumes by
+    # itself while the stop stays latched.
+    reaction = proc.stdout.split('Reaction to the contact')[1]
+    assert 'hold:    f_S = 0 from' in reaction, proc.stdout
+    assert 'the motion resumes by itself' in reaction, proc.stdout
+    assert 'stop:    still latched' in reaction, proc.stdout
     assert (out_dir / 'demo.png').stat().st_size > 10_000

@@ -1,15 +1,20 @@
 """The ROS-free collision detector: seed 001 eq. 7, roles, dynamic thresholds, latch, fail-safe."""
+import os
+
 import numpy as np
 import pytest
 
-from contact_estimation.core.detector import (COLLISION, FORCE, INVALID, POSITION, STALE,
-                                              WAITING, CollisionDetector, DetectorConfig)
+import yaml
+
+from contact_estimation.core.detector import (COLLISION, DEFAULTS, FORCE, INVALID, POSITION,
+                                              STALE, WAITING, CollisionDetector, DetectorConfig)
 
 NAMES = ('j1', 'j2', 'j3')
 DT = 0.001
 
 
 def make(n=5, **kwargs) -> CollisionDetector:
+    kwargs.setdefault('reset_quiet_time', 0.0)
     return CollisionDetector(DetectorConfig.build(NAMES, consecutive_samples=n, **kwargs))
 
 
@@ -45,11 +50,11 @@ def test_roles_pick_the_threshold_and_switch_at_run_time():
     tau = [0.0, 6.0, 0.0]
     assert not detector.update(0.0, tau).stop
     np.testing.assert_allclose(detector.update(0.001, tau).thresholds, [4.0, 8.0, 4.0])
-    detector.set_roles(POSITION)
+    detector.configure(detector.config.replace(roles=POSITION))
     state = detector.update(0.002, tau)
     assert state.stop and state.colliding_joints == (1,)
     with pytest.raises(ValueError, match='joint_roles'):
-        detector.set_roles(['position', 'torque', 'force'])
+        detector.config.replace(roles=['position', 'torque', 'force'])
 
 
 def test_threshold_grows_with_speed_and_acceleration():
@@ -67,9 +72,43 @@ def test_latch_until_reset_which_is_refused_while_over_threshold():
     _, t = feed(detector, 0.0, [[9, 0, 0]] * 2)
     assert 'j1' in detector.reset(t)
     states, t = feed(detector, t, [[0, 0, 0]] * 500)
-    assert all(s.stop for s in states) and states[-1].colliding_joints == ()
+    assert all(s.stop for s in states)
+    assert states[-1].colliding_joints == (0,)  # the latched collision's joints, until cleared
     assert detector.reset(t) == ''
-    assert not detector.state(t).stop
+    state = detector.state(t)
+    assert not state.stop and state.colliding_joints == ()
+
+
+def test_reset_during_an_ongoing_contact_is_refused_and_cannot_blind_the_detector():
+    """A latched 5 N·m contact dips to 3.9 N·m for one sample: a reset then must be refused,
+    and the contact must keep the stop raised."""
+    detector = make(n=5, reset_quiet_time=0.02)
+    contact, dip = [0.0, 5.0, 0.0], [0.0, 3.9, 0.0]
+    states, t = feed(detector, 0.0, [contact] * 10)
+    assert states[-1].stop and states[-1].cause == COLLISION
+    _, t = feed(detector, t, [dip])
+    refusal = detector.reset(t)
+    assert refusal.startswith('cannot reset') and '5 samples' in refusal
+    states, t = feed(detector, t, [contact] * 5)
+    assert all(s.stop for s in states)
+    # Quiet for n samples but not yet reset_quiet_time: still refused; then it clears.
+    _, t = feed(detector, t, [dip] * 10)
+    assert 'cannot reset' in detector.reset(t)
+    _, t = feed(detector, t, [dip] * 11)
+    assert detector.reset(t) == '' and not detector.state(t).stop
+    # Once cleared, a new contact is counted from its start as usual.
+    states, _ = feed(detector, t, [contact] * 5)
+    assert [s.stop for s in states] == [False] * 4 + [True]
+
+
+def test_hold_time_releases_only_after_the_residual_is_quiet():
+    detector = make(n=5, hold_time=0.005)
+    contact, dip = [0.0, 5.0, 0.0], [0.0, 3.9, 0.0]
+    _, t = feed(detector, 0.0, [contact] * 10)
+    states, t = feed(detector, t, ([dip] * 4 + [contact] * 2) * 5)  # dips shorter than n
+    assert all(s.stop for s in states)
+    states, _ = feed(detector, t, [dip] * 6)
+    assert [s.stop for s in states] == [True] * 5 + [False]
 
 
 def test_hold_time_releases_after_the_last_sample_over_threshold():
@@ -81,31 +120,84 @@ def test_hold_time_releases_after_the_last_sample_over_threshold():
     assert not states[-1].stop
 
 
+def test_markers_joints_stay_with_the_latched_collision_and_grow_with_it():
+    detector = make(n=3)
+    _, t = feed(detector, 0.0, [[0, 5, 0]] * 3)
+    states, t = feed(detector, t, [[0, 0, 0], [0, 0, 6], [0, 0, 6], [0, 0, 6], [0, 0, 0]])
+    assert [s.colliding_joints for s in states] == [(1,)] * 3 + [(1, 2)] * 2
+    assert [s.contact for s in states] == [False, False, False, True, False]
+
+
+def test_contact_is_eq7_at_the_latest_sample_while_stop_is_the_latch():
+    detector = make(n=2)
+    states, _ = feed(detector, 0.0, [[5, 0, 0]] * 3 + [[0, 0, 0]])
+    assert [s.contact for s in states] == [False, True, True, False]
+    assert [s.stop for s in states] == [False, True, True, True]
+
+
 def test_stale_input_and_watchdog_latch_stop():
     detector = make(n=3, input_timeout=0.05)
     first = detector.state(0.0)
-    assert first.stop and first.cause == WAITING
+    assert first.stop and first.cause == WAITING and first.input_problem == WAITING
     assert not detector.update(0.0, [0, 0, 0]).stop  # waiting is not latched
     assert not detector.state(0.04).stop
     late = detector.state(0.06)
     assert late.stop and late.cause == STALE and 'no residual' in late.reason
+    assert late.input_problem == STALE
     assert detector.reset(0.06).startswith('cannot reset')
-    assert detector.update(0.07, [0, 0, 0]).stop  # still latched after input resumes
-    assert detector.reset(0.07) == ''
+    states, t = feed(detector, 0.07, [[0, 0, 0]] * 2)
+    assert all(s.stop for s in states)  # still latched after input resumes
+    assert states[-1].input_problem == ''
+    assert '3 samples' in detector.reset(t)  # quiet must be shown anew after stale input
+    _, t = feed(detector, t, [[0, 0, 0]])
+    assert detector.reset(t) == ''
     detector.set_input_stale(True)
-    state = detector.state(0.071)
+    state = detector.state(t)
     assert state.stop and 'watchdog' in state.reason
-    assert 'watchdog' in detector.reset(0.071)
+    assert 'watchdog' in detector.reset(t)
+
+
+def test_a_listener_that_has_not_yet_seen_joint_states_means_waiting_not_a_latch():
+    """At start the listener reports stale until the driver's first joint state; a residual
+    may overtake its 'fresh' message. That is waiting, not a failure to latch."""
+    detector = make(n=3)
+    detector.set_input_stale(True)
+    states, t = feed(detector, 0.0, [[0, 0, 0]] * 5)
+    assert all(s.stop and s.cause == WAITING and s.input_problem == WAITING for s in states)
+    detector.set_input_stale(False)
+    assert not detector.state(t).stop
+    detector.set_input_stale(True)  # from now on a stale listener is a failure: latched
+    state = detector.state(t)
+    assert state.stop and state.cause == STALE
+    detector.set_input_stale(False)
+    assert detector.state(t).stop
+
+
+def test_a_gap_between_residuals_latches_stale_even_without_a_watchdog_check():
+    detector = make(n=3, input_timeout=0.1)
+    assert not detector.update(0.0, [0, 0, 0]).stop
+    state = detector.update(1.0, [0, 0, 0])
+    assert state.stop and state.cause == STALE and 'gap of 1.000 s' in state.reason
+    assert detector.update(1.05, [0, 0, 0]).stop  # latched
 
 
 def test_non_finite_residual_stops_at_once():
-    detector = make(n=10, hold_time=0.01)
+    detector = make(n=10, hold_time=0.005)
     detector.update(0.0, [0, 0, 0])
     state = detector.update(0.001, [0, np.nan, 0])
     assert state.stop and state.cause == INVALID and 'j2' in state.reason
+    assert state.input_problem == INVALID
     assert 'not finite' in detector.reset(0.001)
-    assert detector.update(0.005, [0, 0, 0]).stop  # hold_time counts from the last bad sample
-    assert not detector.update(0.012, [0, 0, 0]).stop
+    # hold_time counts from the last bad sample, and needs n valid quiet samples after it.
+    states, _ = feed(detector, 0.002, [[0, 0, 0]] * 11)
+    assert [s.stop for s in states] == [True] * 9 + [False] * 2
+
+
+def test_fast_motion_cannot_raise_the_threshold_past_its_cap():
+    detector = make(n=1, speed_gain=10.0, threshold_max=[6.0, 20.0, 6.0])
+    state = detector.update(0.0, [7.0, 0.0, 0.0], velocity=[3.0, 3.0, 3.0])
+    np.testing.assert_allclose(state.thresholds, [6.0, 20.0, 6.0])
+    assert state.stop and state.colliding_joints == (0,)
 
 
 @pytest.mark.parametrize('kwargs, message', [
@@ -117,8 +209,24 @@ def test_non_finite_residual_stops_at_once():
     ({'hold_time': -0.5}, 'hold_time'),
     ({'input_timeout': 0.0}, 'input_timeout'),
     ({'roles': 'admittance'}, 'joint_roles'),
+    ({'threshold_max': 0.0}, 'threshold_max'),
+    ({'threshold_max': [10.0, 3.0, 10.0]}, r'threshold_max\[1\] = 3 N·m is below'),
+    ({'threshold_max': 6.0, 'roles': FORCE}, 'threshold_max.*force role'),
+    ({'reset_quiet_time': -0.1}, 'reset_quiet_time'),
 ])
 def test_bad_parameters_are_refused_with_the_parameter_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         DetectorConfig.build(NAMES, **kwargs)
+
+
+def test_the_shipped_parameter_file_uses_the_core_defaults():
+    """One source of defaults: core DEFAULTS; config/collision_detector.yaml ships them."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        'config', 'collision_detector.yaml')
+    with open(path) as f:
+        shipped = yaml.safe_load(f)['collision_detector']['ros__parameters']
+    names = {'roles': 'joint_roles'}
+    for field, default in DEFAULTS.items():
+        value = shipped[names.get(field, field)]
+        assert value == (default if np.isscalar(value) else [default]), field
 

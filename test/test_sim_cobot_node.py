@@ -151,6 +151,34 @@ def test_ground_truth_is_zero_outside_the_push_and_stamped_as_the_joint_state(co
     assert len(truth) > len(contact) + 20                # zero before and after the push
 
 
+def test_holds_when_the_time_scaling_stream_stops(context):
+    """Before any f_S the sim plays at 1; once f_S has come, silence means hold (f_S = 0)."""
+    from contact_estimation.nodes.sim_cobot import SimCobot
+    listener = Listener(context)
+    node = SimCobot(context=context, parameter_overrides=[
+        Parameter('publish_rate', value=50.0), Parameter('time_scaling_timeout', value=0.5)])
+    listener.executor.add_node(node)
+    try:
+        spin_for(listener.executor, 0.3)
+        assert node.sim.scaler.scaling == 1.0 and node.problems.counts['time_scaling_timeout'] == 0
+        timer = listener.node.create_timer(
+            0.02, lambda: listener.scaling.publish(Float64(data=0.8)))
+        assert spin_until(listener.executor, lambda: node.sim.scaler.scaling == 0.8, timeout=10.0)
+        spin_for(listener.executor, 1.0)
+        assert node.sim.scaler.scaling == 0.8  # a steady stream keeps it
+        assert node.problems.counts['time_scaling_timeout'] == 0
+        listener.node.destroy_timer(timer)     # the detector dies
+        assert spin_until(listener.executor, lambda: node.sim.scaler.scaling == 0.0, timeout=5.0)
+        assert node.problems.counts['time_scaling_timeout'] == 1
+        held = node.sim.scaler.path_time
+        spin_for(listener.executor, 0.3)
+        assert node.sim.scaler.path_time == held
+        listener.scaling.publish(Float64(data=1.0))  # it is back
+        assert spin_until(listener.executor, lambda: node.sim.scaler.scaling == 1.0, timeout=5.0)
+    finally:
+        node.destroy_node()
+
+
 def _positions(listener: Listener, seconds: float) -> np.ndarray:
     """Joint positions received over the next `seconds` of spinning."""
     first = len(listener.received['joint_states'])

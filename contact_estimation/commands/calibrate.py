@@ -3,7 +3,9 @@
 Reads the residual (τ_ext in the effort field, with q and q̇) of a free motion, from a
 recording (CSV or ROS 2 bag of the residual topic) or live from the residual topic for
 `--seconds`, and proposes ψ = ψ_0 + k_v|q̇| + k_a|q̈| per joint with a false-alarm margin
-(core/threshold_calibration.py). Prints a table and writes a parameter file for
+(core/threshold_calibration.py): fitted on the first part of the recording, checked for
+false alarms on the held-out rest. Prints a table, what the check promises in plain words
+(and how long a recording a given promise needs), and writes a parameter file for
 collision_detector (`collision_detector: ros__parameters:` form), to pass to `up --config` or
 a launch file. The arm must not touch anything while the motion is recorded.
 
@@ -19,7 +21,7 @@ import numpy as np
 import yaml
 
 from contact_estimation import manifest
-from contact_estimation.core.detector import ROLES
+from contact_estimation.core.detector import DEFAULTS, ROLES
 from contact_estimation.core.recording import RecordingError, read_recording
 from contact_estimation.core.robot_model import RobotModel, RobotModelError
 from contact_estimation.core.threshold_calibration import Calibration, calibrate
@@ -71,12 +73,14 @@ def record_live(robot: RobotModel, seconds: float):
 
 def parameter_file(calibration: Calibration, role: str) -> str:
     """The YAML text of the proposed parameters, with a comment saying where they come from."""
-    header = (f'# Proposed by `contact-estimation calibrate` from {calibration.source}:\n'
-              f'# {calibration.duration:.1f} s of free motion, margin {calibration.margin:g} '
-              f'(every sample below ψ/{calibration.margin:g}), {calibration.false_alarms} '
-              f'false alarms on it;\n# promise: < {calibration.false_alarm_bound_per_hour:.2f} '
-              f'false alarms per hour (95 %) for motions like the recorded ones.\n'
-              f'# Joint order: {", ".join(calibration.joint_names)}.\n')
+    c = calibration
+    header = (f'# Proposed by `contact-estimation calibrate` from {c.source}:\n'
+              f'# fitted on {c.fit_duration:.1f} s of free motion, margin {c.margin:g} (every '
+              f'fitting sample below ψ/{c.margin:g});\n# checked on {c.heldout_duration:.1f} s '
+              f'held out: {c.false_alarms} false alarms → at most '
+              f'{c.false_alarm_bound_per_hour:.3g} per hour (95 %, exact Poisson bound)\n'
+              f'# for motions like the recorded ones.\n'
+              f'# Joint order: {", ".join(c.joint_names)}.\n')
     body = {NODE: {'ros__parameters': calibration.parameters(role)}}
     return header + yaml.safe_dump(body, sort_keys=False, default_flow_style=None)
 
@@ -95,7 +99,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--margin', type=float, default=1.5,
                         help='ψ = margin × the free-motion envelope (>= 1)')
     parser.add_argument('--min-threshold', type=float, default=0.5, help='floor of ψ_0, N·m')
-    parser.add_argument('--consecutive-samples', type=int, default=25, help='n of eq. 7')
+    parser.add_argument('--consecutive-samples', type=int,
+                        default=DEFAULTS['consecutive_samples'], help='n of eq. 7')
+    parser.add_argument('--holdout', type=float, default=0.5,
+                        help='share of the recording (its end) held out to count false alarms')
+    parser.add_argument('--threshold-max', type=float, default=DEFAULTS['threshold_max'],
+                        help='cap of ψ, N·m (the detector\'s threshold_max)')
     parser.add_argument('--acceleration-window', type=int, default=20,
                         help="samples of the q̈ fit (the node's acceleration_window)")
     parser.add_argument('--no-speed', action='store_true', help='no speed term (k_v = 0)')
@@ -117,7 +126,8 @@ def main(argv: list[str]) -> int:
         calibration = calibrate(
             t, q, v, tau, robot.joint_names, margin=args.margin,
             min_threshold=args.min_threshold, consecutive_samples=args.consecutive_samples,
-            acceleration_window=args.acceleration_window, use_speed=not args.no_speed,
+            acceleration_window=args.acceleration_window, holdout=args.holdout,
+            threshold_max=args.threshold_max, use_speed=not args.no_speed,
             use_acceleration=not args.no_acceleration, source=where)
     except (RecordingError, RobotModelError, ValueError, OSError) as err:
         print(f'contact-estimation calibrate: {err}', file=sys.stderr)

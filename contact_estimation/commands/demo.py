@@ -2,8 +2,11 @@
 
 Starts every node of nodes.yaml as its own process (as `ros2 launch ... sim:=true` would),
 listens to every topic they declare for `--seconds`, then prints what each node received and
-published and writes a PNG: estimated against true external joint torque, the stop signal
-and the time-scaling factor. Exits 1 if a node died or a node published nothing.
+published, the collision detector's events, and the reaction of seed 003 to the scenario's
+contact (hold, then resume by itself once the contact is over, while the latched stop signal
+stays up until `~/reset`), and writes a PNG: estimated against true external joint torque,
+the stop signal and the time-scaling factor. Exits 1 if a node died or a node published
+nothing.
 """
 from __future__ import annotations
 
@@ -56,7 +59,9 @@ class TopicMonitor:
         elif hasattr(msg, 'data') and isinstance(msg.data, (bool, float)):
             self.series[topic].append((now, float(msg.data)))
         elif topic == _topic('collision_detector', 'events'):
-            self.series[topic].append((now, msg.message))
+            for status in msg.status:
+                stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+                self.series[topic].append((now, stamp, status.message))
 
 
 def _residual_matching_the_sim() -> dict:
@@ -101,6 +106,48 @@ def _summary(monitor: TopicMonitor, seconds: float, exit_codes: dict[str, int]) 
                 healthy = False
                 lines.append('    !! published nothing')
     return '\n'.join(lines), healthy
+
+
+def _first(times: np.ndarray, mask: np.ndarray) -> float | None:
+    hits = times[mask]
+    return float(hits[0]) if hits.size else None
+
+
+def _reaction(monitor: TopicMonitor) -> str:
+    """The seed 003 reaction to the first contact, from the ground truth and f_S as received.
+
+    Times are the demo monitor's receive times (s since start): the order of events is
+    right, the delays between them are not measurements (benchmarks/ measures those).
+    """
+    truth = monitor.series.get(_topic('sim_cobot', 'true_contact_torque'), [])
+    scaling = monitor.series.get(_topic('collision_detector', 'time_scaling'), [])
+    stops = monitor.series.get(_topic('collision_detector', 'stop'), [])
+    touching = np.array([np.any(np.abs(effort) > 0) for _, effort in truth], dtype=bool)
+    if not touching.any() or not scaling:
+        return '    no contact while the demo watched (or no f_S): nothing to react to'
+    t_truth = np.array([t for t, _ in truth])
+    onset = _first(t_truth, touching)
+    end = _first(t_truth, (t_truth > onset) & ~touching)
+    t_s, f_s = (np.array(x) for x in zip(*scaling))
+    lines = [f'    contact (ground truth) from {onset:6.2f} s to '
+             + (f'{end:6.2f} s' if end is not None else 'the end')]
+    held = _first(t_s, (t_s >= onset) & (f_s <= 0.0))
+    if held is None:
+        return '\n'.join(lines + ['    hold: f_S never reached 0 (contact not detected)'])
+    lines.append(f'    hold:    f_S = 0 from {held:6.2f} s: the arm holds where it is')
+    resumed = None if end is None else _first(t_s, (t_s > max(end, held)) & (f_s > 0.0))
+    if resumed is None:
+        lines.append('    resume:  not yet (the contact lasted, or the demo ended first)')
+    else:
+        full = _first(t_s, (t_s > resumed) & (f_s >= 1.0))
+        lines.append(f'    resume:  f_S > 0 again from {resumed:6.2f} s, after the contact ended: '
+                     'the motion resumes by itself'
+                     + (f', at full speed (f_S = 1) from {full:.2f} s' if full else ''))
+    if stops and stops[-1][1]:
+        lines.append('    stop:    still latched (True) at the end: the stop signal is the safety '
+                     'latch and clears only with ~/reset (hold_time 0); f_S is the seed 003 '
+                     'reaction for controllers that re-time their trajectory')
+    return '\n'.join(lines)
 
 
 def _plot(monitor: TopicMonitor, path: str) -> None:
@@ -187,9 +234,12 @@ def main(argv: list[str]) -> int:
     text, healthy = _summary(monitor, args.seconds, exit_codes)
     print('\nWhat each node published and received (as seen by the demo monitor):\n' + text)
     events = monitor.series.get(_topic('collision_detector', 'events'), [])
-    print('\nCollision detector events:' if events else '\nNo collision detector events.')
-    for t, message in events:
-        print(f'    {t:6.2f} s  {message}')
+    print('\nCollision detector events (received at; header stamp):' if events
+          else '\nNo collision detector events.')
+    for t, stamp, message in events:
+        print(f'    {t:6.2f} s; {stamp:.3f}  {message}')
+    print('\nReaction to the contact (seed 003 time scaling f_S; demo monitor receive times):\n'
+          + _reaction(monitor))
     plot_path = os.path.join(args.out, 'demo.png')
     _plot(monitor, plot_path)
     print(f'\nplot: {plot_path}\nnode logs: {os.path.join(args.out, "logs")}')

@@ -8,12 +8,16 @@ in a force/position hybrid task: 4 N·m on position-controlled joints, 8 N·m on
 force-controlled ones (section 4.2), and it uses n = 25 ms at a 2 ms cycle.
 
 Beyond the seed (its conclusion names "dynamic thresholds" as future work): the model error
-grows with motion, so the threshold may grow with joint speed and acceleration,
-    ψ_i = ψ_0,i + k_v,i |q̇_i| + k_a,i |q̈_i|.
+grows with motion, so the threshold may grow with joint speed and acceleration, up to a cap
+that keeps fast motion from making the detector blind:
+    ψ_i = min(ψ_0,i + k_v,i |q̇_i| + k_a,i |q̈_i|,  ψ_max,i)      (`thresholds`, the one place).
 The sign convention of τ_ext does not matter here (only |τ_ext| is used).
 
-Stop is latched: once raised (collision, stale input, a non-finite residual) it stays until
-`reset()` or, with `hold_time` > 0, until `hold_time` seconds after the last unsafe sample.
+Stop is latched: once raised (collision, stale input or a gap between residuals, a non-finite
+residual) it stays until `reset()` or, with `hold_time` > 0, until `hold_time` seconds after
+the last unsafe sample. Either way it clears only once the residual has been quiet (no joint
+over ψ) for n samples and `reset_quiet_time` seconds, so a contact that is still going on
+(a dip under ψ for a sample or two) cannot be reset away. Clearing keeps eq. 7's count.
 Times are seconds on one clock chosen by the caller (the node uses a monotonic clock).
 """
 from __future__ import annotations
@@ -30,7 +34,23 @@ ROLES = (POSITION, FORCE)
 SEED_POSITION_THRESHOLD = 4.0
 SEED_FORCE_THRESHOLD = 8.0
 
-# Why stop is raised (DetectorState.cause).
+# The one source of the detector's defaults (the node declares its parameters with these;
+# config/collision_detector.yaml ships the same values, checked by its test).
+DEFAULTS = {
+    'thresholds_position': SEED_POSITION_THRESHOLD,
+    'thresholds_force': SEED_FORCE_THRESHOLD,
+    'roles': POSITION,
+    'consecutive_samples': 25,   # seed 001: 25 ms; the residual comes at 1 kHz
+    'speed_gain': 0.0,
+    'acceleration_gain': 0.0,
+    'threshold_max': 15.0,       # N·m: a contact of 15 N·m joint torque is always seen
+    'hold_time': 0.0,            # 0 = latched until reset()
+    'reset_quiet_time': 0.05,    # s with no joint over ψ before the stop may clear
+    'input_timeout': 0.1,
+}
+
+# Why stop is raised (DetectorState.cause), and what is wrong with the input now
+# (DetectorState.input_problem).
 NONE, COLLISION, STALE, INVALID, WAITING = '', 'collision', 'stale_input', 'invalid_residual', 'waiting'
 
 
@@ -67,6 +87,21 @@ def joint_roles(roles, n_joints: int) -> tuple[str, ...]:
     return tuple(roles)
 
 
+def thresholds(base, speed_gain, acceleration_gain, threshold_max=np.inf, velocity=None,
+               acceleration=None) -> np.ndarray:
+    """ψ = min(ψ_0 + k_v|q̇| + k_a|q̈|, ψ_max), per joint; arrays broadcast (samples × joints).
+
+    A missing q̇ or q̈ (None) adds nothing. A non-finite term gives ψ_max (never NaN: a NaN
+    threshold would hide every contact).
+    """
+    psi = np.asarray(base, dtype=float)
+    if velocity is not None:
+        psi = psi + np.asarray(speed_gain) * np.abs(velocity)
+    if acceleration is not None:
+        psi = psi + np.asarray(acceleration_gain) * np.abs(acceleration)
+    return np.fmin(psi, threshold_max)
+
+
 @dataclass(frozen=True)
 class DetectorConfig:
     """Validated detector parameters, one entry per joint. Build with `DetectorConfig.build`."""
@@ -78,40 +113,56 @@ class DetectorConfig:
     consecutive_samples: int         # n of eq. 7
     speed_gain: np.ndarray           # k_v, N·m per rad/s
     acceleration_gain: np.ndarray    # k_a, N·m per rad/s²
+    threshold_max: np.ndarray        # ψ_max, N·m: cap of ψ
     hold_time: float                 # s; 0 = latch until reset()
+    reset_quiet_time: float          # s with no joint over ψ before a stop may clear
     input_timeout: float             # s without a residual → stop
 
     @classmethod
-    def build(cls, joint_names, thresholds_position=SEED_POSITION_THRESHOLD,
-              thresholds_force=SEED_FORCE_THRESHOLD, roles=POSITION,
-              consecutive_samples: int = 12, speed_gain=0.0, acceleration_gain=0.0,
-              hold_time: float = 0.0, input_timeout: float = 0.1) -> 'DetectorConfig':
-        """Scalars (or single values) apply to every joint; raises ValueError on bad values."""
+    def build(cls, joint_names, **parameters) -> 'DetectorConfig':
+        """Parameters by field name, missing ones from DEFAULTS; scalars (or single values)
+        apply to every joint. Raises ValueError naming the parameter on a bad value."""
+        unknown = set(parameters) - set(DEFAULTS)
+        if unknown:
+            raise TypeError(f'unknown detector parameters: {", ".join(sorted(unknown))}')
+        p = {**DEFAULTS, **parameters}
         names = tuple(joint_names)
         n = len(names)
         if n == 0:
             raise ValueError('the detector needs at least one joint')
-        if isinstance(consecutive_samples, float) and not consecutive_samples.is_integer():
-            raise ValueError(f'consecutive_samples = {consecutive_samples}: must be an integer')
-        if int(consecutive_samples) < 1:
-            raise ValueError(f'consecutive_samples = {consecutive_samples}: must be >= 1 '
+        samples = p['consecutive_samples']
+        if isinstance(samples, float) and not samples.is_integer():
+            raise ValueError(f'consecutive_samples = {samples}: must be an integer')
+        if int(samples) < 1:
+            raise ValueError(f'consecutive_samples = {samples}: must be >= 1 '
                              '(the number of consecutive samples over threshold, eq. 7)')
-        if not np.isfinite(hold_time) or hold_time < 0:
-            raise ValueError(f'hold_time = {hold_time} s: must be >= 0 (0 = latch until reset)')
-        if not np.isfinite(input_timeout) or input_timeout <= 0:
-            raise ValueError(f'input_timeout = {input_timeout} s: must be > 0')
-        return cls(
+        for name, low, note in (('hold_time', 0.0, ' (0 = latch until reset)'),
+                                ('reset_quiet_time', 0.0, '')):
+            if not np.isfinite(p[name]) or p[name] < low:
+                raise ValueError(f'{name} = {p[name]} s: must be >= {low:g}{note}')
+        if not np.isfinite(p['input_timeout']) or p['input_timeout'] <= 0:
+            raise ValueError(f'input_timeout = {p["input_timeout"]} s: must be > 0')
+        config = cls(
             joint_names=names,
-            thresholds_position=per_joint('thresholds_position', thresholds_position, n,
+            thresholds_position=per_joint('thresholds_position', p['thresholds_position'], n,
                                           strict=True, unit=' N·m'),
-            thresholds_force=per_joint('thresholds_force', thresholds_force, n,
+            thresholds_force=per_joint('thresholds_force', p['thresholds_force'], n,
                                        strict=True, unit=' N·m'),
-            roles=joint_roles(roles, n),
-            consecutive_samples=int(consecutive_samples),
-            speed_gain=per_joint('speed_gain', speed_gain, n, unit=' N·m·s/rad'),
-            acceleration_gain=per_joint('acceleration_gain', acceleration_gain, n,
+            roles=joint_roles(p['roles'], n),
+            consecutive_samples=int(samples),
+            speed_gain=per_joint('speed_gain', p['speed_gain'], n, unit=' N·m·s/rad'),
+            acceleration_gain=per_joint('acceleration_gain', p['acceleration_gain'], n,
                                         unit=' N·m·s²/rad'),
-            hold_time=float(hold_time), input_timeout=float(input_timeout))
+            threshold_max=per_joint('threshold_max', p['threshold_max'], n, strict=True,
+                                    unit=' N·m'),
+            hold_time=float(p['hold_time']), reset_quiet_time=float(p['reset_quiet_time']),
+            input_timeout=float(p['input_timeout']))
+        base = config.base_thresholds
+        for i in np.flatnonzero(config.threshold_max < base):
+            raise ValueError(f'threshold_max[{i}] = {config.threshold_max[i]:g} N·m is below '
+                             f'ψ_0 = {base[i]:g} N·m of {names[i]} ({config.roles[i]} role): '
+                             'the cap must not be tighter than the base threshold')
+        return config
 
     def replace(self, **changes) -> 'DetectorConfig':
         """A copy with some parameters changed, validated like `build`."""
@@ -130,13 +181,9 @@ class DetectorConfig:
         return np.where(force, self.thresholds_force, self.thresholds_position)
 
     def thresholds(self, velocity=None, acceleration=None) -> np.ndarray:
-        """ψ_i = ψ_0,i + k_v,i |q̇_i| + k_a,i |q̈_i|; a missing q̇ or q̈ adds nothing."""
-        psi = self.base_thresholds.copy()
-        if velocity is not None:
-            psi += self.speed_gain * np.abs(velocity)
-        if acceleration is not None:
-            psi += self.acceleration_gain * np.abs(acceleration)
-        return psi
+        """ψ of every joint at this q̇ and q̈ (module function `thresholds`)."""
+        return thresholds(self.base_thresholds, self.speed_gain, self.acceleration_gain,
+                          self.threshold_max, velocity, acceleration)
 
 
 @dataclass(frozen=True)
@@ -146,10 +193,12 @@ class DetectorState:
     stop: bool
     cause: str                        # why stop is raised now: COLLISION, STALE, INVALID, WAITING or NONE
     reason: str                       # one line for people; '' when not stopped
-    colliding_joints: tuple[int, ...]  # joints over threshold in a detected collision (eq. 7 "yes")
+    colliding_joints: tuple[int, ...]  # joints over ψ during the latched collision, until it clears
     residuals: np.ndarray             # last τ_ext, N·m
     thresholds: np.ndarray            # last ψ, N·m
     over_threshold: bool = False      # some joint is over ψ now (counted or not yet n samples)
+    contact: bool = False             # eq. 7 holds at the latest sample: a collision is going on
+    input_problem: str = NONE         # WAITING, STALE or INVALID while the input is unusable now
 
 
 class CollisionDetector:
@@ -158,12 +207,15 @@ class CollisionDetector:
     def __init__(self, config: DetectorConfig):
         self.config = config
         self._over_count = 0              # m of eq. 7
+        self._quiet_count = 0             # consecutive valid samples with no joint over ψ
+        self._quiet_start = -np.inf       # time of the first sample of that quiet run
         self._over = np.zeros(config.n, dtype=bool)
         self._invalid = False             # the last sample was not finite
         self._residuals = np.zeros(config.n)
         self._thresholds = config.base_thresholds
         self._last_input: float | None = None
         self._input_stale = False
+        self._listener_fresh_once = False  # the listener has reported fresh joint states
         self._latched_cause = NONE
         self._latched_reason = ''
         self._last_unsafe = -np.inf
@@ -171,49 +223,62 @@ class CollisionDetector:
 
     # ------------------------------------------------------------ configuration
     def configure(self, config: DetectorConfig) -> None:
-        """New parameters at run time; the latch and the sample count are kept."""
+        """New parameters at run time; the latch and the sample counts are kept."""
         if config.n != self.config.n:
             raise ValueError(f'the detector has {self.config.n} joints, the new '
                              f'configuration {config.n}')
         self.config = config
 
-    def set_roles(self, roles) -> None:
-        """Switch joints between 'position' and 'force' control (their thresholds follow)."""
-        self.configure(self.config.replace(roles=roles))
-
     # ------------------------------------------------------------------ inputs
     def update(self, t: float, tau_ext, velocity=None, acceleration=None) -> DetectorState:
         """One residual sample at time `t`: eq. 7 with ψ from the joint speed and acceleration.
 
+        A gap longer than `input_timeout` since the previous sample latches a stale-input
+        stop before the sample is taken, whether or not a watchdog ran during the gap.
         A non-finite τ_ext raises stop at once: it means the estimator upstream is broken,
         and dropping it would leave the arm unwatched while such samples keep arriving.
         """
         tau = np.asarray(tau_ext, dtype=float)
         if tau.shape != (self.config.n,):
             raise ValueError(f'τ_ext has {tau.size} values, the detector {self.config.n} joints')
+        if self._last_input is not None and t - self._last_input > self.config.input_timeout:
+            self._latch_stale(t, f'gap of {t - self._last_input:.3f} s between residuals '
+                                 f'(input_timeout {self.config.input_timeout:g} s)')
         self._last_input = t
         self._invalid = not np.isfinite(tau).all()
         if self._invalid:
-            self._over_count = 0
+            self._over_count = self._quiet_count = 0
             self._latch(t, INVALID, f'non-finite residual on {self._joint_list(~np.isfinite(tau))}')
             return self.state(t)
         self._residuals = tau
         self._thresholds = self.config.thresholds(velocity, acceleration)
         self._over = np.abs(tau) > self._thresholds
-        self._over_count = self._over_count + 1 if self._over.any() else 0
+        if self._over.any():
+            self._over_count += 1
+            self._quiet_count = 0
+        else:
+            self._over_count = 0
+            if self._quiet_count == 0:
+                self._quiet_start = t
+            self._quiet_count += 1
         if self._over_count >= self.config.consecutive_samples:
-            self._colliding = tuple(int(i) for i in np.flatnonzero(self._over))
+            # The joints of the latched collision: every joint over ψ while it lasts.
+            self._colliding = tuple(sorted(set(self._colliding)
+                                           | {int(i) for i in np.flatnonzero(self._over)}))
             if self._latched_cause != COLLISION:
                 self._latch(t, COLLISION, self._collision_reason())
-        else:
-            self._colliding = ()
         if self._over.any() and self._latched_cause:
             self._last_unsafe = t  # hold_time counts from the last sample over threshold
         return self.state(t)
 
     def set_input_stale(self, stale: bool) -> None:
-        """The joint-state listener's watchdog: True while its input is stale."""
+        """The joint-state listener's watchdog: True while its input is stale.
+
+        Until it has once reported fresh joint states, its True means the arm's driver has
+        not started yet: stop, but as waiting (not latched), like before the first residual.
+        """
         self._input_stale = bool(stale)
+        self._listener_fresh_once |= not self._input_stale
 
     def stale(self, now: float) -> str:
         """Why the input is stale at `now` ('' when it is fresh)."""
@@ -227,41 +292,68 @@ class CollisionDetector:
     def state(self, now: float) -> DetectorState:
         """Apply the fail-safe and the hold-time release at `now`; the resulting state.
 
-        Before the first residual the stop is raised but not latched (nothing has failed
-        yet); once residuals have flowed, stale input latches like a collision.
+        Before the first residual, and while the listener has not yet reported fresh joint
+        states, the stop is raised but not latched (nothing has failed yet); after that,
+        stale input latches like a collision.
         """
         stale = self.stale(now)
         if self._last_input is None:
-            return self._make_state(True, WAITING, stale or 'waiting for the first residual')
+            return self._make_state(True, WAITING, stale or 'waiting for the first residual',
+                                    WAITING)
+        if self._input_stale and not self._listener_fresh_once:
+            return self._make_state(True, WAITING, 'waiting for the first fresh joint states '
+                                    '(listener watchdog)', WAITING)
         if stale:
-            self._latch(now, STALE, stale)
-            self._last_unsafe = now
-        elif (self._latched_cause and self.config.hold_time > 0 and not self._over.any()
-              and not self._invalid and now - self._last_unsafe >= self.config.hold_time):
+            self._latch_stale(now, stale)
+        elif (self._latched_cause and self.config.hold_time > 0 and not self._invalid
+              and now - self._last_unsafe >= self.config.hold_time and not self._not_quiet(now)):
             self._clear()
+        problem = STALE if stale else INVALID if self._invalid else NONE
         return self._make_state(bool(self._latched_cause), self._latched_cause,
-                                self._latched_reason)
+                                self._latched_reason, problem)
 
     def reset(self, now: float) -> str:
-        """Clear a latched stop; refused (a message saying why) while unsafe, '' when done."""
+        """Clear a latched stop; refused (a message saying why) while unsafe, '' when done.
+
+        Unsafe: the input is stale or invalid, or some joint has been over ψ within the last
+        n samples or `reset_quiet_time` seconds (a contact may still be going on).
+        """
         stale = self.stale(now) or (self._last_input is None and 'no residual received yet')
         if stale:
             return f'cannot reset: {stale}'
         if self._invalid:
             return 'cannot reset: the last residual was not finite'
-        if self._over.any():
-            return f'cannot reset: still over threshold on {self._joint_list(self._over)}'
+        not_quiet = self._not_quiet(now)
+        if not_quiet:
+            return f'cannot reset: {not_quiet}'
         self._clear()
         return ''
 
     # ----------------------------------------------------------------- helpers
+    def _not_quiet(self, now: float) -> str:
+        """Why the residual is not quiet enough to clear a stop ('' when it is)."""
+        n, quiet_time = self.config.consecutive_samples, self.config.reset_quiet_time
+        if self._over.any():
+            return f'still over threshold on {self._joint_list(self._over)}'
+        if self._quiet_count < n or now - self._quiet_start < quiet_time:
+            return (f'every joint must stay under threshold for {n} samples and '
+                    f'{quiet_time:g} s first (so far {self._quiet_count} samples, '
+                    f'{max(now - self._quiet_start, 0.0):.3f} s)')
+        return ''
+
     def _latch(self, t: float, cause: str, reason: str) -> None:
         self._latched_cause, self._latched_reason = cause, reason
         self._last_unsafe = t
 
+    def _latch_stale(self, t: float, reason: str) -> None:
+        """Stale input: what happened meanwhile is unknown, so quiet must be shown anew."""
+        self._latch(t, STALE, reason)
+        self._quiet_count = 0
+
     def _clear(self) -> None:
+        """Release the latch. Eq. 7's count is kept: a contact still going on is still
+        counted (clearing needs a quiet residual, so the count is 0 here anyway)."""
         self._latched_cause, self._latched_reason = NONE, ''
-        self._over_count = 0
         self._colliding = ()
 
     def _joint_list(self, mask) -> str:
@@ -273,9 +365,10 @@ class CollisionDetector:
         return (f'collision: {"; ".join(parts)} for {self._over_count} consecutive samples '
                 '(seed 001 eq. 7)')
 
-    def _make_state(self, stop: bool, cause: str, reason: str) -> DetectorState:
+    def _make_state(self, stop: bool, cause: str, reason: str, problem: str) -> DetectorState:
         return DetectorState(stop=stop, cause=cause if stop else NONE,
                              reason=reason if stop else '', colliding_joints=self._colliding,
                              residuals=self._residuals.copy(), thresholds=self._thresholds.copy(),
-                             over_threshold=bool(self._over.any()))
-
+                             over_threshold=bool(self._over.any()),
+                             contact=self._over_count >= self.config.consecutive_samples,
+                             input_problem=problem)

@@ -1,22 +1,29 @@
-"""Detector thresholds from a recording of free motion (no contact): ψ_i = ψ_0 + k_v|q̇| + k_a|q̈|.
+"""Detector thresholds from a recording of free motion (no contact), with a tested promise.
 
 Seed 001 eq. 7 takes fixed thresholds (4 / 8 N·m by joint role); its conclusion names dynamic
 thresholds as future work. Here the residual of free motion, which is pure model error and
-noise, gives them: for each joint the tightest envelope
+noise, gives them. The recording is split in time: the first part fits, the last part
+(`holdout`, by default half) only checks.
+
+Fit: for each joint the tightest envelope
 
     e(q̇, q̈) = b + k_v |q̇| + k_a |q̈|,   b, k_v, k_a ≥ 0,
 
-that lies above every free-motion sample |τ_ext| and has the smallest mean over the motion (a
+that lies above every fitting sample |τ_ext| and has the smallest mean over the motion (a
 linear programme solved by cutting planes, so hours of data stay cheap), is multiplied by the
-false-alarm margin m ≥ 1: ψ = m·e, so every recorded sample stays below ψ/m.
+false-alarm margin m ≥ 1: ψ = m·e, with b raised past the LP's tolerance so that the margin
+holds exactly: no fitting sample has |τ_ext| ≥ ψ/m. ψ is evaluated by detector.thresholds,
+the detector's own formula, with its cap ψ_max (`threshold_max`); a fit that needs ψ above the
+cap on the recorded motion is refused (raise the cap, or record slower motion).
+
+Check: eq. 7 (n consecutive samples over ψ) runs on the held-out part, which the fit has not
+seen, and counts k false alarms in its T hours. The promise is the exact one-sided 95 % upper
+bound of a Poisson rate with k events in T: λ ≤ χ²_0.95(2k + 2) / (2T) per hour (3.00/T for
+k = 0, 4.74/T for k = 1, …), valid for motions like the recorded ones. It takes
+χ²_0.95(2)/2 ≈ 3.0 hours of alarm-free held-out motion to promise 1 false alarm per hour.
 
 q̈ is estimated from the positions with the detector node's own differentiator
 (`DerivativeEstimator`, same window), so the thresholds see the q̈ the node will see.
-
-What the calibration promises: zero false alarms on the recording at ψ (checked with eq. 7's
-n-consecutive rule), i.e. a false-alarm rate below 3 / T per hour at 95 % confidence for T
-hours recorded (the "rule of three" for zero events in a Poisson process), valid for motions
-like the recorded ones.
 """
 from __future__ import annotations
 
@@ -24,10 +31,23 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import linprog
+from scipy.stats import chi2
 
+from contact_estimation.core.detector import DEFAULTS, thresholds
 from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
 
-BINS = 24  # histogram bins per axis for the envelope LP
+BINS = 24          # histogram bins per axis for the envelope LP
+CONFIDENCE = 0.95  # of the false-alarm promise
+
+
+def rate_upper_bound(alarms: int, hours: float) -> float:
+    """Exact one-sided 95 % upper bound of a Poisson rate (per hour) with `alarms` in `hours`."""
+    return chi2.ppf(CONFIDENCE, 2 * alarms + 2) / 2.0 / hours
+
+
+def hours_needed(rate_per_hour: float, alarms: int = 0) -> float:
+    """Held-out hours with `alarms` false alarms that promise at most `rate_per_hour`."""
+    return chi2.ppf(CONFIDENCE, 2 * alarms + 2) / 2.0 / rate_per_hour
 
 
 @dataclass(frozen=True)
@@ -38,25 +58,28 @@ class Calibration:
     base: np.ndarray               # ψ_0, N·m
     speed_gain: np.ndarray         # k_v, N·m·s/rad
     acceleration_gain: np.ndarray  # k_a, N·m·s²/rad
+    threshold_max: np.ndarray      # ψ_max, N·m (the cap the check used)
     margin: float                  # ψ = margin × the free-motion envelope
     consecutive_samples: int       # n of eq. 7 used for the check
     acceleration_window: int       # samples of the q̈ fit (the node's acceleration_window)
-    duration: float                # s of free motion used
-    samples: int
-    peak: np.ndarray               # largest free-motion |τ_ext|, N·m
-    peak_ratio: np.ndarray         # largest |τ_ext| / ψ over the samples (≤ 1/margin)
-    false_alarms: int              # eq. 7 alarms on the recording at ψ
+    holdout: float                 # share of the recording held out for the check
+    fit_duration: float            # s of free motion the thresholds were fitted on
+    heldout_duration: float        # s of free motion they were checked on
+    peak: np.ndarray               # largest fitting |τ_ext|, N·m
+    peak_ratio: np.ndarray         # largest fitting |τ_ext| / ψ (< 1/margin)
+    heldout_peak_ratio: np.ndarray  # largest held-out |τ_ext| / ψ (≥ 1 somewhere: an alarm risk)
+    false_alarms: int              # eq. 7 alarms on the held-out part at ψ
     source: str = ''
 
     @property
     def false_alarm_bound_per_hour(self) -> float:
-        """95 % upper bound of the false-alarm rate from the recording (rule of three)."""
-        return (3.0 + self.false_alarms) / (self.duration / 3600.0)
+        """95 % upper bound of the false-alarm rate from the held-out check (exact Poisson)."""
+        return rate_upper_bound(self.false_alarms, self.heldout_duration / 3600.0)
 
-    def thresholds(self, velocity, acceleration) -> np.ndarray:
-        """ψ for samples of |q̇| and |q̈| (arrays … × n)."""
-        return (self.base + self.speed_gain * np.abs(velocity)
-                + self.acceleration_gain * np.abs(acceleration))
+    def recording_needed(self, rate_per_hour: float = 1.0) -> float:
+        """Seconds of recording (this holdout share) whose held-out part, if it raises no
+        false alarm, promises at most `rate_per_hour`."""
+        return hours_needed(rate_per_hour) * 3600.0 / self.holdout
 
     def parameters(self, role: str = 'position') -> dict:
         """collision_detector parameters (floats rounded to 1e-3, rounded up: never tighter)."""
@@ -64,22 +87,41 @@ class Calibration:
             return [float(np.ceil(x * 1000.0) / 1000.0) for x in values]
         return {f'thresholds_{role}': up(self.base), 'speed_gain': up(self.speed_gain),
                 'acceleration_gain': up(self.acceleration_gain),
+                'threshold_max': up(self.threshold_max),
                 'consecutive_samples': int(self.consecutive_samples),
                 'acceleration_window': int(self.acceleration_window)}
 
+    def promise(self) -> str:
+        """What the thresholds promise, in plain words."""
+        rate = self.false_alarm_bound_per_hour
+        need = self.recording_needed(1.0)
+        return (
+            f'Promise: the thresholds were fitted on the first {self.fit_duration:.1f} s of '
+            f'the recording and then run, with the {self.consecutive_samples}-sample rule, '
+            f'on the last {self.heldout_duration:.1f} s, which they had not seen: '
+            f'{self.false_alarms} false alarm(s) there. So, for motions like the recorded '
+            f'ones, we are 95 % sure that false alarms come at most {rate:.3g} times per '
+            f'hour (exact Poisson bound for {self.false_alarms} alarm(s) in '
+            f'{self.heldout_duration:.1f} s). The bound shrinks only with more held-out '
+            f'time: to promise at most 1 false alarm per hour takes about '
+            f'{need / 3600.0:.1f} h of free-motion recording (holdout {self.holdout:g}) whose '
+            f'held-out part raises no false alarm.')
+
     def table(self) -> str:
-        """One row per joint: thresholds, the free-motion peak and the headroom."""
+        """One row per joint: thresholds, the free-motion peak and the headroom, the promise."""
         rows = [f'{"joint":16s} {"ψ_0 N·m":>9s} {"k_v N·m·s/rad":>14s} {"k_a N·m·s²/rad":>15s} '
-                f'{"peak |τ_ext|":>13s} {"peak/ψ":>7s}']
+                f'{"ψ_max N·m":>10s} {"peak |τ_ext|":>13s} {"peak/ψ":>7s} {"held-out peak/ψ":>16s}']
         for i, name in enumerate(self.joint_names):
             rows.append(f'{name:16s} {self.base[i]:9.3f} {self.speed_gain[i]:14.3f} '
-                        f'{self.acceleration_gain[i]:15.4f} {self.peak[i]:13.3f} '
-                        f'{self.peak_ratio[i]:7.3f}')
-        rows.append(f'{self.samples} samples, {self.duration:.1f} s of free motion; margin '
-                    f'{self.margin:g} (every sample below ψ/{self.margin:g}); n = '
-                    f'{self.consecutive_samples}; {self.false_alarms} false alarms on the '
-                    f'recording → promise < {self.false_alarm_bound_per_hour:.1f} per hour '
-                    '(95 %) for motions like these')
+                        f'{self.acceleration_gain[i]:15.4f} {self.threshold_max[i]:10.3f} '
+                        f'{self.peak[i]:13.3f} {self.peak_ratio[i]:7.3f} '
+                        f'{self.heldout_peak_ratio[i]:16.3f}')
+        rows.append(f'fitted on {self.fit_duration:.1f} s: margin {self.margin:g} (every '
+                    f'fitting sample below ψ/{self.margin:g}); checked on '
+                    f'{self.heldout_duration:.1f} s held out: {self.false_alarms} false alarms '
+                    f'(n = {self.consecutive_samples}) → at most '
+                    f'{self.false_alarm_bound_per_hour:.3g} per hour (95 %)')
+        rows.append(self.promise())
         return '\n'.join(rows)
 
 
@@ -94,7 +136,8 @@ def envelope(y: np.ndarray, speed: np.ndarray, acceleration: np.ndarray,
     """(b, k_v, k_a) ≥ 0 of the smallest-mean envelope b + k_v|q̇| + k_a|q̈| ≥ y (one joint).
 
     Cutting planes keep the LP small: it starts from the largest y of each cell of a
-    (|q̇|, |q̈|) histogram, then adds the samples the last solution left above, until none.
+    (|q̇|, |q̈|) histogram, then adds the samples the last solution left above, until none
+    is above by more than the LP's tolerance (`keep_margin` removes that last bit).
     """
     features = np.column_stack([np.ones_like(y),
                                 np.abs(speed) if use_speed else np.zeros_like(y),
@@ -121,6 +164,22 @@ def envelope(y: np.ndarray, speed: np.ndarray, acceleration: np.ndarray,
         active = np.union1d(active, above[np.argsort(-excess[above])[:1000]])
 
 
+def keep_margin(base: np.ndarray, speed_gain, acceleration_gain, y, speed, acceleration,
+                margin: float) -> np.ndarray:
+    """ψ_0 raised just enough that every sample has y < ψ/margin exactly (per joint, in
+    floating point, with the detector's formula)."""
+    base = np.array(base, dtype=float)
+    for _ in range(64):
+        psi = thresholds(base, speed_gain, acceleration_gain, np.inf, speed, acceleration)
+        short = (y >= psi / margin).any(axis=0)
+        if not short.any():
+            return base
+        excess = (margin * y - psi).max(axis=0)
+        base[short] = np.nextafter(base[short] + np.maximum(excess[short], 0.0)
+                                   + 1e-12 * np.maximum(base[short], 1.0), np.inf)
+    raise RuntimeError('could not place the thresholds above the recorded residual')
+
+
 def count_alarms(over: np.ndarray, n: int) -> int:
     """Alarms of seed 001 eq. 7 in a boolean (samples × joints) 'over threshold' array: runs
     of ≥ n consecutive samples with some joint over, each counted once."""
@@ -131,10 +190,13 @@ def count_alarms(over: np.ndarray, n: int) -> int:
 
 
 def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
-              min_threshold: float = 0.5, consecutive_samples: int = 25,
-              acceleration_window: int = 20, use_speed: bool = True,
+              min_threshold: float = 0.5,
+              consecutive_samples: int = DEFAULTS['consecutive_samples'],
+              acceleration_window: int = 20, holdout: float = 0.5,
+              threshold_max=DEFAULTS['threshold_max'], use_speed: bool = True,
               use_acceleration: bool = True, source: str = '') -> Calibration:
-    """Propose thresholds from free motion: t (N,), q, q̇, τ_ext (N × n).
+    """Propose thresholds from free motion: t (N,), q, q̇, τ_ext (N × n); fit on the first
+    1 − `holdout` of the time, count false alarms on the rest.
 
     `min_threshold` (N·m) floors ψ_0 so that a joint the recording barely exercised does not
     get a threshold inside the noise of motions it did not see.
@@ -142,14 +204,21 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
     t = np.asarray(t, dtype=float)
     q, v, tau = (np.asarray(x, dtype=float) for x in (q, v, tau_ext))
     names = tuple(joint_names)
+    n_joints = len(names)
     if not (np.isfinite(margin) and margin >= 1.0):
         raise ValueError(f'margin = {margin}: must be >= 1 (ψ = margin × free-motion envelope)')
     if not (np.isfinite(min_threshold) and min_threshold > 0):
         raise ValueError(f'min_threshold = {min_threshold} N·m: must be > 0')
     if int(consecutive_samples) < 1:
         raise ValueError(f'consecutive_samples = {consecutive_samples}: must be >= 1')
-    if q.shape != (t.size, len(names)) or v.shape != q.shape or tau.shape != q.shape:
-        raise ValueError(f'expected {t.size} samples of {len(names)} joints for q, q̇ and '
+    if not 0.0 < holdout < 1.0:
+        raise ValueError(f'holdout = {holdout}: the share of the recording held out for the '
+                         'check must be between 0 and 1')
+    cap = np.broadcast_to(np.asarray(threshold_max, dtype=float), (n_joints,)).copy()
+    if not np.all(cap > 0):
+        raise ValueError(f'threshold_max = {threshold_max} N·m: must be > 0')
+    if q.shape != (t.size, n_joints) or v.shape != q.shape or tau.shape != q.shape:
+        raise ValueError(f'expected {t.size} samples of {n_joints} joints for q, q̇ and '
                          f'τ_ext, got {q.shape}, {v.shape}, {tau.shape}')
     if t.size < 2 * acceleration_window or not np.all(np.diff(t) > 0):
         raise ValueError(f'need at least {2 * acceleration_window} samples with increasing '
@@ -157,18 +226,33 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
     a = accelerations(t, q, acceleration_window)
     keep = np.isfinite(q).all(axis=1) & np.isfinite(v).all(axis=1) & np.isfinite(tau).all(axis=1)
     keep[:acceleration_window] = False  # the q̈ fit is still filling its window
-    if keep.sum() < acceleration_window:
+    if keep.sum() < 2 * acceleration_window:
         raise ValueError('too few finite samples to calibrate on')
+    start, end = t[keep][0], t[keep][-1]
+    split = start + (1.0 - holdout) * (end - start)
+    fit, held = keep & (t < split), keep & (t >= split)
+    if fit.sum() < acceleration_window or held.sum() < max(int(consecutive_samples), 2):
+        raise ValueError(f'recording too short to fit on {1 - holdout:g} of it and check on '
+                         f'{holdout:g}: {fit.sum()} and {held.sum()} samples')
     y = np.abs(tau)
-    coefficients = np.array([envelope(y[keep, i], v[keep, i], a[keep, i], use_speed,
-                                      use_acceleration) for i in range(len(names))])
-    base = np.maximum(margin * coefficients[:, 0], min_threshold)
+    coefficients = np.array([envelope(y[fit, i], v[fit, i], a[fit, i], use_speed,
+                                      use_acceleration) for i in range(n_joints)])
     speed_gain, acceleration_gain = margin * coefficients[:, 1], margin * coefficients[:, 2]
-    psi = base + speed_gain * np.abs(v[keep]) + acceleration_gain * np.abs(a[keep])
+    base = keep_margin(np.maximum(margin * coefficients[:, 0], min_threshold), speed_gain,
+                       acceleration_gain, y[fit], v[fit], a[fit], margin)
+    needed = thresholds(base, speed_gain, acceleration_gain, np.inf, v[fit], a[fit]).max(axis=0)
+    for i in np.flatnonzero(needed > cap):
+        raise ValueError(f'{names[i]}: the recorded free motion needs ψ up to {needed[i]:.2f} '
+                         f'N·m (margin {margin:g}), above threshold_max = {cap[i]:g} N·m: '
+                         'raise threshold_max or record (and run) slower motion')
+    psi_fit = thresholds(base, speed_gain, acceleration_gain, cap, v[fit], a[fit])
+    psi_held = thresholds(base, speed_gain, acceleration_gain, cap, v[held], a[held])
     return Calibration(
         joint_names=names, base=base, speed_gain=speed_gain, acceleration_gain=acceleration_gain,
-        margin=float(margin), consecutive_samples=int(consecutive_samples),
-        acceleration_window=int(acceleration_window),
-        duration=float(t[keep][-1] - t[keep][0]), samples=int(keep.sum()),
-        peak=y[keep].max(axis=0), peak_ratio=(y[keep] / psi).max(axis=0),
-        false_alarms=count_alarms(y[keep] > psi, consecutive_samples), source=source)
+        threshold_max=cap, margin=float(margin), consecutive_samples=int(consecutive_samples),
+        acceleration_window=int(acceleration_window), holdout=float(holdout),
+        fit_duration=float(t[fit][-1] - t[fit][0]),
+        heldout_duration=float(t[held][-1] - t[held][0]),
+        peak=y[fit].max(axis=0), peak_ratio=(y[fit] / psi_fit).max(axis=0),
+        heldout_peak_ratio=(y[held] / psi_held).max(axis=0),
+        false_alarms=count_alarms(y[held] > psi_held, consecutive_samples), source=source)

@@ -1,16 +1,23 @@
 """collision_detector: τ_ext → stop signal, collision events, rviz markers, time scaling.
 
-Runs the detector of core/detector.py (seed 001 eq. 7, role and speed-dependent thresholds,
-latched, fail-safe) on every residual and the reaction of core/time_scaling.py (seed 003
-eqs. 8–11). The stop signal (std_msgs/Bool, True = stop) is reliable and transient-local,
-published on every change and as a heartbeat; a controller must treat a missing heartbeat
-as stop (docs/collision_events.md). Collision events are diagnostic_msgs/DiagnosticStatus
-(docs/collision_events.md).
+Runs the detector of core/detector.py (seed 001 eq. 7, role and speed-dependent thresholds
+capped at `threshold_max`, latched, fail-safe) on every residual and the reaction of
+core/time_scaling.py (seed 003 eqs. 8–11). Two outputs, two meanings:
+- stop (std_msgs/Bool, True = stop), the latched safety signal: reliable and transient-local,
+  published on every change and as a heartbeat; it stays True after a collision until
+  `~/reset` (or `hold_time`), and a controller must treat a missing heartbeat as stop;
+- time scaling f_S (std_msgs/Float64), the seed 003 reaction: it follows the contact itself,
+  0 while a collision is detected and `time_scaling_resume_delay` after it, negative while
+  the arm is pushed back along its path, then back to 1 by itself, even while the stop is
+  still latched; it is 0 whenever the input is waiting, stale or invalid.
+Collision events are diagnostic_msgs/DiagnosticArray, one status each, header stamped with
+the joint-state time of the residual that triggered them. docs/collision_events.md has the
+fields and what a controller must do.
 
-Fail-safe: before the first residual, after `input_timeout` without one, while the listener
-reports stale joint states, and on a non-finite residual, stop is True. A message of the
-wrong size is dropped and counted; it does not restart the timeout, so a stream of them
-stops the arm within `input_timeout`.
+Fail-safe: before the first residual, after `input_timeout` without one (or a gap that long
+between two), while the listener reports stale joint states, and on a non-finite residual,
+stop is True. A message of the wrong size is dropped and counted; it does not restart the
+timeout, so a stream of them stops the arm within `input_timeout`.
 """
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ import sys
 import time
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -27,8 +34,8 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from contact_estimation import manifest
-from contact_estimation.core.detector import (COLLISION, INVALID, NONE, STALE, WAITING,
-                                              DetectorConfig, DetectorState)
+from contact_estimation.core.detector import (COLLISION, DEFAULTS, INVALID, NONE, STALE,
+                                              WAITING, DetectorConfig, DetectorState)
 from contact_estimation.core.detector import CollisionDetector as Detector
 from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
 from contact_estimation.core.time_scaling import TimeScaling, TimeScalingConfig
@@ -45,15 +52,18 @@ _DETECTOR_PARAMETERS = {
     'thresholds_position': 'thresholds_position', 'thresholds_force': 'thresholds_force',
     'joint_roles': 'roles', 'consecutive_samples': 'consecutive_samples',
     'speed_gain': 'speed_gain', 'acceleration_gain': 'acceleration_gain',
-    'hold_time': 'hold_time', 'input_timeout': 'input_timeout',
+    'threshold_max': 'threshold_max', 'hold_time': 'hold_time',
+    'reset_quiet_time': 'reset_quiet_time', 'input_timeout': 'input_timeout',
 }
 # Parameter name → TimeScalingConfig field.
 _SCALING_PARAMETERS = {
     'time_scaling_alpha': 'alpha', 'time_scaling_push_threshold': 'push_threshold',
-    'time_scaling_recovery_rate': 'recovery_rate',
+    'time_scaling_recovery_rate': 'recovery_rate', 'time_scaling_resume_delay': 'resume_delay',
 }
+_SCALING_DEFAULTS = TimeScalingConfig()
 _EVENT_LEVELS = {NONE: OK, WAITING: WARN}
 _MARKER_NS = 'collision'
+_ORDER_CACHE = 8  # joint-name orders remembered (a driver uses one or two)
 
 
 class CollisionDetector(Node):
@@ -69,8 +79,9 @@ class CollisionDetector(Node):
         except (ValueError, ParameterException) as err:
             raise StartupError(f'{NAME}: {err}') from err
         self._names = list(self.robot.joint_names)
-        self._orders: dict[tuple[str, ...], np.ndarray | None] = {}
+        self._orders: dict[tuple[str, ...], np.ndarray | None] = {}  # at most _ORDER_CACHE
         self._q: np.ndarray | None = None          # latest joint positions (markers)
+        self._q_stamp = seconds_to_stamp(0.0)       # stamp of the message they came in
         self._v_joint_state: np.ndarray | None = None  # q̇ when the residual lacks it
         self._stamp = seconds_to_stamp(0.0)         # stamp of the latest residual
         self._published: DetectorState | None = None
@@ -80,7 +91,7 @@ class CollisionDetector(Node):
         self._stop_pub = self.create_publisher(Bool, spec.topic('stop'), STOP_QOS)
         self._scaling_pub = self.create_publisher(Float64, spec.topic('time_scaling'),
                                                   PIPELINE_QOS)
-        self._event_pub = self.create_publisher(DiagnosticStatus, spec.topic('events'),
+        self._event_pub = self.create_publisher(DiagnosticArray, spec.topic('events'),
                                                 PIPELINE_QOS)
         self._marker_pub = self.create_publisher(MarkerArray, spec.topic('markers'),
                                                  PIPELINE_QOS)
@@ -92,7 +103,7 @@ class CollisionDetector(Node):
                                  STOP_QOS)
         self.create_service(Trigger, '~/reset', self._on_reset)
         self.create_timer(1.0 / self._value('watchdog_rate'), self._on_watchdog)
-        self.create_timer(1.0 / self._value('heartbeat_rate'), self._publish_stop)
+        self.create_timer(1.0 / self._value('heartbeat_rate'), self._on_heartbeat)
         params.on_change(self, self._on_parameter_change)
         self._apply(self.detector.state(time.monotonic()))
         self.get_logger().info(
@@ -101,33 +112,44 @@ class CollisionDetector(Node):
 
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:
-        d = params.declare
-        d(self, 'thresholds_position', [4.0], 'ψ_0 of position-controlled joints, N·m: one '
-          'value for all joints or one per joint (seed 001: 4 N·m)')
-        d(self, 'thresholds_force', [8.0], 'ψ_0 of force-controlled joints, N·m: one value '
-          'or one per joint (seed 001: 8 N·m)')
-        d(self, 'joint_roles', ['position'], "each joint's role, 'position' or 'force' "
+        """Every parameter, with the defaults of core/detector.DEFAULTS and TimeScalingConfig."""
+        d, k, ts = params.declare, DEFAULTS, _SCALING_DEFAULTS
+        d(self, 'thresholds_position', [float(k['thresholds_position'])], 'ψ_0 of '
+          'position-controlled joints, N·m: one value for all joints or one per joint '
+          '(seed 001: 4 N·m)')
+        d(self, 'thresholds_force', [float(k['thresholds_force'])], 'ψ_0 of force-controlled '
+          'joints, N·m: one value or one per joint (seed 001: 8 N·m)')
+        d(self, 'joint_roles', [k['roles']], "each joint's role, 'position' or 'force' "
           '(one for all joints or one per joint); switchable at run time')
-        d(self, 'consecutive_samples', 25, 'n of seed 001 eq. 7: samples over threshold in a '
-          'row that make a collision', 1, 10000)
-        d(self, 'speed_gain', [0.0], 'k_v, N·m per rad/s: ψ grows by k_v |q̇| (one or per joint)')
-        d(self, 'acceleration_gain', [0.0], 'k_a, N·m per rad/s²: ψ grows by k_a |q̈| '
-          '(one or per joint)')
+        d(self, 'consecutive_samples', k['consecutive_samples'], 'n of seed 001 eq. 7: samples '
+          'over threshold in a row that make a collision', 1, 10000)
+        d(self, 'speed_gain', [float(k['speed_gain'])], 'k_v, N·m per rad/s: ψ grows by '
+          'k_v |q̇| (one or per joint)')
+        d(self, 'acceleration_gain', [float(k['acceleration_gain'])], 'k_a, N·m per rad/s²: '
+          'ψ grows by k_a |q̈| (one or per joint)')
+        d(self, 'threshold_max', [float(k['threshold_max'])], 'ψ_max, N·m: cap of ψ so that '
+          'fast motion never hides a contact this strong (one or per joint, >= ψ_0)')
         d(self, 'acceleration_window', 20, 'samples of the quadratic fit to q that gives q̈ '
           'for the acceleration term (lag ≈ half of it)', 3, 1000, read_only=True)
-        d(self, 'hold_time', 0.0, 'stop clears this long after the last unsafe sample, s; '
-          '0 = latched until the ~/reset service', 0.0, 3600.0)
-        d(self, 'input_timeout', 0.1, 'no residual for this long → stop, s', 0.001, 10.0)
+        d(self, 'hold_time', k['hold_time'], 'stop clears this long after the last unsafe '
+          'sample, s; 0 = latched until the ~/reset service', 0.0, 3600.0)
+        d(self, 'reset_quiet_time', k['reset_quiet_time'], 'the stop clears (reset or '
+          'hold_time) only after every joint was under threshold this long and for '
+          'consecutive_samples samples, s', 0.0, 60.0)
+        d(self, 'input_timeout', k['input_timeout'], 'no residual for this long → stop, s',
+          0.001, 10.0)
         d(self, 'watchdog_rate', 200.0, 'rate of the input timeout check, Hz', 100.0, 2000.0,
           read_only=True)
         d(self, 'heartbeat_rate', 20.0, 'rate at which stop is republished, Hz', 1.0, 1000.0,
           read_only=True)
-        d(self, 'time_scaling_alpha', 0.1, 'seed 003 α: yield speed (fraction of nominal) '
-          'per N·m of push back beyond the push threshold, 1/(N·m)', 0.0, 100.0)
-        d(self, 'time_scaling_push_threshold', 2.0, 'a push back along the path weaker than '
-          'this only holds the arm, N·m', 0.0, 1000.0)
-        d(self, 'time_scaling_recovery_rate', 0.5, 'f_S returns from 0 to 1 at this rate '
-          'once the contact is over, 1/s', 1e-3, 1000.0)
+        d(self, 'time_scaling_alpha', ts.alpha, 'seed 003 α: yield speed (fraction of '
+          'nominal) per N·m of push back beyond the push threshold, 1/(N·m)', 0.0, 100.0)
+        d(self, 'time_scaling_push_threshold', ts.push_threshold, 'a push back along the path '
+          'weaker than this only holds the arm, N·m', 0.0, 1000.0)
+        d(self, 'time_scaling_recovery_rate', ts.recovery_rate, 'f_S returns from 0 to 1 at '
+          'this rate once the contact is over, 1/s', 1e-3, 1000.0)
+        d(self, 'time_scaling_resume_delay', ts.resume_delay, 'f_S stays 0 this long after the '
+          'residuals fall back under threshold, s', 0.0, 60.0)
 
     def _value(self, name: str):
         return self.get_parameter(name).value
@@ -147,6 +169,8 @@ class CollisionDetector(Node):
         scaling = self._scaling_config(changes) if set(changes) & set(_SCALING_PARAMETERS) \
             else None
         if config is not None:
+            if not self.detector.config.acceleration_gain.any() and config.acceleration_gain.any():
+                self._acceleration.reset()  # switched on again: old samples are out of date
             self.detector.configure(config)
             self.get_logger().info(f'thresholds now {np.round(config.base_thresholds, 3)} N·m, '
                                    f'roles {list(config.roles)}, n = {config.consecutive_samples}')
@@ -162,6 +186,8 @@ class CollisionDetector(Node):
         """
         key = tuple(names)
         if key not in self._orders:
+            if len(self._orders) >= _ORDER_CACHE:  # names that vary: forget the oldest
+                self._orders.pop(next(iter(self._orders)))
             if not key:
                 self._orders[key] = np.arange(len(self._names))
             else:
@@ -198,8 +224,7 @@ class CollisionDetector(Node):
         self._stamp = msg.header.stamp
         state = self.detector.update(now, tau_ext, velocity, acceleration)
         self._apply(state)
-        usable = tau_ext if np.isfinite(tau_ext).all() else None
-        self._publish_scaling(now, state, usable, velocity)
+        self._publish_scaling(now, state, tau_ext, velocity)
 
     def _velocity(self, msg: JointState, order: np.ndarray) -> np.ndarray | None:
         """q̇ from the residual message, else from the latest joint state; None if unknown.
@@ -231,18 +256,26 @@ class CollisionDetector(Node):
         position = self._field(msg, 'position', order)
         if position is None or not np.isfinite(position).all():
             return None
-        self._q = position
+        self._q, self._q_stamp = position, msg.header.stamp
         return position
 
     def _acceleration_of(self, msg: JointState, position: np.ndarray | None):
-        """q̈ from a quadratic fit over the recent positions, when the thresholds use it."""
+        """q̈ from a quadratic fit over the recent positions, when the thresholds use it.
+
+        None (ψ without the q̈ term: the more sensitive side) until the fit has a full
+        window of samples: at start, after a stamp that does not increase (the estimator
+        restarts from that sample) and after the acceleration gain is switched on again.
+        """
         if position is None or not self.detector.config.acceleration_gain.any():
             return None
+        t = stamp_to_seconds(msg.header.stamp)
         try:
-            return self._acceleration.update(stamp_to_seconds(msg.header.stamp), position)[1]
+            acceleration = self._acceleration.update(t, position)[1]
         except ValueError as err:  # a stamp that does not increase
-            self.problems.report('stamp_order', f'residual stamp: {err}')
-            return None
+            self.problems.report('stamp_order', f'residual stamp: {err}; q̈ estimate restarted')
+            self._acceleration.reset()
+            acceleration = self._acceleration.update(t, position)[1]
+        return acceleration if self._acceleration.ready else None
 
     def _on_input_stale(self, msg: Bool) -> None:
         self.detector.set_input_stale(msg.data)
@@ -253,8 +286,14 @@ class CollisionDetector(Node):
         now = time.monotonic()
         state = self.detector.state(now)
         self._apply(state)
-        if state.cause in (WAITING, STALE):
+        if state.input_problem in (WAITING, STALE):
             self._publish_scaling(now, state, None, None)
+
+    def _on_heartbeat(self) -> None:
+        """Stop again, and the markers while shown (they follow the arm)."""
+        self._publish_stop()
+        if self._shown_joints and self._published is not None:
+            self._publish_markers(self._published)
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
         refusal = self.detector.reset(time.monotonic())
@@ -299,13 +338,18 @@ class CollisionDetector(Node):
             self._stop_pub.publish(Bool(data=self._published.stop))
 
     def _publish_scaling(self, now: float, state: DetectorState, tau_ext, velocity) -> None:
-        free_motion = None if state.over_threshold else velocity  # learn the path direction
-        f_s = self.scaling.update(now, state.stop, tau_ext, free_motion)
-        self._scaling_pub.publish(Float64(data=f_s))
+        """f_S of seed 003 from the contact (not from the latched stop)."""
+        self._scaling_pub.publish(Float64(data=self.scaling.react(now, state, tau_ext, velocity)))
 
     def _publish_event(self, state: DetectorState, message: str) -> None:
-        """One DiagnosticStatus per stop change (docs/collision_events.md)."""
-        stamp = self._stamp if state.cause == COLLISION else self.get_clock().now().to_msg()
+        """One DiagnosticArray (one status) per stop change (docs/collision_events.md).
+
+        Stamp: that of the joint state the triggering residual came from (collision,
+        invalid residual); the node's clock for what no residual triggered (stale input,
+        waiting, cleared).
+        """
+        from_residual = state.cause in (COLLISION, INVALID)
+        stamp = self._stamp if from_residual else self.get_clock().now().to_msg()
         event = DiagnosticStatus(name='collision', message=message,
                                  hardware_id=self.robot.name,
                                  level=level_byte(_EVENT_LEVELS.get(state.cause, ERROR)))
@@ -317,17 +361,20 @@ class CollisionDetector(Node):
             event.values += [
                 KeyValue(key=f'{self._names[i]}.residual', value=f'{state.residuals[i]:.4f}'),
                 KeyValue(key=f'{self._names[i]}.threshold', value=f'{state.thresholds[i]:.4f}')]
-        self._event_pub.publish(event)
+        array = DiagnosticArray(status=[event])
+        array.header.stamp = stamp
+        self._event_pub.publish(array)
 
     def _publish_markers(self, state: DetectorState) -> None:
-        """A red sphere and a label at each colliding joint; DELETEALL clears the last set."""
+        """A red sphere and a label at each joint of the latched collision, where the latest
+        joint state puts it; DELETEALL first clears the last set (and alone, the collision)."""
         self._shown_joints = state.colliding_joints
         self.problems.values['colliding_joints'] = ','.join(
             self._names[i] for i in state.colliding_joints)
         markers = [Marker(action=Marker.DELETEALL, ns=_MARKER_NS)]
         if state.colliding_joints and self._q is not None:
             origins, _ = self.robot.joint_axes(self._q)
-            header_stamp = self._stamp
+            header_stamp = self._q_stamp
             for i in state.colliding_joints:
                 sphere = self._marker(Marker.SPHERE, i, origins[i], header_stamp)
                 sphere.scale.x = sphere.scale.y = sphere.scale.z = 0.12

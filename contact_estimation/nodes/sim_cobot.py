@@ -6,7 +6,10 @@ base origin, base frame), and a lidar scan of the cell (base frame, float32 x y 
 truth goes on its own topics: per contacted link, the contact point and force (link frame,
 only while a contact exists) and, with every joint state, the true τ_ext as JointState effort.
 The arm follows the trajectory of the parameters or of the scenario file, played back at the
-time scaling f_S it receives (seed 003 eq. 8).
+time scaling f_S it receives (seed 003 eq. 8). It plays at f_S = 1 until the first f_S
+arrives; from then on, no f_S for `time_scaling_timeout` means hold (f_S = 0) until one
+arrives again: the detector that sends it may be dead, and a controller must not go on at
+the last speed it was told (docs/collision_events.md says the same to real controllers).
 
 Pace: a timer steps the physics as many steps as wall time requires, publishing each
 `rate / publish_rate`-th step; stamps are start time + simulated time. When it falls more
@@ -69,6 +72,9 @@ class SimCobot(Node):
                      for key, kind in _MESSAGES.items()}
         self.create_subscription(Float64, spec.topic('time_scaling'), self._on_time_scaling,
                                  SENSOR_QOS)
+        self._scaling_timeout = self._value('time_scaling_timeout')
+        self._scaling_received: float | None = None  # monotonic time of the last f_S
+        self._scaling_lost = False                   # holding: f_S timed out
         self._steps = 0
         self._start: float | None = None  # monotonic time of step 0, set by the first call
         self._stamp_offset = 0.0           # ROS time of simulated time 0
@@ -93,6 +99,8 @@ class SimCobot(Node):
           0.0005, 0.1, **ro)
         d(self, 'max_catch_up', 0.05, 'most wall time (s) one timer call catches up; more is '
           'skipped and reported', 0.001, 1.0, **ro)
+        d(self, 'time_scaling_timeout', 0.1, 'once an f_S has arrived, no f_S for this long '
+          'means hold (f_S = 0), s', 0.005, 10.0, **ro)
         d(self, 'scenario', '', "scenario YAML (forces, obstacles, trajectory); relative paths "
           "from the package share directory; '' = none", **ro)
         d(self, 'trajectory.type', 'smooth_random', f'one of {TRAJECTORY_TYPES} (a scenario '
@@ -201,11 +209,24 @@ class SimCobot(Node):
             self.sim.set_time_scaling(msg.data)
         except ValueError as err:
             self.problems.report('bad_time_scaling', f'time scaling ignored: {err}')
+            return
+        self._scaling_received, self._scaling_lost = time.monotonic(), False
+
+    def _check_time_scaling(self, now: float) -> None:
+        """Hold (f_S = 0) when the f_S stream, once started, stopped for the timeout."""
+        if (self._scaling_received is None or self._scaling_lost
+                or now - self._scaling_received <= self._scaling_timeout):
+            return
+        self._scaling_lost = True
+        self.sim.set_time_scaling(0.0)
+        self.problems.report('time_scaling_timeout', f'no time scaling for '
+                             f'{(now - self._scaling_received) * 1e3:.0f} ms: holding')
 
     # ------------------------------------------------------------------- stepping
     def _advance(self) -> None:
         """Step the physics up to the wall clock (at most `max_catch_up` at once)."""
         now = time.monotonic()
+        self._check_time_scaling(now)
         if self._start is None:
             self._start, self._load_mark = now, (now, time.process_time(), 0)
             self._stamp_offset = self.get_clock().now().nanoseconds * 1e-9
@@ -268,7 +289,10 @@ class SimCobot(Node):
         self.problems.values['cpu_load'] = f'{(cpu_now - cpu) / (now - wall):.3f}'
         self.problems.values['simulated_time'] = f'{self.sim.time:.3f}'
         self.problems.values['path_time'] = f'{self.sim.scaler.path_time:.3f}'
-        if behind > behind_before:
+        if self._scaling_lost:
+            self.problems.set_status(WARN, 'holding: no time scaling for more than '
+                                     f'{self._scaling_timeout * 1e3:.0f} ms')
+        elif behind > behind_before:
             self.problems.set_status(WARN, 'falling behind the wall clock')
         else:
             self.problems.set_status(OK, 'simulating in real time')
