@@ -1,13 +1,34 @@
 """`contact-estimation identify`: gravity and friction identification of seed 001 §2.
 
-    identify plan --robot panda --out sweeps.csv          the sweeps to run on the arm (CSV)
+    identify plan --robot panda --out sweeps.csv [--scenario sweeps.yaml]
+                                   the sweeps to run on the arm (CSV), and as a sim scenario
     identify simulate --robot panda --out rec.csv|BAGDIR  the sweeps on the simulated cobot
     identify fit RECORDING --robot panda --out model.yaml --plots DIR
+
+The sweeps (seed 001 §2.1): each joint goes back and forth at constant speeds, by default
+12 speeds log-spaced from 0.01 to 1 rad/s, one pair per speed (about 20-25 min for a 6- or
+7-joint arm; `plan` prints the time). Friction models are fitted only to joints swept at
+no fewer distinct speeds than they have parameters (continuous, seed 001 eq. 23: 6;
+stribeck: 4; coulomb_viscous: 2).
+
+On the simulated cobot (sim_cobot node), the same sweeps run from a scenario file whose
+trajectory is
+
+    trajectory:
+      type: sweeps         then any SweepSettings field (core/excitation.py): speeds,
+      speeds: [...]        amplitude, repetitions, joints (names), seed, acceleration,
+      amplitude: 0.8       max_pass_time, …; plan's --speeds, --amplitude, --repetitions
+                           and --seed set the keys of the same names
+
+(`plan --scenario FILE` writes one; the format is in core/trajectory.py; the simulated
+friction is the node's `friction` parameter).
 
 `fit` reads joint states (CSV or a ROS 2 bag, sqlite3 or mcap), keeps the constant-speed
 parts, fits the base gravity parameters and each friction model per joint, prints seed 001
 Table 3 (ε per joint and model), and writes the YAML the residual node loads
-(`model_file`) and one PNG per joint. Bad input: a message on stderr, exit code 2, no file.
+(`model_file`) and one PNG per joint (data and fits, seed 001 figs. 3 and 5). It refuses a
+recording whose identified gravity is far from the robot description's (another robot).
+Bad input: a message on stderr, exit code 2, no file.
 """
 from __future__ import annotations
 
@@ -17,11 +38,13 @@ import os
 import sys
 
 import numpy as np
+import yaml
 
 from contact_estimation.core import friction as friction_models
 from contact_estimation.core.excitation import (SweepSettings, plan_sweeps, record_on_simulator,
                                                 simulator_config)
-from contact_estimation.core.identification import IdentificationError, identify
+from contact_estimation.core.identification import (MAX_GRAVITY_DEVIATION, IdentificationError,
+                                                    identify)
 from contact_estimation.core.recording import (STORAGES, RecordingError, read_recording,
                                                write_bag, write_csv)
 from contact_estimation.core.robot_model import RobotModelError, RobotModel
@@ -38,7 +61,8 @@ def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = SweepSettings()
     parser.add_argument('--robot', default='panda', help='example-robot-data name or URDF path')
     parser.add_argument('--speeds', type=float, nargs='+', default=list(defaults.speeds),
-                        help='plateau speeds, rad/s')
+                        help='plateau speeds, rad/s (default: 12 log-spaced, 0.01 to 1); '
+                             'friction models need as many distinct speeds as parameters')
     parser.add_argument('--amplitude', type=float, default=defaults.amplitude,
                         help='Q: each joint sweeps its centre ± Q, rad')
     parser.add_argument('--repetitions', type=int, default=defaults.repetitions,
@@ -53,13 +77,40 @@ def _settings(args) -> SweepSettings:
 
 def _plan(args) -> int:
     robot = RobotModel.load(args.robot)
-    trajectory = plan_sweeps(robot, _settings(args))
+    settings = _settings(args)
+    trajectory = plan_sweeps(robot, settings)
     trajectory.write_csv(args.out, args.rate)
     print(f'wrote {args.out}: {len(trajectory.passes)} constant-speed passes, '
-          f'{trajectory.duration:.0f} s at {args.rate:g} Hz. Run it on the arm under position '
-          f'control, record /joint_states (position, velocity, effort), then '
-          f'`contact-estimation identify fit RECORDING --robot {args.robot}`.')
+          f'{trajectory.duration:.0f} s ({trajectory.duration / 60:.1f} min) at {args.rate:g} Hz. '
+          f'Run it on the arm under position control, record /joint_states (position, '
+          f'velocity, effort), then `contact-estimation identify fit RECORDING --robot '
+          f'{args.robot}`.')
+    if args.scenario:
+        write_scenario(args.scenario, robot, settings)
+        print(f'wrote {args.scenario}: the same sweeps as a sim_cobot scenario')
+    _warn_about_speeds(settings)
     return 0
+
+
+def write_scenario(path, robot: RobotModel, settings: SweepSettings) -> None:
+    """A scenario file (sim_cobot `scenario` parameter) whose trajectory is the sweeps."""
+    spec = {'type': 'sweeps', 'speeds': [float(v) for v in settings.speeds],
+            'amplitude': settings.amplitude, 'repetitions': settings.repetitions,
+            'seed': settings.seed}
+    text = yaml.safe_dump({'description': f'identification sweeps of seed 001 for {robot.name} '
+                                          f'(contact-estimation identify plan)',
+                           'robot': robot.name, 'trajectory': spec}, sort_keys=False)
+    with open(path, 'w', encoding='utf-8') as f:
+        f.write(text)
+
+
+def _warn_about_speeds(settings: SweepSettings) -> None:
+    count = len(set(settings.speeds))
+    short = [f'{name} ({model.minimum_speeds})' for name, model in friction_models.MODELS.items()
+             if model.minimum_speeds > count]
+    if short:
+        print(f'note: {count} distinct speeds are too few for the friction models '
+              f'{", ".join(short)} (parameters); `fit` will not fit them')
 
 
 def _simulate(args) -> int:
@@ -72,6 +123,7 @@ def _simulate(args) -> int:
     else:
         write_bag(args.out, recording, storage=args.storage)
     print(f'wrote {args.out}: {len(recording.t)} joint states, {trajectory.duration:.0f} s')
+    _warn_about_speeds(_settings(args))
     return 0
 
 
@@ -79,7 +131,8 @@ def _fit(args) -> int:
     robot = RobotModel.load(args.robot)
     recording = read_recording(args.recording, robot, args.topic)
     models = tuple(dict.fromkeys([args.friction_model, *friction_models.MODELS]))
-    result = identify(robot, recording, models, args.starts, progress=_progress)
+    result = identify(robot, recording, models, args.starts, progress=_progress,
+                      max_gravity_deviation=args.max_gravity_deviation)
     print(result.table())
     metadata = {'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
                 'data_source': os.path.abspath(args.recording),
@@ -97,7 +150,8 @@ def _fit(args) -> int:
 
 def plot_joints(result, directory) -> list[str]:
     """One PNG per joint: τ_G against its angle (seed 001 Fig. 3) and τ_f against its speed
-    with every fitted friction model (Fig. 5)."""
+    with every fitted friction model (Fig. 5; speed axis linear near zero, logarithmic
+    beyond the slowest swept speed, so the Stribeck region shows)."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -107,22 +161,30 @@ def plot_joints(result, directory) -> list[str]:
     for i, joint in enumerate(result.robot.joint_names):
         data = result.data.of_joint(i)
         predicted = result.gravity.predicted[result.data.joint == i]
-        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+        fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
         order = np.argsort(data.q[:, i])
-        left.plot(data.q[order, i], data.tau_g[order], '.', label='(τ⁺ + τ⁻)/2, data')
-        left.plot(data.q[order, i], predicted[order], 'x', label='H_G(q) π_G, fitted')
+        left.plot(data.q[order, i], data.tau_g[order], 'o', ms=5, mfc='none', color='tab:blue',
+                  label='(τ⁺ + τ⁻)/2, data')
+        left.plot(data.q[order, i], predicted[order], '+', ms=4, color='black',
+                  label='H_G(q) π_G, fitted')
         left.set(xlabel=f'{joint} angle (rad)', ylabel='gravity torque (N·m)',
-                 title=f'{joint}: gravity (RMS {result.gravity.rms[i]:.3f} N·m)')
-        right.plot(np.r_[data.speed, -data.speed], np.r_[data.tau_f, -data.tau_f], '.',
+                 title=f'{joint}: gravity (fit RMS {result.gravity.rms[i]:.3f} N·m)')
+        right.plot(np.r_[data.speed, -data.speed], np.r_[data.tau_f, -data.tau_f], '.', ms=3,
                    color='gray', label='(τ⁺ − τ⁻)/2, data')
-        top = max(float(np.max(data.speed)), 1e-3) * 1.05
-        speeds = np.linspace(-top, top, 801)
+        slowest = max(float(np.min(data.speed)), 1e-4)
+        top = max(float(np.max(data.speed)), slowest) * 1.1
+        half = np.geomspace(slowest / 20, top, 400)
+        speeds = np.r_[-half[::-1], 0.0, half]
         for name, fits in result.friction.items():
             fit = fits[i]
+            if fit.problem:
+                right.plot([], [], ' ', label=f'{name}: not fitted ({fit.problem})')
+                continue
             right.plot(speeds, friction_models.get(name)(speeds, fit.parameters),
-                       label=f'{name} (ε = {fit.epsilon:.3g})')
-        right.set(xlabel=f'{joint} speed (rad/s)', ylabel='friction torque (N·m)',
-                  title=f'{joint}: friction')
+                       label=f'{name} (ε = {fit.epsilon:.3g} N²·m²)')
+        right.set_xscale('symlog', linthresh=slowest)
+        right.set(xlabel=f'{joint} speed (rad/s; linear within ±{slowest:.3g}, log beyond)',
+                  ylabel='friction torque (N·m)', title=f'{joint}: friction')
         for axes in (left, right):
             axes.grid(True, alpha=0.3)
             axes.legend(fontsize=8)
@@ -142,6 +204,7 @@ def main(argv: list[str]) -> int:
     _sweep_arguments(plan)
     plan.add_argument('--out', required=True, help='trajectory CSV to write')
     plan.add_argument('--rate', type=float, default=1000.0, help='rows per second')
+    plan.add_argument('--scenario', help='also write the sweeps as a sim_cobot scenario YAML')
     plan.set_defaults(run=_plan)
     simulate = commands.add_parser('simulate', help='record the sweeps on the simulated cobot')
     _sweep_arguments(simulate)
@@ -158,8 +221,11 @@ def main(argv: list[str]) -> int:
     fit.add_argument('--out', required=True, help='identified model YAML to write')
     fit.add_argument('--plots', help='directory for one PNG per joint')
     fit.add_argument('--friction-model', choices=sorted(friction_models.MODELS),
-                     default='continuous', help='the friction model saved (all are fitted)')
+                     default='continuous', help='the friction model saved (all are fitted where the speeds allow)')
     fit.add_argument('--starts', type=int, default=8, help='starting points per nonlinear fit')
+    fit.add_argument('--max-gravity-deviation', type=float, default=MAX_GRAVITY_DEVIATION,
+                     help='refuse when the identified gravity differs from the description\'s '
+                          'by more than this share of its RMS on some joint (another robot)')
     fit.set_defaults(run=_fit)
     args = parser.parse_args(argv)
     try:

@@ -9,6 +9,13 @@
 - `stribeck` (static LuGre): f(v) = (f_c + (f_s − f_c) exp(−(v/v_s)²)) sign(v) + f_v v.
 
 Friction opposes motion: in M q̈ + C q̇ + g + f(q̇) = τ + τ_ext it is on the dissipative side.
+
+Each parameter's unit says what kind of quantity it is, which is what the multi-start fits of
+core/identification.py use to draw starting points: N·m an amplitude, s/rad a rate constant
+(inside tanh), rad/s a characteristic speed, N·m·s/rad a viscous coefficient.
+
+A model with k parameters needs friction measured at no fewer than k distinct speeds
+(`FrictionModel.minimum_speeds`); fewer leave it underdetermined.
 """
 from __future__ import annotations
 
@@ -43,6 +50,11 @@ class FrictionModel:
     lower: tuple[float, ...]
     upper: tuple[float, ...]
 
+    @property
+    def minimum_speeds(self) -> int:
+        """Distinct swept speeds needed to determine the parameters: one per parameter."""
+        return len(self.parameters)
+
     def __call__(self, v, params) -> np.ndarray:
         params = np.asarray(params, dtype=float)
         if params.shape != (len(self.parameters),):
@@ -71,9 +83,8 @@ def get(name: str) -> FrictionModel:
     return MODELS[name]
 
 
-def joint_friction(model: str, params: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Per-joint friction torque: `params` is n×k (one row per joint), `v` has n entries."""
-    m = get(model)
-    params = np.atleast_2d(np.asarray(params, dtype=float))
-    v = np.asarray(v, dtype=float)
-    return np.array([m(v[i], params[i]) for i in range(len(v))])
+def joint_friction(model: str | FrictionModel, params: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Per-joint friction torque, all joints at once: `params` is n×k (one row per joint),
+    `v` has n entries (or N×n samples, evaluated row by row)."""
+    m = model if isinstance(model, FrictionModel) else get(model)
+    return m.function(np.asarray(v, dtype=float), *np.atleast_2d(params).T)

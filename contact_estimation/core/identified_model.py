@@ -1,16 +1,28 @@
 """An identified gravity + friction model, G(q) and f(q̇) of seed 001 eq. 9, saved as YAML.
 
-`contact-estimation identify fit` writes it; the residual node loads it and evaluates
-τ_ext = τ − f(q̇) − G(q) (seed 001 eq. 9, whose sign is the project's: τ_ext acts on the robot).
+`contact-estimation identify fit` writes it; the residual node loads it and evaluates, at the
+slow constant speeds of eq. 9, τ_ext = G(q) + f(q̇) − τ: the project's sign (M q̈ + C q̇ + g +
+f = τ + τ_ext, τ_ext acting on the robot, core/residual.py). Seed 001 eq. 9 writes the
+opposite sign, τ_e = τ − f(q̇) − G(q), from its eq. 5.
 
 Gravity is linear in a minimal parameter set: G(q) = H_G(q) π_G (seed 001 eqs. 18, 22). Here
 H_G is built from pinocchio's joint-torque regressor at q̇ = q̈ = 0, whose columns are the
 mass and first moments (m, m·c_x, m·c_y, m·c_z) of each joint's body in its joint frame; the
 base (minimal) set keeps the independent columns and regroups the others into them:
 π_G = π_independent + K π_dependent (`GravityBasis`).
+
+Which robot a file is for: the file stores the robot's name and a fingerprint of the robot
+description it was identified with (`robot_structure`: a SHA-256 over the chain's joint types,
+placements, axes, position/velocity/effort limits, every body's inertial parameters and the
+gravity vector). `IdentifiedModel.load` refuses a file whose fingerprint differs from the
+robot's, naming both robots: joint names alone do not tell a UR5 from a UR10. The inertial
+parameters are in the fingerprint on purpose: an edited URDF inertia (a tool added to the
+description, say) means the arm the model was identified on may no longer be the arm used.
+A file without a fingerprint (written by hand) is accepted only for a robot of the same name.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field
 
@@ -29,6 +41,43 @@ VERSION = 1
 GRAVITY_PARAMETERS = ('m', 'mx', 'my', 'mz')
 GRAVITY_UNITS = {'m': 'kg', 'mx': 'kg·m', 'my': 'kg·m', 'mz': 'kg·m'}
 _PARAMETERS_PER_BODY = 10  # pinocchio's dynamic parameter vector per body
+
+
+STRUCTURE_COVERS = ('joint types, placements and axes; position, velocity and effort limits; '
+                    'inertial parameters of every body; gravity (the chain in joint order)')
+
+
+def robot_structure(robot_model: RobotModel) -> str:
+    """SHA-256 fingerprint of the kinematic and inertial structure of `robot_model`'s chain.
+
+    Hashed, joint by joint: name, pinocchio joint type, placement in the parent joint frame
+    (translation and rotation matrix), motion axis (the joint's motion subspace), the limits,
+    and the 10 dynamic parameters of its body (fixed links merged in); then the gravity
+    vector. Numbers are rounded to 1e-9 so that float noise of a rebuilt model does not
+    count as a change.
+    """
+    model = robot_model.model
+    data = model.createData()
+    pin.forwardKinematics(model, data, pin.neutral(model))
+    lower, upper = robot_model.position_limits
+    values = []
+    for i, j in enumerate(range(1, model.njoints)):
+        placement = model.jointPlacements[j]
+        axis = np.asarray(data.joints[j].S).ravel()
+        numbers = np.concatenate([placement.translation, placement.rotation.ravel(), axis,
+                                  [lower[i], upper[i], robot_model.velocity_limits[i],
+                                   robot_model.effort_limits[i]],
+                                  model.inertias[j].toDynamicParameters()])
+        values.append(f'{model.names[j]}:{model.joints[j].shortname()}:'
+                      + ','.join(_rounded(x) for x in numbers))
+    values.append('gravity:' + ','.join(_rounded(x) for x in model.gravity.linear))
+    return hashlib.sha256(';'.join(values).encode()).hexdigest()
+
+
+def _rounded(x: float) -> str:
+    if not np.isfinite(x):
+        return repr(float(x))
+    return repr(float(np.round(x, 9)) + 0.0)  # + 0.0: no "-0.0"
 
 
 class ModelFileError(ValueError):
@@ -97,6 +146,7 @@ class IdentifiedModel:
     friction_model: str              # key of friction.MODELS
     friction_parameters: np.ndarray  # n × k, one row per joint
     metadata: dict = field(default_factory=dict)
+    structure: str | None = None     # `robot_structure` of the robot it was identified on
 
     def __post_init__(self):
         self.joint_names = list(self.joint_names)
@@ -115,8 +165,6 @@ class IdentifiedModel:
                              (self.friction_parameters, 'friction')):
             if not np.all(np.isfinite(values)):
                 raise ValueError(f'{what} parameters are not all finite numbers')
-        # Friction evaluated for all joints at once: one parameter column per model argument.
-        self._friction_columns = tuple(self.friction_parameters.T.copy())
         self._bound_robot = None
 
     # ------------------------------------------------------------ evaluation
@@ -146,7 +194,7 @@ class IdentifiedModel:
 
     def friction(self, v) -> np.ndarray:
         """f(q̇) per joint in N·m, on the dissipative side of the dynamics (opposes motion)."""
-        return self._friction.function(np.asarray(v, dtype=float), *self._friction_columns)
+        return friction_models.joint_friction(self._friction, self.friction_parameters, v)
 
     # ------------------------------------------------------------------ files
     def to_dict(self) -> dict:
@@ -155,6 +203,8 @@ class IdentifiedModel:
             'format': FORMAT,
             'version': VERSION,
             'robot': self.robot,
+            'robot_structure': None if self.structure is None else {
+                'sha256': self.structure, 'covers': STRUCTURE_COVERS},
             'joint_names': list(self.joint_names),
             'gravity': {
                 'description': 'G(q) = H_G(q) pi_G over the base parameters of the gravity '
@@ -204,11 +254,25 @@ class IdentifiedModel:
         except (KeyError, TypeError, ValueError) as err:
             message = f'missing entry {err}' if isinstance(err, KeyError) else str(err)
             raise ModelFileError(f'{path}: not a valid identified model file: {message}') from err
+        this = robot_model.name or 'unnamed'
         if model.joint_names != list(robot_model.joint_names):
             raise ModelFileError(
                 f'{path} was identified for robot {model.robot!r} with joints '
-                f'{model.joint_names}; this robot ({robot_model.name or "unnamed"}) has joints '
+                f'{model.joint_names}; this robot ({this}) has joints '
                 f'{robot_model.joint_names}')
+        if model.structure is not None:
+            structure = robot_structure(robot_model)
+            if model.structure != structure:
+                raise ModelFileError(
+                    f'{path} was identified for robot {model.robot!r}, whose kinematic and '
+                    f'inertial structure differs from this robot {this!r} (fingerprint '
+                    f'{model.structure[:12]}… in the file, {structure[:12]}… here): the same '
+                    f'joint names, another arm or an edited description; identify this robot '
+                    f'(contact-estimation identify)')
+        elif model.robot != robot_model.name:
+            raise ModelFileError(
+                f'{path} was identified for robot {model.robot!r}, this robot is {this!r} '
+                f'(the file has no robot_structure fingerprint to compare)')
         try:
             model._bind(robot_model)
         except ValueError as err:
@@ -233,10 +297,15 @@ class IdentifiedModel:
                              f'the model has joints {joint_names}')
         parameters = [[float(rows[joint][name]) for name in spec.parameters]
                       for joint in joint_names]
+        structure = raw.get('robot_structure')
+        if structure is not None and not (isinstance(structure, dict)
+                                          and isinstance(structure.get('sha256'), str)):
+            raise ValueError('robot_structure must hold a "sha256" string')
         return cls(robot=str(raw['robot']), joint_names=joint_names,
                    gravity_parameters=[float(p['value']) for p in gravity['parameters']],
                    gravity_basis=basis, friction_model=spec.name,
-                   friction_parameters=parameters, metadata=dict(raw.get('metadata') or {}))
+                   friction_parameters=parameters, metadata=dict(raw.get('metadata') or {}),
+                   structure=None if structure is None else structure['sha256'])
 
 
 def _plain(value):

@@ -4,11 +4,32 @@ Every trajectory answers `sample(t) -> (q, q̇, q̈)` in model joint order
 (`RobotModel.joint_names`), radians and seconds. `TimeScaler` plays one back on the clock
 of seed 003 eqs. 8-9, so that a collision reaction can slow, hold or reverse the motion
 along its path.
+
+`make_trajectory` builds one from a spec, the `trajectory:` entry of a scenario file
+(config/scenarios/*.yaml; every key but `type` optional):
+
+    type: smooth_random    sum of sinusoids per joint, within the limits
+      seed, speed_scale, amplitude, margin, center   (see SmoothRandomTrajectory)
+    type: waypoints        minimum-jerk segments, at rest at each waypoint
+      waypoints: [[...], ...]   m rows of n joint angles (rad), within the limits
+      durations: [...]          m − 1 segment durations (s)
+    type: sweeps           the identification sweeps of seed 001 §2.1 (core/excitation.py,
+                           the plan `contact-estimation identify plan` writes), then holds home
+      speeds: [0.01, ...]  plateau speeds (rad/s); default 12 log-spaced from 0.01 to 1
+      amplitude: 0.8       Q (rad): each joint sweeps its centre ± Q
+      repetitions: 1       forward/back pairs per speed, each in a new configuration
+      joints: [joint2]     names of the joints to sweep; default all
+      seed: 0              random configurations of the other joints
+      acceleration, max_speed_fraction, margin, max_pass_time, dwell, transfer_speed,
+      floor_clearance, spread, home: the other `excitation.SweepSettings` fields
 """
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 
+from contact_estimation.core.excitation import SweepSettings, plan_sweeps
 from contact_estimation.core.robot_model import RobotModel
 
 
@@ -133,14 +154,15 @@ class TimeScaler:
         self.path_time = max(0.0, self.path_time + self.scaling * self.dt)
 
 
-TRAJECTORY_TYPES = ('smooth_random', 'waypoints')
+TRAJECTORY_TYPES = ('smooth_random', 'waypoints', 'sweeps')
 
 
 def make_trajectory(robot: RobotModel, spec: dict):
     """A trajectory from a spec (a scenario file's `trajectory`, or the node's parameters):
 
     - `type: smooth_random` with optional seed, speed_scale, margin, amplitude, center;
-    - `type: waypoints` with waypoints (m × n, rad) and durations (m − 1 segment times, s).
+    - `type: waypoints` with waypoints (m × n, rad) and durations (m − 1 segment times, s);
+    - `type: sweeps` with optional `excitation.SweepSettings` fields (joints by name).
     """
     kind = spec.get('type')
     options = {k: v for k, v in spec.items() if k != 'type'}
@@ -160,4 +182,24 @@ def make_trajectory(robot: RobotModel, spec: dict):
         if np.any(trajectory.waypoints < lower) or np.any(trajectory.waypoints > upper):
             raise ValueError('a waypoint is outside the joint limits')
         return trajectory
+    if kind == 'sweeps':
+        return _sweeps(robot, options)
     raise ValueError(f'trajectory type must be one of {TRAJECTORY_TYPES}, got {kind!r}')
+
+
+def _sweeps(robot: RobotModel, options: dict):
+    """The identification sweeps of core/excitation.py for a `type: sweeps` spec."""
+    known = {f.name for f in fields(SweepSettings)}
+    if set(options) - known:
+        raise ValueError(f'a sweeps trajectory takes {sorted(known)}, got unknown '
+                         f'{sorted(set(options) - known)}')
+    for key in ('speeds', 'home'):
+        if options.get(key) is not None:
+            options[key] = tuple(float(x) for x in options[key])
+    if options.get('joints') is not None:
+        unknown = [j for j in options['joints'] if j not in robot.joint_names]
+        if unknown:
+            raise ValueError(f'sweeps joints {unknown} are not joints of robot {robot.name!r} '
+                             f'({robot.joint_names})')
+        options['joints'] = tuple(robot.joint_names.index(j) for j in options['joints'])
+    return plan_sweeps(robot, SweepSettings(**options))
