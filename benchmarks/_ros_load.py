@@ -3,16 +3,19 @@
 Shared by the benchmarks that feed the pipeline a fixed-rate stream (joint states at 1 kHz,
 as the Panda's franka driver publishes them) and time what comes out. The nodes run the way
 `ros2 launch` starts them (`ros/testing.node_process`), on a ROS domain of their own on
-localhost. A publisher thread sends input i at its deadline with the wall-clock time as its
-stamp; the nodes keep the stamp, so latency = receipt time − stamp, across every DDS hop and
-every node's work. The first `warmup` seconds (discovery, first-call costs) are not counted.
-CPU use is each node process's utime + stime (/proc/<pid>/stat) over the measured period.
+localhost. A publisher process of its own (as a robot driver would be) sends input i at its
+deadline with the wall-clock time as its stamp; the nodes keep the stamp, so latency =
+receipt time in the monitor (this process) − stamp, across every DDS hop and every node's
+work. Publisher and monitor are separate processes so that neither's Python work delays the
+other. The first `warmup` seconds (discovery, first-call costs) are not counted. CPU use is
+each process's utime + stime (/proc/<pid>/stat) over the measured period.
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import platform
-import threading
+import queue
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -60,34 +63,53 @@ class CpuClock:
         return (int(fields[11]) + int(fields[12])) / self.TICK  # fields 14, 15 of proc(5)
 
 
+@dataclass(frozen=True)
+class Contacts:
+    """A collision-level torque `offset` (N·m) added to the effort of `joint` for `duration`
+    s every `period` s, so the pipeline sees a contact (the residual is ~0 otherwise)."""
+
+    joint: int
+    offset: float
+    period: float
+    duration: float
+
+    def active(self, i: int, rate: float) -> bool:
+        return i % int(self.period * rate) < int(self.duration * rate)
+
+
 class PandaStream:
     """Joint states of a Panda in smooth motion, as the franka driver publishes them.
 
     Position, velocity and effort of the 7 arm joints (effort = the URDF inverse dynamics of
     the motion, so the residual is ~0 without an added offset) plus the two finger joints,
     precomputed for `count` samples at `rate` so that publishing costs only the message.
+    Picklable: the publisher process gets it whole.
     """
 
     FINGERS = ['panda_finger_joint1', 'panda_finger_joint2']
 
-    def __init__(self, robot: RobotModel, rate: float, count: int, fingers: bool = True):
+    def __init__(self, robot: RobotModel, rate: float, count: int, fingers: bool = True,
+                 contacts: Contacts | None = None):
         trajectory = SmoothRandomTrajectory(robot, seed=0, speed_scale=0.3, amplitude=0.5)
         samples = [trajectory.sample(i / rate) for i in range(count)]
+        self.rate = rate
         self.q = np.array([s[0] for s in samples])
         self.v = np.array([s[1] for s in samples])
         self.effort = np.array([robot.rnea(*s) for s in samples])
+        if contacts is not None:
+            touched = [contacts.active(i, rate) for i in range(count)]
+            self.effort[touched, contacts.joint] += contacts.offset
         extra = len(self.FINGERS) if fingers else 0
         self.names = list(robot.joint_names) + (self.FINGERS if fingers else [])
         self._extra = [0.02] * extra, [0.0] * extra, [0.0] * extra
 
-    def message(self, i: int, stamp, effort_offset: np.ndarray | None = None) -> JointState:
-        effort = self.effort[i] if effort_offset is None else self.effort[i] + effort_offset
+    def message(self, i: int, stamp) -> JointState:
         msg = JointState(name=self.names)
         msg.header.stamp = stamp
         msg.header.frame_id = ''
         msg.position = self.q[i].tolist() + self._extra[0]
         msg.velocity = self.v[i].tolist() + self._extra[1]
-        msg.effort = effort.tolist() + self._extra[2]
+        msg.effort = self.effort[i].tolist() + self._extra[2]
         return msg
 
 
@@ -151,44 +173,86 @@ class LoadResult:
     HEADER = '   sent |   lost           | p50, ms | p99, ms | max, ms'
 
 
-def run_load(nodes: dict[str, dict], input_type, input_topic: str,
-             make_input: Callable[[int, object], object], outputs: list[Output],
-             rate: float, duration: float, warmup: float = 2.0, progress=None,
+def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
+             outputs: list[Output], duration: float, warmup: float = 2.0, progress=None,
              input_qos=PIPELINE_QOS) -> Run:
-    """Start `nodes` (name → parameter overrides) as processes and feed them
-    `make_input(i, stamp)` on `input_topic` at `rate` Hz for warmup + duration s.
+    """Start `nodes` (name → parameter overrides) as processes, listen to `outputs` here, and
+    publish `stream.message(i, stamp)` on `input_topic` at `stream.rate` Hz for warmup +
+    duration s from a publisher process of its own.
 
     Logs go to out/<node>_load.log. `progress(k)` is called every second of publishing.
     """
-    run = Run()
     os.makedirs(LOG_DIR, exist_ok=True)
     with ExitStack() as stack:
         procs = {name: stack.enter_context(node_process(
             name, overrides=overrides, log_path=os.path.join(LOG_DIR, f'{name}_load.log')))
             for name, overrides in nodes.items()}
         context = stack.enter_context(ros_context())
-        node = rclpy.create_node('load_generator', context=context)
+        node = rclpy.create_node('load_monitor', context=context)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         stack.callback(node.destroy_node)
         stack.callback(executor.shutdown)
-        publisher = node.create_publisher(input_type, input_topic, input_qos)
         for out in outputs:
             node.create_subscription(out.msg_type, out.topic,
                                      lambda msg, cb=out.callback: cb(msg, time.time()), out.qos)
-        if not spin_until(executor, lambda: publisher.get_subscription_count() > 0 and all(
+        if not spin_until(executor, lambda: all(
                 node.count_publishers(out.topic) > 0 for out in outputs), 30.0):
             raise RuntimeError('nodes did not come up: exit codes '
                                f'{ {n: p.poll() for n, p in procs.items()} }, logs in {LOG_DIR}')
-        clocks = {name: CpuClock(proc.pid) for name, proc in procs.items()}
-        clocks['load generator'] = CpuClock(os.getpid())
-        done = threading.Event()
+        pids = {name: proc.pid for name, proc in procs.items()} | {'monitor': os.getpid()}
+        spawn = multiprocessing.get_context('spawn')
+        reports = spawn.Queue()
+        publisher = spawn.Process(target=_publish, daemon=True, args=(
+            stream, input_topic, input_qos, duration, warmup, pids, reports))
+        publisher.start()
+        stack.callback(publisher.join, 5.0)
+        deadline = time.monotonic() + warmup + duration + 60.0
+        run = None
+        while run is None and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.01)
+            try:
+                report = reports.get_nowait()
+            except queue.Empty:
+                continue
+            if isinstance(report, BaseException):
+                raise report
+            if isinstance(report, Run):
+                run = report
+            elif progress is not None:
+                progress(report)
+        if run is None:
+            raise RuntimeError('the load publisher did not finish in time')
+        spin_for(executor, DRAIN)
+        exited = {n: p.returncode for n, p in procs.items() if p.poll() is not None}
+        if exited:
+            raise RuntimeError(f'nodes exited under load: {exited}, logs in {LOG_DIR}')
+    return run
 
-        def feed():
-            period, start = 1.0 / rate, time.monotonic()
+
+def _publish(stream: PandaStream, topic: str, qos, duration: float, warmup: float,
+             pids: dict[str, int], reports) -> None:
+    """The publisher process: input i at start + i / rate, stamped with the wall clock.
+
+    Reports to the monitor through `reports`: 1 per second published (progress), then the Run
+    (CPU of every process over the measured period), or the exception that stopped it.
+    """
+    try:
+        with ros_context() as context:
+            node = rclpy.create_node('load_publisher', context=context)
+            publisher = node.create_publisher(JointState, topic, qos)
+            deadline = time.monotonic() + 30.0
+            while publisher.get_subscription_count() == 0:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f'no subscriber on {topic}')
+                time.sleep(0.05)
+            clocks = {name: CpuClock(pid) for name, pid in pids.items()}
+            clocks['load publisher'] = CpuClock(os.getpid())
+            run = Run()
+            period, start = 1.0 / stream.rate, time.monotonic()
             run.measure_from = time.time() + warmup
             cpu_start, wall_start = None, 0.0
-            for i in range(int((warmup + duration) * rate)):
+            for i in range(int((warmup + duration) * stream.rate)):
                 delay = start + i * period - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
@@ -196,36 +260,18 @@ def run_load(nodes: dict[str, dict], input_type, input_topic: str,
                 if cpu_start is None and now >= run.measure_from:
                     cpu_start = {name: c.read() for name, c in clocks.items()}
                     wall_start = time.monotonic()
-                publisher.publish(make_input(i, seconds_to_stamp(now)))
+                publisher.publish(stream.message(i, seconds_to_stamp(now)))
                 if cpu_start is not None:
                     run.sent += 1
-                if progress is not None and (i + 1) % int(rate) == 0:
-                    progress(1)
+                if (i + 1) % int(stream.rate) == 0:
+                    reports.put(1)
             elapsed = time.monotonic() - wall_start
             run.cpu = {name: 100.0 * (c.read() - cpu_start[name]) / elapsed
                        for name, c in clocks.items()}
-
-        failure: list[BaseException] = []
-
-        def publish():
-            try:
-                feed()
-            except BaseException as err:  # re-raised in the caller's thread
-                failure.append(err)
-            finally:
-                done.set()
-
-        thread = threading.Thread(target=publish, daemon=True)
-        thread.start()
-        spin_until(executor, done.is_set, warmup + duration + 60.0)
-        spin_for(executor, DRAIN)
-        thread.join()
-        if failure:
-            raise failure[0]
-        exited = {n: p.returncode for n, p in procs.items() if p.poll() is not None}
-        if exited:
-            raise RuntimeError(f'nodes exited under load: {exited}, logs in {LOG_DIR}')
-    return run
+            node.destroy_node()
+        reports.put(run)
+    except BaseException as err:  # re-raised in the monitor
+        reports.put(err)
 
 
 def table(header: str, rows: list[str]) -> str:

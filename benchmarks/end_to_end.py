@@ -22,16 +22,17 @@ import argparse
 import sys
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticStatus
+from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64
 from tqdm import tqdm
 
-from _ros_load import (LoadResult, Output, PandaStream, StampLatencies, cpu_table, machine,
-                       run_load, table)
+from _ros_load import (Contacts, LoadResult, Output, PandaStream, StampLatencies, cpu_table,
+                       machine, run_load, table)
 from contact_estimation import manifest
 from contact_estimation.core.detector import COLLISION
 from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.qos import STOP_QOS
 
 RATE = 1000.0
@@ -63,10 +64,10 @@ class CollisionEvents:
     def __init__(self):
         self.stamps = []
 
-    def __call__(self, msg: DiagnosticStatus, now: float) -> None:
-        values = {kv.key: kv.value for kv in msg.values}
-        if values.get('event') == COLLISION:
-            self.stamps.append(float(values['stamp']))
+    def __call__(self, msg: DiagnosticArray, now: float) -> None:
+        for status in msg.status:
+            if {kv.key: kv.value for kv in status.values}.get('event') == COLLISION:
+                self.stamps.append(stamp_to_seconds(msg.header.stamp))
 
 
 def latencies(triggers: np.ndarray, rises: list[float]) -> np.ndarray:
@@ -89,29 +90,23 @@ def main(argv=None) -> int:
     parser.add_argument('--rate', type=float, default=RATE, help='joint states per second')
     args = parser.parse_args(argv)
     rate = args.rate
-    period, contact = int(PERIOD * rate), int(CONTACT * rate)
     duration = 10.0 if args.quick else args.duration
     print(f'machine: {machine()}')
     listener, residual_node, detector = (manifest.node(n) for n in NODES)
-    stream = PandaStream(RobotModel.load('panda'), rate, int((WARMUP + duration) * rate))
-    offset = np.zeros(len(stream.effort[0]))
-    offset[JOINT] = OFFSET
-
-    def make_input(i: int, stamp) -> JointState:
-        return stream.message(i, stamp, offset if i % period < contact else None)
-
+    stream = PandaStream(RobotModel.load('panda'), rate, int((WARMUP + duration) * rate),
+                         contacts=Contacts(JOINT, OFFSET, PERIOD, CONTACT))
     residuals, events = StampLatencies(), CollisionEvents()
     stops, holds = Rises(lambda m: m.data), Rises(lambda m: m.data <= 0.0)
     outputs = [Output(JointState, residual_node.topic('residual'), residuals),
-               Output(DiagnosticStatus, detector.topic('events'), events),
+               Output(DiagnosticArray, detector.topic('events'), events),
                Output(Bool, detector.topic('stop'), stops, STOP_QOS),
                Output(Float64, detector.topic('time_scaling'), holds)]
     with tqdm(total=int(WARMUP + duration), unit='s', desc='end to end') as bar:
-        run = run_load(NODES, JointState, listener.topic('joint_states'), make_input, outputs,
-                       rate, duration, WARMUP, bar.update)
+        run = run_load(NODES, stream, listener.topic('joint_states'), outputs, duration, WARMUP,
+                       bar.update)
 
     per_sample = LoadResult(rate, run.sent, residuals.since(run.measure_from))
-    contacts = int(np.ceil(run.sent / period))  # onsets in the measured period (±1)
+    contacts = int(np.ceil(run.sent / (PERIOD * rate)))  # onsets in the measured period (±1)
     triggers = np.array([s for s in events.stamps if s >= run.measure_from])
     stop = LoadResult(rate, len(triggers), latencies(triggers, stops.times))
     hold = LoadResult(rate, len(triggers), latencies(triggers, holds.times))

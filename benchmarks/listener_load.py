@@ -35,8 +35,8 @@ def main(argv=None) -> int:
     stream = PandaStream(RobotModel.load('panda'), RATE, int((WARMUP + duration) * RATE))
     outputs = StampLatencies()
     with tqdm(total=int(WARMUP + duration), unit='s', desc=NODE) as bar:
-        run = run_load({NODE: {}}, JointState, spec.topic('joint_states'), stream.message,
-                       [Output(JointState, spec.topic('joint_state'), outputs)], RATE, duration,
+        run = run_load({NODE: {}}, stream, spec.topic('joint_states'),
+                       [Output(JointState, spec.topic('joint_state'), outputs)], duration,
                        WARMUP, bar.update)
     result = LoadResult(RATE, run.sent, outputs.since(run.measure_from))
     print(f'\n{NODE}: {RATE:.0f} Hz for {duration:.0f} s (after {WARMUP:.0f} s warm-up); '

@@ -68,9 +68,9 @@ def main(argv=None) -> int:
     with tqdm(total=len(MODELS) * int(WARMUP + duration), unit='s', desc=NODE) as bar:
         for kind in MODELS:
             outputs = StampLatencies()
-            run = run_load({NODE: {'model': kind}}, JointState, spec.topic('joint_state'),
-                           stream.message, [Output(JointState, spec.topic('residual'), outputs)],
-                           RATE, duration, WARMUP, bar.update)
+            run = run_load({NODE: {'model': kind}}, stream, spec.topic('joint_state'),
+                           [Output(JointState, spec.topic('residual'), outputs)], duration,
+                           WARMUP, bar.update)
             result = LoadResult(RATE, run.sent, outputs.since(run.measure_from))
             rows.append(f'{kind:17s} | {result.cells()} | {run.cpu[NODE]:6.1f}')
             runs[kind] = run

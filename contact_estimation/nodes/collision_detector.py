@@ -63,6 +63,9 @@ _SCALING_PARAMETERS = {
 _SCALING_DEFAULTS = TimeScalingConfig()
 _EVENT_LEVELS = {NONE: OK, WAITING: WARN}
 _MARKER_NS = 'collision'
+# f_S is published when it moves by more than this (a 1 kHz stream of 1.0 costs CPU and
+# tells a controller nothing); the heartbeat repeats it.
+SCALING_STEP = 1e-3
 _ORDER_CACHE = 8  # joint-name orders remembered (a driver uses one or two)
 
 
@@ -82,9 +85,9 @@ class CollisionDetector(Node):
         self._orders: dict[tuple[str, ...], np.ndarray | None] = {}  # at most _ORDER_CACHE
         self._q: np.ndarray | None = None          # latest joint positions (markers)
         self._q_stamp = seconds_to_stamp(0.0)       # stamp of the message they came in
-        self._v_joint_state: np.ndarray | None = None  # q̇ when the residual lacks it
         self._stamp = seconds_to_stamp(0.0)         # stamp of the latest residual
         self._published: DetectorState | None = None
+        self._scaling_sent: float | None = None    # f_S last published
         self._shown_joints: tuple[int, ...] = ()
 
         self.problems = ProblemCounter(self, hardware_id=self.robot.name)
@@ -96,8 +99,6 @@ class CollisionDetector(Node):
         self._marker_pub = self.create_publisher(MarkerArray, spec.topic('markers'),
                                                  PIPELINE_QOS)
         self.create_subscription(JointState, spec.topic('residual'), self._on_residual,
-                                 SENSOR_QOS)
-        self.create_subscription(JointState, spec.topic('joint_state'), self._on_joint_state,
                                  SENSOR_QOS)
         self.create_subscription(Bool, spec.topic('input_stale'), self._on_input_stale,
                                  STOP_QOS)
@@ -140,7 +141,7 @@ class CollisionDetector(Node):
           0.001, 10.0)
         d(self, 'watchdog_rate', 200.0, 'rate of the input timeout check, Hz', 100.0, 2000.0,
           read_only=True)
-        d(self, 'heartbeat_rate', 20.0, 'rate at which stop is republished, Hz', 1.0, 1000.0,
+        d(self, 'heartbeat_rate', 20.0, 'rate at which stop and f_S are republished, Hz', 1.0, 1000.0,
           read_only=True)
         d(self, 'time_scaling_alpha', ts.alpha, 'seed 003 α: yield speed (fraction of '
           'nominal) per N·m of push back beyond the push threshold, 1/(N·m)', 0.0, 100.0)
@@ -227,29 +228,17 @@ class CollisionDetector(Node):
         self._publish_scaling(now, state, tau_ext, velocity)
 
     def _velocity(self, msg: JointState, order: np.ndarray) -> np.ndarray | None:
-        """q̇ from the residual message, else from the latest joint state; None if unknown.
+        """q̇ from the residual message (residual_node copies it from its joint state).
 
-        A non-finite q̇ is not used: the thresholds then fall back to ψ_0, the most
+        None when missing or not finite: the thresholds then fall back to ψ_0, the most
         sensitive setting, which errs on the safe side.
         """
         velocity = self._field(msg, 'velocity', order)
-        if velocity is None:
-            velocity = self._v_joint_state
         if velocity is not None and not np.isfinite(velocity).all():
             self.problems.report('invalid_velocity', 'velocity with NaN/inf: thresholds '
                                  'without the speed term')
             return None
         return velocity
-
-    def _on_joint_state(self, msg: JointState) -> None:
-        """Positions for the markers and q̇ for residuals that carry none."""
-        order = self._order(msg.name)
-        if order is None:
-            self.problems.report('wrong_joints', f'joint state for {list(msg.name)} lacks '
-                                 f'some of {self._names}: ignored')
-            return
-        self._remember_position(msg, order)
-        self._v_joint_state = self._field(msg, 'velocity', order)
 
     def _remember_position(self, msg: JointState, order: np.ndarray) -> np.ndarray | None:
         """The message's finite positions in model order (kept for the markers), or None."""
@@ -290,8 +279,10 @@ class CollisionDetector(Node):
             self._publish_scaling(now, state, None, None)
 
     def _on_heartbeat(self) -> None:
-        """Stop again, and the markers while shown (they follow the arm)."""
+        """Stop and f_S again, and the markers while shown (they follow the arm)."""
         self._publish_stop()
+        if self._scaling_sent is not None:
+            self._scaling_pub.publish(Float64(data=self._scaling_sent))
         if self._shown_joints and self._published is not None:
             self._publish_markers(self._published)
 
@@ -338,8 +329,12 @@ class CollisionDetector(Node):
             self._stop_pub.publish(Bool(data=self._published.stop))
 
     def _publish_scaling(self, now: float, state: DetectorState, tau_ext, velocity) -> None:
-        """f_S of seed 003 from the contact (not from the latched stop)."""
-        self._scaling_pub.publish(Float64(data=self.scaling.react(now, state, tau_ext, velocity)))
+        """f_S of seed 003 from the contact (not from the latched stop), published when it
+        changes by more than SCALING_STEP; the heartbeat repeats it."""
+        value = self.scaling.react(now, state, tau_ext, velocity)
+        if self._scaling_sent is None or abs(value - self._scaling_sent) > SCALING_STEP:
+            self._scaling_sent = value
+            self._scaling_pub.publish(Float64(data=value))
 
     def _publish_event(self, state: DetectorState, message: str) -> None:
         """One DiagnosticArray (one status) per stop change (docs/collision_events.md).

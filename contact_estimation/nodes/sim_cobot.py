@@ -99,8 +99,8 @@ class SimCobot(Node):
           0.0005, 0.1, **ro)
         d(self, 'max_catch_up', 0.05, 'most wall time (s) one timer call catches up; more is '
           'skipped and reported', 0.001, 1.0, **ro)
-        d(self, 'time_scaling_timeout', 0.1, 'once an f_S has arrived, no f_S for this long '
-          'means hold (f_S = 0), s', 0.005, 10.0, **ro)
+        d(self, 'time_scaling_timeout', 0.15, 'once an f_S has arrived, no f_S for this long '
+          'means hold (f_S = 0), s (the detector repeats f_S at 20 Hz: 3 periods)', 0.005, 10.0, **ro)
         d(self, 'scenario', '', "scenario YAML (forces, obstacles, trajectory); relative paths "
           "from the package share directory; '' = none", **ro)
         d(self, 'trajectory.type', 'smooth_random', f'one of {TRAJECTORY_TYPES} (a scenario '
