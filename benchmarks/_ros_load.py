@@ -26,13 +26,16 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState
 
+from contact_estimation import manifest
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.trajectory import SmoothRandomTrajectory
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.qos import PIPELINE_QOS
 from contact_estimation.ros.testing import node_process, ros_context, spin_for, spin_until
 
-DRAIN = 1.0  # s of listening after the last input (stop has a heartbeat: never quiet)
+# s of listening after the last input: the last outputs and one more /diagnostics (1 Hz)
+# with the nodes' final message counts.
+DRAIN = 2.5
 LOG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'out')
 
 
@@ -145,6 +148,7 @@ class Run:
 
     measure_from: float = float('inf')  # wall time of the first measured input
     sent: int = 0                       # inputs published in the measured period
+    published: int = 0                  # inputs published in all, warm-up included
     cpu: dict[str, float] = field(default_factory=dict)  # % of one core, per node process
 
 
@@ -174,8 +178,8 @@ class LoadResult:
 
 
 def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
-             outputs: list[Output], duration: float, warmup: float = 2.0, progress=None,
-             input_qos=PIPELINE_QOS) -> Run:
+             outputs: list[Output], duration: float, warmup: float = 2.0,
+             progress=None) -> Run:
     """Start `nodes` (name → parameter overrides) as processes, listen to `outputs` here, and
     publish `stream.message(i, stamp)` on `input_topic` at `stream.rate` Hz for warmup +
     duration s from a publisher process of its own.
@@ -196,15 +200,20 @@ def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
         for out in outputs:
             node.create_subscription(out.msg_type, out.topic,
                                      lambda msg, cb=out.callback: cb(msg, time.time()), out.qos)
+        # Every output and every node's inputs connected, so that no input is lost to
+        # discovery: the counts then compare with what was sent.
+        inputs = {spec.topic(key) for spec in map(manifest.node, nodes)
+                  for key in spec.subscribes}
         if not spin_until(executor, lambda: all(
-                node.count_publishers(out.topic) > 0 for out in outputs), 30.0):
+                node.count_publishers(out.topic) > 0 for out in outputs) and all(
+                node.count_subscribers(topic) > 0 for topic in inputs), 30.0):
             raise RuntimeError('nodes did not come up: exit codes '
                                f'{ {n: p.poll() for n, p in procs.items()} }, logs in {LOG_DIR}')
         pids = {name: proc.pid for name, proc in procs.items()} | {'monitor': os.getpid()}
         spawn = multiprocessing.get_context('spawn')
         reports = spawn.Queue()
         publisher = spawn.Process(target=_publish, daemon=True, args=(
-            stream, input_topic, input_qos, duration, warmup, pids, reports))
+            stream, input_topic, duration, warmup, pids, reports))
         publisher.start()
         stack.callback(publisher.join, 5.0)
         deadline = time.monotonic() + warmup + duration + 60.0
@@ -230,7 +239,7 @@ def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
     return run
 
 
-def _publish(stream: PandaStream, topic: str, qos, duration: float, warmup: float,
+def _publish(stream: PandaStream, topic: str, duration: float, warmup: float,
              pids: dict[str, int], reports) -> None:
     """The publisher process: input i at start + i / rate, stamped with the wall clock.
 
@@ -240,7 +249,7 @@ def _publish(stream: PandaStream, topic: str, qos, duration: float, warmup: floa
     try:
         with ros_context() as context:
             node = rclpy.create_node('load_publisher', context=context)
-            publisher = node.create_publisher(JointState, topic, qos)
+            publisher = node.create_publisher(JointState, topic, PIPELINE_QOS)
             deadline = time.monotonic() + 30.0
             while publisher.get_subscription_count() == 0:
                 if time.monotonic() > deadline:
@@ -261,6 +270,7 @@ def _publish(stream: PandaStream, topic: str, qos, duration: float, warmup: floa
                     cpu_start = {name: c.read() for name, c in clocks.items()}
                     wall_start = time.monotonic()
                 publisher.publish(stream.message(i, seconds_to_stamp(now)))
+                run.published += 1
                 if cpu_start is not None:
                     run.sent += 1
                 if (i + 1) % int(stream.rate) == 0:

@@ -139,7 +139,8 @@ class CollisionDetector(Node):
           'consecutive_samples samples, s', 0.0, 60.0)
         d(self, 'input_timeout', k['input_timeout'], 'no residual for this long → stop, s',
           0.001, 10.0)
-        d(self, 'watchdog_rate', 200.0, 'rate of the input timeout check, Hz', 100.0, 2000.0,
+        d(self, 'watchdog_rate', 50.0, 'rate of the input timeout check, Hz: a stop for missing '
+          'input comes at most input_timeout + 1/watchdog_rate late', 10.0, 2000.0,
           read_only=True)
         d(self, 'heartbeat_rate', 20.0, 'rate at which stop and f_S are republished, Hz', 1.0, 1000.0,
           read_only=True)
@@ -207,6 +208,7 @@ class CollisionDetector(Node):
 
     def _on_residual(self, msg: JointState) -> None:
         now = time.monotonic()
+        self.problems.traffic['residuals_received'] += 1
         order = self._order(msg.name)
         if order is None:
             self.problems.report('wrong_joints', f'residual for joints {list(msg.name)} lacks '

@@ -194,6 +194,7 @@ class ResidualNode(Node):
         out = JointState(header=msg.header, name=self._joint_names, position=msg.position,
                          velocity=msg.velocity, effort=tau_ext.tolist())
         self._publisher.publish(out)
+        self.problems.traffic['residuals_published'] += 1
 
     def _wrist_torque(self, t: float, q: np.ndarray, setup: _Setup) -> np.ndarray:
         """J_wristᵀ w of the latest wrist wrench, or zero (reported) when it is not current."""

@@ -1,4 +1,4 @@
-"""Counted problems with throttled log lines, published on /diagnostics.
+"""Counted problems with throttled log lines, and message counts, published on /diagnostics.
 
 diagnostic_updater is not on PyPI; this is the small part of it we need: one
 DiagnosticStatus per node whose values are the count of each kind of problem.
@@ -30,6 +30,7 @@ class ProblemCounter:
         self._log_period = log_period
         self._last_logged: dict[str, float] = {}
         self.counts: Counter[str] = Counter()
+        self.traffic: Counter[str] = Counter()  # messages handled, by kind (not problems)
         self.level = OK
         self.message = 'ok'
         self.values: dict[str, str] = {}
@@ -57,7 +58,8 @@ class ProblemCounter:
         status = DiagnosticStatus(
             level=level_byte(self.level), name=self._node.get_fully_qualified_name(),
             message=self.message, hardware_id=self._hardware_id)
-        status.values = [KeyValue(key=k, value=str(v)) for k, v in sorted(self.counts.items())]
+        status.values = [KeyValue(key=k, value=str(v)) for k, v in sorted(
+            (self.counts + self.traffic).items())]
         status.values += [KeyValue(key=k, value=v) for k, v in sorted(self.values.items())]
         array = DiagnosticArray(status=[status])
         array.header.stamp = self._node.get_clock().now().to_msg()
