@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 from typing import Callable
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.signals import SignalHandlerOptions
 from rclpy.node import Node
 
 try:  # rclpy ≥ 9 (Kilted): callbacks dispatched in C++
@@ -27,10 +29,16 @@ def run(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
     The executor is rclpy's EventsExecutor where the distribution has it: at 1 kHz the
     Python SingleThreadedExecutor rebuilds its wait set on every wake-up, which cost these
     nodes ~40 % of a core each, more than their own work (benchmarks/end_to_end.py). It is
-    spun with spin_once in a loop that checks the context, because its spin() does not
-    return on Ctrl-C.
+    spun with spin_once in a loop, because its spin() does not return on Ctrl-C.
+
+    SIGINT (Ctrl-C, ros2 launch) and SIGTERM only ask the loop to end: a KeyboardInterrupt
+    raised inside a callback would leave it half done and be logged as a crash.
     """
-    rclpy.init(args=args if args is not None else sys.argv)
+    stop_requested = []
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda *_: stop_requested.append(True))
+    rclpy.init(args=args if args is not None else sys.argv,
+               signal_handler_options=SignalHandlerOptions.NO)
     node = None
     try:
         node = make_node()
@@ -39,14 +47,10 @@ def run(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
         gc.freeze()
         executor = _FastExecutor()
         executor.add_node(node)
-        while rclpy.ok():
+        while rclpy.ok() and not stop_requested:
             executor.spin_once(timeout_sec=SPIN_PERIOD)
-    except (KeyboardInterrupt, ExternalShutdownException):
+    except ExternalShutdownException:
         pass
-    except RuntimeError:
-        if rclpy.ok():
-            raise
-        # Ctrl-C shut the context down while the executor was taking a message: a clean stop.
     except StartupError as err:
         print(f'[FATAL] {err}', file=sys.stderr, flush=True)
         return 1
