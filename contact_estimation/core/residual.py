@@ -99,18 +99,22 @@ class _SampleClock:
     def step(self, t: float) -> float | None:
         """dt since the previous sample, or None to start over (first sample or gap).
 
-        Sets `last_gap` to the length of the gap that made it start over (else 0).
+        Sets `last_gap` to the length of the gap that made it start over (else 0). A time
+        more than `gap_threshold` back is a new time base (the driver or the simulator
+        restarted, and the listener accepted it): a gap too, not an error that would drop
+        every sample until the old time is passed. A repeated or slightly earlier time
+        raises SampleOrderError.
         """
         previous, self.last_gap = self._t, 0.0
-        if previous is not None and t <= previous:
+        if previous is not None and previous - self.gap_threshold <= t <= previous:
             raise SampleOrderError(f'sample at t = {t:.6f} s is not after the previous one '
                                    f'({previous:.6f} s)')
         self._t = t
         if previous is None:
             return None
         dt = t - previous
-        if dt > self.gap_threshold:
-            self.last_gap = dt
+        if abs(dt) > self.gap_threshold:
+            self.last_gap = abs(dt)
             return None
         return dt
 
@@ -122,8 +126,9 @@ class Residual:
     """Common interface: `update(t, q, v, tau) -> tau_ext` (n) and `reset()`.
 
     `t` (s) must increase from one sample to the next (else `SampleOrderError`). After a
-    gap longer than `gap_threshold` a model with state starts over instead of integrating
-    over the gap; `last_gap` then holds the gap's length (0 otherwise).
+    gap longer than `gap_threshold`, forwards or backwards (a restarted time base), a model
+    with state starts over instead of integrating over the gap; `last_gap` then holds the
+    gap's length (0 otherwise).
     """
 
     def __init__(self, robot_model: RobotModel, terms: StaticTerms, gap_threshold: float):

@@ -179,8 +179,9 @@ class ResidualNode(Node):
             self.problems.report('out_of_order', f'{err}: dropped')
             return
         if setup.residual.last_gap:
-            self.problems.report('gap', f'no joint state for {setup.residual.last_gap:.3f} s: '
-                                 f'residual restarted')
+            self.problems.report('gap', f'joint-state time jumped by '
+                                 f'{setup.residual.last_gap:.3f} s (a pause, or a restarted '
+                                 f'clock): residual restarted')
         if setup.wrist_enabled:
             tau_ext = tau_ext - self._wrist_torque(t, q, setup)
         if not np.isfinite(tau_ext).all():
