@@ -3,16 +3,18 @@
 The simulation must obey the model the estimators assume, M q̈ + C q̇ + g + f(q̇) = τ + τ_ext
 (RobotModel.rnea + seed 001 eq. 23 friction), with τ_ext = Σ J(p)ᵀ F of its ground truth.
 """
+import os
 import re
 
 import numpy as np
+import open3d as o3d
 import pinocchio as pin
 import pytest
 
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.sim_cobot import (LidarConfig, Scenario, ScenarioError, SimConfig,
-                                               SimulatedCobot, _friction_and_slope,
-                                               link_capsules)
+                                               SimulatedCobot, _friction_and_slope)
+from contact_estimation.core.surfaces import LinkSurfaces
 from contact_estimation.core.trajectory import (SmoothRandomTrajectory, TimeScaler,
                                                 WaypointTrajectory, make_trajectory)
 
@@ -20,11 +22,20 @@ NOISELESS = dict(position_noise=0.0, velocity_noise=0.0, effort_noise=0.0,
                  ft_force_noise=0.0, ft_torque_noise=0.0)
 # A pose with the forearm out in front of the base.
 POSE = np.array([0.0, 0.3, 0.0, -1.8, 0.0, 2.1, 0.8])
+PLANAR = os.path.join(os.path.dirname(__file__), '..', 'urdf', 'planar_4link.urdf')
+# Tolerance of "on the link's surface" (m): LinkSurfaces meshes the primitives within 0.5 % of
+# their radius (0.3 mm on the planar arm); one capsule per link was 15-50 mm off.
+ON_SURFACE = 1e-3
 
 
 @pytest.fixture(scope='module')
 def robot():
     return RobotModel.load('panda')
+
+
+@pytest.fixture(scope='module')
+def planar():
+    return RobotModel.load(PLANAR)
 
 
 def _sim(robot, scenario: dict | None = None, trajectory=None, **config) -> SimulatedCobot:
@@ -160,20 +171,67 @@ def test_lidar_sees_the_obstacle_box_and_the_robot(robot):
     points = sim.lidar_points()
     on_box = np.abs(np.max(np.abs(points - centre) / half, axis=1) - 1.0) < 1e-6
     assert on_box.sum() > 20
-
-    model, data = robot.model, robot.model.createData()
-    pin.forwardKinematics(model, data, robot.configuration(sim.q))
-    pin.updateFramePlacements(model, data)
-    to_base = data.oMf[model.getFrameId(robot.base_link)].inverse()
-    on_robot = np.zeros(len(points), dtype=bool)
-    for joint, capsule in link_capsules(robot):
-        pose = to_base * data.oMi[joint]
-        a, b = pose.act(capsule.start), pose.act(capsule.end)
-        s = np.clip((points - a) @ (b - a) / max((b - a) @ (b - a), 1e-12), 0.0, 1.0)
-        distance = np.linalg.norm(points - (a + s[:, None] * (b - a)), axis=1)
-        on_robot |= np.abs(distance - capsule.radius) < 1e-6
+    on_robot = LinkSurfaces(robot).closest_points(sim.q, points).distance < ON_SURFACE
     assert on_robot.sum() > 20
     assert on_box.sum() + on_robot.sum() == len(points)  # no floor: nothing else to see
+
+
+# ---------------------------------------------------------------- collision geometry
+@pytest.mark.parametrize('name, q', [
+    ('panda', np.array([0.0, 0.0, 0.0, -0.07, 0.0, 0.5, 0.8])),  # stretched up
+    ('planar', np.array([0.3, 0.8, -0.9, 0.6])),
+])
+def test_lidar_hits_lie_on_the_collision_surfaces_of_the_links(robot, planar, name, q):
+    """Each collision object of the description is a MuJoCo geom of its own shape (mesh
+    triangles, boxes, cylinders), so noiseless lidar hits on the arm lie on its links'
+    surfaces as LinkSurfaces builds them (open3d reads the mesh files itself)."""
+    arm = robot if name == 'panda' else planar
+    sim = SimulatedCobot(arm, WaypointTrajectory([q], []), config=SimConfig(
+        **NOISELESS, lidar=LidarConfig(range_noise=0.0, floor=False, rows=64, columns=256)))
+    sim.step()
+    points = sim.lidar_points()
+    assert len(points) > 200
+    surfaces = LinkSurfaces(arm)
+    hits = surfaces.closest_points(sim.q, points)
+    assert hits.distance.max() < ON_SURFACE
+    assert len(set(surfaces.link_names(hits.link))) >= 4  # not one link seen from afar
+
+
+def _distance_to_link(surfaces: LinkSurfaces, link: str, points: np.ndarray) -> np.ndarray:
+    """Distance of points (link frame) to the link's collision surface."""
+    scene = o3d.t.geometry.RaycastingScene()
+    scene.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(surfaces.mesh(link)))
+    return scene.compute_distance(o3d.core.Tensor(points.astype(np.float32))).numpy()
+
+
+@pytest.mark.parametrize('name, start, link, point, shape, size', [
+    ('panda', POSE, 'panda_hand', [0.0, 0.0, 0.0], 'box', [0.05, 0.05, 0.05]),
+    ('planar', np.array([0.0, 0.5, 0.5, 0.3]), 'link3', [0.175, 0.0, 0.0], 'cylinder',
+     [0.04, 0.2]),
+])
+def test_obstacle_contact_point_lies_on_the_contacted_link(robot, planar, name, start, link,
+                                                           point, shape, size):
+    """The arm sweeps a link into an obstacle and presses on: every ground-truth contact
+    point lies on the surface of the link it names, although MuJoCo's contact point lies
+    midway through the penetration (here up to 4 mm inside the link)."""
+    arm = robot if name == 'panda' else planar
+    end = start.copy()
+    end[0] = 0.8
+    sweep = WaypointTrajectory([start, end], [1.0])
+    rotation, origin = arm.link_pose(sweep.sample(0.6)[0], link)  # the link at t = 0.6 s
+    obstacle = {'name': 'o', 'shape': shape, 'size': size,
+                'position': (rotation @ point + origin).tolist()}
+    sim = _sim(arm, {'obstacles': [obstacle]}, trajectory=sweep)
+    surfaces = LinkSurfaces(arm)
+    contacts = []
+    for _ in range(900):
+        sim.step()
+        contacts += sim.true_contacts()
+    assert len(contacts) > 50 and link in {c.link for c in contacts}
+    assert max(np.linalg.norm(c.force) for c in contacts) > 20.0  # pressed, not grazed
+    for contacted in {c.link for c in contacts}:
+        points = np.array([c.point for c in contacts if c.link == contacted])
+        assert _distance_to_link(surfaces, contacted, points).max() < ON_SURFACE
 
 
 # ------------------------------------------------------------------------- scenarios

@@ -14,8 +14,9 @@ linearised about the current velocity: MuJoCo's joint damping is set to f'(q̇) 
 added back to qfrc_applied, so the explicit force stays exactly τ_cmd − f(q̇).
 
 Frames: MuJoCo's world is the robot's `base_link` frame; every pose, point, force and lidar
-hit is in that frame unless said otherwise. Collision shapes are capsules enclosing each
-link's collision geometry (one per link); the robot does not collide with itself.
+hit is in that frame unless said otherwise. Every collision object of the robot's
+description is a geom of its own (primitives as such, meshes as mesh assets), so contacts and
+lidar hits lie on the links' collision surfaces; the robot does not collide with itself.
 
 The 6-axis F/T sensor sits between the base and joint 1 (seed 004). `ft_wrench()` reports
 the wrench the robot exerts ON the sensor, at the base origin, in the base frame: at rest it
@@ -24,7 +25,6 @@ is the robot's weight (force Σ m_i g, torque Σ r_i × m_i g), and a contact fo
 """
 from __future__ import annotations
 
-import itertools
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
@@ -44,6 +44,7 @@ SHAPES = {'box': 3, 'sphere': 1, 'capsule': 2, 'cylinder': 2}  # MuJoCo geom siz
 FT_SITE = 'ft_sensor'
 FLOOR = 'floor'
 OBSTACLE_PREFIX = 'obstacle/'
+ROBOT_PREFIX = 'robot/'
 
 
 class SimulationError(RuntimeError):
@@ -224,78 +225,6 @@ class Contact:
     force: np.ndarray
 
 
-# --------------------------------------------------------------------- collision shapes
-@dataclass(frozen=True)
-class Capsule:
-    """Segment `start`–`end` swept by a sphere of `radius`, in its body's (joint's) frame."""
-
-    link: str
-    start: np.ndarray
-    end: np.ndarray
-    radius: float
-
-
-def shape_points(geometry) -> np.ndarray:
-    """Points whose enclosing capsule encloses the coal shape (mesh vertices, box corners…)."""
-    kind = type(geometry).__name__
-    if hasattr(geometry, 'vertices'):
-        return np.asarray(geometry.vertices(), dtype=float).reshape(-1, 3)
-    if kind == 'Box':
-        return np.array(list(itertools.product((-1.0, 1.0), repeat=3))) * geometry.halfSide
-    if kind == 'Sphere':
-        return np.vstack([np.eye(3), -np.eye(3)]) * geometry.radius
-    if kind in ('Cylinder', 'Capsule'):
-        angles = np.linspace(0, 2 * np.pi, 16, endpoint=False)
-        rim = np.stack([np.cos(angles), np.sin(angles), np.zeros(16)], axis=1) * geometry.radius
-        ends = [rim + [0, 0, s * geometry.halfLength] for s in (-1, 1)]
-        if kind == 'Capsule':
-            ends.append([[0, 0, s * (geometry.halfLength + geometry.radius)] for s in (-1, 1)])
-        return np.vstack(ends)
-    raise ValueError(f'collision shape {kind} is not supported')
-
-
-def fit_capsule(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Smallest-volume capsule enclosing `points` among candidate axes (principal axes and
-    the frame axes): radius = farthest point from the axis through the 2-D box centre, ends
-    as close as that radius allows. Returns (start, end, radius)."""
-    centre = points.mean(axis=0)
-    _, _, principal = np.linalg.svd(points - centre, full_matrices=False)
-    best = None
-    for axis in np.vstack([principal, np.eye(3)]):
-        axis = axis / np.linalg.norm(axis)
-        e1 = np.cross(axis, [1.0, 0, 0] if abs(axis[0]) < 0.9 else [0, 1.0, 0])
-        e1 /= np.linalg.norm(e1)
-        e2 = np.cross(axis, e1)
-        s, xy = points @ axis, points @ np.stack([e1, e2], axis=1)
-        mid = (xy.min(axis=0) + xy.max(axis=0)) / 2
-        perpendicular = np.linalg.norm(xy - mid, axis=1)
-        radius = perpendicular.max()
-        slack = np.sqrt(np.maximum(radius ** 2 - perpendicular ** 2, 0.0))
-        low, high = (s + slack).min(), (s - slack).max()
-        if low > high:  # a sphere is enough
-            low = high = (low + high) / 2
-        volume = np.pi * radius ** 2 * (high - low) + 4 / 3 * np.pi * radius ** 3
-        if best is None or volume < best[0]:
-            offset = mid @ np.stack([e1, e2])
-            best = (volume, offset + low * axis, offset + high * axis, radius)
-    return best[1], best[2], float(best[3])
-
-
-def link_capsules(robot: RobotModel) -> list[tuple[int, Capsule]]:
-    """(pinocchio joint index, capsule in that joint's frame) for each link with collision
-    geometry; joint 0 is the base (static)."""
-    groups: dict[str, tuple[int, list[np.ndarray]]] = {}
-    for geom in robot.collision_model.geometryObjects:
-        link = robot.model.frames[geom.parentFrame].name
-        pts = shape_points(geom.geometry) @ geom.placement.rotation.T + geom.placement.translation
-        groups.setdefault(link, (geom.parentJoint, []))[1].append(pts)
-    capsules = []
-    for link, (joint, parts) in groups.items():
-        start, end, radius = fit_capsule(np.vstack(parts))
-        capsules.append((joint, Capsule(link, start, end, radius)))
-    return capsules
-
-
 # ------------------------------------------------------------------------------- MJCF
 def _fmt(values) -> str:
     return ' '.join(repr(float(v)) for v in np.ravel(values))
@@ -306,16 +235,35 @@ def _quat(rotation: np.ndarray) -> str:
     return _fmt([q.w, q.x, q.y, q.z])
 
 
-def _robot_geom(parent: ET.Element, capsule: Capsule, placement: pin.SE3) -> None:
-    """The capsule (a sphere when its segment is a point), placed by `placement`.
+def _robot_geom(assets: ET.Element, body: ET.Element, geometry: pin.GeometryObject,
+                placement: pin.SE3) -> None:
+    """One collision object of the robot as a MuJoCo geom of `body`, placed by `placement`.
 
-    Robot geoms collide with obstacles only: contype 1 / conaffinity 0 never matches itself.
+    Primitives keep their shape (coal and MuJoCo both size them by half extents, radius and
+    half length along z); a mesh becomes one of `assets`, the vertices and triangles coal
+    loaded (the URDF's scale applied). MuJoCo collides with a mesh's convex hull and casts
+    rays at its triangles. Robot geoms collide with obstacles only: contype 1 / conaffinity 0
+    never matches itself.
     """
-    start, end = placement.act(capsule.start), placement.act(capsule.end)
-    shape = ({'type': 'capsule', 'fromto': _fmt(np.concatenate([start, end]))}
-             if np.linalg.norm(end - start) > 1e-9 else {'type': 'sphere', 'pos': _fmt(start)})
-    ET.SubElement(parent, 'geom', name=capsule.link, size=repr(capsule.radius),
-                  contype='1', conaffinity='0', rgba='0.9 0.9 0.9 1', **shape)
+    shape, name = geometry.geometry, ROBOT_PREFIX + geometry.name
+    kind = type(shape).__name__
+    if kind.startswith('BVHModel'):
+        triangles = [[t[k] for k in range(3)]
+                     for t in map(shape.tri_indices, range(shape.num_tris))]
+        ET.SubElement(assets, 'mesh', name=name, vertex=_fmt(shape.vertices()),
+                      face=' '.join(str(i) for i in np.ravel(triangles)))
+        attrs = {'type': 'mesh', 'mesh': name}
+    elif kind == 'Box':
+        attrs = {'type': 'box', 'size': _fmt(shape.halfSide)}
+    elif kind == 'Sphere':
+        attrs = {'type': 'sphere', 'size': repr(shape.radius)}
+    elif kind in ('Cylinder', 'Capsule'):
+        attrs = {'type': kind.lower(), 'size': _fmt([shape.radius, shape.halfLength])}
+    else:
+        raise ValueError(f'collision shape {kind} of {geometry.name!r} is not supported')
+    ET.SubElement(body, 'geom', name=name, pos=_fmt(placement.translation),
+                  quat=_quat(placement.rotation), contype='1', conaffinity='0',
+                  rgba='0.9 0.9 0.9 1', **attrs)
 
 
 def _joint(body: ET.Element, robot: RobotModel, j: int) -> None:
@@ -343,6 +291,7 @@ def build_mjcf(robot: RobotModel, obstacles: list[Obstacle], config: SimConfig) 
     ET.SubElement(root, 'compiler', angle='radian', inertiafromgeom='false', autolimits='true')
     ET.SubElement(root, 'option', timestep=repr(config.timestep), integrator=config.integrator,
                   gravity=_fmt(base_inverse.rotation @ model.gravity.linear))
+    assets = ET.SubElement(root, 'asset')
     world = ET.SubElement(root, 'worldbody')
     lidar = config.lidar
     if lidar.floor:
@@ -357,7 +306,6 @@ def build_mjcf(robot: RobotModel, obstacles: list[Obstacle], config: SimConfig) 
                       quat=_quat(pin.rpy.rpyToMatrix(*obstacle.rpy)),
                       contype='0', conaffinity='1', rgba='0.8 0.3 0.2 0.6')
 
-    capsules = link_capsules(robot)
     bodies = {0: world}
     # Massless body between the base and joint 1: the F/T sensor measures its link to the world.
     sensor_body = ET.SubElement(world, 'body', name=FT_SITE)
@@ -376,8 +324,10 @@ def build_mjcf(robot: RobotModel, obstacles: list[Obstacle], config: SimConfig) 
         i = inertia.inertia
         ET.SubElement(body, 'inertial', pos=_fmt(inertia.lever), mass=repr(inertia.mass),
                       fullinertia=_fmt([i[0, 0], i[1, 1], i[2, 2], i[0, 1], i[0, 2], i[1, 2]]))
-    for joint, capsule in capsules:
-        _robot_geom(bodies[joint], capsule, base_inverse if joint == 0 else pin.SE3.Identity())
+    for geometry in robot.collision_model.geometryObjects:
+        joint = geometry.parentJoint
+        _robot_geom(assets, bodies[joint], geometry,
+                    base_inverse * geometry.placement if joint == 0 else geometry.placement)
     sensors = ET.SubElement(root, 'sensor')
     ET.SubElement(sensors, 'force', site=FT_SITE)
     ET.SubElement(sensors, 'torque', site=FT_SITE)
@@ -421,8 +371,11 @@ class SimulatedCobot:
         self.model = mujoco.MjModel.from_xml_string(self.mjcf)
         self.data = mujoco.MjData(self.model)
         self._sensor_adr = [self.model.sensor(k).adr[0] for k in range(2)]
-        self._geom_link = [self.model.geom(g).name if self.model.geom(g).name in robot.link_joint
-                           else None for g in range(self.model.ngeom)]
+        # The moving link of each geom (None: the base, an obstacle or the floor).
+        link_of = {ROBOT_PREFIX + g.name: robot.model.frames[g.parentFrame].name
+                   for g in robot.collision_model.geometryObjects if g.parentJoint > 0}
+        self._geom_link = [link_of.get(self.model.geom(g).name)
+                           for g in range(self.model.ngeom)]
         self._body_of_link = {link: self.model.body(robot.joint_links[j]).id
                               for link, j in robot.link_joint.items()}
         self.scaler = TimeScaler(trajectory, config.timestep)
@@ -553,9 +506,16 @@ class SimulatedCobot:
             if not np.any(force):
                 continue
             link = link2 or link1
-            force = force if link2 else -force
+            # On the robot; its surface lies dist/2 (negative: penetration) from contact.pos
+            # along the normal, towards the robot.
+            force, offset = (force, contact.dist / 2) if link2 else (-force, -contact.dist / 2)
+            # contact.pos is midway between the two surfaces. Slid along the force's line of
+            # action onto the plane of the link's surface there, the point has the same
+            # moment (τ_ext = J(p)ᵀF and the F/T wrench unchanged) and lies on the link.
+            normal = contact.frame[:3]
+            point = contact.pos + offset / (force @ normal) * force
             rotation, origin = self.robot.link_pose(self.q, link)
-            contacts.append((link, rotation.T @ (contact.pos - origin), force))
+            contacts.append((link, rotation.T @ (point - origin), force))
         return contacts
 
     def true_contacts(self) -> list[Contact]:
