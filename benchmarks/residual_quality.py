@@ -8,8 +8,13 @@ remains is sensor noise, the models' approximations (fast drops M q̈ + C q̇) a
 - scripted contacts (FORCE N on a random link, random direction and point, DURATION s with
   RAMP s ramps): error τ_ext − Jᵀ F (true, `sim.true_external_torque()`), RMS over the whole
   contact and at steady state (from STEADY s after full force to the start of the ramp down).
+With `--model-file` (a Panda model from `contact-estimation identify fit`), fast and
+momentum_observer also run on the identified gravity and friction, as on a real arm:
 
-    .venv/bin/python benchmarks/residual_quality.py [--quick]
+    .venv/bin/python -m contact_estimation identify simulate --robot panda --out out/panda_sweeps.csv
+    .venv/bin/python -m contact_estimation identify fit out/panda_sweeps.csv --robot panda \
+        --out out/panda_model.yaml
+    .venv/bin/python benchmarks/residual_quality.py [--quick] [--model-file out/panda_model.yaml]
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ import sys
 import numpy as np
 from tqdm import tqdm
 
+from contact_estimation.core.identified_model import IdentifiedModel
 from contact_estimation.core.residual import MODELS, make_residual
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.sim_cobot import PointForce, Scenario, SimulatedCobot
@@ -61,14 +67,19 @@ def rms(x: np.ndarray) -> np.ndarray:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--quick', action='store_true', help='3 s free motion, 4 contacts')
+    parser.add_argument('--model-file', help='identified Panda model (identify fit) to add')
     args = parser.parse_args(argv)
     free, count = (3.0, 4) if args.quick else (30.0, 30)
     robot = RobotModel.load('panda')
     forces = contacts(count, free, np.random.default_rng(0))
     sim = SimulatedCobot(robot, make_trajectory(robot, MOTION), Scenario(forces=forces))
-    fanout = Fanout({kind: make_residual(kind, robot, friction_model='continuous',
-                                         friction_params=sim.config.friction)
-                     for kind in MODELS})
+    residuals = {kind: make_residual(kind, robot, friction_model='continuous',
+                                     friction_params=sim.config.friction) for kind in MODELS}
+    if args.model_file:
+        identified = IdentifiedModel.load(args.model_file, robot)
+        residuals |= {f'{kind} (identified)': make_residual(kind, robot, identified)
+                      for kind in ('fast', 'momentum_observer')}
+    fanout = Fanout(residuals)
     seconds = free + count * SPACING
     with tqdm(total=int(round(seconds / sim.dt)), unit='step', desc='simulating') as bar:
         trace = closed_loop(sim, fanout, seconds=seconds, progress=bar.update)
@@ -81,11 +92,11 @@ def main(argv=None) -> int:
         steady |= (t >= f.start + f.ramp + STEADY) & (t < f.start + f.duration - f.ramp)
 
     joints = ' | '.join(f'  J{j + 1}' for j in range(robot.n))
-    header = f'model             | {joints} |  all'
+    header = f'{"model":30s} | {joints} |  all'
     rule = ''.join('+' if c == '|' else '-' for c in header)
 
     def rows(values) -> list[str]:
-        return [f'{kind:17s} | ' + ' | '.join(f'{x:4.2f}' for x in values(np.array(out)))
+        return [f'{kind:30s} | ' + ' | '.join(f'{x:4.2f}' for x in values(np.array(out)))
                 for kind, out in fanout.outputs.items()]
 
     print(f'\nPanda, smooth random motion, sim sensor noise (σ_q {sim.config.position_noise} rad, '
