@@ -83,6 +83,11 @@ def rig(context, request):
     try:
         assert spin_until(executor, lambda: probe.stops and probe.stops[-1] is False, TIMEOUT), \
             'stop did not clear once residuals flowed'
+        # The start-up events ('waiting' may come before the probe listens; 'cleared' when
+        # the residuals arrived) are kept apart from what each test provokes.
+        assert spin_until(executor, lambda: probe.events, TIMEOUT)
+        probe.startup_events = probe.events[:]
+        probe.events.clear()
         yield detector, probe, executor
     finally:
         executor.shutdown()
@@ -144,7 +149,25 @@ def test_collision_stops_latches_and_reset_is_refused_until_it_is_over(rig):
     assert detector.problems.counts['collision'] == 1
 
 
-@pytest.mark.parametrize('rig', [{'input_timeout': 0.1}], indirect=True)
+@pytest.mark.parametrize('rig', [{'input_timeout': 1.0, 'time_scaling_resume_delay': 0.05,
+                                  'time_scaling_recovery_rate': 7.0}], indirect=True)
+def test_every_stop_change_has_an_event_and_f_s_lands_exactly_on_0_and_1(rig):
+    _, probe, executor = rig
+    # Start-up: the stop went False when the residuals arrived, and an event says so.
+    cleared = status(probe.startup_events[-1])
+    assert {kv.key: kv.value for kv in cleared.values}['event'] == 'cleared'
+    assert cleared.message == 'stop cleared: input arrived'
+    probe.residual[3] = -6.0
+    assert spin_until(executor, lambda: probe.scaling and probe.scaling[-1] == 0.0, TIMEOUT)
+    probe.residual[:] = 0.0
+    # The ramp back moves in steps of recovery_rate × dt; whatever they are, the last value
+    # published (and repeated by the heartbeat) is exactly 1, not just short of it.
+    assert spin_until(executor, lambda: probe.scaling[-1] == 1.0, TIMEOUT)
+    count = len(probe.scaling)
+    assert spin_until(executor, lambda: len(probe.scaling) >= count + 2, TIMEOUT)  # heartbeat
+    assert probe.scaling[-2:] == [1.0, 1.0]
+
+
 def diagnostics(probe) -> list:
     """The detector's statuses on /diagnostics, as they arrive."""
     statuses = []
@@ -155,6 +178,7 @@ def diagnostics(probe) -> list:
     return statuses
 
 
+@pytest.mark.parametrize('rig', [{'input_timeout': 0.1}], indirect=True)
 def test_no_residual_for_input_timeout_stops_with_the_reason(rig):
     _, probe, executor = rig
     statuses = diagnostics(probe)

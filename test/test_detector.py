@@ -8,6 +8,7 @@ import yaml
 
 from contact_estimation.core.detector import (COLLISION, DEFAULTS, FORCE, INVALID, POSITION,
                                               STALE, WAITING, CollisionDetector, DetectorConfig)
+from contact_estimation.core.time_scaling import TimeScalingConfig
 
 NAMES = ('j1', 'j2', 'j3')
 DT = 0.001
@@ -220,7 +221,8 @@ def test_bad_parameters_are_refused_with_the_parameter_named(kwargs, message):
 
 
 def test_the_shipped_parameter_file_uses_the_core_defaults():
-    """One source of defaults: core DEFAULTS; config/collision_detector.yaml ships them."""
+    """One source of defaults: core DEFAULTS and TimeScalingConfig; the parameter file
+    config/collision_detector.yaml ships them."""
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         'config', 'collision_detector.yaml')
     with open(path) as f:
@@ -229,4 +231,7 @@ def test_the_shipped_parameter_file_uses_the_core_defaults():
     for field, default in DEFAULTS.items():
         value = shipped[names.get(field, field)]
         assert value == (default if np.isscalar(value) else [default]), field
+    scaling = TimeScalingConfig()
+    for field in ('alpha', 'push_threshold', 'recovery_rate', 'resume_delay'):
+        assert shipped[f'time_scaling_{field}'] == getattr(scaling, field), field
 

@@ -15,7 +15,7 @@ from contact_estimation import manifest
 from contact_estimation.core import joint_state_conditioning as jsc
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.nodes.joint_state_listener import JointStateListener
-from contact_estimation.ros.conversions import seconds_to_stamp
+from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import STOP_QOS
 from contact_estimation.ros.testing import spin_until
@@ -120,7 +120,7 @@ def test_best_effort_and_reliable_publishers_are_both_received(harness):
         reliable.publish(joint_state(t0 + (k + 1) * DT))
         harness.spin_until(lambda: False, timeout=0.01)
     harness.spin_until(lambda: len(harness.outputs) >= 20, timeout=2.0)
-    received = {round((out.header.stamp.sec + out.header.stamp.nanosec * 1e-9 - t0) / DT)
+    received = {round((stamp_to_seconds(out.header.stamp) - t0) / DT)
                 for out in harness.outputs}
     assert received & set(range(0, 20, 2)), 'nothing from the best-effort publisher'
     assert received & set(range(1, 20, 2)), 'nothing from the reliable publisher'
@@ -195,10 +195,11 @@ def test_driver_restart_is_taken_as_a_new_time_base_after_input_timeout(harness)
     """Stamps jump 100 s back and stay there: rejected until input_timeout has passed on the
     node's clock (input_stale goes True meanwhile), then taken as the new time base."""
     pub = harness.publisher()
-    timeout = harness.listener.get_parameter('input_timeout').value
     t0 = time.time()
     pub.publish(joint_state(t0))
-    assert harness.spin_until(lambda: len(harness.outputs) == 1)
+    assert harness.spin_until(lambda: len(harness.outputs) == 1 and harness.stale
+                              and harness.stale[-1] is False)
+    fresh = len(harness.stale)
     restarted = t0 - 100.0
     started = time.monotonic()
     k = 0
@@ -208,11 +209,10 @@ def test_driver_restart_is_taken_as_a_new_time_base_after_input_timeout(harness)
         k += 1
     assert harness.count(jsc.TIME_RESET) == 1
     assert harness.count(jsc.OUT_OF_ORDER_STAMP) >= 1
-    assert True in harness.stale
+    assert True in harness.stale[fresh:]  # stale while the old time base was defended
     new_base = [out for out in harness.outputs[1:]
-                if out.header.stamp.sec + out.header.stamp.nanosec * 1e-9 < t0 - 50.0]
+                if stamp_to_seconds(out.header.stamp) < t0 - 50.0]
     assert new_base and len(new_base) == len(harness.outputs) - 1
-    assert time.monotonic() - started >= timeout
 
 
 def test_watchdog_flags_stale_input_and_clears_when_input_resumes(harness):

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from contact_estimation.core.detector import CollisionDetector, DetectorConfig
-from contact_estimation.core.time_scaling import TimeScaling, TimeScalingConfig
+from contact_estimation.core.time_scaling import (TimeScaling, TimeScalingConfig,
+                                                  worth_publishing)
 
 DT = 0.001
 MOTION = np.array([0.0, 0.3, -0.4])  # q̇ of the forward motion, |q̇| = 0.5 rad/s
@@ -112,3 +113,14 @@ def test_react_follows_the_contact_not_the_latched_stop():
 def test_bad_parameters_are_refused(kwargs):
     with pytest.raises(ValueError):
         TimeScalingConfig(**kwargs)
+
+
+def test_the_last_value_sent_lands_exactly_on_hold_and_track():
+    """Steps smaller than the publish step: a controller must still get exactly 1 and 0."""
+    sent = []
+    for value in [*np.arange(0.9, 1.0, 0.0004), 1.0, 1.0, *np.arange(0.0006, 0.0, -0.0004), 0.0]:
+        if worth_publishing(value, sent[-1] if sent else None):
+            sent.append(value)
+    assert 1.0 in sent and sent[-1] == 0.0
+    assert sent.count(1.0) == 1                       # an unchanged value is not repeated
+    assert all(abs(b - a) > 1e-3 or b in (0.0, 1.0) for a, b in zip(sent, sent[1:]))

@@ -21,6 +21,7 @@ import yaml
 
 from contact_estimation import manifest
 from contact_estimation.launcher import NodeSet
+from contact_estimation.ros.conversions import stamp_to_seconds
 
 DEFAULT_SCENARIO = 'config/scenarios/demo.yaml'
 STARTUP_TIMEOUT = 30.0  # s for every node to import, start and connect
@@ -60,8 +61,8 @@ class TopicMonitor:
             self.series[topic].append((now, float(msg.data)))
         elif topic == _topic('collision_detector', 'events'):
             for status in msg.status:
-                stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-                self.series[topic].append((now, stamp, status.message))
+                self.series[topic].append((now, stamp_to_seconds(msg.header.stamp),
+                                           status.message))
 
 
 def _residual_matching_the_sim() -> dict:

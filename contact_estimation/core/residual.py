@@ -69,10 +69,7 @@ class StaticTerms:
         params = params.reshape(robot_model.n, k)
         if not np.isfinite(params).all():
             raise ValueError('friction parameters must be finite')
-        # The models are element-wise numpy functions: one call for all joints (one column
-        # of parameters per argument) instead of one call per joint.
-        self._friction_columns = tuple(params.T)
-        self._friction_function = model.function
+        self._friction_model, self._friction_params = model, params
 
     def gravity(self, q: np.ndarray) -> np.ndarray:
         if self._identified is not None:
@@ -82,7 +79,7 @@ class StaticTerms:
     def friction(self, v: np.ndarray) -> np.ndarray:
         if self._identified is not None:
             return self._identified.friction(v)
-        return self._friction_function(v, *self._friction_columns)
+        return friction.joint_friction(self._friction_model, self._friction_params, v)
 
 
 # ------------------------------------------------------------------------- sample clock

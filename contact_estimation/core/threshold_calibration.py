@@ -47,7 +47,7 @@ def rate_upper_bound(alarms: int, hours: float) -> float:
 
 def hours_needed(rate_per_hour: float, alarms: int = 0) -> float:
     """Held-out hours with `alarms` false alarms that promise at most `rate_per_hour`."""
-    return chi2.ppf(CONFIDENCE, 2 * alarms + 2) / 2.0 / rate_per_hour
+    return rate_upper_bound(alarms, 1.0) / rate_per_hour
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,20 @@ class TimeScaling:
             self.direction = v / speed
 
 
+# f_S is worth sending when it moved by more than this: a 1 kHz stream of 1.0 costs CPU and
+# tells a controller nothing (the node repeats the last value at its heartbeat rate).
+PUBLISH_STEP = 1e-3
+
+
+def worth_publishing(value: float, last_sent: float | None) -> bool:
+    """Whether f_S = `value` must go out after `last_sent`: a move of more than PUBLISH_STEP,
+    or landing exactly on 0 (hold) or 1 (track), so that the last value sent, which a
+    controller keeps, is never just short of either."""
+    if last_sent is None:
+        return True
+    return abs(value - last_sent) > PUBLISH_STEP or (value != last_sent and value in (0.0, 1.0))
+
+
 def closed_loop(sim, residual, detector=None, scaling: TimeScaling | None = None,
                 seconds: float = 1.0, progress=None) -> dict:
     """Run the whole reaction ROS-free: simulated cobot → residual → detector → f_S → reference.

@@ -38,7 +38,8 @@ from contact_estimation.core.detector import (COLLISION, DEFAULTS, INVALID, NONE
                                               WAITING, DetectorConfig, DetectorState)
 from contact_estimation.core.detector import CollisionDetector as Detector
 from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
-from contact_estimation.core.time_scaling import TimeScaling, TimeScalingConfig
+from contact_estimation.core.time_scaling import (TimeScaling, TimeScalingConfig,
+                                                  worth_publishing)
 from contact_estimation.ros import params
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN, ProblemCounter, level_byte
@@ -63,9 +64,6 @@ _SCALING_PARAMETERS = {
 _SCALING_DEFAULTS = TimeScalingConfig()
 _EVENT_LEVELS = {NONE: OK, WAITING: WARN}
 _MARKER_NS = 'collision'
-# f_S is published when it moves by more than this (a 1 kHz stream of 1.0 costs CPU and
-# tells a controller nothing); the heartbeat repeats it.
-SCALING_STEP = 1e-3
 _ORDER_CACHE = 8  # joint-name orders remembered (a driver uses one or two)
 
 
@@ -322,8 +320,9 @@ class CollisionDetector(Node):
         else:
             message = f'monitoring {len(self._names)} joints'
             self.problems.set_status(OK, message)
-            if previous is not None and previous.cause != WAITING:
-                self._publish_event(state, f'stop cleared: {cleared_by}')
+            if previous is not None:
+                self._publish_event(state, 'stop cleared: ' + (
+                    'input arrived' if previous.cause == WAITING else cleared_by))
         self.problems.values['stop'] = str(state.stop)
 
     def _publish_stop(self) -> None:
@@ -331,10 +330,10 @@ class CollisionDetector(Node):
             self._stop_pub.publish(Bool(data=self._published.stop))
 
     def _publish_scaling(self, now: float, state: DetectorState, tau_ext, velocity) -> None:
-        """f_S of seed 003 from the contact (not from the latched stop), published when it
-        changes by more than SCALING_STEP; the heartbeat repeats it."""
+        """f_S of seed 003 from the contact (not from the latched stop), when it is worth
+        sending (core/time_scaling.worth_publishing); the heartbeat repeats it."""
         value = self.scaling.react(now, state, tau_ext, velocity)
-        if self._scaling_sent is None or abs(value - self._scaling_sent) > SCALING_STEP:
+        if worth_publishing(value, self._scaling_sent):
             self._scaling_sent = value
             self._scaling_pub.publish(Float64(data=value))
 
@@ -350,11 +349,11 @@ class CollisionDetector(Node):
         event = DiagnosticStatus(name='collision', message=message,
                                  hardware_id=self.robot.name,
                                  level=level_byte(_EVENT_LEVELS.get(state.cause, ERROR)))
+        joints = state.colliding_joints if state.cause == COLLISION else ()
         event.values = [KeyValue(key='event', value=state.cause or 'cleared'),
                         KeyValue(key='stamp', value=f'{stamp_to_seconds(stamp):.9f}'),
-                        KeyValue(key='joints', value=','.join(
-                            self._names[i] for i in state.colliding_joints))]
-        for i in state.colliding_joints:
+                        KeyValue(key='joints', value=','.join(self._names[i] for i in joints))]
+        for i in joints:
             event.values += [
                 KeyValue(key=f'{self._names[i]}.residual', value=f'{state.residuals[i]:.4f}'),
                 KeyValue(key=f'{self._names[i]}.threshold', value=f'{state.thresholds[i]:.4f}')]
