@@ -1,9 +1,10 @@
 """Residual quality on the simulated cobot (ROS-free): noise floor and contact error per model.
 
-SimulatedCobot (Panda, smooth random motion, the sim's default sensor noise) feeds the same
-samples to the three residuals of core/residual.py (fast, rnea, momentum_observer), each with
-the URDF dynamics and the sim's true friction (seed 001 eq. 23 with the sim's γ), so what
-remains is sensor noise, the models' approximations (fast drops M q̈ + C q̇) and their lags.
+SimulatedCobot (Panda, smooth random motion, the sim's default sensor noise, and the per-joint
+eq. 23 friction that the identification runs use, core/excitation.simulator_config) feeds the
+same samples to the three residuals of core/residual.py (fast, rnea, momentum_observer), each
+with the URDF dynamics and the sim's true friction, so what remains is sensor noise, the
+models' approximations (fast drops M q̈ + C q̇) and their lags.
 - free motion (no contact, after SETTLE s): RMS of τ_ext per joint = the noise floor;
 - scripted contacts (FORCE N on a random link, random direction and point, DURATION s with
   RAMP s ramps): error τ_ext − Jᵀ F (true, `sim.true_external_torque()`), RMS over the whole
@@ -24,10 +25,11 @@ import sys
 import numpy as np
 from tqdm import tqdm
 
+from contact_estimation.core.excitation import simulator_config
 from contact_estimation.core.identified_model import IdentifiedModel
 from contact_estimation.core.residual import MODELS, make_residual
 from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.sim_cobot import PointForce, Scenario, SimulatedCobot
+from contact_estimation.core.sim_cobot import PointForce, Scenario, SimConfig, SimulatedCobot
 from contact_estimation.core.time_scaling import closed_loop
 from contact_estimation.core.trajectory import make_trajectory
 
@@ -72,7 +74,8 @@ def main(argv=None) -> int:
     free, count = (3.0, 4) if args.quick else (30.0, 30)
     robot = RobotModel.load('panda')
     forces = contacts(count, free, np.random.default_rng(0))
-    sim = SimulatedCobot(robot, make_trajectory(robot, MOTION), Scenario(forces=forces))
+    sim = SimulatedCobot(robot, make_trajectory(robot, MOTION), Scenario(forces=forces),
+                         SimConfig(friction=simulator_config(robot).friction))
     residuals = {kind: make_residual(kind, robot, friction_model='continuous',
                                      friction_params=sim.config.friction) for kind in MODELS}
     if args.model_file:
