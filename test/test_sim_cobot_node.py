@@ -225,3 +225,15 @@ def test_relative_scenario_path_is_resolved_in_the_share_directory(context):
         assert [o.name for o in node.sim.scenario.obstacles] == ['box']
     finally:
         node.destroy_node()
+
+
+def test_the_identification_sweeps_run_from_the_parameters(context):
+    from contact_estimation.core.excitation import SweepTrajectory
+    from contact_estimation.nodes.sim_cobot import SimCobot
+    node = SimCobot(context=context, parameter_overrides=[
+        Parameter('trajectory.type', value='sweeps')])
+    try:
+        assert isinstance(node.sim.scaler.trajectory, SweepTrajectory)
+        assert node.sim.scaler.trajectory.duration > 60.0
+    finally:
+        node.destroy_node()

@@ -105,7 +105,8 @@ class SimCobot(Node):
           "from the package share directory; '' = none", **ro)
         d(self, 'trajectory.type', 'smooth_random', f'one of {TRAJECTORY_TYPES} (a scenario '
           'trajectory wins)', **ro)
-        d(self, 'trajectory.seed', 0, 'smooth_random: random seed', 0, 2 ** 31 - 1, **ro)
+        d(self, 'trajectory.seed', 0, 'smooth_random and sweeps: random seed', 0, 2 ** 31 - 1,
+          **ro)
         d(self, 'trajectory.speed_scale', 0.3, 'smooth_random: peak speed / velocity limit',
           0.01, 1.0, **ro)
         d(self, 'trajectory.amplitude', 0.5, 'smooth_random: share of the room to the limits used',
@@ -200,6 +201,8 @@ class SimCobot(Node):
                                  f'multiple of the {self.robot.n} joints')
             return {'type': kind, 'waypoints': waypoints.reshape(-1, self.robot.n),
                     'durations': list(self._value('trajectory.durations'))}
+        if kind == 'sweeps':  # the default sweep plan; a scenario file sets the rest
+            return {'type': kind, 'seed': self._value('trajectory.seed')}
         options = ('seed', 'speed_scale', 'amplitude', 'margin')
         return {'type': kind, **{k: self._value(f'trajectory.{k}') for k in options}}
 
