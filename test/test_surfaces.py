@@ -266,5 +266,8 @@ def test_unknown_link_and_missing_geometry_are_clear_errors(panda):
         panda.surface_points('no_such_link')
     robot = RobotModel.load('panda')
     robot.collision_model = type(robot.collision_model)()
-    with pytest.raises(SurfacesError, match='no collision geometry'):
+    robot.geometry_error = 'mesh package://x/link0.stl not found'
+    with pytest.raises(SurfacesError, match='no collision geometry: mesh package://x'):
         LinkSurfaces(robot)
+    with pytest.raises(SurfacesError, match='finite'):
+        panda.closest_points(np.zeros(7), [[np.nan, 0.0, 0.0]])

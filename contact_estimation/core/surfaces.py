@@ -87,6 +87,8 @@ class RobotScene:
     def closest_points(self, points: np.ndarray) -> SurfaceHits:
         """Nearest surface point to each query point (N×3) and its link."""
         points = np.atleast_2d(np.asarray(points, dtype=float))
+        if not np.isfinite(points).all():
+            raise SurfacesError('query points must be finite (NaN/inf given)')
         result = self._scene.compute_closest_points(o3d.core.Tensor(points.astype(np.float32)))
         closest = result['points'].numpy().astype(float)
         distance = np.linalg.norm(points - closest, axis=1)
@@ -111,7 +113,8 @@ class LinkSurfaces:
         parts = _link_parts(robot, max_triangles)
         if not parts:
             raise SurfacesError(
-                f'robot {robot.name!r} has no collision geometry (were its mesh files found?)')
+                f'robot {robot.name!r} has no collision geometry: '
+                f'{robot.geometry_error or "its URDF has no collision elements"}')
         self.links = list(parts)
         self._index = {link: i for i, link in enumerate(self.links)}
         self._vertices, self._triangles, self._points, self._normals = [], [], [], []
