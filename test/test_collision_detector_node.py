@@ -157,6 +157,12 @@ def test_every_stop_change_has_an_event_and_f_s_lands_exactly_on_0_and_1(rig):
     cleared = status(probe.startup_events[-1])
     assert {kv.key: kv.value for kv in cleared.values}['event'] == 'cleared'
     assert cleared.message == 'stop cleared: input arrived'
+    # A subscriber that starts now, with the stop's QoS, still gets the start-up events.
+    late = []
+    probe.create_subscription(DiagnosticArray, SPEC.topic('events'), late.append, STOP_QOS)
+    assert spin_until(executor, lambda: len(late) >= 2, TIMEOUT)
+    assert [{kv.key: kv.value for kv in status(e).values}['event'] for e in late[:2]] == [
+        'waiting', 'cleared']
     probe.residual[3] = -6.0
     assert spin_until(executor, lambda: probe.scaling and probe.scaling[-1] == 0.0, TIMEOUT)
     probe.residual[:] = 0.0

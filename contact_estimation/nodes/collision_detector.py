@@ -92,8 +92,9 @@ class CollisionDetector(Node):
         self._stop_pub = self.create_publisher(Bool, spec.topic('stop'), STOP_QOS)
         self._scaling_pub = self.create_publisher(Float64, spec.topic('time_scaling'),
                                                   PIPELINE_QOS)
+        # Transient local like the stop: a subscriber that starts late gets the last events.
         self._event_pub = self.create_publisher(DiagnosticArray, spec.topic('events'),
-                                                PIPELINE_QOS)
+                                                STOP_QOS)
         self._marker_pub = self.create_publisher(MarkerArray, spec.topic('markers'),
                                                  PIPELINE_QOS)
         self.create_subscription(JointState, spec.topic('residual'), self._on_residual,
