@@ -225,8 +225,7 @@ class CollisionDetector(Node):
         acceleration = self._acceleration_of(msg, position)
         self._stamp = msg.header.stamp
         state = self.detector.update(now, tau_ext, velocity, acceleration)
-        self._apply(state)
-        self._publish_scaling(now, state, tau_ext, velocity)
+        self._apply(state, react=(now, tau_ext, velocity))
 
     def _velocity(self, msg: JointState, order: np.ndarray) -> np.ndarray | None:
         """q̇ from the residual message (residual_node copies it from its joint state).
@@ -275,9 +274,8 @@ class CollisionDetector(Node):
         """The fail-safe clock: input timeout and hold-time release even without input."""
         now = time.monotonic()
         state = self.detector.state(now)
-        self._apply(state)
-        if state.input_problem in (WAITING, STALE):
-            self._publish_scaling(now, state, None, None)
+        self._apply(state, react=(now, None, None) if state.input_problem in (WAITING, STALE)
+                    else None)
 
     def _on_heartbeat(self) -> None:
         """Stop and f_S again, and the markers while shown (they follow the arm)."""
@@ -299,12 +297,19 @@ class CollisionDetector(Node):
         return response
 
     # -------------------------------------------------------------------- outputs
-    def _apply(self, state: DetectorState, cleared_by: str = 'hold_time elapsed') -> None:
-        """Publish what changed: stop, event, diagnostics status, markers."""
+    def _apply(self, state: DetectorState, cleared_by: str = 'hold_time elapsed',
+               react: tuple | None = None) -> None:
+        """Publish what changed, what a controller acts on first: the stop, then f_S (when
+        `react` = (now, τ_ext, q̇) asks for it), then the event, status and markers."""
         previous = self._published
         self._published = state
-        if previous is None or state.stop != previous.stop or state.cause != previous.cause:
+        changed = previous is None or state.stop != previous.stop or state.cause != previous.cause
+        if changed:
             self._publish_stop()
+        if react is not None:
+            now, tau_ext, velocity = react
+            self._publish_scaling(now, state, tau_ext, velocity)
+        if changed:
             self._on_stop_change(state, previous, cleared_by)
         if state.colliding_joints != self._shown_joints:
             self._publish_markers(state)
