@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.executors import Executor
 
 from contact_estimation.launcher import node_command, stop_process
 
@@ -40,7 +40,7 @@ def ros_context() -> Iterator[Context]:
         context.try_shutdown()
 
 
-def spin_until(executor: SingleThreadedExecutor, done: Callable[[], bool],
+def spin_until(executor: Executor, done: Callable[[], bool],
                timeout: float) -> bool:
     """Spin until `done()` or the deadline; True if `done()` became true."""
     deadline = time.monotonic() + timeout
@@ -51,7 +51,7 @@ def spin_until(executor: SingleThreadedExecutor, done: Callable[[], bool],
     return True
 
 
-def spin_for(executor: SingleThreadedExecutor, seconds: float) -> None:
+def spin_for(executor: Executor, seconds: float) -> None:
     spin_until(executor, lambda: False, seconds)
 
 
