@@ -287,8 +287,9 @@ def _unmoved(robot: RobotModel, data: MatchedData) -> str:
 # Default of `check_gravity_plausible`: the identified G(q) may differ from the description's
 # by this share of its RMS on every joint. A UR5 recording fitted with the UR10 description
 # differs by 50-54 % on joints 2-3; honest fits on the simulated cobot by 0.1 % or less
-# (benchmarks/identification.py: mean gravity errors below 0.005 N·m). A real arm whose description is rougher than this, or
-# that carries a payload, needs --max-gravity-deviation raised (or the payload described).
+# (benchmarks/identification.py: mean gravity errors below 0.005 N·m). A real arm whose
+# description is rougher than this, or that carries a payload, needs --max-gravity-deviation
+# raised (or the payload described).
 MAX_GRAVITY_DEVIATION = 0.3
 
 
