@@ -31,7 +31,8 @@ from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.trajectory import SmoothRandomTrajectory
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.qos import PIPELINE_QOS
-from contact_estimation.ros.testing import node_process, ros_context, spin_for, spin_until
+from contact_estimation.ros.spinning import spin_for, spin_until
+from contact_estimation.ros.testing import node_process, ros_context
 
 # s of listening after the last input: the last outputs and one more /diagnostics (1 Hz)
 # with the nodes' final message counts.

@@ -19,7 +19,7 @@ from contact_estimation.nodes.collision_detector import CollisionDetector
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS
-from contact_estimation.ros.testing import spin_until
+from contact_estimation.ros.spinning import spin_until
 
 PARAMS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       'config', 'collision_detector.yaml')

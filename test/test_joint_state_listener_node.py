@@ -18,7 +18,7 @@ from contact_estimation.nodes.joint_state_listener import JointStateListener
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import STOP_QOS
-from contact_estimation.ros.testing import spin_until
+from contact_estimation.ros.spinning import spin_until
 
 SPEC = manifest.node('joint_state_listener')
 PARAMS = SPEC.parameters_path()

@@ -17,7 +17,8 @@ from contact_estimation.nodes.residual_node import ResidualNode
 from contact_estimation.ros.conversions import seconds_to_stamp, wrench_stamped
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
-from contact_estimation.ros.testing import node_command, spin_for, spin_until
+from contact_estimation.ros.spinning import spin_for, spin_until
+from contact_estimation.launcher import node_command
 from test_residual import _identified
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

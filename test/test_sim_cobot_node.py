@@ -22,7 +22,8 @@ from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.ros.conversions import cloud_to_xyz, stamp_to_seconds, wrench_to_arrays
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
-from contact_estimation.ros.testing import node_process, spin_for, spin_until
+from contact_estimation.ros.spinning import spin_for, spin_until
+from contact_estimation.ros.testing import node_process
 
 SPEC = manifest.node('sim_cobot')
 PUBLISH_RATE = 250.0  # Hz: keeps this test's subscriber light

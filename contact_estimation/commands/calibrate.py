@@ -37,7 +37,7 @@ def record_live(robot: RobotModel, seconds: float):
 
     from contact_estimation.ros.conversions import stamp_to_seconds
     from contact_estimation.ros.qos import SENSOR_QOS
-    from contact_estimation.ros.testing import spin_for
+    from contact_estimation.ros.spinning import spin_for
     topic = manifest.node(NODE).topic('residual')
     rows, names = [], list(robot.joint_names)
 

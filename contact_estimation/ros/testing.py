@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Iterator
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import Executor
 
 from contact_estimation.launcher import node_command, stop_process
 
@@ -38,21 +36,6 @@ def ros_context() -> Iterator[Context]:
         yield context
     finally:
         context.try_shutdown()
-
-
-def spin_until(executor: Executor, done: Callable[[], bool],
-               timeout: float) -> bool:
-    """Spin until `done()` or the deadline; True if `done()` became true."""
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            return False
-        executor.spin_once(timeout_sec=0.01)
-    return True
-
-
-def spin_for(executor: Executor, seconds: float) -> None:
-    spin_until(executor, lambda: False, seconds)
 
 
 @contextmanager
