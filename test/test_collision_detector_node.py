@@ -321,7 +321,7 @@ def test_acceleration_term_starts_afresh_when_switched_on_again(node):
 def test_joint_order_cache_stays_small_on_varying_names(node):
     for order in itertools.islice(itertools.permutations(JOINTS), 200):
         node._on_residual(residual_message(time.time(), [0.1] * 7, names=order))
-    assert len(node._orders) <= 8
+    assert node._joint_states.cached_orders <= 8
     node._on_residual(residual_message(time.time(), [0.1] * 7,
                                        effort=[0.0, 0.0, 0.0, 9.0, 0.0, 0.0, 0.0]))
     assert node._published.over_threshold  # still reads model order right

@@ -41,6 +41,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from contact_estimation.core.joint_order import JointOrder
+
 # Problem kinds (the keys counted on /diagnostics).
 NON_FINITE = 'non_finite'
 LENGTH_MISMATCH = 'length_mismatch'
@@ -219,8 +221,6 @@ def urdf_joint_names(urdf_xml: str) -> list[str]:
 class JointStateConditioner:
     """JointState arrays → `ConditionResult` (see the module docstring for the rules)."""
 
-    _NAME_CACHE_SIZE = 16
-
     def __init__(self, joint_names: Sequence[str], ignored_joints: Sequence[str] = (),
                  position_limits: tuple[np.ndarray, np.ndarray] | None = None,
                  velocity_limits: np.ndarray | None = None,
@@ -235,8 +235,7 @@ class JointStateConditioner:
         if hard_limit_margin < limit_margin:
             raise ValueError(f'hard_limit_margin ({hard_limit_margin}) must be at least '
                              f'limit_margin ({limit_margin})')
-        self._index = {name: i for i, name in enumerate(self.joint_names)}
-        self._ignored = frozenset(ignored_joints) - set(self.joint_names)
+        self._order = JointOrder(self.joint_names, ignored_joints, cache_size=16)
         lower, upper = position_limits or (np.full(n, -np.inf), np.full(n, np.inf))
         lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
         self._lower, self._upper = lower - limit_margin, upper + limit_margin
@@ -249,7 +248,6 @@ class JointStateConditioner:
         self.max_future = float(max_future)
         self.time_reset_after = float(time_reset_after)
         self.estimator = DerivativeEstimator(window)
-        self._name_cache: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray, list[str]]] = {}
         self.reset()
 
     @classmethod
@@ -299,7 +297,8 @@ class JointStateConditioner:
                                  f'{field_name} values'))
         if problems:
             return result
-        joints, rows, unknown = self._map_names(names)
+        mapping = self._order.map(names)
+        joints, rows, unknown = mapping.joints, mapping.rows, list(mapping.unknown)
         if len(set(names)) != len(names):
             repeated = sorted({n for n in names if names.count(n) > 1})
             problems.append((DUPLICATE_JOINT, f'joint names listed twice: {repeated}'))
@@ -328,18 +327,6 @@ class JointStateConditioner:
         if self._pending.all():
             result.sample = self._complete_sample(problems)
         return result
-
-    def _map_names(self, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """(model index of each chain name, its row in the message, unknown names), cached."""
-        cached = self._name_cache.get(names)
-        if cached is None:
-            if len(self._name_cache) >= self._NAME_CACHE_SIZE:
-                self._name_cache.clear()
-            rows = [r for r, name in enumerate(names) if name in self._index]
-            joints = np.array([self._index[names[r]] for r in rows], dtype=int)
-            unknown = [n for n in names if n not in self._index and n not in self._ignored]
-            cached = self._name_cache[names] = (joints, np.array(rows, dtype=int), unknown)
-        return cached
 
     def _names(self, joints: np.ndarray) -> list[str]:
         return [self.joint_names[j] for j in joints]

@@ -43,6 +43,7 @@ from contact_estimation.core.time_scaling import (TimeScaling, TimeScalingConfig
 from contact_estimation.ros import params
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN, ProblemCounter, level_byte
+from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.node_main import StartupError, run
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, STOP_QOS
 
@@ -64,7 +65,6 @@ _SCALING_PARAMETERS = {
 _SCALING_DEFAULTS = TimeScalingConfig()
 _EVENT_LEVELS = {NONE: OK, WAITING: WARN}
 _MARKER_NS = 'collision'
-_ORDER_CACHE = 8  # joint-name orders remembered (a driver uses one or two)
 
 
 class CollisionDetector(Node):
@@ -80,7 +80,7 @@ class CollisionDetector(Node):
         except (ValueError, ParameterException) as err:
             raise StartupError(f'{NAME}: {err}') from err
         self._names = list(self.robot.joint_names)
-        self._orders: dict[tuple[str, ...], np.ndarray | None] = {}  # at most _ORDER_CACHE
+        self._joint_states = JointStateReader(self._names)
         self._q: np.ndarray | None = None          # latest joint positions (markers)
         self._q_stamp = seconds_to_stamp(0.0)       # stamp of the message they came in
         self._stamp = seconds_to_stamp(0.0)         # stamp of the latest residual
@@ -180,40 +180,15 @@ class CollisionDetector(Node):
         return None
 
     # -------------------------------------------------------------------- messages
-    def _order(self, names) -> np.ndarray | None:
-        """Indices that put a message's values in model joint order (None: joints missing).
-
-        A message without names is taken to be in model order already.
-        """
-        key = tuple(names)
-        if key not in self._orders:
-            if len(self._orders) >= _ORDER_CACHE:  # names that vary: forget the oldest
-                self._orders.pop(next(iter(self._orders)))
-            if not key:
-                self._orders[key] = np.arange(len(self._names))
-            else:
-                lookup = {name: i for i, name in enumerate(key)}
-                found = [lookup.get(name) for name in self._names]
-                self._orders[key] = None if None in found else np.array(found)
-        return self._orders[key]
-
-    @staticmethod
-    def _field(msg: JointState, field: str, order: np.ndarray) -> np.ndarray | None:
-        """A JointState field in model order; None when it does not have one value per name."""
-        values = getattr(msg, field)
-        if len(values) != (len(msg.name) or len(order)):
-            return None
-        return np.asarray(values, dtype=float)[order]
-
     def _on_residual(self, msg: JointState) -> None:
         now = time.monotonic()
         self.problems.traffic['residuals_received'] += 1
-        order = self._order(msg.name)
-        if order is None:
-            self.problems.report('wrong_joints', f'residual for joints {list(msg.name)} lacks '
-                                 f'some of {self._names}: dropped')
+        try:
+            order = self._joint_states.order(msg)
+        except JointStateError as err:
+            self.problems.report(err.kind, str(err))
             return
-        tau_ext = self._field(msg, 'effort', order)
+        tau_ext = self._joint_states.field(msg, 'effort', order)
         if tau_ext is None:
             self.problems.report('wrong_size', f'residual with {len(msg.effort)} efforts for '
                                  f'{len(msg.name) or len(self._names)} joints: dropped')
@@ -233,7 +208,7 @@ class CollisionDetector(Node):
         None when missing or not finite: the thresholds then fall back to ψ_0, the most
         sensitive setting, which errs on the safe side.
         """
-        velocity = self._field(msg, 'velocity', order)
+        velocity = self._joint_states.field(msg, 'velocity', order)
         if velocity is not None and not np.isfinite(velocity).all():
             self.problems.report('invalid_velocity', 'velocity with NaN/inf: thresholds '
                                  'without the speed term')
@@ -242,7 +217,7 @@ class CollisionDetector(Node):
 
     def _remember_position(self, msg: JointState, order: np.ndarray) -> np.ndarray | None:
         """The message's finite positions in model order (kept for the markers), or None."""
-        position = self._field(msg, 'position', order)
+        position = self._joint_states.field(msg, 'position', order)
         if position is None or not np.isfinite(position).all():
             return None
         self._q, self._q_stamp = position, msg.header.stamp

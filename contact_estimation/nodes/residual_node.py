@@ -26,6 +26,7 @@ from contact_estimation.core.residual import (Residual, SampleOrderError,
 from contact_estimation.ros import params
 from contact_estimation.ros.conversions import stamp_to_seconds, wrench_to_arrays
 from contact_estimation.ros.diagnostics import OK, ProblemCounter
+from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.node_main import StartupError, run
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
 
@@ -61,6 +62,7 @@ class ResidualNode(Node):
         except (ValueError, ModelFileError, ParameterException) as err:
             raise StartupError(f'{NAME}: {err}') from err
         self._joint_names = list(self.robot.joint_names)
+        self._joint_states = JointStateReader(self._joint_names, model_order_only=True)
         self._wrench: tuple[float, np.ndarray, np.ndarray] | None = None
         self.problems = ProblemCounter(self)
         self.problems.set_status(OK, self._setup.description)
@@ -149,29 +151,13 @@ class ResidualNode(Node):
         sign = self._setup.wrist_sign
         self._wrench = (stamp_to_seconds(msg.header.stamp), sign * force, sign * torque)
 
-    def _read(self, msg: JointState) -> tuple[float, np.ndarray, np.ndarray, np.ndarray] | None:
-        """(t, q, q̇, τ) of a joint state, or None (reported) when it cannot be used."""
-        if list(msg.name) != self._joint_names:
-            self.problems.report('wrong_joints', f'joint state for {list(msg.name)}, expected '
-                                 f'{self._joint_names} in that order: dropped')
-            return None
-        arrays = [np.asarray(field, dtype=float) for field in
-                  (msg.position, msg.velocity, msg.effort)]
-        if any(a.shape != (self.robot.n,) for a in arrays):
-            self.problems.report('wrong_sizes', f'joint state with {[a.size for a in arrays]} '
-                                 f'positions/velocities/efforts, expected {self.robot.n} each: '
-                                 f'dropped')
-            return None
-        if not all(np.isfinite(a).all() for a in arrays):
-            self.problems.report('not_finite', 'joint state with NaN/inf: dropped')
-            return None
-        return (stamp_to_seconds(msg.header.stamp), *arrays)
-
     def _on_joint_state(self, msg: JointState) -> None:
-        sample = self._read(msg)
-        if sample is None:
+        try:
+            q, v, tau = self._joint_states.read(msg)
+        except JointStateError as err:
+            self.problems.report(err.kind, str(err))
             return
-        t, q, v, tau = sample
+        t = stamp_to_seconds(msg.header.stamp)
         setup = self._setup
         try:
             tau_ext = setup.residual.update(t, q, v, tau)
