@@ -14,8 +14,7 @@ from contact_estimation.core.identified_model import (GRAVITY_PARAMETERS, Gravit
                                                       IdentifiedModel)
 from contact_estimation.core.residual import (FastResidual, InverseDynamicsResidual,
                                               MomentumObserver, SampleOrderError, StaticTerms,
-                                              frame_jacobian, make_residual,
-                                              wrist_wrench_torque)
+                                              make_residual)
 from contact_estimation.core.robot_model import RobotModel
 
 FRICTION = ('continuous', np.array([0.3, 30.0, 5.0, 0.5, 30.0, 0.4]))
@@ -225,24 +224,24 @@ def test_bad_settings_are_refused_with_a_message(panda):
         make_residual('fast', panda, gap_threshold=0.0)
 
 
-def test_frame_jacobian_maps_a_link_wrench_as_the_point_jacobian_maps_a_force(panda):
+def test_link_jacobian_maps_a_link_wrench_as_the_point_jacobian_maps_a_force(panda):
     rng = np.random.default_rng(7)
     q = panda.random_configuration(rng, 1)[0]
     rotation, _ = panda.link_pose(q, 'panda_hand')
     point = np.array([0.0, 0.03, 0.1])  # on the hand, in its frame
     force = rng.normal(size=3) * 10  # in the hand frame
     # the same force as a wrench at the hand origin: [F; point × F]
-    from_wrench = wrist_wrench_torque(panda, q, 'panda_hand', force, np.cross(point, force))
+    from_wrench = panda.link_wrench_torque(q, 'panda_hand', force, np.cross(point, force))
     from_force = panda.point_jacobian(q, 'panda_hand', point).T @ (rotation @ force)
     np.testing.assert_allclose(from_wrench, from_force, atol=1e-9)
     # a pure moment turns each joint by its axis' share of it
     moment = rng.normal(size=3)
     _, axes = panda.joint_axes(q)
-    np.testing.assert_allclose(wrist_wrench_torque(panda, q, 'panda_hand', np.zeros(3), moment),
+    np.testing.assert_allclose(panda.link_wrench_torque(q, 'panda_hand', np.zeros(3), moment),
                                axes @ (rotation @ moment), atol=1e-9)
-    assert frame_jacobian(panda, q, 'panda_hand').shape == (6, panda.n)
+    assert panda.jacobian(q, 'panda_hand').shape == (6, panda.n)
     with pytest.raises(ValueError, match='not in the robot model'):
-        frame_jacobian(panda, q, 'no_such_link')
+        panda.jacobian(q, 'no_such_link')
 
 
 def test_removing_the_wrist_wrench_leaves_only_the_collision(panda):
@@ -261,7 +260,7 @@ def test_removing_the_wrist_wrench_leaves_only_the_collision(panda):
         (r_hand, p_hand), (r_sensor, p_sensor) = panda.link_poses(q, ['panda_hand', 'panda_link8'])
         lever = r_sensor.T @ (r_hand @ tool_point + p_hand - p_sensor)
         force = r_sensor.T @ push
-        left = residual.update(t, q, v, tau) - wrist_wrench_torque(
-            panda, q, 'panda_link8', force, np.cross(lever, force))
+        left = residual.update(t, q, v, tau) - panda.link_wrench_torque(
+            q, 'panda_link8', force, np.cross(lever, force))
         np.testing.assert_allclose(left, collision, atol=0.05)
         assert np.abs(task).max() > 5.0  # the task force alone would look like a collision

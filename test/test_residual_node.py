@@ -11,7 +11,6 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 
 from contact_estimation import manifest
-from contact_estimation.core.residual import wrist_wrench_torque
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.nodes.residual_node import ResidualNode
 from contact_estimation.ros.conversions import seconds_to_stamp, wrench_stamped
@@ -148,7 +147,7 @@ def test_wrist_wrench_is_removed_while_it_is_current(harness, panda):
     h = harness(model='fast', wrist_wrench_enabled=True, wrist_link='panda_link8')
     q, zero = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]), np.zeros(panda.n)
     force, torque = np.array([0.0, 0.0, 25.0]), np.array([0.0, 0.3, 0.0])  # on the robot
-    task = wrist_wrench_torque(panda, q, 'panda_link8', force, torque)
+    task = panda.link_wrench_torque(q, 'panda_link8', force, torque)
     tau = panda.gravity(q) - task
     h.wrench.publish(wrench_stamped(seconds_to_stamp(T0), 'panda_hand', force, torque))
     h.wrench.publish(wrench_stamped(seconds_to_stamp(T0), 'panda_link8', force, torque))

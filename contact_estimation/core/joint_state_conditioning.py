@@ -35,7 +35,6 @@ Rules:
 """
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -213,11 +212,6 @@ class ConditionResult:
     problems: list[Problem] = field(default_factory=list)
 
 
-def urdf_joint_names(urdf_xml: str) -> list[str]:
-    """Names of every joint in a URDF, fixed ones included."""
-    return [joint.get('name') for joint in ET.fromstring(urdf_xml).iter('joint')]
-
-
 class JointStateConditioner:
     """JointState arrays → `ConditionResult` (see the module docstring for the rules)."""
 
@@ -253,7 +247,7 @@ class JointStateConditioner:
     @classmethod
     def for_robot(cls, model, **settings) -> 'JointStateConditioner':
         """Conditioner for a `RobotModel`: its chain, its limits, its other URDF joints ignored."""
-        return cls(model.joint_names, urdf_joint_names(model.urdf_xml), model.position_limits,
+        return cls(model.joint_names, model.urdf_joint_names, model.position_limits,
                    model.velocity_limits, model.effort_limits, **settings)
 
     def reset(self) -> None:

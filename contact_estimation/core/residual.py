@@ -18,15 +18,14 @@ g and f come either from an identified model (seed 001 eqs. 16–24, `Identified
 from the URDF's gravity with a configured friction model; M and C always from the URDF.
 
 A wrist F/T sensor measuring an intended task force (seed 001 §3.1, force/position hybrid
-tasks) is removed with `wrist_wrench_torque` so that pressing on a workpiece is not taken for
-a collision.
+tasks) is removed with `RobotModel.link_wrench_torque` so that pressing on a workpiece is not
+taken for a collision.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pinocchio as pin
 
 from contact_estimation.core import friction
 from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
@@ -246,34 +245,3 @@ def make_residual(kind: str, robot_model: RobotModel,
         return InverseDynamicsResidual(robot_model, terms, gap_threshold,
                                        DerivativeEstimator(derivative_window))
     return MomentumObserver(robot_model, terms, gap_threshold, observer_gain)
-
-
-# ----------------------------------------------------------------- wrist F/T sensor
-def frame_jacobian(robot_model: RobotModel, q: np.ndarray, link: str) -> np.ndarray:
-    """6×n Jacobian of `link`'s frame in that frame: [linear; angular] velocity of its origin.
-
-    Its transpose maps a wrench [force; torque] at the link origin, in the link frame,
-    to joint torques.
-    """
-    if not robot_model.model.existFrame(link):
-        raise ValueError(f'link {link!r} is not in the robot model')
-    fid = robot_model.model.getFrameId(link)
-    if robot_model.model.frames[fid].parentJoint == 0:
-        raise ValueError(f'link {link!r} is not moved by any joint of the chain')
-    return pin.computeFrameJacobian(robot_model.model, robot_model.data,
-                                    robot_model.configuration(q), fid, pin.LOCAL)
-
-
-def wrist_wrench_torque(robot_model: RobotModel, q: np.ndarray, link: str,
-                        force: np.ndarray, torque: np.ndarray) -> np.ndarray:
-    """Joint torque J_linkᵀ [F; M] of a wrench acting ON the robot at `link`'s origin.
-
-    Sign choice: the wrench is the one the environment (workpiece) exerts on the robot,
-    in the `link` frame, with the tool's own weight and the sensor offset already removed
-    (seed 001 §3.1 compensates both). It then adds to τ_ext like any external force, and
-    `tau_ext - wrist_wrench_torque(...)` is what is left for collisions. A sensor that
-    reports the wrench the tool exerts on the environment gives the negative.
-    """
-    wrench = np.concatenate([np.asarray(force, dtype=float), np.asarray(torque, dtype=float)])
-    return frame_jacobian(robot_model, q, link).T @ wrench
-

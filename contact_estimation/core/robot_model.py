@@ -7,18 +7,24 @@ chain from `base_link` to `tip_link` and lock the others (grippers, mobile bases
 Every vector is in model joint order (`RobotModel.joint_names`), every pose and point in the
 `base_link` frame (REP 103: metres, radians). Joint torques follow the project convention
 M(q)q̈ + C(q,q̇)q̇ + g(q) + f(q̇) = τ + τ_ext, so `rnea` returns the left-hand side without
-friction.
+friction, and a wrench acting ON the robot maps to τ_ext through `jacobian`ᵀ.
 """
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 import pinocchio as pin
 
 DEFAULT_ROBOT = 'panda'
+
+# The frames a Jacobian can be expressed in (`RobotModel.jacobian`).
+BASE_FRAME = 'base'
+LINK_FRAME = 'link'
 
 # The usual chain of the arms we know, by the `<robot name=...>` of their URDF (the names of
 # example-robot-data's panda.urdf, ur5_robot.urdf and ur10_robot.urdf, and of the UR and
@@ -64,6 +70,9 @@ class RobotModel:
         self.joint_names = [self.model.names[j] for j in range(1, self.model.njoints)]
         self.n = self.model.nv
         self._base_frame = self.model.getFrameId(self.base_link)
+        # The base link hangs on no joint of the chain: its placement in pinocchio's world
+        # is constant (`base_wrench` relies on it).
+        self._base_from_world = self.model.frames[self._base_frame].placement.inverse()
         self._continuous = [
             self.model.joints[j].nq == 2 for j in range(1, self.model.njoints)
         ]
@@ -159,6 +168,11 @@ class RobotModel:
         return cls(model, collision, xml, base_link, tip_link, package_dirs, name,
                    geometry_error)
 
+    @cached_property
+    def urdf_joint_names(self) -> list[str]:
+        """Names of every joint in the URDF, fixed ones and those outside the chain included."""
+        return [joint.get('name') for joint in ET.fromstring(self.urdf_xml).iter('joint')]
+
     # ---------------------------------------------------------------- limits
     @property
     def position_limits(self) -> tuple[np.ndarray, np.ndarray]:
@@ -218,19 +232,61 @@ class RobotModel:
             axes[i] = inv.rotation @ jac[3:, i]
         return origins, axes
 
+    def frame_id(self, link: str) -> int:
+        """Pinocchio frame index of `link` (RobotModelError if the chain has no such link)."""
+        if not self.model.existFrame(link):
+            raise RobotModelError(f'link {link!r} is not in the robot model')
+        return self.model.getFrameId(link)
+
+    def check_moving_link(self, link: str) -> None:
+        """RobotModelError unless `link` is on the chain and moved by one of its joints."""
+        if self.model.frames[self.frame_id(link)].parentJoint == 0:
+            raise RobotModelError(f'link {link!r} is not moved by any joint of the chain')
+
+    def jacobian(self, q: np.ndarray, link: str, point=None,
+                 frame: str = BASE_FRAME) -> np.ndarray:
+        """6×n Jacobian of a point fixed on `link`: [linear velocity of the point; angular
+        velocity of the link], both expressed in the base frame (`BASE_FRAME`) or in the
+        link's frame (`LINK_FRAME`).
+
+        `point` is in the link frame (default: the link origin). Its transpose maps a
+        wrench [F; M] acting ON the robot, F applied at the point, expressed in that same
+        frame, to τ_ext = Jᵀ[F; M] (the project's sign convention).
+        """
+        if frame not in (BASE_FRAME, LINK_FRAME):
+            raise ValueError(f'frame must be {BASE_FRAME!r} or {LINK_FRAME!r}, got {frame!r}')
+        fid = self.frame_id(link)
+        pin.computeJointJacobians(self.model, self.data, self.configuration(q))
+        pin.updateFramePlacements(self.model, self.data)
+        jac = pin.getFrameJacobian(self.model, self.data, fid, pin.LOCAL)
+        if point is not None:
+            jac[:3] -= skew(np.asarray(point, dtype=float)) @ jac[3:]  # v_p = v_o + ω × p
+        if frame == LINK_FRAME:
+            return jac
+        rotation = self._base_inverse().rotation @ self.data.oMf[fid].rotation
+        return np.vstack([rotation @ jac[:3], rotation @ jac[3:]])
+
     def point_jacobian(self, q: np.ndarray, link: str, point: np.ndarray) -> np.ndarray:
         """3×n Jacobian of a point fixed on `link` (point in the link frame), in the base frame.
 
         τ_ext = J(p)ᵀ F for a force F (base frame) acting ON the robot at p.
         """
-        config = self.configuration(q)
-        fid = self.model.getFrameId(link)
-        pin.computeJointJacobians(self.model, self.data, config)
-        pin.updateFramePlacements(self.model, self.data)
-        jac = pin.getFrameJacobian(self.model, self.data, fid, pin.LOCAL_WORLD_ALIGNED)
-        offset = self.data.oMf[fid].rotation @ np.asarray(point, dtype=float)
-        linear = jac[:3] - skew(offset) @ jac[3:]
-        return self._base_inverse().rotation @ linear
+        return self.jacobian(q, link, point)[:3]
+
+    def link_wrench_torque(self, q: np.ndarray, link: str, force: np.ndarray,
+                           torque: np.ndarray) -> np.ndarray:
+        """Joint torque J_linkᵀ [F; M] of a wrench acting ON the robot at `link`'s origin,
+        F and M in the `link` frame (a wrist F/T sensor's reading, seed 001 §3.1).
+
+        Sign choice: the wrench is the one the environment (workpiece) exerts on the robot,
+        with the tool's own weight and the sensor offset already removed (seed 001 §3.1
+        compensates both). It then adds to τ_ext like any external force, and
+        `tau_ext - link_wrench_torque(...)` is what is left for collisions. A sensor that
+        reports the wrench the tool exerts on the environment gives the negative.
+        """
+        self.check_moving_link(link)
+        wrench = np.concatenate([np.asarray(force, dtype=float), np.asarray(torque, dtype=float)])
+        return self.jacobian(q, link, frame=LINK_FRAME).T @ wrench
 
     # ---------------------------------------------------------------- dynamics
     def gravity(self, q: np.ndarray) -> np.ndarray:
@@ -240,6 +296,47 @@ class RobotModel:
     def rnea(self, q: np.ndarray, v: np.ndarray, a: np.ndarray) -> np.ndarray:
         """M(q)q̈ + C(q,q̇)q̇ + g(q), N·m (inverse dynamics, no friction)."""
         return pin.rnea(self.model, self.data, self.configuration(q), v, a).copy()
+
+    def base_wrench(self, q: np.ndarray, v: np.ndarray,
+                    a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(force N, torque N·m) the moving arm exerts ON its base: at the base link's
+        origin, in the base frame (RNEA's base reaction).
+
+        Static (v = a = 0) it is the arm's weight, m g and c × m g (c: centre of mass,
+        g: gravity in the base frame), seed 004's f₀, τ₀; in motion it is m g − Ṗ and
+        c × m g − L̇ (P, L: the arm's linear momentum and angular momentum about the base
+        origin), the difference being seed 004's f_Bd, τ_Bd. Only the links moved by the
+        chain's joints count, the base link's own weight does not. The mount's wrench on
+        the robot is the negative.
+        """
+        pin.rnea(self.model, self.data, self.configuration(q), v, a)
+        # data.f[j]: the spatial force joint j's parent exerts on the subtree of joint j
+        # (gravity included), in joint j's frame. The roots of the chain hang on the world,
+        # so their liMi (which rnea updates, unlike oMi) is their pose in the world.
+        on_robot = pin.Force.Zero()
+        for j in range(1, self.model.njoints):
+            if self.model.parents[j] == 0:
+                on_robot += self.data.liMi[j].act(self.data.f[j])
+        on_base = -self._base_from_world.act(on_robot)
+        return on_base.linear.copy(), on_base.angular.copy()
+
+    def with_payload(self, mass: float, centre_of_mass, link: str = '') -> 'RobotModel':
+        """A copy of this model carrying a point mass `mass` (kg) at `centre_of_mass` (m, in
+        the frame of `link`, default the tip link): a tool or a held part."""
+        if not (np.isfinite(mass) and mass >= 0.0):
+            raise RobotModelError(f'payload mass must be finite and ≥ 0 kg, got {mass}')
+        centre = np.asarray(centre_of_mass, dtype=float)
+        if centre.shape != (3,) or not np.isfinite(centre).all():
+            raise RobotModelError(f'payload centre of mass must be 3 finite values (m), got '
+                                  f'{centre_of_mass}')
+        link = link or self.tip_link
+        self.check_moving_link(link)
+        model = pin.Model(self.model)
+        frame = model.frames[self.frame_id(link)]
+        joint = frame.parentJoint
+        model.inertias[joint] = model.inertias[joint] + pin.Inertia(
+            mass, frame.placement.act(centre), np.zeros((3, 3)))
+        return replace(self, model=model)
 
     def mass_matrix(self, q: np.ndarray) -> np.ndarray:
         """M(q), symmetric."""

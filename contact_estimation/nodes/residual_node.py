@@ -20,9 +20,7 @@ from sensor_msgs.msg import JointState
 from contact_estimation import manifest
 from contact_estimation.core import friction
 from contact_estimation.core.identified_model import IdentifiedModel, ModelFileError
-from contact_estimation.core.residual import (Residual, SampleOrderError,
-                                              frame_jacobian, make_residual,
-                                              wrist_wrench_torque)
+from contact_estimation.core.residual import Residual, SampleOrderError, make_residual
 from contact_estimation.ros import params
 from contact_estimation.ros.conversions import stamp_to_seconds, wrench_to_arrays
 from contact_estimation.ros.diagnostics import OK, ProblemCounter
@@ -115,7 +113,7 @@ class ResidualNode(Node):
             values['gap_threshold'])
         wrist_link = values['wrist_link'] or self.robot.tip_link
         if values['wrist_wrench_enabled']:
-            frame_jacobian(self.robot, np.zeros(self.robot.n), wrist_link)  # link check
+            self.robot.check_moving_link(wrist_link)
         source = (f'identified model {values["model_file"]}' if identified else
                   f'URDF gravity, {values["friction_model"]} friction')
         wrist = f', wrist wrench at {wrist_link} removed' if values['wrist_wrench_enabled'] else ''
@@ -191,7 +189,7 @@ class ResidualNode(Node):
                                  'removed')
             return np.zeros(self.robot.n)
         _, force, torque = self._wrench
-        return wrist_wrench_torque(self.robot, q, setup.wrist_link, force, torque)
+        return self.robot.link_wrench_torque(q, setup.wrist_link, force, torque)
 
 
 def main(args=None):
