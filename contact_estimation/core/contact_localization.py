@@ -1,0 +1,356 @@
+"""Which link was hit, where and how hard, from the external joint torques (seed 000). No ROS.
+
+Seed 000 (Popov 2023, ../shared/METHODS.md §000): a point force F acting ON the robot at a
+point p of link k gives τ_ext = J_k(p)ᵀF (eq. 3, the project's convention; the seed writes
+the same sign). Joints beyond link k feel nothing, so the last loaded joint bounds k from
+below (eq. 13.1) and the consistency of the first i equations bounds it from above (eq. 13.2).
+
+- `solve_planar`: the seed's analytic method for a planar arm, vectorised over cases: the
+  extended system (eqs. 8-10) gives the force and, through the moment, its line of action
+  (eqs. 11-12); the contact is where that line enters the link's contour Ω_k (eq. 2) with the
+  force inside the friction cone (eq. 6). `PlanarLocalizer` wraps it for one arm at q.
+
+Every estimate is a `ContactEstimate`: what the localizer node publishes and reports.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.surfaces import LinkSurfaces
+
+# Where the point of an estimate came from (`ContactEstimate.source`).
+SOURCE_TORQUE = 'torque'                  # the torques alone
+SOURCE_TORQUE_LIDAR = 'torque+lidar'      # the torques, the link (and a prior point) from the cloud
+SOURCE_LIDAR_FALLBACK = 'lidar fallback'  # the torques explain no surface point: point from the
+#                                           cloud, force from the torques (seed 000, end of §4)
+SOURCE_NONE = 'none'                      # no contact, or no point
+
+# Singular values below this share of the largest make the extended system rank deficient.
+_RANK_TOLERANCE = 1e-9
+
+
+class LocalizationError(ValueError):
+    """The robot or the input does not fit the localizer."""
+
+
+@dataclass
+class ContactEstimate:
+    """One point contact: the force ON the robot at `point` of `link`.
+
+    Points and forces are given in the link's frame and in the base frame (3-vectors, m and
+    N); they are None when no point was found (`link` None too). `link_range` is the links of
+    joints k_min … k_max (seed 000 eq. 13), None without a contact. `candidates` are the points
+    (base frame, K×3) on `candidate_links` that explain the torques within the noise (more than
+    one: the torques alone cannot tell them apart). `residual` is ‖τ − J(p)ᵀF‖ over all
+    joints (N·m); `consistent` is False when no single point contact explains the torques.
+    """
+
+    link: str | None
+    point_link: np.ndarray | None
+    point_base: np.ndarray | None
+    force_link: np.ndarray | None
+    force_base: np.ndarray | None
+    link_range: tuple[str, str] | None
+    source: str
+    residual: float
+    consistent: bool
+    candidates: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    candidate_links: list[str] = field(default_factory=list)
+    message: str = ''
+
+    @property
+    def found(self) -> bool:
+        """A point and a force are known."""
+        return self.link is not None
+
+
+# --------------------------------------------------------------------------- planar method
+@dataclass
+class PlanarSolution:
+    """`solve_planar` results for B cases; link indices are 0-based, -1 for none.
+
+    `found`: a point on the contour with the force in the cone (eqs. 2, 6); `fallback`: none,
+    so the point is the obstacle's on the contour of the sensor's link and the force that of
+    eq. 10. `candidates` (B×n×m) marks the valid intersections `candidate_points` (B×n×m×2)
+    of each link's line of action with each edge of its contour.
+    """
+
+    link: np.ndarray
+    point: np.ndarray
+    force: np.ndarray
+    k_min: np.ndarray
+    k_max: np.ndarray
+    found: np.ndarray
+    fallback: np.ndarray
+    residual: np.ndarray
+    candidates: np.ndarray
+    candidate_points: np.ndarray
+
+
+def point_jacobians_t(joints: np.ndarray, point: np.ndarray) -> np.ndarray:
+    """J_k(p)ᵀ (B×k×2) of seed 000 eq. 5: row i is [−(y_p − y_i), x_p − x_i]; joints B×k×2,
+    point B×2."""
+    offset = point[:, None, :] - joints
+    return np.stack([-offset[..., 1], offset[..., 0]], axis=-1)
+
+
+def extended_wrench(joints: np.ndarray, tau: np.ndarray, reference: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Least-squares W = [F_x, F_y, τ_z] at `reference` from the first k torques (seed 000 eq. 10).
+
+    joints: B×k×2 joint axis positions, tau: B×k, reference: B×2 (the point p⁰). Returns W
+    (B×3), the residual ‖J^wᵀW − τ‖ (B) and whether J^w has rank 3 (B); rank < 3 (k < 3 or a
+    singular pose) leaves W the minimum-norm solution, not the force (statement 2).
+    """
+    # Rows of J^wᵀ, eq. 9: [−(y⁰ − y_i), x⁰ − x_i, 1].
+    rows = np.concatenate([point_jacobians_t(joints, reference),
+                           np.ones(joints.shape[:2] + (1,))], axis=-1)
+    u, s, vt = np.linalg.svd(rows, full_matrices=False)
+    full_rank = (s.shape[-1] == 3) & (s[:, -1] > _RANK_TOLERANCE * s[:, 0])
+    inverse = np.where(s > _RANK_TOLERANCE * s[:, :1], 1.0 / np.where(s > 0, s, 1.0), 0.0)
+    wrench = np.einsum('bji,bj,bkj,bk->bi', vt, inverse, u, tau)
+    residual = np.linalg.norm(np.einsum('bki,bi->bk', rows, wrench) - tau, axis=1)
+    return wrench, residual, full_rank
+
+
+def line_of_action(wrench: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Coefficients (a, b, c) (B×3) of the line a x + b y + c = 0 the force acts along.
+
+    Seed 000 eqs. 11-12 with a = F_y, b = −F_x. The points p of the line have the moment
+    (p − p⁰) × F = τ_z about p⁰, so c = F_x y⁰ − F_y x⁰ − τ_z: METHODS.md and the seed print
+    c = F_x x⁰ − F_y y⁰ − τ_z, with x⁰ and y⁰ swapped (eq. 11 itself gives ours).
+    """
+    fx, fy, tz = wrench[:, 0], wrench[:, 1], wrench[:, 2]
+    return np.stack([fy, -fx, fx * reference[:, 1] - fy * reference[:, 0] - tz], axis=1)
+
+
+def contour_crossings(line: np.ndarray, vertices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each line meets each edge of its closed polygon (vertices B×m×2; edge j from
+    vertex j to j+1). Returns the points (B×m×2) and which edges it crosses (B×m); a line
+    through a vertex counts on the edge that starts there."""
+    side = np.einsum('bmi,bi->bm', vertices, line[:, :2]) + line[:, 2:]
+    following = np.roll(side, -1, axis=1)
+    change = side - following
+    t = np.divide(side, change, out=np.full_like(side, np.inf), where=change != 0)
+    crosses = (t >= 0) & (t < 1)
+    edges = np.roll(vertices, -1, axis=1) - vertices
+    return vertices + np.where(crosses, t, 0)[..., None] * edges, crosses
+
+
+def in_friction_cone(force: np.ndarray, inward: np.ndarray, mu: float) -> np.ndarray:
+    """|∠(n_p, F)| ≤ atan μ (seed 000 eq. 6); force and inward unit normals broadcast, last axis
+    the vector."""
+    along = np.sum(force * inward, axis=-1)
+    return along >= np.linalg.norm(force, axis=-1) * np.cos(np.arctan(mu))
+
+
+def nearest_on_contour(points: np.ndarray, vertices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Nearest point of each closed polygon (B×m×2) to each point (B×2) and its distance (B)."""
+    edges = np.roll(vertices, -1, axis=1) - vertices
+    relative = points[:, None, :] - vertices
+    t = np.clip(np.sum(relative * edges, axis=-1) / np.sum(edges * edges, axis=-1), 0, 1)
+    feet = vertices + t[..., None] * edges
+    distance = np.linalg.norm(points[:, None, :] - feet, axis=-1)
+    nearest = np.argmin(distance, axis=1)
+    rows = np.arange(len(points))
+    return feet[rows, nearest], distance[rows, nearest]
+
+
+def force_at_point(joints: np.ndarray, tau: np.ndarray, point: np.ndarray) -> np.ndarray:
+    """Least-squares F (B×2) of τ = J_k(p)ᵀF with p known (eq. 3): tau B×k."""
+    return np.einsum('bik,bk->bi', np.linalg.pinv(point_jacobians_t(joints, point)), tau)
+
+
+def link_range(tau: np.ndarray, joints: np.ndarray, delta_tau: float,
+               delta_w: float) -> tuple[np.ndarray, np.ndarray]:
+    """k_min and k_max (0-based, B each; -1 when no torque reaches δ_τ), seed 000 eq. 13.
+
+    k_min: the last joint with |τ_i| ≥ δ_τ (eq. 13.1). k_max: the last i whose first i
+    equations a wrench still explains within δ_w, with p* = p^i, the axis of joint i (eq. 13.2).
+    """
+    loaded = np.abs(tau) >= delta_tau
+    n = tau.shape[1]
+    k_min = np.where(loaded.any(axis=1), n - 1 - np.argmax(loaded[:, ::-1], axis=1), -1)
+    consistent = np.stack([extended_wrench(joints[:, :i + 1], tau[:, :i + 1], joints[:, i])[1]
+                           <= delta_w for i in range(n)], axis=1)
+    k_max = n - 1 - np.argmax(consistent[:, ::-1], axis=1)  # i = 0 … 2 always consistent
+    return k_min, np.where(k_min >= 0, k_max, -1)
+
+
+def solve_planar(joints: np.ndarray, tau: np.ndarray, vertices: np.ndarray,
+                 normals: np.ndarray, mu: float, delta_tau: float, delta_w: float,
+                 obstacle: np.ndarray | None = None) -> PlanarSolution:
+    """Seed 000's analytic contact force and point for B cases of an n-joint planar arm.
+
+    joints: B×n×2 joint axes; tau: B×n external torques (N·m); vertices, normals: B×n×m×2,
+    the contour Ω_k of each link k (the link joint k moves) and its edges' outward normals,
+    all in the base frame. `obstacle` (B×2, NaN rows where the sensor sees nothing): the
+    external sensor's obstacle point.
+
+    For each link k of [k_min, k_max] (eq. 13), W from the first k torques at p⁰ = joint k
+    (eq. 10) gives F and the line (eqs. 11-12); its crossings of Ω_k where F lies in the cone
+    around the inward normal (eq. 6) are the candidates. With the sensor, k* is the link of
+    the range nearest the obstacle and the candidate nearest the obstacle wins (seed 000 §5);
+    without, the one with the smallest residual over all n joints. No candidate: with the
+    sensor the point is the obstacle's on Ω_{k*} and the force that of eq. 10 (the seed's
+    fallback); without, no solution (`found` False, point NaN, force that of link k_max).
+    """
+    count, n = tau.shape
+    rows = np.arange(count)
+    k_min, k_max = link_range(tau, joints, delta_tau, delta_w)
+    in_range = (np.arange(n) >= k_min[:, None]) & (np.arange(n) <= k_max[:, None])
+
+    forces = np.zeros((count, n, 2))
+    identified = np.zeros((count, n), dtype=bool)
+    residuals = np.full((count, n), np.inf)
+    candidates = np.zeros(vertices.shape[:3], dtype=bool)
+    points = np.zeros(vertices.shape)
+    for k in range(n):
+        reference = joints[:, k]
+        wrench, residual, full_rank = extended_wrench(joints[:, :k + 1], tau[:, :k + 1], reference)
+        forces[:, k], identified[:, k] = wrench[:, :2], full_rank
+        # Over all n joints: the joints beyond link k must carry no torque.
+        residuals[:, k] = np.hypot(residual, np.linalg.norm(tau[:, k + 1:], axis=1))
+        points[:, k], crosses = contour_crossings(line_of_action(wrench, reference), vertices[:, k])
+        inward = in_friction_cone(wrench[:, None, :2], -normals[:, k], mu)
+        candidates[:, k] = crosses & inward & (full_rank & in_range[:, k])[:, None]
+
+    sees = np.zeros(count, dtype=bool) if obstacle is None else np.isfinite(obstacle).all(axis=1)
+    sensor_link = np.full(count, -1)
+    prior = np.full((count, 2), np.nan)
+    if sees.any():
+        # k*: the link of [k_min, k_max] nearest the obstacle (seed 000 §5).
+        seen = np.flatnonzero(sees & (k_min >= 0))
+        distance = np.full((len(seen), n), np.inf)
+        feet = np.zeros((len(seen), n, 2))
+        for k in range(n):
+            feet[:, k], distance[:, k] = nearest_on_contour(obstacle[seen], vertices[seen, k])
+        distance[~in_range[seen]] = np.inf
+        sensor_link[seen] = np.argmin(distance, axis=1)
+        prior[seen] = feet[np.arange(len(seen)), sensor_link[seen]]
+
+    # Score every candidate: the sensor's link and its distance to the obstacle, else the residual.
+    score = np.where(candidates, residuals[..., None], np.inf)
+    with_sensor = sensor_link >= 0
+    gap = np.linalg.norm(points - prior[:, None, None, :], axis=-1)
+    on_sensor_link = np.arange(n)[None, :, None] == sensor_link[:, None, None]
+    score[with_sensor] = np.where(candidates & on_sensor_link, gap, np.inf)[with_sensor]
+    best = np.argmin(score.reshape(count, -1), axis=1)
+    best_link, best_edge = np.divmod(best, vertices.shape[2])
+    found = np.isfinite(score.reshape(count, -1)[rows, best])
+    fallback = ~found & with_sensor
+
+    link = np.where(found, best_link, np.where(fallback, sensor_link, -1))
+    chosen = np.where(link >= 0, link, np.maximum(k_max, 0))
+    point = np.where(found[:, None], points[rows, best_link, best_edge],
+                     np.where(fallback[:, None], prior, np.nan))
+    force = forces[rows, chosen]
+    # A fallback on a link with k < 3 joints has no force from eq. 10: take the one at the point.
+    unidentified = np.flatnonzero(fallback & ~identified[rows, chosen])
+    residual = residuals[rows, chosen]
+    for k in np.unique(chosen[fallback]):
+        cases = np.flatnonzero(fallback & (chosen == k))
+        free = unidentified[chosen[unidentified] == k]
+        force[free] = force_at_point(joints[free, :k + 1], tau[free, :k + 1], point[free])
+        on_link = np.zeros_like(tau[cases])
+        on_link[:, :k + 1] = np.einsum('bki,bi->bk', point_jacobians_t(
+            joints[cases, :k + 1], point[cases]), force[cases])
+        residual[cases] = np.linalg.norm(tau[cases] - on_link, axis=1)
+    return PlanarSolution(link, point, force, k_min, k_max, found, fallback, residual,
+                          candidates, points)
+
+
+class PlanarLocalizer:
+    """Seed 000's planar method on a planar arm (every joint axis along the base's z).
+
+    mu: friction coefficient of eq. 6; delta_tau (N·m) and delta_w (N·m): the tolerances of
+    eqs. 13.1 and 13.2; segments: edges of each contour Ω_k (16 in the seed).
+    """
+
+    def __init__(self, surfaces: LinkSurfaces, mu: float = 0.5, delta_tau: float = 0.5,
+                 delta_w: float = 1.0, segments: int = 16):
+        if mu <= 0 or delta_tau <= 0 or delta_w <= 0:
+            raise LocalizationError('mu, delta_tau and delta_w must be positive')
+        self.surfaces = surfaces
+        self.robot: RobotModel = surfaces.robot
+        _, axes = self.robot.joint_axes(np.zeros(self.robot.n))
+        if not np.allclose(np.abs(axes[:, 2]), 1.0, atol=1e-9):
+            raise LocalizationError(f'{self.robot.name!r} is not a planar arm: every joint '
+                                    'axis must be along the base z axis')
+        self.mu, self.delta_tau, self.delta_w = mu, delta_tau, delta_w
+        self.links = list(self.robot.joint_links)
+        contours = [surfaces.planar_contour(link, segments) for link in self.links]
+        self._vertices = np.array([v for v, _ in contours])   # n×m×2, link frames
+        self._normals = np.array([nrm for _, nrm in contours])
+
+    def geometry(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Joint axes (n×2) and contours (vertices, outward normals: n×m×2) in the base frame at q."""
+        origins, _ = self.robot.joint_axes(q)
+        poses = self.robot.link_poses(q, self.links)
+        turn = np.array([r[:2, :2] for r, _ in poses])
+        shift = np.array([p[:2] for _, p in poses])
+        vertices = np.einsum('kij,kmj->kmi', turn, self._vertices) + shift[:, None, :]
+        normals = np.einsum('kij,kmj->kmi', turn, self._normals)
+        return origins[:, :2], vertices, normals
+
+    def solve(self, q: np.ndarray, tau: np.ndarray,
+              obstacle: np.ndarray | None = None) -> PlanarSolution:
+        """`solve_planar` for one case (obstacle: a base-frame point the sensor sees, or None)."""
+        joints, vertices, normals = self.geometry(q)
+        seen = None if obstacle is None else np.asarray(obstacle, dtype=float)[None, :2]
+        return solve_planar(joints[None], np.asarray(tau, dtype=float)[None], vertices[None],
+                            normals[None], self.mu, self.delta_tau, self.delta_w, seen)
+
+    def estimate(self, q: np.ndarray, tau: np.ndarray,
+                 obstacle: np.ndarray | None = None) -> ContactEstimate:
+        """The contact explaining τ at q, as a `ContactEstimate` (planar points: z = 0)."""
+        tau = _checked_torques(tau, self.robot.n)
+        solution = self.solve(q, tau, obstacle)
+        if solution.k_min[0] < 0:
+            return no_contact()
+        span = (self.links[solution.k_min[0]], self.links[solution.k_max[0]])
+        marked = solution.candidates[0]
+        candidate_links = [self.links[k] for k in np.nonzero(marked)[0]]
+        candidates = _planar_to_3d(solution.candidate_points[0][marked])
+        residual = float(solution.residual[0])
+        consistent = solution.k_max[0] >= solution.k_min[0] and residual <= self.delta_w
+        if solution.link[0] < 0:
+            return ContactEstimate(None, None, None, None, None, span, SOURCE_NONE, residual,
+                                   False, candidates, candidate_links,
+                                   'the line of action meets no link contour within the '
+                                   'friction cone and the sensor sees no obstacle')
+        source = (SOURCE_LIDAR_FALLBACK if solution.fallback[0] else
+                  SOURCE_TORQUE_LIDAR if obstacle is not None else SOURCE_TORQUE)
+        return self._in_link_frame(q, self.links[solution.link[0]],
+                                   _planar_to_3d(solution.point)[0],
+                                   _planar_to_3d(solution.force)[0], span, source, residual,
+                                   consistent, candidates, candidate_links)
+
+    def _in_link_frame(self, q, link, point, force, span, source, residual, consistent,
+                       candidates, candidate_links) -> ContactEstimate:
+        rotation, origin = self.robot.link_pose(q, link)
+        return ContactEstimate(link, rotation.T @ (point - origin), point, rotation.T @ force,
+                               force, span, source, residual, bool(consistent), candidates,
+                               candidate_links)
+
+
+def no_contact() -> ContactEstimate:
+    """The estimate when no joint torque reaches δ_τ."""
+    return ContactEstimate(None, None, None, None, None, None, SOURCE_NONE, 0.0, True,
+                           message='no joint torque reaches delta_tau')
+
+
+def _planar_to_3d(xy: np.ndarray) -> np.ndarray:
+    return np.concatenate([xy, np.zeros(xy.shape[:-1] + (1,))], axis=-1)
+
+
+def _checked_torques(tau, n: int) -> np.ndarray:
+    tau = np.asarray(tau, dtype=float)
+    if tau.shape != (n,):
+        raise LocalizationError(f'expected {n} joint torques, got shape {tau.shape}')
+    if not np.isfinite(tau).all():
+        raise LocalizationError('joint torques must be finite')
+    return tau

@@ -1,0 +1,172 @@
+"""Seed 000's planar method on urdf/planar_4link.urdf, against contacts with known answers.
+
+Each case is built forwards: a link, a point on its 16-edge contour Ω_k, a force in the
+friction cone around the inward normal there, τ = J(p)ᵀF from the robot model (pinocchio,
+not the method's eq. 5), then the method must give them back.
+"""
+import os
+
+import numpy as np
+import pytest
+
+from contact_estimation.core.contact_localization import (
+    SOURCE_LIDAR_FALLBACK, SOURCE_NONE, SOURCE_TORQUE, SOURCE_TORQUE_LIDAR, LocalizationError,
+    PlanarLocalizer, solve_planar)
+from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.surfaces import LinkSurfaces
+
+PLANAR = os.path.join(os.path.dirname(__file__), '..', 'urdf', 'planar_4link.urdf')
+MU = 0.5
+
+
+@pytest.fixture(scope='module')
+def surfaces():
+    return LinkSurfaces(RobotModel.load(PLANAR))
+
+
+@pytest.fixture(scope='module')
+def localizer(surfaces):
+    """Exact data: tolerances at round-off level."""
+    return PlanarLocalizer(surfaces, mu=MU, delta_tau=1e-6, delta_w=1e-6)
+
+
+def contour(localizer, link):
+    return localizer.surfaces.planar_contour(link)
+
+
+def contact(localizer, q, link, edge, along, angle, magnitude=100.0):
+    """Point on `edge` of the link's contour (link frame), force at `angle` from the inward
+    normal (link frame), and τ = J(p)ᵀF."""
+    robot = localizer.robot
+    vertices, normals = contour(localizer, link)
+    start, end = vertices[edge], vertices[(edge + 1) % len(vertices)]
+    point = np.r_[start + along * (end - start), 0.0]
+    inward = -normals[edge]
+    turn = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    force = np.r_[magnitude * turn @ inward, 0.0]
+    rotation, _ = robot.link_pose(q, link)
+    tau = robot.point_jacobian(q, link, point).T @ (rotation @ force)
+    return point, force, tau
+
+
+def random_contacts(localizer, rng, links, count):
+    cone = np.arctan(MU)
+    for _ in range(count):
+        q = localizer.robot.random_configuration(rng, 1)[0]
+        link = links[rng.integers(len(links))]
+        yield (q, link) + contact(localizer, q, link, rng.integers(16), rng.uniform(0.05, 0.95),
+                                  rng.uniform(-0.95, 0.95) * cone)
+
+
+def test_recovers_link_point_and_force_on_links_3_and_4(localizer):
+    for q, link, point, force, tau in random_contacts(localizer, np.random.default_rng(0),
+                                                      ['link3', 'link4'], 50):
+        estimate = localizer.estimate(q, tau)
+        assert estimate.link == link
+        assert estimate.source == SOURCE_TORQUE and estimate.consistent
+        np.testing.assert_allclose(estimate.point_link, point, atol=1e-9)
+        np.testing.assert_allclose(estimate.force_link, force, atol=1e-7)
+        rotation, origin = localizer.robot.link_pose(q, link)
+        np.testing.assert_allclose(estimate.point_base, rotation @ point + origin, atol=1e-9)
+        np.testing.assert_allclose(estimate.force_base, rotation @ force, atol=1e-7)
+        assert estimate.residual < 1e-9
+        assert estimate.link_range == (link, link)
+
+
+def test_batch_matches_single_calls(localizer):
+    cases = list(random_contacts(localizer, np.random.default_rng(1), ['link3', 'link4'], 20))
+    geometry = [localizer.geometry(q) for q, *_ in cases]
+    batch = solve_planar(np.array([g[0] for g in geometry]), np.array([c[4] for c in cases]),
+                         np.array([g[1] for g in geometry]), np.array([g[2] for g in geometry]),
+                         MU, 1e-6, 1e-6)
+    for i, (q, link, point, force, tau) in enumerate(cases):
+        single = localizer.solve(q, tau)
+        np.testing.assert_allclose(batch.point[i], single.point[0], atol=1e-12)
+        np.testing.assert_allclose(batch.force[i], single.force[0], atol=1e-9)
+        assert batch.link[i] == single.link[0] == localizer.robot.joint_links.index(link)
+
+
+def line_through_joint(localizer, q, link):
+    """A push on the far end of `link` along its axis, back towards its own joint (τ_k = 0,
+    the seed's Fig. 3): the point where the link's x axis leaves its contour."""
+    vertices, normals = contour(localizer, link)
+    ahead = np.flatnonzero(vertices[:, 0] > 0)
+    following = (ahead + 1) % len(vertices)
+    edge = ahead[(vertices[ahead, 1] <= 0) & (vertices[following, 1] > 0)][0]
+    start, end = vertices[edge], vertices[(edge + 1) % len(vertices)]
+    point = np.r_[start + start[1] / (start[1] - end[1]) * (end - start), 0.0]
+    force = -100.0 * point / np.linalg.norm(point)
+    rotation, _ = localizer.robot.link_pose(q, link)
+    tau = localizer.robot.point_jacobian(q, link, point).T @ (rotation @ force)
+    return point, force, tau
+
+
+def test_force_through_a_joint_gives_a_link_range_the_sensor_resolves(localizer):
+    q = np.array([0.3, -0.6, 0.8, 0.5])
+    point, force, tau = line_through_joint(localizer, q, 'link4')
+    assert abs(tau[3]) < 1e-9                       # eq. 4 alone would say link 3
+    torque_only = localizer.estimate(q, tau)
+    assert torque_only.link_range == ('link3', 'link4')
+    assert {'link3', 'link4'} <= set(torque_only.candidate_links)
+
+    rotation, origin = localizer.robot.link_pose(q, 'link4')
+    outward = rotation @ np.array([1.0, 0.0, 0.0])
+    obstacle = rotation @ point + origin + 0.02 * outward   # 2 cm beyond the contact
+    fused = localizer.estimate(q, tau, obstacle)
+    assert fused.link == 'link4' and fused.source == SOURCE_TORQUE_LIDAR
+    np.testing.assert_allclose(fused.point_link, point, atol=1e-9)
+    np.testing.assert_allclose(fused.force_link, force, atol=1e-7)
+
+
+def test_no_intersection_falls_back_to_the_sensor_point(localizer):
+    """A pull (force outside the cone) meets no contour within the cone: no solution from the
+    torques; with the sensor, its point and the force of eq. 10."""
+    q = np.array([0.2, 0.5, -0.4, 0.9])
+    point, force, tau = contact(localizer, q, 'link4', 3, 0.5, np.pi)   # pulls outwards
+    alone = localizer.estimate(q, tau)
+    assert not alone.found and alone.source == SOURCE_NONE and not alone.consistent
+    assert alone.message
+    rotation, origin = localizer.robot.link_pose(q, 'link4')
+    obstacle = rotation @ point + origin
+    fused = localizer.estimate(q, tau, obstacle)
+    assert fused.link == 'link4' and fused.source == SOURCE_LIDAR_FALLBACK
+    np.testing.assert_allclose(fused.point_link, point, atol=1e-6)
+    np.testing.assert_allclose(fused.force_link, force, atol=1e-6)
+
+
+def test_contact_on_link_2_needs_the_sensor(localizer):
+    """k = 2 < 3 joints: eq. 10 cannot give the force (statement 2); with the sensor's point the
+    force comes from eq. 3 at that point."""
+    q = np.array([0.4, 0.7, -1.0, 0.6])
+    point, force, tau = contact(localizer, q, 'link2', 2, 0.4, 0.2)
+    rotation, origin = localizer.robot.link_pose(q, 'link2')
+    fused = localizer.estimate(q, tau, rotation @ point + origin)
+    assert fused.link == 'link2' and fused.source == SOURCE_LIDAR_FALLBACK
+    np.testing.assert_allclose(fused.point_link, point, atol=1e-6)
+    np.testing.assert_allclose(fused.force_link, force, atol=1e-6)
+    assert fused.link_range[0] == 'link2'
+
+
+def test_noise_tolerances_set_the_link_range(localizer, surfaces):
+    q = np.array([0.1, 0.3, 0.5, -0.7])
+    _, _, tau = contact(localizer, q, 'link3', 1, 0.5, 0.1)
+    noisy = tau + np.array([0.0, 0.0, 0.0, 0.3])            # joint 4 reads 0.3 N·m of noise
+    assert localizer.estimate(q, noisy).link_range[0] == 'link4'
+    tolerant = PlanarLocalizer(surfaces, mu=MU, delta_tau=0.5, delta_w=1.0)
+    estimate = tolerant.estimate(q, noisy)
+    assert estimate.link_range[0] == 'link3'                # 0.3 < δ_τ: joint 4 is not loaded
+    assert estimate.link == 'link3'
+
+
+def test_bad_input_is_a_clear_error(localizer):
+    q = np.zeros(4)
+    with pytest.raises(LocalizationError, match='4 joint torques'):
+        localizer.estimate(q, np.zeros(3))
+    with pytest.raises(LocalizationError, match='finite'):
+        localizer.estimate(q, np.array([1.0, np.nan, 0.0, 0.0]))
+    assert localizer.estimate(q, np.zeros(4)).source == SOURCE_NONE
+
+
+def test_a_spatial_arm_is_refused():
+    with pytest.raises(LocalizationError, match='not a planar arm'):
+        PlanarLocalizer(LinkSurfaces(RobotModel.load('ur5')))
