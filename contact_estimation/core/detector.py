@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
+
 POSITION, FORCE = 'position', 'force'
 ROLES = (POSITION, FORCE)
 
@@ -372,3 +374,42 @@ class CollisionDetector:
                              over_threshold=bool(self._over.any()),
                              contact=self._over_count >= self.config.consecutive_samples,
                              input_problem=problem)
+
+
+class AccelerationEstimate:
+    """q̈ for the k_a |q̈| term of ψ: a quadratic fit over the recent joint positions
+    (DerivativeEstimator on the true stamps, lag ≈ half of `window` samples).
+
+    None (ψ without the q̈ term: the more sensitive side) until the fit has a full window: at
+    start, after a stamp that does not increase (the fit restarts from that sample, and
+    `restarted` says why), and when the term is used again after a pause (`in_use` False:
+    acceleration gain 0), since the samples before the pause are out of date.
+    """
+
+    def __init__(self, window: int):
+        self._fit = DerivativeEstimator(window)
+        self._paused = False
+        self.restarted: str | None = None  # why the latest update restarted the fit
+
+    def update(self, t: float, q: np.ndarray, in_use: bool = True) -> np.ndarray | None:
+        self.restarted = None
+        if not in_use:
+            self._paused = True
+            return None
+        if self._paused:
+            self._paused = False
+            self._fit.reset()
+        try:
+            acceleration = self._fit.update(t, q)[1]
+        except ValueError as err:  # a stamp that does not increase
+            self.restarted = str(err)
+            self._fit.reset()
+            acceleration = self._fit.update(t, q)[1]
+        return acceleration if self._fit.ready else None
+
+
+def event_stamped_by_residual(state: DetectorState) -> bool:
+    """True when a stop change came from a residual (collision, invalid residual): its event
+    carries that residual's joint-state stamp; the others (stale input, waiting, cleared) are
+    stamped by the node's clock."""
+    return state.cause in (COLLISION, INVALID)

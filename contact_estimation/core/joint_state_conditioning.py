@@ -42,6 +42,25 @@ import numpy as np
 
 from contact_estimation.core.joint_order import JointOrder
 
+# The one source of the conditioning defaults, by joint_state_listener parameter name (the
+# node declares with these, the constructors below default to them, and
+# config/joint_state_listener.yaml ships the same values: test/test_node_defaults.py).
+DEFAULTS = {
+    'effort_is_current': False,
+    'positions_are_motor_side': False,
+    'torque_constants': (1.0,),     # k_m, N·m/A: one value for all joints or one per joint
+    'gear_ratios': (1.0,),          # G_m, motor turns per joint turn
+    'velocity_filter.window': 20,   # samples of the velocity fit
+    'merge_window': 0.001,          # s
+    'gap_threshold': 0.02,          # s
+    'input_timeout': 0.05,          # s; also how long stamps go back before a new time base
+    'max_future': 1.0,              # s
+    'limit_margin': 0.05,           # rad or m
+    'hard_limit_margin': 0.5,       # rad or m
+    'velocity_limit_factor': 2.0,
+    'effort_limit_factor': 3.0,
+}
+
 # Problem kinds (the keys counted on /diagnostics).
 NON_FINITE = 'non_finite'
 LENGTH_MISMATCH = 'length_mismatch'
@@ -169,9 +188,11 @@ class Transmission:
     positions_are_motor_side: bool = False
 
     @classmethod
-    def create(cls, n: int, torque_constants: Sequence[float] = (1.0,),
-               gear_ratios: Sequence[float] = (1.0,), effort_is_current: bool = False,
-               positions_are_motor_side: bool = False) -> 'Transmission':
+    def create(cls, n: int, torque_constants: Sequence[float] = DEFAULTS['torque_constants'],
+               gear_ratios: Sequence[float] = DEFAULTS['gear_ratios'],
+               effort_is_current: bool = DEFAULTS['effort_is_current'],
+               positions_are_motor_side: bool = DEFAULTS['positions_are_motor_side'],
+               ) -> 'Transmission':
         """Per-joint constants from lists of length 1 (same for all joints) or n."""
         per_joint = []
         for name, values in (('torque_constants', torque_constants), ('gear_ratios', gear_ratios)):
@@ -219,11 +240,16 @@ class JointStateConditioner:
                  position_limits: tuple[np.ndarray, np.ndarray] | None = None,
                  velocity_limits: np.ndarray | None = None,
                  effort_limits: np.ndarray | None = None,
-                 transmission: Transmission | None = None, window: int = 20,
-                 merge_window: float = 1e-3, gap_threshold: float = 0.02,
-                 limit_margin: float = 0.05, hard_limit_margin: float = 0.5,
-                 velocity_limit_factor: float = 2.0, effort_limit_factor: float = 3.0,
-                 max_future: float = 1.0, time_reset_after: float = 0.05):
+                 transmission: Transmission | None = None,
+                 window: int = DEFAULTS['velocity_filter.window'],
+                 merge_window: float = DEFAULTS['merge_window'],
+                 gap_threshold: float = DEFAULTS['gap_threshold'],
+                 limit_margin: float = DEFAULTS['limit_margin'],
+                 hard_limit_margin: float = DEFAULTS['hard_limit_margin'],
+                 velocity_limit_factor: float = DEFAULTS['velocity_limit_factor'],
+                 effort_limit_factor: float = DEFAULTS['effort_limit_factor'],
+                 max_future: float = DEFAULTS['max_future'],
+                 time_reset_after: float = DEFAULTS['input_timeout']):
         self.joint_names = list(joint_names)
         n = len(self.joint_names)
         if hard_limit_margin < limit_margin:

@@ -36,6 +36,18 @@ if TYPE_CHECKING:
 
 MODELS = ('fast', 'rnea', 'momentum_observer')
 
+# The one source of the residual's defaults, by residual_node parameter name (the node
+# declares with these, make_residual defaults to them, config/residual_node.yaml ships the
+# same values: test/test_node_defaults.py).
+DEFAULTS = {
+    'model': 'momentum_observer',
+    'model_file': '',                     # '' = URDF gravity and the friction below
+    'friction_model': 'coulomb_viscous',
+    'friction_parameters': (0.0, 0.0),
+    'observer_gain': (50.0,),             # 1/s, one value or one per joint
+    'gap_threshold': 0.05,                # s
+}
+
 
 class SampleOrderError(ValueError):
     """A sample whose time is not after the previous one."""
@@ -227,8 +239,10 @@ class MomentumObserver(Residual):
 
 def make_residual(kind: str, robot_model: RobotModel,
                   identified_model: IdentifiedModel | None = None,
-                  friction_model: str = 'coulomb_viscous', friction_params=(0.0, 0.0),
-                  observer_gain=50.0, gap_threshold: float = 0.05,
+                  friction_model: str = DEFAULTS['friction_model'],
+                  friction_params=DEFAULTS['friction_parameters'],
+                  observer_gain=DEFAULTS['observer_gain'],
+                  gap_threshold: float = DEFAULTS['gap_threshold'],
                   derivative_window: int = 20) -> Residual:
     """The residual `kind` ('fast', 'rnea' or 'momentum_observer').
 

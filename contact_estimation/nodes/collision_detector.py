@@ -25,27 +25,25 @@ import sys
 import time
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rclpy.exceptions import ParameterException
-from rclpy.node import Node
+from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64
 from std_srvs.srv import Trigger
-from visualization_msgs.msg import Marker, MarkerArray
+from visualization_msgs.msg import MarkerArray
 
-from contact_estimation import manifest
-from contact_estimation.core.detector import (COLLISION, DEFAULTS, INVALID, NONE, STALE,
-                                              WAITING, DetectorConfig, DetectorState)
+from contact_estimation.core.detector import (COLLISION, DEFAULTS, INVALID, STALE, WAITING,
+                                              AccelerationEstimate, DetectorConfig,
+                                              DetectorState, event_stamped_by_residual)
 from contact_estimation.core.detector import CollisionDetector as Detector
-from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
 from contact_estimation.core.time_scaling import (TimeScaling, TimeScalingConfig,
                                                   worth_publishing)
-from contact_estimation.ros import params
+from contact_estimation.ros.collision_messages import collision_event, collision_markers
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
-from contact_estimation.ros.diagnostics import ERROR, OK, WARN, ProblemCounter, level_byte
+from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
-from contact_estimation.ros.node_main import StartupError, run
-from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, STOP_QOS
+from contact_estimation.ros.node_main import run
+from contact_estimation.ros.pipeline_node import PipelineNode
+from contact_estimation.ros.qos import STOP_QOS
 
 NAME = 'collision_detector'
 
@@ -63,22 +61,16 @@ _SCALING_PARAMETERS = {
     'time_scaling_recovery_rate': 'recovery_rate', 'time_scaling_resume_delay': 'resume_delay',
 }
 _SCALING_DEFAULTS = TimeScalingConfig()
-_EVENT_LEVELS = {NONE: OK, WAITING: WARN}
-_MARKER_NS = 'collision'
 
 
-class CollisionDetector(Node):
+class CollisionDetector(PipelineNode):
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
-        spec = manifest.node(NAME)
-        self.robot = params.declare_robot(self)  # StartupError when it cannot be loaded
-        try:
+        with self.starting():
             self._declare_parameters()
             self.detector = Detector(self._detector_config({}))
             self.scaling = TimeScaling(self._scaling_config({}))
-            self._acceleration = DerivativeEstimator(self._value('acceleration_window'))
-        except (ValueError, ParameterException) as err:
-            raise StartupError(f'{NAME}: {err}') from err
+            self._acceleration = AccelerationEstimate(self.value('acceleration_window'))
         self._names = list(self.robot.joint_names)
         self._joint_states = JointStateReader(self._names)
         self._q: np.ndarray | None = None          # latest joint positions (markers)
@@ -88,79 +80,70 @@ class CollisionDetector(Node):
         self._scaling_sent: float | None = None    # f_S last published
         self._shown_joints: tuple[int, ...] = ()
 
-        self.problems = ProblemCounter(self, hardware_id=self.robot.name)
-        self._stop_pub = self.create_publisher(Bool, spec.topic('stop'), STOP_QOS)
-        self._scaling_pub = self.create_publisher(Float64, spec.topic('time_scaling'),
-                                                  PIPELINE_QOS)
+        self._stop_pub = self.publisher('stop', Bool, STOP_QOS)
+        self._scaling_pub = self.publisher('time_scaling', Float64)
         # Transient local like the stop: a subscriber that starts late gets the last events.
-        self._event_pub = self.create_publisher(DiagnosticArray, spec.topic('events'),
-                                                STOP_QOS)
-        self._marker_pub = self.create_publisher(MarkerArray, spec.topic('markers'),
-                                                 PIPELINE_QOS)
-        self.create_subscription(JointState, spec.topic('residual'), self._on_residual,
-                                 SENSOR_QOS)
-        self.create_subscription(Bool, spec.topic('input_stale'), self._on_input_stale,
-                                 STOP_QOS)
+        self._event_pub = self.publisher('events', DiagnosticArray, STOP_QOS)
+        self._marker_pub = self.publisher('markers', MarkerArray)
+        self.subscribe('residual', JointState, self._on_residual)
+        self.subscribe('input_stale', Bool, self._on_input_stale, STOP_QOS)
         self.create_service(Trigger, '~/reset', self._on_reset)
-        self.create_timer(1.0 / self._value('watchdog_rate'), self._on_watchdog)
-        self.create_timer(1.0 / self._value('heartbeat_rate'), self._on_heartbeat)
-        params.on_change(self, self._on_parameter_change)
+        self.create_timer(1.0 / self.value('watchdog_rate'), self._on_watchdog)
+        self.create_timer(1.0 / self.value('heartbeat_rate'), self._on_heartbeat)
+        self.on_parameter_change(self._on_parameter_change)
         self._apply(self.detector.state(time.monotonic()))
         self.get_logger().info(
             f'watching {len(self._names)} joints of {self.robot.name or "the robot"} on '
-            f'{spec.topic("residual")}; stop on {spec.topic("stop")}')
+            f'{self.spec.topic("residual")}; stop on {self.spec.topic("stop")}')
 
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:
         """Every parameter, with the defaults of core/detector.DEFAULTS and TimeScalingConfig."""
-        d, k, ts = params.declare, DEFAULTS, _SCALING_DEFAULTS
-        d(self, 'thresholds_position', [float(k['thresholds_position'])], 'ψ_0 of '
+        d, k, ts = self.declare, DEFAULTS, _SCALING_DEFAULTS
+        d('thresholds_position', [float(k['thresholds_position'])], 'ψ_0 of '
           'position-controlled joints, N·m: one value for all joints or one per joint '
           '(seed 001: 4 N·m)')
-        d(self, 'thresholds_force', [float(k['thresholds_force'])], 'ψ_0 of force-controlled '
+        d('thresholds_force', [float(k['thresholds_force'])], 'ψ_0 of force-controlled '
           'joints, N·m: one value or one per joint (seed 001: 8 N·m)')
-        d(self, 'joint_roles', [k['roles']], "each joint's role, 'position' or 'force' "
+        d('joint_roles', [k['roles']], "each joint's role, 'position' or 'force' "
           '(one for all joints or one per joint); switchable at run time')
-        d(self, 'consecutive_samples', k['consecutive_samples'], 'n of seed 001 eq. 7: samples '
+        d('consecutive_samples', k['consecutive_samples'], 'n of seed 001 eq. 7: samples '
           'over threshold in a row that make a collision', 1, 10000)
-        d(self, 'speed_gain', [float(k['speed_gain'])], 'k_v, N·m per rad/s: ψ grows by '
+        d('speed_gain', [float(k['speed_gain'])], 'k_v, N·m per rad/s: ψ grows by '
           'k_v |q̇| (one or per joint)')
-        d(self, 'acceleration_gain', [float(k['acceleration_gain'])], 'k_a, N·m per rad/s²: '
+        d('acceleration_gain', [float(k['acceleration_gain'])], 'k_a, N·m per rad/s²: '
           'ψ grows by k_a |q̈| (one or per joint)')
-        d(self, 'threshold_max', [float(k['threshold_max'])], 'ψ_max, N·m: cap of ψ so that '
+        d('threshold_max', [float(k['threshold_max'])], 'ψ_max, N·m: cap of ψ so that '
           'fast motion never hides a contact this strong (one or per joint, >= ψ_0)')
-        d(self, 'acceleration_window', 20, 'samples of the quadratic fit to q that gives q̈ '
+        d('acceleration_window', 20, 'samples of the quadratic fit to q that gives q̈ '
           'for the acceleration term (lag ≈ half of it)', 3, 1000, read_only=True)
-        d(self, 'hold_time', k['hold_time'], 'stop clears this long after the last unsafe '
+        d('hold_time', k['hold_time'], 'stop clears this long after the last unsafe '
           'sample, s; 0 = latched until the ~/reset service', 0.0, 3600.0)
-        d(self, 'reset_quiet_time', k['reset_quiet_time'], 'the stop clears (reset or '
+        d('reset_quiet_time', k['reset_quiet_time'], 'the stop clears (reset or '
           'hold_time) only after every joint was under threshold this long and for '
           'consecutive_samples samples, s', 0.0, 60.0)
-        d(self, 'input_timeout', k['input_timeout'], 'no residual for this long → stop, s',
+        d('input_timeout', k['input_timeout'], 'no residual for this long → stop, s',
           0.001, 10.0)
-        d(self, 'watchdog_rate', 50.0, 'rate of the input timeout check, Hz: a stop for missing '
+        d('watchdog_rate', 50.0, 'rate of the input timeout check, Hz: a stop for missing '
           'input comes at most input_timeout + 1/watchdog_rate late', 10.0, 2000.0,
           read_only=True)
-        d(self, 'heartbeat_rate', 20.0, 'rate at which stop and f_S are republished, Hz', 1.0, 1000.0,
+        d('heartbeat_rate', 20.0, 'rate at which stop and f_S are republished, Hz', 1.0, 1000.0,
           read_only=True)
-        d(self, 'time_scaling_alpha', ts.alpha, 'seed 003 α: yield speed (fraction of '
+        d('time_scaling_alpha', ts.alpha, 'seed 003 α: yield speed (fraction of '
           'nominal) per N·m of push back beyond the push threshold, 1/(N·m)', 0.0, 100.0)
-        d(self, 'time_scaling_push_threshold', ts.push_threshold, 'a push back along the path '
+        d('time_scaling_push_threshold', ts.push_threshold, 'a push back along the path '
           'weaker than this only holds the arm, N·m', 0.0, 1000.0)
-        d(self, 'time_scaling_recovery_rate', ts.recovery_rate, 'f_S returns from 0 to 1 at '
+        d('time_scaling_recovery_rate', ts.recovery_rate, 'f_S returns from 0 to 1 at '
           'this rate once the contact is over, 1/s', 1e-3, 1000.0)
-        d(self, 'time_scaling_resume_delay', ts.resume_delay, 'f_S stays 0 this long after the '
+        d('time_scaling_resume_delay', ts.resume_delay, 'f_S stays 0 this long after the '
           'residuals fall back under threshold, s', 0.0, 60.0)
-
-    def _value(self, name: str):
-        return self.get_parameter(name).value
 
     def _detector_config(self, changes: dict) -> DetectorConfig:
         return DetectorConfig.build(self.robot.joint_names, **{
-            field: changes.get(p, self._value(p)) for p, field in _DETECTOR_PARAMETERS.items()})
+            field: changes.get(p, self.value(p)) for p, field in _DETECTOR_PARAMETERS.items()})
 
     def _scaling_config(self, changes: dict) -> TimeScalingConfig:
-        return TimeScalingConfig(**{field: changes.get(p, self._value(p))
+        return TimeScalingConfig(**{field: changes.get(p, self.value(p))
                                     for p, field in _SCALING_PARAMETERS.items()})
 
     def _on_parameter_change(self, changes: dict) -> str | None:
@@ -170,8 +153,6 @@ class CollisionDetector(Node):
         scaling = self._scaling_config(changes) if set(changes) & set(_SCALING_PARAMETERS) \
             else None
         if config is not None:
-            if not self.detector.config.acceleration_gain.any() and config.acceleration_gain.any():
-                self._acceleration.reset()  # switched on again: old samples are out of date
             self.detector.configure(config)
             self.get_logger().info(f'thresholds now {np.round(config.base_thresholds, 3)} N·m, '
                                    f'roles {list(config.roles)}, n = {config.consecutive_samples}')
@@ -224,22 +205,17 @@ class CollisionDetector(Node):
         return position
 
     def _acceleration_of(self, msg: JointState, position: np.ndarray | None):
-        """q̈ from a quadratic fit over the recent positions, when the thresholds use it.
-
-        None (ψ without the q̈ term: the more sensitive side) until the fit has a full
-        window of samples: at start, after a stamp that does not increase (the estimator
-        restarts from that sample) and after the acceleration gain is switched on again.
-        """
-        if position is None or not self.detector.config.acceleration_gain.any():
+        """q̈ for the acceleration term when the thresholds use it (core/detector.py
+        AccelerationEstimate has the rules); None without positions."""
+        if position is None:
             return None
-        t = stamp_to_seconds(msg.header.stamp)
-        try:
-            acceleration = self._acceleration.update(t, position)[1]
-        except ValueError as err:  # a stamp that does not increase
-            self.problems.report('stamp_order', f'residual stamp: {err}; q̈ estimate restarted')
-            self._acceleration.reset()
-            acceleration = self._acceleration.update(t, position)[1]
-        return acceleration if self._acceleration.ready else None
+        acceleration = self._acceleration.update(
+            stamp_to_seconds(msg.header.stamp), position,
+            in_use=self.detector.config.acceleration_gain.any())
+        if self._acceleration.restarted:
+            self.problems.report('stamp_order', f'residual stamp: '
+                                 f'{self._acceleration.restarted}; q̈ estimate restarted')
+        return acceleration
 
     def _on_input_stale(self, msg: Bool) -> None:
         self.detector.set_input_stale(msg.data)
@@ -319,59 +295,22 @@ class CollisionDetector(Node):
             self._scaling_pub.publish(Float64(data=value))
 
     def _publish_event(self, state: DetectorState, message: str) -> None:
-        """One DiagnosticArray (one status) per stop change (docs/collision_events.md).
-
-        Stamp: that of the joint state the triggering residual came from (collision,
-        invalid residual); the node's clock for what no residual triggered (stale input,
-        waiting, cleared).
-        """
-        from_residual = state.cause in (COLLISION, INVALID)
-        stamp = self._stamp if from_residual else self.get_clock().now().to_msg()
-        event = DiagnosticStatus(name='collision', message=message,
-                                 hardware_id=self.robot.name,
-                                 level=level_byte(_EVENT_LEVELS.get(state.cause, ERROR)))
-        joints = state.colliding_joints if state.cause == COLLISION else ()
-        event.values = [KeyValue(key='event', value=state.cause or 'cleared'),
-                        KeyValue(key='stamp', value=f'{stamp_to_seconds(stamp):.9f}'),
-                        KeyValue(key='joints', value=','.join(self._names[i] for i in joints))]
-        for i in joints:
-            event.values += [
-                KeyValue(key=f'{self._names[i]}.residual', value=f'{state.residuals[i]:.4f}'),
-                KeyValue(key=f'{self._names[i]}.threshold', value=f'{state.thresholds[i]:.4f}')]
-        array = DiagnosticArray(status=[event])
-        array.header.stamp = stamp
-        self._event_pub.publish(array)
+        """One collision event per stop change (ros/collision_messages.py)."""
+        stamp = (self._stamp if event_stamped_by_residual(state)
+                 else self.get_clock().now().to_msg())
+        self._event_pub.publish(collision_event(state, self._names, message, stamp,
+                                                self.robot.name))
 
     def _publish_markers(self, state: DetectorState) -> None:
-        """A red sphere and a label at each joint of the latched collision, where the latest
-        joint state puts it; DELETEALL first clears the last set (and alone, the collision)."""
+        """The markers of the latched collision, where the latest joint state puts it."""
         self._shown_joints = state.colliding_joints
         self.problems.values['colliding_joints'] = ','.join(
             self._names[i] for i in state.colliding_joints)
-        markers = [Marker(action=Marker.DELETEALL, ns=_MARKER_NS)]
+        origins = None
         if state.colliding_joints and self._q is not None:
             origins, _ = self.robot.joint_axes(self._q)
-            header_stamp = self._q_stamp
-            for i in state.colliding_joints:
-                sphere = self._marker(Marker.SPHERE, i, origins[i], header_stamp)
-                sphere.scale.x = sphere.scale.y = sphere.scale.z = 0.12
-                label = self._marker(Marker.TEXT_VIEW_FACING, len(self._names) + i,
-                                     origins[i] + [0.0, 0.0, 0.12], header_stamp)
-                label.scale.z = 0.05
-                label.text = (f'{self._names[i]} {state.residuals[i]:+.1f} N·m '
-                              f'(ψ {state.thresholds[i]:.1f})')
-                markers += [sphere, label]
-        self._marker_pub.publish(MarkerArray(markers=markers))
-
-    def _marker(self, kind: int, marker_id: int, position, stamp) -> Marker:
-        marker = Marker(type=kind, action=Marker.ADD, ns=_MARKER_NS, id=marker_id)
-        marker.header.frame_id = self.robot.base_link
-        marker.header.stamp = stamp
-        marker.pose.position.x, marker.pose.position.y, marker.pose.position.z = (
-            float(c) for c in position)
-        marker.pose.orientation.w = 1.0
-        marker.color.r, marker.color.a = 1.0, 0.8
-        return marker
+        self._marker_pub.publish(collision_markers(state, self._names, origins,
+                                                   self.robot.base_link, self._q_stamp))
 
 
 def main(args=None):

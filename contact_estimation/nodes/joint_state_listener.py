@@ -21,19 +21,16 @@ from __future__ import annotations
 import sys
 import time
 
-from rclpy.exceptions import ParameterException
-from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
-from contact_estimation import manifest
 from contact_estimation.core.joint_state_conditioning import (
-    WARNINGS, JointStateConditioner, Transmission, Watchdog)
-from contact_estimation.ros import params
+    DEFAULTS, WARNINGS, JointStateConditioner, Transmission, Watchdog)
 from contact_estimation.ros.conversions import stamp_to_seconds
-from contact_estimation.ros.diagnostics import ERROR, OK, WARN, ProblemCounter
-from contact_estimation.ros.node_main import StartupError, run
-from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, STOP_QOS
+from contact_estimation.ros.diagnostics import ERROR, OK, WARN
+from contact_estimation.ros.node_main import run
+from contact_estimation.ros.pipeline_node import PipelineNode
+from contact_estimation.ros.qos import STOP_QOS
 
 NAME = 'joint_state_listener'
 
@@ -44,67 +41,62 @@ WATCHDOG_PERIOD = 0.01   # s
 HEARTBEAT_PERIOD = 0.1   # s
 
 
-class JointStateListener(Node):
+class JointStateListener(PipelineNode):
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
-        spec = manifest.node(NAME)
-        self._watchdog = Watchdog(timeout=0.0)
-        try:
-            self.robot = params.declare_robot(self)
+        self._watchdog = Watchdog(timeout=DEFAULTS['input_timeout'])
+        with self.starting():
             self._declare_conditioning_parameters()
             self._configure({})
-        except (ValueError, ParameterException) as err:
-            raise StartupError(f'{NAME}: {err}') from err
-        params.on_change(self, self._configure)
+        self.on_parameter_change(self._configure)
         self._joint_names = list(self.robot.joint_names)
-        self.problems = ProblemCounter(self, topic=spec.topic('diagnostics'))
-        self._output = self.create_publisher(JointState, spec.topic('joint_state'), PIPELINE_QOS)
-        self._stale_publisher = self.create_publisher(Bool, spec.topic('input_stale'), STOP_QOS)
-        self.create_subscription(JointState, spec.topic('joint_states'), self._on_joint_states,
-                                 SENSOR_QOS)
+        self._output = self.publisher('joint_state', JointState)
+        self._stale_publisher = self.publisher('input_stale', Bool, STOP_QOS)
+        self.subscribe('joint_states', JointState, self._on_joint_states)
         self._stale: bool | None = None
         self._check_watchdog()
         self.create_timer(WATCHDOG_PERIOD, self._check_watchdog)
         self.create_timer(HEARTBEAT_PERIOD, self._publish_stale)
         self.get_logger().info(
             f'{self.robot.name or "robot"} chain {self._joint_names}; reading '
-            f'{spec.topic("joint_states")}, publishing {spec.topic("joint_state")}')
+            f'{self.spec.topic("joint_states")}, publishing {self.spec.topic("joint_state")}')
 
     # ------------------------------------------------------------------ parameters
     def _declare_conditioning_parameters(self) -> None:
-        declare = params.declare
-        declare(self, 'effort_is_current', False,
+        """Every parameter, with the defaults of core/joint_state_conditioning.DEFAULTS."""
+        declare, k = self.declare, DEFAULTS
+        declare('effort_is_current', k['effort_is_current'],
                 'the effort field is motor current (A): joint torque = G_m k_m i (seed 001 eqs. 1-2)')
-        declare(self, 'positions_are_motor_side', False,
+        declare('positions_are_motor_side', k['positions_are_motor_side'],
                 'positions and velocities are motor-side: divided by G_m (seed 001 eq. 3)')
-        declare(self, 'torque_constants', [1.0],
+        declare('torque_constants', list(k['torque_constants']),
                 'motor torque constants k_m (N·m/A): one value for all joints or one per joint')
-        declare(self, 'gear_ratios', [1.0],
+        declare('gear_ratios', list(k['gear_ratios']),
                 'gear ratios G_m (motor/joint): one value for all joints or one per joint')
-        declare(self, 'velocity_filter.window', 20,
+        declare('velocity_filter.window', k['velocity_filter.window'],
                 'samples in the least-squares fit that estimates velocity the driver omits',
                 3, 500)
-        declare(self, 'merge_window', 0.001,
+        declare('merge_window', k['merge_window'],
                 'largest stamp difference (s) between joint-state parts merged into one sample',
                 0.0, 1.0)
-        declare(self, 'gap_threshold', 0.02,
+        declare('gap_threshold', k['gap_threshold'],
                 'input pause (s) after which the velocity filter restarts', 0.001, 10.0)
-        declare(self, 'input_timeout', 0.05,
+        declare('input_timeout', k['input_timeout'],
                 'time (s) without a valid sample after which input_stale goes True; also how '
                 'long stamps must keep going back before a new time base is accepted',
                 0.001, 10.0)
-        declare(self, 'max_future', 1.0,
+        declare('max_future', k['max_future'],
                 'largest time (s) a stamp may be ahead of this node\'s clock', 0.001, 3600.0)
-        declare(self, 'limit_margin', 0.05,
+        declare('limit_margin', k['limit_margin'],
                 'distance (rad or m) beyond a joint limit before it is reported (warning)',
                 0.0, 3.2)
-        declare(self, 'hard_limit_margin', 0.5,
+        declare('hard_limit_margin', k['hard_limit_margin'],
                 'distance (rad or m) beyond a joint limit at which a message is dropped '
                 '(at least limit_margin)', 0.0, 10.0)
-        declare(self, 'velocity_limit_factor', 2.0,
+        declare('velocity_limit_factor', k['velocity_limit_factor'],
                 'a message is dropped when |velocity| exceeds this times the URDF limit',
                 1.0, 100.0)
-        declare(self, 'effort_limit_factor', 3.0,
+        declare('effort_limit_factor', k['effort_limit_factor'],
                 'a message is dropped when |joint torque| exceeds this times the URDF limit',
                 1.0, 100.0)
 
@@ -115,7 +107,7 @@ class JointStateListener(Node):
         that do not fit the robot (a run-time change is then refused).
         """
         def value(name):
-            return changed[name] if name in changed else self.get_parameter(name).value
+            return changed[name] if name in changed else self.value(name)
 
         transmission = Transmission.create(
             self.robot.n, value('torque_constants'), value('gear_ratios'),

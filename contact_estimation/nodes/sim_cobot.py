@@ -24,41 +24,36 @@ import time
 
 import numpy as np
 from geometry_msgs.msg import PointStamped, WrenchStamped
-from rclpy.exceptions import ParameterException
-from rclpy.node import Node
 from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Float64
 
 from contact_estimation import manifest
 from contact_estimation.core.sim_cobot import (LidarConfig, Scenario, ScenarioError, SimConfig,
                                                SimulatedCobot, SimulationError)
+from contact_estimation.core.sim_realtime import DEFAULTS, ScalingTimeout
 from contact_estimation.core.trajectory import TRAJECTORY_TYPES, make_trajectory
-from contact_estimation.ros import params
 from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp,
                                                 wrench_stamped, xyz_to_cloud)
-from contact_estimation.ros.diagnostics import ERROR, OK, WARN, ProblemCounter
-from contact_estimation.ros.node_main import StartupError, run
-from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
+from contact_estimation.ros.diagnostics import ERROR, OK, WARN
+from contact_estimation.ros.node_main import run
+from contact_estimation.ros.pipeline_node import PipelineNode
 
 NAME = 'sim_cobot'
 
 LOAD_PERIOD = 1.0     # s between CPU load figures on /diagnostics
 
 
-class SimCobot(Node):
+class SimCobot(PipelineNode):
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
-        spec = manifest.node(NAME)
-        try:
-            self.robot = params.declare_robot(self)
+        with self.starting():
             self._declare_parameters()
             self.sim = self._make_simulation()
-        except (ValueError, OSError, ParameterException) as err:
-            raise StartupError(f'{NAME}: {err}') from err
-        rate = self._value('rate')
-        self._publish_every = round(rate / self._value('publish_rate'))
-        self._lidar_every = round(rate / self._value('lidar.rate'))
-        self._max_catch_up = max(1, round(self._value('max_catch_up') * rate))
+            self._scaling_watch = ScalingTimeout(self.value('time_scaling_timeout'))
+        rate = self.value('rate')
+        self._publish_every = round(rate / self.value('publish_rate'))
+        self._lidar_every = round(rate / self.value('lidar.rate'))
+        self._max_catch_up = max(1, round(self.value('max_catch_up') * rate))
         self._base_frame = self.robot.base_link
         # Reused messages: the array.array fields skip rclpy's per-element checks.
         self._state_msg = JointState(name=list(self.robot.joint_names))
@@ -66,20 +61,13 @@ class SimCobot(Node):
         for msg in (self._state_msg, self._truth_msg):
             msg.header.frame_id = self._base_frame
 
-        self.problems = ProblemCounter(self, topic=spec.topic('diagnostics'),
-                                       hardware_id=self.robot.name)
-        self._pub = {key: self.create_publisher(kind, spec.topic(key), PIPELINE_QOS)
-                     for key, kind in _MESSAGES.items()}
-        self.create_subscription(Float64, spec.topic('time_scaling'), self._on_time_scaling,
-                                 SENSOR_QOS)
-        self._scaling_timeout = self._value('time_scaling_timeout')
-        self._scaling_received: float | None = None  # monotonic time of the last f_S
-        self._scaling_lost = False                   # holding: f_S timed out
+        self._pub = {key: self.publisher(key, kind) for key, kind in _MESSAGES.items()}
+        self.subscribe('time_scaling', Float64, self._on_time_scaling)
         self._steps = 0
         self._start: float | None = None  # monotonic time of step 0, set by the first call
         self._stamp_offset = 0.0           # ROS time of simulated time 0
         self.problems.set_status(OK, 'simulating')
-        self._timer = self.create_timer(self._value('timer_period'), self._advance)
+        self._timer = self.create_timer(self.value('timer_period'), self._advance)
         self.get_logger().info(
             f'{self.robot.name or "robot"} at {rate:g} Hz, joint states at '
             f'{rate / self._publish_every:g} Hz, lidar at {rate / self._lidar_every:g} Hz; '
@@ -88,69 +76,66 @@ class SimCobot(Node):
 
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:
-        d = params.declare
+        d, k, sim = self.declare, DEFAULTS, SimConfig()
         ro = {'read_only': True}
-        d(self, 'rate', 1000.0, 'physics rate (Hz): one MuJoCo step every 1/rate s',
+        d('rate', 1.0 / sim.timestep, 'physics rate (Hz): one MuJoCo step every 1/rate s',
           100.0, 5000.0, **ro)
-        d(self, 'publish_rate', 1000.0, 'joint state, F/T and ground-truth rate (Hz); divides rate',
+        d('publish_rate', k['publish_rate'], 'joint state, F/T and ground-truth rate (Hz); divides rate',
           1.0, 5000.0, **ro)
-        d(self, 'timer_period', 0.005, 'wall time (s) between stepping calls; each steps and '
+        d('timer_period', k['timer_period'], 'wall time (s) between stepping calls; each steps and '
           'publishes what is due (a 1 kHz rclpy timer costs more than the physics)',
           0.0005, 0.1, **ro)
-        d(self, 'max_catch_up', 0.05, 'most wall time (s) one timer call catches up; more is '
+        d('max_catch_up', k['max_catch_up'], 'most wall time (s) one timer call catches up; more is '
           'skipped and reported', 0.001, 1.0, **ro)
-        d(self, 'time_scaling_timeout', 0.15, 'once an f_S has arrived, no f_S for this long '
+        d('time_scaling_timeout', k['time_scaling_timeout'], 'once an f_S has arrived, no f_S for this long '
           'means hold (f_S = 0), s (the detector repeats f_S at 20 Hz: 3 periods)', 0.005, 10.0, **ro)
-        d(self, 'scenario', '', "scenario YAML (forces, obstacles, trajectory); relative paths "
+        d('scenario', '', "scenario YAML (forces, obstacles, trajectory); relative paths "
           "from the package share directory; '' = none", **ro)
-        d(self, 'trajectory.type', 'smooth_random', f'one of {TRAJECTORY_TYPES} (a scenario '
+        d('trajectory.type', 'smooth_random', f'one of {TRAJECTORY_TYPES} (a scenario '
           'trajectory wins)', **ro)
-        d(self, 'trajectory.seed', 0, 'smooth_random and sweeps: random seed', 0, 2 ** 31 - 1,
+        d('trajectory.seed', 0, 'smooth_random and sweeps: random seed', 0, 2 ** 31 - 1,
           **ro)
-        d(self, 'trajectory.speed_scale', 0.3, 'smooth_random: peak speed / velocity limit',
+        d('trajectory.speed_scale', 0.3, 'smooth_random: peak speed / velocity limit',
           0.01, 1.0, **ro)
-        d(self, 'trajectory.amplitude', 0.5, 'smooth_random: share of the room to the limits used',
+        d('trajectory.amplitude', 0.5, 'smooth_random: share of the room to the limits used',
           0.01, 1.0, **ro)
-        d(self, 'trajectory.margin', 0.2, 'smooth_random: distance (rad) kept from the limits',
+        d('trajectory.margin', 0.2, 'smooth_random: distance (rad) kept from the limits',
           0.0, 1.5, **ro)
-        d(self, 'trajectory.waypoints', [0.0], 'waypoints: m × n joint positions (rad), row '
+        d('trajectory.waypoints', [0.0], 'waypoints: m × n joint positions (rad), row '
           'after row', **ro)
-        d(self, 'trajectory.durations', [1.0], 'waypoints: m − 1 segment durations (s)', **ro)
-        d(self, 'friction', list(SimConfig().friction), 'joint friction γ1 … γ6 (seed 001 '
+        d('trajectory.durations', [1.0], 'waypoints: m − 1 segment durations (s)', **ro)
+        d('friction', sim.friction.ravel().tolist(), 'joint friction γ1 … γ6 (seed 001 '
           'eq. 23) for every joint, or 6 × n row after row', **ro)
-        d(self, 'controller.natural_frequency', 25.0, 'computed-torque closed-loop ω_n (rad/s)',
+        d('controller.natural_frequency', sim.natural_frequency, 'computed-torque closed-loop ω_n (rad/s)',
           1.0, 200.0, **ro)
-        d(self, 'controller.damping_ratio', 1.0, 'computed-torque damping ratio', 0.1, 5.0, **ro)
-        d(self, 'controller.friction_compensation', 0.7, 'share of the friction fed forward',
+        d('controller.damping_ratio', sim.damping_ratio, 'computed-torque damping ratio', 0.1, 5.0, **ro)
+        d('controller.friction_compensation', sim.friction_compensation, 'share of the friction fed forward',
           0.0, 1.0, **ro)
-        d(self, 'noise.position', 1e-5, 'joint position noise σ (rad)', 0.0, 0.1, **ro)
-        d(self, 'noise.velocity', 1e-3, 'joint velocity noise σ (rad/s)', 0.0, 1.0, **ro)
-        d(self, 'noise.effort', 0.05, 'joint torque noise σ (N·m)', 0.0, 10.0, **ro)
-        d(self, 'noise.ft_force', 0.1, 'F/T force noise σ (N)', 0.0, 100.0, **ro)
-        d(self, 'noise.ft_torque', 0.01, 'F/T torque noise σ (N·m)', 0.0, 10.0, **ro)
-        d(self, 'noise.seed', 0, 'noise random seed', 0, 2 ** 31 - 1, **ro)
-        lidar = LidarConfig()
-        d(self, 'lidar.rate', 10.0, 'scan rate (Hz); divides rate', 0.1, 100.0, **ro)
-        d(self, 'lidar.position', list(lidar.position), 'lidar origin x y z (m, base frame)', **ro)
-        d(self, 'lidar.rpy', list(lidar.rpy), 'lidar roll pitch yaw (rad, base frame); its x '
+        d('noise.position', sim.position_noise, 'joint position noise σ (rad)', 0.0, 0.1, **ro)
+        d('noise.velocity', sim.velocity_noise, 'joint velocity noise σ (rad/s)', 0.0, 1.0, **ro)
+        d('noise.effort', sim.effort_noise, 'joint torque noise σ (N·m)', 0.0, 10.0, **ro)
+        d('noise.ft_force', sim.ft_force_noise, 'F/T force noise σ (N)', 0.0, 100.0, **ro)
+        d('noise.ft_torque', sim.ft_torque_noise, 'F/T torque noise σ (N·m)', 0.0, 10.0, **ro)
+        d('noise.seed', sim.noise_seed, 'noise random seed', 0, 2 ** 31 - 1, **ro)
+        lidar = sim.lidar
+        d('lidar.rate', 10.0, 'scan rate (Hz); divides rate', 0.1, 100.0, **ro)
+        d('lidar.position', list(lidar.position), 'lidar origin x y z (m, base frame)', **ro)
+        d('lidar.rpy', list(lidar.rpy), 'lidar roll pitch yaw (rad, base frame); its x '
           'axis looks forward', **ro)
-        d(self, 'lidar.rows', lidar.rows, 'rays per column', 1, 1024, **ro)
-        d(self, 'lidar.columns', lidar.columns, 'rays per row', 1, 4096, **ro)
-        d(self, 'lidar.vertical_fov', lidar.vertical_fov, 'vertical field of view (rad)',
+        d('lidar.rows', lidar.rows, 'rays per column', 1, 1024, **ro)
+        d('lidar.columns', lidar.columns, 'rays per row', 1, 4096, **ro)
+        d('lidar.vertical_fov', lidar.vertical_fov, 'vertical field of view (rad)',
           0.0, 3.1, **ro)
-        d(self, 'lidar.horizontal_fov', lidar.horizontal_fov, 'horizontal field of view (rad)',
+        d('lidar.horizontal_fov', lidar.horizontal_fov, 'horizontal field of view (rad)',
           0.0, 6.3, **ro)
-        d(self, 'lidar.max_range', lidar.max_range, 'farthest hit (m)', 0.1, 100.0, **ro)
-        d(self, 'lidar.range_noise', lidar.range_noise, 'range noise σ (m)', 0.0, 1.0, **ro)
-        d(self, 'lidar.floor', lidar.floor, 'a floor plane the lidar sees', **ro)
-        d(self, 'lidar.floor_height', lidar.floor_height, 'floor height (m, base frame)',
+        d('lidar.max_range', lidar.max_range, 'farthest hit (m)', 0.1, 100.0, **ro)
+        d('lidar.range_noise', lidar.range_noise, 'range noise σ (m)', 0.0, 1.0, **ro)
+        d('lidar.floor', lidar.floor, 'a floor plane the lidar sees', **ro)
+        d('lidar.floor_height', lidar.floor_height, 'floor height (m, base frame)',
           -10.0, 10.0, **ro)
 
-    def _value(self, name: str):
-        return self.get_parameter(name).value
-
     def _make_simulation(self) -> SimulatedCobot:
-        v = self._value
+        v = self.value
         rate = v('rate')
         for name in ('publish_rate', 'lidar.rate'):
             ratio = rate / v(name)
@@ -193,18 +178,18 @@ class SimCobot(Node):
         return SimulatedCobot(self.robot, trajectory, scenario, config)
 
     def _trajectory_spec(self) -> dict:
-        kind = self._value('trajectory.type')
+        kind = self.value('trajectory.type')
         if kind == 'waypoints':
-            waypoints = np.asarray(self._value('trajectory.waypoints'), dtype=float)
+            waypoints = np.asarray(self.value('trajectory.waypoints'), dtype=float)
             if waypoints.size % self.robot.n:
                 raise ValueError(f'trajectory.waypoints has {waypoints.size} values, not a '
                                  f'multiple of the {self.robot.n} joints')
             return {'type': kind, 'waypoints': waypoints.reshape(-1, self.robot.n),
-                    'durations': list(self._value('trajectory.durations'))}
+                    'durations': list(self.value('trajectory.durations'))}
         if kind == 'sweeps':  # the default sweep plan; a scenario file sets the rest
-            return {'type': kind, 'seed': self._value('trajectory.seed')}
+            return {'type': kind, 'seed': self.value('trajectory.seed')}
         options = ('seed', 'speed_scale', 'amplitude', 'margin')
-        return {'type': kind, **{k: self._value(f'trajectory.{k}') for k in options}}
+        return {'type': kind, **{k: self.value(f'trajectory.{k}') for k in options}}
 
     # ------------------------------------------------------------------- messages
     def _on_time_scaling(self, msg: Float64) -> None:
@@ -213,17 +198,15 @@ class SimCobot(Node):
         except ValueError as err:
             self.problems.report('bad_time_scaling', f'time scaling ignored: {err}')
             return
-        self._scaling_received, self._scaling_lost = time.monotonic(), False
+        self._scaling_watch.received(time.monotonic())
 
     def _check_time_scaling(self, now: float) -> None:
         """Hold (f_S = 0) when the f_S stream, once started, stopped for the timeout."""
-        if (self._scaling_received is None or self._scaling_lost
-                or now - self._scaling_received <= self._scaling_timeout):
-            return
-        self._scaling_lost = True
-        self.sim.set_time_scaling(0.0)
-        self.problems.report('time_scaling_timeout', f'no time scaling for '
-                             f'{(now - self._scaling_received) * 1e3:.0f} ms: holding')
+        silence = self._scaling_watch.check(now)
+        if silence is not None:
+            self.sim.set_time_scaling(0.0)
+            self.problems.report('time_scaling_timeout', f'no time scaling for '
+                                 f'{silence * 1e3:.0f} ms: holding')
 
     # ------------------------------------------------------------------- stepping
     def _advance(self) -> None:
@@ -292,9 +275,9 @@ class SimCobot(Node):
         self.problems.values['cpu_load'] = f'{(cpu_now - cpu) / (now - wall):.3f}'
         self.problems.values['simulated_time'] = f'{self.sim.time:.3f}'
         self.problems.values['path_time'] = f'{self.sim.scaler.path_time:.3f}'
-        if self._scaling_lost:
+        if self._scaling_watch.holding:
             self.problems.set_status(WARN, 'holding: no time scaling for more than '
-                                     f'{self._scaling_timeout * 1e3:.0f} ms')
+                                     f'{self._scaling_watch.timeout * 1e3:.0f} ms')
         elif behind > behind_before:
             self.problems.set_status(WARN, 'falling behind the wall clock')
         else:

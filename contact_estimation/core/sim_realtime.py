@@ -1,0 +1,45 @@
+"""Playing the simulated cobot against the wall clock: the sim node's pacing defaults and the
+hold when the time scaling f_S stops coming.
+
+A follower of f_S (seed 003 eq. 8: t_i = t_{i−1} + f_S Δt) plays at f_S = 1 until the first
+f_S arrives; from then on, no f_S for `timeout` seconds means hold (f_S = 0) until one
+arrives again: the detector that sends it may be dead, and a controller must not go on at
+the last speed it was told (docs/collision_events.md says the same to real controllers).
+"""
+from __future__ import annotations
+
+# The one source of the sim node's pacing defaults, by sim_cobot parameter name (the
+# physics and sensor defaults are SimConfig's and LidarConfig's; config/sim_cobot.yaml ships
+# the same values: test/test_node_defaults.py).
+DEFAULTS = {
+    'publish_rate': 1000.0,          # Hz, joint states, F/T and ground truth
+    'timer_period': 0.005,           # s between stepping calls (each runs the steps due)
+    'max_catch_up': 0.05,            # s; a longer lag behind the wall clock is skipped
+    'time_scaling_timeout': 0.15,    # s: 3 periods of the detector's 20 Hz heartbeat
+}
+
+
+class ScalingTimeout:
+    """Whether a follower of f_S must hold because the f_S stream, once started, stopped.
+
+    Times are seconds on one monotonic clock chosen by the caller.
+    """
+
+    def __init__(self, timeout: float = DEFAULTS['time_scaling_timeout']):
+        if not timeout > 0.0:
+            raise ValueError(f'time_scaling_timeout must be > 0 s, got {timeout}')
+        self.timeout = float(timeout)
+        self._received: float | None = None  # time of the latest f_S
+        self.holding = False                 # f_S timed out and none came since
+
+    def received(self, now: float) -> None:
+        """An f_S arrived (and was applied) at `now`: holding ends."""
+        self._received, self.holding = now, False
+
+    def check(self, now: float) -> float | None:
+        """The silence (s) when the stream times out at this check, else None: the caller
+        then applies f_S = 0. Before the first f_S and while holding, None."""
+        if self._received is None or self.holding or now - self._received <= self.timeout:
+            return None
+        self.holding = True
+        return now - self._received

@@ -1,0 +1,62 @@
+"""The intended task force of a force/position hybrid task, measured by a wrist F/T sensor,
+as the joint torque residual_node removes from τ_ext (seed 001 §3.1).
+
+Rules (each one fail safe: a wrench that breaks one is not removed, so the task force then
+counts as a contact):
+- frame: the wrench must be given in the wrist link's frame (or carry no frame_id);
+- values: finite;
+- freshness: its stamp within `timeout` seconds of the joint state it is removed from;
+- sign: the project's, the wrench acting ON the robot (RobotModel.link_wrench_torque);
+  a sensor that reports the wrench the tool exerts on the environment is negated.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from contact_estimation.core.robot_model import RobotModel
+
+# The one source of the wrist-wrench defaults, by residual_node parameter name
+# (config/residual_node.yaml ships the same values: test/test_node_defaults.py).
+DEFAULTS = {
+    'wrist_wrench_enabled': False,
+    'wrist_link': '',               # '' = the chain's tip link
+    'wrist_wrench_timeout': 0.05,   # s between wrench and joint-state stamps
+    'wrist_wrench_on_robot': True,  # False: the sensor reports tool-on-environment
+}
+
+
+class WristWrenchRejected(ValueError):
+    """A wrench that breaks a rule; `kind` is the problem's count on /diagnostics."""
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(detail)
+        self.kind = kind
+
+
+class WristWrench:
+    """The latest acceptable wrench at `link`, and its joint torque at a joint state."""
+
+    def __init__(self, robot: RobotModel, link: str, timeout: float, on_robot: bool):
+        self.robot, self.link, self.timeout = robot, link, float(timeout)
+        self._sign = 1.0 if on_robot else -1.0
+        robot.check_moving_link(link)  # RobotModelError (a ValueError) off the chain
+        self._latest: tuple[float, np.ndarray, np.ndarray] | None = None
+
+    def receive(self, t: float, frame_id: str, force, torque) -> None:
+        """Keep a wrench stamped `t` (s); WristWrenchRejected when it breaks a rule."""
+        if frame_id and frame_id != self.link:
+            raise WristWrenchRejected('wrist_wrench_frame', f'wrist wrench in frame '
+                                      f'{frame_id!r}, expected {self.link!r}: dropped')
+        force, torque = np.asarray(force, dtype=float), np.asarray(torque, dtype=float)
+        if not (np.isfinite(force).all() and np.isfinite(torque).all()):
+            raise WristWrenchRejected('wrist_wrench_not_finite',
+                                      'wrist wrench with NaN/inf: dropped')
+        self._latest = (t, self._sign * force, self._sign * torque)
+
+    def joint_torque(self, t: float, q: np.ndarray) -> np.ndarray | None:
+        """J_wristᵀ w of the latest wrench at the joint state (t, q); None when no wrench
+        came within `timeout` of t (nothing is then removed)."""
+        if self._latest is None or abs(self._latest[0] - t) > self.timeout:
+            return None
+        _, force, torque = self._latest
+        return self.robot.link_wrench_torque(q, self.link, force, torque)

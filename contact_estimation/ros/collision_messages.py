@@ -1,0 +1,69 @@
+"""The collision detector's DetectorState → collision event and rviz markers
+(docs/collision_events.md has the fields and what a controller does with them)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from visualization_msgs.msg import Marker, MarkerArray
+
+from contact_estimation.core.detector import COLLISION, NONE, WAITING, DetectorState
+from contact_estimation.ros.conversions import stamp_to_seconds
+from contact_estimation.ros.diagnostics import ERROR, OK, WARN, level_byte
+
+_EVENT_LEVELS = {NONE: OK, WAITING: WARN}
+MARKER_NS = 'collision'
+_SPHERE_SIZE = 0.12   # m
+_LABEL_HEIGHT = 0.05  # m, text size; the label floats one sphere size above the joint
+
+
+def collision_event(state: DetectorState, joint_names: Sequence[str], message: str,
+                    stamp: Time, hardware_id: str) -> DiagnosticArray:
+    """One DiagnosticArray with one status for a change of the stop: the cause, the stamp,
+    and for a collision each joint over threshold with its τ_ext and ψ."""
+    event = DiagnosticStatus(name='collision', message=message, hardware_id=hardware_id,
+                             level=level_byte(_EVENT_LEVELS.get(state.cause, ERROR)))
+    joints = state.colliding_joints if state.cause == COLLISION else ()
+    event.values = [KeyValue(key='event', value=state.cause or 'cleared'),
+                    KeyValue(key='stamp', value=f'{stamp_to_seconds(stamp):.9f}'),
+                    KeyValue(key='joints', value=','.join(joint_names[i] for i in joints))]
+    for i in joints:
+        event.values += [
+            KeyValue(key=f'{joint_names[i]}.residual', value=f'{state.residuals[i]:.4f}'),
+            KeyValue(key=f'{joint_names[i]}.threshold', value=f'{state.thresholds[i]:.4f}')]
+    array = DiagnosticArray(status=[event])
+    array.header.stamp = stamp
+    return array
+
+
+def collision_markers(state: DetectorState, joint_names: Sequence[str],
+                      joint_origins: np.ndarray | None, frame_id: str,
+                      stamp: Time) -> MarkerArray:
+    """A red sphere and a label (τ_ext and ψ) at each joint of the latched collision, at
+    `joint_origins` (n × 3 in `frame_id`; None: positions unknown, nothing drawn); DELETEALL
+    first clears the last set (and alone, the collision)."""
+    markers = [Marker(action=Marker.DELETEALL, ns=MARKER_NS)]
+    if state.colliding_joints and joint_origins is not None:
+        for i in state.colliding_joints:
+            sphere = _marker(Marker.SPHERE, i, joint_origins[i], frame_id, stamp)
+            sphere.scale.x = sphere.scale.y = sphere.scale.z = _SPHERE_SIZE
+            label = _marker(Marker.TEXT_VIEW_FACING, len(joint_names) + i,
+                            joint_origins[i] + [0.0, 0.0, _SPHERE_SIZE], frame_id, stamp)
+            label.scale.z = _LABEL_HEIGHT
+            label.text = (f'{joint_names[i]} {state.residuals[i]:+.1f} N·m '
+                          f'(ψ {state.thresholds[i]:.1f})')
+            markers += [sphere, label]
+    return MarkerArray(markers=markers)
+
+
+def _marker(kind: int, marker_id: int, position, frame_id: str, stamp: Time) -> Marker:
+    marker = Marker(type=kind, action=Marker.ADD, ns=MARKER_NS, id=marker_id)
+    marker.header.frame_id = frame_id
+    marker.header.stamp = stamp
+    marker.pose.position.x, marker.pose.position.y, marker.pose.position.z = (
+        float(c) for c in position)
+    marker.pose.orientation.w = 1.0
+    marker.color.r, marker.color.a = 1.0, 0.8
+    return marker

@@ -1,0 +1,74 @@
+"""What every node of nodes.yaml shares at start-up, so that a node is its topics and its
+translation only.
+
+    class MyNode(PipelineNode):
+        def __init__(self, **kwargs):
+            super().__init__('my_node', **kwargs)      # manifest entry, robot, diagnostics
+            with self.starting():                      # bad parameters → StartupError
+                self.declare('gain', DEFAULTS['gain'], 'what it does, unit', 0.0, 10.0)
+                self.method = CoreMethod(self.value('gain'))
+            self.publisher('estimate', PointStamped)
+            self.subscribe('joint_state', JointState, self._on_joint_state)
+
+    def main(args=None):
+        return run(MyNode, args)   # ros/node_main.py: executor, signals, exit code
+
+Defaults come from core (one source: the core module's DEFAULTS or config dataclass), and
+config/<node>.yaml ships the same values (test/test_node_defaults.py checks every node).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from rclpy.exceptions import ParameterException
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+
+from contact_estimation import manifest
+from contact_estimation.ros import params
+from contact_estimation.ros.diagnostics import ProblemCounter
+from contact_estimation.ros.node_main import StartupError
+from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
+
+
+class PipelineNode(Node):
+    """A node named in nodes.yaml: `spec` (its topics), `robot` (the shared robot parameters,
+    loaded), `problems` (counts and status on its diagnostics topic)."""
+
+    def __init__(self, name: str, **kwargs):
+        super().__init__(name, **kwargs)
+        self.spec = manifest.node(name)
+        self.robot = params.declare_robot(self)  # StartupError when it cannot be loaded
+        self.problems = ProblemCounter(self, topic=self.spec.topic('diagnostics'),
+                                       hardware_id=self.robot.name)
+
+    @contextmanager
+    def starting(self) -> Iterator[None]:
+        """Turn a bad parameter or model file met while starting into StartupError (the
+        process then exits 1 with the message, as `ros2 launch` reports)."""
+        try:
+            yield
+        except (ValueError, OSError, ParameterException) as err:
+            raise StartupError(f'{self.get_name()}: {err}') from err
+
+    def declare(self, name: str, default: Any, description: str, low: float | None = None,
+                high: float | None = None, read_only: bool = False) -> Any:
+        """params.declare on this node."""
+        return params.declare(self, name, default, description, low, high, read_only)
+
+    def value(self, name: str) -> Any:
+        return self.get_parameter(name).value
+
+    def on_parameter_change(self, apply: Callable[[dict[str, Any]], str | None]) -> None:
+        """params.on_change on this node: `apply` returns None to accept, or why not."""
+        params.on_change(self, apply)
+
+    def publisher(self, key: str, msg_type, qos: QoSProfile = PIPELINE_QOS):
+        """A publisher on the topic nodes.yaml gives this node under `key`."""
+        return self.create_publisher(msg_type, self.spec.topic(key), qos)
+
+    def subscribe(self, key: str, msg_type, callback, qos: QoSProfile = SENSOR_QOS):
+        """A subscription to the topic nodes.yaml gives this node under `key` (best effort
+        by default: it hears best-effort and reliable publishers alike)."""
+        return self.create_subscription(msg_type, self.spec.topic(key), callback, qos)
