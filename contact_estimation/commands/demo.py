@@ -1,9 +1,13 @@
 """`contact-estimation demo`: the simulated cobot and every node, a scripted scenario, a report.
 
-Starts every node of nodes.yaml as its own process (as `ros2 launch ... sim:=true` would),
-listens to every topic they declare for `--seconds`, then prints what each node received and
-published, the collision detector's events, and the reaction of seed 003 to the scenario's
-contact (hold, then resume by itself once the contact is over, while the latched stop signal
+Starts every node of nodes.yaml as its own process (as `ros2 launch ... sim:=true` would) and
+listens to every topic they declare until the scenario has played out: the contact in the
+ground truth, the collision detector's event, the hold and the resume of seed 003 once the
+contact is over. Scenario times are simulated times, so a slow machine only makes the demo
+last longer; it ends anyway after `--seconds` of simulated time (read from sim_cobot's
+/diagnostics) or WALL_DEADLINE of wall time. Then it prints what each node received and
+published and at which rate, how well the simulator kept up with the wall clock, the
+detector's events and the reaction (hold, resume by itself while the latched stop signal
 stays up until `~/reset`), and writes a PNG: estimated against true external joint torque,
 the stop signal and the time-scaling factor. Exits 1 if a node died or a node published
 nothing.
@@ -20,11 +24,17 @@ import numpy as np
 import yaml
 
 from contact_estimation import manifest
+from contact_estimation.core.detector import COLLISION
 from contact_estimation.launcher import NodeSet
 from contact_estimation.ros.conversions import stamp_to_seconds
 
 DEFAULT_SCENARIO = 'config/scenarios/demo.yaml'
 STARTUP_TIMEOUT = 30.0  # s for every node to import, start and connect
+WALL_DEADLINE = 180.0   # s of wall time after start-up: the end if the simulation stalls
+SIM = 'sim_cobot'
+# What the scenario shows, in the order it happens; the demo ends once it has seen them all.
+EVENTS = {'contact': 'the contact (ground truth)', 'collision': "the detector's collision event",
+          'hold': 'the hold (f_S = 0)', 'resume': 'the resume once the contact is over'}
 
 
 def _message_class(type_name: str):
@@ -33,7 +43,11 @@ def _message_class(type_name: str):
 
 
 class TopicMonitor:
-    """Counts every manifest topic and keeps the time series the plot needs."""
+    """Counts every manifest topic and keeps the time series the plot needs; notes, as they
+    arrive, the scenario's EVENTS and sim_cobot's pace report on /diagnostics.
+
+    Times are receive times in seconds since the monitor started.
+    """
 
     def __init__(self, context):
         from rclpy.node import Node
@@ -41,8 +55,21 @@ class TopicMonitor:
         from contact_estimation.ros.qos import SENSOR_QOS
         self.node = Node('contact_estimation_demo_monitor', context=context)
         self.counts: dict[str, int] = defaultdict(int)
+        self.first_last: dict[str, tuple[float, float]] = {}  # receive times, by topic
         self.series: dict[str, list] = defaultdict(list)
+        self.events: dict[str, float] = {}  # EVENTS and 'contact over': first receive time
+        # sim_cobot's first and latest pace reports: (receive time, simulated time, values)
+        self.first_sim_report: tuple[float, float, dict[str, str]] | None = None
+        self.sim_report: tuple[float, float, dict[str, str]] | None = None
         self.start = time.monotonic()
+        self._handlers = {
+            _topic('residual_node', 'residual'): self._on_residual,
+            _topic(SIM, 'true_contact_torque'): self._on_truth,
+            _topic('collision_detector', 'stop'): self._on_stop,
+            _topic('collision_detector', 'time_scaling'): self._on_time_scaling,
+            _topic('collision_detector', 'events'): self._on_event,
+            _topic(SIM, 'diagnostics'): self._on_diagnostics,
+        }
         topics = {}
         for spec in manifest.nodes().values():
             for key in list(spec.publishes) + list(spec.subscribes):
@@ -51,18 +78,57 @@ class TopicMonitor:
             self.node.create_subscription(_message_class(type_name), topic,
                                           lambda msg, t=topic: self._received(t, msg), SENSOR_QOS)
 
+    @property
+    def simulated_time(self) -> float:
+        """The simulated time sim_cobot last reported (s); 0 before its first report."""
+        return self.sim_report[1] if self.sim_report else 0.0
+
+    def seen_all_events(self) -> bool:
+        return all(event in self.events for event in EVENTS)
+
     def _received(self, topic: str, msg) -> None:
-        self.counts[topic] += 1
         now = time.monotonic() - self.start
-        if hasattr(msg, 'effort') and topic in (_topic('residual_node', 'residual'),
-                                                _topic('sim_cobot', 'true_contact_torque')):
-            self.series[topic].append((now, np.array(msg.effort)))
-        elif hasattr(msg, 'data') and isinstance(msg.data, (bool, float)):
-            self.series[topic].append((now, float(msg.data)))
-        elif topic == _topic('collision_detector', 'events'):
-            for status in msg.status:
-                self.series[topic].append((now, stamp_to_seconds(msg.header.stamp),
-                                           status.message))
+        self.counts[topic] += 1
+        self.first_last[topic] = (self.first_last.get(topic, (now,))[0], now)
+        handler = self._handlers.get(topic)
+        if handler:
+            handler(topic, now, msg)
+
+    def _on_residual(self, topic: str, now: float, msg) -> None:
+        self.series[topic].append((now, np.array(msg.effort)))
+
+    def _on_truth(self, topic: str, now: float, msg) -> None:
+        effort = np.array(msg.effort)
+        self.series[topic].append((now, effort))
+        if np.any(effort != 0.0):
+            self.events.setdefault('contact', now)
+        elif 'contact' in self.events:
+            self.events.setdefault('contact over', now)
+
+    def _on_stop(self, topic: str, now: float, msg) -> None:
+        self.series[topic].append((now, float(msg.data)))
+
+    def _on_time_scaling(self, topic: str, now: float, msg) -> None:
+        """Hold: f_S = 0 once the contact began; resume: f_S > 0 after the hold and the
+        contact's end."""
+        self.series[topic].append((now, msg.data))
+        if 'contact' in self.events and msg.data <= 0.0:
+            self.events.setdefault('hold', now)
+        if 'hold' in self.events and 'contact over' in self.events and msg.data > 0.0:
+            self.events.setdefault('resume', now)
+
+    def _on_event(self, topic: str, now: float, msg) -> None:
+        for status in msg.status:
+            self.series[topic].append((now, stamp_to_seconds(msg.header.stamp), status.message))
+            if any(kv.key == 'event' and kv.value == COLLISION for kv in status.values):
+                self.events.setdefault('collision', now)
+
+    def _on_diagnostics(self, topic: str, now: float, msg) -> None:
+        for status in msg.status:
+            values = {kv.key: kv.value for kv in status.values}
+            if status.name.lstrip('/') == SIM and 'simulated_time' in values:
+                self.sim_report = (now, float(values['simulated_time']), values)
+                self.first_sim_report = self.first_sim_report or self.sim_report
 
 
 def _residual_matching_the_sim() -> dict:
@@ -70,8 +136,8 @@ def _residual_matching_the_sim() -> dict:
 
     On a real arm these come from `contact-estimation identify`; the demo knows the truth.
     """
-    with open(manifest.node('sim_cobot').parameters_path()) as f:
-        sim = yaml.safe_load(f)['sim_cobot']['ros__parameters']
+    with open(manifest.node(SIM).parameters_path()) as f:
+        sim = yaml.safe_load(f)[SIM]['ros__parameters']
     return {'friction_model': 'continuous', 'friction_parameters': sim['friction']}
 
 
@@ -86,11 +152,38 @@ def _wait_for_pipeline(monitor: TopicMonitor, executor, nodes: NodeSet, timeout:
     return bool(monitor.counts.get(residual))
 
 
+def _watch(monitor: TopicMonitor, executor, nodes: NodeSet, seconds: float) -> str:
+    """Spin until the scenario's EVENTS have all happened, `seconds` have been simulated, a
+    node died or WALL_DEADLINE passed; returns how the watch ended."""
+    from tqdm import tqdm
+
+    deadline = time.monotonic() + WALL_DEADLINE
+    with tqdm(total=len(EVENTS), unit='event', desc='demo') as bar:
+        while True:
+            executor.spin_once(timeout_sec=0.01)
+            progress = (sum(event in monitor.events for event in EVENTS),
+                        f'simulated {monitor.simulated_time:.0f} s')
+            if progress != (bar.n, bar.postfix):
+                bar.n = progress[0]
+                bar.set_postfix_str(progress[1])
+            for name, code in nodes.newly_dead():
+                tqdm.write(f'demo: node {name} exited with code {code}:\n' + nodes.log_tail(name))
+                return f'node {name} died'
+            if monitor.seen_all_events():
+                return 'the scenario played out'
+            if monitor.simulated_time >= seconds:
+                return f'{seconds:g} s simulated (--seconds)'
+            if time.monotonic() > deadline:
+                return f'deadline: {WALL_DEADLINE:.0f} s of wall time'
+
+
 def _topic(node: str, key: str) -> str:
     return manifest.node(node).topic(key)
 
 
-def _summary(monitor: TopicMonitor, seconds: float, exit_codes: dict[str, int]) -> tuple[str, bool]:
+def _summary(monitor: TopicMonitor, exit_codes: dict[str, int]) -> tuple[str, bool]:
+    """Per node: alive to the end, and every topic's count and achieved rate (first to last
+    message as received)."""
     lines, healthy = [], True
     for spec in manifest.nodes().values():
         code = exit_codes.get(spec.name)
@@ -101,7 +194,9 @@ def _summary(monitor: TopicMonitor, seconds: float, exit_codes: dict[str, int]) 
             for key in entries:
                 topic = spec.topic(key)
                 n = monitor.counts.get(topic, 0)
-                lines.append(f'    {direction:9s} {topic:42s} {n:7d} msgs {n / seconds:8.1f} Hz')
+                first, last = monitor.first_last.get(topic, (0.0, 0.0))
+                rate = (n - 1) / (last - first) if n > 1 and last > first else 0.0
+                lines.append(f'    {direction:9s} {topic:42s} {n:7d} msgs {rate:8.1f} Hz')
             if direction == 'published' and entries and not any(
                     monitor.counts.get(spec.topic(k)) for k in entries):
                 healthy = False
@@ -109,41 +204,47 @@ def _summary(monitor: TopicMonitor, seconds: float, exit_codes: dict[str, int]) 
     return '\n'.join(lines), healthy
 
 
-def _first(times: np.ndarray, mask: np.ndarray) -> float | None:
-    hits = times[mask]
-    return float(hits[0]) if hits.size else None
+def _pace(monitor: TopicMonitor) -> str:
+    """Whether the simulator kept up with the wall clock, from its /diagnostics reports
+    (simulated time, `fell_behind` count, CPU load; nodes/sim_cobot.py)."""
+    if monitor.sim_report is None:
+        return f'simulation: no pace report from {SIM} on /diagnostics'
+    (first_at, first_simulated, _), (at, simulated, values) = (monitor.first_sim_report,
+                                                               monitor.sim_report)
+    pace = f'simulated {simulated:.1f} s by its last report'
+    if at > first_at:
+        pace += (f' at {(simulated - first_simulated) / (at - first_at):.2f} × real time '
+                 '(between its first and last report)')
+    pace += f', {SIM} CPU load {values.get("cpu_load", "?")}'
+    behind = int(values.get('fell_behind', 0))
+    if not behind:
+        return f'simulation: kept up with the wall clock; {pace}'
+    return (f'simulation: this machine could not keep up: the simulator fell behind the wall '
+            f'clock {behind} times and skipped the lost time; {pace}. The scenario plays out '
+            'in simulated time all the same, later by the wall clock, and the rates below are '
+            'lower than configured.')
 
 
 def _reaction(monitor: TopicMonitor) -> str:
-    """The seed 003 reaction to the first contact, from the ground truth and f_S as received.
+    """The seed 003 reaction to the first contact, from the events the monitor noted.
 
     Times are the demo monitor's receive times (s since start): the order of events is
     right, the delays between them are not measurements (benchmarks/ measures those).
     """
-    truth = monitor.series.get(_topic('sim_cobot', 'true_contact_torque'), [])
-    scaling = monitor.series.get(_topic('collision_detector', 'time_scaling'), [])
-    stops = monitor.series.get(_topic('collision_detector', 'stop'), [])
-    touching = np.array([np.any(np.abs(effort) > 0) for _, effort in truth], dtype=bool)
-    if not touching.any() or not scaling:
-        return '    no contact while the demo watched (or no f_S): nothing to react to'
-    t_truth = np.array([t for t, _ in truth])
-    onset = _first(t_truth, touching)
-    end = _first(t_truth, (t_truth > onset) & ~touching)
-    t_s, f_s = (np.array(x) for x in zip(*scaling))
-    lines = [f'    contact (ground truth) from {onset:6.2f} s to '
-             + (f'{end:6.2f} s' if end is not None else 'the end')]
-    held = _first(t_s, (t_s >= onset) & (f_s <= 0.0))
-    if held is None:
+    events = monitor.events
+    if 'contact' not in events:
+        return '    no contact while the demo watched: nothing to react to'
+    lines = [f'    contact (ground truth) from {events["contact"]:6.2f} s to '
+             + (f'{events["contact over"]:6.2f} s' if 'contact over' in events else 'the end')]
+    if 'hold' not in events:
         return '\n'.join(lines + ['    hold: f_S never reached 0 (contact not detected)'])
-    lines.append(f'    hold:    f_S = 0 from {held:6.2f} s: the arm holds where it is')
-    resumed = None if end is None else _first(t_s, (t_s > max(end, held)) & (f_s > 0.0))
-    if resumed is None:
+    lines.append(f'    hold:    f_S = 0 from {events["hold"]:6.2f} s: the arm holds where it is')
+    if 'resume' not in events:
         lines.append('    resume:  not yet (the contact lasted, or the demo ended first)')
     else:
-        full = _first(t_s, (t_s > resumed) & (f_s >= 1.0))
-        lines.append(f'    resume:  f_S > 0 again from {resumed:6.2f} s, after the contact ended: '
-                     'the motion resumes by itself'
-                     + (f', at full speed (f_S = 1) from {full:.2f} s' if full else ''))
+        lines.append(f'    resume:  f_S > 0 again from {events["resume"]:6.2f} s, after the '
+                     'contact ended: the motion resumes by itself')
+    stops = monitor.series.get(_topic('collision_detector', 'stop'), [])
     if stops and stops[-1][1]:
         lines.append('    stop:    still latched (True) at the end: the stop signal is the safety '
                      'latch and clears only with ~/reset (hold_time 0); f_S is the seed 003 '
@@ -187,7 +288,9 @@ def _plot(monitor: TopicMonitor, path: str) -> None:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog='contact-estimation demo', description=__doc__)
-    parser.add_argument('--seconds', type=float, default=12.0, help='scenario length (s)')
+    parser.add_argument('--seconds', type=float, default=30.0,
+                        help='most simulated time to watch (s); the demo ends sooner, as soon '
+                             'as the scenario has played out')
     parser.add_argument('--scenario', default=DEFAULT_SCENARIO,
                         help='scenario file for the simulated cobot')
     parser.add_argument('--out', default='out/demo', help='folder for the plot and node logs')
@@ -195,12 +298,13 @@ def main(argv: list[str]) -> int:
     scenario = args.scenario if os.path.isabs(args.scenario) else manifest.share_path(args.scenario)
     if not os.path.isfile(scenario):
         parser.error(f'--scenario {args.scenario}: no such file')
+    if args.seconds <= 0:
+        parser.error(f'--seconds {args.seconds:g}: must be positive')
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 
     import rclpy
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
-    from tqdm import tqdm
 
     os.makedirs(args.out, exist_ok=True)
     context = Context()
@@ -209,7 +313,7 @@ def main(argv: list[str]) -> int:
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(monitor.node)
     nodes = NodeSet([s.name for s in manifest.selected(with_sim=True)],
-                    overrides={'sim_cobot': {'scenario': scenario},
+                    overrides={SIM: {'scenario': scenario},
                                'residual_node': _residual_matching_the_sim()},
                     log_dir=os.path.join(args.out, 'logs'))
     print(f'demo: starting {", ".join(nodes.names)}; scenario {args.scenario}', flush=True)
@@ -217,22 +321,18 @@ def main(argv: list[str]) -> int:
     try:
         if not _wait_for_pipeline(monitor, executor, nodes, STARTUP_TIMEOUT):
             print(f'demo: no residual within {STARTUP_TIMEOUT:.0f} s of start', flush=True)
-        with tqdm(total=round(args.seconds), unit='s', desc='demo') as bar:
-            end = time.monotonic() + args.seconds
-            while time.monotonic() < end:
-                executor.spin_once(timeout_sec=0.01)
-                elapsed = min(round(args.seconds), int(args.seconds - (end - time.monotonic())))
-                bar.update(elapsed - bar.n)
-                for name, code in nodes.newly_dead():
-                    tqdm.write(f'demo: node {name} exited with code {code}:\n'
-                               + nodes.log_tail(name))
+        ending = _watch(monitor, executor, nodes, args.seconds)
     finally:
         exit_codes = {n: p.returncode for n, p in nodes.processes.items() if p.poll() is not None}
         nodes.stop()
         executor.shutdown()
         monitor.node.destroy_node()
         context.try_shutdown()
-    text, healthy = _summary(monitor, args.seconds, exit_codes)
+    missing = [text for event, text in EVENTS.items() if event not in monitor.events]
+    print(f'\ndemo: ended after {time.monotonic() - monitor.start:.1f} s: {ending}'
+          + (f'; not seen: {", ".join(missing)}' if missing else ''))
+    print(_pace(monitor))
+    text, healthy = _summary(monitor, exit_codes)
     print('\nWhat each node published and received (as seen by the demo monitor):\n' + text)
     events = monitor.series.get(_topic('collision_detector', 'events'), [])
     print('\nCollision detector events (received at; header stamp):' if events
