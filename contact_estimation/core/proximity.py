@@ -1,0 +1,552 @@
+"""Proximity monitor: robot spheres against body parts and lidar objects (seed 002). No ROS.
+
+Seed 002 covers the robot and each body part with spheres whose centres are evenly spaced on
+the segment between two joints, the trunk with a box, and flags a collision between link l of
+one object and link l' of another when some pair of spheres overlaps:
+
+    r + r' ≥ ‖c − c'‖                                      (seed 002, its one equation)
+
+checked only between objects (robot vs each body part, never a part against another), giving
+one signal per body part, 0 go on / 1 stop, so a collision of the right hand does not stop the
+left. It inflates the radii for a pre-contact buffer. Here:
+
+- The robot's spheres are `LinkSurfaces.spheres` (core/surfaces.py), which enclose the links.
+- A body part's spheres enclose the capsule of its radius on its segment (`HumanModel`); a
+  lidar cluster's spheres enclose its points (`cluster_spheres`); the trunk is a box.
+- The inflation is a protective separation distance in the spirit of ISO/TS 15066 speed and
+  separation monitoring, per pair of robot sphere i and body sphere (or box) j:
+
+      S_p = v_h (T_r + T_s) + v_r T_r + B + C + Z,   B = v_r T_s / 2
+
+  v_h: the speed at which the body may approach (a parameter: `human_speed` for skeleton
+  parts, `object_speed` for lidar objects); v_r = max(0, v_i · u_ij), the speed of robot
+  sphere i toward j (u_ij the unit vector from c_i to c_j), with v_i = J(c_i) q̇ taken as a
+  finite difference of the sphere centres along q̇; T_r reaction time; T_s stopping time, B the
+  stopping distance at a constant deceleration; C intrusion distance; Z position uncertainty.
+  The margin of the pair is m_ij = (‖c_i − c_j‖ − r_i − r_j) − S_p,ij: the seed's collision
+  with radii inflated by S_p is m_ij ≤ 0, and m ≤ 0 follows from any real overlap.
+- Stop, per body: its smallest margin m ≤ 0. It is latched and released only once m has stayed
+  above `release_distance` for `release_time` seconds (hysteresis, no chatter). The robot's
+  stop: some body stops (under the same latch on the smallest margin of all), or the input is
+  unusable (invalid, missing or stale): fail safe.
+- Speed scale in [0, 1] for the controller's trajectory time scaling (the smaller of it and the
+  detector's f_S wins): for each body clip(m / slowdown_distance, 0, 1), i.e. 1 beyond
+  S_p + slowdown_distance, falling linearly to 0 at S_p; the smallest over bodies; 0 while
+  the robot's stop is raised. It falls at once and rises at most `recovery_rate` per second.
+  As the arm slows, v_r and with it S_p shrink, so the arm creeps no closer than the static
+  part of S_p (v_h (T_r + T_s) + C + Z) and stops there. A body is warned about when its scale
+  is below 1.
+
+Inputs are arrays in the robot's base frame (REP 103, metres, seconds; t is the stamp of the
+input on one clock). Sphere pairs are checked all at once (one distance matrix), not pair by
+pair; only pairs near enough to matter get the directional speed term.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+from scipy.spatial.distance import cdist
+
+from contact_estimation.core.surfaces import LinkSurfaces
+
+# The keypoints of the COCO-17 skeleton, in its order (most 2-D/3-D pose trackers use it).
+COCO_17 = ('nose', 'left_eye', 'right_eye', 'left_ear', 'right_ear', 'left_shoulder',
+           'right_shoulder', 'left_elbow', 'right_elbow', 'left_wrist', 'right_wrist',
+           'left_hip', 'right_hip', 'left_knee', 'right_knee', 'left_ankle', 'right_ankle')
+
+SKELETON, CLUSTERS = 'skeleton', 'clusters'
+# Time step of the finite difference that turns q̇ into sphere velocities (s): v = (c(q + h q̇) −
+# c(q)) / h, exact to O(h |q̇|² · reach), far below the lidar's noise.
+_VELOCITY_STEP = 1e-3
+
+
+class ProximityConfigError(ValueError):
+    """A proximity parameter or body model is unusable."""
+
+
+class ProximityInputError(ValueError):
+    """A skeleton, cluster or robot state cannot be used (the monitor stops on it)."""
+
+
+# ------------------------------------------------------------------------ human body
+@dataclass(frozen=True)
+class SegmentPart:
+    """A body part swept by spheres along a segment (seed 002: spheres evenly spaced between joints).
+
+    `start`, `end`: keypoint names; each end of the segment is the mean of its keypoints (the
+    neck runs from the shoulders' midpoint to the ears'). `span`: the stretch of start → end
+    covered, as fractions of it (a hand beyond the wrist: elbow → wrist over (1.0, 1.4)).
+    `radius`: of the part (m).
+    """
+
+    name: str
+    start: tuple[str, ...]
+    end: tuple[str, ...]
+    radius: float
+    span: tuple[float, float] = (0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class BoxPart:
+    """The trunk as a box (seed 002: the body is a parallelepiped) from shoulders and hips.
+
+    Height along the hips' midpoint → the shoulders', width along left → right, depth across
+    both; `half_depth` (m) is the trunk's half thickness, `padding` (m) widens and heightens it.
+    """
+
+    name: str
+    top: tuple[str, str] = ('left_shoulder', 'right_shoulder')
+    bottom: tuple[str, str] = ('left_hip', 'right_hip')
+    half_depth: float = 0.12
+    padding: float = 0.05
+
+
+def _arm(side: str) -> tuple[SegmentPart, ...]:
+    return (SegmentPart(f'{side}_upper_arm', (f'{side}_shoulder',), (f'{side}_elbow',), 0.06),
+            SegmentPart(f'{side}_forearm', (f'{side}_elbow',), (f'{side}_wrist',), 0.05),
+            SegmentPart(f'{side}_hand', (f'{side}_elbow',), (f'{side}_wrist',), 0.06, (1.0, 1.4)))
+
+
+# Seed 002's parts: arms (here upper arm, forearm and hand, each with its own signal), neck,
+# head and trunk; legs are out of the robot's workspace. Radii of an adult with some margin.
+DEFAULT_PARTS = (_arm('left') + _arm('right') + (
+    SegmentPart('neck', ('left_shoulder', 'right_shoulder'), ('left_ear', 'right_ear'), 0.06),
+    SegmentPart('head', ('left_ear',), ('right_ear',), 0.12),
+    BoxPart('trunk')))
+
+
+@dataclass
+class Body:
+    """One thing the robot must not touch: spheres (centres N×3, radii N, base frame), or a box
+    (`box_rotation` columns: its axes in the base frame; `box_centre`; `box_half_extents`)."""
+
+    name: str
+    centres: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    radii: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    box_rotation: np.ndarray | None = None
+    box_centre: np.ndarray | None = None
+    box_half_extents: np.ndarray | None = None
+
+
+class HumanModel:
+    """Turns a tracked skeleton (keypoints in `keypoint_names` order, base frame) into body parts.
+
+    `sphere_spacing`: at most this far between neighbouring sphere centres on a segment (m).
+    """
+
+    def __init__(self, parts: Sequence[SegmentPart | BoxPart] = DEFAULT_PARTS,
+                 keypoint_names: Sequence[str] = COCO_17, sphere_spacing: float = 0.02):
+        self.parts = tuple(parts)
+        self.keypoint_names = tuple(keypoint_names)
+        self.sphere_spacing = float(sphere_spacing)
+        self.part_names = [part.name for part in self.parts]
+        self._index = {name: i for i, name in enumerate(self.keypoint_names)}
+        self._validate()
+        used = {name for part in self.parts for name in _keypoints_of(part)}
+        self._used = np.array(sorted(self._index[name] for name in used), dtype=int)
+
+    def _validate(self) -> None:
+        if len(set(self.keypoint_names)) != len(self.keypoint_names):
+            raise ProximityConfigError('keypoint names must be unique')
+        if not self.parts or len(set(self.part_names)) != len(self.part_names):
+            raise ProximityConfigError('body parts must be given, with unique names')
+        if not (np.isfinite(self.sphere_spacing) and self.sphere_spacing > 0):
+            raise ProximityConfigError(f'sphere_spacing = {self.sphere_spacing} m: must be > 0')
+        for part in self.parts:
+            unknown = [k for k in _keypoints_of(part) if k not in self._index]
+            if unknown:
+                raise ProximityConfigError(
+                    f'body part {part.name!r} uses keypoints {unknown} that are not in the '
+                    f'keypoint order ({", ".join(self.keypoint_names)})')
+            segment = isinstance(part, SegmentPart)
+            size, extras = ((part.radius, part.span) if segment
+                            else (part.half_depth, (part.padding,)))
+            if not (np.isfinite([size, *extras]).all() and size > 0
+                    and (part.span[0] <= part.span[1] if segment else part.padding >= 0)):
+                raise ProximityConfigError(
+                    f'body part {part.name!r}: sizes must be finite, the radius (half depth) '
+                    f'> 0, the span ascending (the padding >= 0): {part}')
+
+    def bodies(self, keypoints) -> list[Body]:
+        """The body parts of one person (ProximityInputError on a wrong count or a NaN keypoint
+        that some part uses; keypoints no part uses, e.g. knees and ankles, may be NaN)."""
+        points = np.asarray(keypoints, dtype=float)
+        if points.shape != (len(self.keypoint_names), 3):
+            raise ProximityInputError(
+                f'skeleton has shape {points.shape}, expected {len(self.keypoint_names)} '
+                f'keypoints × 3 (order: {", ".join(self.keypoint_names)})')
+        bad = self._used[~np.isfinite(points[self._used]).all(axis=1)]
+        if len(bad):
+            raise ProximityInputError('skeleton keypoints not finite: '
+                                      + ', '.join(self.keypoint_names[i] for i in bad))
+        return [self._segment(part, points) if isinstance(part, SegmentPart)
+                else self._box(part, points) for part in self.parts]
+
+    def _mean(self, names: tuple[str, ...], points: np.ndarray) -> np.ndarray:
+        return points[[self._index[name] for name in names]].mean(axis=0)
+
+    def _segment(self, part: SegmentPart, points: np.ndarray) -> Body:
+        """Spheres evenly spaced on the segment (seed 002) enclosing the capsule of `radius`:
+        with n spheres h ≤ sphere_spacing apart, radius √(r² + (h/2)²) covers every point of
+        the capsule (within h/2 along the axis of some centre, and within r across)."""
+        a, b = self._mean(part.start, points), self._mean(part.end, points)
+        a, b = a + part.span[0] * (b - a), a + part.span[1] * (b - a)
+        length = float(np.linalg.norm(b - a))
+        count = int(np.ceil(length / self.sphere_spacing)) + 1
+        gap = length / max(count - 1, 1)
+        centres = a + np.linspace(0.0, 1.0, count)[:, None] * (b - a)
+        return Body(part.name, centres, np.full(count, np.hypot(part.radius, gap / 2)))
+
+    def _box(self, part: BoxPart, points: np.ndarray) -> Body:
+        """Box with height hips → shoulders, width left → right (made orthogonal to the height)."""
+        top_left, top_right = (points[self._index[k]] for k in part.top)
+        bottom_left, bottom_right = (points[self._index[k]] for k in part.bottom)
+        up = (top_left + top_right - bottom_left - bottom_right) / 2
+        height = float(np.linalg.norm(up))
+        up = up / height if height > 0 else np.array([0.0, 0.0, 1.0])
+        across = top_right - top_left + bottom_right - bottom_left
+        across = across - (across @ up) * up
+        if np.linalg.norm(across) < 1e-9:  # shoulders and hips on one line with the height
+            across = np.cross(up, [1.0, 0.0, 0.0] if abs(up[0]) < 0.9 else [0.0, 1.0, 0.0])
+        across /= np.linalg.norm(across)
+        rotation = np.column_stack([across, np.cross(up, across), up])
+        corners = np.array([top_left, top_right, bottom_left, bottom_right])
+        centre = corners.mean(axis=0)
+        half_width = np.max(np.abs((corners - centre) @ across))
+        half_extents = np.array([half_width + part.padding, part.half_depth,
+                                 height / 2 + part.padding])
+        return Body(part.name, box_rotation=rotation, box_centre=centre,
+                    box_half_extents=half_extents)
+
+
+def _keypoints_of(part: SegmentPart | BoxPart) -> tuple[str, ...]:
+    return (part.start + part.end) if isinstance(part, SegmentPart) else (part.top + part.bottom)
+
+
+# ------------------------------------------------------------------------ lidar objects
+def cluster_spheres(points, voxel_size: float) -> tuple[np.ndarray, np.ndarray]:
+    """Spheres enclosing a cluster of points (N×3, base frame): one per occupied voxel of side
+    `voxel_size`, at the mean of its points, its radius reaching the farthest of them.
+    Non-finite points (no return) are dropped."""
+    points = np.asarray(points, dtype=float).reshape(-1, 3)
+    points = points[np.isfinite(points).all(axis=1)]
+    if not len(points):
+        return np.zeros((0, 3)), np.zeros(0)
+    _, voxel, counts = np.unique(np.floor(points / voxel_size).astype(np.int64), axis=0,
+                                 return_inverse=True, return_counts=True)
+    voxel = voxel.ravel()
+    centres = np.zeros((len(counts), 3))
+    np.add.at(centres, voxel, points)
+    centres /= counts[:, None]
+    radii = np.zeros(len(counts))
+    np.maximum.at(radii, voxel, np.linalg.norm(points - centres[voxel], axis=1))
+    return centres, radii
+
+
+# ------------------------------------------------------------------------ monitor
+@dataclass(frozen=True)
+class ProximityConfig:
+    """Parameters of the protective separation distance (ISO/TS 15066 in spirit) and the signals."""
+
+    reaction_time: float = 0.1       # T_r, s: sensing + this monitor + the stop reaching the arm
+    stopping_time: float = 0.3       # T_s, s: the arm's stop from speed; B = v_r T_s / 2
+    human_speed: float = 1.6         # v_h, m/s: body parts (ISO 13855 walking speed)
+    object_speed: float = 1.6        # m/s: lidar objects (a person the tracker missed)
+    intrusion_distance: float = 0.0  # C, m: reach past the modelled surface
+    position_uncertainty: float = 0.05  # Z, m: sensing and robot position errors
+    slowdown_distance: float = 0.3   # m beyond S_p over which the speed scale falls 1 → 0
+    release_distance: float = 0.05   # m: a stop releases only with the margin above this …
+    release_time: float = 0.5        # s … for this long
+    recovery_rate: float = 1.0       # 1/s: the speed scale rises at most this fast
+    body_timeout: float = 0.3        # s: skeleton or clusters older than this are stale
+    voxel_size: float = 0.05         # m: lidar cluster → spheres (`cluster_spheres`)
+
+    def __post_init__(self):
+        for name, value in vars(self).items():
+            strict = name in ('slowdown_distance', 'recovery_rate', 'body_timeout', 'voxel_size')
+            if not np.isfinite(value) or value < 0 or (strict and value == 0):
+                raise ProximityConfigError(f'proximity {name} = {value}: must be finite and '
+                                           f'{"> 0" if strict else ">= 0"}')
+
+
+@dataclass
+class ProximityResult:
+    """The monitor's verdict at time `t`. Per-body arrays follow `body_names`, per-link arrays
+    `link_names`; distances are between sphere (or box) surfaces, m, negative where they
+    overlap, inf with nothing around, NaN when unknown (a `problem`)."""
+
+    t: float
+    stop: bool                      # the robot's signal (seed 002: 1 stop, 0 go on)
+    speed_scale: float              # [0, 1], for the trajectory time scaling
+    problem: str                    # why the input is unusable ('' when it is fine)
+    source: str                     # SKELETON, CLUSTERS or '' (no fresh source)
+    body_names: list[str]
+    body_stop: np.ndarray           # bool per body, latched (seed 002's per-part signal)
+    body_warning: np.ndarray        # bool per body: within S_p + slowdown_distance
+    body_distance: np.ndarray       # smallest surface distance to the robot
+    body_margin: np.ndarray         # smallest (distance − S_p) over its pairs
+    body_protective_distance: np.ndarray  # S_p of the pair with the smallest margin
+    body_link: list[str | None]     # the robot link of that pair
+    link_names: list[str]
+    link_distance: np.ndarray       # per robot link, to the nearest body
+    robot_centres: np.ndarray       # M×3, the robot's spheres (radii: LinkSurfaces.sphere_radii)
+    robot_sphere_distance: np.ndarray  # M, each robot sphere to the nearest body
+    bodies: list[Body]              # the bodies checked (their spheres and boxes, for markers)
+
+    def part_signals(self) -> dict[str, int]:
+        """Seed 002's signals: body name → 0 go on / 1 stop, and 'robot' → the robot's."""
+        return {**{n: int(s) for n, s in zip(self.body_names, self.body_stop)},
+                'robot': int(self.stop)}
+
+
+@dataclass
+class _BodySet:
+    """The bodies from one source at one stamp, flattened for the vectorised check."""
+
+    t: float
+    source: str
+    names: list[str]
+    bodies: list[Body] = field(default_factory=list)
+    problem: str = ''
+
+    def __post_init__(self):
+        spheres = [k for k, b in enumerate(self.bodies) if b.box_centre is None]
+        boxes = [k for k, b in enumerate(self.bodies) if b.box_centre is not None]
+        self.centres = np.vstack([self.bodies[k].centres for k in spheres] or [np.zeros((0, 3))])
+        self.radii = np.concatenate([self.bodies[k].radii for k in spheres] or [np.zeros(0)])
+        self.sphere_body = np.repeat(np.array(spheres, dtype=int),
+                                     [len(self.bodies[k].radii) for k in spheres])
+        self.box_body = np.array(boxes, dtype=int)
+        self.box_rotation = np.array([self.bodies[k].box_rotation for k in boxes]).reshape(-1, 3, 3)
+        self.box_centre = np.array([self.bodies[k].box_centre for k in boxes]).reshape(-1, 3)
+        self.box_half = np.array([self.bodies[k].box_half_extents for k in boxes]).reshape(-1, 3)
+
+
+class ProximityMonitor:
+    """Seed 002's per-body stop signals and a speed scale, from the robot state and the bodies.
+
+    Feed it as inputs arrive (arrays in the robot's base frame; t: their stamps, s, one clock):
+    `set_skeleton` (one person's keypoints, or an empty array when nobody is tracked),
+    `set_clusters` (lidar clusters that are not the robot, each N×3), and `update(t, q, q̇)`
+    per joint state. Bodies come from a fresh skeleton with a person, else from fresh
+    clusters, else (a fresh empty skeleton) there are none; with no fresh source, or a fresh
+    invalid one, the robot stops. `fail(t, reason)` stops for a problem seen outside (e.g.
+    joint states gone stale). Nothing here raises on bad input: it becomes `problem`.
+    """
+
+    def __init__(self, surfaces: LinkSurfaces, config: ProximityConfig = ProximityConfig(),
+                 human: HumanModel | None = None):
+        self.surfaces = surfaces
+        self.config = config
+        self.human = human or HumanModel()
+        self._skeleton: _BodySet | None = None
+        self._clusters: _BodySet | None = None
+        self._latched: dict[object, float | None] = {}  # key → clear since (None: not clear)
+        self._robot_key = object()                      # the robot's latch, never a body name
+        self._scale = 0.0                               # start stopped, ramp up
+        self._stopped = True
+        self._t: float | None = None
+
+    # ------------------------------------------------------------------ inputs
+    def set_skeleton(self, t: float, keypoints) -> str:
+        """One person's keypoints (K×3, `human.keypoint_names` order) or an empty array (nobody
+        tracked). Returns the problem ('' if none): it stops the robot while it is fresh."""
+        if np.size(keypoints) == 0:
+            self._skeleton = _BodySet(t, SKELETON, [])
+            return ''
+        names = list(self.human.part_names)
+        try:
+            self._skeleton = _BodySet(t, SKELETON, names, self.human.bodies(keypoints))
+        except (TypeError, ValueError) as err:  # ProximityInputError, or not numbers at all
+            self._skeleton = _BodySet(t, SKELETON, names, problem=f'invalid skeleton: {err}')
+        return self._skeleton.problem
+
+    def set_clusters(self, t: float, clusters: Sequence) -> str:
+        """Lidar clusters that are not the robot (each an array of points, N×3); cluster i
+        becomes the body `object_<i>`. Returns the problem ('' if none)."""
+        try:
+            bodies = []
+            for i, cluster in enumerate(clusters):
+                centres, radii = cluster_spheres(cluster, self.config.voxel_size)
+                if len(radii):
+                    bodies.append(Body(f'object_{i}', centres, radii))
+            self._clusters = _BodySet(t, CLUSTERS, [b.name for b in bodies], bodies)
+        except (TypeError, ValueError) as err:
+            self._clusters = _BodySet(t, CLUSTERS, [], problem=f'invalid lidar clusters: {err}')
+        return self._clusters.problem
+
+    # ------------------------------------------------------------------ outputs
+    def fail(self, t: float, reason: str) -> ProximityResult:
+        """Stop everything for `reason` (fail safe), keeping the latches and the scale's ramp."""
+        return self._verdict(t, reason, self._current(t), None)
+
+    def update(self, t: float, q, velocity) -> ProximityResult:
+        """The check at the joint state (q, q̇) stamped t against the bodies in force at t."""
+        current = self._current(t)
+        n = self.surfaces.robot.n
+        q, velocity = np.asarray(q, dtype=float), np.asarray(velocity, dtype=float)
+        if q.shape != (n,) or velocity.shape != (n,):
+            return self.fail(t, f'joint state has {q.size} positions and {velocity.size} '
+                                f'velocities, the robot {n} joints')
+        if not (np.isfinite(q).all() and np.isfinite(velocity).all()):
+            return self.fail(t, 'joint state not finite')
+        if current is None:
+            return self.fail(t, self._stale_reason(t))
+        if current.problem:
+            return self.fail(t, current.problem)
+        centres = self.surfaces.sphere_centres(q)
+        sphere_velocity = (self.surfaces.sphere_centres(q + _VELOCITY_STEP * velocity)
+                           - centres) / _VELOCITY_STEP
+        speed = self.config.human_speed if current.source == SKELETON else self.config.object_speed
+        check = _check(centres, self.surfaces.sphere_radii, sphere_velocity,
+                       self.surfaces.sphere_link, len(self.surfaces.links), current,
+                       self.config, speed)
+        return self._verdict(t, '', current, check, centres)
+
+    # ------------------------------------------------------------------ internals
+    def _fresh(self, bodies: _BodySet | None, t: float) -> bool:
+        return bodies is not None and t - bodies.t <= self.config.body_timeout
+
+    def _current(self, t: float) -> _BodySet | None:
+        """The source in force at t: a fresh skeleton with a person (or a fresh invalid one),
+        else fresh clusters, else a fresh empty skeleton; None when nothing is fresh."""
+        skeleton = self._skeleton if self._fresh(self._skeleton, t) else None
+        if skeleton is not None and (skeleton.bodies or skeleton.problem):
+            return skeleton
+        return self._clusters if self._fresh(self._clusters, t) else skeleton
+
+    def _stale_reason(self, t: float) -> str:
+        ages = [f'{s.source} {t - s.t:.3f} s old' for s in (self._skeleton, self._clusters) if s]
+        return (f'no fresh skeleton or lidar clusters ({", ".join(ages) or "none received"}; '
+                f'body_timeout {self.config.body_timeout} s)')
+
+    def _latch(self, key, t: float, margin: float) -> bool:
+        """Stop when margin ≤ 0; once stopped, release only after `release_time` s with the
+        margin above `release_distance` throughout (hysteresis in distance and time)."""
+        if margin <= 0:
+            self._latched[key] = None
+            return True
+        if key not in self._latched:
+            return False
+        if margin <= self.config.release_distance:
+            self._latched[key] = None
+            return True
+        since = self._latched[key]
+        if since is None:
+            since = self._latched[key] = t
+        if t - since >= self.config.release_time:
+            del self._latched[key]
+            return False
+        return True
+
+    def _verdict(self, t: float, problem: str, current: _BodySet | None,
+                 check: _Check | None, centres: np.ndarray | None = None) -> ProximityResult:
+        """Latches, the robot's stop and the rate-limited speed scale; `check` None: stop all."""
+        names = current.names if current else []
+        margin = check.margin if check else np.full(len(names), -np.inf)
+        body_stop = np.array([self._latch(n, t, m) for n, m in zip(names, margin)], dtype=bool)
+        for gone in set(self._latched) - set(names) - {self._robot_key}:
+            del self._latched[gone]  # objects renamed or gone: the robot's latch still holds
+        smallest = float(np.min(margin, initial=np.inf)) if check else -np.inf
+        stop = self._latch(self._robot_key, t, smallest)
+        target = 0.0 if stop else float(np.clip(smallest / self.config.slowdown_distance, 0, 1))
+        # The ramp up starts when the stop is released, not at the last stopped sample.
+        dt = 0.0 if self._t is None or self._stopped else max(t - self._t, 0.0)
+        self._t, self._stopped = t, stop
+        self._scale = min(target, self._scale + self.config.recovery_rate * dt)
+        links = self.surfaces.links
+        if check is None:
+            unknown = np.full(len(names), np.nan)
+            check = _Check(unknown, unknown, unknown, np.full(len(names), -1),
+                           np.full(len(links), np.nan), np.zeros(0))
+        return ProximityResult(
+            t=t, stop=stop, speed_scale=self._scale, problem=problem,
+            source=current.source if current else '', body_names=list(names),
+            body_stop=body_stop,
+            body_warning=body_stop | (margin < self.config.slowdown_distance),
+            body_distance=check.body_distance, body_margin=check.margin,
+            body_protective_distance=check.body_protective,
+            body_link=[links[k] if k >= 0 else None for k in check.body_link],
+            link_names=list(links), link_distance=check.link_distance,
+            robot_centres=centres if centres is not None else np.zeros((0, 3)),
+            robot_sphere_distance=check.sphere_distance,
+            bodies=current.bodies if current else [])
+
+
+@dataclass
+class _Check:
+    """What `_check` finds, before latching."""
+
+    margin: np.ndarray           # per body: smallest distance − S_p
+    body_distance: np.ndarray    # per body
+    body_protective: np.ndarray  # per body: S_p of the deciding pair
+    body_link: np.ndarray        # per body: link index of the deciding pair (-1: none)
+    link_distance: np.ndarray    # per link
+    sphere_distance: np.ndarray  # per robot sphere
+
+
+def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_link: np.ndarray,
+           link_count: int, bodies: _BodySet, config: ProximityConfig, body_speed: float) -> _Check:
+    """Seed 002's test between the robot's spheres (rows) and every body element (columns: the
+    bodies' spheres, then their boxes), all pairs at once, with the protective distance.
+
+    The directional speed term needs a unit vector per pair; it is computed only for pairs
+    whose margin could fall below slowdown_distance + release_distance at the robot sphere's
+    full speed. Every other pair keeps that lower bound of its margin, which is past both
+    thresholds, so no decision changes.
+    """
+    robot_time = config.reaction_time + config.stopping_time / 2  # v_r T_r + B, B = v_r T_s / 2
+    static = (body_speed * (config.reaction_time + config.stopping_time)
+              + config.intrusion_distance + config.position_uncertainty)
+    centre_distance = cdist(centres, bodies.centres)                     # M × spheres
+    box_distance, box_direction = _box_distance(centres, bodies)         # M × boxes (× 3)
+    distance = np.hstack([centre_distance - radii[:, None] - bodies.radii[None, :],
+                          box_distance - radii[:, None]])
+    column_body = np.concatenate([bodies.sphere_body, bodies.box_body])
+
+    speed = np.linalg.norm(velocity, axis=1)
+    margin = distance - static - speed[:, None] * robot_time            # lower bound
+    rows, cols = np.nonzero(margin < config.slowdown_distance + config.release_distance)
+    on_sphere = cols < len(bodies.radii)
+    direction = np.empty((len(rows), 3))
+    i, j = rows[on_sphere], cols[on_sphere]
+    direction[on_sphere] = ((bodies.centres[j] - centres[i])
+                            / np.maximum(centre_distance[i, j], 1e-12)[:, None])
+    direction[~on_sphere] = box_direction[rows[~on_sphere], cols[~on_sphere] - len(bodies.radii)]
+    approach = np.maximum(np.einsum('ij,ij->i', velocity[rows], direction), 0.0)
+    margin[rows, cols] = distance[rows, cols] - static - approach * robot_time
+
+    count = len(bodies.names)
+    result = _Check(np.full(count, np.inf), np.full(count, np.inf), np.full(count, np.nan),
+                    np.full(count, -1), np.full(link_count, np.inf),
+                    distance.min(axis=1, initial=np.inf))
+    np.minimum.at(result.link_distance, sphere_link, result.sphere_distance)
+    if not distance.shape[1]:
+        return result
+    row_of_column = np.argmin(margin, axis=0)
+    column_margin = margin[row_of_column, np.arange(margin.shape[1])]
+    np.minimum.at(result.margin, column_body, column_margin)
+    np.minimum.at(result.body_distance, column_body, distance.min(axis=0))
+    # The pair deciding each body's margin: its column of lowest margin, and that column's row.
+    order = np.lexsort((column_margin, column_body))
+    first = order[np.r_[True, np.diff(column_body[order]) != 0]]
+    body, row = column_body[first], row_of_column[first]
+    result.body_protective[body] = distance[row, first] - column_margin[first]
+    result.body_link[body] = sphere_link[row]
+    return result
+
+
+def _box_distance(centres: np.ndarray, bodies: _BodySet) -> tuple[np.ndarray, np.ndarray]:
+    """Distance from each point to each box's surface (M × B, negative inside: minus the depth
+    below the nearest face) and the unit direction to the box's nearest point (M × B × 3; zero
+    inside, where the distance alone decides)."""
+    local = np.einsum('bji,mbj->mbi', bodies.box_rotation,
+                      centres[:, None, :] - bodies.box_centre[None, :, :])
+    clamped = np.clip(local, -bodies.box_half, bodies.box_half)
+    outside = np.linalg.norm(local - clamped, axis=2)
+    depth = np.min(bodies.box_half - np.abs(local), axis=2)
+    offset = np.einsum('bij,mbj->mbi', bodies.box_rotation, clamped - local)
+    direction = offset / np.where(outside > 0, outside, np.inf)[:, :, None]
+    return np.where(outside > 0, outside, -depth), direction

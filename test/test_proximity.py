@@ -1,0 +1,296 @@
+"""Proximity monitor (seed 002): known geometry, protective distance, per-part signals, fail-safe."""
+import os
+from dataclasses import replace
+
+import numpy as np
+import open3d as o3d
+import pytest
+
+from contact_estimation.core.proximity import (
+    CLUSTERS, COCO_17, SKELETON, HumanModel, ProximityConfig, ProximityConfigError,
+    ProximityMonitor, SegmentPart, cluster_spheres)
+from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.surfaces import LinkSurfaces
+
+PLANAR = os.path.join(os.path.dirname(__file__), '..', 'urdf', 'planar_4link.urdf')
+# Seed 002's bare test (r + r' ≥ ‖c − c'‖): no protective distance at all.
+BARE = ProximityConfig(reaction_time=0.0, stopping_time=0.0, human_speed=0.0, object_speed=0.0,
+                       position_uncertainty=0.0)
+STILL = np.zeros(4)
+
+
+@pytest.fixture(scope='module')
+def planar():
+    return LinkSurfaces(RobotModel.load(PLANAR))
+
+
+def tip_sphere(surfaces, q):
+    """Centre (base frame), radius and local centre of the planar arm's outermost sphere."""
+    centres, radii = surfaces.spheres('link4')
+    rotation, origin = surfaces.robot.link_pose(q, 'link4')
+    k = int(np.argmax(centres[:, 0]))
+    return rotation @ centres[k] + origin, radii[k], centres[k]
+
+
+def verdict(surfaces, config, q, velocity, clusters=None, keypoints=None, t=0.0):
+    monitor = ProximityMonitor(surfaces, config)
+    if clusters is not None:
+        monitor.set_clusters(t, clusters)
+    if keypoints is not None:
+        monitor.set_skeleton(t, keypoints)
+    return monitor.update(t, q, velocity)
+
+
+def person(centre, yaw=0.0, right_wrist=None):
+    """COCO-17 keypoints of a person standing at `centre` (shoulder height), facing −x turned by
+    `yaw`, both arms reaching 0.5 m forward at shoulder height; optionally the right wrist
+    moved (the elbow stays)."""
+    local = {
+        'nose': (-0.1, 0, 0.22), 'left_eye': (-0.08, -0.03, 0.27), 'right_eye': (-0.08, 0.03, 0.27),
+        'left_ear': (0, -0.08, 0.25), 'right_ear': (0, 0.08, 0.25),
+        'left_shoulder': (0, -0.2, 0), 'right_shoulder': (0, 0.2, 0),
+        'left_elbow': (-0.25, -0.2, 0), 'right_elbow': (-0.25, 0.2, 0),
+        'left_wrist': (-0.5, -0.2, 0), 'right_wrist': (-0.5, 0.2, 0),
+        'left_hip': (0, -0.15, -0.5), 'right_hip': (0, 0.15, -0.5),
+        'left_knee': (0, -0.15, -0.95), 'right_knee': (0, 0.15, -0.95),
+        'left_ankle': (0, -0.15, -1.4), 'right_ankle': (0, 0.15, -1.4)}
+    c, s = np.cos(yaw), np.sin(yaw)
+    turn = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
+    points = np.array([turn @ local[name] for name in COCO_17]) + centre
+    if right_wrist is not None:
+        points[COCO_17.index('right_wrist')] = right_wrist
+    return points
+
+
+# ------------------------------------------------------------------ known geometry
+@pytest.mark.parametrize('gap', [0.01, -0.01, 0.25])
+def test_a_point_at_a_known_distance_from_the_tip(planar, gap):
+    """A point `gap` beyond the tip sphere's surface, along the arm (joint 1 at 0.4 rad): seed
+    002's test finds that distance, on link4, and the overlap (gap < 0) is a stop."""
+    q = np.array([0.4, 0, 0, 0])
+    centre, radius, _ = tip_sphere(planar, q)
+    outward = np.array([np.cos(0.4), np.sin(0.4), 0.0])
+    point = centre + (radius + gap) * outward
+    result = verdict(planar, BARE, q, STILL, clusters=[point[None, :]])
+    assert result.source == CLUSTERS and result.body_names == ['object_0']
+    assert result.body_distance[0] == pytest.approx(gap, abs=1e-9)
+    assert result.body_link == ['link4']
+    assert result.stop == bool(result.body_stop[0]) == (gap < 0)
+    link4 = result.link_names.index('link4')
+    assert result.link_distance[link4] == pytest.approx(gap, abs=1e-9)
+    # The spheres enclose the link: never farther than its true surface.
+    true = planar.closest_points(q, point[None, :]).distance[0]
+    assert result.body_distance[0] <= true + 1e-6
+
+
+def test_link_distances_match_the_nearest_sphere_of_each_link(planar):
+    q = np.array([0.3, -0.8, 1.1, 0.2])
+    point = np.array([0.6, 0.7, 0.1])
+    result = verdict(planar, BARE, q, STILL, clusters=[point[None, :]])
+    for k, link in enumerate(result.link_names):
+        centres, radii = planar.spheres(link)
+        rotation, origin = planar.robot.link_pose(q, link)
+        expected = np.min(np.linalg.norm(centres @ rotation.T + origin - point, axis=1) - radii)
+        assert result.link_distance[k] == pytest.approx(expected, abs=1e-9)
+    distance, link = planar.sphere_distance(q, point[None, :])
+    assert result.body_distance[0] == pytest.approx(distance[0], abs=1e-9)
+    assert result.body_link == [planar.links[link[0]]]
+
+
+def test_trunk_box_distance_matches_an_independent_box(planar):
+    """The trunk box (shoulders ±0.2 m, hips ±0.15 m, 0.5 m apart, padding 0.05, half depth
+    0.12) of a turned person beside the arm, against open3d's signed distance to that box."""
+    yaw, centre = 0.7, np.array([0.9, 0.75, 0.3])
+    result = verdict(planar, BARE, STILL, STILL, keypoints=person(centre, yaw))
+    box = o3d.geometry.TriangleMesh.create_box(0.24, 0.5, 0.6).translate((-0.12, -0.25, -0.3))
+    box.rotate(o3d.geometry.get_rotation_matrix_from_xyz((0, 0, yaw)), center=(0, 0, 0))
+    box.translate(centre + [0, 0, -0.25])
+    scene = o3d.t.geometry.RaycastingScene()
+    scene.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(box))
+    centres = planar.sphere_centres(STILL)
+    to_box = scene.compute_signed_distance(o3d.core.Tensor(centres.astype(np.float32))).numpy()
+    trunk = result.body_names.index('trunk')
+    assert result.body_distance[trunk] == pytest.approx(np.min(to_box - planar.sphere_radii),
+                                                        abs=1e-5)
+
+
+def test_segment_spheres_enclose_the_capsule_of_each_part():
+    human = HumanModel(sphere_spacing=0.03)
+    rng = np.random.default_rng(1)
+    keypoints = person(np.array([1.0, 0.0, 0.5]), yaw=0.3)
+    for part, body in zip(human.parts, human.bodies(keypoints)):
+        if not isinstance(part, SegmentPart):
+            continue
+        a, b = body.centres[0], body.centres[-1]
+        along = rng.uniform(0, 1, 2000)
+        offset = rng.normal(size=(2000, 3))
+        offset *= (part.radius * rng.uniform(0, 1, 2000) ** (1 / 3)
+                   / np.linalg.norm(offset, axis=1))[:, None]
+        inside = a + along[:, None] * (b - a) + offset  # points of the capsule
+        gap = np.linalg.norm(inside[:, None] - body.centres[None], axis=2) - body.radii
+        assert np.all(gap.min(axis=1) <= 1e-12), part.name
+        assert np.all(np.diff(np.linalg.norm(body.centres - a, axis=1)) <= 0.03 + 1e-12)
+
+
+def test_cluster_spheres_enclose_their_points():
+    rng = np.random.default_rng(2)
+    points = rng.uniform(-0.3, 0.3, (3000, 3))
+    points[::97] = np.nan  # no return
+    centres, radii = cluster_spheres(points, 0.1)
+    finite = points[np.isfinite(points).all(axis=1)]
+    gap = np.linalg.norm(finite[:, None] - centres[None], axis=2) - radii
+    assert np.all(gap.min(axis=1) <= 1e-12)
+    assert len(centres) == len(np.unique(np.floor(finite / 0.1), axis=0))
+    assert np.all(radii <= 0.1 * np.sqrt(3) + 1e-12)
+
+
+# ------------------------------------------------------------------ protective distance
+PROTECTIVE = ProximityConfig(reaction_time=0.1, stopping_time=0.2, object_speed=0.5,
+                             intrusion_distance=0.02, position_uncertainty=0.03)
+STATIC_PART = 0.5 * (0.1 + 0.2) + 0.02 + 0.03  # v_h (T_r + T_s) + C + Z = 0.2 m
+
+
+@pytest.mark.parametrize('gap, stops', [(STATIC_PART - 0.01, True), (STATIC_PART + 0.01, False)])
+def test_still_robot_stops_at_the_static_protective_distance(planar, gap, stops):
+    centre, radius, _ = tip_sphere(planar, STILL)
+    point = centre + (radius + gap) * np.array([1.0, 0, 0])
+    result = verdict(planar, PROTECTIVE, STILL, STILL, clusters=[point[None, :]])
+    assert result.body_protective_distance[0] == pytest.approx(STATIC_PART)
+    assert result.stop == stops and bool(result.body_stop[0]) == stops
+
+
+@pytest.mark.parametrize('rate', [0.8, -0.8])
+def test_protective_distance_grows_with_the_speed_toward_the_body(planar, rate):
+    """Joint 1 turns at `rate`: the tip sphere moves at J(c) q̇ (pinocchio's Jacobian); a point
+    ahead of it gets S_p = static + v_r (T_r + T_s / 2), a point behind only the static part."""
+    q, velocity = np.array([0.2, 0, 0, 0]), np.array([rate, 0, 0, 0])
+    centre, radius, local = tip_sphere(planar, q)
+    ahead = np.array([-np.sin(0.2), np.cos(0.2), 0.0])
+    point = centre + (radius + 0.3) * ahead
+    result = verdict(planar, PROTECTIVE, q, velocity, clusters=[point[None, :]])
+    toward = planar.robot.point_jacobian(q, 'link4', local) @ velocity @ ahead
+    expected = STATIC_PART + max(toward, 0.0) * (0.1 + 0.2 / 2)
+    assert result.body_protective_distance[0] == pytest.approx(expected, abs=1e-4)
+    assert result.body_margin[0] == pytest.approx(0.3 - expected, abs=1e-4)
+
+
+def test_speed_scale_falls_linearly_and_monotonically_with_distance(planar):
+    centre, radius, _ = tip_sphere(planar, STILL)
+    gaps = np.linspace(-0.05, STATIC_PART + 0.5, 60)
+    scales = []
+    for gap in gaps:
+        monitor = ProximityMonitor(planar, PROTECTIVE)
+        point = (centre + (radius + gap) * np.array([1.0, 0, 0]))[None, :]
+        for t in (0.0, 5.0):  # the scale starts at 0 and ramps up: look once it has settled
+            monitor.set_clusters(t, [point])
+            scale = monitor.update(t, STILL, STILL).speed_scale
+        scales.append(scale)
+    scales = np.array(scales)
+    assert np.all(np.diff(scales) >= 0)
+    expected = np.clip((gaps - STATIC_PART) / PROTECTIVE.slowdown_distance, 0, 1)
+    # At and inside S_p the stop holds the scale at 0; beyond, the linear ramp.
+    assert scales == pytest.approx(expected, abs=1e-9)
+    assert scales[0] == 0 and scales[-1] == 1
+
+
+# ------------------------------------------------------------------ per-part signals
+def test_right_hand_on_the_arm_stops_the_right_hand_only(planar):
+    """Seed 002: a collision of the right hand does not stop the left (the robot stops)."""
+    tip, radius, _ = tip_sphere(planar, STILL)
+    # The person faces the arm's tip, the right wrist on the tip sphere's surface.
+    keypoints = person(tip + [0.55, -0.2, 0.0], right_wrist=tip + [radius, 0, 0])
+    result = verdict(planar, BARE, STILL, STILL, keypoints=keypoints)
+    signals = result.part_signals()
+    assert signals['right_hand'] == 1 and signals['right_forearm'] == 1
+    assert signals['left_hand'] == 0 and signals['left_forearm'] == 0 and signals['head'] == 0
+    assert signals['robot'] == 1 and result.source == SKELETON
+    right, left = result.body_names.index('right_hand'), result.body_names.index('left_hand')
+    assert result.body_distance[right] < 0 < result.body_distance[left]
+
+
+def test_stop_is_latched_until_clear_for_the_release_time_and_the_scale_ramps(planar):
+    config = ProximityConfig(reaction_time=0.0, stopping_time=0.0, object_speed=0.0,
+                             position_uncertainty=0.0, release_distance=0.05, release_time=0.5,
+                             recovery_rate=2.0, slowdown_distance=0.1)
+    centre, radius, _ = tip_sphere(planar, STILL)
+    monitor = ProximityMonitor(planar, config)
+
+    def at(t, gap):
+        monitor.set_clusters(t, [(centre + (radius + gap) * np.array([1.0, 0, 0]))[None, :]])
+        return monitor.update(t, STILL, STILL)
+
+    assert at(0.0, -0.01).stop
+    assert at(0.1, 0.03).stop                       # within release_distance: still stopped
+    assert at(0.2, 0.2).stop                        # clear from 0.2 s …
+    assert at(0.65, 0.2).stop                       # … not yet for 0.5 s
+    assert at(0.69, 0.04).stop                      # back within release_distance: restart
+    assert at(1.0, 0.2).stop
+    released = at(1.5, 0.2)                         # clear 1.0 … 1.5 s
+    assert not released.stop and not released.body_stop[0]
+    assert released.speed_scale == 0.0              # rises from here at ≤ 2 /s
+    assert at(1.6, 0.2).speed_scale == pytest.approx(0.2)
+    assert at(2.5, 0.2).speed_scale == 1.0
+    assert at(2.51, 0.05).speed_scale == pytest.approx(0.5)  # falls at once
+
+
+# ------------------------------------------------------------------ fail safe
+def test_nan_keypoint_fails_safe_naming_it(planar):
+    keypoints = person(np.array([3.0, 0, 0.3]))
+    keypoints[COCO_17.index('left_wrist')] = np.nan
+    monitor = ProximityMonitor(planar)
+    problem = monitor.set_skeleton(0.0, keypoints)
+    result = monitor.update(0.0, STILL, STILL)
+    assert 'left_wrist' in problem and result.problem == problem
+    assert result.stop and result.speed_scale == 0 and all(result.body_stop)
+    assert result.body_names == list(monitor.human.part_names)
+
+
+def test_unused_keypoints_may_be_missing(planar):
+    keypoints = person(np.array([3.0, 0, 0.3]))
+    keypoints[COCO_17.index('left_ankle')] = np.nan
+    result = verdict(planar, BARE, STILL, STILL, keypoints=keypoints)
+    assert not result.problem and not result.stop
+
+
+@pytest.mark.parametrize('keypoints', [np.zeros((16, 3)), np.zeros((17, 2)), [['a', 'b', 'c']] * 17,
+                                       np.zeros(51)])
+def test_malformed_skeleton_fails_safe(planar, keypoints):
+    result = verdict(planar, BARE, STILL, STILL, keypoints=keypoints)
+    assert result.stop and result.speed_scale == 0
+    assert result.problem.startswith('invalid skeleton')
+
+
+def test_keypoint_order_is_configurable(planar):
+    order = tuple(reversed(COCO_17))
+    human = HumanModel(keypoint_names=order)
+    keypoints = person(np.array([3.0, 0, 0.3]))[::-1]
+    reference = HumanModel().bodies(person(np.array([3.0, 0, 0.3])))
+    for mine, theirs in zip(human.bodies(keypoints), reference):
+        assert np.allclose(mine.centres, theirs.centres)
+    with pytest.raises(ProximityConfigError, match='left_elbow'):
+        HumanModel(keypoint_names=[k for k in COCO_17 if k != 'left_elbow'])
+
+
+def test_stale_or_missing_bodies_stop_and_fresh_ones_release(planar):
+    far = person(np.array([3.0, 0, 0.3]))
+    monitor = ProximityMonitor(planar, replace(BARE, release_time=0.0))
+    assert 'none received' in monitor.update(0.0, STILL, STILL).problem
+    monitor.set_skeleton(0.0, far)
+    assert not monitor.update(0.3, STILL, STILL).stop
+    stale = monitor.update(0.31, STILL, STILL)
+    assert stale.stop and 'skeleton 0.310 s old' in stale.problem
+    monitor.set_skeleton(0.4, np.zeros((0, 3)))           # nobody tracked …
+    monitor.set_clusters(0.4, [np.array([[1.6, 0.0, 0.0]])])
+    result = monitor.update(0.4, STILL, STILL)          # … the lidar objects count
+    assert result.source == CLUSTERS and result.body_names == ['object_0']
+    monitor.set_skeleton(0.45, far)                     # a person again: the skeleton counts
+    assert monitor.update(0.45, STILL, STILL).source == SKELETON
+
+
+def test_bad_joint_state_fails_safe(planar):
+    monitor = ProximityMonitor(planar, BARE)
+    monitor.set_clusters(0.0, [])
+    assert not monitor.update(0.0, STILL, STILL).stop
+    assert monitor.update(0.001, [0, np.nan, 0, 0], STILL).problem == 'joint state not finite'
+    assert 'positions' in monitor.update(0.002, STILL[:3], STILL).problem
+    assert monitor.fail(0.003, 'joint states stale').stop
