@@ -1,0 +1,504 @@
+"""Contact point and force from a 6-axis F/T sensor under the robot's base (seed 004). No ROS.
+
+Seed 004 (patent CN 106182087 A, ../shared/METHODS.md §004) puts the sensor between the base
+and joint 1. It reads, eq. 20,
+
+    f = f₀ + f_cB + f_Bd,   m = τ₀ + τ_cB + τ_Bd
+
+the arm's weight (f₀, τ₀: eqs. 9–10), the contact wrench at the base origin (f_cB, τ_cB:
+eqs. 4–6) and the reaction of the moving arm (f_Bd, τ_Bd: eqs. 14–18). `BaseWrenchCompensator`
+removes the sensor's own offset and f₀ + f_Bd, τ₀ + τ_Bd, which are together the base
+reaction of inverse dynamics (`RobotModel.base_wrench`, with the measured q, q̇ and an
+estimated q̈): what is left is the contact wrench. The two sign conventions meet here without
+a flip: a force p acting ON the robot at c (the project's convention) pushes the robot onto
+its base with f_cB = p, τ_cB = c × p.
+
+`FtContactLocator` turns the contact wrench into a point: c × p = τ_cB leaves the line of
+action c = (p × τ_cB)/‖p‖² + λp (eq. 21, rank 5); the contacted body (the links one joint
+moves) is given, or chosen by seed 004's current constraint with the torque residual in place
+of the motor current (`contacted_joint`); the point is where the line enters that body's
+surface, so that the force pushes into it, pᵀn < 0 (eq. 24's normal). With noise the six
+equations disagree (rank 6); the compatibility analysis of claim 6 solves the six subsystems
+of five equations with the surface equation, drops the singular ones, averages the rest and
+takes the closest surface point (`compatible_wrenches`).
+
+Two surface models, compared in benchmarks/ft_contact.py:
+- `EllipsoidSurfaces`: the patent's ellipsoid per link, S(c) = cᵀAᵀAc = 1 (eq. 23), here with
+  a centre and principal axes, fitted to the collision mesh by default, overridable per link;
+- `MeshSurfaces`: the collision meshes of `LinkSurfaces` themselves, by ray casting.
+
+Frames: the base frame of the `RobotModel` (REP 103) unless said otherwise; a body's
+surfaces live in the frame of the link its joint moves first (`RobotModel.joint_links`),
+and every estimate goes out in the frame of the link that was hit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import open3d as o3d
+
+from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.surfaces import LinkSurfaces
+
+ROBOT_ON_SENSOR = 'robot_on_sensor'
+MOUNT_ON_ROBOT = 'mount_on_robot'
+CONVENTIONS = (ROBOT_ON_SENSOR, MOUNT_ON_ROBOT)
+SURFACE_MODELS = ('ellipsoid', 'mesh')
+
+# Rays are cast from this far behind the line's point nearest the body (m): farther than any
+# arm link reaches, so the first hit is where the line enters the body.
+_RAY_BACKOFF = 10.0
+# Points sampled along a line that misses the body, to find the surface point nearest to it.
+_MISS_SAMPLES = 64
+
+
+# Levi-Civita symbol: a × b = ε a b as one einsum, several times faster than np.cross on the
+# few-row arrays of one estimate.
+_LEVI_CIVITA = np.zeros((3, 3, 3))
+_LEVI_CIVITA[[0, 1, 2], [1, 2, 0], [2, 0, 1]] = 1.0
+_LEVI_CIVITA[[0, 1, 2], [2, 0, 1], [1, 2, 0]] = -1.0
+
+
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.einsum('ijk,...j,...k->...i', _LEVI_CIVITA, a, b)
+
+
+class FtContactError(ValueError):
+    """Input the F/T contact estimation cannot use (non-finite, wrong shape, bad setting)."""
+
+
+def _vector(value, size: int, what: str) -> np.ndarray:
+    array = np.asarray(value, dtype=float)
+    if array.shape[-1:] != (size,) or not np.isfinite(array).all():
+        raise FtContactError(f'{what} must be finite with {size} values per row, got '
+                             f'shape {array.shape}')
+    return array
+
+
+# ------------------------------------------------------------------------ the sensor
+@dataclass(frozen=True)
+class SensorMount:
+    """Where the sensor sits and which wrench it reports.
+
+    Picture the arm standing on the sensor, the sensor bolted on the mount:
+
+               arm (joint 1 and up)
+        ════════════╤════════════   top plate: carries the robot
+                    S               sensor frame S: axes R_BS, reference point o_S
+        ════════════╧════════════   bottom plate: bolted to the mount
+               mount / floor
+
+    `reports`: `ROBOT_ON_SENSOR` — the wrench the robot exerts on the sensor (at rest the
+    force points down, the robot's weight: the sim cobot's `ft_wrench`), or
+    `MOUNT_ON_ROBOT` — the wrench the mount exerts on the robot (at rest it points up).
+    `rotation`: R_BS, the sensor's axes in the base frame (columns). `position`: o_S, the
+    point the sensor refers its moments to, in the base frame (m). The sim cobot's sensor:
+    robot on sensor, identity, origin.
+    """
+
+    reports: str = ROBOT_ON_SENSOR
+    rotation: np.ndarray = field(default_factory=lambda: np.eye(3))
+    position: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+    def __post_init__(self):
+        if self.reports not in CONVENTIONS:
+            raise FtContactError(f'reports must be one of {CONVENTIONS}, got {self.reports!r}')
+        rotation = np.asarray(self.rotation, dtype=float)
+        if (rotation.shape != (3, 3) or not np.isfinite(rotation).all()
+                or not np.allclose(rotation.T @ rotation, np.eye(3), atol=1e-6)
+                or np.linalg.det(rotation) < 0):
+            raise FtContactError('rotation must be a 3×3 rotation matrix')
+        object.__setattr__(self, 'rotation', rotation)
+        object.__setattr__(self, 'position', _vector(self.position, 3, 'position'))
+
+    @property
+    def _sign(self) -> float:
+        return 1.0 if self.reports == ROBOT_ON_SENSOR else -1.0
+
+    def to_base(self, reading: np.ndarray) -> np.ndarray:
+        """Sensor readings [f; m] (…×6, sensor frame, at o_S) → the wrench of the robot on its
+        base, [f; m] at the base origin, base frame: f_B = s R f, m_B = s (R m + o_S × R f)."""
+        reading = _vector(reading, 6, 'F/T reading')
+        force = reading[..., :3] @ self.rotation.T
+        torque = reading[..., 3:] @ self.rotation.T + _cross(self.position, force)
+        return self._sign * np.concatenate([force, torque], axis=-1)
+
+    def from_base(self, wrench: np.ndarray) -> np.ndarray:
+        """The inverse of `to_base`: what the sensor reads for this robot-on-base wrench."""
+        wrench = self._sign * _vector(wrench, 6, 'base wrench')
+        torque = wrench[..., 3:] - _cross(self.position, wrench[..., :3])
+        return np.concatenate([wrench[..., :3] @ self.rotation, torque @ self.rotation], axis=-1)
+
+
+class BaseWrenchCompensator:
+    """Seed 004 eq. 20 solved for the contact wrench: reading − offset − (f₀ + f_Bd, τ₀ + τ_Bd).
+
+    The arm's wrench comes from `robot` (its URDF or identified inertial parameters) with a
+    payload of `payload_mass` kg at `payload_centre` (m, in the frame of `payload_link`,
+    default the tip link). `offset` is the sensor's own reading with nothing on it, in its
+    frame (`resting_offset` measures it; keeping it across restarts is the caller's job).
+    """
+
+    def __init__(self, robot: RobotModel, mount: SensorMount | None = None,
+                 payload_mass: float = 0.0, payload_centre=(0.0, 0.0, 0.0),
+                 payload_link: str = '', offset=(0.0,) * 6):
+        self.mount = mount or SensorMount()
+        self.robot = robot.with_payload(payload_mass, payload_centre, payload_link)
+        self.offset = _vector(offset, 6, 'offset')
+        self._still = np.zeros(robot.n)
+
+    def arm_wrench(self, q: np.ndarray, v=None, a=None) -> np.ndarray:
+        """[f; m] of the arm on its base (base origin, base frame): f₀ + f_Bd, τ₀ + τ_Bd, or
+        the weight alone (f₀, τ₀, eqs. 9–10) when v or a is None."""
+        if v is None or a is None:
+            v = a = self._still
+        return np.concatenate(self.robot.base_wrench(q, v, a))
+
+    def contact_wrench(self, reading: np.ndarray, q: np.ndarray, v=None, a=None) -> np.ndarray:
+        """[f_cB; τ_cB]: the contact force on the robot and its moment about the base origin,
+        base frame (eq. 20). Without v and a the arm's motion is not compensated."""
+        reading = _vector(reading, 6, 'F/T reading')
+        return self.mount.to_base(reading - self.offset) - self.arm_wrench(q, v, a)
+
+    def resting_offset(self, readings: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """The sensor's offset (sensor frame) from readings (N×6) on an arm resting at q (N×n):
+        the mean of each reading minus what the arm's weight alone would give."""
+        readings = np.atleast_2d(_vector(readings, 6, 'F/T readings'))
+        q = np.atleast_2d(_vector(q, self.robot.n, 'joint positions'))
+        if len(readings) != len(q) or not len(q):
+            raise FtContactError(f'need as many readings as joint positions (≥ 1), got '
+                                 f'{len(readings)} and {len(q)}')
+        weights = np.array([self.arm_wrench(qk) for qk in q])
+        return np.mean(readings - self.mount.from_base(weights), axis=0)
+
+
+# ------------------------------------------------------------ wrench → line → point
+def line_of_action(force: np.ndarray, torque: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. 21's rank-5 solution: the line c = (p × τ)/‖p‖² + λ p̂ on which c × p = τ.
+
+    `force`, `torque`: …×3. Returns the line's point nearest the origin and its unit
+    direction p̂ (…×3 each). Exact when pᵀτ = 0; otherwise it is the least-squares line.
+    """
+    norm2 = np.einsum('...i,...i->...', force, force)[..., None]
+    return _cross(force, torque) / norm2, force / np.sqrt(norm2)
+
+
+def compatible_wrenches(force: np.ndarray, torque: np.ndarray,
+                        singular_ratio: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+    """The compatible (p, τ) of seed 004 claim 6's six subsystems of five equations.
+
+    The six equations f = p, m = c × p can only hold together when pᵀm = 0 (c × p ⊥ p).
+    Dropping force equation k leaves p_k free, and pᵀm = 0 fixes it:
+    p_k = −Σ_{i≠k} f_i m_i / m_k; dropping moment equation k fixes m_k = −Σ_{i≠k} f_i m_i / f_k
+    likewise. Each subsystem, with the surface equation, is then a line of action meeting
+    the surface. A subsystem is singular when its divisor is below `singular_ratio` times
+    the norm of its vector (|m_k| < ratio ‖m‖, |f_k| < ratio ‖f‖): it is dropped. Returns
+    the kept pairs (k×3 forces, k×3 torques; at least one moment subsystem always stays).
+    """
+    overlap = force * torque  # f_i m_i
+    others = overlap.sum() - overlap  # Σ_{i≠k} f_i m_i
+    divisors = np.concatenate([torque, force])
+    norms = np.repeat([np.linalg.norm(torque), np.linalg.norm(force)], 3)
+    keep = np.abs(divisors) > singular_ratio * norms
+    wrenches = np.tile(np.concatenate([force, torque]), (6, 1))
+    wrenches[[0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5]] = -np.tile(others, 2) / np.where(keep, divisors, 1.0)
+    return wrenches[keep, :3], wrenches[keep, 3:]
+
+
+def contacted_joint(tau_ext: np.ndarray, threshold) -> int | None:
+    """Seed 004's current constraint, with the torque residual for the current: the contact
+    is on the body of the highest joint whose |τ_ext| exceeds `threshold` (N·m, one value
+    or one per joint) — a contact on body k loads joints ≤ k only. None: no joint does."""
+    above = np.flatnonzero(np.abs(tau_ext) > threshold)
+    return int(above[-1]) if len(above) else None
+
+
+# ------------------------------------------------------------------ surface models
+@dataclass(frozen=True)
+class Ellipsoid:
+    """Seed 004 eq. 23 in a link frame: ‖A Rᵀ(c − o)‖ = 1, A = diag(1/α, 1/β, 1/γ).
+
+    `centre` o (m), `axes` R (columns: the principal axes in the link frame), `semi_axes`
+    (α, β, γ), m. The patent's ellipsoid has o = 0, R = I.
+    """
+
+    centre: np.ndarray
+    axes: np.ndarray
+    semi_axes: np.ndarray
+
+    def __post_init__(self):
+        object.__setattr__(self, 'centre', _vector(self.centre, 3, 'ellipsoid centre'))
+        axes = np.asarray(self.axes, dtype=float)
+        if axes.shape != (3, 3) or not np.allclose(axes.T @ axes, np.eye(3), atol=1e-6):
+            raise FtContactError('ellipsoid axes must be a 3×3 orthonormal matrix')
+        object.__setattr__(self, 'axes', axes)
+        semi = _vector(self.semi_axes, 3, 'ellipsoid semi-axes')
+        if np.any(semi <= 0):
+            raise FtContactError(f'ellipsoid semi-axes must be > 0 m, got {semi.tolist()}')
+        object.__setattr__(self, 'semi_axes', semi)
+
+    @classmethod
+    def fit(cls, points: np.ndarray) -> 'Ellipsoid':
+        """Least-squares quadric through surface points (N×3): xᵀQx + bᵀx = 1 is linear in
+        Q and b; its centre is −Q⁻¹b/2, its axes and semi-axes Q's eigenvectors and
+        eigenvalues. A surface no ellipsoid fits gets the box around the points along their
+        principal axes instead."""
+        mean = points.mean(axis=0)
+        x, y, z = (points - mean).T
+        design = np.column_stack([x * x, y * y, z * z, 2 * x * y, 2 * x * z, 2 * y * z, x, y, z])
+        a, b, c, d, e, f, *linear = np.linalg.lstsq(design, np.ones(len(points)), rcond=None)[0]
+        quadric = np.array([[a, d, e], [d, b, f], [e, f, c]])
+        values, axes = np.linalg.eigh(quadric)
+        if values.min() > 0:
+            shift = -0.5 * np.linalg.solve(quadric, linear)
+            scale = 1.0 + shift @ quadric @ shift
+            if np.linalg.det(axes) < 0:
+                axes[:, 2] *= -1
+            return cls(mean + shift, axes, np.sqrt(scale / values))
+        axes = np.linalg.svd(points - mean, full_matrices=False)[2].T
+        if np.linalg.det(axes) < 0:
+            axes[:, 2] *= -1
+        local = (points - mean) @ axes
+        low, high = local.min(axis=0), local.max(axis=0)
+        return cls(mean + axes @ ((low + high) / 2), axes, np.maximum((high - low) / 2, 1e-3))
+
+    def moved(self, rotation: np.ndarray, position: np.ndarray) -> 'Ellipsoid':
+        """The same ellipsoid in a frame where the link frame has this pose."""
+        return Ellipsoid(rotation @ self.centre + position, rotation @ self.axes, self.semi_axes)
+
+
+class EllipsoidSurfaces:
+    """The patent's surface model: one ellipsoid per link with collision geometry, fitted to
+    its surface samples (`Ellipsoid.fit`) unless `overrides` gives it (link name → Ellipsoid,
+    in that link's frame)."""
+
+    name = 'ellipsoid'
+
+    def __init__(self, surfaces: LinkSurfaces, overrides: dict[str, Ellipsoid] | None = None):
+        self.robot = surfaces.robot
+        overrides = dict(overrides or {})
+        unknown = set(overrides) - set(self.robot.link_joint)
+        if unknown:
+            raise FtContactError(f'ellipsoids given for links not moved by the chain: '
+                                 f'{sorted(unknown)}')
+        self.ellipsoids = {link: Ellipsoid.fit(surfaces.surface_points(link)[0])
+                           for link in surfaces.links
+                           if link in self.robot.link_joint and link not in overrides}
+        self.ellipsoids.update(overrides)
+        # Per joint: the ellipsoids of its links in its body frame, stacked for vector maths.
+        self._bodies = {}
+        for joint, (links, placements) in _bodies(self.robot, self.ellipsoids).items():
+            moved = [self.ellipsoids[link].moved(*pose) for link, pose in zip(links, placements)]
+            self._bodies[joint] = (links, np.array([e.centre for e in moved]),
+                                   np.array([e.axes for e in moved]),
+                                   np.array([e.semi_axes for e in moved]))
+
+    def links(self, joint: int) -> list[str]:
+        return self._bodies[joint][0] if joint in self._bodies else []
+
+    def _normalised(self, joint, points, directions=None):
+        """Points (and directions) in each ellipsoid's unit-sphere coordinates: E×N×3."""
+        _, centres, axes, semi = self._bodies[joint]
+        y = np.einsum('eji,enj->eni', axes, points[None] - centres[:, None]) / semi[:, None]
+        if directions is None:
+            return y
+        return y, np.einsum('eji,nj->eni', axes, directions) / semi[:, None]
+
+    def first_entry(self, joint, origins, directions):
+        """Where each line (N×3 points, unit directions, body frame) first enters the body
+        going along its direction: points N×3 (NaN on a miss) and link index (-1)."""
+        y, u = self._normalised(joint, origins, directions)
+        uu = np.einsum('eni,eni->en', u, u)
+        yu = np.einsum('eni,eni->en', y, u)
+        disc = yu ** 2 - uu * (np.einsum('eni,eni->en', y, y) - 1.0)
+        with np.errstate(invalid='ignore'):
+            entry = np.where(disc >= 0, (-yu - np.sqrt(disc)) / uu, np.inf)  # smaller root
+        best = np.argmin(entry, axis=0)
+        along = entry[best, np.arange(len(origins))]
+        hit = np.isfinite(along)
+        points = np.where(hit[:, None], origins + along[:, None] * directions, np.nan)
+        return points, np.where(hit, best, -1)
+
+    def closest(self, joint, points):
+        """Nearest surface point to each point (N×3, body frame), its link index, distance."""
+        _, centres, axes, semi = self._bodies[joint]
+        y = np.einsum('eji,enj->eni', axes, points[None] - centres[:, None])  # E×N×3, principal
+        nearest = _ellipsoid_closest(y, semi[:, None, :])
+        distance = np.linalg.norm(nearest - y, axis=2)
+        best = np.argmin(distance, axis=0)
+        n = np.arange(len(points))
+        on_body = np.einsum('nij,nj->ni', axes[best], nearest[best, n]) + centres[best]
+        return on_body, best, distance[best, n]
+
+
+def _ellipsoid_closest(y: np.ndarray, semi: np.ndarray, iterations: int = 30) -> np.ndarray:
+    """Closest point on the axis-aligned ellipsoid Σ (x_i/s_i)² = 1 to y (broadcast …×3).
+
+    x_i = s_i² y_i / (t + s_i²) with t the root of F(t) = Σ (s_i y_i / (t + s_i²))² − 1,
+    convex and decreasing for t > −min s_i² (Eberly, "Distance from a point to an ellipse,
+    an ellipsoid, or a hyperellipsoid"). Newton starts at t = 0 (the points given lie near
+    the surface, so the root is near 0); a step that lands left of the root, or beyond the
+    pole, is clamped to t₀ = −s_min² + s_min |y_min| where F ≥ 0, and from the left Newton
+    climbs to the root without overshooting; it stops when t moves less than 1e-12 m²
+    (a few steps for the points near the surface an estimate projects).
+    """
+    s2 = semi ** 2
+    s_min = semi.min(axis=-1)
+    y_min = np.abs(y * (semi == s_min[..., None])).max(axis=-1)  # |y| along the shortest axis
+    lowest = -s_min ** 2 + s_min * np.maximum(y_min, 1e-9)
+    t = np.maximum(np.zeros(y.shape[:-1]), lowest)
+    for _ in range(iterations):
+        shifted = t[..., None] + s2
+        ratio2 = (semi * y / shifted) ** 2
+        step = np.maximum(t + (ratio2.sum(-1) - 1.0) / (2.0 * (ratio2 / shifted).sum(-1)),
+                          lowest) - t
+        t = t + step
+        if np.abs(step).max() < 1e-12:
+            break
+    return s2 * y / (t[..., None] + s2)
+
+
+class MeshSurfaces:
+    """The collision meshes of `LinkSurfaces`, one ray-casting scene per body (joint)."""
+
+    name = 'mesh'
+
+    def __init__(self, surfaces: LinkSurfaces):
+        self.robot = surfaces.robot
+        meshes = {link: surfaces.mesh(link) for link in surfaces.links
+                  if link in self.robot.link_joint}
+        self._bodies = {}
+        for joint, (links, placements) in _bodies(self.robot, meshes).items():
+            scene = o3d.t.geometry.RaycastingScene()
+            ids = []
+            for link, (rotation, position) in zip(links, placements):
+                vertices = np.asarray(meshes[link].vertices) @ rotation.T + position
+                ids.append(scene.add_triangles(
+                    o3d.core.Tensor(vertices.astype(np.float32)),
+                    o3d.core.Tensor(np.asarray(meshes[link].triangles).astype(np.uint32))))
+            lookup = np.full(max(ids) + 1, -1)
+            lookup[ids] = np.arange(len(ids))
+            self._bodies[joint] = (links, scene, lookup)
+
+    def links(self, joint: int) -> list[str]:
+        return self._bodies[joint][0] if joint in self._bodies else []
+
+    def first_entry(self, joint, origins, directions):
+        """As `EllipsoidSurfaces.first_entry`, on the meshes (outward triangles: the first hit
+        from far behind faces the ray)."""
+        _, scene, lookup = self._bodies[joint]
+        starts = origins - _RAY_BACKOFF * directions
+        rays = np.hstack([starts, directions]).astype(np.float32)
+        result = scene.cast_rays(o3d.core.Tensor(rays))
+        along = result['t_hit'].numpy().astype(float)
+        hit = np.isfinite(along)
+        points = np.where(hit[:, None], starts + along[:, None] * directions, np.nan)
+        ids = np.where(hit, result['geometry_ids'].numpy(), 0)  # a miss has an invalid id
+        return points, np.where(hit, lookup[ids], -1)
+
+    def closest(self, joint, points):
+        """As `EllipsoidSurfaces.closest`, on the meshes."""
+        _, scene, lookup = self._bodies[joint]
+        result = scene.compute_closest_points(o3d.core.Tensor(points.astype(np.float32)))
+        nearest = result['points'].numpy().astype(float)
+        return nearest, lookup[result['geometry_ids'].numpy()], np.linalg.norm(nearest - points,
+                                                                               axis=1)
+
+
+def _bodies(robot: RobotModel, per_link: dict) -> dict[int, tuple[list[str], list]]:
+    """Per joint, the links of `per_link` it moves and their poses in its body frame (the
+    frame of `robot.joint_links[joint]`): constant, so taken at q = 0."""
+    q = np.zeros(robot.n)
+    links = list(per_link)
+    poses = dict(zip(links, robot.link_poses(q, links)))
+    bodies: dict[int, tuple[list[str], list]] = {}
+    for link in links:
+        joint = robot.link_joint[link]
+        body_rotation, body_position = robot.link_pose(q, robot.joint_links[joint])
+        rotation, position = poses[link]
+        entry = bodies.setdefault(joint, ([], []))
+        entry[0].append(link)
+        entry[1].append((body_rotation.T @ rotation, body_rotation.T @ (position - body_position)))
+    return bodies
+
+
+# ------------------------------------------------------------------------ estimate
+@dataclass(frozen=True)
+class FtContact:
+    """One contact estimate: `point` and `force` (on the robot) in the frame of `link`,
+    the same in the base frame, and how it was found: `subsystems` of claim 6 kept,
+    `on_line` (False: no line met the body; the surface point nearest the line instead)."""
+
+    link: str
+    point: np.ndarray
+    force: np.ndarray
+    point_base: np.ndarray
+    force_base: np.ndarray
+    subsystems: int
+    on_line: bool
+
+
+class FtContactLocator:
+    """Contact wrench at the base origin → contact point and force on one body.
+
+    `model`: an `EllipsoidSurfaces` or `MeshSurfaces`. `singular_ratio`: see
+    `compatible_wrenches`. `min_force` (N): below it the line of action is too uncertain,
+    no estimate.
+    """
+
+    def __init__(self, model: EllipsoidSurfaces | MeshSurfaces, singular_ratio: float = 0.1,
+                 min_force: float = 1.0):
+        if not 0.0 <= singular_ratio < 1.0 / np.sqrt(3.0):
+            raise FtContactError(f'singular_ratio must be in [0, 1/√3), got {singular_ratio}')
+        if not min_force > 0.0:
+            raise FtContactError(f'min_force must be > 0 N, got {min_force}')
+        self.model = model
+        self.robot = model.robot
+        self.singular_ratio = singular_ratio
+        self.min_force = min_force
+
+    def locate(self, q: np.ndarray, wrench: np.ndarray, joint: int) -> FtContact | None:
+        """The contact on the body of `joint` (index in model order) for the contact wrench
+        [f_cB; τ_cB] (base origin, base frame, force on the robot); None when the force is
+        below `min_force` or the body has no surface."""
+        wrench = _vector(wrench, 6, 'contact wrench')
+        force, torque = wrench[:3], wrench[3:]
+        links = self.model.links(joint)
+        if np.linalg.norm(force) < self.min_force or not links:
+            return None
+        forces, torques = compatible_wrenches(force, torque, self.singular_ratio)
+        origins, directions = line_of_action(forces, torques)
+        body_rotation, body_position = self.robot.link_pose(q, self.robot.joint_links[joint])
+        origins = (origins - body_position) @ body_rotation
+        directions = directions @ body_rotation
+        entries, _ = self.model.first_entry(joint, origins, directions)
+        hit = np.isfinite(entries[:, 0])
+        if hit.any():
+            mean = entries[hit].mean(axis=0, keepdims=True)
+        else:
+            mean = self._nearest_to_line(joint, origins[-1], directions[-1])
+        point, link_index, _ = self.model.closest(joint, mean)
+        link = links[int(link_index[0])]
+        rotation, position = self.robot.link_pose(q, link)
+        point_base = body_rotation @ point[0] + body_position
+        return FtContact(link, rotation.T @ (point_base - position), rotation.T @ force,
+                         point_base, force.copy(), int(len(forces)), bool(hit.any()))
+
+    def _nearest_to_line(self, joint, origin, direction):
+        """The surface point nearest to a line that misses the body: the line sampled over
+        ±1 m around its point nearest the body frame's origin."""
+        along = np.linspace(-1.0, 1.0, _MISS_SAMPLES)
+        samples = origin - (origin @ direction) * direction + along[:, None] * direction
+        points, _, distance = self.model.closest(joint, samples)
+        return points[np.argmin(distance)][None]
+
+
+def make_surfaces(kind: str, surfaces: LinkSurfaces,
+                  ellipsoids: dict[str, Ellipsoid] | None = None):
+    """The surface model `kind` ('ellipsoid' or 'mesh') of a robot's `LinkSurfaces`."""
+    if kind == 'ellipsoid':
+        return EllipsoidSurfaces(surfaces, ellipsoids)
+    if kind == 'mesh':
+        return MeshSurfaces(surfaces)
+    raise FtContactError(f'surface model must be one of {SURFACE_MODELS}, got {kind!r}')
