@@ -27,9 +27,9 @@ from tqdm import tqdm
 
 from contact_estimation.core.detector import DEFAULTS, CollisionDetector, DetectorConfig
 from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.sim_cobot import PointForce, Scenario
+from contact_estimation.core.sim.harness import simulate
+from contact_estimation.core.sim.scenario import PointForce, Scenario
 from contact_estimation.core.threshold_calibration import accelerations, calibrate
-from contact_estimation.core.time_scaling import simulate
 from contact_estimation.core.trajectory import make_trajectory
 
 N = DEFAULTS['consecutive_samples']  # n of eq. 7, as the node runs it

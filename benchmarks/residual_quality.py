@@ -1,7 +1,7 @@
 """Residual quality on the simulated cobot (ROS-free): noise floor and contact error per model.
 
 SimulatedCobot (Panda, smooth random motion, the sim's default sensor noise, and the per-joint
-eq. 23 friction that the identification runs use, core/excitation.simulator_config) feeds the
+eq. 23 friction that the identification runs use, core/sim/harness.simulator_config) feeds the
 same samples to the three residuals of core/residual.py (fast, rnea, momentum_observer), each
 with the URDF dynamics and the sim's true friction, so what remains is sensor noise, the
 models' approximations (fast drops M q̈ + C q̇) and their lags.
@@ -25,12 +25,13 @@ import sys
 import numpy as np
 from tqdm import tqdm
 
-from contact_estimation.core.excitation import simulator_config
 from contact_estimation.core.identified_model import IdentifiedModel
 from contact_estimation.core.residual import MODELS, make_residual
 from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.sim_cobot import PointForce, Scenario, SimConfig, SimulatedCobot
-from contact_estimation.core.time_scaling import closed_loop
+from contact_estimation.core.sim.cobot import SimulatedCobot
+from contact_estimation.core.sim.config import SimConfig
+from contact_estimation.core.sim.harness import closed_loop, simulator_config
+from contact_estimation.core.sim.scenario import PointForce, Scenario
 from contact_estimation.core.trajectory import make_trajectory
 
 SETTLE = 0.5                               # s ignored at the start (filters filling)

@@ -23,8 +23,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from contact_estimation.core.detector import DetectorConfig  # noqa: E402
 from contact_estimation.core.robot_model import RobotModel  # noqa: E402
-from contact_estimation.core.sim_cobot import Scenario  # noqa: E402
-from contact_estimation.core.time_scaling import TimeScalingConfig, simulate  # noqa: E402
+from contact_estimation.core.sim.harness import simulate  # noqa: E402
+from contact_estimation.core.sim.scenario import Scenario  # noqa: E402
+from contact_estimation.core.time_scaling import TimeScalingConfig  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCENARIO = os.path.join(ROOT, 'config', 'scenarios', 'push_back.yaml')

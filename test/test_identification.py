@@ -15,7 +15,7 @@ from contact_estimation.core.identified_model import (IdentifiedModel, ModelFile
                                                       robot_structure)
 from contact_estimation.core.recording import JointRecording, read_recording, write_csv
 from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.sim_cobot import DEFAULT_FRICTION
+from contact_estimation.core.sim.config import DEFAULT_FRICTION
 
 SPATIAL = os.path.join(os.path.dirname(__file__), '..', 'urdf', 'spatial_6r.urdf')
 SHORT = SweepSettings(speeds=(0.2, 0.6), repetitions=1, amplitude=0.4)

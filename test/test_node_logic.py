@@ -7,7 +7,7 @@ from contact_estimation.core.detector import (COLLISION, INVALID, NONE, STALE, W
                                               AccelerationEstimate, DetectorState,
                                               event_stamped_by_residual)
 from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.sim_realtime import ScalingTimeout
+from contact_estimation.core.sim.realtime import ScalingTimeout
 from contact_estimation.core.wrist_wrench import WristWrench, WristWrenchRejected
 
 DT = 1e-3

@@ -1,7 +1,7 @@
 """Seed 003 in the simulated cobot, closed loop and ROS-free: holds, yields when pushed, resumes.
 
 SimulatedCobot (config/scenarios/push_back.yaml) → momentum observer with the URDF model and the
-sim's friction → CollisionDetector → TimeScaling → the sim's reference clock (time_scaling.simulate).
+sim's friction → CollisionDetector → TimeScaling → the sim's reference clock (sim.harness.simulate).
 The detector runs with the shipped settings: the stop latches until reset (hold_time 0), and
 the motion still resumes by itself after each contact, as seed 003 says.
 """
@@ -12,8 +12,9 @@ import pytest
 
 from contact_estimation.core.detector import DetectorConfig
 from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.sim_cobot import Scenario
-from contact_estimation.core.time_scaling import TimeScalingConfig, simulate
+from contact_estimation.core.sim.harness import simulate
+from contact_estimation.core.sim.scenario import Scenario
+from contact_estimation.core.time_scaling import TimeScalingConfig
 
 SCENARIO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         'config', 'scenarios', 'push_back.yaml')

@@ -41,13 +41,13 @@ import numpy as np
 import yaml
 
 from contact_estimation.core import friction as friction_models
-from contact_estimation.core.excitation import (SweepSettings, plan_sweeps, record_on_simulator,
-                                                simulator_config)
+from contact_estimation.core.excitation import SweepSettings, plan_sweeps
 from contact_estimation.core.identification import (MAX_GRAVITY_DEVIATION, IdentificationError,
                                                     identify)
 from contact_estimation.core.recording import (STORAGES, RecordingError, read_recording,
                                                write_bag, write_csv)
 from contact_estimation.core.robot_model import RobotModelError, RobotModel
+from contact_estimation.core.sim.harness import record_on_simulator, simulator_config
 
 BAD_INPUT = 2
 

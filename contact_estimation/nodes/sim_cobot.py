@@ -1,4 +1,4 @@
-"""sim_cobot: a MuJoCo simulated cobot standing in for the arm (core/sim_cobot.py).
+"""sim_cobot: a MuJoCo simulated cobot standing in for the arm (core/sim/).
 
 Publishes what a torque-sensing cobot gives: joint states (effort = joint torque with
 friction and noise), the wrench on a 6-axis F/T sensor under joint 1 (force and torque at the
@@ -28,9 +28,10 @@ from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Float64
 
 from contact_estimation import manifest
-from contact_estimation.core.sim_cobot import (LidarConfig, Scenario, ScenarioError, SimConfig,
-                                               SimulatedCobot, SimulationError)
-from contact_estimation.core.sim_realtime import DEFAULTS, ScalingTimeout
+from contact_estimation.core.sim.cobot import SimulatedCobot, SimulationError
+from contact_estimation.core.sim.config import LidarConfig, SimConfig
+from contact_estimation.core.sim.realtime import DEFAULTS, ScalingTimeout
+from contact_estimation.core.sim.scenario import Scenario, ScenarioError
 from contact_estimation.core.trajectory import TRAJECTORY_TYPES, make_trajectory
 from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp,
                                                 wrench_stamped, xyz_to_cloud)
