@@ -9,7 +9,9 @@ from contact_estimation.core.ft_contact import (MOUNT_ON_ROBOT, BaseWrenchCompen
                                                 line_of_action, make_surfaces)
 from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
 from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.sim_cobot import Scenario, SimConfig, SimulatedCobot
+from contact_estimation.core.sim.cobot import SimulatedCobot
+from contact_estimation.core.sim.config import SimConfig
+from contact_estimation.core.sim.scenario import Scenario
 from contact_estimation.core.surfaces import LinkSurfaces
 from contact_estimation.core.trajectory import make_trajectory
 
