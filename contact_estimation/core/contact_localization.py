@@ -9,6 +9,12 @@ below (eq. 13.1) and the consistency of the first i equations bounds it from abo
   extended system (eqs. 8-10) gives the force and, through the moment, its line of action
   (eqs. 11-12); the contact is where that line enters the link's contour Ω_k (eq. 2) with the
   force inside the friction cone (eq. 6). `PlanarLocalizer` wraps it for one arm at q.
+- `ContactLocalizer`: the same on a spatial arm. Every surface sample of the candidate links
+  is scored at once by its least-squares residual; where the link's Jacobian has rank 6 the
+  wrench's line of action is cast into the link's mesh; the best are refined on the surface.
+  A lidar's view (`LinkProximity`, from `lidar_fusion`) picks the link and a prior point.
+
+One contact at a time: torques that no single point force explains are reported as such.
 
 Every estimate is a `ContactEstimate`: what the localizer node publishes and reports.
 """
@@ -17,8 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import open3d as o3d
+from scipy.spatial import cKDTree
 
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot_model import LINK_FRAME, RobotModel
 from contact_estimation.core.surfaces import LinkSurfaces
 
 # Where the point of an estimate came from (`ContactEstimate.source`).
@@ -354,3 +362,304 @@ def _checked_torques(tau, n: int) -> np.ndarray:
     if not np.isfinite(tau).all():
         raise LocalizationError('joint torques must be finite')
     return tau
+
+
+# ------------------------------------------------------------------------------ spatial arm
+def torque_maps(jacobians: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """J(p)ᵀ (M×n×3) for M points p (M×3) fixed on links with 6×n frame Jacobians (M×6×n).
+
+    Point, Jacobian and force in the same frame (here: the link's): a force F ON the robot
+    at p gives τ = J_vᵀF + J_ωᵀ(p × F) = (J_vᵀ + J_ωᵀ[p]×)F, seed 000 eq. 3 in 3D. One
+    expression for every point at once, no loop.
+    """
+    linear, angular = jacobians[:, :3], jacobians[:, 3:]
+    x, y, z = (points[:, i, None] for i in range(3))
+    return np.stack([linear[:, 0] + angular[:, 1] * z - angular[:, 2] * y,
+                     linear[:, 1] + angular[:, 2] * x - angular[:, 0] * z,
+                     linear[:, 2] + angular[:, 0] * y - angular[:, 1] * x], axis=-1)
+
+
+def project_to_cone(force: np.ndarray, inward: np.ndarray, mu: float) -> np.ndarray:
+    """Nearest force (M×3) inside the friction cone of half-angle atan μ around the unit
+    inward normals (seed 000 eq. 6): the projection onto a second-order cone."""
+    normal = np.sum(force * inward, axis=-1)
+    tangent = force - normal[:, None] * inward
+    slip = np.linalg.norm(tangent, axis=-1)
+    on_rim = (normal + mu * slip) / (1 + mu * mu)
+    direction = inward + mu * np.divide(tangent, slip[:, None], out=np.zeros_like(tangent),
+                                        where=slip[:, None] > 0)
+    projected = on_rim[:, None] * direction
+    inside = slip <= mu * normal
+    return np.where(inside[:, None], force, np.where((mu * slip <= -normal)[:, None], 0.0,
+                                                     projected))
+
+
+def fit_forces(maps: np.ndarray, tau: np.ndarray, inward: np.ndarray,
+               mu: float) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares force of τ = J(p)ᵀF at each point (maps: M×n×3), kept in the friction
+    cone, and the residual ‖τ − J(p)ᵀF‖ (M). A point with fewer than 3 loaded joints leaves a
+    family of forces: a small ridge takes its smallest."""
+    gram = np.einsum('mni,mnj->mij', maps, maps)
+    ridge = 1e-9 * np.trace(gram, axis1=1, axis2=2).max(initial=1.0)
+    force = np.linalg.solve(gram + ridge * np.eye(3), np.einsum('mni,n->mi', maps, tau)[..., None])
+    force = project_to_cone(force[..., 0], inward, mu)
+    return force, np.linalg.norm(tau - np.einsum('mni,mi->mn', maps, force), axis=1)
+
+
+def spatial_link_range(tau: np.ndarray, jacobians: np.ndarray, delta_tau: float,
+                       delta_w: float) -> tuple[int, int]:
+    """k_min and k_max (0-based joint indices; -1, -1 without a torque ≥ δ_τ), seed 000 eq. 13
+    with the planar wrench [F_x, F_y, τ_z] replaced by the spatial [F; M]: jacobians (n of
+    6×n) are the frame Jacobians of the links the joints move; k_max is the last i whose first i
+    torques a wrench on link i explains within δ_w (always so for i ≤ 6)."""
+    loaded = np.flatnonzero(np.abs(tau) >= delta_tau)
+    if not len(loaded):
+        return -1, -1
+    k_max = min(len(tau), 6) - 1
+    for i in range(k_max + 1, len(tau)):
+        head = jacobians[i][:, :i + 1].T
+        wrench = np.linalg.lstsq(head, tau[:i + 1], rcond=None)[0]
+        if np.linalg.norm(head @ wrench - tau[:i + 1]) <= delta_w:
+            k_max = i
+    return int(loaded[-1]), k_max
+
+
+@dataclass
+class LinkProximity:
+    """What the cloud says about each link of `LinkSurfaces.links`: the distance to the
+    nearest obstacle (m, inf: none seen), the point of the link's surface nearest that
+    obstacle (link frame, L×3) and the obstacle point (base frame, L×3)."""
+
+    distance: np.ndarray
+    surface_point: np.ndarray
+    obstacle_point: np.ndarray
+
+
+class ContactLocalizer:
+    """Seed 000 on a spatial arm: the link, point and force of one point contact from τ_ext.
+
+    Candidates are the links of joints k_min … k_max (eq. 13). Every surface sample of those
+    links (`LinkSurfaces.surface_points`) gets, in one vectorised pass, its least-squares
+    force within the friction cone and its residual ‖τ − J(p)ᵀF‖ over all joints; the samples
+    within δ_w are the ambiguity. The best samples, and where the link's Jacobian has rank 6
+    the entry point of the wrench's line of action into the link's mesh (eqs. 10-12 in 3D),
+    are refined on the surface by Gauss-Newton. With a cloud (`LinkProximity`) the link of
+    the range nearest an obstacle (within `contact_distance`) is the link (seed 000 §5) and
+    the obstacle's point on it a prior of spread `prior_radius`; when no point of that link
+    explains τ, the point is the cloud's and the force the torques' at it.
+
+    mu: friction coefficient (eq. 6); normal_slack (rad): widens the cone by the error of a
+    mesh facet's normal against the curved surface it stands for; delta_tau, delta_w (N·m):
+    eq. 13's tolerances, δ_w also the residual that counts as explained (a few times the
+    torque noise); contact_distance (m): an obstacle farther from every link is not the
+    contact; prior_radius (m): how far the contact may be from the cloud's point; refine:
+    samples refined per estimate.
+    """
+
+    def __init__(self, surfaces: LinkSurfaces, mu: float = 0.5, normal_slack: float = 0.15,
+                 delta_tau: float = 0.3, delta_w: float = 0.5, contact_distance: float = 0.1,
+                 prior_radius: float = 0.05, refine: int = 4):
+        if min(mu, delta_tau, delta_w, contact_distance, prior_radius) <= 0 or refine < 1:
+            raise LocalizationError('mu, delta_tau, delta_w, contact_distance and prior_radius '
+                                    'must be positive, refine at least 1')
+        if not 0 <= normal_slack < np.pi / 2 - np.arctan(mu):
+            raise LocalizationError('normal_slack must be in [0, π/2 − atan μ)')
+        self.surfaces = surfaces
+        self.robot: RobotModel = surfaces.robot
+        self.delta_tau, self.delta_w = delta_tau, delta_w
+        self.mu = float(np.tan(np.arctan(mu) + normal_slack))  # the widened cone's
+        self.contact_distance, self.prior_radius, self.refine = contact_distance, prior_radius, refine
+        # Links with a surface that a joint moves, and their samples in one array.
+        self.links = [link for link in surfaces.links if link in self.robot.link_joint]
+        self.link_joint = np.array([self.robot.link_joint[link] for link in self.links])
+        self._surface_index = np.array([surfaces.link_index(link) for link in self.links])
+        samples = [surfaces.surface_points(link) for link in self.links]
+        self._points = np.vstack([p for p, _ in samples])
+        self._inward = -np.vstack([nrm for _, nrm in samples])
+        self._sample_link = np.repeat(np.arange(len(self.links)), [len(p) for p, _ in samples])
+        meshes = [surfaces.mesh(link) for link in self.links]
+        self._scenes = [_scene(mesh) for mesh in meshes]
+        self._triangle_normals = [np.asarray(mesh.triangle_normals) for mesh in meshes]
+        # How far refinement may slide a sample: the typical distance to the next sample.
+        self.slide = float(np.median(cKDTree(self._points).query(self._points, k=2)[0][:, 1]))
+
+    def estimate(self, q: np.ndarray, tau: np.ndarray,
+                 proximity: LinkProximity | None = None) -> ContactEstimate:
+        """The point contact explaining τ_ext at q; `proximity`: the cloud's view, or None."""
+        tau = _checked_torques(tau, self.robot.n)
+        q = np.asarray(q, dtype=float)
+        jacobian = {link: self.robot.jacobian(q, link, frame=LINK_FRAME)
+                    for link in set(self.robot.joint_links) | set(self.links)}
+        k_min, k_max = spatial_link_range(
+            tau, [jacobian[link] for link in self.robot.joint_links], self.delta_tau, self.delta_w)
+        if k_min < 0:
+            return no_contact()
+        span = (self.robot.joint_links[k_min], self.robot.joint_links[max(k_min, k_max)])
+        in_range = (self.link_joint >= k_min) & (self.link_joint <= max(k_min, k_max))
+        jacobians = np.array([jacobian[link] for link in self.links])
+        sensor_link, prior = self._sensor_link(proximity, in_range)
+        chosen = (self._sample_link == sensor_link if sensor_link >= 0
+                  else in_range[self._sample_link])
+        samples = np.flatnonzero(chosen)
+        owner = self._sample_link[samples]
+        points, inward = self._points[samples], self._inward[samples]
+        forces, residuals = fit_forces(torque_maps(jacobians[owner], points), tau, inward,
+                                       self.mu)
+        explained = residuals <= self.delta_w
+        poses = self.robot.link_poses(q, self.links)
+        rotations = np.array([r for r, _ in poses])
+        origins = np.array([o for _, o in poses])
+        candidates = (np.einsum('mij,mj->mi', rotations[owner[explained]], points[explained])
+                      + origins[owner[explained]])
+        candidate_links = [self.links[i] for i in owner[explained]]
+
+        cost = self._cost(residuals, points, prior)
+        seeds = samples[np.argsort(cost)[:self.refine]]
+        seed_links, seed_points = self._sample_link[seeds], self._points[seeds]
+        line_links, line_points = self._line_hits(tau, jacobians, in_range, sensor_link)
+        link, point, force, residual = self._refine(
+            tau, jacobians, np.concatenate([seed_links, line_links]),
+            np.vstack([seed_points, line_points]), prior)
+
+        source = SOURCE_TORQUE_LIDAR if sensor_link >= 0 else SOURCE_TORQUE
+        if residual > self.delta_w:
+            if sensor_link < 0:
+                return ContactEstimate(None, None, None, None, None, span, SOURCE_NONE,
+                                       residual, False, candidates, candidate_links,
+                                       f'inconsistent with one point contact: the best '
+                                       f'residual {residual:.3g} N·m exceeds delta_w')
+            link, point, source = sensor_link, prior, SOURCE_LIDAR_FALLBACK
+            inward = self._onto_surface(np.array([link]), point[None])[1]
+            force, fit = fit_forces(torque_maps(jacobians[[link]], point[None]), tau, inward,
+                                    self.mu)
+            force, residual = force[0], float(fit[0])
+        rotation, origin = rotations[link], origins[link]
+        return ContactEstimate(self.links[link], point, rotation @ point + origin, force,
+                               rotation @ force, span, source, residual,
+                               residual <= self.delta_w, candidates, candidate_links)
+
+    # ------------------------------------------------------------------ pieces
+    def _sensor_link(self, proximity: LinkProximity | None,
+                     in_range: np.ndarray) -> tuple[int, np.ndarray | None]:
+        """The link of the range nearest an obstacle within `contact_distance` (-1: none) and
+        the obstacle's point on it (link frame)."""
+        if proximity is None:
+            return -1, None
+        distance = np.asarray(proximity.distance)[self._surface_index]
+        distance = np.where(in_range & (distance <= self.contact_distance), distance, np.inf)
+        if not np.isfinite(distance).any():
+            return -1, None
+        link = int(np.argmin(distance))
+        return link, np.asarray(proximity.surface_point)[self._surface_index[link]]
+
+    def _cost(self, residuals: np.ndarray, points: np.ndarray, prior: np.ndarray | None):
+        """(r/δ_w)² plus, with a cloud, (‖p − prior‖/prior_radius)²: the negative log
+        posterior up to constants."""
+        cost = (residuals / self.delta_w) ** 2
+        if prior is not None:
+            cost = cost + np.sum((points - prior) ** 2, axis=1) / self.prior_radius ** 2
+        return cost
+
+    def _line_hits(self, tau, jacobians, in_range, sensor_link) -> tuple[np.ndarray, np.ndarray]:
+        """Where the wrench's line of action enters each candidate link whose Jacobian has
+        rank 6 (the wrench is identifiable, seed 000 statement 2 in 3D), link frames."""
+        links, points = [], []
+        allowed = [sensor_link] if sensor_link >= 0 else np.flatnonzero(in_range)
+        for link in allowed:
+            head = jacobians[link][:, :self.link_joint[link] + 1].T
+            if head.shape[0] < 6 or np.linalg.matrix_rank(head) < 6:
+                continue
+            wrench = np.linalg.lstsq(head, tau[:head.shape[0]], rcond=None)[0]
+            force, moment = wrench[:3], wrench[3:]
+            strength = force @ force
+            if strength == 0:
+                continue
+            # The line {r : r × F = M}: its point nearest the link origin is F × M / |F|².
+            direction = force / np.sqrt(strength)
+            start = np.cross(force, moment) / strength - _RAY_LENGTH / 2 * direction
+            # Every place the line enters the mesh (a concave link may be entered twice).
+            hits = self._scenes[link].list_intersections(o3d.core.Tensor(
+                np.r_[start, direction][None].astype(np.float32)))
+            distance = hits['t_hit'].numpy().astype(float)
+            entering = self._triangle_normals[link][hits['primitive_ids'].numpy()] @ direction < 0
+            links.extend([link] * int(entering.sum()))
+            points.extend(start + np.outer(distance[entering], direction))
+        return np.array(links, dtype=int), np.array(points).reshape(-1, 3)
+
+    def _refine(self, tau, jacobians, links, points, prior):
+        """Gauss-Newton on the surface for the point and force of every start at once: the
+        point slides in the tangent plane of its start (at most `slide` from it), then drops
+        onto the mesh. Returns the best of the starts and their refinements: link, point,
+        force (link frame) and residual."""
+        inward = self._onto_surface(links, points)[1]
+        basis = _tangent_basis(inward)
+        jac = jacobians[links]
+        offset = np.zeros((len(links), 2))
+        force, _ = fit_forces(torque_maps(jac, points), tau, inward, self.mu)
+        weight = 1.0 / self.delta_w
+        for _ in range(_GAUSS_NEWTON_STEPS):
+            moved = points + np.einsum('kij,kj->ki', basis, offset)
+            maps = torque_maps(jac, moved)
+            error = weight * (tau - np.einsum('kni,ki->kn', maps, force))
+            # ∂(J(p)ᵀF)/∂p = J_ωᵀ ∂(p × F)/∂p = −J_ωᵀ[F]×, along the tangent plane.
+            along = -np.einsum('kin,kij,kjl->knl', jac[:, 3:], _skew_many(force), basis)
+            rows = weight * np.concatenate([along, maps], axis=2)       # k×n×5
+            if prior is not None:
+                prior_rows = np.concatenate([basis, np.zeros((len(links), 3, 3))], axis=2)
+                error = np.concatenate([error, (prior - moved) / self.prior_radius], axis=1)
+                rows = np.concatenate([rows, prior_rows / self.prior_radius], axis=1)
+            normal = np.einsum('kni,knj->kij', rows, rows) + _DAMPING * np.eye(5)
+            step = np.linalg.solve(normal, np.einsum('kni,kn->ki', rows, error)[..., None])[..., 0]
+            offset += step[:, :2]
+            length = np.linalg.norm(offset, axis=1, keepdims=True)
+            offset *= np.minimum(1.0, self.slide / np.maximum(length, 1e-12))
+            force = force + step[:, 2:]
+        moved, inward_moved = self._onto_surface(
+            links, points + np.einsum('kij,kj->ki', basis, offset))
+        links = np.concatenate([links, links])
+        points = np.vstack([points, moved])
+        force, residual = fit_forces(torque_maps(jacobians[links], points), tau,
+                                     np.vstack([inward, inward_moved]), self.mu)
+        best = int(np.argmin(self._cost(residual, points, prior)))
+        return links[best], points[best], force[best], float(residual[best])
+
+    def _onto_surface(self, links, points) -> tuple[np.ndarray, np.ndarray]:
+        """Nearest points of the links' meshes and the inward normals there (link frames)."""
+        surface, inward = points.copy(), np.zeros_like(points)
+        for link in np.unique(links):
+            mine = links == link
+            result = self._scenes[link].compute_closest_points(
+                o3d.core.Tensor(points[mine].astype(np.float32)))
+            surface[mine] = result['points'].numpy()
+            inward[mine] = -result['primitive_normals'].numpy()
+        return surface, inward
+
+
+
+# Length of the ray along the line of action through a link (m): longer than any link.
+_RAY_LENGTH = 4.0
+# Gauss-Newton refinement: iterations and Levenberg damping.
+_GAUSS_NEWTON_STEPS = 8
+_DAMPING = 1e-9
+
+
+def _scene(mesh: o3d.geometry.TriangleMesh) -> o3d.t.geometry.RaycastingScene:
+    scene = o3d.t.geometry.RaycastingScene()
+    scene.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(mesh))
+    return scene
+
+
+def _tangent_basis(normals: np.ndarray) -> np.ndarray:
+    """Two unit vectors (K×3×2) spanning the plane normal to each unit normal (K×3)."""
+    helper = np.where(np.abs(normals[:, :1]) < 0.9, [[1.0, 0.0, 0.0]], [[0.0, 1.0, 0.0]])
+    first = np.cross(normals, helper)
+    first /= np.linalg.norm(first, axis=1, keepdims=True)
+    return np.stack([first, np.cross(normals, first)], axis=2)
+
+
+def _skew_many(v: np.ndarray) -> np.ndarray:
+    """[v]× for each row of v (K×3×3)."""
+    zero = np.zeros(len(v))
+    return np.stack([np.stack([zero, -v[:, 2], v[:, 1]], axis=1),
+                     np.stack([v[:, 2], zero, -v[:, 0]], axis=1),
+                     np.stack([-v[:, 1], v[:, 0], zero], axis=1)], axis=1)
