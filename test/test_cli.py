@@ -7,6 +7,7 @@ import time
 
 import yaml
 
+from contact_estimation import manifest
 from contact_estimation.ros.testing import isolate_ros_domain
 
 
@@ -40,11 +41,22 @@ def test_up_reports_a_node_that_dies_and_stops_the_rest_on_ctrl_c(tmp_path):
         proc.kill()
         raise AssertionError('no report of the dead node:\n' + ''.join(lines))
     assert 'missing_model.yaml' in (tmp_path / 'logs' / 'residual_node.log').read_text()
-    time.sleep(1.0)
+    # Ctrl-C once the rest are running (each logs a line when it has started).
+    rest = [spec.name for spec in manifest.selected(with_sim=False) if spec.name != 'residual_node']
+    deadline = time.monotonic() + 60
+    while not all(_has_started(tmp_path / 'logs' / f'{name}.log') for name in rest):
+        assert time.monotonic() < deadline, f'not all of {rest} started'
+        time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 1, out
     assert 'stopping' in out
+    for name in rest:  # stopped cleanly: only the dead node is reported
+        assert f'node {name} exited' not in out, out
+
+
+def _has_started(log_path) -> bool:
+    return log_path.exists() and '[INFO]' in log_path.read_text()
 
 
 def test_up_refuses_a_missing_config_file(tmp_path):

@@ -26,6 +26,7 @@ ARM = [f'panda_joint{i}' for i in range(1, 8)]
 FINGERS = ['panda_finger_joint1', 'panda_finger_joint2']
 HOME = [0.0, -0.5, 0.0, -2.0, 0.0, 1.5, 0.8]
 DT = 1e-3
+TIMEOUT = 30.0  # s: generous deadline for each awaited event
 
 
 def joint_state(t, names=None, position=None, velocity=None, effort=None):
@@ -67,8 +68,17 @@ class Harness:
             lambda: self.listener._output.get_subscription_count() >= 1)
         return pub
 
-    def spin_until(self, done, timeout=5.0):
+    def spin_until(self, done, timeout=TIMEOUT):
         return spin_until(self.executor, done, timeout)
+
+    def feed_until(self, pub, message, done, timeout=TIMEOUT) -> bool:
+        """Publish message(k) for k = 0, 1, ... about every 5 ms until done() or the deadline."""
+        deadline, k = time.monotonic() + timeout, 0
+        while not done() and time.monotonic() < deadline:
+            pub.publish(message(k))
+            self.executor.spin_once(timeout_sec=0.005)
+            k += 1
+        return done()
 
     def count(self, kind):
         """The listener's latest /diagnostics count of `kind` (0 if absent)."""
@@ -115,13 +125,14 @@ def test_good_messages_come_out_in_model_order_with_the_same_stamp(harness):
 def test_best_effort_and_reliable_publishers_are_both_received(harness):
     best_effort, reliable = harness.publisher(reliable=False), harness.publisher(reliable=True)
     t0 = time.time()
+
+    def steps_out():
+        return {round((stamp_to_seconds(out.header.stamp) - t0) / DT) for out in harness.outputs}
     for k in range(0, 20, 2):
         best_effort.publish(joint_state(t0 + k * DT))
         reliable.publish(joint_state(t0 + (k + 1) * DT))
-        harness.spin_until(lambda: False, timeout=0.01)
-    harness.spin_until(lambda: len(harness.outputs) >= 20, timeout=2.0)
-    received = {round((stamp_to_seconds(out.header.stamp) - t0) / DT)
-                for out in harness.outputs}
+        assert harness.spin_until(lambda: k + 1 in steps_out())  # the reliable one always comes
+    received = steps_out()
     assert received & set(range(0, 20, 2)), 'nothing from the best-effort publisher'
     assert received & set(range(1, 20, 2)), 'nothing from the reliable publisher'
 
@@ -201,12 +212,8 @@ def test_driver_restart_is_taken_as_a_new_time_base_after_input_timeout(harness)
                               and harness.stale[-1] is False)
     fresh = len(harness.stale)
     restarted = t0 - 100.0
-    started = time.monotonic()
-    k = 0
-    while harness.count(jsc.TIME_RESET) < 1 and time.monotonic() - started < 5.0:
-        pub.publish(joint_state(restarted + k * DT))
-        harness.spin_until(lambda: False, timeout=0.005)
-        k += 1
+    assert harness.feed_until(pub, lambda k: joint_state(restarted + k * DT),
+                              lambda: harness.count(jsc.TIME_RESET) >= 1)
     assert harness.count(jsc.TIME_RESET) == 1
     assert harness.count(jsc.OUT_OF_ORDER_STAMP) >= 1
     assert True in harness.stale[fresh:]  # stale while the old time base was defended
@@ -220,11 +227,7 @@ def test_watchdog_flags_stale_input_and_clears_when_input_resumes(harness):
     timeout = harness.listener.get_parameter('input_timeout').value
 
     def feed_until(done):
-        deadline = time.monotonic() + 5.0
-        while not done() and time.monotonic() < deadline:
-            pub.publish(joint_state(time.time()))
-            harness.executor.spin_once(timeout_sec=0.002)
-        return done()
+        return harness.feed_until(pub, lambda _: joint_state(time.time()), done)
 
     assert harness.spin_until(lambda: harness.stale[-1:] == [True]), 'not stale before input'
     assert feed_until(lambda: harness.stale[-1] is False)
@@ -241,10 +244,11 @@ def test_two_partial_publishers_are_merged(harness):
     for k in range(cycles):
         t = t0 + k * DT
         arm_half.publish(joint_state(t, ARM[:4], HOME[:4], [0.0] * 4, [1.0] * 4))
-        harness.spin_until(lambda: False, timeout=0.005)  # the two parts arrive in turn
         wrist_and_gripper.publish(joint_state(t, ARM[4:] + FINGERS, HOME[4:] + [0.04, 0.04],
                                               [0.0] * 5, [2.0] * 5))
-    assert harness.spin_until(lambda: len(harness.outputs) == cycles)
+        # Merged in either order; the next cycle's parts wait for this one's sample.
+        assert harness.spin_until(lambda: len(harness.outputs) == k + 1)
+    assert len(harness.outputs) == cycles
     for k, out in enumerate(harness.outputs):
         assert stamp_seconds(out) == stamp_seconds(joint_state(t0 + k * DT))
         assert list(out.position) == HOME

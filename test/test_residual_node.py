@@ -16,7 +16,7 @@ from contact_estimation.nodes.residual_node import ResidualNode
 from contact_estimation.ros.conversions import seconds_to_stamp, wrench_stamped
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
-from contact_estimation.ros.spinning import spin_for, spin_until
+from contact_estimation.ros.spinning import spin_until
 from contact_estimation.launcher import node_command
 from test_residual import _identified
 
@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PARAMS = os.path.join(ROOT, 'config', 'residual_node.yaml')
 SPEC = manifest.node('residual_node')
 T0 = 1000.0  # stamps of the test samples, s
+TIMEOUT = 30.0  # s: generous deadline for each awaited answer
 
 
 @pytest.fixture(scope='module')
@@ -55,21 +56,29 @@ class Harness:
         assert spin_until(self.executor, lambda: (
             self.joint_state.get_subscription_count() > 0
             and self.wrench.get_subscription_count() > 0
-            and self.driver.count_publishers(SPEC.topic('residual')) > 0), 10.0)
+            and self.driver.count_publishers(SPEC.topic('residual')) > 0), TIMEOUT)
 
     def send(self, t, q, v, tau, names=None, expect_output=True):
-        """Publish one joint state; return its residual message (None if none came)."""
+        """Publish one joint state; return its residual message, or None once the node has
+        reported dropping it (every drop is counted on its diagnostics)."""
         msg = JointState(name=list(self.node.robot.joint_names if names is None else names),
                          position=list(q), velocity=list(v), effort=list(tau))
         msg.header.stamp = seconds_to_stamp(t)
-        count = len(self.outputs)
+        count, problems = len(self.outputs), self.problem_count()
+        published = self.node.problems.traffic['residuals_published']
         self.joint_state.publish(msg)
         if expect_output:
-            assert spin_until(self.executor, lambda: len(self.outputs) > count, 5.0)
+            assert spin_until(self.executor, lambda: len(self.outputs) > count, TIMEOUT)
             return self.outputs[-1]
-        spin_for(self.executor, 0.1)
+        assert spin_until(self.executor, lambda: self.problem_count() > problems, TIMEOUT), \
+            'the node neither answered nor reported the sample'
+        assert self.node.problems.traffic['residuals_published'] == published, \
+            'a dropped sample produced an output'
         assert len(self.outputs) == count, 'a dropped sample produced an output'
         return None
+
+    def problem_count(self) -> int:
+        return sum(self.node.problems.counts.values())
 
     def close(self):
         self.executor.shutdown()
@@ -149,9 +158,11 @@ def test_wrist_wrench_is_removed_while_it_is_current(harness, panda):
     force, torque = np.array([0.0, 0.0, 25.0]), np.array([0.0, 0.3, 0.0])  # on the robot
     task = panda.link_wrench_torque(q, 'panda_link8', force, torque)
     tau = panda.gravity(q) - task
-    h.wrench.publish(wrench_stamped(seconds_to_stamp(T0), 'panda_hand', force, torque))
+    # In order on one reliable writer: once the second (wrong frame) is counted, the first is in.
     h.wrench.publish(wrench_stamped(seconds_to_stamp(T0), 'panda_link8', force, torque))
-    spin_for(h.executor, 0.2)
+    h.wrench.publish(wrench_stamped(seconds_to_stamp(T0), 'panda_hand', force, torque))
+    assert spin_until(h.executor, lambda: h.node.problems.counts['wrist_wrench_frame'] == 1,
+                      TIMEOUT)
     np.testing.assert_allclose(h.send(T0 + 0.001, q, zero, tau).effort, zero, atol=1e-9)
     # a second later the wrench is old: the task force is left in (it counts as a contact)
     np.testing.assert_allclose(h.send(T0 + 1.0, q, zero, tau).effort, task, atol=1e-9)

@@ -22,11 +22,12 @@ from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.ros.conversions import cloud_to_xyz, stamp_to_seconds, wrench_to_arrays
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
-from contact_estimation.ros.spinning import spin_for, spin_until
+from contact_estimation.ros.spinning import spin_until
 from contact_estimation.ros.testing import node_process
 
 SPEC = manifest.node('sim_cobot')
 PUBLISH_RATE = 250.0  # Hz: keeps this test's subscriber light
+TIMEOUT = 60.0  # s: generous deadline for each awaited event
 POINT, FORCE = [0.05, 0.0, -0.13], [-30.0, 0.0, 0.0]
 BOX_CENTRE, BOX_HALF = np.array([0.4, 0.7, 0.2]), np.array([0.15, 0.1, 0.2])
 SCENARIO = {
@@ -80,17 +81,18 @@ def test_node_publishes_every_topic_and_holds_on_zero_time_scaling(context, robo
     listener = Listener(context)
     overrides = {'scenario': str(scenario), 'publish_rate': PUBLISH_RATE}
     with node_process('sim_cobot', overrides=overrides, log_path=str(tmp_path / 'log')) as proc:
-        assert spin_until(listener.executor, listener.enough, timeout=40.0), (
+        assert spin_until(listener.executor, listener.enough, TIMEOUT), (
             {k: len(v) for k, v in listener.received.items()},
             (tmp_path / 'log').read_text())
-        moving = _positions(listener, seconds=0.5)
+        moving = _positions(listener, simulated=0.5)
 
-        # Hold: f_S = 0 (seed 003 eq. 8), as the collision detector sends it.
+        # Hold: f_S = 0 (seed 003 eq. 8), as the collision detector sends it; the arm comes
+        # to rest within 1.5 s of simulated time.
         def hold():
             listener.scaling.publish(Float64(data=0.0))
         timer = listener.node.create_timer(0.02, hold)
-        spin_for(listener.executor, 1.5)
-        held = _positions(listener, seconds=0.5)
+        _positions(listener, simulated=1.5)
+        held = _positions(listener, simulated=0.5)
         listener.node.destroy_timer(timer)
         assert proc.poll() is None, (tmp_path / 'log').read_text()
 
@@ -138,7 +140,7 @@ def test_ground_truth_is_zero_outside_the_push_and_stamped_as_the_joint_state(co
         Parameter('scenario', value=str(scenario)), Parameter('publish_rate', value=50.0)])
     listener.executor.add_node(node)
     try:
-        assert spin_until(listener.executor, lambda: node.sim.time > 1.2, timeout=30.0)
+        assert spin_until(listener.executor, lambda: node.sim.time > 1.2, TIMEOUT)
     finally:
         node.destroy_node()
     r = listener.received
@@ -159,32 +161,44 @@ def test_holds_when_the_time_scaling_stream_stops(context):
     node = SimCobot(context=context, parameter_overrides=[
         Parameter('publish_rate', value=50.0), Parameter('time_scaling_timeout', value=0.5)])
     listener.executor.add_node(node)
+    sent = []
+
+    def simulate(seconds: float, done=lambda: True) -> None:
+        """Spin until the sim has stepped `seconds` more of simulated time and `done()`."""
+        until = node.sim.time + seconds
+        assert spin_until(listener.executor, lambda: node.sim.time >= until and done(), TIMEOUT)
+
+    def stream():
+        listener.scaling.publish(Float64(data=0.8))
+        sent.append(0.8)
     try:
-        spin_for(listener.executor, 0.3)
+        simulate(0.3)
         assert node.sim.scaler.scaling == 1.0 and node.problems.counts['time_scaling_timeout'] == 0
-        timer = listener.node.create_timer(
-            0.02, lambda: listener.scaling.publish(Float64(data=0.8)))
-        assert spin_until(listener.executor, lambda: node.sim.scaler.scaling == 0.8, timeout=10.0)
-        spin_for(listener.executor, 1.0)
+        timer = listener.node.create_timer(0.02, stream)
+        assert spin_until(listener.executor, lambda: node.sim.scaler.scaling == 0.8, TIMEOUT)
+        streamed = len(sent)
+        simulate(1.0, done=lambda: len(sent) >= streamed + 50)  # 1 s at 50 Hz, 2 timeouts
         assert node.sim.scaler.scaling == 0.8  # a steady stream keeps it
         assert node.problems.counts['time_scaling_timeout'] == 0
         listener.node.destroy_timer(timer)     # the detector dies
-        assert spin_until(listener.executor, lambda: node.sim.scaler.scaling == 0.0, timeout=5.0)
+        assert spin_until(listener.executor, lambda: node.sim.scaler.scaling == 0.0, TIMEOUT)
         assert node.problems.counts['time_scaling_timeout'] == 1
         held = node.sim.scaler.path_time
-        spin_for(listener.executor, 0.3)
+        simulate(0.3)
         assert node.sim.scaler.path_time == held
         listener.scaling.publish(Float64(data=1.0))  # it is back
-        assert spin_until(listener.executor, lambda: node.sim.scaler.scaling == 1.0, timeout=5.0)
+        assert spin_until(listener.executor, lambda: node.sim.scaler.scaling == 1.0, TIMEOUT)
     finally:
         node.destroy_node()
 
 
-def _positions(listener: Listener, seconds: float) -> np.ndarray:
-    """Joint positions received over the next `seconds` of spinning."""
-    first = len(listener.received['joint_states'])
-    spin_for(listener.executor, seconds)
-    return np.array([m.position for m in listener.received['joint_states'][first:]])
+def _positions(listener: Listener, simulated: float) -> np.ndarray:
+    """Joint positions of the next joint states that span at least `simulated` seconds of
+    simulated time: one each 1/PUBLISH_RATE (a message lost on the way only lengthens it)."""
+    states, count = listener.received['joint_states'], round(simulated * PUBLISH_RATE)
+    first = len(states)
+    assert spin_until(listener.executor, lambda: len(states) >= first + count, TIMEOUT)
+    return np.array([m.position for m in states[first:first + count]])
 
 
 def _check_joint_states(messages, robot) -> None:
