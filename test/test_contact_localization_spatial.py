@@ -9,7 +9,8 @@ import pytest
 
 from contact_estimation.core.contact_localization import (
     SOURCE_LIDAR_FALLBACK, SOURCE_NONE, SOURCE_TORQUE, SOURCE_TORQUE_LIDAR, ContactLocalizer,
-    LinkProximity, LocalizationError)
+    LocalizationError)
+from contact_estimation.core.lidar_fusion import LinkProximity
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.surfaces import LinkSurfaces
 

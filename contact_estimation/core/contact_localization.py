@@ -26,6 +26,8 @@ import numpy as np
 import open3d as o3d
 from scipy.spatial import cKDTree
 
+from contact_estimation.core.ft_contact import line_of_action as spatial_line_of_action
+from contact_estimation.core.lidar_fusion import LinkProximity, link_scenes
 from contact_estimation.core.robot_model import LINK_FRAME, RobotModel
 from contact_estimation.core.surfaces import LinkSurfaces
 
@@ -424,17 +426,6 @@ def spatial_link_range(tau: np.ndarray, jacobians: np.ndarray, delta_tau: float,
     return int(loaded[-1]), k_max
 
 
-@dataclass
-class LinkProximity:
-    """What the cloud says about each link of `LinkSurfaces.links`: the distance to the
-    nearest obstacle (m, inf: none seen), the point of the link's surface nearest that
-    obstacle (link frame, L×3) and the obstacle point (base frame, L×3)."""
-
-    distance: np.ndarray
-    surface_point: np.ndarray
-    obstacle_point: np.ndarray
-
-
 class ContactLocalizer:
     """Seed 000 on a spatial arm: the link, point and force of one point contact from τ_ext.
 
@@ -477,9 +468,10 @@ class ContactLocalizer:
         self._points = np.vstack([p for p, _ in samples])
         self._inward = -np.vstack([nrm for _, nrm in samples])
         self._sample_link = np.repeat(np.arange(len(self.links)), [len(p) for p, _ in samples])
-        meshes = [surfaces.mesh(link) for link in self.links]
-        self._scenes = [_scene(mesh) for mesh in meshes]
-        self._triangle_normals = [np.asarray(mesh.triangle_normals) for mesh in meshes]
+        scenes = link_scenes(surfaces)
+        self._scenes = [scenes[i] for i in self._surface_index]
+        self._triangle_normals = [np.asarray(surfaces.mesh(link).triangle_normals)
+                                  for link in self.links]
         # How far refinement may slide a sample: the typical distance to the next sample.
         self.slide = float(np.median(cKDTree(self._points).query(self._points, k=2)[0][:, 1]))
 
@@ -570,13 +562,11 @@ class ContactLocalizer:
             if head.shape[0] < 6 or np.linalg.matrix_rank(head) < 6:
                 continue
             wrench = np.linalg.lstsq(head, tau[:head.shape[0]], rcond=None)[0]
-            force, moment = wrench[:3], wrench[3:]
-            strength = force @ force
-            if strength == 0:
+            if not np.any(wrench[:3]):
                 continue
-            # The line {r : r × F = M}: its point nearest the link origin is F × M / |F|².
-            direction = force / np.sqrt(strength)
-            start = np.cross(force, moment) / strength - _RAY_LENGTH / 2 * direction
+            # The line {r : r × F = M} (seed 004's eq. 21 solution, the same line).
+            nearest, direction = spatial_line_of_action(wrench[:3], wrench[3:])
+            start = nearest - _RAY_LENGTH / 2 * direction
             # Every place the line enters the mesh (a concave link may be entered twice).
             hits = self._scenes[link].list_intersections(o3d.core.Tensor(
                 np.r_[start, direction][None].astype(np.float32)))
@@ -641,12 +631,6 @@ _RAY_LENGTH = 4.0
 # Gauss-Newton refinement: iterations and Levenberg damping.
 _GAUSS_NEWTON_STEPS = 8
 _DAMPING = 1e-9
-
-
-def _scene(mesh: o3d.geometry.TriangleMesh) -> o3d.t.geometry.RaycastingScene:
-    scene = o3d.t.geometry.RaycastingScene()
-    scene.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(mesh))
-    return scene
 
 
 def _tangent_basis(normals: np.ndarray) -> np.ndarray:

@@ -1,0 +1,178 @@
+"""A lidar or depth cloud → the obstacles next to each link of the robot. No ROS.
+
+Seed 000 §5 (external sensor): a cloud is too sparse to place the contact point, but it tells
+which link is nearest the obstacle, and so resolves the link range [k_min, k_max] of the
+torques (eq. 13); the obstacle's point on that link is a prior for the contact point.
+
+`LidarFusion.update` takes the cloud's points (N×3) in the base frame (`to_base_frame` turns
+a sensor-frame cloud and the sensor's pose, xyz + quaternion, into that), and the joint
+positions at the cloud's time, and:
+1. crops them to the workspace box (non-finite points dropped);
+2. voxel-downsamples them (open3d);
+3. drops the robot's own points: within `self_margin` of its surfaces at q. The cloud is
+   older than the joint state, so the margin covers how far a link moves in that time;
+4. clusters what is left (open3d DBSCAN) and drops what belongs to no cluster;
+5. for each link, the nearest obstacle point, its distance and the point of the link's
+   surface nearest it (link frame): a `LinkProximity`.
+`LidarFusion.current(t)` returns the last result, or None when it is older than `max_age`
+(then the localizer works from the torques alone and says so).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import open3d as o3d
+
+from contact_estimation.core.surfaces import LinkSurfaces
+
+
+class CloudError(ValueError):
+    """A cloud or sensor pose that cannot be used."""
+
+
+@dataclass
+class LinkProximity:
+    """What the cloud says about each link of `LinkSurfaces.links`: the distance to the
+    nearest obstacle (m, L; inf: none seen), the point of the link's surface nearest that
+    obstacle (link frame, L×3) and the obstacle point (base frame, L×3)."""
+
+    distance: np.ndarray
+    surface_point: np.ndarray
+    obstacle_point: np.ndarray
+
+
+@dataclass
+class Obstacles:
+    """One processed cloud: its stamp t (s), the obstacle points (base frame, N×3), their
+    cluster (N, 0 … clusters−1), and the per-link view."""
+
+    t: float
+    points: np.ndarray
+    labels: np.ndarray
+    proximity: LinkProximity
+
+    @property
+    def clusters(self) -> list[np.ndarray]:
+        """The points of each cluster."""
+        return [self.points[self.labels == k] for k in range(self.labels.max(initial=-1) + 1)]
+
+
+@dataclass(frozen=True)
+class CloudConfig:
+    """workspace_min/max: the box (base frame, m) the cloud is cropped to; voxel_size (m);
+    self_margin (m): points this close to the robot are the robot's; cluster_eps (m) and
+    cluster_min_points: DBSCAN's neighbourhood and core size; max_points: larger clouds are
+    refused; max_age (s): a result older than this is stale."""
+
+    workspace_min: tuple = (-1.2, -1.2, 0.02)
+    workspace_max: tuple = (1.2, 1.2, 1.6)
+    voxel_size: float = 0.01
+    self_margin: float = 0.03
+    cluster_eps: float = 0.04
+    cluster_min_points: int = 4
+    max_points: int = 500_000
+    max_age: float = 0.5
+
+    def __post_init__(self):
+        low, high = np.asarray(self.workspace_min, float), np.asarray(self.workspace_max, float)
+        if low.shape != (3,) or high.shape != (3,) or not np.all(low < high):
+            raise CloudError('workspace_min and workspace_max must be 3 numbers each, min < max')
+        if min(self.voxel_size, self.cluster_eps, self.max_age) <= 0 or self.self_margin < 0:
+            raise CloudError('voxel_size, cluster_eps and max_age must be positive, '
+                             'self_margin not negative')
+        if self.cluster_min_points < 1 or self.max_points < 1:
+            raise CloudError('cluster_min_points and max_points must be at least 1')
+
+
+def to_base_frame(points: np.ndarray, translation, quaternion) -> np.ndarray:
+    """Sensor-frame points (N×3) → base frame, given the sensor's pose in the base frame:
+    translation (x, y, z, m) and orientation quaternion (x, y, z, w, as in ROS)."""
+    translation = np.asarray(translation, dtype=float)
+    quaternion = np.asarray(quaternion, dtype=float)
+    if translation.shape != (3,) or quaternion.shape != (4,):
+        raise CloudError('a sensor pose is a translation (x, y, z) and a quaternion (x, y, z, w)')
+    norm = np.linalg.norm(quaternion)
+    if not np.isfinite(norm) or norm < 1e-6 or not np.isfinite(translation).all():
+        raise CloudError(f'invalid sensor pose {translation.tolist()} {quaternion.tolist()}')
+    x, y, z, w = quaternion / norm
+    rotation = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                         [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                         [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+    return np.asarray(points, dtype=float).reshape(-1, 3) @ rotation.T + translation
+
+
+def link_scenes(surfaces: LinkSurfaces) -> list[o3d.t.geometry.RaycastingScene]:
+    """One ray-casting scene per link of `surfaces.links`, the mesh in the link's own frame."""
+    scenes = []
+    for link in surfaces.links:
+        scene = o3d.t.geometry.RaycastingScene()
+        scene.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(surfaces.mesh(link)))
+        scenes.append(scene)
+    return scenes
+
+
+class LidarFusion:
+    """Clouds → obstacles next to the links of `surfaces`; keeps the latest result."""
+
+    def __init__(self, surfaces: LinkSurfaces, config: CloudConfig = CloudConfig()):
+        self.surfaces = surfaces
+        self.config = config
+        self._scenes = link_scenes(surfaces)
+        self._latest: Obstacles | None = None
+
+    def update(self, t: float, q: np.ndarray, points: np.ndarray) -> Obstacles:
+        """Process a cloud (base frame, N×3) taken at time t (s) with the arm at q."""
+        points = np.asarray(points, dtype=float)
+        if points.ndim != 2 or points.shape[1] != 3:
+            raise CloudError(f'a cloud is N×3 points, got shape {points.shape}')
+        if len(points) > self.config.max_points:
+            raise CloudError(f'{len(points)} points exceed max_points = {self.config.max_points}')
+        if not np.isfinite(t):
+            raise CloudError('the cloud stamp must be finite')
+        cfg = self.config
+        points = points[np.isfinite(points).all(axis=1)]
+        inside = np.all((points >= cfg.workspace_min) & (points <= cfg.workspace_max), axis=1)
+        cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points[inside]))
+        points = np.asarray(cloud.voxel_down_sample(cfg.voxel_size).points)
+
+        distance, surface = self._distances(q, points)
+        outside = distance.min(axis=1, initial=np.inf) > cfg.self_margin
+        points, distance, surface = points[outside], distance[outside], surface[outside]
+        labels = np.asarray(o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
+                            .cluster_dbscan(cfg.cluster_eps, cfg.cluster_min_points),
+                            dtype=int) if len(points) else np.zeros(0, dtype=int)
+        clustered = labels >= 0
+        points, labels = points[clustered], labels[clustered]
+        distance, surface = distance[clustered], surface[clustered]
+
+        links = len(self.surfaces.links)
+        proximity = LinkProximity(np.full(links, np.inf), np.zeros((links, 3)),
+                                  np.zeros((links, 3)))
+        if len(points):
+            nearest = np.argmin(distance, axis=0)
+            columns = np.arange(links)
+            proximity = LinkProximity(distance[nearest, columns], surface[nearest, columns],
+                                      points[nearest])
+        self._latest = Obstacles(float(t), points, labels, proximity)
+        return self._latest
+
+    def current(self, t: float) -> Obstacles | None:
+        """The latest result, or None when there is none or it is older than `max_age` at t
+        (or stamped in the future by more than that: a clock jump)."""
+        if self._latest is None or abs(t - self._latest.t) > self.config.max_age:
+            return None
+        return self._latest
+
+    def _distances(self, q: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Distance of every point to every link (N×L) and the nearest surface point of each
+        link (N×L×3, link frames), robot at q."""
+        poses = self.surfaces.robot.link_poses(q, self.surfaces.links)
+        distance = np.empty((len(points), len(poses)))
+        surface = np.empty((len(points), len(poses), 3))
+        for i, ((rotation, origin), scene) in enumerate(zip(poses, self._scenes)):
+            local = (points - origin) @ rotation
+            result = scene.compute_closest_points(o3d.core.Tensor(local.astype(np.float32)))
+            surface[:, i] = result['points'].numpy()
+            distance[:, i] = np.linalg.norm(local - surface[:, i], axis=1)
+        return distance, surface
