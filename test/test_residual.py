@@ -12,7 +12,8 @@ import pytest
 from contact_estimation.core import friction
 from contact_estimation.core.identified_model import (GRAVITY_PARAMETERS, GravityBasis,
                                                       IdentifiedModel)
-from contact_estimation.core.residual import (FastResidual, InverseDynamicsResidual,
+from contact_estimation.core.payload import Payload
+from contact_estimation.core.residual import (MODELS, FastResidual, InverseDynamicsResidual,
                                               MomentumObserver, SampleOrderError, StaticTerms,
                                               make_residual)
 from contact_estimation.core.robot_model import RobotModel
@@ -67,7 +68,7 @@ def _uneven_times(rng, duration, dt=1e-3):
 
 def test_fast_residual_gives_the_contact_torque_at_slow_constant_speed(panda):
     rng = np.random.default_rng(1)
-    residual = FastResidual(panda, _terms(panda), gap_threshold=0.1)
+    residual = FastResidual(_terms(panda), gap_threshold=0.1)
     for t, q in enumerate(panda.random_configuration(rng, 50)):
         v = rng.choice([-1, 1], panda.n) * 0.02  # slow: C q̇ is O(v²), friction fully on
         tau_ext = _contact_torque(panda, q)
@@ -78,7 +79,7 @@ def test_fast_residual_gives_the_contact_torque_at_slow_constant_speed(panda):
 def test_fast_residual_ignores_inertia_so_it_errs_when_accelerating(panda):
     rng = np.random.default_rng(2)
     traj = Trajectory(panda, rng, amplitude=0.5, frequency=1.0)
-    residual = FastResidual(panda, _terms(panda), gap_threshold=0.1)
+    residual = FastResidual(_terms(panda), gap_threshold=0.1)
     q, v, a = traj.state(0.3)
     tau_ext = _contact_torque(panda, q)
     error = residual.update(0.3, q, v, traj.torque(q, v, a, tau_ext)) - tau_ext
@@ -110,7 +111,7 @@ def test_momentum_observer_follows_a_step_with_time_constant_one_over_gain(panda
     rng = np.random.default_rng(4)
     traj = Trajectory(panda, rng)
     gain = np.array([20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0])
-    observer = MomentumObserver(panda, _terms(panda), gap_threshold=0.1, gain=gain)
+    observer = MomentumObserver(_terms(panda), gap_threshold=0.1, gain=gain)
     step = rng.uniform(-5, 5, panda.n)
     t_step = 0.3
     times = _uneven_times(rng, 0.6)
@@ -144,7 +145,7 @@ def test_momentum_observer_converges_to_a_contact_force_in_motion(panda):
 def test_momentum_observer_starts_over_after_a_gap(panda):
     rng = np.random.default_rng(6)
     traj = Trajectory(panda, rng, amplitude=0.5, frequency=1.0)
-    observer = MomentumObserver(panda, _terms(panda), gap_threshold=0.05, gain=50.0)
+    observer = MomentumObserver(_terms(panda), gap_threshold=0.05, gain=50.0)
     tau_ext = rng.uniform(-5, 5, panda.n)
     times = np.concatenate([np.arange(0.001, 0.2, 0.001), 0.5 + np.arange(0.0, 0.2, 0.001)])
     outputs, gaps = [], []
@@ -264,3 +265,51 @@ def test_removing_the_wrist_wrench_leaves_only_the_collision(panda):
             q, 'panda_link8', force, np.cross(lever, force))
         np.testing.assert_allclose(left, collision, atol=0.05)
         assert np.abs(task).max() > 5.0  # the task force alone would look like a collision
+
+
+TOOL = Payload(5.0, (0.02, -0.03, 0.12))  # a 5 kg tool, centre of mass in the hand frame
+
+
+@pytest.mark.parametrize('kind', MODELS)
+def test_a_declared_payload_is_not_a_contact_and_an_undeclared_one_is_its_weight(panda, kind):
+    rng = np.random.default_rng(9)
+    loaded = panda.with_payload(TOOL.mass, TOOL.centre_of_mass)
+    traj = Trajectory(loaded, rng, amplitude=0.2, frequency=0.2)
+    declared = make_residual(kind, panda, None, *FRICTION, payload=TOOL)
+    undeclared = make_residual(kind, panda, None, *FRICTION)
+    for t in _uneven_times(rng, 0.5):
+        q, v, a = traj.state(t)
+        tau = traj.torque(q, v, a, np.zeros(panda.n))  # the loaded arm, nothing touching it
+        with_tool, without_tool = declared.update(t, q, v, tau), undeclared.update(t, q, v, tau)
+    weight = loaded.gravity(q) - panda.gravity(q)
+    assert np.abs(weight).max() > 5.0  # a payload worth declaring
+    np.testing.assert_allclose(TOOL.gravity(panda, q), weight, atol=1e-9)
+    # The fast residual (eq. 9) omits M q̈ + C q̇ of the arm as it is, tool included.
+    fast = kind == 'fast'
+    omitted = -(loaded.rnea(q, v, a) - loaded.gravity(q)) if fast else 0.0
+    np.testing.assert_allclose(with_tool, omitted, atol=0.05)
+    # Undeclared, the tool's weight m·g is an external force on the robot, τ_ext = J(c)ᵀ m g
+    # (the negative of its share of g(q)), plus its inertia for the models that have any.
+    tool = weight if fast else loaded.rnea(q, v, a) - panda.rnea(q, v, a)
+    np.testing.assert_allclose(without_tool - with_tool, -tool, atol=0.05)
+    np.testing.assert_allclose(tool, weight, atol=0.1 * np.abs(weight).max())
+
+
+def test_the_payload_adds_to_an_identified_gravity(panda):
+    identified = _identified(panda, 1.0, 'coulomb_viscous', [0.0, 0.0])
+    q = np.full(panda.n, 0.3)
+    loaded = panda.with_payload(TOOL.mass, TOOL.centre_of_mass)
+    for kind in MODELS:
+        residual = make_residual(kind, panda, identified, payload=TOOL)
+        np.testing.assert_allclose(residual.update(0.0, q, np.zeros(panda.n), loaded.gravity(q)),
+                                   0.0, atol=1e-9)
+
+
+def test_a_payload_from_its_gravity_parameters_is_the_same_payload(panda):
+    values = TOOL.parameters(panda)[:4]
+    again = Payload.from_gravity_parameters(panda, values)
+    assert again.mass == pytest.approx(TOOL.mass)
+    np.testing.assert_allclose(again.centre_of_mass, TOOL.centre_of_mass, atol=1e-12)
+    for bad in (dict(mass=-1.0), dict(mass=float('nan')), dict(centre_of_mass=(0.0, 1.0))):
+        with pytest.raises(ValueError, match='payload'):
+            Payload(**{'mass': 1.0, 'centre_of_mass': (0.0, 0.0, 0.0)} | bad)

@@ -194,12 +194,31 @@ def test_run_time_parameter_changes_are_checked(harness, panda):
                                tau_ext, atol=1e-9)
 
 
+def test_a_declared_payload_is_part_of_the_model_and_follows_a_tool_change(harness, panda):
+    mass, centre = 5.0, [0.02, -0.03, 0.12]
+    h = harness(model='fast', **{'payload.mass': mass, 'payload.centre_of_mass': centre})
+    assert '5 kg payload' in h.node.problems.message
+    q, zero = np.array([0.3, -0.5, 0.2, -2.0, 0.4, 1.6, 0.7]), np.zeros(panda.n)
+    tau = panda.with_payload(mass, centre).gravity(q)  # holding the tool, nothing else
+    np.testing.assert_allclose(h.send(T0, q, zero, tau).effort, zero, atol=1e-9)
+    # The tool is taken off but the parameter not changed: its weight is missing, a contact.
+    weight = tau - panda.gravity(q)
+    np.testing.assert_allclose(h.send(T0 + 0.001, q, zero, panda.gravity(q)).effort, weight,
+                               atol=1e-9)
+    assert h.node.set_parameters([Parameter('payload.mass', value=0.0)])[0].successful
+    np.testing.assert_allclose(h.send(T0 + 0.002, q, zero, panda.gravity(q)).effort, zero,
+                               atol=1e-9)
+    refused = h.node.set_parameters([Parameter('payload.centre_of_mass', value=[0.1, 0.2])])[0]
+    assert not refused.successful and 'centre_of_mass' in refused.reason
+
+
 @pytest.mark.parametrize('overrides, message', [
     ({'model_file': '/nonexistent/panda_model.yaml'}, 'panda_model.yaml'),
     ({'model': 'kalman'}, 'unknown residual model'),
     ({'robot': 'no_such_robot'}, 'no_such_robot'),
     ({'gap_threshold': -1.0}, 'gap_threshold'),
     ({'friction_model': 'continuous'}, 'continuous friction needs 6 parameters'),
+    ({'payload.centre_of_mass': [0.0, 0.1]}, 'payload.centre_of_mass must be 3'),
 ])
 def test_bad_setup_refuses_to_start(context, overrides, message):
     with pytest.raises(StartupError, match=message):

@@ -15,7 +15,9 @@ theirs with the sign flipped, which is also the sign the momentum observer conve
   time constant 1/K_O per joint.
 
 g and f come either from an identified model (seed 001 eqs. 16–24, `IdentifiedModel`) or
-from the URDF's gravity with a configured friction model; M and C always from the URDF.
+from the URDF's gravity with a configured friction model; M and C always from the URDF. A
+payload on the flange (`core/payload.Payload`, a tool) adds its mass to M, C and g in every
+case, so carrying a declared tool is not a contact.
 
 A wrist F/T sensor measuring an intended task force (seed 001 §3.1, force/position hybrid
 tasks) is removed with `RobotModel.link_wrench_torque` so that pressing on a workpiece is not
@@ -29,6 +31,7 @@ import numpy as np
 
 from contact_estimation.core import friction
 from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.payload import Payload
 from contact_estimation.core.robot_model import RobotModel
 
 if TYPE_CHECKING:
@@ -55,15 +58,19 @@ class SampleOrderError(ValueError):
 
 # ----------------------------------------------------------------------- g(q) and f(q̇)
 class StaticTerms:
-    """g(q) and f(q̇): from an identified model, or URDF gravity with a configured friction.
+    """g(q) and f(q̇): from an identified model, or URDF gravity with a configured friction;
+    the payload's gravity included either way.
 
-    `friction_params` is n×k (one row per joint) or k values shared by every joint, k being
-    the number of parameters of `friction_model` (core/friction.py).
+    `robot_model` is the arm without the payload. `friction_params` is n×k (one row per
+    joint) or k values shared by every joint, k being the number of parameters of
+    `friction_model` (core/friction.py).
     """
 
     def __init__(self, robot_model: RobotModel, identified: IdentifiedModel | None = None,
-                 friction_model: str = 'coulomb_viscous', friction_params=(0.0, 0.0)):
-        self._robot = robot_model
+                 friction_model: str = 'coulomb_viscous', friction_params=(0.0, 0.0),
+                 payload: Payload = Payload()):
+        self.robot = payload.carried_by(robot_model)
+        self._payload = payload
         self._identified = identified
         if identified is not None:
             return
@@ -83,14 +90,23 @@ class StaticTerms:
         self._friction_model, self._friction_params = model, params
 
     def gravity(self, q: np.ndarray) -> np.ndarray:
-        if self._identified is not None:
-            return self._identified.gravity(self._robot, q)
-        return self._robot.gravity(q)
+        if self._identified is None:
+            return self.robot.gravity(q)  # the URDF's, payload included
+        # The identified base parameters describe the arm as it was identified, bare.
+        gravity = self._identified.gravity(self.robot, q)
+        return gravity + self._payload.gravity(self.robot, q) if self._payload else gravity
 
     def friction(self, v: np.ndarray) -> np.ndarray:
         if self._identified is not None:
             return self._identified.friction(v)
         return friction.joint_friction(self._friction_model, self._friction_params, v)
+
+    def inverse_dynamics(self, q: np.ndarray, v: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """M q̈ + C q̇ + g + f, N·m: the URDF's inertia (payload included) with these g and f."""
+        # rnea carries the URDF's gravity; swap in the configured one (identical without an
+        # identified model).
+        return (self.robot.rnea(q, v, a) - self.robot.gravity(q) + self.gravity(q)
+                + self.friction(v))
 
 
 # ------------------------------------------------------------------------- sample clock
@@ -139,8 +155,8 @@ class Residual:
     gap's length (0 otherwise).
     """
 
-    def __init__(self, robot_model: RobotModel, terms: StaticTerms, gap_threshold: float):
-        self.robot = robot_model
+    def __init__(self, terms: StaticTerms, gap_threshold: float):
+        self.robot = terms.robot
         self.terms = terms
         self._clock = _SampleClock(gap_threshold)
 
@@ -173,19 +189,15 @@ class InverseDynamicsResidual(Residual):
     (core/joint_state_conditioning.py), restarted with the residual after a gap.
     """
 
-    def __init__(self, robot_model, terms, gap_threshold, acceleration: DerivativeEstimator):
-        super().__init__(robot_model, terms, gap_threshold)
+    def __init__(self, terms, gap_threshold, acceleration: DerivativeEstimator):
+        super().__init__(terms, gap_threshold)
         self._acceleration = acceleration
 
     def _update(self, dt, t, q, v, tau):
         if dt is None:
             self._acceleration.reset()
         _, a = self._acceleration.update(t, q)
-        # rnea carries the URDF's gravity; swap in the configured one (identical without an
-        # identified model).
-        model_torque = (self.robot.rnea(q, v, a) - self.robot.gravity(q)
-                        + self.terms.gravity(q) + self.terms.friction(v))
-        return model_torque - tau
+        return self.terms.inverse_dynamics(q, v, a) - tau
 
     def reset(self):
         super().reset()
@@ -206,16 +218,17 @@ class MomentumObserver(Residual):
     first after a gap, set p(0) and r = 0.
     """
 
-    def __init__(self, robot_model, terms, gap_threshold, gain):
-        super().__init__(robot_model, terms, gap_threshold)
+    def __init__(self, terms, gap_threshold, gain):
+        super().__init__(terms, gap_threshold)
+        n = self.robot.n
         gain = np.asarray(gain, dtype=float).ravel()
-        if gain.size not in (1, robot_model.n):
-            raise ValueError(f'observer gain needs 1 value or {robot_model.n} (one per joint), '
+        if gain.size not in (1, n):
+            raise ValueError(f'observer gain needs 1 value or {n} (one per joint), '
                              f'got {gain.size}')
         if not (np.isfinite(gain).all() and (gain > 0.0).all()):
             raise ValueError(f'observer gains must be finite and > 0 1/s, got {gain.tolist()}')
-        self.gain = np.broadcast_to(gain, (robot_model.n,)).copy()
-        self._r = np.zeros(robot_model.n)
+        self.gain = np.broadcast_to(gain, (n,)).copy()
+        self._r = np.zeros(n)
         self._p = self._beta = None
 
     def _update(self, dt, t, q, v, tau):
@@ -243,8 +256,9 @@ def make_residual(kind: str, robot_model: RobotModel,
                   friction_params=DEFAULTS['friction_parameters'],
                   observer_gain=DEFAULTS['observer_gain'],
                   gap_threshold: float = DEFAULTS['gap_threshold'],
-                  derivative_window: int = 20) -> Residual:
-    """The residual `kind` ('fast', 'rnea' or 'momentum_observer').
+                  derivative_window: int = 20, payload: Payload = Payload()) -> Residual:
+    """The residual `kind` ('fast', 'rnea' or 'momentum_observer') of `robot_model` (the
+    bare arm) carrying `payload`.
 
     With `identified_model`, g and f come from it and `friction_model`/`friction_params`
     are not used. `observer_gain` (1/s, one value or one per joint) is for
@@ -252,10 +266,10 @@ def make_residual(kind: str, robot_model: RobotModel,
     """
     if kind not in MODELS:
         raise ValueError(f'unknown residual model {kind!r}; choose one of {", ".join(MODELS)}')
-    terms = StaticTerms(robot_model, identified_model, friction_model, friction_params)
+    terms = StaticTerms(robot_model, identified_model, friction_model, friction_params, payload)
     if kind == 'fast':
-        return FastResidual(robot_model, terms, gap_threshold)
+        return FastResidual(terms, gap_threshold)
     if kind == 'rnea':
-        return InverseDynamicsResidual(robot_model, terms, gap_threshold,
+        return InverseDynamicsResidual(terms, gap_threshold,
                                        DerivativeEstimator(derivative_window))
-    return MomentumObserver(robot_model, terms, gap_threshold, observer_gain)
+    return MomentumObserver(terms, gap_threshold, observer_gain)

@@ -16,8 +16,9 @@ import numpy as np
 from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
 
-from contact_estimation.core import friction, residual, wrist_wrench
+from contact_estimation.core import friction, payload, residual, wrist_wrench
 from contact_estimation.core.identified_model import IdentifiedModel, ModelFileError
+from contact_estimation.core.payload import Payload
 from contact_estimation.core.residual import Residual, SampleOrderError, make_residual
 from contact_estimation.core.wrist_wrench import WristWrench, WristWrenchRejected
 from contact_estimation.ros.conversions import stamp_to_seconds, wrench_to_arrays
@@ -29,7 +30,7 @@ from contact_estimation.ros.pipeline_node import PipelineNode
 NAME = 'residual_node'
 
 # Parameters that choose and tune the residual; any change rebuilds it (and restarts it).
-_RESIDUAL_PARAMETERS = (*residual.DEFAULTS, *wrist_wrench.DEFAULTS)
+_RESIDUAL_PARAMETERS = (*residual.DEFAULTS, *payload.DEFAULTS, *wrist_wrench.DEFAULTS)
 
 
 @dataclass
@@ -60,8 +61,9 @@ class ResidualNode(PipelineNode):
 
     # ------------------------------------------------------------------ parameters
     def _declare_residual_parameters(self) -> None:
-        """Every parameter, with the defaults of core/residual.py and core/wrist_wrench.py."""
-        r, w = residual.DEFAULTS, wrist_wrench.DEFAULTS
+        """Every parameter, with the defaults of core/residual.py, core/payload.py and
+        core/wrist_wrench.py."""
+        r, p, w = residual.DEFAULTS, payload.DEFAULTS, wrist_wrench.DEFAULTS
         self.declare('model', r['model'],
                      'residual: fast (seed 001 eq. 9, g + f only), rnea (inverse dynamics, '
                      'seed 003 eq. 7) or momentum_observer (no acceleration needed)')
@@ -78,6 +80,12 @@ class ResidualNode(PipelineNode):
                      'per joint')
         self.declare('gap_threshold', r['gap_threshold'],
                      'a longer pause in the input (s) restarts the residual', 1e-4, 10.0)
+        self.declare('payload.mass', p['payload.mass'],
+                     'mass of the tool or part on the tip link, kg (0 = none): part of the '
+                     'model, so carrying it is not a contact', 0.0, 1000.0)
+        self.declare('payload.centre_of_mass', list(p['payload.centre_of_mass']),
+                     "payload centre of mass, m, in the tip link's frame "
+                     '(contact-estimation identify payload estimates both)')
         self.declare('wrist_wrench_enabled', w['wrist_wrench_enabled'],
                      'remove the wrench measured by a wrist F/T sensor (intended task force)')
         self.declare('wrist_link', w['wrist_link'],
@@ -94,10 +102,11 @@ class ResidualNode(PipelineNode):
         identified = None
         if values['model_file']:
             identified = IdentifiedModel.load(values['model_file'], self.robot)
+        tool = Payload(values['payload.mass'], tuple(values['payload.centre_of_mass']))
         built = make_residual(
             values['model'], self.robot, identified, values['friction_model'],
             list(values['friction_parameters']), list(values['observer_gain']),
-            values['gap_threshold'])
+            values['gap_threshold'], payload=tool)
         wrist = None
         if values['wrist_wrench_enabled']:
             wrist = WristWrench(self.robot, values['wrist_link'] or self.robot.tip_link,
@@ -105,8 +114,10 @@ class ResidualNode(PipelineNode):
                                 values['wrist_wrench_on_robot'])
         source = (f'identified model {values["model_file"]}' if identified else
                   f'URDF gravity, {values["friction_model"]} friction')
+        carried = (f', {tool.mass:g} kg payload at {list(tool.centre_of_mass)} m in '
+                   f'{self.robot.tip_link}' if tool else '')
         removed = f', wrist wrench at {wrist.link} removed' if wrist else ''
-        return _Setup(built, f'{values["model"]} residual ({source}{removed})', wrist)
+        return _Setup(built, f'{values["model"]} residual ({source}{carried}{removed})', wrist)
 
     def _on_parameter_change(self, changes: dict) -> str | None:
         if not any(name in _RESIDUAL_PARAMETERS for name in changes):
