@@ -169,6 +169,10 @@ def test_exact_wrench_gives_the_contact_point_on_a_convex_link(panda, surfaces, 
         estimate = locator.locate(q, np.concatenate([force, np.cross(point, force)]),
                                   panda.link_joint[link])
         assert estimate.link == link and estimate.on_line
+        tau_ext = panda.point_jacobian(q, link, points[i]).T @ force
+        if np.abs(tau_ext).max() > 0.3:  # else the residual does not see it: None
+            assert locator.locate_from_residual(
+                q, np.concatenate([force, np.cross(point, force)]), tau_ext, 0.3).link == link
         np.testing.assert_allclose(rotation @ estimate.force, force, atol=1e-9)
         np.testing.assert_allclose(rotation @ estimate.point + origin, estimate.point_base,
                                    atol=1e-9)

@@ -485,6 +485,46 @@ class FtContactLocator:
         return FtContact(link, rotation.T @ (point_base - position), rotation.T @ force,
                          point_base, force.copy(), int(len(forces)), bool(hit.any()))
 
+    def locate_from_residual(self, q: np.ndarray, wrench: np.ndarray, tau_ext: np.ndarray,
+                             threshold) -> FtContact | None:
+        """The contact, its body chosen with the torque residual τ_ext (project sign).
+
+        Seed 004's current constraint gives the lowest body it can be on: that of the highest
+        joint k whose |τ_ext| exceeds `threshold` (`contacted_joint`). The line of action
+        may also lie on a body j > k if its moments about joints k+1 … j (`line_torques` τ_L)
+        are below the threshold too: those joints would look as quiet. Among these bodies,
+        those whose surface the line enters, the one that explains τ_ext best: a contact on
+        body j gives τ_ext,i = τ_L,i for i ≤ j and 0 above, so the least
+        Σ_{i≤j} (τ_ext,i − τ_L,i)² + Σ_{i>j} τ_ext,i². When the line enters none, body k
+        (seed 004's choice).
+        """
+        lowest = contacted_joint(tau_ext, threshold)
+        if lowest is None:
+            return None
+        predicted = self.line_torques(q, wrench)
+        quiet = np.abs(predicted) <= threshold
+        highest = lowest
+        while highest + 1 < self.robot.n and quiet[highest + 1]:
+            highest += 1
+        # misfit[j]: the sum above for a contact on body j
+        explained = np.cumsum((tau_ext - predicted) ** 2)
+        unexplained = np.cumsum((tau_ext ** 2)[::-1])[::-1]
+        misfit = explained + np.append(unexplained[1:], 0.0)
+        best, best_misfit = None, np.inf
+        for joint in range(lowest, highest + 1):
+            estimate = self.locate(q, wrench, joint)
+            if estimate is not None and estimate.on_line and misfit[joint] < best_misfit:
+                best, best_misfit = estimate, misfit[joint]
+        return best or self.locate(q, wrench, lowest)
+
+    def line_torques(self, q: np.ndarray, wrench: np.ndarray) -> np.ndarray:
+        """τ_i = J_iᵀ[f; m] for every joint i: the joint torques the contact wrench would
+        cause if every joint carried it (a_i·(m − o_i × f) for a revolute joint i with axis
+        a_i through o_i). J: the Jacobian of the point of the tip link at the base origin."""
+        rotation, position = self.robot.link_pose(q, self.robot.tip_link)
+        jacobian = self.robot.jacobian(q, self.robot.tip_link, -rotation.T @ position)
+        return jacobian.T @ _vector(wrench, 6, 'contact wrench')
+
     def _nearest_to_line(self, joint, origin, direction):
         """The surface point nearest to a line that misses the body: the line sampled over
         ±1 m around its point nearest the body frame's origin."""
