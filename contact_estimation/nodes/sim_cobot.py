@@ -11,10 +11,14 @@ arrives; from then on, no f_S for `time_scaling_timeout` means hold (f_S = 0) un
 arrives again: the detector that sends it may be dead, and a controller must not go on at
 the last speed it was told (docs/collision_events.md says the same to real controllers).
 
-Pace: a timer steps the physics as many steps as wall time requires, publishing each
-`rate / publish_rate`-th step; stamps are start time + simulated time. When it falls more
-than `max_catch_up` behind, it skips the lost time (a gap in the stamps) and reports it on
-/diagnostics.
+It can play a real industrial arm's driver (`driver.*`, core/sim/driver.py): effort from
+motor current, samples at irregular periods, a few out of order; and carry a payload
+(`payload.*`). The defaults are a joint torque sensor at a fixed rate and no payload.
+
+Pace: a timer steps the physics as many steps as wall time requires, publishing the steps the
+driver samples (every `rate / publish_rate`-th without jitter); stamps are start time +
+simulated time of the sampled step. When it falls more than `max_catch_up` behind, it skips
+the lost time (a gap in the stamps) and reports it on /diagnostics.
 """
 from __future__ import annotations
 
@@ -29,7 +33,8 @@ from std_msgs.msg import Float64
 
 from contact_estimation import manifest
 from contact_estimation.core.sim.cobot import SimulatedCobot, SimulationError
-from contact_estimation.core.sim.config import LidarConfig, SimConfig
+from contact_estimation.core.sim.config import LidarConfig, Payload, SimConfig
+from contact_estimation.core.sim.driver import DriverStream, DriverTiming, MotorCurrent
 from contact_estimation.core.sim.realtime import DEFAULTS, ScalingTimeout
 from contact_estimation.core.sim.scenario import Scenario, ScenarioError
 from contact_estimation.core.trajectory import TRAJECTORY_TYPES, make_trajectory
@@ -42,6 +47,7 @@ from contact_estimation.ros.pipeline_node import PipelineNode
 NAME = 'sim_cobot'
 
 LOAD_PERIOD = 1.0     # s between CPU load figures on /diagnostics
+EFFORT_SOURCES = ('joint_torque', 'motor_current')  # driver.effort
 
 
 class SimCobot(PipelineNode):
@@ -50,9 +56,9 @@ class SimCobot(PipelineNode):
         with self.starting():
             self._declare_parameters()
             self.sim = self._make_simulation()
+            self._driver = self._make_driver()
             self._scaling_watch = ScalingTimeout(self.value('time_scaling_timeout'))
         rate = self.value('rate')
-        self._publish_every = round(rate / self.value('publish_rate'))
         self._lidar_every = round(rate / self.value('lidar.rate'))
         self._max_catch_up = max(1, round(self.value('max_catch_up') * rate))
         self._base_frame = self.robot.base_link
@@ -61,6 +67,8 @@ class SimCobot(PipelineNode):
         self._truth_msg = JointState(name=list(self.robot.joint_names))
         for msg in (self._state_msg, self._truth_msg):
             msg.header.frame_id = self._base_frame
+        # A sample the driver may hold back needs a message of its own.
+        self._reorders = self._driver.timing.reorder_probability > 0
 
         self._pub = {key: self.publisher(key, kind) for key, kind in _MESSAGES.items()}
         self.subscribe('time_scaling', Float64, self._on_time_scaling)
@@ -71,7 +79,9 @@ class SimCobot(PipelineNode):
         self._timer = self.create_timer(self.value('timer_period'), self._advance)
         self.get_logger().info(
             f'{self.robot.name or "robot"} at {rate:g} Hz, joint states at '
-            f'{rate / self._publish_every:g} Hz, lidar at {rate / self._lidar_every:g} Hz; '
+            f'{self.value("publish_rate"):g} Hz ± {self.value("driver.period_jitter") * 1e3:g} '
+            f'ms, effort from {self.value("driver.effort").replace("_", " ")}, a '
+            f'{self.sim.payload.mass:g} kg payload, lidar at {rate / self._lidar_every:g} Hz; '
             f'{len(self.sim.scenario.forces)} scripted forces, '
             f'{len(self.sim.scenario.obstacles)} obstacles')
 
@@ -117,7 +127,30 @@ class SimCobot(PipelineNode):
         d('noise.effort', sim.effort_noise, 'joint torque noise σ (N·m)', 0.0, 10.0, **ro)
         d('noise.ft_force', sim.ft_force_noise, 'F/T force noise σ (N)', 0.0, 100.0, **ro)
         d('noise.ft_torque', sim.ft_torque_noise, 'F/T torque noise σ (N·m)', 0.0, 10.0, **ro)
-        d('noise.seed', sim.noise_seed, 'noise random seed', 0, 2 ** 31 - 1, **ro)
+        d('noise.seed', sim.noise_seed, 'noise random seed (also of the driver\'s timing)',
+          0, 2 ** 31 - 1, **ro)
+        current, timing, payload = MotorCurrent(), DriverTiming(), sim.payload
+        d('driver.effort', EFFORT_SOURCES[0], f'one of {EFFORT_SOURCES}: a joint torque sensor '
+          '(τ + noise.effort) or the motor current (τ = G_m k_m i_m, seed 001 eqs. 1-2)', **ro)
+        d('driver.torque_constants', list(current.torque_constants), 'motor_current: k_m '
+          '(N·m/A), one for every joint or one per joint', **ro)
+        d('driver.gear_ratios', list(current.gear_ratios), 'motor_current: G_m (motor turns '
+          'per joint turn), one for every joint or one per joint', **ro)
+        d('driver.current_noise', current.noise, 'motor_current: current noise σ (A)',
+          0.0, 100.0, **ro)
+        d('driver.current_resolution', current.resolution, 'motor_current: ADC step of the '
+          'current (A); 0 = continuous', 0.0, 10.0, **ro)
+        d('driver.period_jitter', timing.period_jitter, 'each joint-state period is '
+          '1/publish_rate ± this (s, uniform, whole physics steps); > 0: publish_rate need '
+          'not divide rate', 0.0, 1.0, **ro)
+        d('driver.reorder_probability', timing.reorder_probability, 'share of joint states '
+          'published right after the next one (out of order)', 0.0, 1.0, **ro)
+        d('payload.mass', payload.mass, 'kg carried at payload.centre_of_mass; the arm\'s '
+          'controller compensates it (a scenario payload wins)', 0.0, 1000.0, **ro)
+        d('payload.centre_of_mass', list(payload.centre_of_mass), 'payload centre of mass '
+          '(m, in the frame of payload.link)', **ro)
+        d('payload.link', payload.link, "link carrying the payload ('' = the tip link, the "
+          "flange)", **ro)
         lidar = sim.lidar
         d('lidar.rate', 10.0, 'scan rate (Hz); divides rate', 0.1, 100.0, **ro)
         d('lidar.position', list(lidar.position), 'lidar origin x y z (m, base frame)', **ro)
@@ -138,7 +171,8 @@ class SimCobot(PipelineNode):
     def _make_simulation(self) -> SimulatedCobot:
         v = self.value
         rate = v('rate')
-        for name in ('publish_rate', 'lidar.rate'):
+        jitters = v('driver.period_jitter') > 0
+        for name in ('lidar.rate',) if jitters else ('publish_rate', 'lidar.rate'):
             ratio = rate / v(name)
             if ratio < 1 or abs(ratio - round(ratio)) > 1e-9:
                 raise ValueError(f'{name} = {v(name):g} Hz must divide rate = {rate:g} Hz')
@@ -168,6 +202,17 @@ class SimCobot(PipelineNode):
         if friction.size % 6:
             raise ValueError(f'friction takes 6 values (γ1 … γ6) or 6 per joint, '
                              f'got {friction.size}')
+        effort = v('driver.effort')
+        if effort not in EFFORT_SOURCES:
+            raise ValueError(f'driver.effort must be one of {EFFORT_SOURCES}, got {effort!r}')
+        motor_current = None if effort == 'joint_torque' else MotorCurrent(
+            tuple(v('driver.torque_constants')), tuple(v('driver.gear_ratios')),
+            v('driver.current_noise'), v('driver.current_resolution'))
+        if len(v('payload.centre_of_mass')) != 3:
+            raise ValueError(f'payload.centre_of_mass takes 3 numbers, got '
+                             f'{v("payload.centre_of_mass")}')
+        payload = Payload(v('payload.mass'), tuple(v('payload.centre_of_mass')),
+                          v('payload.link'))
         config = SimConfig(
             timestep=1.0 / rate, friction=friction.reshape(-1, 6),
             natural_frequency=v('controller.natural_frequency'),
@@ -175,8 +220,16 @@ class SimCobot(PipelineNode):
             friction_compensation=v('controller.friction_compensation'),
             position_noise=v('noise.position'), velocity_noise=v('noise.velocity'),
             effort_noise=v('noise.effort'), ft_force_noise=v('noise.ft_force'),
-            ft_torque_noise=v('noise.ft_torque'), noise_seed=v('noise.seed'), lidar=lidar)
+            ft_torque_noise=v('noise.ft_torque'), noise_seed=v('noise.seed'),
+            motor_current=motor_current, payload=payload, lidar=lidar)
         return SimulatedCobot(self.robot, trajectory, scenario, config)
+
+    def _make_driver(self) -> DriverStream:
+        """When joint states are sampled and in which order they leave (core/sim/driver.py)."""
+        timing = DriverTiming(self.value('driver.period_jitter'),
+                              self.value('driver.reorder_probability'))
+        return DriverStream(1.0 / self.value('publish_rate'), self.sim.dt, timing,
+                            seed=self.value('noise.seed'))
 
     def _trajectory_spec(self) -> dict:
         kind = self.value('trajectory.type')
@@ -241,7 +294,7 @@ class SimCobot(PipelineNode):
         """The readings of physics step number `step` that are due at their rates."""
         sim = self.sim
         lidar_due = step % self._lidar_every == 0
-        state_due = step % self._publish_every == 0
+        state_due = self._driver.due(step)
         if not (lidar_due or state_due):
             return
         stamp = seconds_to_stamp(self._stamp_offset + sim.time)
@@ -252,9 +305,13 @@ class SimCobot(PipelineNode):
             return
         q, v, tau = sim.joint_state()
         msg = self._state_msg
+        if self._reorders:
+            msg = JointState(name=msg.name)
+            msg.header.frame_id = self._base_frame
         msg.header.stamp = stamp
         msg.position, msg.velocity, msg.effort = _doubles(q), _doubles(v), _doubles(tau)
-        self._pub['joint_states'].publish(msg)
+        for leaving in self._driver.release(msg):
+            self._pub['joint_states'].publish(leaving)
         force, torque = sim.ft_wrench()
         self._pub['ft_wrench'].publish(wrench_stamped(stamp, self._base_frame, force, torque))
         self._truth_msg.header.stamp = stamp

@@ -52,7 +52,9 @@ def _friction_and_slope(v: np.ndarray, g1, g2, g3, g4, g5, g6) -> tuple[np.ndarr
 
 class SimulatedCobot:
     """The robot of `robot` under computed-torque control, following `trajectory` (played back
-    through a `TimeScaler`), with the forces and obstacles of `scenario`.
+    through a `TimeScaler`), with the forces and obstacles of `scenario`. With a payload (the
+    scenario's, else the config's), `robot` is the model carrying it, for the physics and the
+    controller alike.
 
     `step()` advances one physics step. Afterwards the readings describe the instant `time`
     at which the step's motor torque was applied (the state it started from; the physics has
@@ -62,9 +64,10 @@ class SimulatedCobot:
 
     def __init__(self, robot: RobotModel, trajectory, scenario: Scenario | None = None,
                  config: SimConfig | None = None):
-        self.robot = robot
         self.scenario = scenario or Scenario()
         self.config = config = config or SimConfig()
+        self.payload = self.scenario.payload or config.payload
+        self.robot = robot = self.payload.carried_by(robot)
         if config.integrator not in INTEGRATORS:
             raise ValueError(f'integrator must be one of {sorted(INTEGRATORS)} '
                              f'(RK4 cannot split a step to apply the control)')
@@ -73,6 +76,8 @@ class SimulatedCobot:
             raise ValueError(f'friction takes 6 parameters (seed 001 eq. 23) for every joint '
                              f'or 6 × {robot.n}, got {rows.size}')
         self._friction = np.broadcast_to(rows, (robot.n, 6)).T  # 6 × n: γ_k of every joint
+        if config.motor_current is not None:
+            self._torque_per_ampere = config.motor_current.torque_per_ampere(robot.n)
         self.mjcf = build_mjcf(robot, self.scenario.obstacles, config)
         self.model = mujoco.MjModel.from_xml_string(self.mjcf)
         self.data = mujoco.MjData(self.model)
@@ -141,7 +146,11 @@ class SimulatedCobot:
             raise SimulationError(f'the physics diverged at t = {self.time:.3f} s '
                                   f'(MuJoCo reset the state)')
         self.q, self.v, self.tau = q, v, tau
-        self._measured = (q_meas, v_meas, tau + cfg.effort_noise * noise[2])
+        if cfg.motor_current is None:
+            effort = tau + cfg.effort_noise * noise[2]
+        else:
+            effort = cfg.motor_current.measured_torque(tau, self._torque_per_ampere, noise[2])
+        self._measured = (q_meas, v_meas, effort)
 
     def _control(self, q: np.ndarray, v: np.ndarray, reference, friction_ref) -> np.ndarray:
         """Computed torque on the measured state and the reference (q_d, q̇_d, q̈_d):
@@ -172,7 +181,8 @@ class SimulatedCobot:
 
     # -------------------------------------------------------------------- readings
     def joint_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Measured (q, q̇, τ) at `time`: the motor torque τ_cmd plus sensor noise."""
+        """Measured (q, q̇, τ) at `time`: the motor torque τ_cmd plus sensor noise, or as the
+        driver computes it from the motor current (`SimConfig.motor_current`)."""
         return self._measured
 
     def ft_wrench(self) -> tuple[np.ndarray, np.ndarray]:

@@ -1,10 +1,14 @@
-"""Settings of the simulated cobot: physics, friction, controller, sensor noise, lidar."""
+"""Settings of the simulated cobot: physics, friction, controller, sensor noise, the driver's
+effort, a payload, lidar."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
 import pinocchio as pin
+
+from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.sim.driver import MotorCurrent
 
 
 @dataclass
@@ -33,6 +37,23 @@ class LidarConfig:
         return local @ pin.rpy.rpyToMatrix(*self.rpy).T
 
 
+@dataclass(frozen=True)
+class Payload:
+    """A tool or a held part: a point mass of `mass` kg at `centre_of_mass` (m, in the frame
+    of `link`; '' = the robot's tip link, its flange)."""
+
+    mass: float = 0.0
+    centre_of_mass: tuple = (0.0, 0.0, 0.0)
+    link: str = ''
+
+    def carried_by(self, robot: RobotModel) -> RobotModel:
+        """`robot` carrying this payload (`robot` itself without one). RobotModelError (a
+        ValueError) for a bad mass, centre of mass or link."""
+        if self.mass == 0.0:
+            return robot
+        return robot.with_payload(self.mass, self.centre_of_mass, self.link)
+
+
 DEFAULT_FRICTION = (0.3, 40.0, 4.0, 1.0, 40.0, 0.2)  # seed 001 eq. 23: γ1 … γ6, every joint
 
 
@@ -53,4 +74,10 @@ class SimConfig:
     ft_force_noise: float = 0.1   # N
     ft_torque_noise: float = 0.01  # N·m
     noise_seed: int = 0
+    # Effort as a driver computes it from motor current (seed 001 eqs. 1–2) instead of a joint
+    # torque sensor's τ + effort_noise; None: the torque sensor.
+    motor_current: MotorCurrent | None = None
+    # Carried by the arm; its controller compensates it (as a real arm told of its tool), the
+    # estimators see it only when they are told too. A scenario's payload wins.
+    payload: Payload = field(default_factory=Payload)
     lidar: LidarConfig = field(default_factory=LidarConfig)

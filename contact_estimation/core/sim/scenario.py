@@ -11,6 +11,7 @@ import numpy as np
 import yaml
 
 from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.sim.config import Payload
 from contact_estimation.core.trajectory import make_trajectory
 
 SHAPES = {'box': 3, 'sphere': 1, 'capsule': 2, 'cylinder': 2}  # MuJoCo geom sizes
@@ -61,12 +62,14 @@ class Obstacle:
 
 @dataclass
 class Scenario:
-    """What happens to the arm: scripted forces, obstacles and, optionally, its motion."""
+    """What happens to the arm: scripted forces, obstacles and, optionally, its motion and a
+    payload."""
 
     forces: list[PointForce] = field(default_factory=list)
     obstacles: list[Obstacle] = field(default_factory=list)
     trajectory: dict | None = None  # a `make_trajectory` spec; None: the caller's default
     description: str = ''
+    payload: Payload | None = None  # None: the simulator's configured one
 
     @classmethod
     def load(cls, path: str, robot: RobotModel) -> 'Scenario':
@@ -79,7 +82,8 @@ class Scenario:
 
     @classmethod
     def from_dict(cls, raw: dict, robot: RobotModel) -> 'Scenario':
-        unknown = set(raw) - {'description', 'robot', 'trajectory', 'forces', 'obstacles'}
+        unknown = set(raw) - {'description', 'robot', 'trajectory', 'forces', 'obstacles',
+                              'payload'}
         if unknown:
             raise ScenarioError(f'unknown keys {sorted(unknown)}')
         if raw.get('robot') not in (None, robot.name):
@@ -95,7 +99,13 @@ class Scenario:
                 make_trajectory(robot, trajectory)
             except (KeyError, TypeError, ValueError) as err:
                 raise ScenarioError(f'bad trajectory: {err}') from err
-        return cls(forces, obstacles, trajectory, str(raw.get('description', '')))
+        payload = None
+        if raw.get('payload') is not None:
+            try:
+                payload = _payload(raw['payload'], robot)
+            except (KeyError, TypeError, ValueError) as err:
+                raise ScenarioError(f'bad payload: {err}') from err
+        return cls(forces, obstacles, trajectory, str(raw.get('description', '')), payload)
 
 
 def _vector(value, size: int, what: str) -> np.ndarray:
@@ -117,6 +127,17 @@ def _point_force(item: dict, robot: RobotModel) -> PointForce:
     if force.duration <= 0 or force.ramp < 0 or 2 * force.ramp > force.duration:
         raise ValueError('a force needs duration > 0 and 0 <= ramp <= duration / 2')
     return force
+
+
+def _payload(item: dict, robot: RobotModel) -> Payload:
+    unknown = set(item) - {'mass', 'centre_of_mass', 'link'}
+    if unknown:
+        raise ValueError(f'unknown keys {sorted(unknown)} (mass, centre_of_mass, link)')
+    payload = Payload(float(item['mass']),
+                      tuple(_vector(item.get('centre_of_mass', [0, 0, 0]), 3, 'centre_of_mass')),
+                      str(item.get('link', '')))
+    payload.carried_by(robot)  # refuses a bad mass or link
+    return payload
 
 
 def _obstacle(item: dict) -> Obstacle:

@@ -1,0 +1,111 @@
+"""What a real industrial arm's driver makes of its joint states, for the simulated cobot to play.
+
+- Effort from motor current (seed 001 eqs. 1–2): τ_m = k_m i_m, τ = G_m τ_m. The driver
+  measures the current i_m = τ / (G_m k_m) with noise and an ADC step and reports
+  τ = G_m k_m i_m, so its noise and resolution are amperes scaled to the joint by G_m k_m.
+- Samples at irregular periods: each period between two samples is drawn, in whole physics
+  steps, uniformly within 1/publish_rate ± `period_jitter`; the stamp is the time the state
+  was sampled, so time must be read from the stamps, not counted in samples.
+- A few out of order: a sample is held back with probability `reorder_probability` and leaves
+  right after the next one.
+With the defaults (no `MotorCurrent`, no jitter, no reordering) the stream is a joint torque
+sensor's at a fixed rate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def _positive(values, what: str) -> np.ndarray:
+    array = np.atleast_1d(np.asarray(values, dtype=float))
+    if array.ndim != 1 or array.size == 0 or not np.all(np.isfinite(array) & (array > 0)):
+        raise ValueError(f'{what} must be positive finite numbers, got {values!r}')
+    return array
+
+
+@dataclass(frozen=True)
+class MotorCurrent:
+    """Joint torque as a driver computes it from motor current (seed 001 eqs. 1–2)."""
+
+    torque_constants: tuple = (0.1,)  # k_m, N·m/A: one for every joint or one per joint
+    gear_ratios: tuple = (100.0,)     # G_m, motor turns per joint turn: one or one per joint
+    noise: float = 0.01               # A, Gaussian σ of the measured current
+    resolution: float = 0.01          # A, the current's ADC step; 0: continuous
+
+    def __post_init__(self):
+        _positive(self.torque_constants, 'torque constants')
+        _positive(self.gear_ratios, 'gear ratios')
+        for name in ('noise', 'resolution'):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value >= 0):
+                raise ValueError(f'motor current {name} = {value} A: must be finite and >= 0')
+
+    def torque_per_ampere(self, joints: int) -> np.ndarray:
+        """G_m k_m of every joint (N·m of joint torque per A of motor current)."""
+        k_m, g_m = np.asarray(self.torque_constants, float), np.asarray(self.gear_ratios, float)
+        for values, what in ((k_m, 'torque constants'), (g_m, 'gear ratios')):
+            if values.size not in (1, joints):
+                raise ValueError(f'{what} take one value for every joint or {joints}, '
+                                 f'got {values.size}')
+        return np.broadcast_to(g_m * k_m, (joints,)).copy()
+
+    def measured_torque(self, tau: np.ndarray, torque_per_ampere: np.ndarray,
+                        standard_normal: np.ndarray) -> np.ndarray:
+        """The joint torque the driver reports for the motor torque `tau` (joint side):
+        i_m = τ / (G_m k_m) plus `noise` × `standard_normal`, rounded to `resolution`, times
+        G_m k_m."""
+        current = tau / torque_per_ampere + self.noise * standard_normal
+        if self.resolution > 0:
+            current = self.resolution * np.round(current / self.resolution)
+        return torque_per_ampere * current
+
+
+@dataclass(frozen=True)
+class DriverTiming:
+    """When a joint-state driver samples and in which order its samples leave."""
+
+    period_jitter: float = 0.0        # s: each period is 1/publish_rate ± this, uniformly
+    reorder_probability: float = 0.0  # share of samples that leave after the next one
+
+    def __post_init__(self):
+        if not (np.isfinite(self.period_jitter) and self.period_jitter >= 0):
+            raise ValueError(f'period_jitter = {self.period_jitter} s: must be finite and >= 0')
+        if not 0.0 <= self.reorder_probability <= 1.0:
+            raise ValueError(f'reorder_probability = {self.reorder_probability}: must be in '
+                             '[0, 1]')
+
+
+class DriverStream:
+    """The physics steps at which a driver samples the joint state, and the order in which
+    its samples leave. Steps are counted from 0, each asked once, in order."""
+
+    def __init__(self, period: float, dt: float, timing: DriverTiming = DriverTiming(),
+                 seed: int = 0):
+        self.timing = timing
+        self.shortest = round((period - timing.period_jitter) / dt)  # physics steps
+        self.longest = round((period + timing.period_jitter) / dt)
+        if self.shortest < 1:
+            raise ValueError(f'a sampling period of {period * 1e3:g} ms minus '
+                             f'{timing.period_jitter * 1e3:g} ms of jitter is shorter than one '
+                             f'physics step ({dt * 1e3:g} ms)')
+        self._rng = np.random.default_rng(seed)
+        self._next = 0
+        self._held = None
+
+    def due(self, step: int) -> bool:
+        """Whether the driver samples at physics step `step`."""
+        if step < self._next:
+            return False
+        self._next = step + int(self._rng.integers(self.shortest, self.longest + 1))
+        return True
+
+    def release(self, sample) -> list:
+        """The samples that leave once `sample` is taken, in order: usually [sample]; none
+        when it is held back; [sample, held] right after one was."""
+        held, self._held = self._held, None
+        if held is None and self._rng.random() < self.timing.reorder_probability:
+            self._held = sample
+            return []
+        return [sample] if held is None else [sample, held]
