@@ -33,8 +33,9 @@ from contact_estimation.core.ft_contact import (SURFACE_MODELS, BaseWrenchCompen
 from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
 from contact_estimation.core.residual import make_residual
 from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.sim_cobot import (DEFAULT_FRICTION, PointForce, Scenario,
-                                               SimConfig, SimulatedCobot)
+from contact_estimation.core.sim.cobot import SimulatedCobot
+from contact_estimation.core.sim.config import DEFAULT_FRICTION, SimConfig
+from contact_estimation.core.sim.scenario import PointForce, Scenario
 from contact_estimation.core.surfaces import LinkSurfaces
 from contact_estimation.core.trajectory import make_trajectory
 
