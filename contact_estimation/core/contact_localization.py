@@ -112,16 +112,25 @@ def extended_wrench(joints: np.ndarray, tau: np.ndarray, reference: np.ndarray
     """Least-squares W = [F_x, F_y, τ_z] at `reference` from the first k torques (seed 000 eq. 10).
 
     joints: B×k×2 joint axis positions, tau: B×k, reference: B×2 (the point p⁰). Returns W
-    (B×3), the residual ‖J^wᵀW − τ‖ (B) and whether J^w has rank 3 (B); rank < 3 (k < 3 or a
-    singular pose) leaves W the minimum-norm solution, not the force (statement 2).
+    (B×3), the residual ‖J^wᵀW − τ‖ (B) and whether J^w has rank 3 (B); rank < 3 leaves W
+    the minimum-norm solution, not the force (statement 2), and k < 3 no W at all (zeros:
+    k ≤ 2 equations in 3 unknowns always have an exact solution).
     """
+    if joints.shape[1] < 3:
+        return np.zeros((len(tau), 3)), np.zeros(len(tau)), np.zeros(len(tau), dtype=bool)
     # Rows of J^wᵀ, eq. 9: [−(y⁰ − y_i), x⁰ − x_i, 1].
     rows = np.concatenate([point_jacobians_t(joints, reference),
                            np.ones(joints.shape[:2] + (1,))], axis=-1)
-    u, s, vt = np.linalg.svd(rows, full_matrices=False)
-    full_rank = (s.shape[-1] == 3) & (s[:, -1] > _RANK_TOLERANCE * s[:, 0])
-    inverse = np.where(s > _RANK_TOLERANCE * s[:, :1], 1.0 / np.where(s > 0, s, 1.0), 0.0)
-    wrench = np.einsum('bji,bj,bkj,bk->bi', vt, inverse, u, tau)
+    # Normal equations (3×3 per case): far faster than an SVD per case; the rare rank-deficient
+    # case is solved by the pseudo-inverse.
+    gram = np.einsum('bki,bkj->bij', rows, rows)
+    scale = np.trace(gram, axis1=1, axis2=2) / 3
+    full_rank = np.abs(np.linalg.det(gram)) > _RANK_TOLERANCE * scale ** 3
+    wrench = np.zeros((len(tau), 3))
+    moments = np.einsum('bki,bk->bi', rows, tau)
+    wrench[full_rank] = np.linalg.solve(gram[full_rank], moments[full_rank, :, None])[..., 0]
+    deficient = ~full_rank
+    wrench[deficient] = np.einsum('bik,bk->bi', np.linalg.pinv(rows[deficient]), tau[deficient])
     residual = np.linalg.norm(np.einsum('bki,bi->bk', rows, wrench) - tau, axis=1)
     return wrench, residual, full_rank
 
@@ -174,18 +183,18 @@ def force_at_point(joints: np.ndarray, tau: np.ndarray, point: np.ndarray) -> np
     return np.einsum('bik,bk->bi', np.linalg.pinv(point_jacobians_t(joints, point)), tau)
 
 
-def link_range(tau: np.ndarray, joints: np.ndarray, delta_tau: float,
+def link_range(tau: np.ndarray, head_residuals: np.ndarray, delta_tau: float,
                delta_w: float) -> tuple[np.ndarray, np.ndarray]:
     """k_min and k_max (0-based, B each; -1 when no torque reaches δ_τ), seed 000 eq. 13.
 
     k_min: the last joint with |τ_i| ≥ δ_τ (eq. 13.1). k_max: the last i whose first i
-    equations a wrench still explains within δ_w, with p* = p^i, the axis of joint i (eq. 13.2).
+    equations a wrench still explains within δ_w (eq. 13.2); head_residuals (B×n) holds, for
+    each i, the residual of `extended_wrench` over the first i torques with p* = p^i.
     """
     loaded = np.abs(tau) >= delta_tau
     n = tau.shape[1]
     k_min = np.where(loaded.any(axis=1), n - 1 - np.argmax(loaded[:, ::-1], axis=1), -1)
-    consistent = np.stack([extended_wrench(joints[:, :i + 1], tau[:, :i + 1], joints[:, i])[1]
-                           <= delta_w for i in range(n)], axis=1)
+    consistent = head_residuals <= delta_w
     k_max = n - 1 - np.argmax(consistent[:, ::-1], axis=1)  # i = 0 … 2 always consistent
     return k_min, np.where(k_min >= 0, k_max, -1)
 
@@ -210,23 +219,32 @@ def solve_planar(joints: np.ndarray, tau: np.ndarray, vertices: np.ndarray,
     """
     count, n = tau.shape
     rows = np.arange(count)
-    k_min, k_max = link_range(tau, joints, delta_tau, delta_w)
-    in_range = (np.arange(n) >= k_min[:, None]) & (np.arange(n) <= k_max[:, None])
-
     forces = np.zeros((count, n, 2))
     identified = np.zeros((count, n), dtype=bool)
-    residuals = np.full((count, n), np.inf)
-    candidates = np.zeros(vertices.shape[:3], dtype=bool)
-    points = np.zeros(vertices.shape)
+    head_residuals = np.zeros((count, n))
+    lines = np.zeros((count, n, 3))
     for k in range(n):
+        # p⁰ = joint k: the same system gives eq. 13.2's test and link k's line.
         reference = joints[:, k]
-        wrench, residual, full_rank = extended_wrench(joints[:, :k + 1], tau[:, :k + 1], reference)
-        forces[:, k], identified[:, k] = wrench[:, :2], full_rank
-        # Over all n joints: the joints beyond link k must carry no torque.
-        residuals[:, k] = np.hypot(residual, np.linalg.norm(tau[:, k + 1:], axis=1))
-        points[:, k], crosses = contour_crossings(line_of_action(wrench, reference), vertices[:, k])
-        inward = in_friction_cone(wrench[:, None, :2], -normals[:, k], mu)
-        candidates[:, k] = crosses & inward & (full_rank & in_range[:, k])[:, None]
+        wrench, head_residuals[:, k], identified[:, k] = extended_wrench(
+            joints[:, :k + 1], tau[:, :k + 1], reference)
+        forces[:, k] = wrench[:, :2]
+        lines[:, k] = line_of_action(wrench, reference)
+    k_min, k_max = link_range(tau, head_residuals, delta_tau, delta_w)
+    in_range = (np.arange(n) >= k_min[:, None]) & (np.arange(n) <= k_max[:, None])
+    # Over all n joints: the joints beyond link k must carry no torque.
+    beyond = np.sqrt(np.cumsum((tau ** 2)[:, ::-1], axis=1)[:, ::-1])
+    residuals = np.hypot(head_residuals, np.column_stack([beyond[:, 1:], np.zeros(count)]))
+    # Eqs. 2 and 6 for the links that can hold the contact (usually one or two of n).
+    points = np.full(vertices.shape, np.nan)
+    candidates = np.zeros(vertices.shape[:3], dtype=bool)
+    pairs = np.flatnonzero(identified & in_range)
+    flat_points, flat_candidates = points.reshape(-1, *vertices.shape[2:]), candidates.reshape(
+        -1, vertices.shape[2])
+    flat_points[pairs], crosses = contour_crossings(lines.reshape(-1, 3)[pairs],
+                                                    vertices.reshape(-1, *vertices.shape[2:])[pairs])
+    flat_candidates[pairs] = crosses & in_friction_cone(
+        forces.reshape(-1, 2)[pairs, None, :], -normals.reshape(-1, *normals.shape[2:])[pairs], mu)
 
     sees = np.zeros(count, dtype=bool) if obstacle is None else np.isfinite(obstacle).all(axis=1)
     sensor_link = np.full(count, -1)
@@ -434,10 +452,11 @@ class ContactLocalizer:
     force within the friction cone and its residual ‖τ − J(p)ᵀF‖ over all joints; the samples
     within δ_w are the ambiguity. The best samples, and where the link's Jacobian has rank 6
     the entry point of the wrench's line of action into the link's mesh (eqs. 10-12 in 3D),
-    are refined on the surface by Gauss-Newton. With a cloud (`LinkProximity`) the link of
-    the range nearest an obstacle (within `contact_distance`) is the link (seed 000 §5) and
-    the obstacle's point on it a prior of spread `prior_radius`; when no point of that link
-    explains τ, the point is the cloud's and the force the torques' at it.
+    are refined on the surface by Gauss-Newton. With a cloud (`LinkProximity`), the obstacle's
+    point on each link of the range within `contact_distance` of it is a prior of spread
+    `prior_radius` (seed 000 §5 picks the link nearest the cloud; the prior weighs that
+    against the torques' fit); when no point explains τ, the point is the cloud's on the
+    nearest link and the force the torques' at it (the seed's fallback).
 
     mu: friction coefficient (eq. 6); normal_slack (rad): widens the cone by the error of a
     mesh facet's normal against the curved surface it stands for; delta_tau, delta_w (N·m):
@@ -489,10 +508,8 @@ class ContactLocalizer:
         span = (self.robot.joint_links[k_min], self.robot.joint_links[max(k_min, k_max)])
         in_range = (self.link_joint >= k_min) & (self.link_joint <= max(k_min, k_max))
         jacobians = np.array([jacobian[link] for link in self.links])
-        sensor_link, prior = self._sensor_link(proximity, in_range)
-        chosen = (self._sample_link == sensor_link if sensor_link >= 0
-                  else in_range[self._sample_link])
-        samples = np.flatnonzero(chosen)
+        priors, nearest = self._priors(proximity, in_range)
+        samples = np.flatnonzero(in_range[self._sample_link])
         owner = self._sample_link[samples]
         points, inward = self._points[samples], self._inward[samples]
         forces, residuals = fit_forces(torque_maps(jacobians[owner], points), tau, inward,
@@ -505,22 +522,22 @@ class ContactLocalizer:
                       + origins[owner[explained]])
         candidate_links = [self.links[i] for i in owner[explained]]
 
-        cost = self._cost(residuals, points, prior)
+        cost = self._cost(residuals, points, priors, owner)
         seeds = samples[np.argsort(cost)[:self.refine]]
-        seed_links, seed_points = self._sample_link[seeds], self._points[seeds]
-        line_links, line_points = self._line_hits(tau, jacobians, in_range, sensor_link)
+        line_links, line_points = self._line_hits(tau, jacobians, in_range)
         link, point, force, residual = self._refine(
-            tau, jacobians, np.concatenate([seed_links, line_links]),
-            np.vstack([seed_points, line_points]), prior)
+            tau, jacobians, np.concatenate([self._sample_link[seeds], line_links]),
+            np.vstack([self._points[seeds], line_points]), priors)
 
-        source = SOURCE_TORQUE_LIDAR if sensor_link >= 0 else SOURCE_TORQUE
+        source = SOURCE_TORQUE_LIDAR if nearest >= 0 else SOURCE_TORQUE
         if residual > self.delta_w:
-            if sensor_link < 0:
+            if nearest < 0:
                 return ContactEstimate(None, None, None, None, None, span, SOURCE_NONE,
                                        residual, False, candidates, candidate_links,
                                        f'inconsistent with one point contact: the best '
                                        f'residual {residual:.3g} N·m exceeds delta_w')
-            link, point, source = sensor_link, prior, SOURCE_LIDAR_FALLBACK
+            # Seed 000's fallback: the point from the cloud, the force from the torques.
+            link, point, source = nearest, priors[nearest], SOURCE_LIDAR_FALLBACK
             inward = self._onto_surface(np.array([link]), point[None])[1]
             force, fit = fit_forces(torque_maps(jacobians[[link]], point[None]), tau, inward,
                                     self.mu)
@@ -531,33 +548,39 @@ class ContactLocalizer:
                                residual <= self.delta_w, candidates, candidate_links)
 
     # ------------------------------------------------------------------ pieces
-    def _sensor_link(self, proximity: LinkProximity | None,
-                     in_range: np.ndarray) -> tuple[int, np.ndarray | None]:
-        """The link of the range nearest an obstacle within `contact_distance` (-1: none) and
-        the obstacle's point on it (link frame)."""
+    def _priors(self, proximity: LinkProximity | None,
+                in_range: np.ndarray) -> tuple[np.ndarray | None, int]:
+        """Per link (L×3, link frame; NaN rows: none) the cloud's obstacle point on the links
+        of the range with an obstacle within `contact_distance`, and the nearest such link
+        (seed 000's k*; -1 when none, and then None for the priors)."""
         if proximity is None:
-            return -1, None
+            return None, -1
         distance = np.asarray(proximity.distance)[self._surface_index]
-        distance = np.where(in_range & (distance <= self.contact_distance), distance, np.inf)
-        if not np.isfinite(distance).any():
-            return -1, None
-        link = int(np.argmin(distance))
-        return link, np.asarray(proximity.surface_point)[self._surface_index[link]]
+        near = in_range & (distance <= self.contact_distance)
+        if not near.any():
+            return None, -1
+        priors = np.where(near[:, None], np.asarray(proximity.surface_point)[self._surface_index],
+                          np.nan)
+        return priors, int(np.argmin(np.where(near, distance, np.inf)))
 
-    def _cost(self, residuals: np.ndarray, points: np.ndarray, prior: np.ndarray | None):
-        """(r/δ_w)² plus, with a cloud, (‖p − prior‖/prior_radius)²: the negative log
-        posterior up to constants."""
+    def _cost(self, residuals: np.ndarray, points: np.ndarray, priors: np.ndarray | None,
+              links: np.ndarray) -> np.ndarray:
+        """(r/δ_w)² plus, with a cloud, (‖p − prior‖/prior_radius)², prior = the obstacle's
+        point on the sample's link: the negative log posterior up to constants. A link the
+        cloud sees no obstacle next to costs as if its prior were `contact_distance` away
+        (the seed picks the link nearest the cloud; this lets strong torque evidence win)."""
         cost = (residuals / self.delta_w) ** 2
-        if prior is not None:
-            cost = cost + np.sum((points - prior) ** 2, axis=1) / self.prior_radius ** 2
-        return cost
+        if priors is None:
+            return cost
+        gap = np.linalg.norm(points - priors[links], axis=1)
+        gap = np.where(np.isfinite(gap), gap, self.contact_distance)
+        return cost + (gap / self.prior_radius) ** 2
 
-    def _line_hits(self, tau, jacobians, in_range, sensor_link) -> tuple[np.ndarray, np.ndarray]:
+    def _line_hits(self, tau, jacobians, in_range) -> tuple[np.ndarray, np.ndarray]:
         """Where the wrench's line of action enters each candidate link whose Jacobian has
         rank 6 (the wrench is identifiable, seed 000 statement 2 in 3D), link frames."""
         links, points = [], []
-        allowed = [sensor_link] if sensor_link >= 0 else np.flatnonzero(in_range)
-        for link in allowed:
+        for link in np.flatnonzero(in_range):
             head = jacobians[link][:, :self.link_joint[link] + 1].T
             if head.shape[0] < 6 or np.linalg.matrix_rank(head) < 6:
                 continue
@@ -576,7 +599,7 @@ class ContactLocalizer:
             points.extend(start + np.outer(distance[entering], direction))
         return np.array(links, dtype=int), np.array(points).reshape(-1, 3)
 
-    def _refine(self, tau, jacobians, links, points, prior):
+    def _refine(self, tau, jacobians, links, points, priors):
         """Gauss-Newton on the surface for the point and force of every start at once: the
         point slides in the tangent plane of its start (at most `slide` from it), then drops
         onto the mesh. Returns the best of the starts and their refinements: link, point,
@@ -594,10 +617,12 @@ class ContactLocalizer:
             # ∂(J(p)ᵀF)/∂p = J_ωᵀ ∂(p × F)/∂p = −J_ωᵀ[F]×, along the tangent plane.
             along = -np.einsum('kin,kij,kjl->knl', jac[:, 3:], _skew_many(force), basis)
             rows = weight * np.concatenate([along, maps], axis=2)       # k×n×5
-            if prior is not None:
+            if priors is not None:
+                prior = priors[links]
+                seen = np.isfinite(prior[:, :1]) / self.prior_radius   # 0: no prior there
                 prior_rows = np.concatenate([basis, np.zeros((len(links), 3, 3))], axis=2)
-                error = np.concatenate([error, (prior - moved) / self.prior_radius], axis=1)
-                rows = np.concatenate([rows, prior_rows / self.prior_radius], axis=1)
+                error = np.concatenate([error, seen * np.nan_to_num(prior - moved)], axis=1)
+                rows = np.concatenate([rows, seen[..., None] * prior_rows], axis=1)
             normal = np.einsum('kni,knj->kij', rows, rows) + _DAMPING * np.eye(5)
             step = np.linalg.solve(normal, np.einsum('kni,kn->ki', rows, error)[..., None])[..., 0]
             offset += step[:, :2]
@@ -610,7 +635,7 @@ class ContactLocalizer:
         points = np.vstack([points, moved])
         force, residual = fit_forces(torque_maps(jacobians[links], points), tau,
                                      np.vstack([inward, inward_moved]), self.mu)
-        best = int(np.argmin(self._cost(residual, points, prior)))
+        best = int(np.argmin(self._cost(residual, points, priors, links)))
         return links[best], points[best], force[best], float(residual[best])
 
     def _onto_surface(self, links, points) -> tuple[np.ndarray, np.ndarray]:
