@@ -8,7 +8,7 @@ import pytest
 
 from contact_estimation.core.proximity import (
     CLUSTERS, COCO_17, SKELETON, HumanModel, ProximityConfig, ProximityConfigError,
-    ProximityMonitor, SegmentPart, cluster_spheres)
+    ProximityMonitor, SegmentPart, cluster_spheres, standing_skeleton)
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.surfaces import LinkSurfaces
 
@@ -42,21 +42,8 @@ def verdict(surfaces, config, q, velocity, clusters=None, keypoints=None, t=0.0)
 
 
 def person(centre, yaw=0.0, right_wrist=None):
-    """COCO-17 keypoints of a person standing at `centre` (shoulder height), facing −x turned by
-    `yaw`, both arms reaching 0.5 m forward at shoulder height; optionally the right wrist
-    moved (the elbow stays)."""
-    local = {
-        'nose': (-0.1, 0, 0.22), 'left_eye': (-0.08, -0.03, 0.27), 'right_eye': (-0.08, 0.03, 0.27),
-        'left_ear': (0, -0.08, 0.25), 'right_ear': (0, 0.08, 0.25),
-        'left_shoulder': (0, -0.2, 0), 'right_shoulder': (0, 0.2, 0),
-        'left_elbow': (-0.25, -0.2, 0), 'right_elbow': (-0.25, 0.2, 0),
-        'left_wrist': (-0.5, -0.2, 0), 'right_wrist': (-0.5, 0.2, 0),
-        'left_hip': (0, -0.15, -0.5), 'right_hip': (0, 0.15, -0.5),
-        'left_knee': (0, -0.15, -0.95), 'right_knee': (0, 0.15, -0.95),
-        'left_ankle': (0, -0.15, -1.4), 'right_ankle': (0, 0.15, -1.4)}
-    c, s = np.cos(yaw), np.sin(yaw)
-    turn = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
-    points = np.array([turn @ local[name] for name in COCO_17]) + centre
+    """A standing person (`standing_skeleton`), optionally with the right wrist moved."""
+    points = standing_skeleton(centre, yaw)
     if right_wrist is not None:
         points[COCO_17.index('right_wrist')] = right_wrist
     return points
@@ -85,8 +72,10 @@ def test_a_point_at_a_known_distance_from_the_tip(planar, gap):
 
 def test_link_distances_match_the_nearest_sphere_of_each_link(planar):
     q = np.array([0.3, -0.8, 1.1, 0.2])
-    point = np.array([0.6, 0.7, 0.1])
-    result = verdict(planar, BARE, q, STILL, clusters=[point[None, :]])
+    centres, radii = planar.spheres('link1')
+    rotation, origin = planar.robot.link_pose(q, 'link1')
+    point = rotation @ centres[len(radii) // 2] + origin + [0, 0, radii[len(radii) // 2] + 0.05]
+    result = verdict(planar, replace(BARE, report_range=5.0), q, STILL, clusters=[point[None, :]])
     for k, link in enumerate(result.link_names):
         centres, radii = planar.spheres(link)
         rotation, origin = planar.robot.link_pose(q, link)
@@ -95,6 +84,13 @@ def test_link_distances_match_the_nearest_sphere_of_each_link(planar):
     distance, link = planar.sphere_distance(q, point[None, :])
     assert result.body_distance[0] == pytest.approx(distance[0], abs=1e-9)
     assert result.body_link == [planar.links[link[0]]]
+    # Beyond the watched range (here 0.5 m + the slowdown band) distances are not computed.
+    short = verdict(planar, replace(BARE, report_range=0.0, slowdown_distance=0.1,
+                                    release_distance=0.0), q, STILL, clusters=[point[None, :]])
+    near, far = result.link_distance <= 0.1, result.link_distance > 0.1 + 0.2  # 0.2 > 2 radii
+    assert near.any() and far.any()
+    assert short.link_distance[near] == pytest.approx(result.link_distance[near])
+    assert np.all(np.isinf(short.link_distance[far]))
 
 
 def test_trunk_box_distance_matches_an_independent_box(planar):

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-from scipy.spatial.distance import cdist
+from scipy.spatial import cKDTree
 
 from contact_estimation.core.surfaces import LinkSurfaces
 
@@ -225,6 +225,26 @@ def _keypoints_of(part: SegmentPart | BoxPart) -> tuple[str, ...]:
     return (part.start + part.end) if isinstance(part, SegmentPart) else (part.top + part.bottom)
 
 
+def standing_skeleton(centre, yaw: float = 0.0, reach: float = 0.5) -> np.ndarray:
+    """COCO-17 keypoints (17×3, base frame) of an adult standing with the shoulders' midpoint
+    at `centre`, facing −x turned by `yaw` (rad, about z), both arms straight forward at
+    shoulder height over `reach` (m): a known person for simulations, tests and benchmarks."""
+    half = reach / 2
+    local = {
+        'nose': (-0.1, 0, 0.22), 'left_eye': (-0.08, -0.03, 0.27),
+        'right_eye': (-0.08, 0.03, 0.27), 'left_ear': (0, -0.08, 0.25),
+        'right_ear': (0, 0.08, 0.25), 'left_shoulder': (0, -0.2, 0),
+        'right_shoulder': (0, 0.2, 0), 'left_elbow': (-half, -0.2, 0),
+        'right_elbow': (-half, 0.2, 0), 'left_wrist': (-reach, -0.2, 0),
+        'right_wrist': (-reach, 0.2, 0), 'left_hip': (0, -0.15, -0.5),
+        'right_hip': (0, 0.15, -0.5), 'left_knee': (0, -0.15, -0.95),
+        'right_knee': (0, 0.15, -0.95), 'left_ankle': (0, -0.15, -1.4),
+        'right_ankle': (0, 0.15, -1.4)}
+    c, s = np.cos(yaw), np.sin(yaw)
+    turn = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    return np.array([local[name] for name in COCO_17]) @ turn.T + np.asarray(centre, dtype=float)
+
+
 # ------------------------------------------------------------------------ lidar objects
 def cluster_spheres(points, voxel_size: float) -> tuple[np.ndarray, np.ndarray]:
     """Spheres enclosing a cluster of points (N×3, base frame): one per occupied voxel of side
@@ -234,15 +254,15 @@ def cluster_spheres(points, voxel_size: float) -> tuple[np.ndarray, np.ndarray]:
     points = points[np.isfinite(points).all(axis=1)]
     if not len(points):
         return np.zeros((0, 3)), np.zeros(0)
-    _, voxel, counts = np.unique(np.floor(points / voxel_size).astype(np.int64), axis=0,
-                                 return_inverse=True, return_counts=True)
-    voxel = voxel.ravel()
-    centres = np.zeros((len(counts), 3))
-    np.add.at(centres, voxel, points)
+    cells = np.floor(points / voxel_size).astype(np.int64)
+    cells -= cells.min(axis=0)
+    key = np.ravel_multi_index(cells.T, cells.max(axis=0) + 1)
+    _, voxel, counts = np.unique(key, return_inverse=True, return_counts=True)
+    centres = np.column_stack([np.bincount(voxel, points[:, k]) for k in range(3)])
     centres /= counts[:, None]
-    radii = np.zeros(len(counts))
-    np.maximum.at(radii, voxel, np.linalg.norm(points - centres[voxel], axis=1))
-    return centres, radii
+    order = np.argsort(voxel, kind='stable')
+    reach = np.linalg.norm(points[order] - centres[voxel[order]], axis=1)
+    return centres, np.maximum.reduceat(reach, np.cumsum(counts) - counts)
 
 
 # ------------------------------------------------------------------------ monitor
@@ -262,6 +282,7 @@ class ProximityConfig:
     recovery_rate: float = 1.0       # 1/s: the speed scale rises at most this fast
     body_timeout: float = 0.3        # s: skeleton or clusters older than this are stale
     voxel_size: float = 0.05         # m: lidar cluster → spheres (`cluster_spheres`)
+    report_range: float = 0.5        # m: distances are exact at least this far (see _check)
 
     def __post_init__(self):
         for name, value in vars(self).items():
@@ -322,6 +343,8 @@ class _BodySet:
         self.box_rotation = np.array([self.bodies[k].box_rotation for k in boxes]).reshape(-1, 3, 3)
         self.box_centre = np.array([self.bodies[k].box_centre for k in boxes]).reshape(-1, 3)
         self.box_half = np.array([self.bodies[k].box_half_extents for k in boxes]).reshape(-1, 3)
+        self.tree = cKDTree(self.centres)
+        self.largest_radius = float(np.max(self.radii, initial=0.0))
 
 
 class ProximityMonitor:
@@ -489,52 +512,49 @@ class _Check:
 
 def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_link: np.ndarray,
            link_count: int, bodies: _BodySet, config: ProximityConfig, body_speed: float) -> _Check:
-    """Seed 002's test between the robot's spheres (rows) and every body element (columns: the
-    bodies' spheres, then their boxes), all pairs at once, with the protective distance.
+    """Seed 002's test between the robot's spheres and every body element (sphere or box), with
+    the protective distance, all pairs at once.
 
-    The directional speed term needs a unit vector per pair; it is computed only for pairs
-    whose margin could fall below slowdown_distance + release_distance at the robot sphere's
-    full speed. Every other pair keeps that lower bound of its margin, which is past both
-    thresholds, so no decision changes.
+    Only pairs within the watched range can change a decision: those whose surface distance is
+    at most W = max(report_range, largest S_p + slowdown_distance + release_distance). A
+    KD-tree of the bodies' sphere centres (built once per skeleton or scan) gives every pair
+    whose centres are within W + the two largest radii, so no such pair is missed; boxes are
+    few and always checked. Distances are therefore exact up to W and inf beyond it.
     """
     robot_time = config.reaction_time + config.stopping_time / 2  # v_r T_r + B, B = v_r T_s / 2
     static = (body_speed * (config.reaction_time + config.stopping_time)
               + config.intrusion_distance + config.position_uncertainty)
-    centre_distance = cdist(centres, bodies.centres)                     # M × spheres
-    box_distance, box_direction = _box_distance(centres, bodies)         # M × boxes (× 3)
-    distance = np.hstack([centre_distance - radii[:, None] - bodies.radii[None, :],
-                          box_distance - radii[:, None]])
-    column_body = np.concatenate([bodies.sphere_body, bodies.box_body])
-
     speed = np.linalg.norm(velocity, axis=1)
-    margin = distance - static - speed[:, None] * robot_time            # lower bound
-    rows, cols = np.nonzero(margin < config.slowdown_distance + config.release_distance)
-    on_sphere = cols < len(bodies.radii)
-    direction = np.empty((len(rows), 3))
-    i, j = rows[on_sphere], cols[on_sphere]
-    direction[on_sphere] = ((bodies.centres[j] - centres[i])
-                            / np.maximum(centre_distance[i, j], 1e-12)[:, None])
-    direction[~on_sphere] = box_direction[rows[~on_sphere], cols[~on_sphere] - len(bodies.radii)]
-    approach = np.maximum(np.einsum('ij,ij->i', velocity[rows], direction), 0.0)
-    margin[rows, cols] = distance[rows, cols] - static - approach * robot_time
+    watched = max(config.report_range, static + speed.max() * robot_time
+                  + config.slowdown_distance + config.release_distance)
+    pairs = cKDTree(centres).sparse_distance_matrix(
+        bodies.tree, watched + radii.max() + bodies.largest_radius, output_type='ndarray')
+    sphere_row, column, between = (np.ascontiguousarray(pairs[k]) for k in ('i', 'j', 'v'))
+    box_distance, box_direction = _box_distance(centres, bodies)          # M × boxes (× 3)
+    box_row, box = np.indices(box_distance.shape).reshape(2, -1)          # every box pair
+    row = np.concatenate([sphere_row, box_row])
+    body = np.concatenate([bodies.sphere_body[column], bodies.box_body[box]])
+    distance = np.concatenate([between - radii[sphere_row] - bodies.radii[column],
+                               box_distance[box_row, box] - radii[box_row]])
+    direction = np.vstack([(bodies.centres[column] - centres[sphere_row])
+                           / np.maximum(between, 1e-12)[:, None],
+                           box_direction[box_row, box]])
+    approach = np.maximum(np.einsum('ij,ij->i', velocity[row], direction), 0.0)
+    margin = distance - static - approach * robot_time
 
     count = len(bodies.names)
     result = _Check(np.full(count, np.inf), np.full(count, np.inf), np.full(count, np.nan),
-                    np.full(count, -1), np.full(link_count, np.inf),
-                    distance.min(axis=1, initial=np.inf))
+                    np.full(count, -1), np.full(link_count, np.inf), np.full(len(radii), np.inf))
+    np.minimum.at(result.sphere_distance, row, distance)
     np.minimum.at(result.link_distance, sphere_link, result.sphere_distance)
-    if not distance.shape[1]:
-        return result
-    row_of_column = np.argmin(margin, axis=0)
-    column_margin = margin[row_of_column, np.arange(margin.shape[1])]
-    np.minimum.at(result.margin, column_body, column_margin)
-    np.minimum.at(result.body_distance, column_body, distance.min(axis=0))
-    # The pair deciding each body's margin: its column of lowest margin, and that column's row.
-    order = np.lexsort((column_margin, column_body))
-    first = order[np.r_[True, np.diff(column_body[order]) != 0]]
-    body, row = column_body[first], row_of_column[first]
-    result.body_protective[body] = distance[row, first] - column_margin[first]
-    result.body_link[body] = sphere_link[row]
+    np.minimum.at(result.margin, body, margin)
+    np.minimum.at(result.body_distance, body, distance)
+    # The pair deciding each body's margin: one that attains it.
+    deciding = np.flatnonzero(margin == result.margin[body])
+    decided, first = np.unique(body[deciding], return_index=True)
+    first = deciding[first]
+    result.body_protective[decided] = distance[first] - margin[first]
+    result.body_link[decided] = sphere_link[row[first]]
     return result
 
 
