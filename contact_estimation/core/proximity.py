@@ -38,8 +38,9 @@ left. It inflates the radii for a pre-contact buffer. Here:
   is below 1.
 
 Inputs are arrays in the robot's base frame (REP 103, metres, seconds; t is the stamp of the
-input on one clock). Sphere pairs are checked all at once (one distance matrix), not pair by
-pair; only pairs near enough to matter get the directional speed term.
+input on one clock). Sphere pairs are checked all at once, not pair by pair: a KD-tree of the
+bodies' spheres (built once per skeleton or scan) yields every pair within the watched range
+(`_check`), and the margins of those pairs are computed as arrays.
 """
 from __future__ import annotations
 
@@ -296,7 +297,8 @@ class ProximityConfig:
 class ProximityResult:
     """The monitor's verdict at time `t`. Per-body arrays follow `body_names`, per-link arrays
     `link_names`; distances are between sphere (or box) surfaces, m, negative where they
-    overlap, inf with nothing around, NaN when unknown (a `problem`)."""
+    overlap, exact up to the watched range (at least `report_range`), inf beyond it, NaN when
+    unknown (a `problem`)."""
 
     t: float
     stop: bool                      # the robot's signal (seed 002: 1 stop, 0 go on)
