@@ -272,7 +272,7 @@ def test_hard_margin_below_the_soft_margin_is_refused(panda):
 
 
 def test_gap_is_a_warning_and_restarts_the_velocity_estimate(panda):
-    conditioner = JointStateConditioner.for_robot(panda, window=5, gap_threshold=0.02)
+    conditioner = JointStateConditioner.for_robot(panda, velocity_window=4 * DT, gap_threshold=0.02)
     q = home(panda)
     for k in range(5):
         result = receive(conditioner, T0 + k * DT, *full_message(panda, q + 0.001 * k))
@@ -393,7 +393,7 @@ def test_transmission_refuses_bad_constants(constants, ratios):
 # ---------------------------------------------------------------- derivatives
 def test_missing_velocity_is_estimated_once_the_window_is_full(panda):
     window = 10
-    conditioner = JointStateConditioner.for_robot(panda, window=window)
+    conditioner = JointStateConditioner.for_robot(panda, velocity_window=(window - 1) * DT)
     q0, rate = home(panda), np.linspace(-0.5, 0.5, panda.n)
     samples = [receive(conditioner, T0 + k * DT, *full_message(panda, q0 + rate * k * DT)).sample
                for k in range(window)]
@@ -405,7 +405,7 @@ def test_velocity_estimate_never_mixes_in_samples_from_before_a_measured_stretch
     """Position only, then velocity measured for a while, then position only again (at a new
     rate): the estimate restarts instead of fitting across the measured stretch."""
     window = 5
-    conditioner = JointStateConditioner.for_robot(panda, window=window)
+    conditioner = JointStateConditioner.for_robot(panda, velocity_window=(window - 1) * DT)
     q0 = home(panda)
     for k in range(10):
         receive(conditioner, T0 + k * DT, *full_message(panda, q0 + 0.3 * k * DT))

@@ -206,7 +206,7 @@ def test_identified_model_replaces_gravity_and_friction(panda, tmp_path):
                                1.1 * panda.gravity(q) + 2.0 * v, atol=1e-9)
     # inverse dynamics: URDF inertia, identified gravity
     a = np.linspace(-1, 1, panda.n)
-    rnea = make_residual('rnea', panda, identified, derivative_window=3)
+    rnea = make_residual('rnea', panda, identified, acceleration_window=0.02)
     for t in (0.0, 0.01, 0.02):  # constant acceleration: the fit is exact
         q_t, v_t = q + v * t + 0.5 * a * t ** 2, v + a * t
         out = rnea.update(t, q_t, v_t, np.zeros(panda.n))

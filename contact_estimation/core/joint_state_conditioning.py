@@ -50,9 +50,10 @@ DEFAULTS = {
     'positions_are_motor_side': False,
     'torque_constants': (1.0,),     # k_m, N·m/A: one value for all joints or one per joint
     'gear_ratios': (1.0,),          # G_m, motor turns per joint turn
-    'velocity_filter.window': 20,   # samples of the velocity fit
+    # Times in seconds, not samples, so that they mean the same at 1 kHz and at 100 Hz.
+    'velocity_filter.window_duration': 0.02,  # s of samples in the velocity fit (at least 3)
     'merge_window': 0.001,          # s
-    'gap_threshold': 0.02,          # s
+    'gap_threshold': 0.05,          # s; 5 periods at 100 Hz: one lost message is no gap
     'input_timeout': 0.05,          # s; also how long stamps go back before a new time base
     'max_future': 1.0,              # s
     'limit_margin': 0.05,           # rad or m
@@ -80,6 +81,9 @@ TIME_RESET = 'time_reset'
 
 # Kinds that do not stop the sample from going out.
 WARNINGS = frozenset({GAP, OUT_OF_LIMITS, TIME_RESET})
+# Dropped samples that real drivers give now and then (reordered or repeated on the way):
+# worth a warning, not an error.
+TIMING_DROPS = frozenset({OUT_OF_ORDER_STAMP, REPEATED_STAMP})
 
 Problem = tuple[str, str]
 
@@ -88,9 +92,12 @@ class DerivativeEstimator:
     """Velocity and acceleration of a sampled signal: a causal least-squares quadratic fit.
 
     Each `update(t, q)` fits q(τ) = c₀ + c₁τ + c₂τ² (τ = time before the newest sample) to the
-    last `window` samples, per joint, by least squares on their true timestamps, and returns
+    samples of its window, per joint, by least squares on their true timestamps, and returns
     q̇ = c₁ and q̈ = 2c₂ at the newest sample: a Savitzky–Golay differentiator generalised to
-    uneven time steps.
+    uneven time steps. The window is the last `window` samples or, given `duration`, the
+    samples of the last `duration` seconds (at least 3, however slow the input): the
+    latter means the same filter at any rate (0.02 s: 21 samples at 1 kHz, 3 at 100 Hz), which
+    is how the nodes use it.
 
     Why this filter rather than an alpha-beta-gamma (steady-state Kalman) filter: at 1 kHz, on
     a 0.5 rad sinusoid of 0.5–2 Hz with 1e-5 rad encoder noise, both reach the same error
@@ -99,65 +106,158 @@ class DerivativeEstimator:
     - is exact for motions up to constant acceleration, so velocity has no steady-state lag;
     - uses the real timestamps, so dropped or jittered messages cost nothing (a fixed-gain
       alpha-beta-gamma filter assumes a constant period);
-    - has finite memory: a start-up transient or an outlier is gone after `window` samples;
-    - has one knob, the window, whose effect is plain: velocity noise falls as window^-1.5,
-      acceleration noise as window^-2.5; the acceleration is the mean over the window, so it
-      lags by (window − 1)/2 samples (≈ 10 ms for the default 20 at 1 kHz), velocity by none.
+    - has finite memory: a start-up transient or an outlier is gone after one window;
+    - has one knob, the window, whose effect is plain: velocity noise falls as
+      samples^-1.5, acceleration noise as samples^-2.5; the acceleration is the mean over the
+      window, so it lags by half the window (≈ 10 ms for 0.02 s), velocity by none.
     Until the window has filled once (`ready`), the fit uses the samples it has, with a lower
     degree for fewer than 3 (one sample: zero velocity and acceleration).
     """
 
     DEGREE = 2
 
-    def __init__(self, window: int = 20):
-        if window < self.DEGREE + 1:
+    def __init__(self, window: int = 20, duration: float | None = None):
+        if duration is not None and not (np.isfinite(duration) and duration > 0.0):
+            raise ValueError(f'derivative window duration must be > 0 s, got {duration}')
+        if duration is None and window < self.DEGREE + 1:
             raise ValueError(f'derivative window must hold at least {self.DEGREE + 1} '
                              f'samples, got {window}')
-        self.window = int(window)
-        self._t = np.zeros(self.window)
+        self.window = None if duration is not None else int(window)
+        self.duration = duration
+        # Samples live in rows [start, end) of linear buffers at least twice the window's
+        # size, moved to the front when the end is reached (the fit reads one slice).
+        self._t = np.zeros(2 * (self.window or 4 * (self.DEGREE + 1)))
         self._q: np.ndarray | None = None
-        self._count = 0
+        self.reset()
 
     def reset(self) -> None:
         """Forget every sample (after a gap, the old ones no longer describe the motion)."""
-        self._count = 0
+        self._start = self._end = 0
+        self._ready = False
 
     @property
     def ready(self) -> bool:
-        """True once the window is full: estimates have their nominal noise and delay."""
-        return self._count >= self.window
+        """True once the window has filled: estimates have their nominal noise and delay."""
+        return self._ready
 
     def update(self, t: float, q) -> tuple[np.ndarray, np.ndarray]:
         """Add the sample q at time t (seconds, increasing); return (q̇, q̈) at t."""
         q = np.asarray(q, dtype=float)
         if self._q is None or self._q.shape[1] != q.size:
-            self._q = np.zeros((self.window, q.size))
-            self._count = 0
-        slot = self._count % self.window
-        if self._count and t <= self._t[(self._count - 1) % self.window]:
-            raise ValueError(f'sample times must increase: {t} after '
-                             f'{self._t[(self._count - 1) % self.window]}')
-        self._t[slot], self._q[slot] = t, q
-        self._count += 1
-        used = min(self._count, self.window)
+            self._q = np.zeros((self._t.size, q.size))
+            self.reset()
+        if self._end > self._start and t <= self._t[self._end - 1]:
+            raise ValueError(f'sample times must increase: {t} after {self._t[self._end - 1]}')
+        self._append(t, q)
+        self._forget_old(t)
+        used = self._end - self._start
         degree = min(self.DEGREE, used - 1)
         zero = np.zeros(q.size)
         if degree == 0:
             return zero, zero
-        # The fit does not depend on row order, so the ring buffer is used as it lies. Least
-        # squares by the normal equations: a (degree + 1)² system, well conditioned with the
-        # time scaled to [-1, 0] and the values taken relative to the newest one.
-        oldest = self._t[self._count % self.window] if self._count > self.window else self._t[0]
-        span = t - oldest
+        # Least squares by the normal equations: a (degree + 1)² system, well conditioned
+        # with the time scaled to [-1, 0] and the values taken relative to the newest one.
+        times = self._t[self._start:self._end]
+        span = t - times[0]
         basis = np.ones((used, degree + 1))
-        basis[:, 1] = (self._t[:used] - t) / span
+        basis[:, 1] = (times - t) / span
         if degree == 2:
             np.square(basis[:, 1], out=basis[:, 2])
         transposed = basis.T
-        coef = np.linalg.solve(transposed @ basis, transposed @ (self._q[:used] - q))
+        coef = np.linalg.solve(transposed @ basis, transposed @ (self._q[self._start:self._end] - q))
         velocity = coef[1] / span
         acceleration = 2.0 * coef[2] / span**2 if degree == 2 else zero
         return velocity, acceleration
+
+    def _append(self, t: float, q: np.ndarray) -> None:
+        if self._end == self._t.size:
+            kept, count, size = slice(self._start, self._end), self._end - self._start, self._t.size
+            if 2 * count > size:  # only with `duration`: a faster input than so far, grow
+                self._t = np.concatenate([self._t[kept], np.zeros(2 * size - count)])
+                self._q = np.concatenate([self._q[kept], np.zeros((2 * size - count, q.size))])
+            else:
+                self._t[:count], self._q[:count] = self._t[kept], self._q[kept]
+            self._start, self._end = 0, count
+        self._t[self._end], self._q[self._end] = t, q
+        self._end += 1
+
+    def _forget_old(self, t: float) -> None:
+        """Drop the samples that left the window (keeping 3); note when it has filled."""
+        minimum = self.DEGREE + 1
+        if self.window is not None:
+            if self._end - self._start > self.window:
+                self._start += 1
+            self._ready = self._ready or self._end - self._start == self.window
+            return
+        horizon = t - self.duration * (1.0 + 1e-6)  # stamps a few ns off still count
+        while self._end - self._start > minimum and self._t[self._start] < horizon:
+            self._start += 1
+            self._ready = True
+        self._ready = self._ready or (self._end - self._start >= minimum and
+                                     self._t[self._start] <= horizon + 2e-6 * self.duration)
+
+
+@dataclass(frozen=True)
+class InputRate:
+    """How fast and how evenly samples came over a period: what the time settings mean."""
+
+    rate: float            # Hz, 1 / the median step
+    step_min: float        # s
+    step_max: float        # s
+    irregular: int         # steps more than 50 % off the median (jitter, a lost message)
+    steps: int
+
+    def periods(self, seconds: float) -> float:
+        """`seconds` in input periods at this rate."""
+        return seconds * self.rate
+
+    def describe(self) -> str:
+        return (f'{self.rate:.4g} Hz (steps {1e3 * self.step_min:.1f}–{1e3 * self.step_max:.1f} '
+                f'ms, {self.irregular} of {self.steps} more than 50 % off the median)')
+
+    def values(self) -> dict[str, str]:
+        """For /diagnostics."""
+        return {'input_rate_hz': f'{self.rate:.1f}', 'input_step_min_ms': f'{1e3 * self.step_min:.2f}',
+                'input_step_max_ms': f'{1e3 * self.step_max:.2f}',
+                'input_steps_irregular': str(self.irregular)}
+
+
+def timing_report(rate: InputRate, windows: dict[str, float], timeouts: dict[str, float],
+                  min_periods: float = 3.0) -> tuple[str, list[str]]:
+    """What the time settings (name → s) mean at the measured `rate`: one line, and a warning
+    for each of the `timeouts` shorter than `min_periods` input periods (one late message
+    would then trip it). `windows` are DerivativeEstimator durations (at least 3 samples)."""
+    minimum = DerivativeEstimator.DEGREE + 1
+    parts = [f'{name} {seconds:g} s ≈ {max(minimum, int(rate.periods(seconds)) + 1)} samples'
+             for name, seconds in windows.items()]
+    parts += [f'{name} {seconds:g} s = {rate.periods(seconds):.3g} periods'
+              for name, seconds in timeouts.items()]
+    warnings = [f'{name} {seconds:g} s is only {rate.periods(seconds):.2g} periods at '
+                f'{rate.rate:.3g} Hz: raise it to at least {min_periods / rate.rate:.3g} s'
+                for name, seconds in timeouts.items() if rate.periods(seconds) < min_periods]
+    return f'input at {rate.describe()}: {", ".join(parts)}', warnings
+
+
+class StepStatistics:
+    """Steps between the stamps of the samples a node handles, summed up per period."""
+
+    def __init__(self):
+        self._last: float | None = None
+        self._steps: list[float] = []
+
+    def add(self, t: float) -> None:
+        if self._last is not None and t > self._last:
+            self._steps.append(t - self._last)
+        self._last = t
+
+    def take(self, minimum: int = 2) -> InputRate | None:
+        """The period's `InputRate` (None with fewer than `minimum` steps); starts a new one."""
+        steps, self._steps = np.asarray(self._steps), []
+        if steps.size < max(minimum, 1):
+            return None
+        median = float(np.median(steps))
+        return InputRate(1.0 / median, float(steps.min()), float(steps.max()),
+                         int(np.count_nonzero(np.abs(steps - median) > 0.5 * median)), steps.size)
 
 
 class Watchdog:
@@ -241,7 +341,7 @@ class JointStateConditioner:
                  velocity_limits: np.ndarray | None = None,
                  effort_limits: np.ndarray | None = None,
                  transmission: Transmission | None = None,
-                 window: int = DEFAULTS['velocity_filter.window'],
+                 velocity_window: float = DEFAULTS['velocity_filter.window_duration'],
                  merge_window: float = DEFAULTS['merge_window'],
                  gap_threshold: float = DEFAULTS['gap_threshold'],
                  limit_margin: float = DEFAULTS['limit_margin'],
@@ -267,7 +367,7 @@ class JointStateConditioner:
         self.gap_threshold = float(gap_threshold)
         self.max_future = float(max_future)
         self.time_reset_after = float(time_reset_after)
-        self.estimator = DerivativeEstimator(window)
+        self.estimator = DerivativeEstimator(duration=velocity_window)
         self.reset()
 
     @classmethod

@@ -48,7 +48,9 @@ DEFAULTS = {
     'friction_model': 'coulomb_viscous',
     'friction_parameters': (0.0, 0.0),
     'observer_gain': (50.0,),             # 1/s, one value or one per joint
-    'gap_threshold': 0.05,                # s
+    # Times in seconds, not samples, so that they mean the same at 1 kHz and at 100 Hz.
+    'acceleration_filter.window_duration': 0.02,  # s of samples in the q̈ fit (rnea)
+    'gap_threshold': 0.05,                # s; 5 periods at 100 Hz: one lost message is no gap
 }
 
 
@@ -256,13 +258,15 @@ def make_residual(kind: str, robot_model: RobotModel,
                   friction_params=DEFAULTS['friction_parameters'],
                   observer_gain=DEFAULTS['observer_gain'],
                   gap_threshold: float = DEFAULTS['gap_threshold'],
-                  derivative_window: int = 20, payload: Payload = Payload()) -> Residual:
+                  acceleration_window: float = DEFAULTS['acceleration_filter.window_duration'],
+                  payload: Payload = Payload()) -> Residual:
     """The residual `kind` ('fast', 'rnea' or 'momentum_observer') of `robot_model` (the
     bare arm) carrying `payload`.
 
     With `identified_model`, g and f come from it and `friction_model`/`friction_params`
     are not used. `observer_gain` (1/s, one value or one per joint) is for
-    'momentum_observer', `derivative_window` (samples of the q̈ fit) for 'rnea'.
+    'momentum_observer', `acceleration_window` (s of samples in the q̈ fit, at least 3) for
+    'rnea'.
     """
     if kind not in MODELS:
         raise ValueError(f'unknown residual model {kind!r}; choose one of {", ".join(MODELS)}')
@@ -271,5 +275,5 @@ def make_residual(kind: str, robot_model: RobotModel,
         return FastResidual(terms, gap_threshold)
     if kind == 'rnea':
         return InverseDynamicsResidual(terms, gap_threshold,
-                                       DerivativeEstimator(derivative_window))
+                                       DerivativeEstimator(duration=acceleration_window))
     return MomentumObserver(terms, gap_threshold, observer_gain)

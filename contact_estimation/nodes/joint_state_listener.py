@@ -8,13 +8,16 @@ input. Bad messages are dropped and counted on /diagnostics
 (core/joint_state_conditioning.py has the rules). `input_stale` is True while no sample went
 out for `input_timeout` seconds (and before the first one): the detector stops the robot on it.
 
-Only what is published is computed (this node runs at the driver's rate, 1 kHz, beside the
-others on small machines). Acceleration is not: JointState has no field for it, and the nodes
+Only what is published is computed (this node runs at the driver's rate, 100 Hz to 1 kHz,
+beside the others on small machines). Every time setting is in seconds, so a driver's rate
+needs no retuning: the node measures the rate (on /diagnostics) and logs what the settings
+mean at it. Acceleration is not: JointState has no field for it, and the nodes
 that need q̈ (residual_node's 'rnea' residual, collision_detector's acceleration term) estimate
 it from the positions published here with the same filter, `DerivativeEstimator` (a causal
 least-squares quadratic fit on the true stamps: exact up to constant acceleration, unaffected
 by dropped messages; its docstring compares it with an alpha-beta-gamma filter), each with the
-window its own noise/lag trade-off needs (`derivative_window`, `acceleration_window`).
+window its own noise/lag trade-off needs (residual_node's `acceleration_filter.window_duration`,
+collision_detector's `acceleration_window`).
 """
 from __future__ import annotations
 
@@ -25,7 +28,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from contact_estimation.core.joint_state_conditioning import (
-    DEFAULTS, WARNINGS, JointStateConditioner, Transmission, Watchdog)
+    DEFAULTS, TIMING_DROPS, WARNINGS, JointStateConditioner, StepStatistics, Transmission, Watchdog,
+    timing_report)
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.node_main import run
@@ -39,6 +43,10 @@ NAME = 'joint_state_listener'
 # input_stale is repeated when it does not change.
 WATCHDOG_PERIOD = 0.01   # s
 HEARTBEAT_PERIOD = 0.1   # s
+# How often the input rate is measured (on /diagnostics, and logged with what the time
+# settings mean at that rate when it is first known or changes by more than RATE_CHANGE).
+RATE_PERIOD = 1.0        # s
+RATE_CHANGE = 0.25
 
 
 class JointStateListener(PipelineNode):
@@ -54,9 +62,11 @@ class JointStateListener(PipelineNode):
         self._stale_publisher = self.publisher('input_stale', Bool, STOP_QOS)
         self.subscribe('joint_states', JointState, self._on_joint_states)
         self._stale: bool | None = None
+        self._steps, self._logged_rate = StepStatistics(), None
         self._check_watchdog()
         self.create_timer(WATCHDOG_PERIOD, self._check_watchdog)
         self.create_timer(HEARTBEAT_PERIOD, self._publish_stale)
+        self.create_timer(RATE_PERIOD, self._measure_rate)
         self.get_logger().info(
             f'{self.robot.name or "robot"} chain {self._joint_names}; reading '
             f'{self.spec.topic("joint_states")}, publishing {self.spec.topic("joint_state")}')
@@ -73,9 +83,9 @@ class JointStateListener(PipelineNode):
                 'motor torque constants k_m (N·m/A): one value for all joints or one per joint')
         declare('gear_ratios', list(k['gear_ratios']),
                 'gear ratios G_m (motor/joint): one value for all joints or one per joint')
-        declare('velocity_filter.window', k['velocity_filter.window'],
-                'samples in the least-squares fit that estimates velocity the driver omits',
-                3, 500)
+        declare('velocity_filter.window_duration', k['velocity_filter.window_duration'],
+                'time span (s) of the least-squares fit that estimates velocity the driver '
+                'omits (at least 3 samples whatever the rate)', 0.001, 1.0)
         declare('merge_window', k['merge_window'],
                 'largest stamp difference (s) between joint-state parts merged into one sample',
                 0.0, 1.0)
@@ -113,8 +123,8 @@ class JointStateListener(PipelineNode):
             self.robot.n, value('torque_constants'), value('gear_ratios'),
             value('effort_is_current'), value('positions_are_motor_side'))
         self._conditioner = JointStateConditioner.for_robot(
-            self.robot, transmission=transmission, window=value('velocity_filter.window'),
-            merge_window=value('merge_window'), gap_threshold=value('gap_threshold'),
+            self.robot, transmission=transmission,
+            velocity_window=value('velocity_filter.window_duration'), merge_window=value('merge_window'), gap_threshold=value('gap_threshold'),
             limit_margin=value('limit_margin'), hard_limit_margin=value('hard_limit_margin'),
             velocity_limit_factor=value('velocity_limit_factor'),
             effort_limit_factor=value('effort_limit_factor'), max_future=value('max_future'),
@@ -127,7 +137,8 @@ class JointStateListener(PipelineNode):
             stamp_to_seconds(msg.header.stamp), msg.name, msg.position, msg.velocity,
             msg.effort, now=self.get_clock().now().nanoseconds * 1e-9, stamp=msg.header.stamp)
         for kind, detail in result.problems:
-            self.problems.report(kind, detail, WARN if kind in WARNINGS else ERROR)
+            self.problems.report(kind, detail,
+                                 WARN if kind in WARNINGS or kind in TIMING_DROPS else ERROR)
         sample = result.sample
         if sample is None:
             return
@@ -141,6 +152,24 @@ class JointStateListener(PipelineNode):
         self._output.publish(out)
         self.problems.traffic['samples_published'] += 1
         self._watchdog.feed(time.monotonic())
+        self._steps.add(sample.t)
+
+    def _measure_rate(self) -> None:
+        """Input rate on /diagnostics; logged with what the time settings mean at it."""
+        rate = self._steps.take(minimum=10)
+        if rate is None:
+            return
+        self.problems.values.update(rate.values())
+        if self._logged_rate and abs(rate.rate / self._logged_rate - 1.0) <= RATE_CHANGE:
+            return
+        self._logged_rate = rate.rate
+        window = 'velocity_filter.window_duration'
+        line, warnings = timing_report(rate, {window: self.value(window)},
+                                       {n: self.value(n) for n in ('gap_threshold', 'input_timeout')})
+        self.get_logger().info(f'{line} (every time setting is in seconds: nothing to retune '
+                               'for the rate)')
+        for warning in warnings:
+            self.get_logger().warning(warning)
 
     # ----------------------------------------------------------------- watchdog
     def _check_watchdog(self) -> None:

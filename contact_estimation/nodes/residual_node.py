@@ -18,6 +18,7 @@ from sensor_msgs.msg import JointState
 
 from contact_estimation.core import friction, payload, residual, wrist_wrench
 from contact_estimation.core.identified_model import IdentifiedModel, ModelFileError
+from contact_estimation.core.joint_state_conditioning import StepStatistics, timing_report
 from contact_estimation.core.payload import Payload
 from contact_estimation.core.residual import Residual, SampleOrderError, make_residual
 from contact_estimation.core.wrist_wrench import WristWrench, WristWrenchRejected
@@ -28,6 +29,9 @@ from contact_estimation.ros.node_main import run
 from contact_estimation.ros.pipeline_node import PipelineNode
 
 NAME = 'residual_node'
+# How often the input rate is measured (on /diagnostics; logged, with what the time settings
+# mean at it, when first known).
+RATE_PERIOD = 1.0  # s
 
 # Parameters that choose and tune the residual; any change rebuilds it (and restarts it).
 _RESIDUAL_PARAMETERS = (*residual.DEFAULTS, *payload.DEFAULTS, *wrist_wrench.DEFAULTS)
@@ -55,6 +59,8 @@ class ResidualNode(PipelineNode):
         self.subscribe('joint_state', JointState, self._on_joint_state)
         self.subscribe('wrist_wrench', WrenchStamped, self._on_wrench)
         self.on_parameter_change(self._on_parameter_change)
+        self._steps, self._rate_logged = StepStatistics(), False
+        self.create_timer(RATE_PERIOD, self._measure_rate)
         self.get_logger().info(f'{self._setup.description}; reading '
                                f'{self.spec.topic("joint_state")}, publishing '
                                f'{self.spec.topic("residual")}')
@@ -78,6 +84,10 @@ class ResidualNode(PipelineNode):
         self.declare('observer_gain', list(r['observer_gain']),
                      'momentum observer gain K_O, 1/s (time constant 1/K_O): one value or one '
                      'per joint')
+        self.declare('acceleration_filter.window_duration',
+                     r['acceleration_filter.window_duration'],
+                     'time span (s) of the least-squares fit giving q̈ for the rnea residual '
+                     '(at least 3 samples whatever the rate; lag about half of it)', 0.001, 1.0)
         self.declare('gap_threshold', r['gap_threshold'],
                      'a longer pause in the input (s) restarts the residual', 1e-4, 10.0)
         self.declare('payload.mass', p['payload.mass'],
@@ -106,7 +116,7 @@ class ResidualNode(PipelineNode):
         built = make_residual(
             values['model'], self.robot, identified, values['friction_model'],
             list(values['friction_parameters']), list(values['observer_gain']),
-            values['gap_threshold'], payload=tool)
+            values['gap_threshold'], values['acceleration_filter.window_duration'], tool)
         wrist = None
         if values['wrist_wrench_enabled']:
             wrist = WristWrench(self.robot, values['wrist_link'] or self.robot.tip_link,
@@ -172,6 +182,26 @@ class ResidualNode(PipelineNode):
                          velocity=msg.velocity, effort=tau_ext.tolist())
         self._publisher.publish(out)
         self.problems.traffic['residuals_published'] += 1
+        self._steps.add(t)
+
+    def _measure_rate(self) -> None:
+        """Input rate on /diagnostics; logged once with what the time settings mean at it."""
+        rate = self._steps.take(minimum=10)
+        if rate is None:
+            return
+        self.problems.values.update(rate.values())
+        if self._rate_logged:
+            return
+        self._rate_logged = True
+        window = 'acceleration_filter.window_duration'
+        windows = {window: self.value(window)} if self.value('model') == 'rnea' else {}
+        line, warnings = timing_report(rate, windows, {'gap_threshold': self.value('gap_threshold')})
+        gain = np.min(self.value('observer_gain'))
+        if self.value('model') == 'momentum_observer':
+            line += f', observer time constant 1/{gain:g} s = {rate.periods(1.0 / gain):.3g} periods'
+        self.get_logger().info(line)
+        for warning in warnings:
+            self.get_logger().warning(warning)
 
     def _without_task_force(self, t: float, q: np.ndarray, tau_ext: np.ndarray,
                             wrist: WristWrench) -> np.ndarray:
