@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from contact_estimation import manifest
-from contact_estimation.ros.pipeline_node import PipelineNode
+from contact_estimation.ros.suite_node import SuiteNode
 
 # Parameters rclpy declares on every node itself.
 _RCLPY_PARAMETERS = {'use_sim_time', 'start_type_description_service'}
@@ -26,8 +26,8 @@ def _flat(tree: dict, prefix: str = '') -> dict:
 def _node_class(spec) -> type:
     module = importlib.import_module(spec.module)
     classes = [c for c in vars(module).values() if inspect.isclass(c)
-               and issubclass(c, PipelineNode) and c.__module__ == module.__name__]
-    assert len(classes) == 1, f'{spec.module}: one PipelineNode per node module'
+               and issubclass(c, SuiteNode) and c.__module__ == module.__name__]
+    assert len(classes) == 1, f'{spec.module}: one SuiteNode per node module'
     return classes[0]
 
 

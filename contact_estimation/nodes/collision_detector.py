@@ -42,7 +42,7 @@ from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_second
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.pipeline_node import PipelineNode
+from contact_estimation.ros.suite_node import SuiteNode
 from contact_estimation.ros.qos import STOP_QOS
 
 NAME = 'collision_detector'
@@ -63,7 +63,7 @@ _SCALING_PARAMETERS = {
 _SCALING_DEFAULTS = TimeScalingConfig()
 
 
-class CollisionDetector(PipelineNode):
+class CollisionDetector(SuiteNode):
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         with self.starting():

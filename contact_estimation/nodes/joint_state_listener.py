@@ -33,7 +33,7 @@ from contact_estimation.core.joint_state_conditioning import (
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.pipeline_node import PipelineNode
+from contact_estimation.ros.suite_node import SuiteNode
 from contact_estimation.ros.qos import STOP_QOS
 
 NAME = 'joint_state_listener'
@@ -49,7 +49,7 @@ RATE_PERIOD = 1.0        # s
 RATE_CHANGE = 0.25
 
 
-class JointStateListener(PipelineNode):
+class JointStateListener(SuiteNode):
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         self._watchdog = Watchdog(timeout=DEFAULTS['input_timeout'])

@@ -26,7 +26,7 @@ from contact_estimation.ros.conversions import stamp_to_seconds, wrench_to_array
 from contact_estimation.ros.diagnostics import OK
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.pipeline_node import PipelineNode
+from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'residual_node'
 # How often the input rate is measured (on /diagnostics; logged, with what the time settings
@@ -46,7 +46,7 @@ class _Setup:
     wrist: WristWrench | None
 
 
-class ResidualNode(PipelineNode):
+class ResidualNode(SuiteNode):
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         with self.starting():

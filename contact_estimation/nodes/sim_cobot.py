@@ -42,7 +42,7 @@ from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp,
                                                 wrench_stamped, xyz_to_cloud)
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.pipeline_node import PipelineNode
+from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'sim_cobot'
 
@@ -50,7 +50,7 @@ LOAD_PERIOD = 1.0     # s between CPU load figures on /diagnostics
 EFFORT_SOURCES = ('joint_torque', 'motor_current')  # driver.effort
 
 
-class SimCobot(PipelineNode):
+class SimCobot(SuiteNode):
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         with self.starting():

@@ -1,7 +1,7 @@
-"""What every node of nodes.yaml shares at start-up, so that a node is its topics and its
-translation only.
+"""What every node of nodes.yaml (the node suite) shares at start-up, so that a node is its
+topics and its translation only.
 
-    class MyNode(PipelineNode):
+    class MyNode(SuiteNode):
         def __init__(self, **kwargs):
             super().__init__('my_node', **kwargs)      # manifest entry, robot, diagnostics
             with self.starting():                      # bad parameters → StartupError
@@ -32,7 +32,7 @@ from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
 
 
-class PipelineNode(Node):
+class SuiteNode(Node):
     """A node named in nodes.yaml: `spec` (its topics), `robot` (the shared robot parameters,
     loaded), `problems` (counts and status on its diagnostics topic)."""
 
