@@ -10,7 +10,7 @@ and stops before the simulated Panda hits an obstacle. ROS-free, in-process.
    into clusters by a stand-in for core/lidar_fusion.py (floor cut, exact self-filter against
    the robot's meshes, open3d DBSCAN; timed apart, not this module's), then into objects of
    spheres (`set_clusters`, 10 Hz), checked at every 1 kHz joint state (`update`).
-3. Obstacles: the Panda sweeps joint 1 by 2 rad in 3 s (hand up to ~0.8 m/s) past a ball
+3. Obstacles (core/sim/): the Panda sweeps joint 1 by 2 rad in 3 s (hand up to ~0.8 m/s) past a ball
    placed so that the arm's true clearance on the reference path is the one in the table
    (negative: the arm runs into it). Lidar at 10 Hz, monitor at 1 kHz. Open loop (the monitor
    does not act): warning (speed scale < 1) and stop times before the first physical contact
@@ -30,8 +30,9 @@ import open3d as o3d
 from contact_estimation.core.proximity import (DEFAULT_PARTS, HumanModel, ProximityConfig,
                                                ProximityMonitor, standing_skeleton)
 from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.sim_cobot import (LidarConfig, Obstacle, Scenario, SimConfig,
-                                               SimulatedCobot)
+from contact_estimation.core.sim.cobot import SimulatedCobot
+from contact_estimation.core.sim.config import LidarConfig, SimConfig
+from contact_estimation.core.sim.scenario import Obstacle, Scenario
 from contact_estimation.core.surfaces import LinkSurfaces
 from contact_estimation.core.trajectory import make_trajectory
 
