@@ -15,7 +15,14 @@ def _cli(*args, **kwargs):
     isolate_ros_domain()
     return subprocess.Popen([sys.executable, '-m', 'contact_estimation', *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=os.environ.copy(), **kwargs)
+                            env=os.environ.copy(), preexec_fn=_ctrl_c_as_in_a_terminal,
+                            **kwargs)
+
+
+def _ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT as a terminal gives it, even when the tests run in the background: a shell's
+    `&` starts them with SIGINT ignored, which every child inherits (`up` then never stops)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_help_and_unknown_command():

@@ -27,6 +27,7 @@ FINGERS = ['panda_finger_joint1', 'panda_finger_joint2']
 HOME = [0.0, -0.5, 0.0, -2.0, 0.0, 1.5, 0.8]
 DT = 1e-3
 TIMEOUT = 30.0  # s: generous deadline for each awaited event
+FEED_PERIOD = 0.005  # s between the joint states a fed driver sends
 
 
 def joint_state(t, names=None, position=None, velocity=None, effort=None):
@@ -72,11 +73,13 @@ class Harness:
         return spin_until(self.executor, done, timeout)
 
     def feed_until(self, pub, message, done, timeout=TIMEOUT) -> bool:
-        """Publish message(k) for k = 0, 1, ... about every 5 ms until done() or the deadline."""
+        """Publish message(k) for k = 0, 1, ... as a driver would (a 200 Hz stream), with
+        every callback due in between run (the watchdog's timer too), until done() or the
+        deadline."""
         deadline, k = time.monotonic() + timeout, 0
         while not done() and time.monotonic() < deadline:
             pub.publish(message(k))
-            self.executor.spin_once(timeout_sec=0.005)
+            self.spin_until(done, FEED_PERIOD)
             k += 1
         return done()
 
