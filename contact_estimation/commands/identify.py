@@ -4,6 +4,8 @@
                                    the sweeps to run on the arm (CSV), and as a sim scenario
     identify simulate --robot panda --out rec.csv|BAGDIR  the sweeps on the simulated cobot
     identify fit RECORDING --robot panda --out model.yaml --plots DIR
+    identify payload RECORDING --robot panda [--model-file model.yaml] --out payload.yaml
+                                   a tool's mass and centre of mass, for residual_node
 
 The sweeps (seed 001 §2.1): each joint goes back and forth at constant speeds, by default
 12 speeds log-spaced from 0.01 to 1 rad/s, one pair per speed (about 20-25 min for a 6- or
@@ -28,6 +30,13 @@ parts, fits the base gravity parameters and each friction model per joint, print
 Table 3 (ε per joint and model), and writes the YAML the residual node loads
 (`model_file`) and one PNG per joint (data and fits, seed 001 figs. 3 and 5). It refuses a
 recording whose identified gravity is far from the robot description's (another robot).
+`payload` reads a short log (a few rest poses and slow motion between them, the flange
+turned and tilted) of the arm carrying its tool, fits the tool's mass and centre of mass
+(core/payload_identification.py) to what the arm's own model leaves of the torques (the URDF,
+or with --model-file the arm's identified gravity and friction), prints how well the log
+determines each value, and writes them as a residual_node parameter file to pass with the
+others (`contact-estimation up --config payload.yaml`) or paste into yours.
+
 Bad input: a message on stderr, exit code 2, no file.
 """
 from __future__ import annotations
@@ -44,8 +53,11 @@ from contact_estimation.core import friction as friction_models
 from contact_estimation.core.excitation import SweepSettings, plan_sweeps
 from contact_estimation.core.identification import (MAX_GRAVITY_DEVIATION, IdentificationError,
                                                     identify)
+from contact_estimation.core.identified_model import IdentifiedModel
+from contact_estimation.core.payload_identification import PayloadFit, identify_payload
 from contact_estimation.core.recording import (STORAGES, RecordingError, read_recording,
                                                write_bag, write_csv)
+from contact_estimation.core.residual import StaticTerms
 from contact_estimation.core.robot_model import RobotModelError, RobotModel
 from contact_estimation.core.sim.harness import record_on_simulator, simulator_config
 
@@ -148,6 +160,36 @@ def _fit(args) -> int:
     return 0
 
 
+def _payload(args) -> int:
+    robot = RobotModel.load(args.robot)
+    recording = read_recording(args.recording, robot, args.topic)
+    identified = IdentifiedModel.load(args.model_file, robot) if args.model_file else None
+    fit = identify_payload(StaticTerms(robot, identified), recording)
+    print(fit.summary())
+    write_payload_parameters(args.out, fit, args.recording,
+                             args.model_file or f'URDF of {args.robot}, no friction')
+    print(f'wrote {args.out}: load it with the other parameter files '
+          f'(contact-estimation up --config {args.out}), or copy its payload block into yours')
+    return 0
+
+
+def write_payload_parameters(path, fit: PayloadFit, source: str, arm_model: str) -> None:
+    """The fit as a residual_node parameter file, with how it was made in comments."""
+    payload = fit.payload
+    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
+    comments = [f'Payload identified by contact-estimation identify payload, {date}',
+                f'from {os.path.abspath(source)}; arm model: {arm_model}.',
+                *fit.summary().splitlines(),
+                f'The centre of mass is in the frame of {fit.tip_link}: residual_node\'s '
+                'tip_link must be that link.']
+    parameters = {'residual_node': {'ros__parameters': {'payload': {
+        'mass': round(payload.mass, 4),
+        'centre_of_mass': [round(x, 5) for x in payload.centre_of_mass]}}}}
+    with open(path, 'w', encoding='utf-8') as f:
+        f.write(''.join(f'# {line}\n' for line in comments))
+        f.write(yaml.safe_dump(parameters, sort_keys=False, default_flow_style=None))
+
+
 def plot_joints(result, directory) -> list[str]:
     """One PNG per joint: τ_G against its angle (seed 001 Fig. 3) and τ_f against its speed
     with every fitted friction model (Fig. 5; speed axis linear near zero, logarithmic
@@ -227,6 +269,15 @@ def main(argv: list[str]) -> int:
                      help='refuse when the identified gravity differs from the description\'s '
                           'by more than this share of its RMS on some joint (another robot)')
     fit.set_defaults(run=_fit)
+    payload = commands.add_parser('payload', help="estimate a tool's mass and centre of mass "
+                                  'from a short log of the arm carrying it')
+    payload.add_argument('recording', help='CSV file or ROS 2 bag (directory, .db3 or .mcap)')
+    payload.add_argument('--robot', default='panda', help='example-robot-data name or URDF path')
+    payload.add_argument('--topic', default='/joint_states', help='JointState topic in a bag')
+    payload.add_argument('--model-file', help='the bare arm\'s identified model (identify fit); '
+                                              'default: the URDF, no friction')
+    payload.add_argument('--out', required=True, help='residual_node parameter file to write')
+    payload.set_defaults(run=_payload)
     args = parser.parse_args(argv)
     try:
         return args.run(args)
