@@ -10,6 +10,7 @@ NODE_SCRIPTS = [
     'joint_state_listener',
     'residual_node',
     'collision_detector',
+    'ft_contact_estimator',
     'sim_cobot',
 ]
 

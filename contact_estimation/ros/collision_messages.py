@@ -12,6 +12,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 from contact_estimation.core.detector import COLLISION, NONE, WAITING, DetectorState
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN, level_byte
+from contact_estimation.ros.markers import marker
 
 _EVENT_LEVELS = {NONE: OK, WAITING: WARN}
 MARKER_NS = 'collision'
@@ -47,23 +48,12 @@ def collision_markers(state: DetectorState, joint_names: Sequence[str],
     markers = [Marker(action=Marker.DELETEALL, ns=MARKER_NS)]
     if state.colliding_joints and joint_origins is not None:
         for i in state.colliding_joints:
-            sphere = _marker(Marker.SPHERE, i, joint_origins[i], frame_id, stamp)
+            sphere = marker(Marker.SPHERE, MARKER_NS, i, joint_origins[i], frame_id, stamp)
             sphere.scale.x = sphere.scale.y = sphere.scale.z = _SPHERE_SIZE
-            label = _marker(Marker.TEXT_VIEW_FACING, len(joint_names) + i,
-                            joint_origins[i] + [0.0, 0.0, _SPHERE_SIZE], frame_id, stamp)
+            label = marker(Marker.TEXT_VIEW_FACING, MARKER_NS, len(joint_names) + i,
+                           joint_origins[i] + [0.0, 0.0, _SPHERE_SIZE], frame_id, stamp)
             label.scale.z = _LABEL_HEIGHT
             label.text = (f'{joint_names[i]} {state.residuals[i]:+.1f} N·m '
                           f'(ψ {state.thresholds[i]:.1f})')
             markers += [sphere, label]
     return MarkerArray(markers=markers)
-
-
-def _marker(kind: int, marker_id: int, position, frame_id: str, stamp: Time) -> Marker:
-    marker = Marker(type=kind, action=Marker.ADD, ns=MARKER_NS, id=marker_id)
-    marker.header.frame_id = frame_id
-    marker.header.stamp = stamp
-    marker.pose.position.x, marker.pose.position.y, marker.pose.position.z = (
-        float(c) for c in position)
-    marker.pose.orientation.w = 1.0
-    marker.color.r, marker.color.a = 1.0, 0.8
-    return marker

@@ -1,0 +1,275 @@
+"""What the ft_contact_estimator node does between messages, without ROS: its defaults, the
+checks of a raw F/T reading, the pairing of streams by stamp, q̈ over a window in seconds,
+the resting check of the `~/zero` service, the offset and ellipsoid files, and the
+compensation residual in free motion. The estimate itself is core/ft_contact.py (seed 004).
+
+Times are stamps in seconds (the samples' own clock), never sample counts: real drivers
+publish at ~100 Hz with jitter, F/T sensors often faster.
+"""
+from __future__ import annotations
+
+import os
+from collections import deque
+from typing import Any
+
+import numpy as np
+import yaml
+
+from contact_estimation.core import payload
+from contact_estimation.core.ft_contact import (ROBOT_ON_SENSOR, BaseWrenchCompensator,
+                                                Ellipsoid, FtContactError)
+from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
+
+DEFAULTS: dict[str, Any] = {
+    'sensor.frame_id': '',                        # '' = the robot's base link
+    'sensor.reports': ROBOT_ON_SENSOR,            # or mount_on_robot (SensorMount)
+    'sensor.position': (0.0, 0.0, 0.0),           # m, o_S in the base frame
+    'sensor.orientation_rpy': (0.0, 0.0, 0.0),    # rad, R_BS as fixed-axis roll, pitch, yaw
+    'sensor.force_limit': 2500.0,                 # N per axis: at or beyond, saturated
+    'sensor.torque_limit': 400.0,                 # N·m per axis
+    **payload.DEFAULTS,
+    'surface_model': 'mesh',                      # or ellipsoid (seed 004 eq. 23)
+    'ellipsoid_file': '',                         # '' = ellipsoids fitted to the meshes
+    'singular_ratio': 0.1,                        # claim 6: subsystems below it are dropped
+    'min_force': 2.0,                             # N: weaker contact forces give no estimate
+    'contact_threshold': (0.5,),                  # N·m, |τ_ext| of a contacted joint
+    'stamp_tolerance': 0.005,                     # s between stamps of paired samples
+    'acceleration_window': 0.04,                  # s of joint states in the q̈ fit
+    'localizer_timeout': 0.1,                     # s: a localizer link older is not used
+    'input_timeout': 0.5,                         # s (wall) without a stream → reported
+    'zero.duration': 0.5,                         # s of rest averaged by ~/zero
+    'zero.rest_speed': 0.01,                      # rad/s: every joint slower is at rest
+    'offset_file': '~/.ros/contact_estimation/ft_sensor_offset.yaml',
+}
+
+# How far back (s of stamps) samples are kept for pairing.
+PAIRING_HISTORY = 1.0
+# Joint states whose periods set the q̈ window's sample count.
+_RATE_SAMPLES = 10
+
+
+class FtInputError(ValueError):
+    """An input the node drops; `kind` is its count on /diagnostics."""
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(detail)
+        self.kind = kind
+
+
+def check_reading(reading: np.ndarray, force_limit: float, torque_limit: float) -> None:
+    """FtInputError unless the raw reading [f; m] is usable: finite ('not_finite'), not all
+    zero ('zero_reading': a sensor that stopped measuring reads exactly 0, while an arm
+    standing on it weighs), within the limits on every axis ('saturated')."""
+    if reading.shape != (6,) or not np.isfinite(reading).all():
+        raise FtInputError('not_finite', f'F/T reading {reading.tolist()} is not finite: '
+                           'dropped')
+    if not np.any(reading):
+        raise FtInputError('zero_reading', 'F/T reading is exactly zero (sensor not '
+                           'measuring?): dropped')
+    over = np.flatnonzero(np.abs(reading) >= np.repeat([force_limit, torque_limit], 3))
+    if len(over):
+        axes = ', '.join(['fx', 'fy', 'fz', 'mx', 'my', 'mz'][i] for i in over)
+        raise FtInputError('saturated', f'F/T reading saturated on {axes} (limits '
+                           f'{force_limit:g} N, {torque_limit:g} N·m): dropped')
+
+
+class StampPairing:
+    """Pairs each sample of a primary stream with the sample of a secondary stream nearest in
+    stamp, within `tolerance` seconds; a secondary sample may serve several primaries.
+
+    Both streams arrive in stamp order, in any interleaving. A primary is paired once the
+    secondary stream has reached its stamp (no later secondary could be nearer), so a
+    secondary that arrives late delays the pairing rather than mismatching it. A primary
+    with no secondary within `tolerance` is `unmatched`; one still waiting after `history`
+    seconds of newer primaries is unmatched too (the secondary stream stopped).
+    """
+
+    def __init__(self, tolerance: float, history: float = PAIRING_HISTORY):
+        self.tolerance = float(tolerance)
+        self.history = float(history)
+        self._secondary: deque = deque()
+        self._pending: deque = deque()
+        self.unmatched: list = []  # primaries (t, item) dropped by the last call
+
+    def add_primary(self, t: float, item) -> list[tuple]:
+        """Add a primary sample; returns the pairs (t, item, t_secondary, secondary) made."""
+        self.unmatched = []
+        self._pending.append((t, item))
+        while self._pending and self._pending[0][0] < t - self.history:
+            self.unmatched.append(self._pending.popleft())
+        return self._resolve()
+
+    def add_secondary(self, t: float, item) -> list[tuple]:
+        """Add a secondary sample. One at the last one's stamp is that sample again: ignored.
+        An earlier one is FtInputError 'out_of_order', unless it is `history` earlier: the
+        clock restarted, and so does the pairing."""
+        self.unmatched = []
+        last = self._secondary[-1][0] if self._secondary else -np.inf
+        if t == last:
+            return []
+        if t < last - self.history:
+            self._secondary.clear()
+            self._pending.clear()
+        elif t < last:
+            raise FtInputError('out_of_order', f'stamp {t:.6f} before the last one '
+                               f'({last:.6f}): dropped')
+        self._secondary.append((t, item))
+        while self._secondary[0][0] < t - self.history:
+            self._secondary.popleft()
+        return self._resolve()
+
+    def _resolve(self) -> list[tuple]:
+        pairs = []
+        newest = self._secondary[-1][0] if self._secondary else -np.inf
+        while self._pending and self._pending[0][0] <= newest:
+            t, item = self._pending.popleft()
+            nearest = self._nearest(t)
+            if abs(nearest[0] - t) <= self.tolerance:
+                pairs.append((t, item, *nearest))
+            else:
+                self.unmatched.append((t, item))
+        return pairs
+
+    def _nearest(self, t: float) -> tuple:
+        """The secondary nearest to t, given that the newest is at or after t."""
+        best = self._secondary[-1]
+        for candidate in reversed(self._secondary):
+            if abs(candidate[0] - t) < abs(best[0] - t):
+                best = candidate
+            if candidate[0] < t:
+                break
+        return best
+
+
+class AccelerationWindow:
+    """q̈ from a quadratic fit (`DerivativeEstimator`) over the joint states of the last
+    `seconds`: the sample count comes from the median period of the first joint states,
+    so the fit spans the same time at 1 kHz and at 100 Hz. Zero until that is known."""
+
+    def __init__(self, seconds: float):
+        self.seconds = float(seconds)
+        self._stamps: list[float] = []
+        self._fit: DerivativeEstimator | None = None
+
+    def update(self, t: float, q: np.ndarray) -> np.ndarray:
+        """q̈ at t (FtInputError 'out_of_order' when t is not after the last stamp; the
+        fit then starts over)."""
+        if self._fit is None:
+            if self._stamps and t <= self._stamps[-1]:
+                raise FtInputError('out_of_order', f'joint state stamp {t:.6f} not after the '
+                                   f'last one ({self._stamps[-1]:.6f}): dropped')
+            self._stamps.append(t)
+            if len(self._stamps) < _RATE_SAMPLES:
+                return np.zeros(len(q))
+            period = float(np.median(np.diff(self._stamps)))
+            self._fit = DerivativeEstimator(max(DerivativeEstimator.DEGREE + 1,
+                                                int(round(self.seconds / period)) + 1))
+        try:
+            return self._fit.update(t, q)[1]
+        except ValueError as err:
+            self._fit.reset()
+            raise FtInputError('out_of_order', f'joint state: {err}; q̈ fit restarted') from err
+
+
+class RestingWindow:
+    """The raw readings of the last `duration` seconds with their joint state, and how long
+    the arm has been at rest (every |q̇| below `rest_speed`): what `~/zero` averages."""
+
+    def __init__(self, duration: float, rest_speed: float):
+        self.duration = float(duration)
+        self.rest_speed = float(rest_speed)
+        self._samples: deque = deque()  # (t, reading, q)
+        self._rest_since: float | None = None
+        self._moving = ''  # why the latest sample is not at rest
+
+    def add(self, t: float, reading: np.ndarray, q: np.ndarray, v: np.ndarray,
+            joint_names) -> None:
+        fastest = int(np.argmax(np.abs(v)))
+        if abs(v[fastest]) >= self.rest_speed:
+            self._samples.clear()
+            self._rest_since = None
+            self._moving = (f'the arm is moving ({joint_names[fastest]} at '
+                            f'{abs(v[fastest]):.3f} rad/s, rest is below '
+                            f'{self.rest_speed:g} rad/s)')
+            return
+        if self._rest_since is None:
+            self._rest_since = t
+        self._samples.append((t, reading, q))
+        while self._samples[0][0] < t - self.duration:
+            self._samples.popleft()
+
+    def offset(self, compensator: BaseWrenchCompensator) -> np.ndarray:
+        """The sensor offset from the readings at rest (`resting_offset`); FtContactError
+        with the reason when the arm moves or has not rested for `duration`."""
+        if self._rest_since is None:
+            raise FtContactError(self._moving or 'no F/T reading with a joint state yet')
+        rested = self._samples[-1][0] - self._rest_since
+        if rested < self.duration:
+            raise FtContactError(f'the arm has rested for {rested:.2f} s of the '
+                                 f'{self.duration:g} s needed: try again')
+        _, readings, q = zip(*self._samples)
+        return compensator.resting_offset(np.array(readings), np.array(q))
+
+
+def load_offset(path: str) -> np.ndarray | None:
+    """The offset `save_offset` wrote (None: no file yet); FtContactError if unreadable."""
+    path = os.path.expanduser(path)
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            offset = np.asarray(yaml.safe_load(f)['offset'], dtype=float)
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as err:
+        raise FtContactError(f'offset file {path}: {err}') from err
+    if offset.shape != (6,) or not np.isfinite(offset).all():
+        raise FtContactError(f'offset file {path}: offset must be 6 finite numbers')
+    return offset
+
+
+def save_offset(path: str, offset: np.ndarray, frame_id: str, stamp: float) -> str:
+    """Write the offset (sensor frame: fx fy fz in N, mx my mz in N·m); returns the path."""
+    path = os.path.expanduser(path)
+    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    with open(path, 'w') as f:
+        f.write('# F/T sensor offset measured by ft_contact_estimator ~/zero on a resting '
+                'arm:\n# fx fy fz (N) mx my mz (N·m) in the sensor frame, subtracted from '
+                'every reading.\n')
+        yaml.safe_dump({'offset': [float(x) for x in offset], 'frame_id': frame_id,
+                        'stamp': float(stamp)}, f)
+    return path
+
+
+def load_ellipsoids(path: str) -> dict[str, Ellipsoid]:
+    """Ellipsoids per link from YAML, in each link's frame:
+
+        panda_link3: {centre: [0, 0, -0.05], semi_axes: [0.07, 0.07, 0.14]}
+        panda_link5: {centre: [...], semi_axes: [...], axes: [9 values, columns row-major]}
+
+    `axes` defaults to the link's own axes. FtContactError if the file is unreadable."""
+    try:
+        with open(os.path.expanduser(path)) as f:
+            entries = yaml.safe_load(f) or {}
+        return {link: Ellipsoid(entry['centre'],
+                                np.reshape(entry.get('axes', np.eye(3).ravel()), (3, 3)),
+                                entry['semi_axes'])
+                for link, entry in entries.items()}
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as err:
+        raise FtContactError(f'ellipsoid file {path}: {err}') from err
+
+
+class RunningRms:
+    """RMS of ‖f‖ and ‖τ‖ of the compensated wrench over the last `seconds` of stamps."""
+
+    def __init__(self, seconds: float = 1.0):
+        self.seconds = seconds
+        self._squares: deque = deque()  # (t, ‖f‖², ‖τ‖²)
+        self._sums = np.zeros(2)
+
+    def add(self, t: float, wrench: np.ndarray) -> tuple[float, float]:
+        squares = np.array([wrench[:3] @ wrench[:3], wrench[3:] @ wrench[3:]])
+        self._squares.append((t, squares))
+        self._sums += squares
+        while self._squares[0][0] < t - self.seconds:
+            self._sums -= self._squares.popleft()[1]
+        force, torque = np.sqrt(np.maximum(self._sums, 0.0) / len(self._squares))
+        return float(force), float(torque)

@@ -1,0 +1,352 @@
+"""ft_contact_estimator: base F/T wrench → compensated wrench, contact point and force (seed 004).
+
+Reads the 6-axis F/T sensor under the arm's base and the conditioned joint state, paired by
+stamp (`stamp_tolerance`), and removes the sensor's offset, the arm's weight and the
+reaction of its motion (core/ft_contact.BaseWrenchCompensator; q̈ from a fit over
+`acceleration_window` seconds): what is left, the contact wrench at the base origin, goes
+out on `base_wrench` (base frame, the reading's stamp) for every reading. With the torque
+residual of the same joint state it is located (core/ft_contact.FtContactLocator): while a
+contact is present, `point` and `wrench` (the joint state's stamp; frame_id = the contacted
+link; the point in that link's frame, the force ON the robot in that frame, no moment about
+the point) and a sphere and arrow in the namespace `ft_contact` of the markers. The body
+comes from the residual (seed 004's current constraint, `locate_from_residual`), or from
+the contact localizer's point when it published one within `localizer_timeout` s.
+
+/diagnostics carries the counts of dropped input, the compensation residual in free motion
+(RMS over the last second while no joint's |τ_ext| reaches `contact_threshold`) and, while
+both estimates exist, the distance between this point and the localizer's.
+
+`~/zero` (std_srvs/Trigger): on an arm at rest for `zero.duration` s, the mean reading minus
+the arm's weight becomes the sensor offset, written to `offset_file` and read back at start.
+
+Bad input is dropped, counted and logged (throttled): a non-finite, all-zero or saturated
+reading, a reading in another frame than `sensor.frame_id`, readings without joint states
+or joint states without readings (nothing is published then), a localizer point on a link
+that is not a moving link of the arm. Nothing is estimated from it.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+from geometry_msgs.msg import PointStamped, WrenchStamped
+from scipy.spatial.transform import Rotation
+from sensor_msgs.msg import JointState
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import MarkerArray
+
+from contact_estimation.core.ft_contact import (CONVENTIONS, SURFACE_MODELS,
+                                                BaseWrenchCompensator, FtContact,
+                                                FtContactError, FtContactLocator, SensorMount,
+                                                make_surfaces)
+from contact_estimation.core.ft_contact_stream import (DEFAULTS, AccelerationWindow,
+                                                       FtInputError, RestingWindow, RunningRms,
+                                                       StampPairing, check_reading,
+                                                       load_ellipsoids, load_offset,
+                                                       save_offset)
+from contact_estimation.core.surfaces import LinkSurfaces
+from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp,
+                                                stamp_to_seconds, wrench_stamped,
+                                                wrench_to_arrays)
+from contact_estimation.ros.diagnostics import OK, WARN
+from contact_estimation.ros.joint_states import JointStateError, JointStateReader
+from contact_estimation.ros.markers import contact_markers, deleted
+from contact_estimation.ros.node_main import run
+from contact_estimation.ros.pipeline_node import PipelineNode
+
+NAME = 'ft_contact_estimator'
+MARKER_NS = 'ft_contact'
+_MARKER_PERIOD = 0.05   # s of stamps between marker updates (rviz needs no more than 20 Hz)
+_WATCH_PERIOD = 0.1     # s (wall) between checks for missing streams
+_FREE_MOTION_WINDOW = 1.0  # s of stamps in the free-motion compensation residual
+
+
+class FtContactEstimator(PipelineNode):
+    def __init__(self, **kwargs):
+        super().__init__(NAME, **kwargs)
+        with self.starting():
+            self._declare_parameters()
+            self._build()
+        self._joint_states = JointStateReader(self.robot.joint_names, model_order_only=True)
+        self._readings = StampPairing(self.value('stamp_tolerance'))   # wrench ↔ joint state
+        self._residuals = StampPairing(self.value('stamp_tolerance'))  # residual ↔ compensated
+        self._acceleration = AccelerationWindow(self.value('acceleration_window'))
+        self._resting = RestingWindow(self.value('zero.duration'), self.value('zero.rest_speed'))
+        self._free_motion = RunningRms(_FREE_MOTION_WINDOW)
+        self._localized: tuple[float, str, np.ndarray] | None = None  # stamp, link, point
+        self._arrived: dict[str, float] = {}   # stream → wall time of its last message
+        self._markers_at: float | None = None  # stamp of the markers shown; None: none shown
+
+        self._base_wrench_pub = self.publisher('base_wrench', WrenchStamped)
+        self._point_pub = self.publisher('point', PointStamped)
+        self._wrench_pub = self.publisher('wrench', WrenchStamped)
+        self._marker_pub = self.publisher('markers', MarkerArray)
+        self.subscribe('ft_wrench', WrenchStamped, self._on_wrench)
+        self.subscribe('joint_state', JointState, self._on_joint_state)
+        self.subscribe('residual', JointState, self._on_residual)
+        self.subscribe('localizer_point', PointStamped, self._on_localizer_point)
+        self.create_service(Trigger, '~/zero', self._on_zero)
+        self.create_timer(_WATCH_PERIOD, self._watch_inputs)
+        self.problems.set_status(WARN, 'waiting for F/T readings and joint states')
+        self.get_logger().info(
+            f'{self._description}; reading {self.spec.topic("ft_wrench")} '
+            f'({self._sensor_frame}) and {self.spec.topic("joint_state")}, publishing '
+            f'{self.spec.topic("base_wrench")} and {self.spec.topic("point")}')
+
+    # ------------------------------------------------------------------ parameters
+    def _declare_parameters(self) -> None:
+        d, k = self.declare, DEFAULTS
+        ro = {'read_only': True}
+        d('sensor.frame_id', k['sensor.frame_id'], "frame_id of the F/T readings; others are "
+          "dropped ('' = the robot's base link)", **ro)
+        d('sensor.reports', k['sensor.reports'], f'one of {CONVENTIONS}: the wrench of the '
+          'robot on the sensor (the sim cobot) or of the mount on the robot', **ro)
+        d('sensor.position', list(k['sensor.position']), 'the point the sensor refers its '
+          'moments to, in the base frame (m)', **ro)
+        d('sensor.orientation_rpy', list(k['sensor.orientation_rpy']), "the sensor's axes in "
+          'the base frame: fixed-axis roll, pitch, yaw (rad, REP 103)', **ro)
+        d('sensor.force_limit', k['sensor.force_limit'], 'a force component this large (N) '
+          'is saturated: the reading is dropped', 1.0, 1e5, **ro)
+        d('sensor.torque_limit', k['sensor.torque_limit'], 'a moment component this large '
+          '(N·m) is saturated: the reading is dropped', 0.1, 1e4, **ro)
+        d('payload.mass', k['payload.mass'], 'mass of the tool or part on the tip link, kg '
+          '(0 = none): part of the arm, not a contact', 0.0, 1000.0, **ro)
+        d('payload.centre_of_mass', list(k['payload.centre_of_mass']), 'payload centre of '
+          "mass, m, in the tip link's frame", **ro)
+        d('surface_model', k['surface_model'], f'one of {SURFACE_MODELS}: the collision '
+          'meshes, or one ellipsoid per link (seed 004 eq. 23)', **ro)
+        d('ellipsoid_file', k['ellipsoid_file'], 'YAML of ellipsoids per link (centre, '
+          "semi_axes, optional axes) for surface_model ellipsoid; '' = fitted to the meshes",
+          **ro)
+        d('singular_ratio', k['singular_ratio'], 'seed 004 claim 6: a 5-equation subsystem '
+          'whose divisor is below this share of its vector is dropped', 0.0, 0.5, **ro)
+        d('min_force', k['min_force'], 'a weaker contact force (N) gives no estimate: its '
+          'line of action is too uncertain', 0.1, 1000.0, **ro)
+        d('contact_threshold', list(k['contact_threshold']), '|τ_ext| (N·m) at which a joint '
+          'counts as loaded by a contact (seed 004 current constraint): one or one per joint',
+          **ro)
+        d('stamp_tolerance', k['stamp_tolerance'], 'most time between the stamps of a '
+          'reading and the joint state it is paired with (s)', 0.0, 1.0, **ro)
+        d('acceleration_window', k['acceleration_window'], 'time span of joint states in '
+          "the quadratic fit that gives q̈ for the arm's reaction (s; lag about half)",
+          0.002, 1.0, **ro)
+        d('localizer_timeout', k['localizer_timeout'], "the contact localizer's link is used "
+          'while its point is at most this older or newer than the sample (s)', 0.0, 10.0,
+          **ro)
+        d('input_timeout', k['input_timeout'], 'a stream silent this long (s, wall clock) '
+          'while the other arrives is reported; nothing is estimated meanwhile', 0.01, 60.0,
+          **ro)
+        d('zero.duration', k['zero.duration'], '~/zero averages this long a rest (s)',
+          0.01, 60.0, **ro)
+        d('zero.rest_speed', k['zero.rest_speed'], 'the arm is at rest while every joint '
+          'is slower than this (rad/s)', 1e-5, 1.0, **ro)
+        d('offset_file', k['offset_file'], "where ~/zero stores the sensor offset and the "
+          "node reads it at start ('' = not stored)", **ro)
+
+    def _build(self) -> None:
+        """Compensator and locator from the parameters; FtContactError/ValueError if bad."""
+        v = self.value
+        self._sensor_frame = v('sensor.frame_id') or self.robot.base_link
+        mount = SensorMount(v('sensor.reports'),
+                            Rotation.from_euler('xyz', v('sensor.orientation_rpy')).as_matrix(),
+                            v('sensor.position'))
+        offset = load_offset(v('offset_file'))
+        self._compensator = BaseWrenchCompensator(
+            self.robot, mount, v('payload.mass'), v('payload.centre_of_mass'),
+            offset=np.zeros(6) if offset is None else offset)
+        self._threshold = np.asarray(v('contact_threshold'), dtype=float)
+        if self._threshold.size not in (1, self.robot.n) or np.any(self._threshold <= 0):
+            raise FtContactError(f'contact_threshold: one value or {self.robot.n}, all > 0 '
+                                 f'N·m, got {self._threshold.tolist()}')
+        ellipsoids = load_ellipsoids(v('ellipsoid_file')) if v('ellipsoid_file') else None
+        self._locator = FtContactLocator(
+            make_surfaces(v('surface_model'), LinkSurfaces(self.robot), ellipsoids),
+            v('singular_ratio'), v('min_force'))
+        self._limits = (v('sensor.force_limit'), v('sensor.torque_limit'))
+        self._offset_source = ('no stored offset' if offset is None else
+                               f'offset from {v("offset_file")}')
+
+    @property
+    def _description(self) -> str:
+        return (f'{self.value("surface_model")} surfaces, sensor '
+                f'{self.value("sensor.reports")} in {self._sensor_frame}, {self._offset_source}')
+
+    # -------------------------------------------------------------------- messages
+    def _arrival(self, stream: str) -> None:
+        self._arrived[stream] = time.monotonic()
+
+    def _on_wrench(self, msg: WrenchStamped) -> None:
+        self._arrival('ft_wrench')
+        if msg.header.frame_id != self._sensor_frame:
+            self.problems.report('unknown_frame', f'F/T reading in frame '
+                                 f'{msg.header.frame_id!r}, expected {self._sensor_frame!r} '
+                                 '(sensor.frame_id): dropped')
+            return
+        reading = np.concatenate(wrench_to_arrays(msg))
+        try:
+            check_reading(reading, *self._limits)
+        except FtInputError as err:
+            self.problems.report(err.kind, str(err))
+            return
+        self._compensate(self._readings.add_primary(stamp_to_seconds(msg.header.stamp),
+                                                    reading))
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        self._arrival('joint_state')
+        t = stamp_to_seconds(msg.header.stamp)
+        try:
+            q, v, _ = self._joint_states.read(msg)
+            a = self._acceleration.update(t, q)
+            pairs = self._readings.add_secondary(t, (q, v, a))
+        except (JointStateError, FtInputError) as err:
+            self.problems.report(err.kind, str(err))
+            return
+        self._compensate(pairs)
+
+    def _compensate(self, pairs: list[tuple]) -> None:
+        """Publish the contact wrench of each reading paired with its joint state."""
+        if self._readings.unmatched:
+            t = self._readings.unmatched[-1][0]
+            self.problems.report('unmatched_stamp', f'{len(self._readings.unmatched)} F/T '
+                                 f'reading(s) up to stamp {t:.3f} without a joint state within '
+                                 f'{self._readings.tolerance:g} s: dropped')
+        for t_reading, reading, t_joint, (q, v, a) in pairs:
+            wrench = self._compensator.contact_wrench(reading, q, v, a)
+            self._base_wrench_pub.publish(wrench_stamped(seconds_to_stamp(t_reading),
+                                                         self.robot.base_link, wrench[:3],
+                                                         wrench[3:]))
+            self.problems.traffic['base_wrenches_published'] += 1
+            self._resting.add(t_joint, reading, q, v, self.robot.joint_names)
+            try:  # with a faster sensor, the first reading of each joint state is located
+                self._locate(self._residuals.add_secondary(t_joint, (q, wrench)))
+            except FtInputError as err:
+                self.problems.report(err.kind, f'compensated wrench: {err}')
+
+    def _on_residual(self, msg: JointState) -> None:
+        self._arrival('residual')
+        try:
+            order = self._joint_states.order(msg)
+        except JointStateError as err:
+            self.problems.report(err.kind, f'residual: {err}')
+            return
+        tau_ext = self._joint_states.field(msg, 'effort', order)
+        if tau_ext is None or not np.isfinite(tau_ext).all():
+            self.problems.report('bad_residual', 'residual without one finite effort per '
+                                 'joint: dropped')
+            return
+        self._locate(self._residuals.add_primary(stamp_to_seconds(msg.header.stamp), tau_ext))
+
+    def _on_localizer_point(self, msg: PointStamped) -> None:
+        link = msg.header.frame_id
+        if link not in self.robot.link_joint or not self._locator.model.links(
+                self.robot.link_joint[link]):
+            self.problems.report('unknown_frame', f'localizer point on {link!r}, not a moving '
+                                 'link with a surface: its link is not used')
+            return
+        point = np.array([msg.point.x, msg.point.y, msg.point.z])
+        if not np.isfinite(point).all():
+            self.problems.report('not_finite', 'localizer point with NaN/inf: not used')
+            return
+        self._localized = (stamp_to_seconds(msg.header.stamp), link, point)
+
+    # ------------------------------------------------------------------- estimate
+    def _locate(self, pairs: list[tuple]) -> None:
+        """The contact of each residual paired with its compensated wrench."""
+        for t, tau_ext, _, (q, wrench) in pairs:
+            localized = self._localized
+            if localized and abs(localized[0] - t) > self.value('localizer_timeout'):
+                localized = None
+            if localized:
+                estimate = self._locator.locate(q, wrench, self.robot.link_joint[localized[1]])
+            else:
+                estimate = self._locator.locate_from_residual(q, wrench, tau_ext,
+                                                              self._threshold)
+            if estimate is None:
+                self._no_contact(t, tau_ext, wrench)
+            else:
+                self._publish_contact(t, q, estimate, localized)
+
+    def _no_contact(self, t: float, tau_ext: np.ndarray, wrench: np.ndarray) -> None:
+        if np.all(np.abs(tau_ext) < self._threshold):
+            force, torque = self._free_motion.add(t, wrench)
+            self.problems.values['free_motion_residual'] = (f'{force:.3f} N, {torque:.4f} N·m '
+                                                            'RMS')
+        if self._markers_at is not None:
+            self._markers_at = None
+            self._marker_pub.publish(MarkerArray(markers=deleted(MARKER_NS, (0, 1))))
+        self.problems.set_status(OK, f'{self._description}; no contact')
+
+    def _publish_contact(self, t: float, q: np.ndarray, estimate: FtContact,
+                         localized: tuple | None) -> None:
+        stamp = seconds_to_stamp(t)
+        self._point_pub.publish(point_stamped(stamp, estimate.link, estimate.point))
+        self._wrench_pub.publish(wrench_stamped(stamp, estimate.link, estimate.force,
+                                                np.zeros(3)))
+        self.problems.traffic['estimates_published'] += 1
+        if self._markers_at is None or t - self._markers_at >= _MARKER_PERIOD:
+            self._markers_at = t
+            self._marker_pub.publish(MarkerArray(markers=contact_markers(
+                MARKER_NS, estimate.point, estimate.force, estimate.link, stamp)))
+        if localized:
+            rotation, position = self.robot.link_pose(q, localized[1])
+            distance = np.linalg.norm(rotation @ localized[2] + position - estimate.point_base)
+            self.problems.values['distance_to_localizer_point'] = f'{distance * 1e3:.1f} mm'
+        self.problems.set_status(OK, f'{self._description}; contact on {estimate.link}, '
+                                 f'{np.linalg.norm(estimate.force):.1f} N')
+
+    # ----------------------------------------------------------- watch and service
+    def _watch_inputs(self) -> None:
+        """Report a stream that stopped while the other goes on (nothing is estimated)."""
+        now = time.monotonic()
+        timeout = self.value('input_timeout')
+        fresh = {s: now - self._arrived.get(s, -np.inf) <= timeout
+                 for s in ('ft_wrench', 'joint_state', 'residual')}
+        topic = self.spec.topic
+        if fresh['ft_wrench'] and not fresh['joint_state']:
+            self._stale('no_joint_state', f'F/T readings but no joint state on '
+                        f'{topic("joint_state")} for {timeout:g} s: nothing compensated')
+        elif fresh['joint_state'] and not fresh['ft_wrench']:
+            self._stale('no_wrench', f'joint states but no F/T reading on '
+                        f'{topic("ft_wrench")} for {timeout:g} s: nothing compensated')
+        elif fresh['ft_wrench'] and not fresh['residual']:
+            self._stale('no_residual', f'no residual on {topic("residual")} for '
+                        f'{timeout:g} s: compensated wrench only, no contact estimate')
+
+    def _stale(self, kind: str, message: str) -> None:
+        self.problems.report(kind, message)
+        self.problems.set_status(WARN, message)
+
+    def _on_zero(self, request: Trigger.Request, response: Trigger.Response):
+        """The sensor offset from the arm at rest, stored in `offset_file`."""
+        now = time.monotonic()
+        try:
+            if any(now - self._arrived.get(s, -np.inf) > self.value('input_timeout')
+                   for s in ('ft_wrench', 'joint_state')):
+                raise FtContactError('no recent F/T reading and joint state: cannot tell '
+                                     'whether the arm rests')
+            offset = self._resting.offset(self._compensator)
+            path = self.value('offset_file')
+            if path:
+                path = save_offset(path, offset, self._sensor_frame,
+                                   self.get_clock().now().nanoseconds * 1e-9)
+        except (FtContactError, OSError) as err:
+            response.success, response.message = False, f'not zeroed: {err}'
+            self.get_logger().warning(response.message)
+            return response
+        self._compensator.offset = offset
+        self._offset_source = 'offset from ~/zero'
+        response.success = True
+        response.message = (f'offset {np.round(offset, 4).tolist()} (N, N·m, sensor frame) '
+                            + (f'stored in {path}' if path else 'not stored (offset_file '
+                               "is '')"))
+        self.get_logger().info(response.message)
+        return response
+
+
+def main(args=None):
+    return run(FtContactEstimator, args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

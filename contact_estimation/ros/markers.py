@@ -1,0 +1,45 @@
+"""rviz markers the nodes share: one marker at a point, a contact (sphere and force arrow),
+deletion of one namespace's markers (DELETEALL would clear other nodes' namespaces too)."""
+from __future__ import annotations
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import Point
+from visualization_msgs.msg import Marker
+
+RED = (1.0, 0.0, 0.0, 0.8)
+_CONTACT_SPHERE = 0.03   # m
+_ARROW_PER_NEWTON = 0.005  # m of arrow per N of force
+_ARROW_SHAFT = 0.01      # m
+
+
+def marker(kind: int, ns: str, marker_id: int, position, frame_id: str, stamp: Time,
+           rgba=RED) -> Marker:
+    """A marker of `kind` at `position` (in `frame_id`), identity orientation."""
+    made = Marker(type=kind, action=Marker.ADD, ns=ns, id=marker_id)
+    made.header.frame_id = frame_id
+    made.header.stamp = stamp
+    made.pose.position.x, made.pose.position.y, made.pose.position.z = (
+        float(c) for c in position)
+    made.pose.orientation.w = 1.0
+    made.color.r, made.color.g, made.color.b, made.color.a = rgba
+    return made
+
+
+def contact_markers(ns: str, point, force, frame_id: str, stamp: Time,
+                    rgba=RED) -> list[Marker]:
+    """A sphere at the contact point and an arrow of the force on the robot, ending at the
+    point (the push comes from outside), ids 0 and 1 of `ns`."""
+    point, force = np.asarray(point, dtype=float), np.asarray(force, dtype=float)
+    sphere = marker(Marker.SPHERE, ns, 0, point, frame_id, stamp, rgba)
+    sphere.scale.x = sphere.scale.y = sphere.scale.z = _CONTACT_SPHERE
+    arrow = marker(Marker.ARROW, ns, 1, (0.0, 0.0, 0.0), frame_id, stamp, rgba)
+    tail = point - _ARROW_PER_NEWTON * force
+    arrow.points = [Point(x=float(a), y=float(b), z=float(c)) for a, b, c in (tail, point)]
+    arrow.scale.x, arrow.scale.y, arrow.scale.z = _ARROW_SHAFT, 2 * _ARROW_SHAFT, 3 * _ARROW_SHAFT
+    return [sphere, arrow]
+
+
+def deleted(ns: str, ids) -> list[Marker]:
+    """DELETE of these ids of `ns` only."""
+    return [Marker(action=Marker.DELETE, ns=ns, id=i) for i in ids]
