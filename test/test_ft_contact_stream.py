@@ -1,13 +1,12 @@
-"""The ft_contact_estimator's stream logic without ROS: pairing by stamp, input checks, q̈
-over a window in seconds, the resting check and the offset file."""
+"""The ft_contact_estimator's stream logic without ROS: pairing by stamp, input checks, the
+resting check and the offset and ellipsoid files."""
 import numpy as np
 import pytest
 
 from contact_estimation.core.ft_contact import BaseWrenchCompensator, FtContactError
-from contact_estimation.core.ft_contact_stream import (AccelerationWindow, FtInputError,
-                                                       RestingWindow, RunningRms, StampPairing,
-                                                       check_reading, load_ellipsoids,
-                                                       load_offset, save_offset)
+from contact_estimation.core.ft_contact_stream import (FtInputError, RestingWindow, RunningRms,
+                                                       StampPairing, check_reading,
+                                                       load_ellipsoids, load_offset, save_offset)
 from contact_estimation.core.robot_model import RobotModel
 
 
@@ -40,18 +39,6 @@ def test_readings_are_checked():
         with pytest.raises(FtInputError) as err:
             check_reading(np.array(reading, dtype=float), 2500.0, 400.0)
         assert err.value.kind == kind
-
-
-@pytest.mark.parametrize('period', [0.001, 0.01])
-def test_acceleration_window_spans_the_same_time_at_any_rate(period):
-    window = AccelerationWindow(0.05)
-    t = np.arange(200) * period
-    for tk in t:
-        a = window.update(tk, np.array([0.3 * tk ** 2]))
-    np.testing.assert_allclose(a, 0.6, atol=1e-6)
-    assert window._fit.window == round(0.05 / period) + 1
-    with pytest.raises(FtInputError):
-        window.update(t[-1], np.array([0.0]))
 
 
 def test_resting_window_refuses_motion_and_short_rest_then_measures_the_offset():

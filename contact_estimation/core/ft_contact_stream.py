@@ -1,6 +1,5 @@
 """What the ft_contact_estimator node does between messages, without ROS: its defaults, the
-checks of a raw F/T reading, the pairing of streams by stamp, q̈ over a window in seconds,
-the resting check of the `~/zero` service, the offset and ellipsoid files, and the
+checks of a raw F/T reading, the pairing of streams by stamp, the resting check of the `~/zero` service, the offset and ellipsoid files, and the
 compensation residual in free motion. The estimate itself is core/ft_contact.py (seed 004).
 
 Times are stamps in seconds (the samples' own clock), never sample counts: real drivers
@@ -18,7 +17,6 @@ import yaml
 from contact_estimation.core import payload
 from contact_estimation.core.ft_contact import (ROBOT_ON_SENSOR, BaseWrenchCompensator,
                                                 Ellipsoid, FtContactError)
-from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
 
 DEFAULTS: dict[str, Any] = {
     'sensor.frame_id': '',                        # '' = the robot's base link
@@ -44,8 +42,6 @@ DEFAULTS: dict[str, Any] = {
 
 # How far back (s of stamps) samples are kept for pairing.
 PAIRING_HISTORY = 1.0
-# Joint states whose periods set the q̈ window's sample count.
-_RATE_SAMPLES = 10
 
 
 class FtInputError(ValueError):
@@ -139,36 +135,6 @@ class StampPairing:
             if candidate[0] < t:
                 break
         return best
-
-
-class AccelerationWindow:
-    """q̈ from a quadratic fit (`DerivativeEstimator`) over the joint states of the last
-    `seconds`: the sample count comes from the median period of the first joint states,
-    so the fit spans the same time at 1 kHz and at 100 Hz. Zero until that is known."""
-
-    def __init__(self, seconds: float):
-        self.seconds = float(seconds)
-        self._stamps: list[float] = []
-        self._fit: DerivativeEstimator | None = None
-
-    def update(self, t: float, q: np.ndarray) -> np.ndarray:
-        """q̈ at t (FtInputError 'out_of_order' when t is not after the last stamp; the
-        fit then starts over)."""
-        if self._fit is None:
-            if self._stamps and t <= self._stamps[-1]:
-                raise FtInputError('out_of_order', f'joint state stamp {t:.6f} not after the '
-                                   f'last one ({self._stamps[-1]:.6f}): dropped')
-            self._stamps.append(t)
-            if len(self._stamps) < _RATE_SAMPLES:
-                return np.zeros(len(q))
-            period = float(np.median(np.diff(self._stamps)))
-            self._fit = DerivativeEstimator(max(DerivativeEstimator.DEGREE + 1,
-                                                int(round(self.seconds / period)) + 1))
-        try:
-            return self._fit.update(t, q)[1]
-        except ValueError as err:
-            self._fit.reset()
-            raise FtInputError('out_of_order', f'joint state: {err}; q̈ fit restarted') from err
 
 
 class RestingWindow:

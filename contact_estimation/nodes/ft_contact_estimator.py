@@ -40,11 +40,11 @@ from contact_estimation.core.ft_contact import (CONVENTIONS, SURFACE_MODELS,
                                                 BaseWrenchCompensator, FtContact,
                                                 FtContactError, FtContactLocator, SensorMount,
                                                 make_surfaces)
-from contact_estimation.core.ft_contact_stream import (DEFAULTS, AccelerationWindow,
-                                                       FtInputError, RestingWindow, RunningRms,
+from contact_estimation.core.ft_contact_stream import (DEFAULTS, FtInputError, RestingWindow, RunningRms,
                                                        StampPairing, check_reading,
                                                        load_ellipsoids, load_offset,
                                                        save_offset)
+from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
 from contact_estimation.core.surfaces import LinkSurfaces
 from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp,
                                                 stamp_to_seconds, wrench_stamped,
@@ -53,7 +53,7 @@ from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.markers import contact_markers, deleted
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.pipeline_node import PipelineNode
+from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'ft_contact_estimator'
 MARKER_NS = 'ft_contact'
@@ -62,7 +62,7 @@ _WATCH_PERIOD = 0.1     # s (wall) between checks for missing streams
 _FREE_MOTION_WINDOW = 1.0  # s of stamps in the free-motion compensation residual
 
 
-class FtContactEstimator(PipelineNode):
+class FtContactEstimator(SuiteNode):
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         with self.starting():
@@ -71,7 +71,7 @@ class FtContactEstimator(PipelineNode):
         self._joint_states = JointStateReader(self.robot.joint_names, model_order_only=True)
         self._readings = StampPairing(self.value('stamp_tolerance'))   # wrench ↔ joint state
         self._residuals = StampPairing(self.value('stamp_tolerance'))  # residual ↔ compensated
-        self._acceleration = AccelerationWindow(self.value('acceleration_window'))
+        self._acceleration = DerivativeEstimator(duration=self.value('acceleration_window'))
         self._resting = RestingWindow(self.value('zero.duration'), self.value('zero.rest_speed'))
         self._free_motion = RunningRms(_FREE_MOTION_WINDOW)
         self._localized: tuple[float, str, np.ndarray] | None = None  # stamp, link, point
@@ -197,12 +197,20 @@ class FtContactEstimator(PipelineNode):
         t = stamp_to_seconds(msg.header.stamp)
         try:
             q, v, _ = self._joint_states.read(msg)
-            a = self._acceleration.update(t, q)
-            pairs = self._readings.add_secondary(t, (q, v, a))
+            pairs = self._readings.add_secondary(t, (q, v, self._acceleration_at(t, q)))
         except (JointStateError, FtInputError) as err:
             self.problems.report(err.kind, str(err))
             return
         self._compensate(pairs)
+
+    def _acceleration_at(self, t: float, q: np.ndarray) -> np.ndarray:
+        """q̈ of the fit over `acceleration_window` s; a stamp not after the last one
+        restarts it (the pairing then reports or accepts the stamp)."""
+        try:
+            return self._acceleration.update(t, q)[1]
+        except ValueError:
+            self._acceleration.reset()
+            return self._acceleration.update(t, q)[1]
 
     def _compensate(self, pairs: list[tuple]) -> None:
         """Publish the contact wrench of each reading paired with its joint state."""
