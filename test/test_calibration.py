@@ -39,16 +39,21 @@ def test_envelope_recovers_the_bound_it_must_lie_above():
     assert kv == ka == 0 and b == pytest.approx(y.max())
 
 
-def test_count_alarms_needs_n_consecutive_samples_with_some_joint_over():
-    over = np.zeros((20, 2), dtype=bool)
-    over[2:5, 0] = True           # 3 samples
-    over[8:10, 0] = over[10:12, 1] = True  # 4 samples, moving between joints
-    assert count_alarms(over, 4) == 1 and count_alarms(over, 3) == 2 and count_alarms(over, 5) == 0
+def test_count_alarms_needs_the_persistence_time_with_some_joint_over():
+    t = np.arange(20) * DT
+    ratio = np.full((20, 2), 0.5)
+    ratio[2:5, 0] = 1.5                       # 3 samples
+    ratio[8:10, 0] = ratio[10:12, 1] = 1.5    # 4 samples, moving between joints
+    def alarms(n, rule='consecutive'):
+        return count_alarms(t, ratio, rule, n * DT)
+    assert alarms(4) == 1 and alarms(3) == 2 and alarms(5) == 0
+    # Weighted: a sample at 1.5 ψ weighs 1.5² = 2.25 samples.
+    assert alarms(9, 'weighted') == 1 and alarms(6, 'weighted') == 2
 
 
 def test_calibrated_thresholds_keep_the_margin_and_detect_a_contact_just_above():
     t, q, v, tau = free_motion()
-    cal = calibrate(t, q, v, tau, JOINTS, margin=1.5, consecutive_samples=10)
+    cal = calibrate(t, q, v, tau, JOINTS, margin=1.5, persistence_time=10 * DT)
     assert cal.false_alarms == 0
     assert np.all(cal.peak_ratio < 1 / 1.5)
     assert np.all(cal.speed_gain > 0.5)  # the bound grows with speed: the fit sees it
@@ -59,7 +64,7 @@ def test_calibrated_thresholds_keep_the_margin_and_detect_a_contact_just_above()
 
     config = DetectorConfig.build(JOINTS, thresholds_position=cal.base, speed_gain=cal.speed_gain,
                                   acceleration_gain=cal.acceleration_gain,
-                                  consecutive_samples=10, input_timeout=1.0)
+                                  persistence_time=10 * DT, input_timeout=1.0)
     detector = CollisionDetector(config)
     stops = [detector.update(tk, tau_k, vk).stop for tk, tau_k, vk in zip(t, tau, v)]
     assert not any(stops)  # the acceleration term only adds: no false alarm without it either
@@ -83,12 +88,12 @@ def test_false_alarms_are_counted_on_the_held_out_part_only():
     but counted as a false alarm, and the promise follows the exact bound for it."""
     t, q, v, tau = free_motion(6.0)
     tau[5000:5030, 3] = 40.0  # 30 samples well over anything fitted, in the held-out half
-    cal = calibrate(t, q, v, tau, JOINTS, margin=1.5, consecutive_samples=10)
+    cal = calibrate(t, q, v, tau, JOINTS, margin=1.5, persistence_time=10 * DT)
     assert cal.false_alarms == 1
     assert cal.base[3] < 5.0 and cal.heldout_peak_ratio[3] > 1.0
     hours = cal.heldout_duration / 3600
     assert cal.false_alarm_bound_per_hour == pytest.approx(4.7439 / hours, rel=1e-4)
-    clean = calibrate(t, q, v, free_motion(6.0)[3], JOINTS, margin=1.5, consecutive_samples=10)
+    clean = calibrate(t, q, v, free_motion(6.0)[3], JOINTS, margin=1.5, persistence_time=10 * DT)
     assert cal.base[3] == pytest.approx(clean.base[3])  # the same fit: the fit part is the same
 
 
@@ -101,7 +106,7 @@ def test_the_margin_holds_exactly_on_every_fitting_sample(margin):
     v = np.zeros_like(q)
     tau = rng.choice([-1.0, 1.0], size=q.shape) * 0.7  # |τ_ext| exactly 0.7 everywhere
     cal = calibrate(t, q, v, tau, JOINTS[:2], margin=margin, min_threshold=0.1,
-                    consecutive_samples=1)
+                    persistence_time=DT)
     assert np.all(cal.peak_ratio < 1.0 / margin)
     assert cal.false_alarms == 0
     psi = cal.base  # no motion: ψ = ψ_0
@@ -116,7 +121,8 @@ def test_a_cap_below_what_free_motion_needs_is_refused():
 
 @pytest.mark.parametrize('kwargs, message', [({'margin': 0.9}, 'margin'),
                                              ({'min_threshold': 0.0}, 'min_threshold'),
-                                             ({'consecutive_samples': 0}, 'consecutive'),
+                                             ({'persistence_time': 0.0}, 'persistence_time'),
+                                             ({'persistence': 'cusum'}, 'persistence'),
                                              ({'holdout': 1.0}, 'holdout')])
 def test_bad_calibration_settings_are_refused(kwargs, message):
     t, q, v, tau = free_motion(0.5)
@@ -136,13 +142,14 @@ def test_command_writes_a_parameter_file_the_detector_accepts(tmp_path, capsys):
     assert 'to promise at most 1 false alarm per hour takes about 6.0 h' in printed
     params = yaml.safe_load(out.read_text())['collision_detector']['ros__parameters']
     assert set(params) == {'thresholds_force', 'speed_gain', 'acceleration_gain',
-                           'threshold_max', 'consecutive_samples', 'acceleration_window'}
+                           'threshold_max', 'persistence', 'persistence_time',
+                           'acceleration_window'}
     assert all(isinstance(x, float) for x in params['thresholds_force'] + params['speed_gain'])
     config = DetectorConfig.build(JOINTS, roles='force', **{
         'thresholds_force': params['thresholds_force'], 'speed_gain': params['speed_gain'],
         'acceleration_gain': params['acceleration_gain'],
         'threshold_max': params['threshold_max'],
-        'consecutive_samples': params['consecutive_samples']})
+        'persistence': params['persistence'], 'persistence_time': params['persistence_time']})
     assert np.all(config.base_thresholds >= 0.5)
 
 

@@ -90,7 +90,7 @@ def test_no_yield_before_any_motion_gave_a_direction():
 
 def test_react_follows_the_contact_not_the_latched_stop():
     """With the stop latched until reset (hold_time 0), f_S still resumes after the contact."""
-    detector = CollisionDetector(DetectorConfig.build(['a', 'b', 'c'], consecutive_samples=3))
+    detector = CollisionDetector(DetectorConfig.build(['a', 'b', 'c'], persistence_time=3 * DT))
     scaling = TimeScaling(TimeScalingConfig(recovery_rate=10.0, resume_delay=0.05))
     f_s, stop, t = [], [], 0.0
     for tau, samples in (([0, 0, 0], 10), ([0, 6, 0], 20), ([0, 0, 0], 300)):

@@ -21,7 +21,7 @@ import numpy as np
 import yaml
 
 from contact_estimation import manifest
-from contact_estimation.core.detector import DEFAULTS, ROLES
+from contact_estimation.core.detector import DEFAULTS, PERSISTENCE_RULES, ROLES
 from contact_estimation.core.recording import RecordingError, read_recording
 from contact_estimation.core.robot_model import RobotModel, RobotModelError
 from contact_estimation.core.threshold_calibration import Calibration, calibrate
@@ -99,8 +99,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--margin', type=float, default=1.5,
                         help='ψ = margin × the free-motion envelope (>= 1)')
     parser.add_argument('--min-threshold', type=float, default=0.5, help='floor of ψ_0, N·m')
-    parser.add_argument('--consecutive-samples', type=int,
-                        default=DEFAULTS['consecutive_samples'], help='n of eq. 7')
+    parser.add_argument('--persistence', choices=PERSISTENCE_RULES,
+                        default=DEFAULTS['persistence'], help="eq. 7's persistence rule")
+    parser.add_argument('--persistence-time', type=float, default=DEFAULTS['persistence_time'],
+                        help="eq. 7's persistence time, s")
     parser.add_argument('--holdout', type=float, default=0.5,
                         help='share of the recording (its end) held out to count false alarms')
     parser.add_argument('--threshold-max', type=float, default=DEFAULTS['threshold_max'],
@@ -125,7 +127,8 @@ def main(argv: list[str]) -> int:
             t, q, v, tau, where = rec.t, rec.q, rec.v, rec.effort, args.recording
         calibration = calibrate(
             t, q, v, tau, robot.joint_names, margin=args.margin,
-            min_threshold=args.min_threshold, consecutive_samples=args.consecutive_samples,
+            min_threshold=args.min_threshold, persistence=args.persistence,
+            persistence_time=args.persistence_time,
             acceleration_window=args.acceleration_window, holdout=args.holdout,
             threshold_max=args.threshold_max, use_speed=not args.no_speed,
             use_acceleration=not args.no_acceleration, source=where)

@@ -7,6 +7,34 @@ to the next while it builds up is not lost. The seed's thresholds depend on each
 in a force/position hybrid task: 4 N·m on position-controlled joints, 8 N·m on
 force-controlled ones (section 4.2), and it uses n = 25 ms at a 2 ms cycle.
 
+Persistence in seconds, not samples (a 1 kHz pipeline and a 100 Hz driver with 4–10 ms steps
+take the same parameters): each sample stands for the time since the previous one, Δt_k, on
+the sample clock (the joint-state stamps), and the evidence E of the current run of samples
+with some joint over ψ (the ∃i of eq. 7) grows by
+
+    consecutive (seed 001):   E_k = E_{k−1} + Δt_k                  (the time over ψ)
+    weighted:                 E_k = E_{k−1} + Δt_k · r_k²,  r_k = max_i |τ_ext,i| / ψ_i > 1
+
+and restarts at 0 on a sample with every joint under ψ; a collision when E ≥ T
+(`persistence_time`). `consecutive` is eq. 7 with n = T/Δt; `weighted` is the same rule for a
+residual just over ψ (r → 1) and shortens it with the exceedance: a steady residual r ψ
+strong needs T/r², so a hit 3 ψ strong stops in a ninth of the time while a residual just
+over ψ still needs all of T. Why r²: E is then the energy of the residual over the run in
+units of ψ²·s, and for Gaussian model error the log-likelihood that a sample is not noise
+grows with |τ_ext|², so a sample twice as far out is (at least) four times the evidence
+(the benchmark: r gains less than half of r²'s speed-up, r³ and r⁴ little more, all
+without false alarms; the residual's own lag is then the floor). Why not a CUSUM
+(S = max(0, S + Δt (r − ρ))): with ρ < 1 it fires on a residual that never exceeds ψ (ψ would
+no longer be the threshold) and with ρ = 1 a residual just over ψ never fires, so it cannot
+reduce to eq. 7; restarting under ψ keeps eq. 7's meaning. No sample counts for more than
+T/2, so however large, a single sample (a glitch) is never a collision and a gap between
+stamps is not taken for evidence; and the first sample (no Δt yet) counts for nothing.
+
+Sample clock: a stamp not after the previous one is out of order: ignored and counted (it
+does not refresh the input timeout either, so a stream of them ends in a stale stop); a stamp
+more than `input_timeout` before the previous one is a restarted time base: taken, with the
+run restarted.
+
 Beyond the seed (its conclusion names "dynamic thresholds" as future work): the model error
 grows with motion, so the threshold may grow with joint speed and acceleration, up to a cap
 that keeps fast motion from making the detector blind:
@@ -16,9 +44,10 @@ The sign convention of τ_ext does not matter here (only |τ_ext| is used).
 Stop is latched: once raised (collision, stale input or a gap between residuals, a non-finite
 residual) it stays until `reset()` or, with `hold_time` > 0, until `hold_time` seconds after
 the last unsafe sample. Either way it clears only once the residual has been quiet (no joint
-over ψ) for n samples and `reset_quiet_time` seconds, so a contact that is still going on
-(a dip under ψ for a sample or two) cannot be reset away. Clearing keeps eq. 7's count.
-Times are seconds on one clock chosen by the caller (the node uses a monotonic clock).
+over ψ) for max(T, `reset_quiet_time`) seconds of samples, so a contact that is still going on
+(a dip under ψ for a sample or two) cannot be reset away. Clearing keeps eq. 7's evidence.
+Times are seconds on one clock chosen by the caller (the node uses a monotonic clock for the
+receipt time, which runs the timeouts, and the joint-state stamps for the sample clock).
 """
 from __future__ import annotations
 
@@ -31,6 +60,11 @@ from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
 
 POSITION, FORCE = 'position', 'force'
 ROLES = (POSITION, FORCE)
+CONSECUTIVE, WEIGHTED = 'consecutive', 'weighted'
+PERSISTENCE_RULES = (CONSECUTIVE, WEIGHTED)
+# Sums of sample periods are compared with T to this tolerance (s): 25 steps of 1 ms make
+# 25 ms even in floating point, and no driver's period comes near it.
+TIME_TOLERANCE = 1e-6
 
 # Seed 001 section 4.2: thresholds by joint role, N·m.
 SEED_POSITION_THRESHOLD = 4.0
@@ -42,7 +76,8 @@ DEFAULTS = {
     'thresholds_position': SEED_POSITION_THRESHOLD,
     'thresholds_force': SEED_FORCE_THRESHOLD,
     'roles': POSITION,
-    'consecutive_samples': 25,   # seed 001: 25 ms; the residual comes at 1 kHz
+    'persistence': 'consecutive',  # eq. 7 as in seed 001 (or 'weighted', see above)
+    'persistence_time': 0.025,   # T, s: seed 001's 25 ms window
     'speed_gain': 0.0,
     'acceleration_gain': 0.0,
     'threshold_max': 15.0,       # N·m: a contact of 15 N·m joint torque is always seen
@@ -104,6 +139,21 @@ def thresholds(base, speed_gain, acceleration_gain, threshold_max=np.inf, veloci
     return np.fmin(psi, threshold_max)
 
 
+def accumulate_evidence(evidence: float, dt: float, ratio: float, rule: str,
+                        persistence_time: float) -> float:
+    """E after one sample (module docstring): `ratio` = max_i |τ_ext,i| / ψ_i at the sample,
+    `dt` (s) the time since the previous sample; 0 when no joint is over ψ."""
+    if not ratio > 1.0:
+        return 0.0
+    weight = ratio * ratio if rule == WEIGHTED else 1.0
+    return evidence + min(dt * weight, 0.5 * persistence_time)
+
+
+def is_collision(evidence: float, persistence_time: float) -> bool:
+    """Eq. 7 holds: the evidence of the current run has reached T."""
+    return evidence >= persistence_time - TIME_TOLERANCE
+
+
 @dataclass(frozen=True)
 class DetectorConfig:
     """Validated detector parameters, one entry per joint. Build with `DetectorConfig.build`."""
@@ -112,7 +162,8 @@ class DetectorConfig:
     thresholds_position: np.ndarray  # ψ_0 of position-controlled joints, N·m
     thresholds_force: np.ndarray     # ψ_0 of force-controlled joints, N·m
     roles: tuple[str, ...]
-    consecutive_samples: int         # n of eq. 7
+    persistence: str                 # CONSECUTIVE (eq. 7) or WEIGHTED by the exceedance
+    persistence_time: float          # T, s: over ψ this long (weighted: this much evidence)
     speed_gain: np.ndarray           # k_v, N·m per rad/s
     acceleration_gain: np.ndarray    # k_a, N·m per rad/s²
     threshold_max: np.ndarray        # ψ_max, N·m: cap of ψ
@@ -132,12 +183,12 @@ class DetectorConfig:
         n = len(names)
         if n == 0:
             raise ValueError('the detector needs at least one joint')
-        samples = p['consecutive_samples']
-        if isinstance(samples, float) and not samples.is_integer():
-            raise ValueError(f'consecutive_samples = {samples}: must be an integer')
-        if int(samples) < 1:
-            raise ValueError(f'consecutive_samples = {samples}: must be >= 1 '
-                             '(the number of consecutive samples over threshold, eq. 7)')
+        if p['persistence'] not in PERSISTENCE_RULES:
+            raise ValueError(f'persistence = {p["persistence"]!r}: must be one of '
+                             f'{", ".join(PERSISTENCE_RULES)}')
+        if not np.isfinite(p['persistence_time']) or p['persistence_time'] <= 0:
+            raise ValueError(f'persistence_time = {p["persistence_time"]} s: must be > 0 '
+                             '(how long some joint must be over threshold, eq. 7)')
         for name, low, note in (('hold_time', 0.0, ' (0 = latch until reset)'),
                                 ('reset_quiet_time', 0.0, '')):
             if not np.isfinite(p[name]) or p[name] < low:
@@ -151,7 +202,7 @@ class DetectorConfig:
             thresholds_force=per_joint('thresholds_force', p['thresholds_force'], n,
                                        strict=True, unit=' N·m'),
             roles=joint_roles(p['roles'], n),
-            consecutive_samples=int(samples),
+            persistence=p['persistence'], persistence_time=float(p['persistence_time']),
             speed_gain=per_joint('speed_gain', p['speed_gain'], n, unit=' N·m·s/rad'),
             acceleration_gain=per_joint('acceleration_gain', p['acceleration_gain'], n,
                                         unit=' N·m·s²/rad'),
@@ -198,19 +249,24 @@ class DetectorState:
     colliding_joints: tuple[int, ...]  # joints over ψ during the latched collision, until it clears
     residuals: np.ndarray             # last τ_ext, N·m
     thresholds: np.ndarray            # last ψ, N·m
-    over_threshold: bool = False      # some joint is over ψ now (counted or not yet n samples)
+    over_threshold: bool = False      # some joint is over ψ now (a collision or not yet)
     contact: bool = False             # eq. 7 holds at the latest sample: a collision is going on
     input_problem: str = NONE         # WAITING, STALE or INVALID while the input is unusable now
+    ignored: str = ''                 # why this sample was ignored (out of order), else ''
 
 
 class CollisionDetector:
-    """Seed 001 eq. 7 with role thresholds, speed-dependent thresholds, latching, fail-safe."""
+    """Seed 001 eq. 7 with role thresholds, speed-dependent thresholds, persistence in
+    seconds (consecutive or weighted), latching, fail-safe."""
 
     def __init__(self, config: DetectorConfig):
         self.config = config
-        self._over_count = 0              # m of eq. 7
-        self._quiet_count = 0             # consecutive valid samples with no joint over ψ
-        self._quiet_start = -np.inf       # time of the first sample of that quiet run
+        self.out_of_order = 0             # samples ignored for a stamp not after the last one
+        self._evidence = 0.0              # E of the current run over ψ, s
+        self._over_samples = 0            # samples in that run
+        self._over_time = 0.0             # its duration (Σ Δt), s
+        self._quiet_time = 0.0            # duration of the current run with no joint over ψ, s
+        self._last_stamp: float | None = None
         self._over = np.zeros(config.n, dtype=bool)
         self._invalid = False             # the last sample was not finite
         self._residuals = np.zeros(config.n)
@@ -232,38 +288,52 @@ class CollisionDetector:
         self.config = config
 
     # ------------------------------------------------------------------ inputs
-    def update(self, t: float, tau_ext, velocity=None, acceleration=None) -> DetectorState:
-        """One residual sample at time `t`: eq. 7 with ψ from the joint speed and acceleration.
+    def update(self, t: float, tau_ext, velocity=None, acceleration=None,
+               stamp: float | None = None) -> DetectorState:
+        """One residual sample received at time `t`, taken at `stamp` (the sample clock,
+        default `t`): eq. 7 with ψ from the joint speed and acceleration.
 
         A gap longer than `input_timeout` since the previous sample latches a stale-input
         stop before the sample is taken, whether or not a watchdog ran during the gap.
         A non-finite τ_ext raises stop at once: it means the estimator upstream is broken,
         and dropping it would leave the arm unwatched while such samples keep arriving.
+        A stamp not after the previous one is ignored and counted (`out_of_order`).
         """
         tau = np.asarray(tau_ext, dtype=float)
         if tau.shape != (self.config.n,):
             raise ValueError(f'τ_ext has {tau.size} values, the detector {self.config.n} joints')
+        stamp = t if stamp is None else float(stamp)
+        dt = self._sample_step(stamp)
+        if dt is None:
+            self.out_of_order += 1
+            return dataclasses.replace(self.state(t), ignored=(
+                f'residual stamp {stamp:.6f} s not after the previous {self._last_stamp:.6f} s '
+                f'(out of order): ignored'))
         if self._last_input is not None and t - self._last_input > self.config.input_timeout:
             self._latch_stale(t, f'gap of {t - self._last_input:.3f} s between residuals '
                                  f'(input_timeout {self.config.input_timeout:g} s)')
+            dt = 0.0
         self._last_input = t
         self._invalid = not np.isfinite(tau).all()
         if self._invalid:
-            self._over_count = self._quiet_count = 0
+            self._restart_runs()
             self._latch(t, INVALID, f'non-finite residual on {self._joint_list(~np.isfinite(tau))}')
             return self.state(t)
         self._residuals = tau
         self._thresholds = self.config.thresholds(velocity, acceleration)
-        self._over = np.abs(tau) > self._thresholds
+        ratios = np.abs(tau) / self._thresholds
+        self._over = ratios > 1.0
+        config = self.config
+        self._evidence = accumulate_evidence(self._evidence, dt, float(ratios.max()),
+                                             config.persistence, config.persistence_time)
         if self._over.any():
-            self._over_count += 1
-            self._quiet_count = 0
+            self._over_samples += 1
+            self._over_time += dt
+            self._quiet_time = 0.0
         else:
-            self._over_count = 0
-            if self._quiet_count == 0:
-                self._quiet_start = t
-            self._quiet_count += 1
-        if self._over_count >= self.config.consecutive_samples:
+            self._over_samples, self._over_time = 0, 0.0
+            self._quiet_time += dt
+        if self._contact():
             # The joints of the latched collision: every joint over ψ while it lasts.
             self._colliding = tuple(sorted(set(self._colliding)
                                            | {int(i) for i in np.flatnonzero(self._over)}))
@@ -332,15 +402,34 @@ class CollisionDetector:
         return ''
 
     # ----------------------------------------------------------------- helpers
+    def _sample_step(self, stamp: float) -> float | None:
+        """Δt of a sample stamped `stamp` (s), remembered as the last stamp; None when it is
+        out of order. A step longer than `input_timeout` either way (a gap, a restarted time
+        base) restarts the runs: what came between is unknown, Δt 0."""
+        last = self._last_stamp
+        if last is not None and last - self.config.input_timeout <= stamp <= last:
+            return None
+        self._last_stamp = stamp
+        if last is not None and last < stamp <= last + self.config.input_timeout:
+            return stamp - last
+        self._restart_runs()
+        return 0.0
+
+    def _restart_runs(self) -> None:
+        """Forget the current runs over and under ψ: what came between is unknown."""
+        self._evidence, self._over_samples, self._over_time, self._quiet_time = 0.0, 0, 0.0, 0.0
+
+    def _contact(self) -> bool:
+        return is_collision(self._evidence, self.config.persistence_time)
+
     def _not_quiet(self, now: float) -> str:
         """Why the residual is not quiet enough to clear a stop ('' when it is)."""
-        n, quiet_time = self.config.consecutive_samples, self.config.reset_quiet_time
+        needed = max(self.config.persistence_time, self.config.reset_quiet_time)
         if self._over.any():
             return f'still over threshold on {self._joint_list(self._over)}'
-        if self._quiet_count < n or now - self._quiet_start < quiet_time:
-            return (f'every joint must stay under threshold for {n} samples and '
-                    f'{quiet_time:g} s first (so far {self._quiet_count} samples, '
-                    f'{max(now - self._quiet_start, 0.0):.3f} s)')
+        if self._quiet_time < needed - TIME_TOLERANCE:
+            return (f'every joint must stay under threshold for {needed:g} s first (so far '
+                    f'{self._quiet_time:.3f} s)')
         return ''
 
     def _latch(self, t: float, cause: str, reason: str) -> None:
@@ -350,11 +439,11 @@ class CollisionDetector:
     def _latch_stale(self, t: float, reason: str) -> None:
         """Stale input: what happened meanwhile is unknown, so quiet must be shown anew."""
         self._latch(t, STALE, reason)
-        self._quiet_count = 0
+        self._restart_runs()
 
     def _clear(self) -> None:
-        """Release the latch. Eq. 7's count is kept: a contact still going on is still
-        counted (clearing needs a quiet residual, so the count is 0 here anyway)."""
+        """Release the latch. Eq. 7's evidence is kept: a contact still going on is still
+        counted (clearing needs a quiet residual, so the evidence is 0 here anyway)."""
         self._latched_cause, self._latched_reason = NONE, ''
         self._colliding = ()
 
@@ -364,15 +453,17 @@ class CollisionDetector:
     def _collision_reason(self) -> str:
         parts = [f'{self.config.joint_names[i]} |τ_ext| {abs(self._residuals[i]):.2f} > '
                  f'{self._thresholds[i]:.2f} N·m' for i in self._colliding]
-        return (f'collision: {"; ".join(parts)} for {self._over_count} consecutive samples '
-                '(seed 001 eq. 7)')
+        config = self.config
+        return (f'collision: {"; ".join(parts)}, over for {self._over_samples} samples in '
+                f'{self._over_time * 1e3:.1f} ms ({config.persistence} persistence '
+                f'{config.persistence_time * 1e3:g} ms, seed 001 eq. 7)')
 
     def _make_state(self, stop: bool, cause: str, reason: str, problem: str) -> DetectorState:
         return DetectorState(stop=stop, cause=cause if stop else NONE,
                              reason=reason if stop else '', colliding_joints=self._colliding,
                              residuals=self._residuals.copy(), thresholds=self._thresholds.copy(),
                              over_threshold=bool(self._over.any()),
-                             contact=self._over_count >= self.config.consecutive_samples,
+                             contact=self._contact(),
                              input_problem=problem)
 
 

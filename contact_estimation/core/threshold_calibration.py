@@ -16,8 +16,8 @@ holds exactly: no fitting sample has |τ_ext| ≥ ψ/m. ψ is evaluated by detec
 the detector's own formula, with its cap ψ_max (`threshold_max`); a fit that needs ψ above the
 cap on the recorded motion is refused (raise the cap, or record slower motion).
 
-Check: eq. 7 (n consecutive samples over ψ) runs on the held-out part, which the fit has not
-seen, and counts k false alarms in its T hours. The promise is the exact one-sided 95 % upper
+Check: eq. 7 (the detector's persistence rule and time) runs on the held-out part, which the
+fit has not seen, and counts k false alarms in its T hours. The promise is the exact one-sided 95 % upper
 bound of a Poisson rate with k events in T: λ ≤ χ²_0.95(2k + 2) / (2T) per hour (3.00/T for
 k = 0, 4.74/T for k = 1, …), valid for motions like the recorded ones. It takes
 χ²_0.95(2)/2 ≈ 3.0 hours of alarm-free held-out motion to promise 1 false alarm per hour.
@@ -33,7 +33,8 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.stats import chi2
 
-from contact_estimation.core.detector import DEFAULTS, thresholds
+from contact_estimation.core.detector import (DEFAULTS, PERSISTENCE_RULES, accumulate_evidence,
+                                              is_collision, thresholds)
 from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
 
 BINS = 24          # histogram bins per axis for the envelope LP
@@ -60,7 +61,8 @@ class Calibration:
     acceleration_gain: np.ndarray  # k_a, N·m·s²/rad
     threshold_max: np.ndarray      # ψ_max, N·m (the cap the check used)
     margin: float                  # ψ = margin × the free-motion envelope
-    consecutive_samples: int       # n of eq. 7 used for the check
+    persistence: str               # eq. 7's persistence rule used for the check
+    persistence_time: float        # and its time T, s
     acceleration_window: int       # samples of the q̈ fit (the node's acceleration_window)
     holdout: float                 # share of the recording held out for the check
     fit_duration: float            # s of free motion the thresholds were fitted on
@@ -88,7 +90,8 @@ class Calibration:
         return {f'thresholds_{role}': up(self.base), 'speed_gain': up(self.speed_gain),
                 'acceleration_gain': up(self.acceleration_gain),
                 'threshold_max': up(self.threshold_max),
-                'consecutive_samples': int(self.consecutive_samples),
+                'persistence': self.persistence,
+                'persistence_time': float(self.persistence_time),
                 'acceleration_window': int(self.acceleration_window)}
 
     def promise(self) -> str:
@@ -97,7 +100,7 @@ class Calibration:
         need = self.recording_needed(1.0)
         return (
             f'Promise: the thresholds were fitted on the first {self.fit_duration:.1f} s of '
-            f'the recording and then run, with the {self.consecutive_samples}-sample rule, '
+            f'the recording and then run, with the {self._rule()}, '
             f'on the last {self.heldout_duration:.1f} s, which they had not seen: '
             f'{self.false_alarms} false alarm(s) there. So, for motions like the recorded '
             f'ones, we are 95 % sure that false alarms come at most {rate:.3g} times per '
@@ -106,6 +109,9 @@ class Calibration:
             f'time: to promise at most 1 false alarm per hour takes about '
             f'{need / 3600.0:.1f} h of free-motion recording (holdout {self.holdout:g}) whose '
             f'held-out part raises no false alarm.')
+
+    def _rule(self) -> str:
+        return f'{self.persistence} persistence of {self.persistence_time * 1e3:g} ms'
 
     def table(self) -> str:
         """One row per joint: thresholds, the free-motion peak and the headroom, the promise."""
@@ -119,7 +125,7 @@ class Calibration:
         rows.append(f'fitted on {self.fit_duration:.1f} s: margin {self.margin:g} (every '
                     f'fitting sample below ψ/{self.margin:g}); checked on '
                     f'{self.heldout_duration:.1f} s held out: {self.false_alarms} false alarms '
-                    f'(n = {self.consecutive_samples}) → at most '
+                    f'({self._rule()}) → at most '
                     f'{self.false_alarm_bound_per_hour:.3g} per hour (95 %)')
         rows.append(self.promise())
         return '\n'.join(rows)
@@ -180,18 +186,25 @@ def keep_margin(base: np.ndarray, speed_gain, acceleration_gain, y, speed, accel
     raise RuntimeError('could not place the thresholds above the recorded residual')
 
 
-def count_alarms(over: np.ndarray, n: int) -> int:
-    """Alarms of seed 001 eq. 7 in a boolean (samples × joints) 'over threshold' array: runs
-    of ≥ n consecutive samples with some joint over, each counted once."""
-    any_over = np.asarray(over).any(axis=1).astype(np.int8)
-    edges = np.diff(np.concatenate([[0], any_over, [0]]))
-    lengths = np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
-    return int(np.sum(lengths >= n))
+def count_alarms(t: np.ndarray, ratio: np.ndarray, persistence: str,
+                 persistence_time: float) -> int:
+    """Alarms of seed 001 eq. 7 with the detector's persistence rule: `ratio` (samples ×
+    joints) = |τ_ext| / ψ at times `t`; each run over ψ that reaches T counts once."""
+    largest = np.asarray(ratio).max(axis=1)
+    steps = np.diff(t, prepend=t[0])
+    evidence, alarms, firing = 0.0, 0, False
+    for dt, r in zip(steps.tolist(), largest.tolist()):
+        evidence = accumulate_evidence(evidence, dt, r, persistence, persistence_time)
+        collision = is_collision(evidence, persistence_time)
+        alarms += collision and not firing
+        firing = collision
+    return alarms
 
 
 def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
               min_threshold: float = 0.5,
-              consecutive_samples: int = DEFAULTS['consecutive_samples'],
+              persistence: str = DEFAULTS['persistence'],
+              persistence_time: float = DEFAULTS['persistence_time'],
               acceleration_window: int = 20, holdout: float = 0.5,
               threshold_max=DEFAULTS['threshold_max'], use_speed: bool = True,
               use_acceleration: bool = True, source: str = '') -> Calibration:
@@ -209,8 +222,11 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
         raise ValueError(f'margin = {margin}: must be >= 1 (ψ = margin × free-motion envelope)')
     if not (np.isfinite(min_threshold) and min_threshold > 0):
         raise ValueError(f'min_threshold = {min_threshold} N·m: must be > 0')
-    if int(consecutive_samples) < 1:
-        raise ValueError(f'consecutive_samples = {consecutive_samples}: must be >= 1')
+    if persistence not in PERSISTENCE_RULES:
+        raise ValueError(f'persistence = {persistence!r}: must be one of '
+                         f'{", ".join(PERSISTENCE_RULES)}')
+    if not (np.isfinite(persistence_time) and persistence_time > 0):
+        raise ValueError(f'persistence_time = {persistence_time} s: must be > 0')
     if not 0.0 < holdout < 1.0:
         raise ValueError(f'holdout = {holdout}: the share of the recording held out for the '
                          'check must be between 0 and 1')
@@ -231,7 +247,7 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
     start, end = t[keep][0], t[keep][-1]
     split = start + (1.0 - holdout) * (end - start)
     fit, held = keep & (t < split), keep & (t >= split)
-    if fit.sum() < acceleration_window or held.sum() < max(int(consecutive_samples), 2):
+    if fit.sum() < acceleration_window or not held.any() or np.ptp(t[held]) < persistence_time:
         raise ValueError(f'recording too short to fit on {1 - holdout:g} of it and check on '
                          f'{holdout:g}: {fit.sum()} and {held.sum()} samples')
     y = np.abs(tau)
@@ -249,10 +265,12 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
     psi_held = thresholds(base, speed_gain, acceleration_gain, cap, v[held], a[held])
     return Calibration(
         joint_names=names, base=base, speed_gain=speed_gain, acceleration_gain=acceleration_gain,
-        threshold_max=cap, margin=float(margin), consecutive_samples=int(consecutive_samples),
+        threshold_max=cap, margin=float(margin), persistence=persistence,
+        persistence_time=float(persistence_time),
         acceleration_window=int(acceleration_window), holdout=float(holdout),
         fit_duration=float(t[fit][-1] - t[fit][0]),
         heldout_duration=float(t[held][-1] - t[held][0]),
         peak=y[fit].max(axis=0), peak_ratio=(y[fit] / psi_fit).max(axis=0),
         heldout_peak_ratio=(y[held] / psi_held).max(axis=0),
-        false_alarms=count_alarms(y[held] > psi_held, consecutive_samples), source=source)
+        false_alarms=count_alarms(t[held], y[held] / psi_held, persistence, persistence_time),
+        source=source)

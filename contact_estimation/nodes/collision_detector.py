@@ -50,7 +50,7 @@ NAME = 'collision_detector'
 # Parameter name → DetectorConfig field.
 _DETECTOR_PARAMETERS = {
     'thresholds_position': 'thresholds_position', 'thresholds_force': 'thresholds_force',
-    'joint_roles': 'roles', 'consecutive_samples': 'consecutive_samples',
+    'joint_roles': 'roles', 'persistence': 'persistence', 'persistence_time': 'persistence_time',
     'speed_gain': 'speed_gain', 'acceleration_gain': 'acceleration_gain',
     'threshold_max': 'threshold_max', 'hold_time': 'hold_time',
     'reset_quiet_time': 'reset_quiet_time', 'input_timeout': 'input_timeout',
@@ -107,8 +107,12 @@ class CollisionDetector(SuiteNode):
           'joints, N·m: one value or one per joint (seed 001: 8 N·m)')
         d('joint_roles', [k['roles']], "each joint's role, 'position' or 'force' "
           '(one for all joints or one per joint); switchable at run time')
-        d('consecutive_samples', k['consecutive_samples'], 'n of seed 001 eq. 7: samples '
-          'over threshold in a row that make a collision', 1, 10000)
+        d('persistence', k['persistence'], "seed 001 eq. 7's persistence rule: "
+          "'consecutive' (some joint over ψ for persistence_time) or 'weighted' (each sample "
+          'counts Δt·(|τ_ext|/ψ)²: a strong hit needs less time)')
+        d('persistence_time', k['persistence_time'], 'T of seed 001 eq. 7 on the '
+          'joint-state stamps: over threshold this long (weighted: this much evidence) makes '
+          'a collision, s', 0.001, 10.0)
         d('speed_gain', [float(k['speed_gain'])], 'k_v, N·m per rad/s: ψ grows by '
           'k_v |q̇| (one or per joint)')
         d('acceleration_gain', [float(k['acceleration_gain'])], 'k_a, N·m per rad/s²: '
@@ -121,7 +125,7 @@ class CollisionDetector(SuiteNode):
           'sample, s; 0 = latched until the ~/reset service', 0.0, 3600.0)
         d('reset_quiet_time', k['reset_quiet_time'], 'the stop clears (reset or '
           'hold_time) only after every joint was under threshold this long and for '
-          'consecutive_samples samples, s', 0.0, 60.0)
+          'persistence_time, s', 0.0, 60.0)
         d('input_timeout', k['input_timeout'], 'no residual for this long → stop, s',
           0.001, 10.0)
         d('watchdog_rate', 50.0, 'rate of the input timeout check, Hz: a stop for missing '
@@ -155,7 +159,8 @@ class CollisionDetector(SuiteNode):
         if config is not None:
             self.detector.configure(config)
             self.get_logger().info(f'thresholds now {np.round(config.base_thresholds, 3)} N·m, '
-                                   f'roles {list(config.roles)}, n = {config.consecutive_samples}')
+                                   f'roles {list(config.roles)}, {config.persistence} '
+                                   f'persistence {config.persistence_time:g} s')
         if scaling is not None:
             self.scaling.config = scaling
         return None
@@ -179,8 +184,12 @@ class CollisionDetector(SuiteNode):
         velocity = self._velocity(msg, order)
         position = self._remember_position(msg, order)
         acceleration = self._acceleration_of(msg, position)
+        state = self.detector.update(now, tau_ext, velocity, acceleration,
+                                     stamp=stamp_to_seconds(msg.header.stamp))
+        if state.ignored:
+            self.problems.report('out_of_order', state.ignored)
+            return
         self._stamp = msg.header.stamp
-        state = self.detector.update(now, tau_ext, velocity, acceleration)
         self._apply(state, react=(now, tau_ext, velocity))
 
     def _velocity(self, msg: JointState, order: np.ndarray) -> np.ndarray | None:
