@@ -5,7 +5,8 @@ hold_time = 0.1 s so that the stop clears by itself, and a fast time-scaling rec
 f_S is back at 1 before the next contact). The load generator plays Panda joint states at
 1 kHz (7 arm + 2 finger joints, as the franka driver) and, every PERIOD s, adds a
 collision-level torque (OFFSET N·m on joint 4) for CONTACT s. --rate runs another rate
-(the detector's consecutive_samples is not changed) to see where the pipeline keeps up.
+(the detector's persistence is in seconds: the same at every rate) to see where the
+pipeline keeps up.
 
 stop and time_scaling carry no stamp, and stop is only published on change (plus a
 heartbeat), so their latency is measured per contact: the detector's collision event carries
@@ -39,7 +40,7 @@ from contact_estimation.ros.qos import STOP_QOS
 RATE = 1000.0
 WARMUP = 3.0
 PERIOD, CONTACT = 0.25, 0.05  # s: a contact every 0.25 s, lasting 0.05 s
-OFFSET, JOINT = 30.0, 3     # N·m on joint 4 (threshold 4 N·m, 25 samples in a row)
+OFFSET, JOINT = 30.0, 3     # N·m on joint 4 (threshold 4 N·m)
 NODES = {'joint_state_listener': {}, 'residual_node': {},
          'collision_detector': {'hold_time': 0.1, 'time_scaling_resume_delay': 0.05,
                                 'time_scaling_recovery_rate': 100.0}}

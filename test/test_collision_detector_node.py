@@ -15,6 +15,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from contact_estimation import manifest
+from contact_estimation.core.detector import DEFAULTS, WEIGHTED
 from contact_estimation.nodes.collision_detector import CollisionDetector
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.node_main import StartupError
@@ -118,11 +119,13 @@ def test_collision_stops_latches_and_reset_is_refused_until_it_is_over(rig):
     assert float(values['panda_joint4.residual']) == pytest.approx(-6.0)
     assert float(values['panda_joint4.threshold']) == pytest.approx(4.0)
     # The header stamp is the joint-state stamp of the residual that completed eq. 7's
-    # persistence_time (25 ms on the stamps, from the sample before the run over ψ).
+    # evidence: 25 ms on the stamps from the sample before the run over ψ, each at
+    # (6/4)² = 2.25 times its Δt with the shipped weighted persistence.
     stamp = stamp_to_seconds(probe.events[-1].header.stamp)
     over = [t for t, tau in probe.sent if tau[3] == -6.0]
     before = max(t for t, _ in probe.sent if t < over[0])
-    assert stamp in over and 0.025 - 1e-6 <= stamp - before < 0.1
+    needed = 0.025 / (1.5 ** 2 if DEFAULTS['persistence'] == WEIGHTED else 1.0)
+    assert stamp in over and needed - 1e-6 <= stamp - before < needed + 0.1
     assert float(values['stamp']) == pytest.approx(stamp, abs=1e-6)
     shown = spheres(probe.markers[-1])
     assert [m.id for m in shown] == [3] and shown[0].header.frame_id == 'panda_link0'

@@ -17,8 +17,10 @@ DT = 0.001
 
 
 def make(n=5, **kwargs) -> CollisionDetector:
-    """A detector whose persistence time is n samples of DT (seed 001's n of eq. 7)."""
+    """A detector whose persistence time is n samples of DT (seed 001's n of eq. 7), with
+    seed 001's consecutive rule unless told otherwise."""
     kwargs.setdefault('reset_quiet_time', 0.0)
+    kwargs.setdefault('persistence', 'consecutive')
     return CollisionDetector(DetectorConfig.build(NAMES, persistence_time=n * DT, **kwargs))
 
 
