@@ -11,6 +11,7 @@ NODE_SCRIPTS = [
     'residual_node',
     'collision_detector',
     'ft_contact_estimator',
+    'contact_localizer',
     'sim_cobot',
 ]
 

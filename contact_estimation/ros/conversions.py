@@ -66,7 +66,8 @@ _NUMPY_TYPES = {PointField.INT8: 'i1', PointField.UINT8: 'u1', PointField.INT16:
 def cloud_to_xyz(msg: PointCloud2) -> np.ndarray:
     """PointCloud2 with x, y, z fields of any numeric type → N×3 float64, non-finite dropped.
 
-    Raises ValueError for a cloud without x, y, z or whose sizes disagree with its data.
+    Raises ValueError for a cloud without x, y, z, with fields of unknown type or outside its
+    point, or whose sizes disagree with its data.
     """
     fields = {f.name: f for f in msg.fields}
     if not all(n in fields for n in 'xyz'):
@@ -75,11 +76,17 @@ def cloud_to_xyz(msg: PointCloud2) -> np.ndarray:
     if msg.point_step * count > len(msg.data) or msg.row_step * msg.height > len(msg.data):
         raise ValueError(f'cloud of {count} points with point_step {msg.point_step} '
                          f'does not fit its {len(msg.data)} bytes')
+    unknown = [n for n in 'xyz' if fields[n].datatype not in _NUMPY_TYPES]
+    if unknown:
+        raise ValueError(f'cloud field(s) {unknown} of unknown datatype')
     order = '>' if msg.is_bigendian else '<'
-    dtype = np.dtype({'names': list('xyz'),
-                      'formats': [order + _NUMPY_TYPES[fields[n].datatype] for n in 'xyz'],
-                      'offsets': [fields[n].offset for n in 'xyz'],
-                      'itemsize': msg.point_step})
+    try:
+        dtype = np.dtype({'names': list('xyz'),
+                          'formats': [order + _NUMPY_TYPES[fields[n].datatype] for n in 'xyz'],
+                          'offsets': [fields[n].offset for n in 'xyz'],
+                          'itemsize': msg.point_step})
+    except ValueError as err:  # fields beyond point_step, or overlapping
+        raise ValueError(f'cloud fields do not fit its point_step {msg.point_step}: {err}')
     rows = []
     raw = bytes(msg.data)
     for r in range(msg.height):
