@@ -36,4 +36,7 @@ def test_demo_runs_every_node_reports_their_topics_and_the_reaction_and_writes_a
     assert 'hold:    f_S = 0 from' in reaction, proc.stdout
     assert 'the motion resumes by itself' in reaction, proc.stdout
     assert 'stop:    still latched' in reaction, proc.stdout
+    # The localizer's estimates of the push, against the simulator's truth of the same stamps.
+    localization = proc.stdout.split('Contact estimates against the ground truth')[1]
+    assert 'link right in' in localization, proc.stdout
     assert (out_dir / 'demo.png').stat().st_size > 10_000

@@ -8,7 +8,8 @@ last longer; it ends anyway after `--seconds` of simulated time (read from sim_c
 /diagnostics) or WALL_DEADLINE of wall time. Then it prints what each node received and
 published and at which rate, how well the simulator kept up with the wall clock, the
 detector's events and the reaction (hold, resume by itself while the latched stop signal
-stays up until `~/reset`), and writes a PNG: estimated against true external joint torque,
+stays up until `~/reset`), the contact localizer's estimates against the simulator's
+ground truth of the same stamps (link, point and force errors), and writes a PNG: estimated against true external joint torque,
 the stop signal and the time-scaling factor. Exits 1 if a node died or a node published
 nothing.
 """
@@ -24,6 +25,7 @@ import numpy as np
 import yaml
 
 from contact_estimation import manifest
+from contact_estimation.core.contact import Contact, contact_error
 from contact_estimation.core.detector import COLLISION
 from contact_estimation.launcher import NodeSet
 from contact_estimation.ros.conversions import stamp_to_seconds
@@ -32,6 +34,7 @@ DEFAULT_SCENARIO = 'config/scenarios/demo.yaml'
 STARTUP_TIMEOUT = 30.0  # s for every node to import, start and connect
 WALL_DEADLINE = 180.0   # s of wall time after start-up: the end if the simulation stalls
 SIM = 'sim_cobot'
+LOCALIZER = 'contact_localizer'
 # What the scenario shows, in the order it happens; the demo ends once it has seen them all.
 EVENTS = {'contact': 'the contact (ground truth)', 'collision': "the detector's collision event",
           'hold': 'the hold (f_S = 0)', 'resume': 'the resume once the contact is over'}
@@ -70,6 +73,14 @@ class TopicMonitor:
             _topic('collision_detector', 'events'): self._on_event,
             _topic(SIM, 'diagnostics'): self._on_diagnostics,
         }
+        # Contacts by stamp, from a point and a wrench of the same stamp and link:
+        # the simulator's truth and the localizer's estimates.
+        self.contacts = {'truth': ContactPairs(), 'estimate': ContactPairs()}
+        for source, node, point, wrench in (
+                ('truth', SIM, 'true_contact_point', 'true_contact_wrench'),
+                ('estimate', LOCALIZER, 'point', 'wrench')):
+            self._handlers[_topic(node, point)] = self.contacts[source].on_point
+            self._handlers[_topic(node, wrench)] = self.contacts[source].on_wrench
         topics = {}
         for spec in manifest.nodes().values():
             for key in list(spec.publishes) + list(spec.subscribes):
@@ -129,6 +140,32 @@ class TopicMonitor:
             if status.name.lstrip('/') == SIM and 'simulated_time' in values:
                 self.sim_report = (now, float(values['simulated_time']), values)
                 self.first_sim_report = self.first_sim_report or self.sim_report
+
+
+class ContactPairs:
+    """Contacts (core/contact.Contact) keyed by stamp, from PointStamped and WrenchStamped
+    messages of the same stamp and frame (the link)."""
+
+    def __init__(self):
+        self._points: dict[tuple, np.ndarray] = {}
+        self._forces: dict[tuple, np.ndarray] = {}
+
+    def on_point(self, topic: str, now: float, msg) -> None:
+        p = msg.point
+        self._points[_key(msg)] = np.array([p.x, p.y, p.z])
+
+    def on_wrench(self, topic: str, now: float, msg) -> None:
+        f = msg.wrench.force
+        self._forces[_key(msg)] = np.array([f.x, f.y, f.z])
+
+    def by_stamp(self) -> dict[float, Contact]:
+        return {stamp: Contact(link, self._points[stamp, link], force)
+                for (stamp, link), force in self._forces.items()
+                if (stamp, link) in self._points}
+
+
+def _key(msg) -> tuple[float, str]:
+    return stamp_to_seconds(msg.header.stamp), msg.header.frame_id
 
 
 def _residual_matching_the_sim() -> dict:
@@ -252,6 +289,28 @@ def _reaction(monitor: TopicMonitor) -> str:
     return '\n'.join(lines)
 
 
+def _localization(monitor: TopicMonitor) -> str:
+    """The localizer's estimates against the simulator's truth of the same stamp: link
+    right or wrong, point error (mm), force magnitude error (%)."""
+    truth = monitor.contacts['truth'].by_stamp()
+    estimates = monitor.contacts['estimate'].by_stamp()
+    matched = [contact_error(e, truth[t]) for t, e in estimates.items() if t in truth]
+    unmatched = len(estimates) - len(matched)
+    if not matched:
+        return (f'    no estimate of a true contact ({len(estimates)} estimates, '
+                f'{len(truth)} true contact samples)')
+    right = [e for e in matched if e.right_link]
+    line = f'    link right in {len(right)} of {len(matched)} estimates of the true contact'
+    if right:
+        point = 1000 * np.array([e.point for e in right])
+        force = 100 * np.array([e.force for e in right])
+        line += (f'; on the right link: point error median {np.median(point):.1f} mm '
+                 f'(max {point.max():.1f}), force error median {np.median(force):.1f} % '
+                 f'(max {force.max():.1f})')
+    return line + (f'\n    {unmatched} estimates at stamps without a true contact'
+                   if unmatched else '')
+
+
 def _plot(monitor: TopicMonitor, path: str) -> None:
     import matplotlib
     matplotlib.use('Agg')
@@ -341,6 +400,8 @@ def main(argv: list[str]) -> int:
         print(f'    {t:6.2f} s; {stamp:.3f}  {message}')
     print('\nReaction to the contact (seed 003 time scaling f_S; demo monitor receive times):\n'
           + _reaction(monitor))
+    print('\nContact estimates against the ground truth (/sim/contact/*, same stamps):\n'
+          + _localization(monitor))
     plot_path = os.path.join(args.out, 'demo.png')
     _plot(monitor, plot_path)
     print(f'\nplot: {plot_path}\nnode logs: {os.path.join(args.out, "logs")}')
