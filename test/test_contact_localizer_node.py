@@ -13,7 +13,7 @@ from contact_estimation import manifest
 from contact_estimation.core.lidar_fusion import to_base_frame
 from contact_estimation.nodes.contact_localizer import ContactLocalizerNode
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds, xyz_to_cloud
-from contact_estimation.ros.localization_messages import MARKER_NS
+from contact_estimation.ros.localization_messages import MARKER_NS, OBSTACLE_ID
 from contact_estimation.ros.qos import PIPELINE_QOS
 from contact_estimation.ros.spinning import spin_until
 
@@ -157,7 +157,7 @@ def test_a_fresh_cloud_in_the_lidar_frame_joins_a_stale_one_does_not(rig):
 
     assert spin_until(executor, lambda: send(0.0) and probe.latest('source', '') ==
                       'torque+lidar', TIMEOUT)
-    assert any(m.ns == MARKER_NS and m.id == 3 and len(m.points) >= 4
+    assert any(m.ns == MARKER_NS and m.id == OBSTACLE_ID and len(m.points) >= 4
                for m in probe.markers[-1].markers), 'the obstacle cluster is drawn'
     assert spin_until(executor, lambda: send(5.0) and probe.latest('source', '') ==
                       'torque', TIMEOUT)
