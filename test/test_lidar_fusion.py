@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from contact_estimation.core.lidar_fusion import CloudConfig, CloudError, LidarFusion, to_base_frame
+from contact_estimation.core.lidar_fusion import (CloudConfig, CloudError, LidarFusion, PoseHistory,
+                                                  to_base_frame)
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.surfaces import LinkSurfaces
 
@@ -89,3 +90,13 @@ def test_bad_clouds_are_refused(surfaces):
         fusion.update(0.0, Q, np.zeros((1001, 3)))
     with pytest.raises(CloudError, match='workspace'):
         CloudConfig(workspace_min=(0, 0, 0), workspace_max=(1, 1, 0))
+
+
+def test_pose_history_gives_the_pose_nearest_a_stamp_within_its_span():
+    history = PoseHistory(span=0.5)
+    for k in range(11):
+        history.add(0.1 * k, k)
+    assert history.at(0.52) == 5 and history.at(1.3) == 10
+    assert history.at(0.61) == 6         # kept: within the span of the latest
+    assert history.at(0.2) == 5          # 0.2 is older than the span: the nearest kept
+    assert history.at(1.6) is None       # nothing within the span

@@ -229,6 +229,48 @@ def test_stop_is_latched_until_clear_for_the_release_time_and_the_scale_ramps(pl
     assert at(2.51, 0.05).speed_scale == pytest.approx(0.5)  # falls at once
 
 
+def test_a_stop_beside_a_fixture_holds_until_reset_then_only_approach_stops(planar):
+    """Stopped inside the protective distance of something that stays: no release by itself;
+    after a reset the arm may stay or move away (speed scale ≥ reset_speed_scale), and coming
+    more than reset_tolerance nearer than it has been since the reset stops it again."""
+    config = ProximityConfig(reaction_time=0.0, stopping_time=0.0, object_speed=0.0,
+                             position_uncertainty=0.0, release_distance=0.05, release_time=0.5,
+                             recovery_rate=10.0, reset_tolerance=0.02, reset_speed_scale=0.1)
+    centre, radius, _ = tip_sphere(planar, STILL)
+    monitor = ProximityMonitor(planar, config)
+
+    def at(t, gap):
+        monitor.set_clusters(t, [(centre + (radius + gap) * np.array([1.0, 0, 0]))[None, :]])
+        return monitor.update(t, STILL, STILL)
+
+    assert 'no check' in monitor.reset()
+    assert at(0.0, -0.01).stop and at(5.0, -0.01).stop   # stuck: the fixture stays
+    assert monitor.reset() == ''
+    after = at(5.1, -0.01)
+    assert not after.stop and after.reset_active and after.body_stop[0]  # the part is inside
+    assert at(5.2, -0.01).speed_scale == pytest.approx(config.reset_speed_scale)
+    assert not at(5.3, 0.0).stop                        # moved away 1 cm: best margin 0 …
+    assert not at(5.4, -0.015).stop                     # … 1.5 cm nearer than that: tolerated
+    again = at(5.5, -0.025)                             # 2.5 cm nearer: stop, latched again
+    assert again.stop and not again.reset_active and again.speed_scale == 0.0
+    assert at(6.5, -0.025).stop
+    assert monitor.reset() == ''
+    assert not at(6.6, 0.03).stop and at(6.6, 0.03).reset_active  # away, not yet clear
+    assert at(7.2, 0.2).reset_active                    # clear from 7.2 s …
+    cleared = at(7.7, 0.2)                              # … for release_time: plain rules
+    assert not cleared.stop and not cleared.reset_active
+    assert at(7.8, -0.01).stop
+
+
+def test_a_reset_is_refused_while_the_input_is_unusable(planar):
+    monitor = ProximityMonitor(planar, BARE)
+    monitor.reject(0.0, CLUSTERS, 'cloud in frame \'laser\': unknown')
+    result = monitor.update(0.0, STILL, STILL)
+    assert result.stop and result.problem == "cloud in frame 'laser': unknown"
+    assert 'unknown' in monitor.reset()
+    assert monitor.update(0.01, STILL, STILL).stop
+
+
 # ------------------------------------------------------------------ fail safe
 def test_nan_keypoint_fails_safe_naming_it(planar):
     keypoints = person(np.array([3.0, 0, 0.3]))

@@ -15,11 +15,14 @@ positions at the cloud's time, and:
 5. for each link, the nearest obstacle point, its distance and the point of the link's
    surface nearest it (link frame): a `LinkProximity`.
 `LidarFusion.current(t)` returns the last result, or None when it is older than `max_age`
-(then the localizer works from the torques alone and says so).
+(then the localizer works from the torques alone and says so). `PoseHistory` keeps the arm's
+recent poses, so a cloud is self-filtered at the pose it saw, not at the latest one.
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import open3d as o3d
@@ -100,6 +103,28 @@ def to_base_frame(points: np.ndarray, translation, quaternion) -> np.ndarray:
                          [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
                          [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
     return np.asarray(points, dtype=float).reshape(-1, 3) @ rotation.T + translation
+
+
+class PoseHistory:
+    """The arm's poses of the last `span` seconds by stamp (s): joint positions, or the
+    messages that carry them (parsed only for the one a cloud needs). A cloud is older than
+    the latest joint state; its robot points are removed at the pose it saw."""
+
+    def __init__(self, span: float):
+        self.span = span
+        self._samples: deque[tuple[float, Any]] = deque()
+
+    def add(self, t: float, pose: Any) -> None:
+        self._samples.append((t, pose))
+        while self._samples and self._samples[0][0] < t - self.span:
+            self._samples.popleft()
+
+    def at(self, t: float) -> Any | None:
+        """The pose stamped nearest t; None when none is within `span` of it."""
+        if not self._samples:
+            return None
+        stamp, pose = min(self._samples, key=lambda sample: abs(sample[0] - t))
+        return pose if abs(stamp - t) <= self.span else None
 
 
 def link_scenes(surfaces: LinkSurfaces) -> list[o3d.t.geometry.RaycastingScene]:

@@ -29,6 +29,16 @@ left. It inflates the radii for a pre-contact buffer. Here:
   above `release_distance` for `release_time` seconds (hysteresis, no chatter). The robot's
   stop: some body stops (under the same latch on the smallest margin of all), or the input is
   unusable (invalid, missing or stale): fail safe.
+- Reset (`reset`, an operator's acknowledgement): a stop beside something that does not go
+  away (a fixture, a person working there) never clears by itself, since the arm stopped
+  inside the protective distance. A reset releases the robot's stop, and from then on what
+  matters is the arm's approach: each robot sphere may not get more than `reset_tolerance`
+  nearer (in margin, which falls with the speed toward the body as well as with the
+  distance) than it has been since the reset, while its margin is ≤ 0; if one does, the
+  stop is raised and latched again. Spheres away from everything keep the plain rule
+  (margin ≤ 0 stops). The speed scale is then at least `reset_speed_scale`, so the arm can
+  move away slowly; once the smallest margin has cleared (as a latch releases), the plain
+  rules are back. Part signals keep showing the parts inside their protective distance.
 - Speed scale in [0, 1] for the controller's trajectory time scaling (the smaller of it and the
   detector's f_S wins): for each body clip(m / slowdown_distance, 0, 1), i.e. 1 beyond
   S_p + slowdown_distance, falling linearly to 0 at S_p; the smallest over bodies; 0 while
@@ -58,6 +68,17 @@ COCO_17 = ('nose', 'left_eye', 'right_eye', 'left_ear', 'right_ear', 'left_shoul
            'left_hip', 'right_hip', 'left_knee', 'right_knee', 'left_ankle', 'right_ankle')
 
 SKELETON, CLUSTERS = 'skeleton', 'clusters'
+
+# The proximity_monitor node's own parameters (the monitor's are ProximityConfig's).
+DEFAULTS = {
+    'check_rate': 100.0,           # Hz: checks on the latest joint state (each ~0.4-0.8 ms)
+    'joint_state_timeout': 0.1,    # s without a joint state → stop
+    'heartbeat_rate': 20.0,        # Hz: the stop repeated
+    'display_rate': 5.0,           # Hz: markers and part statuses (and on every stop change)
+    'keypoint_names': list(COCO_17),
+    'sphere_spacing': 0.02,        # m between body sphere centres (HumanModel)
+    'robot_sphere_spacing': 0.05,  # m of link axis per robot sphere (LinkSurfaces)
+}
 # Time step of the finite difference that turns q̇ into sphere velocities (s): v = (c(q + h q̇) −
 # c(q)) / h, exact to O(h |q̇|² · reach), far below the lidar's noise.
 _VELOCITY_STEP = 1e-3
@@ -138,7 +159,8 @@ class HumanModel:
     """
 
     def __init__(self, parts: Sequence[SegmentPart | BoxPart] = DEFAULT_PARTS,
-                 keypoint_names: Sequence[str] = COCO_17, sphere_spacing: float = 0.02):
+                 keypoint_names: Sequence[str] = COCO_17,
+                 sphere_spacing: float = DEFAULTS['sphere_spacing']):
         self.parts = tuple(parts)
         self.keypoint_names = tuple(keypoint_names)
         self.sphere_spacing = float(sphere_spacing)
@@ -281,6 +303,8 @@ class ProximityConfig:
     release_distance: float = 0.05   # m: a stop releases only with the margin above this …
     release_time: float = 0.5        # s … for this long
     recovery_rate: float = 1.0       # 1/s: the speed scale rises at most this fast
+    reset_tolerance: float = 0.02    # m: after a reset, how much nearer a robot sphere may get
+    reset_speed_scale: float = 0.1   # speed scale after a reset while inside (move away slowly)
     body_timeout: float = 0.3        # s: skeleton or clusters older than this are stale
     voxel_size: float = 0.05         # m: lidar cluster → spheres (`cluster_spheres`)
     report_range: float = 0.5        # m: distances are exact at least this far (see _check)
@@ -291,6 +315,9 @@ class ProximityConfig:
             if not np.isfinite(value) or value < 0 or (strict and value == 0):
                 raise ProximityConfigError(f'proximity {name} = {value}: must be finite and '
                                            f'{"> 0" if strict else ">= 0"}')
+        if self.reset_speed_scale > 1:
+            raise ProximityConfigError(f'proximity reset_speed_scale = '
+                                       f'{self.reset_speed_scale}: must be in [0, 1]')
 
 
 @dataclass
@@ -317,6 +344,7 @@ class ProximityResult:
     robot_centres: np.ndarray       # M×3, the robot's spheres (radii: LinkSurfaces.sphere_radii)
     robot_sphere_distance: np.ndarray  # M, each robot sphere to the nearest body
     bodies: list[Body]              # the bodies checked (their spheres and boxes, for markers)
+    reset_active: bool              # a reset is in force: the approach rule (module doc: Reset)
 
     def part_signals(self) -> dict[str, int]:
         """Seed 002's signals: body name → 0 go on / 1 stop, and 'robot' → the robot's."""
@@ -370,6 +398,10 @@ class ProximityMonitor:
         self._clusters: _BodySet | None = None
         self._latched: dict[object, float | None] = {}  # key → clear since (None: not clear)
         self._robot_key = object()                      # the robot's latch, never a body name
+        self._reset_key = object()                      # the reset's span (cleared as a latch)
+        self._best_since_reset: np.ndarray | None = None  # per robot sphere; None: no reset
+        self._last: ProximityResult | None = None
+        self._last_sphere_margin = np.zeros(0)
         self._scale = 0.0                               # start stopped, ramp up
         self._stopped = True
         self._t: float | None = None
@@ -381,12 +413,23 @@ class ProximityMonitor:
         if np.size(keypoints) == 0:
             self._skeleton = _BodySet(t, SKELETON, [])
             return ''
-        names = list(self.human.part_names)
         try:
-            self._skeleton = _BodySet(t, SKELETON, names, self.human.bodies(keypoints))
+            self._skeleton = _BodySet(t, SKELETON, list(self.human.part_names),
+                                      self.human.bodies(keypoints))
         except (TypeError, ValueError) as err:  # ProximityInputError, or not numbers at all
-            self._skeleton = _BodySet(t, SKELETON, names, problem=f'invalid skeleton: {err}')
-        return self._skeleton.problem
+            return self.reject(t, SKELETON, f'invalid skeleton: {err}')
+        return ''
+
+    def reject(self, t: float, source: str, problem: str) -> str:
+        """The input of `source` (SKELETON or CLUSTERS) at t is unusable for `problem` (e.g.
+        in an unknown frame): while it is the freshest of its source, the robot stops."""
+        names = list(self.human.part_names) if source == SKELETON else []
+        bodies = _BodySet(t, source, names, problem=problem)
+        if source == SKELETON:
+            self._skeleton = bodies
+        else:
+            self._clusters = bodies
+        return problem
 
     def set_clusters(self, t: float, clusters: Sequence) -> str:
         """Lidar clusters that are not the robot (each an array of points, N×3); cluster i
@@ -397,10 +440,24 @@ class ProximityMonitor:
                 centres, radii = cluster_spheres(cluster, self.config.voxel_size)
                 if len(radii):
                     bodies.append(Body(f'object_{i}', centres, radii))
-            self._clusters = _BodySet(t, CLUSTERS, [b.name for b in bodies], bodies)
         except (TypeError, ValueError) as err:
-            self._clusters = _BodySet(t, CLUSTERS, [], problem=f'invalid lidar clusters: {err}')
-        return self._clusters.problem
+            return self.reject(t, CLUSTERS, f'invalid lidar clusters: {err}')
+        self._clusters = _BodySet(t, CLUSTERS, [b.name for b in bodies], bodies)
+        return ''
+
+    def reset(self) -> str:
+        """An operator's acknowledgement of the robot's stop (module doc: Reset). Returns
+        why it is refused ('' when done): no check yet, or the input is unusable."""
+        last = self._last
+        if last is None or last.problem or not len(self._last_sphere_margin):
+            return ('refused: ' + (last.problem if last and last.problem
+                                   else 'no check of the bodies yet'))
+        if not last.stop:
+            return ''
+        self._latched.pop(self._robot_key, None)
+        self._latched[self._reset_key] = None
+        self._best_since_reset = self._last_sphere_margin.copy()
+        return ''
 
     # ------------------------------------------------------------------ outputs
     def fail(self, t: float, reason: str) -> ProximityResult:
@@ -472,11 +529,13 @@ class ProximityMonitor:
         names = current.names if current else []
         margin = check.margin if check else np.full(len(names), -np.inf)
         body_stop = np.array([self._latch(n, t, m) for n, m in zip(names, margin)], dtype=bool)
-        for gone in set(self._latched) - set(names) - {self._robot_key}:
+        for gone in set(self._latched) - set(names) - {self._robot_key, self._reset_key}:
             del self._latched[gone]  # objects renamed or gone: the robot's latch still holds
         smallest = float(np.min(margin, initial=np.inf)) if check else -np.inf
-        stop = self._latch(self._robot_key, t, smallest)
+        stop = self._robot_stop(t, smallest, check)
         target = 0.0 if stop else float(np.clip(smallest / self.config.slowdown_distance, 0, 1))
+        if self._best_since_reset is not None and not stop:
+            target = max(target, self.config.reset_speed_scale)
         # The ramp up starts when the stop is released, not at the last stopped sample.
         dt = 0.0 if self._t is None or self._stopped else max(t - self._t, 0.0)
         self._t, self._stopped = t, stop
@@ -485,8 +544,9 @@ class ProximityMonitor:
         if check is None:
             unknown = np.full(len(names), np.nan)
             check = _Check(unknown, unknown, unknown, np.full(len(names), -1),
-                           np.full(len(links), np.nan), np.zeros(0))
-        return ProximityResult(
+                           np.full(len(links), np.nan), np.zeros(0), np.zeros(0))
+        self._last_sphere_margin = check.sphere_margin
+        self._last = ProximityResult(
             t=t, stop=stop, speed_scale=self._scale, problem=problem,
             source=current.source if current else '', body_names=list(names),
             body_stop=body_stop,
@@ -497,7 +557,26 @@ class ProximityMonitor:
             link_names=list(links), link_distance=check.link_distance,
             robot_centres=centres if centres is not None else np.zeros((0, 3)),
             robot_sphere_distance=check.sphere_distance,
-            bodies=current.bodies if current else [])
+            bodies=current.bodies if current else [],
+            reset_active=self._best_since_reset is not None)
+        return self._last
+
+    def _robot_stop(self, t: float, smallest: float, check: _Check | None) -> bool:
+        """The robot's latch; after a reset, the approach rule instead (module doc: Reset)."""
+        best = self._best_since_reset
+        if best is None or check is None or len(best) != len(check.sphere_margin):
+            self._best_since_reset = None
+            self._latched.pop(self._reset_key, None)
+            return self._latch(self._robot_key, t, smallest)
+        margin = check.sphere_margin
+        if np.any((margin <= 0) & (margin < best - self.config.reset_tolerance)):
+            self._best_since_reset = None  # came nearer: stop, latched again
+            self._latched.pop(self._reset_key, None)
+            return self._latch(self._robot_key, t, -np.inf)
+        np.maximum(best, margin, out=best)
+        if not self._latch(self._reset_key, t, smallest):  # cleared: plain rules again
+            self._best_since_reset = None
+        return False
 
 
 @dataclass
@@ -510,6 +589,7 @@ class _Check:
     body_link: np.ndarray        # per body: link index of the deciding pair (-1: none)
     link_distance: np.ndarray    # per link
     sphere_distance: np.ndarray  # per robot sphere
+    sphere_margin: np.ndarray    # per robot sphere: smallest (distance − S_p) over bodies
 
 
 def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_link: np.ndarray,
@@ -546,8 +626,10 @@ def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_
 
     count = len(bodies.names)
     result = _Check(np.full(count, np.inf), np.full(count, np.inf), np.full(count, np.nan),
-                    np.full(count, -1), np.full(link_count, np.inf), np.full(len(radii), np.inf))
+                    np.full(count, -1), np.full(link_count, np.inf), np.full(len(radii), np.inf),
+                    np.full(len(radii), np.inf))
     np.minimum.at(result.sphere_distance, row, distance)
+    np.minimum.at(result.sphere_margin, row, margin)
     np.minimum.at(result.link_distance, sphere_link, result.sphere_distance)
     np.minimum.at(result.margin, body, margin)
     np.minimum.at(result.body_distance, body, distance)
