@@ -85,8 +85,9 @@ class CollisionDetector(SuiteNode):
         # Transient local like the stop: a subscriber that starts late gets the last events.
         self._event_pub = self.publisher('events', DiagnosticArray, STOP_QOS)
         self._marker_pub = self.publisher('markers', MarkerArray)
-        self.subscribe('residual', JointState, self._on_residual)
-        self.subscribe('input_stale', Bool, self._on_input_stale, STOP_QOS)
+        self.receive('residual', JointState, self._on_residual, self.process_residual)
+        self.receive('input_stale', Bool, self._on_input_stale, self.process_input_stale,
+                     STOP_QOS)
         self.create_service(Trigger, '~/reset', self._on_reset)
         self.create_timer(1.0 / self.value('watchdog_rate'), self._on_watchdog)
         self.create_timer(1.0 / self.value('heartbeat_rate'), self._on_heartbeat)
@@ -167,8 +168,6 @@ class CollisionDetector(SuiteNode):
 
     # -------------------------------------------------------------------- messages
     def _on_residual(self, msg: JointState) -> None:
-        now = time.monotonic()
-        self.problems.traffic['residuals_received'] += 1
         try:
             order = self._joint_states.order(msg)
         except JointStateError as err:
@@ -179,47 +178,52 @@ class CollisionDetector(SuiteNode):
             self.problems.report('wrong_size', f'residual with {len(msg.effort)} efforts for '
                                  f'{len(msg.name) or len(self._names)} joints: dropped')
             return
+        self.process_residual(msg.header.stamp, msg.header.frame_id,
+                              self._finite(msg, order, 'position'),
+                              self._finite(msg, order, 'velocity'), tau_ext)
+
+    def _finite(self, msg: JointState, order: np.ndarray, field: str) -> np.ndarray | None:
+        """Positions or velocities of the residual message (residual_node copies them from
+        its joint state) in model order; None when missing or not finite."""
+        values = self._joint_states.field(msg, field, order)
+        if values is not None and not np.isfinite(values).all():
+            if field == 'velocity':
+                self.problems.report('invalid_velocity', 'velocity with NaN/inf: thresholds '
+                                     'without the speed term')
+            return None
+        return values
+
+    def process_residual(self, stamp, frame_id: str, position: np.ndarray | None,
+                         velocity: np.ndarray | None, tau_ext: np.ndarray) -> None:
+        """One τ_ext sample (model order; position and velocity finite, or None when unknown)
+        → the detector and f_S, then what changed is published (`_apply`).
+
+        Without velocity the thresholds fall back to ψ_0, the most sensitive setting, which
+        errs on the safe side; without position there are no markers and no q̈ term. The
+        residual node calls this directly in pipeline mode; `_on_residual` otherwise.
+        """
+        now = time.monotonic()
+        self.problems.traffic['residuals_received'] += 1
         if not np.isfinite(tau_ext).all():
             self.problems.report('non_finite_residual', 'residual with NaN/inf: stop')
-        velocity = self._velocity(msg, order)
-        position = self._remember_position(msg, order)
-        acceleration = self._acceleration_of(msg, position)
+        if position is not None:
+            self._q, self._q_stamp = position, stamp
+        acceleration = self._acceleration_of(stamp, position)
         state = self.detector.update(now, tau_ext, velocity, acceleration,
-                                     stamp=stamp_to_seconds(msg.header.stamp))
+                                     stamp=stamp_to_seconds(stamp))
         if state.ignored:
             self.problems.report('out_of_order', state.ignored)
             return
-        self._stamp = msg.header.stamp
+        self._stamp = stamp
         self._apply(state, react=(now, tau_ext, velocity))
 
-    def _velocity(self, msg: JointState, order: np.ndarray) -> np.ndarray | None:
-        """q̇ from the residual message (residual_node copies it from its joint state).
-
-        None when missing or not finite: the thresholds then fall back to ψ_0, the most
-        sensitive setting, which errs on the safe side.
-        """
-        velocity = self._joint_states.field(msg, 'velocity', order)
-        if velocity is not None and not np.isfinite(velocity).all():
-            self.problems.report('invalid_velocity', 'velocity with NaN/inf: thresholds '
-                                 'without the speed term')
-            return None
-        return velocity
-
-    def _remember_position(self, msg: JointState, order: np.ndarray) -> np.ndarray | None:
-        """The message's finite positions in model order (kept for the markers), or None."""
-        position = self._joint_states.field(msg, 'position', order)
-        if position is None or not np.isfinite(position).all():
-            return None
-        self._q, self._q_stamp = position, msg.header.stamp
-        return position
-
-    def _acceleration_of(self, msg: JointState, position: np.ndarray | None):
+    def _acceleration_of(self, stamp, position: np.ndarray | None):
         """q̈ for the acceleration term when the thresholds use it (core/detector.py
         AccelerationEstimate has the rules); None without positions."""
         if position is None:
             return None
         acceleration = self._acceleration.update(
-            stamp_to_seconds(msg.header.stamp), position,
+            stamp_to_seconds(stamp), position,
             in_use=self.detector.config.acceleration_gain.any())
         if self._acceleration.restarted:
             self.problems.report('stamp_order', f'residual stamp: '
@@ -227,7 +231,12 @@ class CollisionDetector(SuiteNode):
         return acceleration
 
     def _on_input_stale(self, msg: Bool) -> None:
-        self.detector.set_input_stale(msg.data)
+        self.process_input_stale(msg.data)
+
+    def process_input_stale(self, stale: bool) -> None:
+        """The listener's watchdog (on change and as a heartbeat); called directly by the
+        listener in pipeline mode."""
+        self.detector.set_input_stale(stale)
         self._apply(self.detector.state(time.monotonic()))
 
     def _on_watchdog(self) -> None:

@@ -28,10 +28,11 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from contact_estimation.core.joint_state_conditioning import (
-    DEFAULTS, TIMING_DROPS, WARNINGS, JointStateConditioner, StepStatistics, Transmission, Watchdog,
-    timing_report)
+    DEFAULTS, TIMING_DROPS, WARNINGS, JointSample, JointStateConditioner, StepStatistics,
+    Transmission, Watchdog, timing_report)
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
+from contact_estimation.ros.joint_states import JointStateWriter
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.suite_node import SuiteNode
 from contact_estimation.ros.qos import STOP_QOS
@@ -58,8 +59,9 @@ class JointStateListener(SuiteNode):
             self._configure({})
         self.on_parameter_change(self._configure)
         self._joint_names = list(self.robot.joint_names)
-        self._output = self.publisher('joint_state', JointState)
-        self._stale_publisher = self.publisher('input_stale', Bool, STOP_QOS)
+        self._output = self.output('joint_state', JointState, only_when_listened=True)
+        self._writer = JointStateWriter(self._joint_names)
+        self._stale_output = self.output('input_stale', Bool, STOP_QOS)
         self.subscribe('joint_states', JointState, self._on_joint_states)
         self._stale: bool | None = None
         self._steps, self._logged_rate = StepStatistics(), None
@@ -139,17 +141,16 @@ class JointStateListener(SuiteNode):
         for kind, detail in result.problems:
             self.problems.report(kind, detail,
                                  WARN if kind in WARNINGS or kind in TIMING_DROPS else ERROR)
-        sample = result.sample
-        if sample is None:
-            return
-        out = JointState()
-        out.header.stamp = sample.stamp
-        out.header.frame_id = msg.header.frame_id
-        out.name = self._joint_names
-        out.position = sample.q.tolist()
-        out.velocity = sample.v.tolist()
-        out.effort = [] if sample.effort is None else sample.effort.tolist()
-        self._output.publish(out)
+        if result.sample is not None:
+            self._pass_on(result.sample, msg.header.frame_id)
+
+    def _pass_on(self, sample: JointSample, frame_id: str) -> None:
+        """One clean sample out: to the residual in this process (pipeline mode) first, then
+        published while anyone subscribes; it feeds the watchdog."""
+        self._output.hand_over(sample.stamp, frame_id, sample.q, sample.v, sample.effort)
+        if self._output.listened:
+            self._output.publisher.publish(self._writer.write(
+                sample.stamp, frame_id, sample.q, sample.v, sample.effort))
         self.problems.traffic['samples_published'] += 1
         self._watchdog.feed(time.monotonic())
         self._steps.add(sample.t)
@@ -185,7 +186,10 @@ class JointStateListener(SuiteNode):
         self._publish_stale()
 
     def _publish_stale(self) -> None:
-        self._stale_publisher.publish(Bool(data=self._stale))
+        """input_stale on change and as a heartbeat, to the detector in this process
+        (pipeline mode) first."""
+        self._stale_output.hand_over(self._stale)
+        self._stale_output.publisher.publish(Bool(data=self._stale))
 
 
 def main(args=None):

@@ -24,7 +24,7 @@ from contact_estimation.core.residual import Residual, SampleOrderError, make_re
 from contact_estimation.core.wrist_wrench import WristWrench, WristWrenchRejected
 from contact_estimation.ros.conversions import stamp_to_seconds, wrench_to_arrays
 from contact_estimation.ros.diagnostics import OK
-from contact_estimation.ros.joint_states import JointStateError, JointStateReader
+from contact_estimation.ros.joint_states import JointStateError, JointStateReader, JointStateWriter
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.suite_node import SuiteNode
 
@@ -55,8 +55,9 @@ class ResidualNode(SuiteNode):
         self._joint_names = list(self.robot.joint_names)
         self._joint_states = JointStateReader(self._joint_names, model_order_only=True)
         self.problems.set_status(OK, self._setup.description)
-        self._publisher = self.publisher('residual', JointState)
-        self.subscribe('joint_state', JointState, self._on_joint_state)
+        self._output = self.output('residual', JointState, only_when_listened=True)
+        self._writer = JointStateWriter(self._joint_names)
+        self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state)
         self.subscribe('wrist_wrench', WrenchStamped, self._on_wrench)
         self.on_parameter_change(self._on_parameter_change)
         self._steps, self._rate_logged = StepStatistics(), False
@@ -157,7 +158,19 @@ class ResidualNode(SuiteNode):
         except JointStateError as err:
             self.problems.report(err.kind, str(err))
             return
-        t = stamp_to_seconds(msg.header.stamp)
+        self.process_joint_state(msg.header.stamp, msg.header.frame_id, q, v, tau)
+
+    def process_joint_state(self, stamp, frame_id: str, q: np.ndarray, v: np.ndarray,
+                            tau: np.ndarray | None) -> None:
+        """One joint state (finite, model order) → τ_ext, handed to the detector in this
+        process (pipeline mode) and published while anyone subscribes, with its stamp.
+
+        The listener calls this directly in pipeline mode; `_on_joint_state` otherwise.
+        """
+        if tau is None:
+            self.problems.report('wrong_sizes', 'joint state without joint torques: dropped')
+            return
+        t = stamp_to_seconds(stamp)
         setup = self._setup
         try:
             tau_ext = setup.residual.update(t, q, v, tau)
@@ -178,9 +191,9 @@ class ResidualNode(SuiteNode):
             self.problems.report('non_finite_residual', 'τ_ext came out NaN/inf: residual '
                                  'restarted, sample dropped')
             return
-        out = JointState(header=msg.header, name=self._joint_names, position=msg.position,
-                         velocity=msg.velocity, effort=tau_ext.tolist())
-        self._publisher.publish(out)
+        self._output.hand_over(stamp, frame_id, q, v, tau_ext)
+        if self._output.listened:
+            self._output.publisher.publish(self._writer.write(stamp, frame_id, q, v, tau_ext))
         self.problems.traffic['residuals_published'] += 1
         self._steps.add(t)
 

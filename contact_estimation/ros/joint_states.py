@@ -1,6 +1,7 @@
-"""sensor_msgs/JointState → arrays in model joint order: the one place every node does it."""
+"""sensor_msgs/JointState ↔ arrays in model joint order: the one place every node does it."""
 from __future__ import annotations
 
+import array
 from typing import Sequence
 
 import numpy as np
@@ -73,3 +74,38 @@ class JointStateReader:
         if not all(np.isfinite(a).all() for a in arrays):
             raise JointStateError('not_finite', 'joint state with NaN/inf: dropped')
         return arrays[0], arrays[1], arrays[2]
+
+
+class JointStateWriter:
+    """One JointState in model joint order, reused for every sample of a 1 kHz stream.
+
+    `write` copies the stamp and the values into the same message (numpy writes into its
+    array.array fields): no per-sample lists or message objects. rclpy serialises a message
+    within publish(), so it can be rewritten right after.
+    """
+
+    def __init__(self, joint_names: Sequence[str]):
+        zeros = [0.0] * len(joint_names)
+        self.msg = JointState(name=list(joint_names), position=zeros, velocity=zeros,
+                              effort=zeros)
+        # Views of the message's own buffers (a field setter copies what it is given).
+        self._views = {name: np.frombuffer(getattr(self.msg, name), dtype=float)
+                       for name in FIELDS}
+
+    def write(self, stamp, frame_id: str, position: np.ndarray, velocity: np.ndarray,
+              effort: np.ndarray | None) -> JointState:
+        """The message with this stamp (a builtin_interfaces/Time), frame and values; an
+        empty effort field when `effort` is None (a driver without torques: rare)."""
+        header = self.msg.header
+        header.stamp = stamp
+        header.frame_id = frame_id
+        self._views['position'][:] = position
+        self._views['velocity'][:] = velocity
+        if effort is None:
+            self.msg.effort = ()
+        else:
+            if len(self.msg.effort) != len(self.msg.name):
+                self.msg.effort = effort.tolist()
+                self._views['effort'] = np.frombuffer(self.msg.effort, dtype=float)
+            self._views['effort'][:] = effort
+        return self.msg

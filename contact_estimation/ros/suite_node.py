@@ -13,6 +13,11 @@ topics and its translation only.
     def main(args=None):
         return run(MyNode, args)   # ros/node_main.py: executor, signals, exit code
 
+A node of the 1 kHz chain reads its upstream with `receive` (a subscription, or in pipeline
+mode a function call from the upstream node in the same process: ros/handover.py) and
+writes with `output`, whose `hand_over` passes each sample on by function call in pipeline
+mode; both call the same "process one sample" method of the node.
+
 Defaults come from core (one source: the core module's DEFAULTS or config dataclass), and
 config/<node>.yaml ships the same values (test/test_node_defaults.py checks every node).
 """
@@ -28,17 +33,20 @@ from rclpy.qos import QoSProfile
 from contact_estimation import manifest
 from contact_estimation.ros import params
 from contact_estimation.ros.diagnostics import ProblemCounter
+from contact_estimation.ros.handover import Handover, Output
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
 
 
 class SuiteNode(Node):
     """A node named in nodes.yaml: `spec` (its topics), `robot` (the shared robot parameters,
-    loaded), `problems` (counts and status on its diagnostics topic)."""
+    loaded), `problems` (counts and status on its diagnostics topic). `handover` is given in
+    pipeline mode: the samples its in-process peers pass it by function call."""
 
-    def __init__(self, name: str, **kwargs):
+    def __init__(self, name: str, handover: Handover | None = None, **kwargs):
         super().__init__(name, **kwargs)
         self.spec = manifest.node(name)
+        self._handover = handover
         self.robot = params.declare_robot(self)  # StartupError when it cannot be loaded
         self.problems = ProblemCounter(self, topic=self.spec.topic('diagnostics'),
                                        hardware_id=self.robot.name)
@@ -72,3 +80,22 @@ class SuiteNode(Node):
         """A subscription to the topic nodes.yaml gives this node under `key` (best effort
         by default: it hears best-effort and reliable publishers alike)."""
         return self.create_subscription(msg_type, self.spec.topic(key), callback, qos)
+
+    def receive(self, key: str, msg_type, on_message: Callable, on_sample: Callable,
+                qos: QoSProfile = SENSOR_QOS) -> None:
+        """Read topic `key`: `on_sample(*arrays)` is called by the node that produces it in
+        the same process (pipeline mode), or else `on_message(msg)` by a subscription."""
+        receivers = self._handover and self._handover.receivers(self.spec.topic(key))
+        if receivers is None:
+            self.subscribe(key, msg_type, on_message, qos)
+        else:
+            receivers.append(on_sample)
+
+    def output(self, key: str, msg_type, qos: QoSProfile = PIPELINE_QOS,
+               only_when_listened: bool = False) -> Output:
+        """Topic `key` as an Output: published, and handed to in-process readers (pipeline
+        mode). `only_when_listened` for 1 kHz streams: see ros/handover.Output."""
+        topic = self.spec.topic(key)
+        receivers = self._handover and self._handover.receivers(topic)
+        return Output(self, topic, msg_type, qos, [] if receivers is None else receivers,
+                      only_when_listened)
