@@ -310,6 +310,7 @@ def test_the_shipped_parameter_file_uses_the_core_defaults():
         value = shipped[names.get(field, field)]
         assert value == (default if np.isscalar(value) else [default]), field
     scaling = TimeScalingConfig()
-    for field in ('alpha', 'push_threshold', 'recovery_rate', 'resume_delay'):
+    for field in ('alpha', 'push_threshold', 'push_hysteresis', 'push_filter_time',
+                  'yield_rate', 'recovery_rate', 'resume_delay'):
         assert shipped[f'time_scaling_{field}'] == getattr(scaling, field), field
 

@@ -1,4 +1,4 @@
-"""Trajectory time scaling as the reaction to a collision (seed 003 eqs. 8–11).
+"""Trajectory time scaling as the reaction to a collision (seed 003 eqs. 8–11), without chatter.
 
 Seed 003 re-samples the reference trajectory in time instead of stopping it: the reference
 time advances as t_i = t_{i-1} + f_S Δt (eq. 8) and the joint reference becomes
@@ -7,27 +7,52 @@ q_d(t_i) = q(t_{i-1} + f_S Δt) (eq. 9). f_S is 1 with no external torque (track
 (it yields backwards along its path), with a constant α setting the sensitivity; motion
 resumes by itself when the contact ends (its Fig. 14). Eqs. 8–9 are the controller's part
 (core/trajectory.TimeScaler plays the simulated cobot's reference that way); this module
-computes f_S.
+computes f_S. It follows the contact itself, not the latched stop of core/detector.py: the
+stop stays raised until it is reset, while f_S lets the arm go on once the contact is over.
 
-f_S follows the contact itself, not the latched stop signal of core/detector.py: the stop
-stays raised until it is reset, while f_S lets the arm go on once the contact is over. The
-piecewise definition of f_S (eqs. 10–11) is an image missing from the seed's text, so the law
-here is ours, built to reproduce the behaviour the seed describes:
-- hold, while a collision is detected (eq. 7 holds at this sample), for `resume_delay`
-  seconds after the last such sample, and whenever the input is unusable (waiting, stale,
-  invalid):                           f_S = 0,
-  unless the external torque pushes against the direction of motion d (unit q̇ of the last
-  forward motion): with p = τ_extᵀ d < −p_0,
-                                      f_S = −min(1, α (|p| − p_0))
-  (a dead band p_0 so that noise never moves the arm; continuous at |p| = p_0; never on
-  unusable input);
-- otherwise:                          f_S rises back to 1 at `recovery_rate` per second,
-  starting from max(f_S, 0) so that the arm never keeps yielding once released.
+The piecewise f_S of eqs. 10–11 is an image missing from the seed's text, so the law is ours.
+A law that maps each sample's push straight to f_S chatters: under a steady push f_S jumps
+between 0 and a yield several times a second. Why, physically:
+- the push p = τ_extᵀd (d: unit q̇ of the last forward motion) is noisy, and near the dead
+  band every noise spike flips hold ↔ yield;
+- the arm's own motion changes the residual: a jump in f_S is a jump in reference speed, so
+  a spike of q̈ (M(q) errors give τ_ext ≈ ΔM q̈), and the joints reverse when the arm starts
+  or stops yielding, so the friction model's error flips sign (≈ 2 Δf_c). Through the
+  momentum observer this self-made torque arrives with its lag 1/K_O (20 ms at K_O = 50/s)
+  and settles in ≈ 3/K_O: a law that reacts within that time reacts to its own last move,
+  and the push it sees is partly its own echo (yield → apparent push changes → hold →
+  apparent push returns → yield …), a limit cycle;
+- a person's hand is not a constant force: it softens as the arm gives way and catches up
+  when it stops, which the lag above turns into the same cycle.
+So f_S is a slow, rate-limited follower of a continuous target with a play:
+1. P = −p, low-pass filtered with time constant `push_filter_time` (noise);
+2. a play (backlash) of width h = `push_hysteresis` on P: the played push P̃ moves only when P
+   leaves [P̃ − h/2, P̃ + h/2]. Yield starts once P > p_0 + h/2 and ends once P < p_0 − h/2
+   (hysteresis between hold and yield), and a steady push, noise and self-made torque within
+   h cannot move the yield level back and forth: f_S stays monotone. h should exceed the
+   self-made change of the residual on starting or stopping to yield (the friction flip);
+3. the target, while holding (a collision detected at this sample, or within `resume_delay`
+   after the last one):  f* = −min(1, α (P̃ − p_0)) when P̃ > p_0, else 0 (continuous);
+   otherwise f* = 1;
+4. f_S approaches f* at most `yield_rate` per second while f_S ≤ 0 (into, along and out of
+   the yield) and `recovery_rate` per second from 0 up to 1. The arm's own acceleration is
+   then at most yield_rate·|q'| (q' the path speed), so its self-made torque ΔM·yield_rate·|q'|
+   stays small against p_0, and f_S needs 1/yield_rate (0.25 s) to cross its yield range,
+   many times the observer's settling time: f_S never acts on a residual that still lags its
+   own last move by more than a small part of that move.
+Without limit, at once: f_S → 0 on a collision while tracking (seed 003's hold: stopping the
+arm is never delayed), on unusable input (waiting, stale, invalid: never move blind, never
+yield), and when pushed forward along the path beyond the dead band (P < −(p_0 + h/2)): a
+yielding arm has backed into something. Every limit is in seconds or 1/s and the filter is
+exact for any step, so a 100 Hz driver with jittered stamps gets the same f_S as 1 kHz.
+On the simulated cobot (benchmarks/time_scaling_demo.py, README) the per-sample law flipped
+13 times in 3 s of the demo's steady side push; this one holds still.
 Sign: τ_ext = J(p)ᵀF with F acting ON the robot (project convention), so a force against the
-motion (Fᵀẋ < 0, ẋ = J q̇) gives τ_extᵀq̇ = Fᵀ J q̇ < 0.
+motion (Fᵀẋ < 0, ẋ = J q̇) gives τ_extᵀq̇ = Fᵀ J q̇ < 0, a push back P > 0.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,19 +61,25 @@ import numpy as np
 @dataclass(frozen=True)
 class TimeScalingConfig:
     alpha: float = 0.1            # 1/(N·m): yield speed (fraction of nominal) per N·m of push
-    push_threshold: float = 2.0   # p_0, N·m: pushes weaker than this only hold the arm
+    push_threshold: float = 2.0   # p_0, N·m: the dead band, the middle of the hysteresis
+    push_hysteresis: float = 1.0  # h, N·m: width of the play between push and yield level
+    push_filter_time: float = 0.05  # s: time constant of the push's low-pass filter
+    yield_rate: float = 4.0       # 1/s: fastest change of f_S while f_S <= 0
     recovery_rate: float = 0.5    # 1/s: f_S from 0 back to 1 in 1/recovery_rate seconds
     resume_delay: float = 0.5     # s: still hold this long after the contact is over
     min_speed: float = 1e-3       # rad/s: slower motion has no direction to remember
 
     def __post_init__(self):
-        for name in ('alpha', 'push_threshold', 'resume_delay', 'min_speed'):
+        for name in ('alpha', 'push_threshold', 'push_hysteresis', 'push_filter_time',
+                     'resume_delay', 'min_speed'):
             value = getattr(self, name)
             if not np.isfinite(value) or value < 0:
                 raise ValueError(f'time scaling {name} = {value}: must be finite and >= 0')
-        if not np.isfinite(self.recovery_rate) or self.recovery_rate <= 0:
-            raise ValueError(f'time scaling recovery_rate = {self.recovery_rate} 1/s: '
-                             'must be > 0 (else motion never resumes)')
+        for name in ('yield_rate', 'recovery_rate'):
+            value = getattr(self, name)
+            if not np.isfinite(value) or value <= 0:
+                raise ValueError(f'time scaling {name} = {value} 1/s: must be > 0 (else '
+                                 'f_S never leaves 0)')
 
 
 class TimeScaling:
@@ -58,6 +89,8 @@ class TimeScaling:
         self.config = config
         self.value = 1.0
         self.direction: np.ndarray | None = None  # unit q̇ of the last forward motion
+        self.push_back = 0.0                       # P, filtered, N·m
+        self.played_push = 0.0                     # P̃, N·m
         self._t: float | None = None
         self._last_hold = -np.inf                  # last time a contact or bad input held
 
@@ -70,19 +103,24 @@ class TimeScaling:
     def update(self, t: float, contact: bool, tau_ext=None, velocity=None) -> float:
         """f_S at time `t` (s). `contact`: a collision is detected at this sample.
 
-        `tau_ext` None means the input is unusable (waiting, stale, invalid): hold, never
-        yield. Pass `velocity` None while an external torque is suspected (some joint over
-        threshold): the path direction must be learnt from free motion, not from a push.
+        `tau_ext` None means the input is unusable (waiting, stale, invalid): hold at once,
+        never yield. Pass `velocity` None while an external torque is suspected (some joint
+        over threshold): the path direction must be learnt from free motion, not from a push.
         """
         dt = 0.0 if self._t is None else max(t - self._t, 0.0)
         self._t = t
-        if contact or tau_ext is None:
+        if tau_ext is None:
+            self._last_hold, self.value = t, 0.0
+            return self.value
+        self._follow_push(dt, -self.push(tau_ext))
+        if contact:
             self._last_hold = t
-        if t - self._last_hold < self.config.resume_delay or self._last_hold == t:
-            beyond = -self.push(tau_ext) - self.config.push_threshold
-            self.value = -min(1.0, self.config.alpha * beyond) if beyond > 0 else 0.0
+        config = self.config
+        holding = t - self._last_hold < config.resume_delay or self._last_hold == t
+        if holding and self.push_back < -(config.push_threshold + config.push_hysteresis / 2):
+            self.value = 0.0  # pushed forward along the path: never move into it
         else:
-            self.value = min(1.0, max(self.value, 0.0) + self.config.recovery_rate * dt)
+            self.value = self._approach(self._yield_target() if holding else 1.0, dt)
         self._remember_direction(velocity)
         return self.value
 
@@ -94,6 +132,31 @@ class TimeScaling:
         """
         usable = None if state.input_problem else tau_ext
         return self.update(t, state.contact, usable, None if state.over_threshold else velocity)
+
+    def _follow_push(self, dt: float, push_back: float) -> None:
+        """Low-pass P (exact first order for any step dt), then the play of width h."""
+        tau = self.config.push_filter_time
+        gain = 1.0 - math.exp(-dt / tau) if tau > 0 else 1.0
+        self.push_back += gain * (push_back - self.push_back)
+        half = self.config.push_hysteresis / 2
+        self.played_push = min(max(self.played_push, self.push_back - half),
+                               self.push_back + half)
+
+    def _yield_target(self) -> float:
+        """f* while holding: 0, or the yield for the played push beyond the dead band."""
+        beyond = self.played_push - self.config.push_threshold
+        return -min(1.0, self.config.alpha * beyond) if beyond > 0 else 0.0
+
+    def _approach(self, target: float, dt: float) -> float:
+        """f_S one step of `dt` toward `target`: to 0 at once when a hold stops forward
+        motion, at yield_rate within [−1, 0], at recovery_rate above 0."""
+        value = self.value
+        if target < value and value > 0:
+            value = 0.0  # seed 003: the arm holds at once
+        if value < 0 or target < 0:
+            step = self.config.yield_rate * dt
+            return float(np.clip(target, value - step, min(value + step, 0.0)))
+        return min(target, value + self.config.recovery_rate * dt)
 
     def _remember_direction(self, velocity) -> None:
         """While tracking normally (f_S = 1), the unit q̇ is the direction of the path.

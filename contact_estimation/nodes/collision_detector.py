@@ -9,7 +9,8 @@ core/time_scaling.py (seed 003 eqs. 8–11). Two outputs, two meanings:
 - time scaling f_S (std_msgs/Float64), the seed 003 reaction: it follows the contact itself,
   0 while a collision is detected and `time_scaling_resume_delay` after it, negative while
   the arm is pushed back along its path, then back to 1 by itself, even while the stop is
-  still latched; it is 0 whenever the input is waiting, stale or invalid.
+  still latched, at limited rates (no chatter); it is 0 whenever the input is waiting, stale
+  or invalid.
 Collision events are diagnostic_msgs/DiagnosticArray, one status each, header stamped with
 the joint-state time of the residual that triggered them. docs/collision_events.md has the
 fields and what a controller must do.
@@ -58,6 +59,8 @@ _DETECTOR_PARAMETERS = {
 # Parameter name → TimeScalingConfig field.
 _SCALING_PARAMETERS = {
     'time_scaling_alpha': 'alpha', 'time_scaling_push_threshold': 'push_threshold',
+    'time_scaling_push_hysteresis': 'push_hysteresis',
+    'time_scaling_push_filter_time': 'push_filter_time', 'time_scaling_yield_rate': 'yield_rate',
     'time_scaling_recovery_rate': 'recovery_rate', 'time_scaling_resume_delay': 'resume_delay',
 }
 _SCALING_DEFAULTS = TimeScalingConfig()
@@ -137,7 +140,14 @@ class CollisionDetector(SuiteNode):
         d('time_scaling_alpha', ts.alpha, 'seed 003 α: yield speed (fraction of '
           'nominal) per N·m of push back beyond the push threshold, 1/(N·m)', 0.0, 100.0)
         d('time_scaling_push_threshold', ts.push_threshold, 'a push back along the path '
-          'weaker than this only holds the arm, N·m', 0.0, 1000.0)
+          'weaker than this only holds the arm (the middle of the hysteresis), N·m', 0.0, 1000.0)
+        d('time_scaling_push_hysteresis', ts.push_hysteresis, 'yield starts above push '
+          'threshold + half of this and ends below push threshold − half; a push that varies '
+          'less than this does not move f_S, N·m', 0.0, 1000.0)
+        d('time_scaling_push_filter_time', ts.push_filter_time, 'time constant of the '
+          'low-pass filter on the push along the path, s', 0.0, 10.0)
+        d('time_scaling_yield_rate', ts.yield_rate, 'fastest change of f_S while it is '
+          '<= 0 (into, along and out of a yield), 1/s', 1e-3, 1000.0)
         d('time_scaling_recovery_rate', ts.recovery_rate, 'f_S returns from 0 to 1 at '
           'this rate once the contact is over, 1/s', 1e-3, 1000.0)
         d('time_scaling_resume_delay', ts.resume_delay, 'f_S stays 0 this long after the '
