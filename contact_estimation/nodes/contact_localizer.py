@@ -38,51 +38,45 @@ from visualization_msgs.msg import MarkerArray
 
 from contact_estimation.core.contact_localization import (SOURCE_TORQUE, ContactEstimate,
                                                           ContactLocalizer, LocalizationError)
-from contact_estimation.core.lidar_fusion import (CloudConfig, CloudError, LidarFusion,
-                                                  Obstacles, to_base_frame)
-from contact_estimation.core.localization_schedule import (CLOUD_DEFAULTS, DEFAULTS,
-                                                           LOCALIZER_DEFAULTS,
-                                                           LocalizationSchedule, PoseHistory)
+from contact_estimation.core.lidar_fusion import CloudError, LidarFusion, Obstacles, PoseHistory
+from contact_estimation.core.localization_schedule import (DEFAULTS, LOCALIZER_DEFAULTS,
+                                                           LocalizationSchedule)
 from contact_estimation.core.surfaces import LinkSurfaces, SurfacesError
-from contact_estimation.ros.conversions import (cloud_to_xyz, point_stamped, stamp_to_seconds,
-                                                wrench_stamped)
+from contact_estimation.ros.conversions import point_stamped, stamp_to_seconds, wrench_stamped
 from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.localization_messages import estimate_markers, estimate_values
 from contact_estimation.ros.node_main import run
+from contact_estimation.ros.sensor_frames import (SensorFrame, SensorMessageError,
+                                                  cloud_config, cloud_in_base_frame,
+                                                  declare_cloud_parameters)
 from contact_estimation.ros.suite_node import SuiteNode
-
-try:  # a ROS distribution has it; the PyPI wheels do not
-    import tf2_ros
-except ImportError:
-    tf2_ros = None
 
 NAME = 'contact_localizer'
 
-# Parameters that build the localizer, the cloud processing and the schedule: a change of
-# any rebuilds them (the link surfaces, `point_spacing`, are built once).
-_LOCALIZER_PARAMETERS = tuple(LOCALIZER_DEFAULTS)
-_CLOUD_PARAMETERS = tuple(f'cloud.{name}' for name in CLOUD_DEFAULTS)
-_SCHEDULE_PARAMETERS = ('gate_thresholds', 'max_rate')
-_LIDAR_POSE_PARAMETERS = ('lidar.frame', 'lidar.position', 'lidar.orientation')
+# Parameters that build the localizer and the schedule: a change of any rebuilds them (the
+# link surfaces, `point_spacing`, are built once).
+_LOCALIZER_PARAMETERS = (*LOCALIZER_DEFAULTS, 'gate_thresholds', 'max_rate')
 
 
 class ContactLocalizerNode(SuiteNode):
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
-        self.fusion: LidarFusion | None = None
         with self.starting():
             self._declare_parameters()
+            self._cloud_parameters = declare_cloud_parameters(self)
+            self.lidar = SensorFrame(self, 'lidar', 'lidar')
             try:
                 self.surfaces = LinkSurfaces(self.robot, self.value('point_spacing'))
             except SurfacesError as err:
                 raise ValueError(f'the localizer needs link surfaces: {err}') from err
-            self._build({})
+            self.localizer, self.schedule = self._build_localizer({})
+            self.fusion = LidarFusion(self.surfaces, cloud_config(self.value,
+                                                                  self._cloud_parameters))
         self._residuals = JointStateReader(self.robot.joint_names)
         self._history = PoseHistory(self.fusion.config.max_age)
         self._cloud: tuple[float, np.ndarray] | None = None  # latest: stamp, base-frame points
         self._cloud_processed = True    # the latest cloud has been through the fusion
-        self._tf_buffer = None          # made on the first cloud in a frame only TF knows
         self._point_pub = self.publisher('point', PointStamped)
         self._wrench_pub = self.publisher('wrench', WrenchStamped)
         self._marker_pub = self.publisher('markers', MarkerArray)
@@ -98,9 +92,10 @@ class ContactLocalizerNode(SuiteNode):
 
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:
-        """Every parameter, with the defaults of core/localization_schedule.py (and through
-        it ContactLocalizer's and CloudConfig's)."""
-        d, k, loc, cloud = self.declare, DEFAULTS, LOCALIZER_DEFAULTS, CLOUD_DEFAULTS
+        """The localizer's parameters, with the defaults of core/localization_schedule.py
+        (and through it ContactLocalizer's); ros/sensor_frames.py declares `cloud.*` and
+        `lidar.*`."""
+        d, k, loc = self.declare, DEFAULTS, LOCALIZER_DEFAULTS
         d('gate_thresholds', list(k['gate_thresholds']), 'estimate while some |τ_ext,i| '
           'exceeds this, N·m: one value or one per joint (default: the detector\'s ψ_0)')
         d('max_rate', k['max_rate'], 'most estimates per second, Hz (each costs ms of CPU)',
@@ -120,106 +115,45 @@ class ContactLocalizerNode(SuiteNode):
         d('prior_radius', loc['prior_radius'], 'how far the contact may lie from the '
           "cloud's obstacle point, m", 1e-3, 2.0)
         d('refine', loc['refine'], 'best samples refined on the surface per estimate', 1, 100)
-        d('cloud.workspace_min', list(cloud['workspace_min']), 'the cloud is cropped to the '
-          'box from here (x y z, m, base frame)')
-        d('cloud.workspace_max', list(cloud['workspace_max']), '... to here (x y z, m)')
-        d('cloud.voxel_size', cloud['voxel_size'], 'voxel grid of the cloud, m', 1e-3, 1.0)
-        d('cloud.self_margin', cloud['self_margin'], 'points this close to the robot are '
-          "its own, m (covers the arm's motion between cloud and pose)", 0.0, 1.0)
-        d('cloud.cluster_eps', cloud['cluster_eps'], 'DBSCAN neighbourhood, m', 1e-3, 1.0)
-        d('cloud.cluster_min_points', cloud['cluster_min_points'], 'DBSCAN core size', 1, 1000)
-        d('cloud.max_points', cloud['max_points'], 'larger clouds are refused', 1, 10_000_000)
-        d('cloud.max_age', cloud['max_age'], 'a cloud older than this at the residual '
-          "sample's stamp is stale (torque only), s", 1e-3, 60.0)
-        d('lidar.frame', k['lidar.frame'], "the lidar's frame_id, whose pose the next two "
-          "give ('' = none: clouds in the base frame, or frames TF knows)")
-        d('lidar.position', list(k['lidar.position']), 'lidar origin x y z in the base '
-          'frame, m')
-        d('lidar.orientation', list(k['lidar.orientation']), 'lidar orientation in the base '
-          'frame, quaternion x y z w')
 
-    def _build(self, changes: dict) -> None:
-        """Localizer, cloud processing, schedule and lidar pose from the parameters with
-        `changes` applied; ValueError (LocalizationError, CloudError) on a bad value."""
+    def _build_localizer(self, changes: dict) -> tuple[ContactLocalizer, LocalizationSchedule]:
+        """Localizer and schedule from the parameters with `changes` applied; ValueError
+        (LocalizationError) on a bad value."""
         def value(name):
             return changes.get(name, self.value(name))
-        localizer = ContactLocalizer(self.surfaces,
-                                     **{n: value(n) for n in _LOCALIZER_PARAMETERS})
-        config = CloudConfig(**{n.split('.', 1)[1]: _frozen(value(n))
-                                for n in _CLOUD_PARAMETERS})
-        schedule = LocalizationSchedule(value('gate_thresholds'), self.robot.n,
-                                        value('max_rate'))
-        pose = (list(value('lidar.position')), list(value('lidar.orientation')))
-        to_base_frame(np.zeros((0, 3)), *pose)  # CloudError on a bad pose
-        self.localizer, self.schedule, self._lidar = localizer, schedule, (value('lidar.frame'),
-                                                                           pose)
-        if self.fusion is None or config != self.fusion.config:
-            self.fusion = LidarFusion(self.surfaces, config)
-            self._cloud_processed = False
+        return (ContactLocalizer(self.surfaces, **{n: value(n) for n in LOCALIZER_DEFAULTS}),
+                LocalizationSchedule(value('gate_thresholds'), self.robot.n, value('max_rate')))
 
     def _on_parameter_change(self, changes: dict) -> str | None:
-        if not set(changes) & {*_LOCALIZER_PARAMETERS, *_CLOUD_PARAMETERS,
-                               *_SCHEDULE_PARAMETERS, *_LIDAR_POSE_PARAMETERS}:
-            return None
-        self._build(changes)  # a ValueError refuses the change (ros/params.on_change)
-        self._history.span = self.fusion.config.max_age
+        """Rebuild what the changed parameters describe, all or nothing: a ValueError
+        (CloudError, LocalizationError) refuses the change (ros/params.on_change)."""
+        changed = set(changes)
+        built = (self._build_localizer(changes) if changed & set(_LOCALIZER_PARAMETERS)
+                 else None)
+        fusion = (LidarFusion(self.surfaces, cloud_config(
+            lambda name: changes.get(name, self.value(name)), self._cloud_parameters))
+            if changed & set(self._cloud_parameters) else None)
+        if changed & set(self.lidar.parameters):
+            self.lidar.apply(changes)
+        if built:
+            self.localizer, self.schedule = built
+        if fusion:
+            self.fusion, self._cloud_processed = fusion, False
+            self._history.span = fusion.config.max_age
         return None
 
     # -------------------------------------------------------------------- messages
     def _on_cloud(self, msg: PointCloud2) -> None:
+        """Decode and move the cloud into the base frame now; process it when an estimate
+        needs it."""
         self.problems.traffic['clouds_received'] += 1
-        size = msg.width * msg.height
-        if size > self.fusion.config.max_points:
-            self.problems.report('cloud_too_large', f'cloud of {size} points exceeds '
-                                 f'cloud.max_points = {self.fusion.config.max_points}: dropped')
-            return
-        pose = self._sensor_pose(msg)
-        if pose is None:
-            return
         try:
-            points = cloud_to_xyz(msg)
-        except ValueError as err:
-            self.problems.report('bad_cloud', f'{err}: dropped')
+            points = cloud_in_base_frame(msg, self.lidar, self.fusion.config.max_points)
+        except SensorMessageError as err:
+            self.problems.report(err.kind, f'{err}: dropped')
             return
-        if size and not len(points):
-            self.problems.report('cloud_not_finite', f'cloud of {size} points, none of them '
-                                 'finite: dropped')
-            return
-        self._cloud = (stamp_to_seconds(msg.header.stamp), to_base_frame(points, *pose))
+        self._cloud = (stamp_to_seconds(msg.header.stamp), points)
         self._cloud_processed = False
-
-    def _sensor_pose(self, msg: PointCloud2) -> tuple | None:
-        """The cloud frame's pose in the base frame (translation, quaternion x y z w), or
-        None (reported) when the frame is unknown."""
-        frame = msg.header.frame_id.lstrip('/')
-        lidar_frame, pose = self._lidar
-        if frame == self.robot.base_link:
-            return [0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]
-        if lidar_frame and frame == lidar_frame:
-            return pose
-        if tf2_ros is not None:
-            return self._tf_pose(msg, frame)
-        self.problems.report('unknown_frame', f'cloud in frame {frame!r}: neither the base '
-                             f'frame {self.robot.base_link!r} nor lidar.frame '
-                             f'{lidar_frame!r} (and no tf2_ros to look it up): dropped')
-        return None
-
-    def _tf_pose(self, msg: PointCloud2, frame: str) -> tuple | None:
-        """The frame's pose from TF at the cloud's stamp. The TF listener (a /tf
-        subscription, costly at 1 kHz) starts with the first cloud that needs it."""
-        from rclpy.time import Time
-        if self._tf_buffer is None:
-            self._tf_buffer = tf2_ros.Buffer()
-            self._tf_listener = tf2_ros.TransformListener(self._tf_buffer, self)
-        try:
-            transform = self._tf_buffer.lookup_transform(
-                self.robot.base_link, frame, Time.from_msg(msg.header.stamp)).transform
-        except tf2_ros.TransformException as err:
-            self.problems.report('unknown_frame', f'cloud in frame {frame!r}: no transform '
-                                 f'to {self.robot.base_link!r} ({err}): dropped')
-            return None
-        t, r = transform.translation, transform.rotation
-        return [t.x, t.y, t.z], [r.x, r.y, r.z, r.w]
 
     def _on_residual(self, msg: JointState) -> None:
         self.problems.traffic['residuals_received'] += 1
@@ -314,11 +248,6 @@ class ContactLocalizerNode(SuiteNode):
         nearest = obstacles.proximity.obstacle_point[self.surfaces.link_index(estimate.link)]
         which = np.argmin(np.linalg.norm(obstacles.points - nearest, axis=1))
         return obstacles.points[obstacles.labels == obstacles.labels[which]]
-
-
-def _frozen(value):
-    """A parameter's list as a tuple (CloudConfig is frozen and compared)."""
-    return value if isinstance(value, (str, int, float)) else tuple(value)
 
 
 def main(args=None):
