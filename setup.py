@@ -40,6 +40,7 @@ setup(
         ('share/' + PACKAGE + '/config', glob('config/*.yaml')),
         ('share/' + PACKAGE + '/config/scenarios', glob('config/scenarios/*.yaml')),
         ('share/' + PACKAGE + '/urdf', glob('urdf/*.urdf')),
+        ('share/' + PACKAGE + '/rviz', glob('rviz/*.rviz')),
     ],
     python_requires='>=3.10',
     install_requires=[

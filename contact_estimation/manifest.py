@@ -75,3 +75,16 @@ def selected(with_sim: bool) -> list[NodeSpec]:
     """The nodes to start beside a real arm (`core`), plus the simulated cobot if asked."""
     groups = {'core', 'sim'} if with_sim else {'core'}
     return [spec for spec in nodes().values() if spec.group in groups]
+
+
+def robot_source(parameter_files: list[str]) -> str:
+    """The robot the nodes load from these parameter files (ros/params.declare_robot's
+    `robot_description`, else `robot`; a later file wins, any node's section counts)."""
+    source = {'robot': '', 'robot_description': ''}
+    for path in parameter_files:
+        with open(path, encoding='utf-8') as f:
+            sections = yaml.safe_load(f) or {}
+        for section in sections.values():
+            parameters = (section or {}).get('ros__parameters', {})
+            source.update({k: parameters[k] for k in source if parameters.get(k)})
+    return source['robot_description'] or source['robot']

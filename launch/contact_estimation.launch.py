@@ -1,27 +1,70 @@
 """Launch the contact_estimation node set on a ROS 2 install.
 
     ros2 launch contact_estimation contact_estimation.launch.py [sim:=true] [params_file:=FILE]
+                                                                [rviz:=true]
 
 The nodes, their executables and parameter files come from contact_estimation/nodes.yaml
 (read through contact_estimation.manifest), the same list `contact-estimation up` starts.
+rviz:=true also starts rviz2 with rviz/contact_estimation.rviz and, for its robot model,
+robot_state_publisher with the URDF of the robot the nodes load; each only where the
+distribution has it.
 """
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from contact_estimation import manifest
 
 
-def _nodes(context):
-    with_sim = LaunchConfiguration('sim').perform(context).lower() in ('true', '1', 'yes')
+def _flag(context, name: str) -> bool:
+    return LaunchConfiguration(name).perform(context).lower() in ('true', '1', 'yes')
+
+
+def _parameter_files(spec, context) -> list[str]:
     user_file = LaunchConfiguration('params_file').perform(context)
+    return [spec.parameters_path()] + ([user_file] if user_file else [])
+
+
+def _nodes(context):
     return [
         Node(package=manifest.PACKAGE, executable=spec.executable, name=spec.name,
-             output='screen',
-             parameters=[spec.parameters_path()] + ([user_file] if user_file else []))
-        for spec in manifest.selected(with_sim)
+             output='screen', parameters=_parameter_files(spec, context))
+        for spec in manifest.selected(_flag(context, 'sim'))
     ]
+
+
+def _installed(package: str) -> bool:
+    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+    try:
+        get_package_share_directory(package)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def _viewers(context):
+    """rviz2 and robot_state_publisher (the robot model's TF and /robot_description)."""
+    if not _flag(context, 'rviz'):
+        return []
+    actions = []
+    if _installed('robot_state_publisher'):
+        from contact_estimation.core.robot_model import RobotModel
+        files = _parameter_files(manifest.node('residual_node'), context)
+        urdf = RobotModel.load(manifest.robot_source(files)).urdf_xml
+        actions.append(Node(package='robot_state_publisher', executable='robot_state_publisher',
+                            name='robot_state_publisher', output='screen',
+                            parameters=[{'robot_description': urdf}]))
+    else:
+        actions.append(LogInfo(msg='rviz:=true: robot_state_publisher is not installed, so '
+                                   'rviz shows no robot model'))
+    if _installed('rviz2'):
+        actions.append(Node(package='rviz2', executable='rviz2', name='rviz2', output='screen',
+                            arguments=['-d', manifest.share_path('rviz',
+                                                                 'contact_estimation.rviz')]))
+    else:
+        actions.append(LogInfo(msg='rviz:=true: rviz2 is not installed'))
+    return actions
 
 
 def generate_launch_description():
@@ -30,5 +73,8 @@ def generate_launch_description():
                               description='also start the MuJoCo simulated cobot'),
         DeclareLaunchArgument('params_file', default_value='',
                               description='parameter file applied over the defaults'),
+        DeclareLaunchArgument('rviz', default_value='false',
+                              description='also start rviz2 (and robot_state_publisher)'),
         OpaqueFunction(function=_nodes),
+        OpaqueFunction(function=_viewers),
     ])

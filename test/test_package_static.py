@@ -1,7 +1,8 @@
 """Static checks of the ament_python package: launch file, manifest, setup.py, package.xml.
 
 launch and launch_ros are not installable here, so the launch file is executed against
-minimal stand-ins for the four launch classes it uses; what it asks to start is then
+minimal stand-ins for the launch classes it uses (and for the ament index it asks which
+viewer packages are installed); what it asks to start is then
 checked against setup.py's console scripts and the files on disk.
 """
 import ast
@@ -35,41 +36,113 @@ class _LaunchConfiguration:
         return self.values[self.name]
 
 
-def _launch_stand_ins() -> dict:
+class _PackageNotFoundError(KeyError):
+    pass
+
+
+def _launch_stand_ins(installed: set[str]) -> dict:
+    def share_directory(package):
+        if package not in installed:
+            raise _PackageNotFoundError(package)
+        return f'/opt/ros/share/{package}'
+
+    ament_index = types.ModuleType('ament_index_python')
+    ament_packages = types.ModuleType('ament_index_python.packages')
+    ament_packages.get_package_share_directory = share_directory
+    ament_packages.PackageNotFoundError = _PackageNotFoundError
     launch = types.ModuleType('launch')
     launch.LaunchDescription = lambda actions: list(actions)
     actions = types.ModuleType('launch.actions')
     actions.DeclareLaunchArgument = _Recorder
     actions.OpaqueFunction = _Recorder
+    actions.LogInfo = _Recorder
     substitutions = types.ModuleType('launch.substitutions')
     substitutions.LaunchConfiguration = _LaunchConfiguration
     launch_ros = types.ModuleType('launch_ros')
     launch_ros_actions = types.ModuleType('launch_ros.actions')
     launch_ros_actions.Node = _Recorder
     return {'launch': launch, 'launch.actions': actions, 'launch.substitutions': substitutions,
-            'launch_ros': launch_ros, 'launch_ros.actions': launch_ros_actions}
+            'launch_ros': launch_ros, 'launch_ros.actions': launch_ros_actions,
+            'ament_index_python': ament_index, 'ament_index_python.packages': ament_packages}
 
 
-def _launched_nodes(sim: str, params_file: str) -> list[dict]:
+def _launched(sim: str, params_file: str, rviz: str = 'false',
+              installed: frozenset = frozenset()) -> list[_Recorder]:
+    """The actions the launch file's OpaqueFunctions return for these arguments, with
+    `installed` the ROS packages the ament index knows."""
     path = os.path.join(ROOT, 'launch', 'contact_estimation.launch.py')
-    saved = {k: sys.modules.get(k) for k in _launch_stand_ins()}
-    sys.modules.update(_launch_stand_ins())
+    stand_ins = _launch_stand_ins(set(installed))
+    saved = {k: sys.modules.get(k) for k in stand_ins}
+    sys.modules.update(stand_ins)
     try:
         spec = importlib.util.spec_from_file_location('launch_under_test', path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         description = module.generate_launch_description()
+        _LaunchConfiguration.values = {'sim': sim, 'params_file': params_file, 'rviz': rviz}
+        declared = {a.args[0] for a in description if a.args}
+        assert declared == {'sim', 'params_file', 'rviz'}
+        opaque = [a for a in description if 'function' in a.kwargs]
+        return [action for a in opaque for action in a.kwargs['function'](None)]
     finally:
         for key, value in saved.items():
             if value is None:
                 sys.modules.pop(key, None)
             else:
                 sys.modules[key] = value
-    _LaunchConfiguration.values = {'sim': sim, 'params_file': params_file}
-    declared = {a.args[0] for a in description if a.args}
-    assert declared == {'sim', 'params_file'}
-    opaque = [a for a in description if 'function' in a.kwargs]
-    return [node.kwargs for a in opaque for node in a.kwargs['function'](None)]
+
+
+def _launched_nodes(sim: str, params_file: str) -> list[dict]:
+    return [action.kwargs for action in _launched(sim, params_file)]
+
+
+def test_rviz_starts_rviz2_with_the_config_and_robot_state_publisher_with_the_urdf():
+    launched = [a.kwargs for a in _launched(
+        'false', '', rviz='true', installed=frozenset({'rviz2', 'robot_state_publisher'}))]
+    viewers = {n['name']: n for n in launched if n['package'] != 'contact_estimation'}
+    assert set(viewers) == {'rviz2', 'robot_state_publisher'}
+    config = viewers['rviz2']['arguments'][viewers['rviz2']['arguments'].index('-d') + 1]
+    assert config == manifest.share_path('rviz', 'contact_estimation.rviz')
+    assert os.path.isfile(config)
+    urdf = ET.fromstring(viewers['robot_state_publisher']['parameters'][0]['robot_description'])
+    assert urdf.get('name') == 'panda'
+    assert 'panda_joint7' in {j.get('name') for j in urdf.iter('joint')}
+
+
+def test_rviz_without_the_viewer_packages_says_so_and_starts_the_nodes():
+    launched = _launched('false', '', rviz='true')
+    messages = [a.kwargs['msg'] for a in launched if 'msg' in a.kwargs]
+    assert any('rviz2 is not installed' in m for m in messages)
+    assert any('robot_state_publisher is not installed' in m for m in messages)
+    assert {a.kwargs['name'] for a in launched if 'name' in a.kwargs} == {
+        s.name for s in manifest.selected(False)}
+
+
+def _rviz_topics(tree) -> set[str]:
+    """Every topic an rviz config names (a display's `Topic` or `Description Topic`)."""
+    found = set()
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            if key.endswith('Topic') and isinstance(value, dict):
+                found.add(value['Value'])
+            found |= _rviz_topics(value)
+    elif isinstance(tree, list):
+        for item in tree:
+            found |= _rviz_topics(item)
+    return found
+
+
+def test_rviz_config_parses_and_names_only_topics_the_nodes_publish():
+    with open(os.path.join(ROOT, 'rviz', 'contact_estimation.rviz')) as f:
+        config = yaml.safe_load(f)
+    topics = _rviz_topics(config)
+    published = {spec.topic(key) for spec in manifest.nodes().values() for key in spec.publishes}
+    # robot_state_publisher (launch rviz:=true) publishes the robot model's description.
+    assert topics - published == {'/robot_description'}
+    assert {'/contact_estimate/markers', '/lidar/points'} <= topics
+    displays = {d['Class'] for d in config['Visualization Manager']['Displays']}
+    assert {'rviz_default_plugins/RobotModel', 'rviz_default_plugins/MarkerArray',
+            'rviz_default_plugins/PointCloud2'} <= displays
 
 
 def _console_scripts() -> set[str]:
@@ -127,7 +200,7 @@ def test_every_manifest_node_has_a_module_with_main_and_declared_topics():
 def test_setup_installs_share_files_that_exist():
     tree = ast.parse(open(os.path.join(ROOT, 'setup.py')).read())
     text = ast.unparse(tree)
-    for folder in ('launch', 'config', 'urdf'):
+    for folder in ('launch', 'config', 'urdf', 'rviz'):
         assert f"'share/' + PACKAGE + '/{folder}'" in text
     assert os.path.isfile(os.path.join(ROOT, 'resource', 'contact_estimation'))
     cfg = open(os.path.join(ROOT, 'setup.cfg')).read()
