@@ -52,8 +52,11 @@ import yaml
 from contact_estimation.core import friction as friction_models
 from contact_estimation.core.excitation import SweepSettings, plan_sweeps
 from contact_estimation.core.identification import (MAX_GRAVITY_DEVIATION, IdentificationError,
-                                                    identify)
+                                                    identify, in_time_order, recording_kind)
 from contact_estimation.core.identified_model import IdentifiedModel
+from contact_estimation.core.motion_identification import (INERTIA_CHOICES, SPEED_BANDS,
+                                                           MotionIdentification, MotionSettings,
+                                                           identify_motion)
 from contact_estimation.core.payload_identification import PayloadFit, identify_payload
 from contact_estimation.core.recording import (STORAGES, RecordingError, read_recording,
                                                write_bag, write_csv)
@@ -139,18 +142,36 @@ def _simulate(args) -> int:
     return 0
 
 
+METHODS = ('auto', 'sweeps', 'motion')
+
+
 def _fit(args) -> int:
     robot = RobotModel.load(args.robot)
-    recording = read_recording(args.recording, robot, args.topic)
+    recording, reordered = in_time_order(read_recording(args.recording, robot, args.topic))
+    if reordered:
+        print(f'note: {reordered} samples out of time order or repeated: sorted by stamp')
+    method = args.method
+    if method == 'auto':
+        method, reason = recording_kind(recording, robot)
+        print(f'method: {method} ({reason})')
     models = tuple(dict.fromkeys([args.friction_model, *friction_models.MODELS]))
-    result = identify(robot, recording, models, args.starts, progress=_progress,
-                      max_gravity_deviation=args.max_gravity_deviation)
+    if method == 'sweeps':
+        result = identify(robot, recording, models, args.starts, progress=_progress,
+                          max_gravity_deviation=args.max_gravity_deviation)
+        how = ('seed 001 eqs. 10-23: constant-speed sweeps, base gravity parameters, '
+               f'{args.friction_model} friction by bounded nonlinear least squares')
+    else:
+        result = identify_motion(robot, recording, args.friction_model, models, args.starts,
+                                 MotionSettings(inertia=args.inertia), _progress,
+                                 args.max_gravity_deviation)
+        how = ('seed 001 eq. 6 on ordinary motion: full inverse-dynamics regressor, base '
+               f'gravity parameters and {args.friction_model} friction jointly by variable '
+               f'projection; inertia {result.inertia}')
     print(result.table())
     metadata = {'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
                 'data_source': os.path.abspath(args.recording),
                 'robot_description': args.robot,
-                'method': 'seed 001 eqs. 10-23: constant-speed sweeps, base gravity parameters, '
-                          f'{args.friction_model} friction by bounded nonlinear least squares'}
+                'method': how}
     model = result.model(args.friction_model, metadata)
     if args.plots:
         for path in plot_joints(result, args.plots):
@@ -191,9 +212,11 @@ def write_payload_parameters(path, fit: PayloadFit, source: str, arm_model: str)
 
 
 def plot_joints(result, directory) -> list[str]:
-    """One PNG per joint: τ_G against its angle (seed 001 Fig. 3) and τ_f against its speed
-    with every fitted friction model (Fig. 5; speed axis linear near zero, logarithmic
-    beyond the slowest swept speed, so the Stribeck region shows)."""
+    """One PNG per joint. Left: from sweeps, τ_G against its angle (seed 001 Fig. 3); from
+    ordinary motion, the time spent in each speed band (how well it excites friction).
+    Right: the friction data against speed with every fitted friction model (Fig. 5; speed
+    axis linear near zero, logarithmic beyond the slowest speed, so the Stribeck region
+    shows)."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -201,20 +224,33 @@ def plot_joints(result, directory) -> list[str]:
     os.makedirs(directory, exist_ok=True)
     paths = []
     for i, joint in enumerate(result.robot.joint_names):
-        data = result.data.of_joint(i)
-        predicted = result.gravity.predicted[result.data.joint == i]
         fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-        order = np.argsort(data.q[:, i])
-        left.plot(data.q[order, i], data.tau_g[order], 'o', ms=5, mfc='none', color='tab:blue',
-                  label='(τ⁺ + τ⁻)/2, data')
-        left.plot(data.q[order, i], predicted[order], '+', ms=4, color='black',
-                  label='H_G(q) π_G, fitted')
-        left.set(xlabel=f'{joint} angle (rad)', ylabel='gravity torque (N·m)',
-                 title=f'{joint}: gravity (fit RMS {result.gravity.rms[i]:.3f} N·m)')
-        right.plot(np.r_[data.speed, -data.speed], np.r_[data.tau_f, -data.tau_f], '.', ms=3,
-                   color='gray', label='(τ⁺ − τ⁻)/2, data')
-        slowest = max(float(np.min(data.speed)), 1e-4)
-        top = max(float(np.max(data.speed)), slowest) * 1.1
+        if isinstance(result, MotionIdentification):
+            band = result.coverage[i].band_time
+            left.bar(SPEED_BANDS[:-1], band, width=np.diff(SPEED_BANDS), align='edge',
+                     color='tab:blue', label='time at each speed')
+            left.axhline(result.settings.band_time, color='black', lw=0.8,
+                         label=f'{result.settings.band_time} s: the band counts')
+            left.set_xscale('log')
+            left.set(xlabel=f'{joint} |speed| (rad/s)', ylabel='time (s)',
+                     title=f'{joint}: speed coverage (gravity ±{result.gravity_error[i]:.3g} N·m)')
+            speed, torque = result.friction_data[i]
+            label = 'τ − Y π, data'
+        else:
+            data = result.data.of_joint(i)
+            predicted = result.gravity.predicted[result.data.joint == i]
+            order = np.argsort(data.q[:, i])
+            left.plot(data.q[order, i], data.tau_g[order], 'o', ms=5, mfc='none',
+                      color='tab:blue', label='(τ⁺ + τ⁻)/2, data')
+            left.plot(data.q[order, i], predicted[order], '+', ms=4, color='black',
+                      label='H_G(q) π_G, fitted')
+            left.set(xlabel=f'{joint} angle (rad)', ylabel='gravity torque (N·m)',
+                     title=f'{joint}: gravity (fit RMS {result.gravity.rms[i]:.3f} N·m)')
+            speed, torque = np.r_[data.speed, -data.speed], np.r_[data.tau_f, -data.tau_f]
+            label = '(τ⁺ − τ⁻)/2, data'
+        right.plot(speed, torque, '.', ms=3, color='gray', label=label)
+        slowest = max(float(np.min(np.abs(speed))), 1e-3)
+        top = max(float(np.max(np.abs(speed))), slowest) * 1.1
         half = np.geomspace(slowest / 20, top, 400)
         speeds = np.r_[-half[::-1], 0.0, half]
         for name, fits in result.friction.items():
@@ -268,6 +304,14 @@ def main(argv: list[str]) -> int:
     fit.add_argument('--max-gravity-deviation', type=float, default=MAX_GRAVITY_DEVIATION,
                      help='refuse when the identified gravity differs from the description\'s '
                           'by more than this share of its RMS on some joint (another robot)')
+    fit.add_argument('--method', choices=METHODS, default='auto',
+                     help='sweeps (seed 001, the best input), motion (any free motion: the '
+                          'full inverse-dynamics fit), or auto: sweeps when every joint has '
+                          'them')
+    fit.add_argument('--inertia', choices=INERTIA_CHOICES, default='auto',
+                     help='motion: keep the description\'s inertia (urdf), fit its base '
+                          'parameters (fitted), or auto: fitted when the motion excites them '
+                          'and disagrees with the description')
     fit.set_defaults(run=_fit)
     payload = commands.add_parser('payload', help="estimate a tool's mass and centre of mass "
                                   'from a short log of the arm carrying it')

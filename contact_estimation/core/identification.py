@@ -46,21 +46,29 @@ def gravity_basis(robot: RobotModel, samples: int = 200, seed: int = 0,
                   tolerance: float = 1e-9) -> GravityBasis:
     """Base parameters of the gravity regressor from `samples` random configurations.
 
-    The columns (m, m·c_x, m·c_y, m·c_z of every body) are stacked over the configurations;
-    a QR with column pivoting, Y P = Q [R₁₁ R₁₂], keeps the r columns with |R_kk| above
-    `tolerance`·|R_00| and expresses the others as Y_dep = Y_ind K with K = R₁₁⁻¹ R₁₂, so
-    G(q) = Y_ind (π_ind + K π_dep) (`GravityBasis`).
+    The columns (m, m·c_x, m·c_y, m·c_z of every body) are stacked over the configurations
+    and reduced by `base_parameters`.
     """
     labels = [f'{link}/{p}' for link in robot.joint_links for p in GRAVITY_PARAMETERS]
     everything = GravityBasis(labels, [], np.zeros((len(labels), 0)))
     rng = np.random.default_rng(seed)
     stacked = np.vstack([everything.regressor(robot, q)
                          for q in robot.random_configuration(rng, samples)])
+    basis = base_parameters(labels, stacked, tolerance)
+    if not basis.independent:
+        raise IdentificationError(f'robot {robot.name!r} has no gravity torque on any joint')
+    return basis
+
+
+def base_parameters(labels: list[str], stacked: np.ndarray,
+                    tolerance: float = 1e-9) -> GravityBasis:
+    """The base parameters of a regressor whose columns are `labels`, from its rows `stacked`
+    over many samples: a QR with column pivoting, Y P = Q [R₁₁ R₁₂], keeps the r columns
+    with |R_kk| above `tolerance`·|R_00| and expresses the others as Y_dep = Y_ind K with
+    K = R₁₁⁻¹ R₁₂, so Y π = Y_ind (π_ind + K π_dep) (`GravityBasis`)."""
     _, r, order = qr(stacked, mode='economic', pivoting=True)
     diagonal = np.abs(np.diag(r))
     rank = int(np.sum(diagonal > tolerance * diagonal[0])) if diagonal[0] > 0 else 0
-    if rank == 0:
-        raise IdentificationError(f'robot {robot.name!r} has no gravity torque on any joint')
     combination = np.linalg.solve(r[:rank, :rank], r[:rank, rank:])
     combination[np.abs(combination) < 1e-10] = 0.0
     return GravityBasis([labels[k] for k in order[:rank]], [labels[k] for k in order[rank:]],
@@ -448,11 +456,8 @@ class Identification:
                                           map(int, self.gravity.points))),
             'passes': len(self.passes),
         }
-        return IdentifiedModel(self.robot.name, self.robot.joint_names, self.gravity.parameters,
-                               self.basis, friction_model,
-                               np.array([fit.parameters for fit in fits]),
-                               dict(metadata, fit_quality=quality),
-                               structure=robot_structure(self.robot))
+        return identified_model(self.robot, self.basis, self.gravity.parameters, friction_model,
+                                fits, metadata, quality)
 
     def table(self) -> str:
         """Seed 001 Table 3: ε (N²·m²) per joint and friction model, with the matched
@@ -476,8 +481,43 @@ class Identification:
         return '\n'.join(lines)
 
 
+def identified_model(robot: RobotModel, basis: GravityBasis, gravity_parameters: np.ndarray,
+                     friction_model: str, fits: list[FrictionFit], metadata: dict,
+                     quality: dict) -> IdentifiedModel:
+    """The model file's content: gravity, one friction fit per joint, and how good the fit is."""
+    return IdentifiedModel(robot.name, robot.joint_names, gravity_parameters, basis,
+                           friction_model, np.array([fit.parameters for fit in fits]),
+                           dict(metadata, fit_quality=quality), structure=robot_structure(robot))
+
+
 def _float(x) -> float | None:
     return None if not np.isfinite(x) else float(x)
+
+
+def in_time_order(recording: JointRecording) -> tuple[JointRecording, int]:
+    """The samples sorted by time, repeated times dropped (a real driver's stamps jitter and
+    a few arrive out of order), and how many samples were out of order or repeated."""
+    order = np.argsort(recording.t, kind='stable')
+    keep = order[np.r_[True, np.diff(recording.t[order]) > 0]]
+    moved = int(np.sum(order != np.arange(len(order)))) + len(order) - len(keep)
+    return JointRecording(recording.joint_names, recording.t[keep], recording.q[keep],
+                          recording.v[keep], recording.effort[keep], recording.source), moved
+
+
+def recording_kind(recording: JointRecording, robot: RobotModel,
+                   detection: PassDetection = PassDetection()) -> tuple[str, str]:
+    """'sweeps' when every joint has forward/backward constant-speed passes at two or more
+    speeds (seed 001's input, and the best one), else 'motion' (core/motion_identification.py);
+    and why."""
+    passes = find_passes(recording, detection)
+    data = match_passes(recording, passes, detection)
+    short = [robot.joint_names[i] for i in range(robot.n)
+             if distinct_speeds(data.of_joint(i).speed).size < 2]
+    if not short:
+        return 'sweeps', (f'{len(passes)} constant-speed passes, matched forward and back at '
+                          f'several speeds on every joint')
+    return 'motion', (f'no forward/backward constant-speed passes at two or more speeds on '
+                      f'joints {", ".join(short)}: fitted as ordinary motion')
 
 
 def identify(robot: RobotModel, recording: JointRecording,

@@ -36,11 +36,13 @@ from contact_estimation.core.robot_model import RobotModel
 FORMAT = 'contact_estimation/identified_model'
 VERSION = 1
 
-# The gravity-relevant dynamic parameters of a body, in pinocchio's order (the first four of
-# its ten: mass, then first moments of mass in the joint frame).
-GRAVITY_PARAMETERS = ('m', 'mx', 'my', 'mz')
+# The ten dynamic parameters of a body in pinocchio's order (`Inertia.toDynamicParameters`):
+# mass, first moments of mass and the rotational inertia about the joint frame's origin; the
+# gravity-relevant ones are the first four.
+DYNAMIC_PARAMETERS = ('m', 'mx', 'my', 'mz', 'Ixx', 'Ixy', 'Iyy', 'Ixz', 'Iyz', 'Izz')
+GRAVITY_PARAMETERS = DYNAMIC_PARAMETERS[:4]
 GRAVITY_UNITS = {'m': 'kg', 'mx': 'kg·m', 'my': 'kg·m', 'mz': 'kg·m'}
-_PARAMETERS_PER_BODY = 10  # pinocchio's dynamic parameter vector per body
+_PARAMETERS_PER_BODY = len(DYNAMIC_PARAMETERS)
 
 
 STRUCTURE_COVERS = ('joint types, placements and axes; position, velocity and effort limits; '
