@@ -93,6 +93,7 @@ class MotionSettings:
     max_samples: int = 5000            # time samples kept for the fits (evenly thinned)
     min_travel: float = 0.05           # rad: a joint covering less never moved
     band_time: float = 0.2             # s of motion in a speed band (or one way) to count
+    stribeck_time: float = 5.0         # s below STRIBECK_SPEED to pin down the hump
     max_inertia_condition: float = 1000.0  # 'auto' fits the inertia below this condition number
     inertia: str = 'auto'              # 'auto', 'urdf' or 'fitted'
     poses: int = 300                   # random poses for the gravity projection and its error
@@ -142,8 +143,8 @@ def motion_samples(recording: JointRecording, settings: MotionSettings = MotionS
 # ----------------------------------------------------------------------------- coverage
 @dataclass
 class JointCoverage:
-    """How a joint moved: position travel, peak speed, time in each `SPEED_BANDS` band and
-    each way (s)."""
+    """How a joint moved: position travel, peak speed, time (s) in each `SPEED_BANDS` band,
+    each way and in the Stribeck region."""
 
     joint: str
     travel: float
@@ -151,6 +152,7 @@ class JointCoverage:
     band_time: np.ndarray
     positive: float
     negative: float
+    slow: float          # s moving slower than STRIBECK_SPEED
 
     def bands(self, minimum: float) -> np.ndarray:
         """Indices of the bands with at least `minimum` s of motion."""
@@ -174,7 +176,9 @@ def coverage(robot: RobotModel, samples: MotionSamples,
         result.append(JointCoverage(joint, float(np.ptp(samples.q[:, i])),
                                     float(np.max(np.abs(v))), counts * samples.dt,
                                     float(np.sum(moving & (v > 0)) * samples.dt),
-                                    float(np.sum(moving & (v < 0)) * samples.dt)))
+                                    float(np.sum(moving & (v < 0)) * samples.dt),
+                                    float(np.sum(moving & (np.abs(v) < STRIBECK_SPEED))
+                                          * samples.dt)))
     return result
 
 
@@ -499,11 +503,10 @@ class MotionIdentification:
         span = np.where(np.isfinite(upper - lower), upper - lower, 2 * np.pi)
         scale = _gravity_scale(self.robot, self.basis)
         for i, c in enumerate(self.coverage):
-            low, _ = c.speed_range(self.settings.band_time)
-            if low > STRIBECK_SPEED:
-                lines.append(f'{c.joint}: slow motion (0.01-{STRIBECK_SPEED} rad/s) would pin '
-                             f'down its Stribeck hump and static friction (sweeps do best: '
-                             f'identify plan)')
+            if c.slow < self.settings.stribeck_time:
+                lines.append(f'{c.joint}: {c.slow:.1f} s below {STRIBECK_SPEED} rad/s; more slow '
+                             f'motion would pin down its Stribeck hump and static friction '
+                             f'(sweeps do best: identify plan)')
             if self.gravity_error[i] > 0.02 * scale[i]:
                 lines.append(f'{c.joint}: gravity known to ±{self.gravity_error[i]:.2g} N·m '
                              f'only: move the joints up to {c.joint} through wider ranges')
