@@ -12,6 +12,7 @@ NODE_SCRIPTS = [
     'collision_detector',
     'ft_contact_estimator',
     'contact_localizer',
+    'proximity_monitor',
     'sim_cobot',
 ]
 

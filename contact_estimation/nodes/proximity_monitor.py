@@ -1,0 +1,352 @@
+"""proximity_monitor: robot spheres against people and objects → stop and speed scale before
+contact (seed 002, core/proximity.py).
+
+Inputs: the listener's joint state (q, q̇), a tracked skeleton (geometry_msgs/PoseArray, one
+pose per keypoint in `keypoint_names` order, COCO-17 by default; an empty array: nobody
+tracked) and the lidar cloud. The cloud goes through the contact localizer's pipeline
+(core/lidar_fusion.py: base frame, workspace crop, voxels, self-filter at the arm's pose at
+the cloud's stamp, DBSCAN); its clusters are the objects when no person is tracked. Frames:
+the base frame, `skeleton.frame` / `lidar.frame` with their pose as parameters, or TF
+(ros/sensor_frames.py).
+
+The check (~0.4-0.8 ms) runs `check_rate` times a second on the latest joint state, not on
+every 1 kHz sample: this node shares two cores with the 1 kHz detection chain. The check
+period is added to `reaction_time` in the protective distance, S_p = v_h (T_r + T_s) +
+v_r T_r + B + C + Z with T_r = reaction_time + 1/check_rate, since a body may come that much
+nearer before the next check sees it.
+
+Outputs: stop (std_msgs/Bool, True = stop; reliable, transient local, on every change and as
+a heartbeat: a controller treats a missing heartbeat as stop), speed scale in [0, 1]
+(std_msgs/Float64, on change and with the heartbeat: the controller takes the smaller of it
+and the detector's f_S), one status per body part and one for the robot (DiagnosticArray),
+and markers (robot spheres coloured by distance, the bodies by signal) at `display_rate`.
+
+Fail-safe: stop before the first joint state, when none came for `joint_state_timeout`
+(wall time), when the skeleton or clouds are stale (`body_timeout`, by stamps on the joint
+states' clock) or invalid (NaN keypoints, a wrong count, an empty cloud, an unknown frame:
+a clear message, counted on /diagnostics). A stop beside something that stays (the margin
+never clears) is released by `~/reset` (std_srvs/Trigger); after it the arm may only move
+away (core/proximity.py: Reset).
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseArray
+from sensor_msgs.msg import JointState, PointCloud2
+from std_msgs.msg import Bool, Float64
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import MarkerArray
+
+from contact_estimation.core.lidar_fusion import CloudError, LidarFusion, PoseHistory
+from contact_estimation.core.proximity import (CLUSTERS, DEFAULT_PARTS, DEFAULTS, SKELETON,
+                                               BoxPart, HumanModel, ProximityConfig,
+                                               ProximityMonitor, ProximityResult)
+from contact_estimation.core.surfaces import LinkSurfaces, SurfacesError
+from contact_estimation.core.time_scaling import worth_publishing
+from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
+from contact_estimation.ros.diagnostics import ERROR, OK, WARN
+from contact_estimation.ros.joint_states import JointStateError, JointStateReader
+from contact_estimation.ros.node_main import run
+from contact_estimation.ros.proximity_messages import ProximityMarkers, part_statuses
+from contact_estimation.ros.qos import STOP_QOS
+from contact_estimation.ros.sensor_frames import (SensorFrame, SensorMessageError,
+                                                  cloud_config, cloud_in_base_frame,
+                                                  declare_cloud_parameters)
+from contact_estimation.ros.suite_node import SuiteNode
+
+NAME = 'proximity_monitor'
+
+# ProximityConfig field → description and range of its parameter.
+_CONFIG_PARAMETERS = {
+    'reaction_time': ('T_r, s: sensing and the stop reaching the arm (the check period '
+                      '1/check_rate is added to it)', 0.0, 5.0),
+    'stopping_time': ("T_s, s: the arm's stop from speed (stopping distance v_r T_s / 2)",
+                      0.0, 5.0),
+    'human_speed': ('v_h, m/s: how fast a tracked body part may approach (ISO 13855: 1.6)',
+                    0.0, 10.0),
+    'object_speed': ('m/s: how fast a lidar object may approach (0: the cell holds only '
+                     'fixtures)', 0.0, 10.0),
+    'intrusion_distance': ('C, m: reach past the modelled body surface', 0.0, 2.0),
+    'position_uncertainty': ('Z, m: sensing and robot position errors', 0.0, 1.0),
+    'slowdown_distance': ('m beyond the protective distance over which the speed scale falls '
+                          'from 1 to 0', 1e-3, 5.0),
+    'release_distance': ('m: a stop releases only with every margin above this ...',
+                         0.0, 2.0),
+    'release_time': ('s: ... for this long', 0.0, 60.0),
+    'recovery_rate': ('1/s: the speed scale rises at most this fast', 1e-3, 100.0),
+    'reset_tolerance': ('m: after ~/reset, how much nearer (in margin) than it has been '
+                        'since the reset a robot sphere may get before the stop returns',
+                        0.0, 0.5),
+    'reset_speed_scale': ('speed scale after ~/reset while still inside the protective '
+                          'distance (to move away slowly)', 0.0, 1.0),
+    'body_timeout': ('s: a skeleton or cloud older than this (by stamp, on the joint '
+                     "states' clock) is stale: stop", 1e-3, 10.0),
+    'voxel_size': ('m: lidar cluster → spheres of about this size', 1e-3, 1.0),
+    'report_range': ('m: distances are exact at least this far (farther: inf)', 0.0, 10.0),
+}
+_CONFIG_DEFAULTS = ProximityConfig()
+assert set(_CONFIG_PARAMETERS) == {f.name for f in dataclasses.fields(ProximityConfig)}
+
+
+class ProximityMonitorNode(SuiteNode):
+    def __init__(self, **kwargs):
+        super().__init__(NAME, **kwargs)
+        with self.starting():
+            self._declare_parameters()
+            self._skeleton_frame = SensorFrame(self, 'skeleton', 'skeleton')
+            self._lidar_frame = SensorFrame(self, 'lidar', 'lidar')
+            self._cloud_parameters = declare_cloud_parameters(self, skip=('max_age',))
+            try:
+                surfaces = LinkSurfaces(self.robot,
+                                        sphere_spacing=self.value('robot_sphere_spacing'))
+            except SurfacesError as err:
+                raise ValueError(f'the proximity monitor needs link geometry: {err}') from err
+            self.monitor = ProximityMonitor(surfaces, self._config({}), self._human())
+            self.fusion = LidarFusion(surfaces, cloud_config(self.value,
+                                                             self._cloud_parameters))
+        self._joint_states = JointStateReader(self.robot.joint_names, model_order_only=True)
+        self._history = PoseHistory(self.value('body_timeout'))  # joint states by stamp
+        self._latest: tuple[JointState, float] | None = None  # message, monotonic arrival
+        self._t = 0.0                    # stamp of the latest joint state used (s)
+        self._result: ProximityResult | None = None
+        self._scale_sent: float | None = None
+        self._display_period = 1.0 / self.value('display_rate')
+        self._displayed = -np.inf        # monotonic time of the last markers and statuses
+        self._markers = ProximityMarkers(self.robot.base_link, surfaces.sphere_radii,
+                                         self.monitor.config.report_range,
+                                         3.0 * self._display_period)
+
+        self._stop_pub = self.publisher('stop', Bool, STOP_QOS)
+        self._scale_pub = self.publisher('speed_scale', Float64)
+        self._parts_pub = self.publisher('parts', DiagnosticArray)
+        self._marker_pub = self.publisher('markers', MarkerArray)
+        self.subscribe('joint_state', JointState, self._on_joint_state)
+        self.subscribe('skeleton', PoseArray, self._on_skeleton)
+        self.subscribe('lidar_points', PointCloud2, self._on_cloud)
+        self.create_service(Trigger, '~/reset', self._on_reset)
+        self.create_timer(1.0 / self.value('check_rate'), self._check)
+        self.create_timer(1.0 / self.value('heartbeat_rate'), self._heartbeat)
+        self.on_parameter_change(self._on_parameter_change)
+        self._publish(self.monitor.fail(0.0, 'waiting for joint states'))
+        self.get_logger().info(
+            f'{len(surfaces.sphere_radii)} robot spheres against '
+            f'{len(self.monitor.human.parts)} body parts of {self.spec.topic("skeleton")} '
+            f'or the objects of {self.spec.topic("lidar_points")}, checked at '
+            f'{self.value("check_rate"):g} Hz (reaction time '
+            f'{self.monitor.config.reaction_time * 1e3:.0f} ms with the check period); '
+            f'stop on {self.spec.topic("stop")}')
+
+    # ------------------------------------------------------------------ parameters
+    def _declare_parameters(self) -> None:
+        """Every parameter, with the defaults of core/proximity.py (ProximityConfig,
+        DEFAULTS, DEFAULT_PARTS) and CloudConfig (ros/sensor_frames.py declares those)."""
+        d, k, ro = self.declare, DEFAULTS, {'read_only': True}
+        d('check_rate', k['check_rate'], 'checks per second on the latest joint state, Hz '
+          '(each ~0.4-0.8 ms of CPU); 1/check_rate is added to reaction_time', 1.0, 1000.0,
+          **ro)
+        d('joint_state_timeout', k['joint_state_timeout'], 'no joint state for this long '
+          '(wall time) → stop, s', 1e-3, 10.0)
+        d('heartbeat_rate', k['heartbeat_rate'], 'the stop and speed scale are repeated at '
+          'this rate, Hz', 1.0, 1000.0, **ro)
+        d('display_rate', k['display_rate'], 'markers and part statuses per second, Hz (and '
+          'on every change of a stop)', 0.1, 100.0, **ro)
+        d('keypoint_names', list(k['keypoint_names']), "the skeleton's keypoints in the "
+          'order of its poses (COCO-17 by default)', **ro)
+        d('sphere_spacing', k['sphere_spacing'], 'most distance between the sphere centres '
+          'of a body part, m', 1e-3, 0.5, **ro)
+        d('robot_sphere_spacing', k['robot_sphere_spacing'], 'length of link axis covered '
+          'by one robot sphere, m', 5e-3, 0.5, **ro)
+        for name, (description, low, high) in _CONFIG_PARAMETERS.items():
+            d(name, getattr(_CONFIG_DEFAULTS, name), description, low, high)
+        for part in DEFAULT_PARTS:
+            if isinstance(part, BoxPart):
+                d(f'parts.{part.name}.half_depth', part.half_depth, f'{part.name}: half its '
+                  'thickness, m', 0.01, 1.0, **ro)
+                d(f'parts.{part.name}.padding', part.padding, f'{part.name}: added to its '
+                  'width and height, m', 0.0, 1.0, **ro)
+            else:
+                d(f'parts.{part.name}.radius', part.radius, f'{part.name}: radius, m',
+                  0.005, 1.0, **ro)
+
+    def _human(self) -> HumanModel:
+        parts = [dataclasses.replace(part, half_depth=self.value(f'parts.{part.name}.half_depth'),
+                                     padding=self.value(f'parts.{part.name}.padding'))
+                 if isinstance(part, BoxPart) else
+                 dataclasses.replace(part, radius=self.value(f'parts.{part.name}.radius'))
+                 for part in DEFAULT_PARTS]
+        return HumanModel(parts, self.value('keypoint_names'), self.value('sphere_spacing'))
+
+    def _config(self, changes: dict) -> ProximityConfig:
+        """ProximityConfig from the parameters with `changes`, the check period added to the
+        reaction time (a body may come that much nearer before the next check)."""
+        values = {n: changes.get(n, self.value(n)) for n in _CONFIG_PARAMETERS}
+        values['reaction_time'] += 1.0 / self.value('check_rate')
+        return ProximityConfig(**values)
+
+    def _on_parameter_change(self, changes: dict) -> str | None:
+        """Protective distance, signals and cloud processing change at run time."""
+        if set(changes) & set(_CONFIG_PARAMETERS):
+            self.monitor.config = self._config(changes)
+            self._history.span = self.monitor.config.body_timeout
+        if set(changes) & set(self._cloud_parameters):
+            self.fusion.config = cloud_config(lambda n: changes.get(n, self.value(n)),
+                                              self._cloud_parameters)
+        for frame in (self._skeleton_frame, self._lidar_frame):
+            if set(changes) & set(frame.parameters):
+                frame.apply(changes)
+        return None
+
+    # -------------------------------------------------------------------- messages
+    def _on_joint_state(self, msg: JointState) -> None:
+        """Kept, not parsed: at 1 kHz parsing is the check's job (check_rate) and the cloud's
+        (the one nearest its stamp)."""
+        self._latest = (msg, time.monotonic())
+        self._history.add(stamp_to_seconds(msg.header.stamp), msg)
+
+    def _on_skeleton(self, msg: PoseArray) -> None:
+        t = stamp_to_seconds(msg.header.stamp)
+        self.problems.traffic['skeletons_received'] += 1
+        keypoints = np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses])
+        try:
+            keypoints = self._skeleton_frame.to_base(msg.header, keypoints.reshape(-1, 3))
+        except SensorMessageError as err:
+            self.problems.report(err.kind, f'{err}: stop')
+            self.monitor.reject(t, SKELETON, str(err))
+            return
+        problem = self.monitor.set_skeleton(t, keypoints)
+        if problem:
+            self.problems.report('invalid_skeleton', f'{problem}: stop')
+
+    def _on_cloud(self, msg: PointCloud2) -> None:
+        """The cloud through lidar_fusion at the arm's pose at its stamp; the clusters left
+        are the objects."""
+        t = stamp_to_seconds(msg.header.stamp)
+        self.problems.traffic['clouds_received'] += 1
+        try:
+            points = cloud_in_base_frame(msg, self._lidar_frame, self.fusion.config.max_points)
+            if not len(points):
+                raise SensorMessageError('empty_cloud', 'empty cloud: the lidar sees nothing')
+            clusters = self.fusion.update(t, self._pose_at(t), points).clusters
+        except (SensorMessageError, JointStateError, CloudError) as err:
+            kind = getattr(err, 'kind', 'bad_cloud')
+            self.problems.report(kind, f'{err}: stop')
+            self.monitor.reject(t, CLUSTERS, f'lidar: {err}')
+            return
+        self.monitor.set_clusters(t, clusters)
+
+    def _pose_at(self, t: float) -> np.ndarray:
+        """The joint positions stamped nearest t (the cloud's robot points are removed at
+        the pose it saw); SensorMessageError 'no_pose' when none is near enough."""
+        msg = self._history.at(t)
+        q = None
+        if msg is not None:
+            q = self._joint_states.field(msg, 'position', self._joint_states.order(msg))
+        if q is None or not np.isfinite(q).all():
+            raise SensorMessageError('no_pose', f'no usable joint state within '
+                                     f'{self._history.span:g} s of the cloud stamp {t:.3f}')
+        return q
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
+        was_stopped = self._result is not None and self._result.stop
+        refusal = self.monitor.reset()
+        response.success = not refusal
+        response.message = refusal or ('stop released: the arm may move away slowly; coming '
+                                       'nearer stops it again' if was_stopped else 'not stopped')
+        log = self.get_logger().warning if refusal else self.get_logger().info
+        log(f'~/reset: {response.message}')
+        return response
+
+    # ------------------------------------------------------------------ the check
+    def _check(self) -> None:
+        """The check on the latest joint state, or a stop when there is none usable."""
+        now = time.monotonic()
+        if self._latest is None:
+            self._publish(self.monitor.fail(self._t, 'waiting for joint states'))
+            return
+        msg, arrived = self._latest
+        if now - arrived > self.value('joint_state_timeout'):
+            reason = (f'joint states stale: none for {now - arrived:.3f} s '
+                      f'(joint_state_timeout {self.value("joint_state_timeout")} s)')
+            self.problems.report('stale_joint_states', reason)
+            self._publish(self.monitor.fail(self._t, reason))
+            return
+        try:
+            order = self._joint_states.order(msg)
+        except JointStateError as err:
+            self.problems.report(err.kind, f'{err}: stop')
+            self._publish(self.monitor.fail(self._t, str(err)))
+            return
+        q, velocity = (self._joint_states.field(msg, name, order)
+                       for name in ('position', 'velocity'))
+        self._t = stamp_to_seconds(msg.header.stamp)
+        if q is None or velocity is None:
+            self.problems.report('wrong_sizes', 'joint state without a position and a '
+                                 'velocity per joint: stop')
+            self._publish(self.monitor.fail(self._t, 'joint state without positions and '
+                                            'velocities for every joint'))
+            return
+        start = time.perf_counter()
+        result = self.monitor.update(self._t, q, velocity)
+        self.problems.values['check_time'] = f'{(time.perf_counter() - start) * 1e3:.2f} ms'
+        self._publish(result)
+
+    # -------------------------------------------------------------------- outputs
+    def _publish(self, result: ProximityResult) -> None:
+        """The stop on change, the speed scale when worth it, statuses and markers at the
+        display rate and on any change of a stop."""
+        previous, self._result = self._result, result
+        changed = (previous is None or result.stop != previous.stop
+                   or result.part_signals() != previous.part_signals())
+        if previous is None or result.stop != previous.stop:
+            self._stop_pub.publish(Bool(data=result.stop))
+            self._on_stop_change(result, first=previous is None)
+        if worth_publishing(result.speed_scale, self._scale_sent):
+            self._scale_sent = result.speed_scale
+            self._scale_pub.publish(Float64(data=result.speed_scale))
+        now = time.monotonic()
+        if changed or now - self._displayed >= self._display_period:
+            self._displayed = now
+            stamp = seconds_to_stamp(result.t)
+            self._parts_pub.publish(part_statuses(result, self.robot.name, stamp))
+            self._marker_pub.publish(self._markers.markers(result, stamp))
+        if result.stop:
+            self.problems.set_status(ERROR, _reason(result))
+        else:
+            self.problems.set_status(WARN if result.reset_active else OK,
+                                     'reset: moving away allowed' if result.reset_active
+                                     else 'clear')
+
+    def _on_stop_change(self, result: ProximityResult, first: bool) -> None:
+        self.problems.values['stop'] = str(result.stop)
+        if not result.stop:
+            self.get_logger().info('proximity stop cleared')
+        elif first:
+            self.get_logger().info(f'stopped until the inputs arrive: {_reason(result)}')
+        else:
+            self.problems.counts['stops'] += 1
+            self.get_logger().error(f'proximity stop: {_reason(result)}')
+
+    def _heartbeat(self) -> None:
+        if self._result is not None:
+            self._stop_pub.publish(Bool(data=self._result.stop))
+        if self._scale_sent is not None:
+            self._scale_pub.publish(Float64(data=self._scale_sent))
+
+
+def _reason(result: ProximityResult) -> str:
+    """Why the robot stops: the problem, or the bodies too near."""
+    stopping = [n for n, s in zip(result.body_names, result.body_stop) if s]
+    return result.problem or f'too near: {", ".join(stopping) or "a body (latched)"}'
+
+
+def main(args=None):
+    return run(ProximityMonitorNode, args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""proximity_monitor over rclpy: per-part signals, go, fail-safe on bad or stale input,
+lidar objects, reset."""
+import os
+
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import Pose, PoseArray
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState, PointCloud2
+from std_msgs.msg import Bool, Float64
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import MarkerArray
+
+from contact_estimation import manifest
+from contact_estimation.core.proximity import COCO_17, standing_skeleton
+from contact_estimation.nodes.proximity_monitor import ProximityMonitorNode
+from contact_estimation.ros.conversions import xyz_to_cloud
+from contact_estimation.ros.proximity_messages import ROBOT_NS
+from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS
+from contact_estimation.ros.spinning import spin_until
+
+PARAMS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                      'config', 'proximity_monitor.yaml')
+SPEC = manifest.node('proximity_monitor')
+TIMEOUT = 15.0
+Q = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
+# Body parts approach at 0 m/s here, so that only the part at the arm stops; lidar objects
+# keep the default 1.6 m/s (S_p ≈ 0.7 m).
+OVERRIDES = {'human_speed': 0.0, 'release_time': 0.2}
+
+
+class Probe(Node):
+    """Plays the listener, a skeleton tracker and a lidar; records what the monitor says."""
+
+    def __init__(self, context, robot):
+        super().__init__('proximity_probe', context=context)
+        self.names = list(robot.joint_names)
+        self.streaming = True
+        self.keypoints: np.ndarray | None = None  # K×3 in `skeleton_frame`; None: not sent
+        self.skeleton_frame = robot.base_link
+        self.cloud: np.ndarray | None = None       # N×3, base frame; None: not sent
+        self.base = robot.base_link
+        self.stops, self.scales, self.parts, self.markers = [], [], [], []
+        self._joint_pub = self.create_publisher(JointState, SPEC.topic('joint_state'),
+                                                PIPELINE_QOS)
+        self._skeleton_pub = self.create_publisher(PoseArray, SPEC.topic('skeleton'),
+                                                   PIPELINE_QOS)
+        self._cloud_pub = self.create_publisher(PointCloud2, SPEC.topic('lidar_points'),
+                                                PIPELINE_QOS)
+        self.create_subscription(Bool, SPEC.topic('stop'), lambda m: self.stops.append(m.data),
+                                 STOP_QOS)
+        self.create_subscription(Float64, SPEC.topic('speed_scale'),
+                                 lambda m: self.scales.append(m.data), PIPELINE_QOS)
+        self.create_subscription(DiagnosticArray, SPEC.topic('parts'), self.parts.append,
+                                 PIPELINE_QOS)
+        self.create_subscription(MarkerArray, SPEC.topic('markers'), self.markers.append,
+                                 PIPELINE_QOS)
+        self.reset_client = self.create_client(Trigger, '/proximity_monitor/reset')
+        self.create_timer(0.005, self._joint_state)
+        self.create_timer(0.05, self._sensors)
+
+    def _joint_state(self):
+        if not self.streaming:
+            return
+        msg = JointState(name=self.names, position=Q.tolist(), velocity=[0.0] * len(Q),
+                         effort=[0.0] * len(Q))
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self._joint_pub.publish(msg)
+
+    def _sensors(self):
+        stamp = self.get_clock().now().to_msg()
+        if self.keypoints is not None:
+            msg = PoseArray()
+            msg.header.stamp, msg.header.frame_id = stamp, self.skeleton_frame
+            for x, y, z in self.keypoints:
+                pose = Pose()
+                pose.position.x, pose.position.y, pose.position.z = float(x), float(y), float(z)
+                msg.poses.append(pose)
+            self._skeleton_pub.publish(msg)
+        if self.cloud is not None:
+            self._cloud_pub.publish(xyz_to_cloud(stamp, self.base, self.cloud))
+
+    def robot_status(self) -> dict:
+        """The robot's status in the latest part statuses: message and values."""
+        robot = [s for s in self.parts[-1].status if s.name == 'proximity/robot'][0]
+        return {'message': robot.message, **{kv.key: kv.value for kv in robot.values}}
+
+    def signals(self) -> dict[str, int]:
+        """Body name → signal in the latest part statuses."""
+        return {s.name.split('/', 1)[1]: int({kv.key: kv.value for kv in s.values}['signal'])
+                for s in self.parts[-1].status}
+
+
+@pytest.fixture
+def rig(context):
+    monitor = ProximityMonitorNode(
+        context=context, cli_args=['--ros-args', '--params-file', PARAMS],
+        parameter_overrides=[Parameter(k, value=v) for k, v in OVERRIDES.items()])
+    probe = Probe(context, monitor.robot)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(monitor)
+    executor.add_node(probe)
+    try:
+        yield monitor, probe, executor
+    finally:
+        executor.shutdown()
+        probe.destroy_node()
+        monitor.destroy_node()
+
+
+def hand_position(monitor) -> np.ndarray:
+    return monitor.robot.link_pose(Q, 'panda_hand')[1]
+
+
+def until(executor, condition) -> bool:
+    return spin_until(executor, condition, TIMEOUT)
+
+
+def stopped_with(probe, words: str) -> bool:
+    return bool(probe.stops and probe.stops[-1] and probe.parts
+                and words in probe.robot_status()['message'])
+
+
+def test_a_hand_at_the_gripper_stops_that_part_only_and_a_far_person_lets_it_go(rig):
+    monitor, probe, executor = rig
+    # Facing the arm with the left hand's tip ~5 cm into the gripper, the right 40 cm aside.
+    probe.keypoints = standing_skeleton(hand_position(monitor) + [0.55, 0.2, 0.0])
+    assert until(executor, lambda: probe.parts and probe.signals().get('left_hand') == 1)
+    signals = probe.signals()
+    assert signals['right_hand'] == 0 and signals['head'] == 0 and signals['robot'] == 1
+    assert probe.stops[-1] is True and probe.scales[-1] < 1.0
+    assert until(executor, lambda: any(m.ns == ROBOT_NS for a in probe.markers
+                                       for m in a.markers))
+
+    probe.keypoints = standing_skeleton(hand_position(monitor) + [3.0, 0.0, 0.0])
+    assert until(executor, lambda: probe.stops[-1] is False and probe.scales[-1] > 0.5)
+    assert until(executor, lambda: probe.signals().get('robot') == 0)
+    assert not any(probe.signals().values())
+
+
+@pytest.mark.parametrize('keypoints, words', [
+    (lambda hand: np.where(np.arange(17)[:, None] == COCO_17.index('left_wrist'), np.nan,
+                           standing_skeleton(hand + [3.0, 0, 0])), 'left_wrist'),
+    (lambda hand: standing_skeleton(hand + [3.0, 0, 0])[:15], 'expected 17 keypoints')])
+def test_a_nan_or_short_skeleton_stops_and_says_why(rig, keypoints, words):
+    monitor, probe, executor = rig
+    probe.keypoints = standing_skeleton(hand_position(monitor) + [3.0, 0.0, 0.0])
+    assert until(executor, lambda: probe.stops and probe.stops[-1] is False)
+    probe.keypoints = keypoints(hand_position(monitor))
+    assert until(executor, lambda: stopped_with(probe, words))
+    assert monitor.problems.counts['invalid_skeleton'] >= 1
+
+
+def test_a_skeleton_in_an_unknown_frame_stops(rig):
+    monitor, probe, executor = rig
+    probe.keypoints = standing_skeleton(hand_position(monitor) + [3.0, 0.0, 0.0])
+    probe.skeleton_frame = 'camera'
+    assert until(executor, lambda: stopped_with(probe, "frame 'camera'"))
+    assert monitor.problems.counts['unknown_frame'] >= 1
+
+
+def test_stale_joint_states_stop(rig):
+    monitor, probe, executor = rig
+    probe.keypoints = np.zeros((0, 3))  # nobody tracked
+    assert until(executor, lambda: probe.stops and probe.stops[-1] is False)
+    probe.streaming = False
+    assert until(executor, lambda: stopped_with(probe, 'joint states stale'))
+
+
+def cube(centre, side=0.06, count=6) -> np.ndarray:
+    """Points filling a cube: a lidar object."""
+    axis = np.linspace(-side / 2, side / 2, count)
+    return np.stack(np.meshgrid(axis, axis, axis), axis=-1).reshape(-1, 3) + centre
+
+
+def test_a_cloud_object_near_the_arm_stops_it_without_a_skeleton(rig):
+    monitor, probe, executor = rig
+    probe.cloud = cube(hand_position(monitor) + [2.0, 0.0, 0.0])
+    assert until(executor, lambda: probe.stops and probe.stops[-1] is False)
+    probe.cloud = cube(hand_position(monitor) + [0.25, 0.0, 0.0])
+    assert until(executor, lambda: probe.stops[-1] is True and probe.parts
+                 and probe.signals().get('object_0') == 1)
+    assert probe.robot_status()['source'] == 'clusters'
+
+    probe.cloud = np.zeros((0, 3))
+    assert until(executor, lambda: stopped_with(probe, 'empty cloud'))
+
+
+def reset(probe, executor) -> Trigger.Response:
+    assert probe.reset_client.wait_for_service(timeout_sec=TIMEOUT)
+    future = probe.reset_client.call_async(Trigger.Request())
+    assert until(executor, future.done)
+    return future.result()
+
+
+def test_a_stop_beside_a_fixture_is_reset_and_coming_nearer_stops_again(rig):
+    monitor, probe, executor = rig
+    fixture = hand_position(monitor) + [0.25, 0.0, 0.0]
+    probe.cloud = cube(fixture)
+    assert until(executor, lambda: probe.stops and probe.stops[-1] is True
+                 and probe.parts and probe.signals().get('object_0') == 1)
+    response = reset(probe, executor)
+    assert response.success and 'move away' in response.message
+    assert until(executor, lambda: probe.stops[-1] is False and probe.scales[-1] > 0.0)
+    assert probe.robot_status()['reset_active'] == 'True'
+    probe.cloud = cube(fixture - [0.1, 0.0, 0.0])  # 10 cm nearer
+    assert until(executor, lambda: probe.stops[-1] is True)
