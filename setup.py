@@ -16,6 +16,9 @@ NODE_SCRIPTS = [
     'sim_cobot',
 ]
 
+# Pipeline mode (nodes.yaml `pipeline`): the 1 kHz chain in one process.
+PIPELINE_SCRIPT = 'contact_estimation_pipeline'
+
 # ROS 2 Python wheels (ros-python-wheels, Kilted) for machines without a ROS distribution.
 # Kept in an extra so that a ROS install, which provides these itself, does not pull them.
 ROS_WHEELS = [
@@ -70,6 +73,7 @@ setup(
     entry_points={
         'console_scripts': [
             f'{name} = {PACKAGE}.nodes.{name}:main' for name in NODE_SCRIPTS
-        ] + ['contact-estimation = contact_estimation.cli:main'],
+        ] + ['contact-estimation = contact_estimation.cli:main',
+             f'{PIPELINE_SCRIPT} = {PACKAGE}.pipeline:main'],
     },
 )

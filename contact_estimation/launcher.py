@@ -1,8 +1,11 @@
-"""Start manifest nodes as separate processes, as `ros2 launch` would, for pip installs.
+"""Start manifest nodes as processes, as `ros2 launch` would, for pip installs.
 
 Each node runs `python -m contact_estimation.nodes.<name> --ros-args -r __node:=<name>
 --params-file config/<name>.yaml [--params-file EXTRA] [-p key:=value]`; a later parameter
 file overrides an earlier one, so one user file with sections for several nodes works.
+In pipeline mode its nodes run in one process, `python -m contact_estimation.pipeline
+--ros-args --params-file config/<node>.yaml ... [--params-file EXTRA]`: each node takes its
+own section of every file, by name.
 """
 from __future__ import annotations
 
@@ -10,8 +13,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+
+import yaml
 
 from contact_estimation import manifest
 
@@ -27,6 +33,30 @@ def node_command(name: str, params_file: str | None = None,
     for key, value in (overrides or {}).items():
         cmd += ['-p', f'{key}:={param_literal(value)}']
     return cmd
+
+
+def pipeline_command(extra_params_files: tuple[str, ...] = ()) -> list[str]:
+    """The command line that runs the pipeline's nodes in one process with this interpreter.
+
+    No `__node` remap (it would rename every node of the process) and no `-p` (it would set
+    the parameter on every node that declares it): per-node values go in a parameter file
+    (`parameter_file`).
+    """
+    spec = manifest.pipeline()
+    cmd = [sys.executable, '-m', spec.module, '--ros-args']
+    for path in (*(manifest.node(n).parameters_path() for n in spec.nodes), *extra_params_files):
+        cmd += ['--params-file', path]
+    return cmd
+
+
+def parameter_file(values: dict[str, dict[str, object]]) -> str:
+    """A temporary parameter file (`node: ros__parameters: ...`) with `values` by node name;
+    the caller removes it."""
+    with tempfile.NamedTemporaryFile('w', suffix='.yaml', prefix='contact_estimation_',
+                                     delete=False) as f:
+        yaml.safe_dump({name: {'ros__parameters': dict(params)}
+                        for name, params in values.items()}, f)
+    return f.name
 
 
 def param_literal(value: object) -> str:
@@ -54,7 +84,9 @@ def stop_process(proc: subprocess.Popen, grace: float = 5.0) -> int:
 
 @dataclass
 class NodeSet:
-    """A group of manifest nodes running as child processes."""
+    """A group of manifest nodes running as child processes: `names` are node names, or the
+    pipeline's process name (manifest.processes) for its nodes in one process.
+    `overrides` are parameter values by node name."""
 
     names: list[str]
     extra_params_files: tuple[str, ...] = ()
@@ -62,6 +94,7 @@ class NodeSet:
     log_dir: str | None = None
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     _reported: set[str] = field(default_factory=set)
+    _scratch_files: list[str] = field(default_factory=list)
 
     def start(self) -> None:
         for name in self.names:
@@ -69,9 +102,18 @@ class NodeSet:
             if self.log_dir:
                 os.makedirs(self.log_dir, exist_ok=True)
                 out = open(os.path.join(self.log_dir, f'{name}.log'), 'w')
-            cmd = node_command(name, overrides=self.overrides.get(name),
-                               extra_params_files=self.extra_params_files)
-            self.processes[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+            self.processes[name] = subprocess.Popen(self._command(name), stdout=out,
+                                                    stderr=subprocess.STDOUT)
+
+    def _command(self, name: str) -> list[str]:
+        pipeline = manifest.pipeline()
+        if name != pipeline.name:
+            return node_command(name, overrides=self.overrides.get(name),
+                                extra_params_files=self.extra_params_files)
+        overrides = {n: self.overrides[n] for n in pipeline.nodes if n in self.overrides}
+        if overrides:
+            self._scratch_files.append(parameter_file(overrides))
+        return pipeline_command(self.extra_params_files + tuple(self._scratch_files))
 
     def newly_dead(self) -> list[tuple[str, int]]:
         """Nodes that exited since the last call, with their exit codes."""
@@ -88,7 +130,11 @@ class NodeSet:
         for proc in self.processes.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
-        return {name: stop_process(proc) for name, proc in self.processes.items()}
+        codes = {name: stop_process(proc) for name, proc in self.processes.items()}
+        for path in self._scratch_files:
+            os.remove(path)
+        self._scratch_files.clear()
+        return codes
 
     def log_tail(self, name: str, lines: int = 15) -> str:
         if not self.log_dir:

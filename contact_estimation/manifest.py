@@ -43,16 +43,63 @@ class NodeSpec:
     def parameters_path(self) -> str:
         return os.path.join(share_directory(), self.parameters)
 
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        """The nodes this process runs: this one."""
+        return (self.name,)
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """Pipeline mode: `nodes` in one process (console script `executable`), each handing its
+    samples to the nodes that read them by function call (contact_estimation/pipeline.py)."""
+
+    executable: str
+    nodes: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        """The process's name (the nodes inside keep their own names)."""
+        return self.executable
+
+    @property
+    def module(self) -> str:
+        return f'{PACKAGE}.pipeline'
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return self.nodes
+
+    def handed_over_topics(self) -> set[str]:
+        """Topics one of the nodes publishes and another reads: passed by function call."""
+        specs = [node(name) for name in self.nodes]
+        published = {s.topic(key) for s in specs for key in s.publishes}
+        read = {s.topic(key) for s in specs for key in s.subscribes}
+        return published & read
+
+
+Process = NodeSpec | PipelineSpec
+
+
+@lru_cache(maxsize=1)
+def _declarations() -> dict:
+    with open(os.path.join(_HERE, 'nodes.yaml'), encoding='utf-8') as f:
+        return yaml.safe_load(f)
+
 
 @lru_cache(maxsize=1)
 def nodes() -> dict[str, NodeSpec]:
-    with open(os.path.join(_HERE, 'nodes.yaml'), encoding='utf-8') as f:
-        raw = yaml.safe_load(f)['nodes']
-    return {name: NodeSpec(name=name, **spec) for name, spec in raw.items()}
+    return {name: NodeSpec(name=name, **spec) for name, spec in _declarations()['nodes'].items()}
 
 
 def node(name: str) -> NodeSpec:
     return nodes()[name]
+
+
+@lru_cache(maxsize=1)
+def pipeline() -> PipelineSpec:
+    raw = _declarations()['pipeline']
+    return PipelineSpec(raw['executable'], tuple(raw['nodes']))
 
 
 def share_directory() -> str:
@@ -88,3 +135,18 @@ def robot_source(parameter_files: list[str]) -> str:
             parameters = (section or {}).get('ros__parameters', {})
             source.update({k: parameters[k] for k in source if parameters.get(k)})
     return source['robot_description'] or source['robot']
+
+
+def processes(with_sim: bool, pipeline_mode: bool) -> list[Process]:
+    """What to start, one entry per process: the `selected` nodes, with the pipeline's in
+    one process (where its first node stands) in pipeline mode."""
+    if not pipeline_mode:
+        return list(selected(with_sim))
+    together = pipeline()
+    result: list[Process] = []
+    for spec in selected(with_sim):
+        if spec.name not in together.nodes:
+            result.append(spec)
+        elif spec.name == together.nodes[0]:
+            result.append(together)
+    return result

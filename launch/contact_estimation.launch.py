@@ -1,10 +1,12 @@
 """Launch the contact_estimation node set on a ROS 2 install.
 
     ros2 launch contact_estimation contact_estimation.launch.py [sim:=true] [params_file:=FILE]
-                                                                [rviz:=true]
+                                                                [rviz:=true] [pipeline:=true]
 
 The nodes, their executables and parameter files come from contact_estimation/nodes.yaml
 (read through contact_estimation.manifest), the same list `contact-estimation up` starts.
+With pipeline:=true the nodes of its `pipeline` run in one process (the same nodes, names
+and parameters; each takes its own section of the parameter files).
 rviz:=true also starts rviz2 with rviz/contact_estimation.rviz and, for its robot model,
 robot_state_publisher with the URDF of the robot the nodes load; each only where the
 distribution has it.
@@ -21,17 +23,22 @@ def _flag(context, name: str) -> bool:
     return LaunchConfiguration(name).perform(context).lower() in ('true', '1', 'yes')
 
 
-def _parameter_files(spec, context) -> list[str]:
+def _parameter_files(spec: manifest.Process, context) -> list[str]:
+    """The parameter file of each node the process runs, then the user's."""
     user_file = LaunchConfiguration('params_file').perform(context)
-    return [spec.parameters_path()] + ([user_file] if user_file else [])
+    return ([manifest.node(name).parameters_path() for name in spec.node_names]
+            + ([user_file] if user_file else []))
 
 
 def _nodes(context):
-    return [
-        Node(package=manifest.PACKAGE, executable=spec.executable, name=spec.name,
-             output='screen', parameters=_parameter_files(spec, context))
-        for spec in manifest.selected(_flag(context, 'sim'))
-    ]
+    started = []
+    for spec in manifest.processes(_flag(context, 'sim'), _flag(context, 'pipeline')):
+        # A name would rename every node of the pipeline's process: only a node gets one.
+        named = {'name': spec.name} if isinstance(spec, manifest.NodeSpec) else {}
+        started.append(Node(package=manifest.PACKAGE, executable=spec.executable,
+                            output='screen', parameters=_parameter_files(spec, context),
+                            **named))
+    return started
 
 
 def _installed(package: str) -> bool:
@@ -75,6 +82,9 @@ def generate_launch_description():
                               description='parameter file applied over the defaults'),
         DeclareLaunchArgument('rviz', default_value='false',
                               description='also start rviz2 (and robot_state_publisher)'),
+        DeclareLaunchArgument('pipeline', default_value='false',
+                              description='run the 1 kHz chain (listener, residual, detector) '
+                                          'in one process: less CPU and latency'),
         OpaqueFunction(function=_nodes),
         OpaqueFunction(function=_viewers),
     ])

@@ -66,6 +66,27 @@ def _has_started(log_path) -> bool:
     return log_path.exists() and '[INFO]' in log_path.read_text()
 
 
+def test_up_pipeline_runs_the_pipeline_nodes_in_one_process_and_stops_cleanly(tmp_path):
+    logs = tmp_path / 'logs'
+    proc = _cli('up', '--pipeline', '--log-dir', str(logs))
+    together = manifest.pipeline()
+    log = logs / f'{together.name}.log'
+    deadline = time.monotonic() + 60
+    # Each node logs one [INFO] line with its own name when it has started.
+    while not (log.exists() and all(f'[{name}]' in log.read_text() for name in together.nodes)):
+        assert proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() < deadline, 'the pipeline did not start'
+        time.sleep(0.1)
+    # One process for the three nodes, one for each other node.
+    others = [s.name for s in manifest.selected(with_sim=False) if s.name not in together.nodes]
+    assert sorted(p.name for p in logs.iterdir()) == sorted(
+        f'{name}.log' for name in [together.name, *others])
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert f'starting {together.name}' in out and 'exited' not in out, out
+
+
 def test_up_refuses_a_missing_config_file(tmp_path):
     proc = _cli('up', '--config', str(tmp_path / 'nope.yaml'))
     out, _ = proc.communicate(timeout=30)

@@ -67,7 +67,7 @@ def _launch_stand_ins(installed: set[str]) -> dict:
 
 
 def _launched(sim: str, params_file: str, rviz: str = 'false',
-              installed: frozenset = frozenset()) -> list[_Recorder]:
+              installed: frozenset = frozenset(), pipeline: str = 'false') -> list[_Recorder]:
     """The actions the launch file's OpaqueFunctions return for these arguments, with
     `installed` the ROS packages the ament index knows."""
     path = os.path.join(ROOT, 'launch', 'contact_estimation.launch.py')
@@ -79,9 +79,10 @@ def _launched(sim: str, params_file: str, rviz: str = 'false',
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         description = module.generate_launch_description()
-        _LaunchConfiguration.values = {'sim': sim, 'params_file': params_file, 'rviz': rviz}
+        _LaunchConfiguration.values = {'sim': sim, 'params_file': params_file, 'rviz': rviz,
+                                       'pipeline': pipeline}
         declared = {a.args[0] for a in description if a.args}
-        assert declared == {'sim', 'params_file', 'rviz'}
+        assert declared == {'sim', 'params_file', 'rviz', 'pipeline'}
         opaque = [a for a in description if 'function' in a.kwargs]
         return [action for a in opaque for action in a.kwargs['function'](None)]
     finally:
@@ -92,8 +93,8 @@ def _launched(sim: str, params_file: str, rviz: str = 'false',
                 sys.modules[key] = value
 
 
-def _launched_nodes(sim: str, params_file: str) -> list[dict]:
-    return [action.kwargs for action in _launched(sim, params_file)]
+def _launched_nodes(sim: str, params_file: str, pipeline: str = 'false') -> list[dict]:
+    return [action.kwargs for action in _launched(sim, params_file, pipeline=pipeline)]
 
 
 def test_rviz_starts_rviz2_with_the_config_and_robot_state_publisher_with_the_urdf():
@@ -146,11 +147,13 @@ def test_rviz_config_parses_and_names_only_topics_the_nodes_publish():
 
 
 def _console_scripts() -> set[str]:
+    """setup.py's NODE_SCRIPTS and PIPELINE_SCRIPT."""
     tree = ast.parse(open(os.path.join(ROOT, 'setup.py')).read())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and node.targets[0].id == 'NODE_SCRIPTS':
-            return set(ast.literal_eval(node.value))
-    raise AssertionError('setup.py has no NODE_SCRIPTS')
+    values = {node.targets[0].id: ast.literal_eval(node.value) for node in ast.walk(tree)
+              if isinstance(node, ast.Assign) and node.targets[0].id in ('NODE_SCRIPTS',
+                                                                          'PIPELINE_SCRIPT')}
+    assert len(values) == 2, 'setup.py lacks NODE_SCRIPTS or PIPELINE_SCRIPT'
+    return {*values['NODE_SCRIPTS'], values['PIPELINE_SCRIPT']}
 
 
 @pytest.mark.parametrize('sim', ['true', 'false'])
@@ -168,6 +171,24 @@ def test_launch_starts_console_scripts_with_existing_parameter_files(sim):
     names = {n['name'] for n in launched}
     assert ('sim_cobot' in names) == (sim == 'true')
     assert names >= {'joint_state_listener', 'residual_node', 'collision_detector'}
+
+
+@pytest.mark.parametrize('sim', ['true', 'false'])
+def test_launch_with_pipeline_runs_the_pipeline_nodes_in_one_process(sim):
+    launched = _launched_nodes(sim, '/tmp/user.yaml', pipeline='true')
+    together = manifest.pipeline()
+    assert together.executable in _console_scripts()
+    [process] = [n for n in launched if n['executable'] == together.executable]
+    assert 'name' not in process  # a name would rename every node of the process
+    # Each node's own parameter file (its section, by node name), then the user's.
+    expected = [manifest.node(n).parameters_path() for n in together.nodes]
+    assert process['parameters'] == expected + ['/tmp/user.yaml']
+    for name, params in zip(together.nodes, process['parameters']):
+        with open(params) as f:
+            assert 'ros__parameters' in yaml.safe_load(f)[name]
+    others = {n['name'] for n in launched if n is not process}
+    assert others.isdisjoint(together.nodes)
+    assert others | set(together.nodes) == {s.name for s in manifest.selected(sim == 'true')}
 
 
 def test_launch_passes_the_user_parameter_file_after_the_defaults():

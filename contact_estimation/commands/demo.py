@@ -1,9 +1,9 @@
 """`contact-estimation demo`: the simulated cobot and every node, a scripted scenario, a report.
 
-Starts every node of nodes.yaml as its own process (as `ros2 launch ... sim:=true` would) and
-listens to every topic they declare until the scenario has played out: the contact in the
-ground truth, the collision detector's event, the hold and the resume of seed 003 once the
-contact is over. Scenario times are simulated times, so a slow machine only makes the demo
+Starts every node of nodes.yaml as its own process (as `ros2 launch ... sim:=true` would; with
+--pipeline the 1 kHz chain in one, as `pipeline:=true`) and listens to every topic they
+declare until the scenario has played out: the contact in the ground truth, the collision
+detector's event, the hold and the resume of seed 003 once the contact is over. Scenario times are simulated times, so a slow machine only makes the demo
 last longer; it ends anyway after `--seconds` of simulated time (read from sim_cobot's
 /diagnostics) or WALL_DEADLINE of wall time. Then it prints what each node received and
 published and at which rate, how well the simulator kept up with the wall clock, the
@@ -353,6 +353,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--scenario', default=DEFAULT_SCENARIO,
                         help='scenario file for the simulated cobot')
     parser.add_argument('--out', default='out/demo', help='folder for the plot and node logs')
+    parser.add_argument('--pipeline', action='store_true',
+                        help='run the pipeline nodes (listener, residual, detector) in one '
+                             'process, as `contact-estimation up --pipeline`')
     args = parser.parse_args(argv)
     scenario = args.scenario if os.path.isabs(args.scenario) else manifest.share_path(args.scenario)
     if not os.path.isfile(scenario):
@@ -371,7 +374,8 @@ def main(argv: list[str]) -> int:
     monitor = TopicMonitor(context)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(monitor.node)
-    nodes = NodeSet([s.name for s in manifest.selected(with_sim=True)],
+    processes = manifest.processes(with_sim=True, pipeline_mode=args.pipeline)
+    nodes = NodeSet([spec.name for spec in processes],
                     overrides={SIM: {'scenario': scenario},
                                'residual_node': _residual_matching_the_sim()},
                     log_dir=os.path.join(args.out, 'logs'))
@@ -382,7 +386,11 @@ def main(argv: list[str]) -> int:
             print(f'demo: no residual within {STARTUP_TIMEOUT:.0f} s of start', flush=True)
         ending = _watch(monitor, executor, nodes, args.seconds)
     finally:
-        exit_codes = {n: p.returncode for n, p in nodes.processes.items() if p.poll() is not None}
+        # By node: the nodes of the pipeline's process share its exit code.
+        exit_codes = {node: nodes.processes[spec.name].returncode for spec in processes
+                      for node in spec.node_names
+                      if spec.name in nodes.processes and nodes.processes[spec.name].poll()
+                      is not None}
         nodes.stop()
         executor.shutdown()
         monitor.node.destroy_node()

@@ -20,8 +20,9 @@ except ImportError:  # older distributions
 SPIN_PERIOD = 0.1  # s
 
 
-def run(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
-    """Run one node until shutdown; return the process exit code.
+def run(make_nodes: Callable[[], Node | list[Node]], args: list[str] | None = None) -> int:
+    """Run one node (or the several of pipeline mode, on one executor) until shutdown; return
+    the process exit code.
 
     A node that cannot start (bad parameters, a missing model file) raises in its
     constructor: the message is logged and the process exits 1, as `ros2 launch` reports.
@@ -39,14 +40,16 @@ def run(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
         signal.signal(number, lambda *_: stop_requested.append(True))
     rclpy.init(args=args if args is not None else sys.argv,
                signal_handler_options=SignalHandlerOptions.NO)
-    node = None
+    nodes: list[Node] = []
     try:
-        node = make_node()
-        # Everything built so far lives as long as the node: keep it out of the garbage
+        made = make_nodes()
+        nodes = made if isinstance(made, list) else [made]
+        # Everything built so far lives as long as the nodes: keep it out of the garbage
         # collector's scans, which would otherwise pause the 1 kHz callbacks for ms.
         gc.freeze()
         executor = _FastExecutor()
-        executor.add_node(node)
+        for node in nodes:
+            executor.add_node(node)
         while rclpy.ok() and not stop_requested:
             executor.spin_once(timeout_sec=SPIN_PERIOD)
     except ExternalShutdownException:
@@ -55,7 +58,7 @@ def run(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
         print(f'[FATAL] {err}', file=sys.stderr, flush=True)
         return 1
     finally:
-        if node is not None:
+        for node in nodes:
             node.destroy_node()
         rclpy.try_shutdown()
     return 0

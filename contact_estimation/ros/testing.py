@@ -14,7 +14,8 @@ from typing import Iterator
 import rclpy
 from rclpy.context import Context
 
-from contact_estimation.launcher import node_command, stop_process
+from contact_estimation.launcher import (node_command, parameter_file, pipeline_command,
+                                         stop_process)
 
 
 def isolate_ros_domain() -> int:
@@ -43,10 +44,29 @@ def node_process(name: str, params_file: str | None = None,
                  overrides: dict[str, object] | None = None,
                  log_path: str | None = None) -> Iterator[subprocess.Popen]:
     """Run node `name` as a separate process for the duration of the block."""
+    with _process(node_command(name, params_file, overrides), log_path) as proc:
+        yield proc
+
+
+@contextmanager
+def pipeline_process(overrides: dict[str, dict[str, object]] | None = None,
+                     log_path: str | None = None) -> Iterator[subprocess.Popen]:
+    """Run the pipeline's nodes in one process (pipeline mode) for the duration of the
+    block; `overrides` are parameter values by node name."""
+    extra = (parameter_file(overrides),) if overrides else ()
+    try:
+        with _process(pipeline_command(extra), log_path) as proc:
+            yield proc
+    finally:
+        for path in extra:
+            os.remove(path)
+
+
+@contextmanager
+def _process(cmd: list[str], log_path: str | None) -> Iterator[subprocess.Popen]:
     isolate_ros_domain()
     log = open(log_path, 'w') if log_path else subprocess.DEVNULL
-    proc = subprocess.Popen(node_command(name, params_file, overrides),
-                            stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
     try:
         yield proc
     finally:

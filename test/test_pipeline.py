@@ -1,0 +1,196 @@
+"""Pipeline mode (contact_estimation/pipeline.py): listener, residual node and detector in one
+process, handing samples over by function call, against the same three nodes as separate
+nodes that talk over DDS. Both run in-process here, on the same input."""
+import time
+
+import numpy as np
+import pytest
+import yaml
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool
+
+from contact_estimation import manifest, pipeline
+from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.trajectory import SmoothRandomTrajectory
+from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
+from contact_estimation.ros.handover import Output
+from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, STOP_QOS
+from contact_estimation.ros.spinning import spin_until
+
+LISTENER, RESIDUAL, DETECTOR = (manifest.node(n) for n in manifest.pipeline().nodes)
+TIMEOUT = 30.0   # s: generous deadline for each awaited event
+RATE = 1000.0    # Hz
+SAMPLES, CONTACT = 160, (60, 160)  # a 30 N·m push on joint 4 over these samples
+OFFSET, JOINT = 30.0, 3
+
+
+def _separate(**kwargs):
+    return [pipeline.node_class(name)(**kwargs) for name in manifest.pipeline().nodes]
+
+
+def _cli_args(*extra_files):
+    files = [manifest.node(n).parameters_path() for n in manifest.pipeline().nodes]
+    return ['--ros-args'] + [a for f in (*files, *extra_files) for a in ('--params-file', f)]
+
+
+@pytest.fixture(scope='module')
+def joint_states():
+    """(q, q̇, τ) of a Panda in smooth motion at RATE, τ from its inverse dynamics plus the
+    push: the residual is ~0 before the push and ~OFFSET on joint 4 during it."""
+    robot = RobotModel.load('panda')
+    trajectory = SmoothRandomTrajectory(robot, seed=3, speed_scale=0.3, amplitude=0.5)
+    samples = [trajectory.sample(k / RATE) for k in range(SAMPLES)]
+    effort = np.array([robot.rnea(*s) for s in samples])
+    effort[CONTACT[0]:CONTACT[1], JOINT] += OFFSET
+    return robot.joint_names, [s[0] for s in samples], [s[1] for s in samples], effort
+
+
+@pytest.fixture(scope='module')
+def standing():
+    """A joint state of the Panda standing still, held against gravity."""
+    robot = RobotModel.load('panda')
+    q = SmoothRandomTrajectory(robot, seed=3).sample(0.0)[0]
+    still = np.zeros(robot.n)
+    return JointState(name=list(robot.joint_names), position=q.tolist(),
+                                         velocity=still.tolist(),
+                                         effort=robot.rnea(q, still, still).tolist())
+
+
+class Driver(Node):
+    """Plays the robot driver, one joint state at a time, and records the pipeline's residual,
+    stop and collision events."""
+
+    def __init__(self, context):
+        super().__init__('pipeline_test_driver', context=context)
+        self.residuals: dict[float, np.ndarray] = {}  # by stamp
+        self.stops, self.events = [], []
+        self.joint_states = self.create_publisher(
+            JointState, LISTENER.topic('joint_states'),
+            QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+        self.create_subscription(JointState, RESIDUAL.topic('residual'), self._on_residual,
+                                 SENSOR_QOS)
+        self.create_subscription(Bool, DETECTOR.topic('stop'),
+                                 lambda m: self.stops.append(m.data), STOP_QOS)
+        self.create_subscription(DiagnosticArray, DETECTOR.topic('events'),
+                                 self.events.append, STOP_QOS)
+
+    def _on_residual(self, msg):
+        self.residuals[stamp_to_seconds(msg.header.stamp)] = np.array(msg.effort)
+
+    def event_kinds(self):
+        return [{kv.key: kv.value for kv in e.status[0].values}['event'] for e in self.events]
+
+
+def _play(context, nodes, joint_states, t0):
+    """Feed every joint state (stamp t0 + k / RATE), each once the residual of the previous
+    one came out; return (residuals in input order, stamp index of each collision event)."""
+    driver = Driver(context)
+    executor = SingleThreadedExecutor(context=context)
+    for node in (*nodes, driver):
+        executor.add_node(node)
+    residual_node = next(n for n in nodes if n.get_name() == RESIDUAL.name)
+    try:
+        assert spin_until(executor, lambda: driver.joint_states.get_subscription_count() > 0
+                          and residual_node._output.listened
+                          and driver.count_publishers(DETECTOR.topic('stop')) > 0, TIMEOUT)
+        names, positions, velocities, efforts = joint_states
+        for k, (q, v, tau) in enumerate(zip(positions, velocities, efforts)):
+            stamp = seconds_to_stamp(t0 + k / RATE)
+            msg = JointState(name=list(names), position=q.tolist(), velocity=v.tolist(),
+                             effort=tau.tolist())
+            msg.header.stamp = stamp
+            driver.joint_states.publish(msg)
+            t = stamp_to_seconds(stamp)
+            assert spin_until(executor, lambda: t in driver.residuals, TIMEOUT), \
+                f'no residual for sample {k}'
+        assert spin_until(executor, lambda: 'collision' in driver.event_kinds(), TIMEOUT)
+        collisions = [round((stamp_to_seconds(e.header.stamp) - t0) * RATE)
+                      for e, kind in zip(driver.events, driver.event_kinds())
+                      if kind == 'collision']
+        assert driver.stops[-1] is True
+        residuals = np.array([driver.residuals[t] for t in sorted(driver.residuals)])
+        return residuals, collisions
+    finally:
+        executor.shutdown()
+        driver.destroy_node()
+        for node in nodes:
+            node.destroy_node()
+
+
+def test_pipeline_mode_gives_the_residual_and_stop_of_separate_mode(context, tmp_path,
+                                                                    joint_states):
+    # Timeouts far beyond any pause a shared machine may take between two samples here: the
+    # comparison is of the estimates and the collision, not of this machine's pace.
+    patient = tmp_path / 'patient.yaml'
+    patient.write_text(yaml.safe_dump({
+        LISTENER.name: {'ros__parameters': {'input_timeout': 10.0}},
+        DETECTOR.name: {'ros__parameters': {'input_timeout': 10.0}}}))
+    args = dict(context=context, cli_args=_cli_args(str(patient)))
+    t0 = time.time() - 0.5  # the same stamps in both modes
+    separate, separate_collisions = _play(context, _separate(**args), joint_states, t0)
+    together, together_collisions = _play(context, pipeline.build(**args), joint_states, t0)
+
+    assert separate.shape == together.shape == (SAMPLES, 7)
+    np.testing.assert_allclose(together, separate, rtol=0, atol=1e-9)
+    # The push is seen (30 N·m more measured torque than the motion needs: τ_ext ≈ −30 N·m).
+    assert separate[CONTACT[1] - 1, JOINT] < -OFFSET / 2
+    assert together_collisions == separate_collisions
+    assert len(separate_collisions) == 1 and CONTACT[0] < separate_collisions[0] < CONTACT[1]
+
+
+def test_pipeline_mode_stops_on_stale_joint_states_and_keeps_the_heartbeat(context, standing):
+    nodes = pipeline.build(context=context, cli_args=_cli_args())
+    driver = Driver(context)
+    executor = SingleThreadedExecutor(context=context)
+    for node in (*nodes, driver):
+        executor.add_node(node)
+    try:
+        assert spin_until(executor, lambda: driver.joint_states.get_subscription_count() > 0,
+                          TIMEOUT)
+        msg = standing
+        deadline = time.monotonic() + TIMEOUT
+        while not (driver.stops and driver.stops[-1] is False):  # the stop clears
+            assert time.monotonic() < deadline, 'the stop did not clear on joint states'
+            msg.header.stamp = driver.get_clock().now().to_msg()
+            driver.joint_states.publish(msg)
+            executor.spin_once(timeout_sec=0.001)
+        # The driver goes quiet: the listener's watchdog (or the detector's own input
+        # timeout) stops the arm, and the stop is repeated as a heartbeat.
+        assert spin_until(executor, lambda: driver.stops[-1] is True, TIMEOUT)
+        assert spin_until(executor, lambda: 'stale_input' in driver.event_kinds(), TIMEOUT)
+        count = len(driver.stops)
+        assert spin_until(executor, lambda: len(driver.stops) >= count + 3, TIMEOUT)
+        assert all(driver.stops[count:])
+    finally:
+        executor.shutdown()
+        driver.destroy_node()
+        for node in nodes:
+            node.destroy_node()
+
+
+def test_an_output_is_listened_to_exactly_while_a_subscription_is_matched(context):
+    node = Node('output_owner', context=context)
+    reader = Node('output_reader', context=context)
+    output = Output(node, '/pipeline_test/stream', Bool, PIPELINE_QOS, [],
+                    only_when_listened=True)
+    always = Output(node, '/pipeline_test/latched', Bool, STOP_QOS, [],
+                    only_when_listened=False)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    executor.add_node(reader)
+    try:
+        assert not output.listened and always.listened
+        subscription = reader.create_subscription(Bool, '/pipeline_test/stream',
+                                                  lambda m: None, SENSOR_QOS)
+        assert spin_until(executor, lambda: output.listened, TIMEOUT)
+        reader.destroy_subscription(subscription)
+        assert spin_until(executor, lambda: not output.listened, TIMEOUT)
+        assert always.listened
+    finally:
+        executor.shutdown()
+        reader.destroy_node()
+        node.destroy_node()
