@@ -32,7 +32,7 @@ from contact_estimation.core.trajectory import SmoothRandomTrajectory
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.qos import PIPELINE_QOS
 from contact_estimation.ros.spinning import spin_for, spin_until
-from contact_estimation.ros.testing import node_process, ros_context
+from contact_estimation.ros.testing import node_process, pipeline_process, ros_context
 
 # s of listening after the last input: the last outputs and one more /diagnostics (1 Hz)
 # with the nodes' final message counts.
@@ -180,18 +180,25 @@ class LoadResult:
 
 def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
              outputs: list[Output], duration: float, warmup: float = 2.0,
-             progress=None) -> Run:
+             progress=None, pipeline: bool = False) -> Run:
     """Start `nodes` (name → parameter overrides) as processes, listen to `outputs` here, and
     publish `stream.message(i, stamp)` on `input_topic` at `stream.rate` Hz for warmup +
-    duration s from a publisher process of its own.
+    duration s from a publisher process of its own. With `pipeline`, `nodes` are the
+    pipeline's and run in one process (pipeline mode).
 
-    Logs go to out/<node>_load.log. `progress(k)` is called every second of publishing.
+    Logs go to out/<process>_load.log. `progress(k)` is called every second of publishing.
     """
     os.makedirs(LOG_DIR, exist_ok=True)
+    together = manifest.pipeline()
     with ExitStack() as stack:
-        procs = {name: stack.enter_context(node_process(
-            name, overrides=overrides, log_path=os.path.join(LOG_DIR, f'{name}_load.log')))
-            for name, overrides in nodes.items()}
+        if pipeline:
+            assert set(nodes) == set(together.nodes), f'pipeline mode runs {together.nodes}'
+            procs = {together.name: stack.enter_context(pipeline_process(
+                nodes, log_path=os.path.join(LOG_DIR, f'{together.name}_load.log')))}
+        else:
+            procs = {name: stack.enter_context(node_process(
+                name, overrides=overrides, log_path=os.path.join(LOG_DIR, f'{name}_load.log')))
+                for name, overrides in nodes.items()}
         context = stack.enter_context(ros_context())
         node = rclpy.create_node('load_monitor', context=context)
         executor = SingleThreadedExecutor(context=context)
@@ -205,6 +212,8 @@ def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
         # discovery: the counts then compare with what was sent.
         inputs = {spec.topic(key) for spec in map(manifest.node, nodes)
                   for key in spec.subscribes}
+        if pipeline:  # handed over by function call, not subscribed to
+            inputs -= together.handed_over_topics()
         if not spin_until(executor, lambda: all(
                 node.count_publishers(out.topic) > 0 for out in outputs) and all(
                 node.count_subscribers(topic) > 0 for topic in inputs), 30.0):
