@@ -7,6 +7,9 @@ effort = joint torque (N·m, converted from motor current if asked), with the st
 input. Bad messages are dropped and counted on /diagnostics
 (core/joint_state_conditioning.py has the rules). `input_stale` is True while no sample went
 out for `input_timeout` seconds (and before the first one): the detector stops the robot on it.
+In pipeline mode (contact_estimation/pipeline.py) each sample and input_stale also go to
+residual_node and collision_detector by function call; the joint state is published only
+while anyone subscribes to it.
 
 Only what is published is computed (this node runs at the driver's rate, 100 Hz to 1 kHz,
 beside the others on small machines). Every time setting is in seconds, so a driver's rate

@@ -5,7 +5,9 @@ runs one of the residuals of core/residual.py and publishes τ_ext (N·m, projec
 τ_ext = J(p)ᵀF for a force F on the robot) as a JointState whose effort is τ_ext, with the
 stamp of the sample it came from. With a wrist F/T sensor (force/position hybrid tasks,
 seed 001 §3.1) the measured task wrench is removed (core/wrist_wrench.py has the rules), so
-that only unintended contacts remain.
+that only unintended contacts remain. `process_joint_state` is the one sample's work: its
+subscription calls it, or the listener directly in pipeline mode (contact_estimation/
+pipeline.py); τ_ext goes on to the detector, and is published while anyone subscribes.
 """
 from __future__ import annotations
 
