@@ -13,9 +13,11 @@ meshes; the meshes). Per sensor noise level (the sim's 0.1 N / 0.01 N·m and 0.5
    the ramp is out of the q̈ fit's 40 ms window by then). The contacted body comes from the
    momentum observer (the sim's friction model), threshold `THRESHOLD`. Point error: distance to the true point in the
    base frame; link: the estimated link is the true one (body: the joint that moves it).
-   The body: `FtContactLocator.locate_from_residual` (seed 004's constraint gives the lowest
-   body; higher bodies whose joints the line of action leaves as quiet are candidates too,
-   and the line's first entry decides).
+   The body: `FtContactLocator.locate_from_residual` (every body the line of action enters,
+   scored by how well a contact on it explains τ_ext, σ = 0.1 N·m, and by the angle between
+   the force and the surface normal there, κ = 5). Link: the link of the estimate is the
+   true one; body: the estimated link moves with the same joint as the true one (hand,
+   fingers and link 7 are one body: only the surface tells them apart).
 Time per estimate: compensation + localisation, one sample, in-process.
 
     .venv/bin/python benchmarks/ft_contact.py [--quick]

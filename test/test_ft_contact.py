@@ -134,8 +134,9 @@ def test_ellipsoid_fit_entry_and_closest_point(panda, surfaces):
     normals /= np.linalg.norm(normals, axis=1, keepdims=True)
     directions = -normals + 0.3 * rng.normal(size=(20, 3))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    points, link = model.first_entry(2, target + 0.5 * directions, directions)
+    points, link, outward = model.first_entry(2, target + 0.5 * directions, directions)
     np.testing.assert_allclose(points, target, atol=1e-9)
+    np.testing.assert_allclose(outward, normals, atol=1e-9)
     assert (link == 0).all()
     # closest point: nearer than every one of many surface samples, on the surface
     queries = centre + rng.normal(size=(10, 3)) * 0.1

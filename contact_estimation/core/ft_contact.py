@@ -307,7 +307,8 @@ class EllipsoidSurfaces:
 
     def first_entry(self, joint, origins, directions):
         """Where each line (N×3 points, unit directions, body frame) first enters the body
-        going along its direction: points N×3 (NaN on a miss) and link index (-1)."""
+        going along its direction: points N×3 (NaN on a miss), link index (-1) and the
+        outward unit normal there (N×3, body frame; eq. 24's n)."""
         y, u = self._normalised(joint, origins, directions)
         uu = np.einsum('eni,eni->en', u, u)
         yu = np.einsum('eni,eni->en', y, u)
@@ -315,10 +316,16 @@ class EllipsoidSurfaces:
         with np.errstate(invalid='ignore'):
             entry = np.where(disc >= 0, (-yu - np.sqrt(disc)) / uu, np.inf)  # smaller root
         best = np.argmin(entry, axis=0)
-        along = entry[best, np.arange(len(origins))]
+        n = np.arange(len(origins))
+        along = entry[best, n]
         hit = np.isfinite(along)
         points = np.where(hit[:, None], origins + along[:, None] * directions, np.nan)
-        return points, np.where(hit, best, -1)
+        # n ∝ R A² Rᵀ(c − o) = R (y/s) / s at the unit-sphere point y of the entry
+        _, _, axes, semi = self._bodies[joint]
+        on_sphere = y[best, n] + np.where(hit, along, 0.0)[:, None] * u[best, n]
+        normals = np.einsum('nij,nj->ni', axes[best], on_sphere / semi[best])
+        normals /= np.linalg.norm(normals, axis=1, keepdims=True)
+        return points, np.where(hit, best, -1), normals
 
     def closest(self, joint, points):
         """Nearest surface point to each point (N×3, body frame), its link index, distance."""
@@ -395,7 +402,7 @@ class MeshSurfaces:
         hit = np.isfinite(along)
         points = np.where(hit[:, None], starts + along[:, None] * directions, np.nan)
         ids = np.where(hit, result['geometry_ids'].numpy(), 0)  # a miss has an invalid id
-        return points, np.where(hit, lookup[ids], -1)
+        return points, np.where(hit, lookup[ids], -1), result['primitive_normals'].numpy()
 
     def closest(self, joint, points):
         """As `EllipsoidSurfaces.closest`, on the meshes."""
@@ -448,15 +455,21 @@ class FtContactLocator:
     """
 
     def __init__(self, model: EllipsoidSurfaces | MeshSurfaces, singular_ratio: float = 0.1,
-                 min_force: float = 1.0):
+                 min_force: float = 1.0, residual_noise: float = 0.1,
+                 normal_preference: float = 5.0):
         if not 0.0 <= singular_ratio < 1.0 / np.sqrt(3.0):
             raise FtContactError(f'singular_ratio must be in [0, 1/√3), got {singular_ratio}')
         if not min_force > 0.0:
             raise FtContactError(f'min_force must be > 0 N, got {min_force}')
+        if not residual_noise > 0.0 or not normal_preference >= 0.0:
+            raise FtContactError(f'residual_noise must be > 0 N·m and normal_preference ≥ 0, '
+                                 f'got {residual_noise} and {normal_preference}')
         self.model = model
         self.robot = model.robot
         self.singular_ratio = singular_ratio
         self.min_force = min_force
+        self.residual_noise = residual_noise
+        self.normal_preference = normal_preference
 
     def locate(self, q: np.ndarray, wrench: np.ndarray, joint: int) -> FtContact | None:
         """The contact on the body of `joint` (index in model order) for the contact wrench
@@ -472,7 +485,7 @@ class FtContactLocator:
         body_rotation, body_position = self.robot.link_pose(q, self.robot.joint_links[joint])
         origins = (origins - body_position) @ body_rotation
         directions = directions @ body_rotation
-        entries, _ = self.model.first_entry(joint, origins, directions)
+        entries, _, _ = self.model.first_entry(joint, origins, directions)
         hit = np.isfinite(entries[:, 0])
         if hit.any():
             mean = entries[hit].mean(axis=0, keepdims=True)
@@ -489,33 +502,52 @@ class FtContactLocator:
                              threshold) -> FtContact | None:
         """The contact, its body chosen with the torque residual τ_ext (project sign).
 
-        Seed 004's current constraint gives the lowest body it can be on: that of the highest
-        joint k whose |τ_ext| exceeds `threshold` (`contacted_joint`). The line of action
-        may also lie on a body j > k if its moments about joints k+1 … j (`line_torques` τ_L)
-        are below the threshold too: those joints would look as quiet. Among these bodies,
-        those whose surface the line enters, the one that explains τ_ext best: a contact on
-        body j gives τ_ext,i = τ_L,i for i ≤ j and 0 above, so the least
-        Σ_{i≤j} (τ_ext,i − τ_L,i)² + Σ_{i>j} τ_ext,i². When the line enters none, body k
-        (seed 004's choice).
+        Seed 004's current constraint says a contact is present (some |τ_ext| exceeds
+        `threshold`, one value or one per joint) and, in its strict form, that the body is
+        that of the highest such joint (`contacted_joint`). That form fails whenever the line
+        of action passes near the axes of the joints above the body — a push square to a
+        link that turns about its own axis loads its joint not at all. So every body j the
+        line enters is scored, and the least score wins:
+
+            misfit_j / (2σ²) + κ (1 − cos θ_j)
+
+        misfit_j: how badly a contact on body j explains τ_ext. It gives τ_ext,i = τ_L,i
+        (`line_torques`, the same anywhere on the line) for i ≤ j and 0 above:
+        Σ_{i≤j} (τ_ext,i − τ_L,i)² + Σ_{i>j} τ_ext,i²; σ = `residual_noise` (N·m), so this
+        term is the negative log-likelihood of Gaussian residual noise. θ_j: the angle
+        between the force and the inward normal where the line enters body j; κ =
+        `normal_preference`, a prior that contact forces lie near the normal (inside a
+        friction cone). It decides when τ_ext cannot: a line through the axes of the
+        joints between two bodies loads them alike. When the line enters no body: that of
+        `contacted_joint`, its surface point nearest the line.
         """
         lowest = contacted_joint(tau_ext, threshold)
-        if lowest is None:
+        wrench = _vector(wrench, 6, 'contact wrench')
+        if lowest is None or np.linalg.norm(wrench[:3]) < self.min_force:
             return None
-        predicted = self.line_torques(q, wrench)
-        quiet = np.abs(predicted) <= threshold
-        highest = lowest
-        while highest + 1 < self.robot.n and quiet[highest + 1]:
-            highest += 1
-        # misfit[j]: the sum above for a contact on body j
-        explained = np.cumsum((tau_ext - predicted) ** 2)
+        explained = np.cumsum((tau_ext - self.line_torques(q, wrench)) ** 2)
         unexplained = np.cumsum((tau_ext ** 2)[::-1])[::-1]
         misfit = explained + np.append(unexplained[1:], 0.0)
-        best, best_misfit = None, np.inf
-        for joint in range(lowest, highest + 1):
-            estimate = self.locate(q, wrench, joint)
-            if estimate is not None and estimate.on_line and misfit[joint] < best_misfit:
-                best, best_misfit = estimate, misfit[joint]
-        return best or self.locate(q, wrench, lowest)
+        cosines = self._entry_cosines(q, wrench)
+        if not cosines:
+            return self.locate(q, wrench, lowest)
+        score = {j: misfit[j] / (2.0 * self.residual_noise ** 2)
+                 + self.normal_preference * (1.0 - cosine) for j, cosine in cosines.items()}
+        return self.locate(q, wrench, min(score, key=score.get))
+
+    def _entry_cosines(self, q: np.ndarray, wrench: np.ndarray) -> dict[int, float]:
+        """Body → cos θ between the force and the inward normal where the least-squares
+        line of action first enters it, for the bodies it enters."""
+        origin, direction = line_of_action(wrench[:3], wrench[3:])
+        bodies = [j for j in range(self.robot.n) if self.model.links(j)]
+        poses = self.robot.link_poses(q, [self.robot.joint_links[j] for j in bodies])
+        cosines = {}
+        for joint, (rotation, position) in zip(bodies, poses):
+            start, heading = (origin - position) @ rotation, direction @ rotation
+            entry, _, normal = self.model.first_entry(joint, start[None], heading[None])
+            if np.isfinite(entry[0, 0]):
+                cosines[joint] = float(-normal[0] @ heading)
+        return cosines
 
     def line_torques(self, q: np.ndarray, wrench: np.ndarray) -> np.ndarray:
         """τ_i = J_iᵀ[f; m] for every joint i: the joint torques the contact wrench would

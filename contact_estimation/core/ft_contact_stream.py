@@ -31,6 +31,8 @@ DEFAULTS: dict[str, Any] = {
     'singular_ratio': 0.1,                        # claim 6: subsystems below it are dropped
     'min_force': 2.0,                             # N: weaker contact forces give no estimate
     'contact_threshold': (0.5,),                  # N·m, |τ_ext| of a contacted joint
+    'residual_noise': 0.1,                        # N·m, σ of τ_ext (body scores)
+    'normal_preference': 5.0,                     # κ: prior for forces near the normal
     'stamp_tolerance': 0.005,                     # s between stamps of paired samples
     'acceleration_window': 0.04,                  # s of joint states in the q̈ fit
     'localizer_timeout': 0.1,                     # s: a localizer link older is not used

@@ -126,6 +126,11 @@ class FtContactEstimator(SuiteNode):
         d('contact_threshold', list(k['contact_threshold']), '|τ_ext| (N·m) at which a joint '
           'counts as loaded by a contact (seed 004 current constraint): one or one per joint',
           **ro)
+        d('residual_noise', k['residual_noise'], 'σ of τ_ext in a steady contact (N·m): '
+          'how much a body\'s misfit to the residual counts in choosing it', 0.001, 10.0, **ro)
+        d('normal_preference', k['normal_preference'], 'κ: how strongly a body where the '
+          'force meets the surface near its normal is preferred when the residual cannot '
+          'tell (0 = not at all)', 0.0, 100.0, **ro)
         d('stamp_tolerance', k['stamp_tolerance'], 'most time between the stamps of a '
           'reading and the joint state it is paired with (s)', 0.0, 1.0, **ro)
         d('acceleration_window', k['acceleration_window'], 'time span of joint states in '
@@ -162,7 +167,7 @@ class FtContactEstimator(SuiteNode):
         ellipsoids = load_ellipsoids(v('ellipsoid_file')) if v('ellipsoid_file') else None
         self._locator = FtContactLocator(
             make_surfaces(v('surface_model'), LinkSurfaces(self.robot), ellipsoids),
-            v('singular_ratio'), v('min_force'))
+            v('singular_ratio'), v('min_force'), v('residual_noise'), v('normal_preference'))
         self._limits = (v('sensor.force_limit'), v('sensor.torque_limit'))
         self._offset_source = ('no stored offset' if offset is None else
                                f'offset from {v("offset_file")}')
