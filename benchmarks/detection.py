@@ -16,7 +16,7 @@ sim's friction, at 1 kHz) → CollisionDetector (seed 001 eq. 7). Three runs:
 The 100 Hz stream is the 1 kHz one subsampled with steps drawn from 4–10 ms, with 1 % of
 neighbouring samples swapped (out of order: the detector ignores and counts them), as a real
 arm's driver delivers it; the thresholds are calibrated on the subsampled stream, with the
-q̈ window covering the same time (`acceleration_window` samples). The residual itself still
+same q̈ window in seconds (the detector's default). The residual itself still
 ran at 1 kHz (the observer is not re-run at 100 Hz here).
 With the reference never re-timed the detector does not act on the sim, so each residual
 trace is recorded once and replayed through every detector.
@@ -31,7 +31,8 @@ import sys
 import numpy as np
 from tqdm import tqdm
 
-from contact_estimation.core.detector import (DEFAULTS, PERSISTENCE_RULES, CollisionDetector,
+from contact_estimation.core.detector import (ACCELERATION_WINDOW_DURATION, DEFAULTS,
+                                              PERSISTENCE_RULES, CollisionDetector,
                                               DetectorConfig)
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.sim.harness import simulate
@@ -40,7 +41,6 @@ from contact_estimation.core.threshold_calibration import accelerations, calibra
 from contact_estimation.core.trajectory import make_trajectory
 
 PERSISTENCE_TIME = DEFAULTS['persistence_time']
-ACCELERATION_TIME = 0.02  # s of positions in the q̈ fit (the node's 20 samples at 1 kHz)
 MARGIN = 1.5
 SPACING, DURATION, RAMP = 1.0, 0.4, 0.01  # s, contact schedule
 LINKS = ['panda_link3', 'panda_link4', 'panda_link5', 'panda_link6', 'panda_link7']
@@ -71,20 +71,22 @@ def driver_stream(trace: dict, rng) -> dict:
     return {key: value[picked[order]] for key, value in trace.items()}
 
 
-def in_stamp_order(function, trace, window):
-    """`function(t, q, window)` (per-sample rows) on the trace sorted by stamp, returned in the
+def in_stamp_order(function, trace):
+    """`function(t, q)` (per-sample rows) on the trace sorted by stamp, returned in the
     trace's order."""
     order = np.argsort(trace['t'])
-    rows = function(trace['t'][order], trace['q'][order], window)
+    rows = function(trace['t'][order], trace['q'][order])
     return rows[np.argsort(order)]
 
 
-def replay(config: DetectorConfig, trace, window: int) -> tuple[np.ndarray, list, int]:
+def replay(config: DetectorConfig, trace) -> tuple[np.ndarray, list, int]:
     """Stop signal of a detector fed the recorded residual, q̇ and q̈ (as the node does) in the
     trace's order, per sample the joints of the latched collision, and the samples ignored."""
     detector = CollisionDetector(config)
-    a = in_stamp_order(accelerations, trace, window) if config.acceleration_gain.any() else \
-        [None] * len(trace['t'])
+    a = [None] * len(trace['t'])
+    if config.acceleration_gain.any():  # None (no q̈ term) until the fit has its window
+        a = [None if np.isnan(row).any() else row
+             for row in in_stamp_order(accelerations, trace)]
     states = [detector.update(t, tau, v, ak) for t, tau, v, ak in
               zip(trace['t'], trace['tau_ext'], trace['v'], a)]
     return (np.array([s.stop for s in states]), [s.colliding_joints for s in states],
@@ -177,13 +179,12 @@ def main(argv=None) -> int:
     for rate, stream in streams.items():
         cal_trace = stream['calibration']
         order = np.argsort(cal_trace['t'])
-        window = max(3, int(round(ACCELERATION_TIME / np.median(np.diff(cal_trace['t'][order])))))
         cal = calibrate(cal_trace['t'][order], cal_trace['q'][order], cal_trace['v'][order],
                         cal_trace['tau_ext'][order], robot.joint_names, margin=MARGIN,
-                        persistence_time=PERSISTENCE_TIME, acceleration_window=window,
+                        persistence_time=PERSISTENCE_TIME,
                         source='free motion')
         print(f'\nCalibration at {rate} ({cal_s:g} s free motion, half held out, margin '
-              f'{MARGIN:g}, q̈ window {window} samples):')
+              f'{MARGIN:g}, q̈ window {ACCELERATION_WINDOW_DURATION * 1e3:g} ms):')
         print(cal.table())
         thresholds = {
             'calibrated': dict(thresholds_position=cal.base, speed_gain=cal.speed_gain,
@@ -195,8 +196,8 @@ def main(argv=None) -> int:
                 config = DetectorConfig.build(robot.joint_names, persistence=rule,
                                               persistence_time=PERSISTENCE_TIME, hold_time=0.1,
                                               **values)
-                free_stop, _, free_ignored = replay(config, stream['free'], window)
-                replayed = replay(config, stream['contacts'], window)
+                free_stop, _, free_ignored = replay(config, stream['free'])
+                replayed = replay(config, stream['contacts'])
                 results = delays(replayed, stream['contacts'], forces)
                 rows.append((rate, rule, name, config, results, alarms(free_stop),
                              free_ignored + replayed[2]))

@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from contact_estimation.core.ft_contact import (SURFACE_MODELS, BaseWrenchCompensator,
                                                 FtContactLocator, make_surfaces)
+from contact_estimation.core.ft_contact_stream import DEFAULTS
 from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
 from contact_estimation.core.residual import make_residual
 from contact_estimation.core.robot_model import RobotModel
@@ -42,7 +43,7 @@ from contact_estimation.core.surfaces import LinkSurfaces
 from contact_estimation.core.trajectory import make_trajectory
 
 NOISE = [(0.1, 0.01), (0.5, 0.05)]  # N, N·m
-WINDOW = 40                          # samples of the q̈ fit (1 kHz)
+ACCELERATION_WINDOW = DEFAULTS['acceleration_window']  # s of positions in the q̈ fit
 THRESHOLD = 0.5                      # N·m, contacted-joint threshold on |τ_ext|
 DURATION, RAMP, GAP, SETTLE, EVERY = 0.3, 0.05, 0.15, 0.1, 5  # s, s, s, s, steps
 CONE = np.deg2rad(30.0)
@@ -71,7 +72,7 @@ def random_pushes(robot, surfaces, rng, count: int) -> list[PointForce]:
 def steps(robot, scenario, config, seconds):
     """Per step: cobot, measured (q, q̇), q̈ estimate, F/T reading, τ_ext of the observer."""
     cobot = SimulatedCobot(robot, make_trajectory(robot, MOTION), scenario, config)
-    acceleration = DerivativeEstimator(WINDOW)
+    acceleration = DerivativeEstimator(ACCELERATION_WINDOW)
     residual = make_residual('momentum_observer', robot, friction_model='continuous',
                              friction_params=DEFAULT_FRICTION)
     for _ in tqdm(range(int(seconds / cobot.dt)), leave=False):
@@ -86,7 +87,7 @@ def compensation(robot, config, seconds):
     compensator = BaseWrenchCompensator(robot)
     exact, dynamic, static = [], [], []
     for k, (cobot, q, v, a, reading, _) in enumerate(steps(robot, None, config, seconds)):
-        if k >= 2 * WINDOW:
+        if k >= 2 * ACCELERATION_WINDOW / cobot.dt:
             exact.append(compensator.contact_wrench(reading, cobot.q, cobot.v, cobot.data.qacc))
             dynamic.append(compensator.contact_wrench(reading, q, v, a))
             static.append(compensator.contact_wrench(reading, q))

@@ -123,7 +123,10 @@ def test_a_cap_below_what_free_motion_needs_is_refused():
                                              ({'min_threshold': 0.0}, 'min_threshold'),
                                              ({'persistence_time': 0.0}, 'persistence_time'),
                                              ({'persistence': 'cusum'}, 'persistence'),
-                                             ({'holdout': 1.0}, 'holdout')])
+                                             ({'holdout': 1.0}, 'holdout'),
+                                             ({'acceleration_window': 0.0},
+                                              'acceleration_window'),
+                                             ({'acceleration_window': 0.3}, 'q̈ window')])
 def test_bad_calibration_settings_are_refused(kwargs, message):
     t, q, v, tau = free_motion(0.5)
     with pytest.raises(ValueError, match=message):
@@ -143,7 +146,7 @@ def test_command_writes_a_parameter_file_the_detector_accepts(tmp_path, capsys):
     params = yaml.safe_load(out.read_text())['collision_detector']['ros__parameters']
     assert set(params) == {'thresholds_force', 'speed_gain', 'acceleration_gain',
                            'threshold_max', 'persistence', 'persistence_time',
-                           'acceleration_window'}
+                           'acceleration_filter.window_duration'}
     assert all(isinstance(x, float) for x in params['thresholds_force'] + params['speed_gain'])
     config = DetectorConfig.build(JOINTS, roles='force', **{
         'thresholds_force': params['thresholds_force'], 'speed_gain': params['speed_gain'],

@@ -54,7 +54,7 @@ def _free_motion(panda, seconds, scenario=None, config=None):
     """(reading, q, q̇, q̈ estimate, true contacts) per step of the sim cobot in motion."""
     trajectory = make_trajectory(panda, {'type': 'smooth_random', 'seed': 3, 'speed_scale': 0.4})
     cobot = SimulatedCobot(panda, trajectory, scenario, config)
-    acceleration = DerivativeEstimator(40)
+    acceleration = DerivativeEstimator(0.04)
     for _ in range(int(seconds / cobot.dt)):
         cobot.step()
         q, v, _ = cobot.joint_state()

@@ -423,7 +423,7 @@ def test_estimator_is_exact_for_a_parabola_with_uneven_timestamps():
     rng = np.random.default_rng(1)
     times = T0 + np.cumsum(rng.uniform(0.5e-3, 3e-3, 30))
     coef = np.array([[0.3, -1.2], [2.0, 0.5], [-4.0, 7.0]])  # q = c0 + c1 s + c2 s², two joints
-    estimator = DerivativeEstimator(window=8)
+    estimator = DerivativeEstimator(duration=7 * 2e-3)
     for t in times:
         s = t - T0
         v, a = estimator.update(t, coef[0] + coef[1] * s + coef[2] * s**2)
@@ -447,7 +447,7 @@ def test_estimator_on_a_noisy_sinusoid_has_small_error_and_bounded_delay(drop_fr
     times = times[rng.uniform(size=times.size) >= drop_fraction]
     phase = omega * (times - T0)
     q = amplitude * np.sin(phase) + rng.normal(0, 1e-5, times.size)
-    estimator = DerivativeEstimator(window)
+    estimator = DerivativeEstimator(duration=(window - 1) * DT)
     estimates = np.array([np.concatenate(estimator.update(t, [qk])) for t, qk in zip(times, q)])
     settled = slice(2 * window, None)
     v_true = amplitude * omega * np.cos(phase)
@@ -465,7 +465,7 @@ def test_estimator_on_a_noisy_sinusoid_has_small_error_and_bounded_delay(drop_fr
 
 
 def test_estimator_reset_and_time_order():
-    estimator = DerivativeEstimator(window=3)
+    estimator = DerivativeEstimator(duration=2 * DT)
     for k in range(3):
         estimator.update(k * DT, [float(k)])
     assert estimator.ready
@@ -477,9 +477,10 @@ def test_estimator_reset_and_time_order():
     assert v.tolist() == [0.0] and a.tolist() == [0.0]
 
 
-def test_estimator_needs_a_window_of_three():
-    with pytest.raises(ValueError):
-        DerivativeEstimator(window=2)
+@pytest.mark.parametrize('duration', [0.0, -0.01, np.nan, np.inf])
+def test_estimator_needs_a_positive_duration(duration):
+    with pytest.raises(ValueError, match='duration'):
+        DerivativeEstimator(duration)
 
 
 # --------------------------------------------------------------------- watchdog

@@ -22,13 +22,13 @@ def _parabola(estimate, t0, samples, acceleration, in_use=True):
 
 
 def test_acceleration_comes_after_a_full_window_and_is_exact_on_a_parabola():
-    estimate = AccelerationEstimate(window=10)
+    estimate = AccelerationEstimate(duration=9 * DT)
     assert _parabola(estimate, 1.0, 9, 3.0) is None
     np.testing.assert_allclose(_parabola(estimate, 1.009, 1, 3.0), 3.0, rtol=1e-6)
 
 
 def test_a_stamp_going_back_restarts_the_fit_and_says_why():
-    estimate = AccelerationEstimate(window=10)
+    estimate = AccelerationEstimate(duration=9 * DT)
     _parabola(estimate, 1.0, 20, 3.0)
     assert estimate.update(0.5, np.zeros(2)) is None
     assert estimate.restarted
@@ -37,7 +37,7 @@ def test_a_stamp_going_back_restarts_the_fit_and_says_why():
 
 
 def test_a_pause_of_the_term_forgets_the_old_motion():
-    estimate = AccelerationEstimate(window=10)
+    estimate = AccelerationEstimate(duration=9 * DT)
     _parabola(estimate, 1.0, 20, 8.0)
     assert _parabola(estimate, 1.02, 5, 8.0, in_use=False) is None
     assert _parabola(estimate, 1.025, 9, 0.0) is None  # a fresh window, not the old samples

@@ -21,7 +21,8 @@ import numpy as np
 import yaml
 
 from contact_estimation import manifest
-from contact_estimation.core.detector import DEFAULTS, PERSISTENCE_RULES, ROLES
+from contact_estimation.core.detector import (ACCELERATION_WINDOW_DURATION, DEFAULTS,
+                                              PERSISTENCE_RULES, ROLES)
 from contact_estimation.core.recording import RecordingError, read_recording
 from contact_estimation.core.robot_model import RobotModel, RobotModelError
 from contact_estimation.core.threshold_calibration import Calibration, calibrate
@@ -107,8 +108,10 @@ def main(argv: list[str]) -> int:
                         help='share of the recording (its end) held out to count false alarms')
     parser.add_argument('--threshold-max', type=float, default=DEFAULTS['threshold_max'],
                         help='cap of ψ, N·m (the detector\'s threshold_max)')
-    parser.add_argument('--acceleration-window', type=int, default=20,
-                        help="samples of the q̈ fit (the node's acceleration_window)")
+    parser.add_argument('--acceleration-window', type=float,
+                        default=ACCELERATION_WINDOW_DURATION,
+                        help="s of positions in the q̈ fit (the detector's "
+                             'acceleration_filter.window_duration)')
     parser.add_argument('--no-speed', action='store_true', help='no speed term (k_v = 0)')
     parser.add_argument('--no-acceleration', action='store_true', help='no q̈ term (k_a = 0)')
     parser.add_argument('--role', choices=ROLES, default='position',

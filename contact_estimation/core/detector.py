@@ -86,6 +86,9 @@ DEFAULTS = {
     'reset_quiet_time': 0.05,    # s with no joint over ψ before the stop may clear
     'input_timeout': 0.1,
 }
+# q̈ for the k_a |q̈| term (AccelerationEstimate): s of joint positions in the quadratic fit,
+# collision_detector's `acceleration_filter.window_duration` (q̈ lags by about half of it).
+ACCELERATION_WINDOW_DURATION = 0.02
 
 # Why stop is raised (DetectorState.cause), and what is wrong with the input now
 # (DetectorState.input_problem).
@@ -470,7 +473,8 @@ class CollisionDetector:
 
 class AccelerationEstimate:
     """q̈ for the k_a |q̈| term of ψ: a quadratic fit over the recent joint positions
-    (DerivativeEstimator on the true stamps, lag ≈ half of `window` samples).
+    (DerivativeEstimator over the last `duration` seconds of the true stamps, lag ≈ half of
+    it).
 
     None (ψ without the q̈ term: the more sensitive side) until the fit has a full window: at
     start, after a stamp that does not increase (the fit restarts from that sample, and
@@ -478,8 +482,8 @@ class AccelerationEstimate:
     acceleration gain 0), since the samples before the pause are out of date.
     """
 
-    def __init__(self, window: int):
-        self._fit = DerivativeEstimator(window)
+    def __init__(self, duration: float = ACCELERATION_WINDOW_DURATION):
+        self._fit = DerivativeEstimator(duration)
         self._paused = False
         self.restarted: str | None = None  # why the latest update restarted the fit
 

@@ -94,15 +94,13 @@ class DerivativeEstimator:
     Each `update(t, q)` fits q(τ) = c₀ + c₁τ + c₂τ² (τ = time before the newest sample) to the
     samples of its window, per joint, by least squares on their true timestamps, and returns
     q̇ = c₁ and q̈ = 2c₂ at the newest sample: a Savitzky–Golay differentiator generalised to
-    uneven time steps. The window is the last `window` samples or, given `duration`, the
-    samples of the last `duration` seconds (at least 3, however slow the input): the
-    latter means the same filter at any rate (0.02 s: 21 samples at 1 kHz, 3 at 100 Hz), which
-    is how the nodes use it.
+    uneven time steps. The window is the samples of the last `duration` seconds (at least 3,
+    however slow the input): the same filter at any rate (0.02 s: 21 samples at 1 kHz, 3 at
+    100 Hz).
 
     Why this filter rather than an alpha-beta-gamma (steady-state Kalman) filter: at 1 kHz, on
     a 0.5 rad sinusoid of 0.5–2 Hz with 1e-5 rad encoder noise, both reach the same error
-    (window 20 ≈ tracking index 0.01: velocity RMS error ≈ 2e-3 rad/s at 0.5 Hz), but the
-    fit
+    (0.02 s ≈ tracking index 0.01: velocity RMS error ≈ 2e-3 rad/s at 0.5 Hz), but the fit
     - is exact for motions up to constant acceleration, so velocity has no steady-state lag;
     - uses the real timestamps, so dropped or jittered messages cost nothing (a fixed-gain
       alpha-beta-gamma filter assumes a constant period);
@@ -116,17 +114,14 @@ class DerivativeEstimator:
 
     DEGREE = 2
 
-    def __init__(self, window: int = 20, duration: float | None = None):
-        if duration is not None and not (np.isfinite(duration) and duration > 0.0):
+    def __init__(self, duration: float):
+        if not (np.isfinite(duration) and duration > 0.0):
             raise ValueError(f'derivative window duration must be > 0 s, got {duration}')
-        if duration is None and window < self.DEGREE + 1:
-            raise ValueError(f'derivative window must hold at least {self.DEGREE + 1} '
-                             f'samples, got {window}')
-        self.window = None if duration is not None else int(window)
-        self.duration = duration
+        self.duration = float(duration)
         # Samples live in rows [start, end) of linear buffers at least twice the window's
-        # size, moved to the front when the end is reached (the fit reads one slice).
-        self._t = np.zeros(2 * (self.window or 4 * (self.DEGREE + 1)))
+        # size (grown when the input gets faster), moved to the front when the end is
+        # reached (the fit reads one slice).
+        self._t = np.zeros(8 * (self.DEGREE + 1))
         self._q: np.ndarray | None = None
         self.reset()
 
@@ -172,7 +167,7 @@ class DerivativeEstimator:
     def _append(self, t: float, q: np.ndarray) -> None:
         if self._end == self._t.size:
             kept, count, size = slice(self._start, self._end), self._end - self._start, self._t.size
-            if 2 * count > size:  # only with `duration`: a faster input than so far, grow
+            if 2 * count > size:  # a faster input than so far: grow
                 self._t = np.concatenate([self._t[kept], np.zeros(2 * size - count)])
                 self._q = np.concatenate([self._q[kept], np.zeros((2 * size - count, q.size))])
             else:
@@ -184,11 +179,6 @@ class DerivativeEstimator:
     def _forget_old(self, t: float) -> None:
         """Drop the samples that left the window (keeping 3); note when it has filled."""
         minimum = self.DEGREE + 1
-        if self.window is not None:
-            if self._end - self._start > self.window:
-                self._start += 1
-            self._ready = self._ready or self._end - self._start == self.window
-            return
         horizon = t - self.duration * (1.0 + 1e-6)  # stamps a few ns off still count
         while self._end - self._start > minimum and self._t[self._start] < horizon:
             self._start += 1

@@ -23,7 +23,8 @@ k = 0, 4.74/T for k = 1, …), valid for motions like the recorded ones. It take
 χ²_0.95(2)/2 ≈ 3.0 hours of alarm-free held-out motion to promise 1 false alarm per hour.
 
 q̈ is estimated from the positions with the detector node's own differentiator
-(`DerivativeEstimator`, same window), so the thresholds see the q̈ the node will see.
+(`AccelerationEstimate`, same window in seconds), so the thresholds see the q̈ the node will
+see; the samples before its window has filled are left out.
 """
 from __future__ import annotations
 
@@ -33,9 +34,9 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.stats import chi2
 
-from contact_estimation.core.detector import (DEFAULTS, PERSISTENCE_RULES, accumulate_evidence,
-                                              is_collision, thresholds)
-from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.detector import (ACCELERATION_WINDOW_DURATION, DEFAULTS,
+                                              PERSISTENCE_RULES, AccelerationEstimate,
+                                              accumulate_evidence, is_collision, thresholds)
 
 BINS = 24          # histogram bins per axis for the envelope LP
 CONFIDENCE = 0.95  # of the false-alarm promise
@@ -63,7 +64,7 @@ class Calibration:
     margin: float                  # ψ = margin × the free-motion envelope
     persistence: str               # eq. 7's persistence rule used for the check
     persistence_time: float        # and its time T, s
-    acceleration_window: int       # samples of the q̈ fit (the node's acceleration_window)
+    acceleration_window: float     # s of the q̈ fit (acceleration_filter.window_duration)
     holdout: float                 # share of the recording held out for the check
     fit_duration: float            # s of free motion the thresholds were fitted on
     heldout_duration: float        # s of free motion they were checked on
@@ -92,7 +93,7 @@ class Calibration:
                 'threshold_max': up(self.threshold_max),
                 'persistence': self.persistence,
                 'persistence_time': float(self.persistence_time),
-                'acceleration_window': int(self.acceleration_window)}
+                'acceleration_filter.window_duration': float(self.acceleration_window)}
 
     def promise(self) -> str:
         """What the thresholds promise, in plain words."""
@@ -131,10 +132,15 @@ class Calibration:
         return '\n'.join(rows)
 
 
-def accelerations(t: np.ndarray, q: np.ndarray, window: int) -> np.ndarray:
-    """q̈ at every sample from the positions, as the detector node estimates it."""
-    estimator = DerivativeEstimator(window)
-    return np.array([estimator.update(float(tk), qk)[1] for tk, qk in zip(t, q)])
+def accelerations(t: np.ndarray, q: np.ndarray,
+                  duration: float = ACCELERATION_WINDOW_DURATION) -> np.ndarray:
+    """q̈ at every sample from the positions, as the detector node estimates it over
+    `duration` seconds; NaN until its window has filled."""
+    estimate, rows = AccelerationEstimate(duration), []
+    for tk, qk in zip(t, q):
+        acceleration = estimate.update(float(tk), qk)
+        rows.append(np.full(q.shape[1], np.nan) if acceleration is None else acceleration)
+    return np.array(rows)
 
 
 def envelope(y: np.ndarray, speed: np.ndarray, acceleration: np.ndarray,
@@ -205,7 +211,7 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
               min_threshold: float = 0.5,
               persistence: str = DEFAULTS['persistence'],
               persistence_time: float = DEFAULTS['persistence_time'],
-              acceleration_window: int = 20, holdout: float = 0.5,
+              acceleration_window: float = ACCELERATION_WINDOW_DURATION, holdout: float = 0.5,
               threshold_max=DEFAULTS['threshold_max'], use_speed: bool = True,
               use_acceleration: bool = True, source: str = '') -> Calibration:
     """Propose thresholds from free motion: t (N,), q, q̇, τ_ext (N × n); fit on the first
@@ -236,18 +242,20 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
     if q.shape != (t.size, n_joints) or v.shape != q.shape or tau.shape != q.shape:
         raise ValueError(f'expected {t.size} samples of {n_joints} joints for q, q̇ and '
                          f'τ_ext, got {q.shape}, {v.shape}, {tau.shape}')
-    if t.size < 2 * acceleration_window or not np.all(np.diff(t) > 0):
-        raise ValueError(f'need at least {2 * acceleration_window} samples with increasing '
-                         f'times, got {t.size}')
-    a = accelerations(t, q, acceleration_window)
-    keep = np.isfinite(q).all(axis=1) & np.isfinite(v).all(axis=1) & np.isfinite(tau).all(axis=1)
-    keep[:acceleration_window] = False  # the q̈ fit is still filling its window
-    if keep.sum() < 2 * acceleration_window:
-        raise ValueError('too few finite samples to calibrate on')
+    if not (np.isfinite(acceleration_window) and acceleration_window > 0):
+        raise ValueError(f'acceleration_window = {acceleration_window} s: must be > 0')
+    if t.size < 2 or not np.all(np.diff(t) > 0):
+        raise ValueError(f'need samples with increasing times, got {t.size}')
+    a = accelerations(t, q, acceleration_window)  # NaN while the q̈ fit fills its window
+    keep = np.isfinite(np.hstack([q, v, tau, a])).all(axis=1)
+    if not keep.any() or np.ptp(t[keep]) < 2 * acceleration_window:
+        raise ValueError(f'too few finite samples to calibrate on: need more than '
+                         f'{2 * acceleration_window:g} s after the {acceleration_window:g} s '
+                         'q̈ window')
     start, end = t[keep][0], t[keep][-1]
     split = start + (1.0 - holdout) * (end - start)
     fit, held = keep & (t < split), keep & (t >= split)
-    if fit.sum() < acceleration_window or not held.any() or np.ptp(t[held]) < persistence_time:
+    if fit.sum() < 3 or not held.any() or np.ptp(t[held]) < persistence_time:
         raise ValueError(f'recording too short to fit on {1 - holdout:g} of it and check on '
                          f'{holdout:g}: {fit.sum()} and {held.sum()} samples')
     y = np.abs(tau)
@@ -267,7 +275,7 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
         joint_names=names, base=base, speed_gain=speed_gain, acceleration_gain=acceleration_gain,
         threshold_max=cap, margin=float(margin), persistence=persistence,
         persistence_time=float(persistence_time),
-        acceleration_window=int(acceleration_window), holdout=float(holdout),
+        acceleration_window=float(acceleration_window), holdout=float(holdout),
         fit_duration=float(t[fit][-1] - t[fit][0]),
         heldout_duration=float(t[held][-1] - t[held][0]),
         peak=y[fit].max(axis=0), peak_ratio=(y[fit] / psi_fit).max(axis=0),

@@ -32,7 +32,8 @@ from std_msgs.msg import Bool, Float64
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.detector import (COLLISION, DEFAULTS, INVALID, STALE, WAITING,
+from contact_estimation.core.detector import (ACCELERATION_WINDOW_DURATION, COLLISION,
+                                              DEFAULTS, INVALID, STALE, WAITING,
                                               AccelerationEstimate, DetectorConfig,
                                               DetectorState, event_stamped_by_residual)
 from contact_estimation.core.detector import CollisionDetector as Detector
@@ -73,7 +74,8 @@ class CollisionDetector(SuiteNode):
             self._declare_parameters()
             self.detector = Detector(self._detector_config({}))
             self.scaling = TimeScaling(self._scaling_config({}))
-            self._acceleration = AccelerationEstimate(self.value('acceleration_window'))
+            self._acceleration = AccelerationEstimate(
+                self.value('acceleration_filter.window_duration'))
         self._names = list(self.robot.joint_names)
         self._joint_states = JointStateReader(self._names)
         self._q: np.ndarray | None = None          # latest joint positions (markers)
@@ -123,8 +125,9 @@ class CollisionDetector(SuiteNode):
           'ψ grows by k_a |q̈| (one or per joint)')
         d('threshold_max', [float(k['threshold_max'])], 'ψ_max, N·m: cap of ψ so that '
           'fast motion never hides a contact this strong (one or per joint, >= ψ_0)')
-        d('acceleration_window', 20, 'samples of the quadratic fit to q that gives q̈ '
-          'for the acceleration term (lag ≈ half of it)', 3, 1000, read_only=True)
+        d('acceleration_filter.window_duration', ACCELERATION_WINDOW_DURATION, 'time span '
+          '(s) of the quadratic fit to q that gives q̈ for the acceleration term (at least 3 '
+          'samples whatever the rate; lag about half of it)', 0.001, 1.0, read_only=True)
         d('hold_time', k['hold_time'], 'stop clears this long after the last unsafe '
           'sample, s; 0 = latched until the ~/reset service', 0.0, 3600.0)
         d('reset_quiet_time', k['reset_quiet_time'], 'the stop clears (reset or '

@@ -20,7 +20,7 @@ it from the positions published here with the same filter, `DerivativeEstimator`
 least-squares quadratic fit on the true stamps: exact up to constant acceleration, unaffected
 by dropped messages; its docstring compares it with an alpha-beta-gamma filter), each with the
 window its own noise/lag trade-off needs (residual_node's `acceleration_filter.window_duration`,
-collision_detector's `acceleration_window`).
+collision_detector's `acceleration_filter.window_duration`).
 """
 from __future__ import annotations
 
