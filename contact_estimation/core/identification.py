@@ -262,6 +262,7 @@ class GravityFit:
     rms: np.ndarray              # (n,) RMS of τ_G − H_G π_G per joint (nan: no data)
     points: np.ndarray           # (n,) matched positions per joint
     predicted: np.ndarray        # (M,) H_G π_G at the matched positions (moving joint)
+    condition: float = float('nan')  # `condition_number` of the regressor: how well π_G is excited
 
 
 def fit_gravity(robot: RobotModel, basis: GravityBasis, data: MatchedData) -> GravityFit:
@@ -284,7 +285,14 @@ def fit_gravity(robot: RobotModel, basis: GravityBasis, data: MatchedData) -> Gr
         k = data.joint == i
         if k.any():
             rms[i] = np.sqrt(np.mean((data.tau_g[k] - predicted[k]) ** 2))
-    return GravityFit(parameters, rms, points, predicted)
+    return GravityFit(parameters, rms, points, predicted, condition_number(rows))
+
+
+def condition_number(matrix: np.ndarray) -> float:
+    """Of the column-scaled matrix (unit columns), so that units do not count."""
+    scaled = matrix / np.maximum(np.linalg.norm(matrix, axis=0), 1e-12)
+    singular = np.linalg.svd(scaled, compute_uv=False)
+    return float(singular[0] / singular[-1]) if singular[-1] > 0 else float('inf')
 
 
 def _unmoved(robot: RobotModel, data: MatchedData) -> str:
@@ -455,6 +463,7 @@ class Identification:
             'matched_positions': dict(zip(self.robot.joint_names,
                                           map(int, self.gravity.points))),
             'passes': len(self.passes),
+            'gravity_condition_number': _float(self.gravity.condition),
         }
         return identified_model(self.robot, self.basis, self.gravity.parameters, friction_model,
                                 fits, metadata, quality)
@@ -463,7 +472,9 @@ class Identification:
         """Seed 001 Table 3: ε (N²·m²) per joint and friction model, with the matched
         positions, distinct speeds and the gravity fit's RMS; '-' for a model not fitted."""
         names = list(self.friction)
-        lines = ['ε (residual sum of squares, N²·m²) per joint and friction model '
+        lines = [f'gravity: {len(self.basis.independent)} base parameters, condition number '
+                 f'{self.gravity.condition:.3g} (column-scaled regressor at the matched positions)',
+                 'ε (residual sum of squares, N²·m²) per joint and friction model '
                  '(seed 001 Table 3)',
                  'joint        points  speeds  gravity RMS N·m  '
                  + '  '.join(f'{m:>15}' for m in names)]

@@ -53,6 +53,7 @@ from contact_estimation.core import friction as friction_models
 from contact_estimation.core.identification import (MAX_GRAVITY_DEVIATION, FrictionFit,
                                                      IdentificationError, base_parameters,
                                                      check_gravity_plausible, check_recording,
+                                                     condition_number,
                                                      gravity_basis, identified_model,
                                                      starting_points)
 from contact_estimation.core.identified_model import (DYNAMIC_PARAMETERS, GravityBasis,
@@ -380,13 +381,6 @@ def _bounded_solve(gram: np.ndarray, rhs: np.ndarray, lower: np.ndarray,
 def _scaled_lstsq(matrix: np.ndarray, y: np.ndarray) -> np.ndarray:
     scale = np.maximum(np.linalg.norm(matrix, axis=0), 1e-12)
     return np.linalg.lstsq(matrix / scale, y, rcond=None)[0] / scale
-
-
-def condition_number(matrix: np.ndarray) -> float:
-    """Of the column-scaled matrix (unit columns), so that units do not count."""
-    scaled = matrix / np.maximum(np.linalg.norm(matrix, axis=0), 1e-12)
-    singular = np.linalg.svd(scaled, compute_uv=False)
-    return float(singular[0] / singular[-1]) if singular[-1] > 0 else float('inf')
 
 
 def fit_friction_jointly(body: RigidBody, samples: MotionSamples, model, moving: np.ndarray,
