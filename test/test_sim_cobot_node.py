@@ -192,6 +192,31 @@ def test_holds_when_the_time_scaling_stream_stops(context):
         node.destroy_node()
 
 
+def test_plays_the_smaller_of_time_scaling_and_proximity_speed_scale(context):
+    """min(f_S, s); a yield (f_S < 0) slowed by s; an invalid s ignored."""
+    from contact_estimation.nodes.sim_cobot import SimCobot
+    listener = Listener(context)
+    proximity = listener.node.create_publisher(Float64, SPEC.topic('proximity_speed_scale'),
+                                               PIPELINE_QOS)
+    node = SimCobot(context=context, parameter_overrides=[
+        Parameter('publish_rate', value=50.0), Parameter('time_scaling_timeout', value=5.0)])
+    listener.executor.add_node(node)
+
+    def played(time_scaling: float, speed_scale: float) -> float:
+        listener.scaling.publish(Float64(data=time_scaling))
+        proximity.publish(Float64(data=speed_scale))
+        return node.sim.scaler.scaling
+    try:
+        for f_s, s, expected in ((0.8, 0.3, 0.3), (0.2, 0.9, 0.2), (-0.5, 0.5, -0.25),
+                                 (-0.5, 0.0, 0.0), (1.0, 0.6, 0.6)):
+            assert spin_until(listener.executor, lambda: played(f_s, s) == expected, TIMEOUT), \
+                (f_s, s, node.sim.scaler.scaling)
+        assert spin_until(listener.executor, lambda: played(1.0, float('nan')) == 0.6
+                          and node.problems.counts['bad_proximity_speed_scale'], TIMEOUT)
+    finally:
+        node.destroy_node()
+
+
 def test_node_plays_a_real_industrial_driver_with_a_tool(context, robot):
     """~140 Hz joint states with 4-10 ms steps, a few out of order, effort from motor current
     on its ADC grid; a 5 kg tool the F/T sensor weighs (issue 11)."""

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from contact_estimation.core.detector import CollisionDetector, DetectorConfig
-from contact_estimation.core.time_scaling import (TimeScaling, TimeScalingConfig,
+from contact_estimation.core.time_scaling import (TimeScaling, TimeScalingConfig, combined_scaling,
                                                   worth_publishing)
 
 DT = 0.001
@@ -208,3 +208,10 @@ def test_the_last_value_sent_lands_exactly_on_hold_and_track():
     assert 1.0 in sent and sent[-1] == 0.0
     assert sent.count(1.0) == 1                       # an unchanged value is not repeated
     assert all(abs(b - a) > 1e-3 or b in (0.0, 1.0) for a, b in zip(sent, sent[1:]))
+
+
+@pytest.mark.parametrize('time_scaling, speed_scale, played', [
+    (1.0, 0.4, 0.4), (0.2, 0.4, 0.2), (0.0, 1.0, 0.0),      # the smaller wins
+    (-0.5, 0.4, -0.2), (-0.5, 0.0, 0.0), (-0.5, 1.0, -0.5)])  # a yield, slowed by s
+def test_the_detector_and_the_proximity_monitor_combine(time_scaling, speed_scale, played):
+    assert combined_scaling(time_scaling, speed_scale) == pytest.approx(played)

@@ -184,3 +184,15 @@ def worth_publishing(value: float, last_sent: float | None) -> bool:
     if last_sent is None:
         return True
     return abs(value - last_sent) > PUBLISH_STEP or (value != last_sent and value in (0.0, 1.0))
+
+
+def combined_scaling(time_scaling: float, speed_scale: float) -> float:
+    """What a controller plays the trajectory at, given the detector's f_S (this module) and
+    the proximity monitor's speed scale s in [0, 1] (core/proximity.py): min(f_S, s) while
+    f_S ≥ 0. While the arm yields (f_S < 0, back along its path, pushed by a person) it is
+    f_S·s: the arm goes back no faster than s of its nominal speed and holds at s = 0, since
+    the path it came along may be where the monitor now sees someone. Either way its size
+    is at most s."""
+    if time_scaling >= 0.0:
+        return min(time_scaling, speed_scale)
+    return time_scaling * speed_scale

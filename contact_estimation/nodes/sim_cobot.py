@@ -6,10 +6,12 @@ base origin, base frame), and a lidar scan of the cell (base frame, float32 x y 
 truth goes on its own topics: per contacted link, the contact point and force (link frame,
 only while a contact exists) and, with every joint state, the true τ_ext as JointState effort.
 The arm follows the trajectory of the parameters or of the scenario file, played back at the
-time scaling f_S it receives (seed 003 eq. 8). It plays at f_S = 1 until the first f_S
-arrives; from then on, no f_S for `time_scaling_timeout` means hold (f_S = 0) until one
-arrives again: the detector that sends it may be dead, and a controller must not go on at
-the last speed it was told (docs/collision_events.md says the same to real controllers).
+time scaling f_S it receives (seed 003 eq. 8), combined with the proximity monitor's speed
+scale s when one is published (core/time_scaling.combined_scaling: min(f_S, s), and a yield
+f_S < 0 slowed to f_S·s). Each plays at 1 until its first value arrives; from then on, no
+value for `time_scaling_timeout` means 0 (hold) until one arrives again: the node that sends
+it may be dead, and a controller must not go on at the last speed it was told
+(docs/collision_events.md says the same to real controllers).
 
 It can play a real industrial arm's driver (`driver.*`, core/sim/driver.py): effort from
 motor current, samples at irregular periods, a few out of order; and carry a payload
@@ -37,6 +39,7 @@ from contact_estimation.core.sim.config import LidarConfig, Payload, SimConfig
 from contact_estimation.core.sim.driver import DriverStream, DriverTiming, MotorCurrent
 from contact_estimation.core.sim.realtime import DEFAULTS, ScalingTimeout
 from contact_estimation.core.sim.scenario import Scenario, ScenarioError
+from contact_estimation.core.time_scaling import combined_scaling
 from contact_estimation.core.trajectory import TRAJECTORY_TYPES, make_trajectory
 from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp,
                                                 wrench_stamped, xyz_to_cloud)
@@ -57,7 +60,9 @@ class SimCobot(SuiteNode):
             self._declare_parameters()
             self.sim = self._make_simulation()
             self._driver = self._make_driver()
-            self._scaling_watch = ScalingTimeout(self.value('time_scaling_timeout'))
+            self._scaling_watch = {key: ScalingTimeout(self.value('time_scaling_timeout'))
+                                   for key in _SCALINGS}
+        self._scaling = dict.fromkeys(_SCALINGS, 1.0)  # latest f_S and s
         rate = self.value('rate')
         self._lidar_every = round(rate / self.value('lidar.rate'))
         self._max_catch_up = max(1, round(self.value('max_catch_up') * rate))
@@ -71,7 +76,8 @@ class SimCobot(SuiteNode):
         self._reorders = self._driver.timing.reorder_probability > 0
 
         self._pub = {key: self.publisher(key, kind) for key, kind in _MESSAGES.items()}
-        self.subscribe('time_scaling', Float64, self._on_time_scaling)
+        for key in _SCALINGS:
+            self.subscribe(key, Float64, lambda msg, key=key: self._on_scaling(key, msg))
         self._steps = 0
         self._start: float | None = None  # monotonic time of step 0, set by the first call
         self._stamp_offset = 0.0           # ROS time of simulated time 0
@@ -98,8 +104,9 @@ class SimCobot(SuiteNode):
           0.0005, 0.1, **ro)
         d('max_catch_up', k['max_catch_up'], 'most wall time (s) one timer call catches up; more is '
           'skipped and reported', 0.001, 1.0, **ro)
-        d('time_scaling_timeout', k['time_scaling_timeout'], 'once an f_S has arrived, no f_S for this long '
-          'means hold (f_S = 0), s (the detector repeats f_S at 20 Hz: 3 periods)', 0.005, 10.0, **ro)
+        d('time_scaling_timeout', k['time_scaling_timeout'], 'once an f_S (or a proximity speed '
+          'scale) has arrived, none for this long means hold (0), s (both are repeated at '
+          '20 Hz: 3 periods)', 0.005, 10.0, **ro)
         d('scenario', '', "scenario YAML (forces, obstacles, trajectory); relative paths "
           "from the package share directory; '' = none", **ro)
         d('trajectory.type', 'smooth_random', f'one of {TRAJECTORY_TYPES} (a scenario '
@@ -246,21 +253,26 @@ class SimCobot(SuiteNode):
         return {'type': kind, **{k: self.value(f'trajectory.{k}') for k in options}}
 
     # ------------------------------------------------------------------- messages
-    def _on_time_scaling(self, msg: Float64) -> None:
-        try:
-            self.sim.set_time_scaling(msg.data)
-        except ValueError as err:
-            self.problems.report('bad_time_scaling', f'time scaling ignored: {err}')
+    def _on_scaling(self, key: str, msg: Float64) -> None:
+        """f_S (any finite value) or the proximity speed scale (in [0, 1])."""
+        proximity = key == 'proximity_speed_scale'
+        if not (0.0 <= msg.data <= 1.0 if proximity else np.isfinite(msg.data)):
+            self.problems.report(f'bad_{key}', f'{key} {msg.data} ignored: must be '
+                                 + ('in [0, 1]' if proximity else 'finite'))
             return
-        self._scaling_watch.received(time.monotonic())
+        self._scaling[key] = msg.data
+        self._scaling_watch[key].received(time.monotonic())
+        self.sim.set_time_scaling(combined_scaling(*self._scaling.values()))
 
     def _check_time_scaling(self, now: float) -> None:
-        """Hold (f_S = 0) when the f_S stream, once started, stopped for the timeout."""
-        silence = self._scaling_watch.check(now)
-        if silence is not None:
-            self.sim.set_time_scaling(0.0)
-            self.problems.report('time_scaling_timeout', f'no time scaling for '
-                                 f'{silence * 1e3:.0f} ms: holding')
+        """Hold (0) for a stream that, once started, stopped for the timeout."""
+        for key, watch in self._scaling_watch.items():
+            silence = watch.check(now)
+            if silence is not None:
+                self._scaling[key] = 0.0
+                self.sim.set_time_scaling(combined_scaling(*self._scaling.values()))
+                self.problems.report(f'{key}_timeout', f'no {key.replace("_", " ")} for '
+                                     f'{silence * 1e3:.0f} ms: holding')
 
     # ------------------------------------------------------------------- stepping
     def _advance(self) -> None:
@@ -333,14 +345,18 @@ class SimCobot(SuiteNode):
         self.problems.values['cpu_load'] = f'{(cpu_now - cpu) / (now - wall):.3f}'
         self.problems.values['simulated_time'] = f'{self.sim.time:.3f}'
         self.problems.values['path_time'] = f'{self.sim.scaler.path_time:.3f}'
-        if self._scaling_watch.holding:
-            self.problems.set_status(WARN, 'holding: no time scaling for more than '
-                                     f'{self._scaling_watch.timeout * 1e3:.0f} ms')
+        silent = [key for key, watch in self._scaling_watch.items() if watch.holding]
+        if silent:
+            self.problems.set_status(WARN, f'holding: no {" or ".join(silent)} for more than '
+                                     f'{self.value("time_scaling_timeout") * 1e3:.0f} ms')
         elif behind > behind_before:
             self.problems.set_status(WARN, 'falling behind the wall clock')
         else:
             self.problems.set_status(OK, 'simulating in real time')
 
+
+# The speed factors the arm follows, in combined_scaling's order (nodes.yaml keys).
+_SCALINGS = ('time_scaling', 'proximity_speed_scale')
 
 _MESSAGES = {'joint_states': JointState, 'ft_wrench': WrenchStamped, 'lidar_points': PointCloud2,
              'true_contact_point': PointStamped, 'true_contact_wrench': WrenchStamped,
