@@ -377,7 +377,11 @@ def main(argv: list[str]) -> int:
     processes = manifest.processes(with_sim=True, pipeline_mode=args.pipeline)
     nodes = NodeSet([spec.name for spec in processes],
                     overrides={SIM: {'scenario': scenario},
-                               'residual_node': _residual_matching_the_sim()},
+                               'residual_node': _residual_matching_the_sim(),
+                               # The lidar sees the cell's fixtures, no person: objects
+                               # that do not move (a real cell tracks people or keeps the
+                               # default 1.6 m/s, the speed of a person it missed).
+                               'proximity_monitor': {'object_speed': 0.0}},
                     log_dir=os.path.join(args.out, 'logs'))
     print(f'demo: starting {", ".join(nodes.names)}; scenario {args.scenario}', flush=True)
     nodes.start()
