@@ -6,16 +6,19 @@ and stops before the simulated Panda hits an obstacle. ROS-free, in-process.
    (every pair also gets the directional speed term). One `update` is the monitor's cycle per
    joint state: two forward-kinematics passes (sphere centres and their finite-difference
    velocities) plus the pair test, whose time is the cycle minus the two passes.
-2. Lidar objects: a ~20 000-point scan of the simulated cell (lidar 80 × 256 rays) is turned
-   into clusters by a stand-in for core/lidar_fusion.py (floor cut, exact self-filter against
-   the robot's meshes, open3d DBSCAN; timed apart, not this module's), then into objects of
-   spheres (`set_clusters`, 10 Hz), checked at every 1 kHz joint state (`update`).
+2. Lidar objects: a ~20 000-point scan of the simulated cell (lidar 80 × 256 rays) goes
+   through the contact localizer's pipeline, core/lidar_fusion.py (workspace crop and floor
+   cut, voxels, self-filter against the robot's meshes, DBSCAN), as the node does, then into
+   objects of spheres (`set_clusters`, 10 Hz), checked at the node's `check_rate` (100 Hz,
+   each on the latest of the 1 kHz joint states) and, for comparison, at every joint state.
 3. Obstacles (core/sim/): the Panda sweeps joint 1 by 2 rad in 3 s (hand up to ~0.8 m/s) past a ball
    placed so that the arm's true clearance on the reference path is the one in the table
-   (negative: the arm runs into it). Lidar at 10 Hz, monitor at 1 kHz. Open loop (the monitor
-   does not act): warning (speed scale < 1) and stop times before the first physical contact
-   in MuJoCo, and stops in free motion past the ball (false stops: no contact). Closed loop:
-   the speed scale re-times the trajectory (as the detector's f_S does, seed 003 eq. 8).
+   (negative: the arm runs into it). Lidar at 10 Hz through lidar_fusion, the monitor as the
+   node runs it: a check every 1/check_rate on the latest joint state, the check period
+   added to the reaction time. Open loop (the monitor does not act): warning (speed scale
+   < 1) and stop times before the first physical contact in MuJoCo, and stops in free motion
+   past the ball (false stops: no contact). Closed loop: the speed scale re-times the
+   trajectory (as the sim cobot plays min(f_S, s), seed 003 eq. 8).
 
     .venv/bin/python benchmarks/proximity.py [--quick]
 """
@@ -24,11 +27,14 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
-import open3d as o3d
+from dataclasses import replace
 
-from contact_estimation.core.proximity import (DEFAULT_PARTS, HumanModel, ProximityConfig,
-                                               ProximityMonitor, standing_skeleton)
+import numpy as np
+
+from contact_estimation.core.lidar_fusion import LidarFusion
+from contact_estimation.core.proximity import (DEFAULT_PARTS, DEFAULTS, HumanModel,
+                                               ProximityConfig, ProximityMonitor,
+                                               standing_skeleton)
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.config import LidarConfig, SimConfig
@@ -45,8 +51,11 @@ SWEEP = {'type': 'waypoints', 'waypoints': [SWEEP_START.tolist(),
 BALL_RADIUS = 0.06
 LIDAR = LidarConfig(rows=80, columns=256, rpy=(0.0, 0.8, np.pi), vertical_fov=1.0,
                     horizontal_fov=1.6)
-STATIC_OBSTACLES = ProximityConfig(object_speed=0.0)  # the ball does not move
-SELF_FILTER = 0.015  # m from the robot's meshes: a robot point (lidar noise σ 5 mm)
+CHECK_PERIOD = 1.0 / DEFAULTS['check_rate']  # s, the node's check period
+# The node adds its check period to the reaction time; the ball does not move.
+STATIC_OBSTACLES = ProximityConfig(object_speed=0.0,
+                                   reaction_time=ProximityConfig().reaction_time + CHECK_PERIOD)
+MOVING_OBJECTS = replace(STATIC_OBSTACLES, object_speed=ProximityConfig().object_speed)
 
 
 def timed(call, repeat: int) -> np.ndarray:
@@ -97,18 +106,6 @@ def pair_test(robot: RobotModel, repeat: int) -> None:
 
 
 # ------------------------------------------------------------------ 2. lidar objects
-def stand_in_clusters(surfaces: LinkSurfaces, q: np.ndarray, points: np.ndarray) -> list:
-    """What core/lidar_fusion.py will do (not this module's): drop the floor and the robot's own
-    points (exact distance to its meshes), cluster the rest with DBSCAN."""
-    points = points[points[:, 2] > 0.02]
-    points = points[surfaces.closest_points(q, points).distance > SELF_FILTER]
-    if not len(points):
-        return []
-    labels = np.asarray(o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
-                        .cluster_dbscan(eps=0.05, min_points=5))
-    return [points[labels == k] for k in range(labels.max() + 1)]
-
-
 def cell_obstacles() -> list[Obstacle]:
     """A cell around the arm: a ball by its path, a table, a box on it, a person-sized column."""
     return [Obstacle('ball', 'sphere', (BALL_RADIUS,), np.array([0.7, 0.0, 0.4])),
@@ -118,28 +115,32 @@ def cell_obstacles() -> list[Obstacle]:
 
 
 def lidar_objects(robot: RobotModel, repeat: int) -> None:
-    print('\n## 2. Lidar objects: a ~20 000-point scan at 10 Hz, joint states at 1 kHz\n')
+    print('\n## 2. Lidar objects: a ~20 000-point scan at 10 Hz through lidar_fusion, checks at '
+          f'{1 / CHECK_PERIOD:.0f} Hz on the latest 1 kHz joint state\n')
     surfaces = LinkSurfaces(robot)
     sim = SimulatedCobot(robot, make_trajectory(robot, SWEEP),
                          Scenario(obstacles=cell_obstacles()), SimConfig(lidar=LIDAR))
     sim.step()
     points = sim.lidar_points()
-    pipeline = timed(lambda k: stand_in_clusters(surfaces, sim.q, points), max(3, repeat // 200))
-    clusters = stand_in_clusters(surfaces, sim.q, points)
+    fusion = LidarFusion(surfaces)
+    pipeline = timed(lambda k: fusion.update(0.0, sim.q, points), max(3, repeat // 200))
+    obstacles = fusion.update(0.0, sim.q, points)
     monitor = ProximityMonitor(surfaces, STATIC_OBSTACLES)
-    spheres = timed(lambda k: monitor.set_clusters(0.0, clusters), max(5, repeat // 50))
+    spheres = timed(lambda k: monitor.set_clusters(0.0, obstacles.clusters), max(5, repeat // 50))
     states = moving_states(robot, repeat)
     cycle = timed(lambda k: monitor.update(0.0, *states[k]), repeat)
     body_spheres = sum(len(b.radii) for b in monitor.update(0.0, *states[0]).bodies)
-    load = 1000 * np.median(cycle) + 10 * np.median(spheres)
-    print('| points | after floor + self-filter | objects | object spheres | pairs '
-          '| stand-in pipeline (not ours) | clusters → spheres | cycle p50 | cycle p99 '
-          '| CPU at 1 kHz + 10 Hz |')
-    print('|---|---|---|---|---|---|---|---|---|---|')
-    print(f'| {len(points)} | {sum(len(c) for c in clusters)} | {len(clusters)} | {body_spheres} '
-          f'| {body_spheres * len(surfaces.sphere_radii)} | {1e3 * np.median(pipeline):.0f} ms '
-          f'| {1e3 * np.median(spheres):.1f} ms | {1e6 * np.median(cycle):.0f} µs '
-          f'| {1e6 * np.percentile(cycle, 99):.0f} µs | {100 * load:.0f} % of a core |')
+    cloud = 10 * (np.median(pipeline) + np.median(spheres))
+    print('| points | obstacle points (lidar_fusion) | objects | object spheres | pairs '
+          '| lidar_fusion | clusters → spheres | check p50 | check p99 '
+          f'| CPU at {1 / CHECK_PERIOD:.0f} Hz + 10 Hz clouds | at 1 kHz + 10 Hz |')
+    print('|---|---|---|---|---|---|---|---|---|---|---|')
+    print(f'| {len(points)} | {len(obstacles.points)} | {len(obstacles.clusters)} '
+          f'| {body_spheres} | {body_spheres * len(surfaces.sphere_radii)} '
+          f'| {1e3 * np.median(pipeline):.0f} ms | {1e3 * np.median(spheres):.1f} ms '
+          f'| {1e6 * np.median(cycle):.0f} µs | {1e6 * np.percentile(cycle, 99):.0f} µs '
+          f'| {100 * (np.median(cycle) / CHECK_PERIOD + cloud):.0f} % of a core '
+          f'| {100 * (1000 * np.median(cycle) + cloud):.0f} % |')
 
 
 # ------------------------------------------------------------------ 3. obstacles
@@ -166,14 +167,20 @@ def sweep_past(robot, surfaces, ball: np.ndarray, config: ProximityConfig, close
     number of stop episodes, the smallest monitored distance and the path time reached."""
     scenario = Scenario(obstacles=[Obstacle('ball', 'sphere', (BALL_RADIUS,), ball)])
     sim = SimulatedCobot(robot, make_trajectory(robot, SWEEP), scenario, SimConfig(lidar=LIDAR))
-    monitor = ProximityMonitor(surfaces, config)
+    monitor, fusion = ProximityMonitor(surfaces, config), LidarFusion(surfaces)
     first = {'warning': None, 'stop': None, 'contact': None}
     stops, stopped, closest = 0, False, np.inf
+    check_every = round(CHECK_PERIOD / sim.dt)
     for k in range(int(3.5 / sim.dt)):
         sim.step()
-        q, velocity, _ = sim.joint_state()
+        if first['contact'] is None and sim.true_contacts():
+            first['contact'] = sim.time
         if k % 100 == 0:
-            monitor.set_clusters(sim.time, stand_in_clusters(surfaces, sim.q, sim.lidar_points()))
+            monitor.set_clusters(sim.time,
+                                 fusion.update(sim.time, sim.q, sim.lidar_points()).clusters)
+        if k % check_every:
+            continue
+        q, velocity, _ = sim.joint_state()
         result = monitor.update(sim.time, q, velocity)
         if closed_loop:
             sim.set_time_scaling(result.speed_scale)
@@ -185,8 +192,6 @@ def sweep_past(robot, surfaces, ball: np.ndarray, config: ProximityConfig, close
                 stops += 1
                 first['stop'] = first['stop'] or sim.time
             stopped = result.stop
-        if first['contact'] is None and sim.true_contacts():
-            first['contact'] = sim.time
     return first, stops, closest, sim.scaler.path_time
 
 
@@ -204,7 +209,7 @@ def obstacles(robot: RobotModel, clearances) -> None:
     print('|---|---|---|---|---|---|---|---|---|')
     configs = [STATIC_OBSTACLES]
     for clearance, ball in zip(clearances, balls):
-        for config in configs + ([ProximityConfig()] if clearance < 0 else []):
+        for config in configs + ([MOVING_OBJECTS] if clearance < 0 else []):
             first, stops, _, _ = sweep_past(robot, surfaces, ball, config, closed_loop=False)
             loop, _, closest, path_time = sweep_past(robot, surfaces, ball, config, closed_loop=True)
             contact = first['contact']
