@@ -11,7 +11,7 @@ import pytest
 
 from contact_estimation.core.contact_localization import (
     SOURCE_LIDAR_FALLBACK, SOURCE_NONE, SOURCE_TORQUE, SOURCE_TORQUE_LIDAR, LocalizationError,
-    PlanarLocalizer, solve_planar)
+    PlanarLocalizer, contour_candidates, solve_planar)
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.surfaces import LinkSurfaces
 
@@ -156,6 +156,52 @@ def test_noise_tolerances_set_the_link_range(localizer, surfaces):
     estimate = tolerant.estimate(q, noisy)
     assert estimate.link_range[0] == 'link3'                # 0.3 < δ_τ: joint 4 is not loaded
     assert estimate.link == 'link3'
+
+
+def test_a_force_the_noise_tipped_out_of_the_cone_keeps_its_point(surfaces):
+    """A force 0.01 rad beyond the cone's edge (as torque noise tips one drawn at the edge):
+    exact data refuses it, a localizer told of 0.5 N·m noise (σ_θ ≈ 0.03 rad here) keeps the
+    crossing, exactly."""
+    strict = PlanarLocalizer(surfaces, mu=MU, delta_tau=1e-6, delta_w=1e-6)
+    noisy = PlanarLocalizer(surfaces, mu=MU, delta_tau=1e-6, delta_w=1e-6, torque_noise=0.5)
+    q = np.array([0.3, -0.9, 1.1, 0.7])
+    point, force, tau = contact(strict, q, 'link4', 0, 0.5, np.arctan(MU) + 0.01)
+    assert not strict.estimate(q, tau).found
+    estimate = noisy.estimate(q, tau)
+    assert estimate.link == 'link4' and estimate.source == SOURCE_TORQUE
+    np.testing.assert_allclose(estimate.point_link, point, atol=1e-9)
+    np.testing.assert_allclose(estimate.force_link, force, atol=1e-7)
+
+
+def test_a_line_missing_the_contour_answers_its_nearest_point():
+    """Unit square, a 100 N push down (−y) along the line x = 1.001, 1 mm right of it: the
+    top edge's answer is its corner (1, 1), 1 mm from the line, and its cost is the miss over
+    σ_d squared, σ_d² = gᵀCg: doubling the covariance halves it."""
+    square = np.array([[[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]])
+    outward = np.array([[[0.0, -1.0], [1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]])
+    reference = np.zeros((1, 2))
+    wrench = np.array([[0.0, -100.0, 1.001 * -100.0]])    # τ_z = (p − p⁰) × F on the line
+    covariance = np.eye(3)[None] * 1e-4
+    points, miss, cost = contour_candidates(wrench, covariance, reference, square, outward, MU)
+    top = 2
+    np.testing.assert_allclose(points[0, top], [1.0, 1.0])
+    assert miss[0, top] == pytest.approx(0.001)
+    gradient = np.array([-1.0, 1.0, -1.0]) / 100.0         # [−(y − y⁰), x − x⁰, −1]/‖F‖ at (1, 1)
+    assert cost[0, top] == pytest.approx(0.001 ** 2 / (gradient @ covariance[0] @ gradient))
+    assert np.argmin(cost[0]) == top
+    _, _, doubled = contour_candidates(wrench, 2 * covariance, reference, square, outward, MU)
+    assert doubled[0, top] == pytest.approx(cost[0, top] / 2)
+
+
+def test_inconsistent_torques_fall_back_on_a_link_of_the_range(localizer):
+    """τ_1 off by 0.01 N·m: joint 4 is loaded (k_min = 4) but no wrench explains all four
+    within δ_w (k_max = 3 < k_min); the sensor's fallback stays on link 4, not link 1."""
+    q = np.array([0.5, 0.4, -0.8, 0.6])
+    point, _, tau = contact(localizer, q, 'link4', 0, 0.5, 0.1)
+    rotation, origin = localizer.robot.link_pose(q, 'link4')
+    fused = localizer.estimate(q, tau + np.array([0.01, 0.0, 0.0, 0.0]), rotation @ point + origin)
+    assert fused.link_range == ('link4', 'link3')
+    assert fused.link == 'link4' and not fused.consistent
 
 
 def test_bad_input_is_a_clear_error(localizer):

@@ -40,6 +40,10 @@ SOURCE_NONE = 'none'                      # no contact, or no point
 
 # Singular values below this share of the largest make the extended system rank deficient.
 _RANK_TOLERANCE = 1e-9
+# Planar answers within this many standard deviations of exact (eqs. 2, 6) are kept.
+_GATE = 4.0
+# Floor of variances and magnitudes that divide (exact data has zero noise).
+_TINY = 1e-30
 
 
 class LocalizationError(ValueError):
@@ -82,10 +86,12 @@ class ContactEstimate:
 class PlanarSolution:
     """`solve_planar` results for B cases; link indices are 0-based, -1 for none.
 
-    `found`: a point on the contour with the force in the cone (eqs. 2, 6); `fallback`: none,
-    so the point is the obstacle's on the contour of the sensor's link and the force that of
-    eq. 10. `candidates` (B×n×m) marks the valid intersections `candidate_points` (B×n×m×2)
-    of each link's line of action with each edge of its contour.
+    `found`: a point of the contour that the torques explain within the noise; `nearest`
+    flags those among them where the line of action misses the contour (the contour's point
+    nearest the line, not a crossing); `fallback`: none found, so the point is the obstacle's
+    on the contour of the sensor's link and the force that of eq. 10. `candidates` (B×n×m)
+    marks the answers `candidate_points` (B×n×m×2), one per edge of each link's contour,
+    that the noise allows.
     """
 
     link: np.ndarray
@@ -94,6 +100,7 @@ class PlanarSolution:
     k_min: np.ndarray
     k_max: np.ndarray
     found: np.ndarray
+    nearest: np.ndarray
     fallback: np.ndarray
     residual: np.ndarray
     candidates: np.ndarray
@@ -108,16 +115,19 @@ def point_jacobians_t(joints: np.ndarray, point: np.ndarray) -> np.ndarray:
 
 
 def extended_wrench(joints: np.ndarray, tau: np.ndarray, reference: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Least-squares W = [F_x, F_y, τ_z] at `reference` from the first k torques (seed 000 eq. 10).
 
     joints: B×k×2 joint axis positions, tau: B×k, reference: B×2 (the point p⁰). Returns W
-    (B×3), the residual ‖J^wᵀW − τ‖ (B) and whether J^w has rank 3 (B); rank < 3 leaves W
-    the minimum-norm solution, not the force (statement 2), and k < 3 no W at all (zeros:
-    k ≤ 2 equations in 3 unknowns always have an exact solution).
+    (B×3), the residual ‖J^wᵀW − τ‖ (B), whether J^w has rank 3 (B) and (J^w J^wᵀ)⁻¹
+    (B×3×3): W's covariance per unit torque variance (zeros where the rank is < 3). Rank < 3
+    leaves W the minimum-norm solution, not the force (statement 2), and k < 3 no W at all
+    (zeros: k ≤ 2 equations in 3 unknowns always have an exact solution).
     """
+    count = len(tau)
     if joints.shape[1] < 3:
-        return np.zeros((len(tau), 3)), np.zeros(len(tau)), np.zeros(len(tau), dtype=bool)
+        return (np.zeros((count, 3)), np.zeros(count), np.zeros(count, dtype=bool),
+                np.zeros((count, 3, 3)))
     # Rows of J^wᵀ, eq. 9: [−(y⁰ − y_i), x⁰ − x_i, 1].
     rows = np.concatenate([point_jacobians_t(joints, reference),
                            np.ones(joints.shape[:2] + (1,))], axis=-1)
@@ -126,13 +136,15 @@ def extended_wrench(joints: np.ndarray, tau: np.ndarray, reference: np.ndarray
     gram = np.einsum('bki,bkj->bij', rows, rows)
     scale = np.trace(gram, axis1=1, axis2=2) / 3
     full_rank = np.abs(np.linalg.det(gram)) > _RANK_TOLERANCE * scale ** 3
-    wrench = np.zeros((len(tau), 3))
-    moments = np.einsum('bki,bk->bi', rows, tau)
-    wrench[full_rank] = np.linalg.solve(gram[full_rank], moments[full_rank, :, None])[..., 0]
+    covariance = np.zeros((count, 3, 3))
+    covariance[full_rank] = np.linalg.inv(gram[full_rank])
+    wrench = np.einsum('bij,bkj,bk->bi', covariance, rows, tau)
     deficient = ~full_rank
-    wrench[deficient] = np.einsum('bik,bk->bi', np.linalg.pinv(rows[deficient]), tau[deficient])
+    if deficient.any():
+        wrench[deficient] = np.einsum('bik,bk->bi', np.linalg.pinv(rows[deficient]),
+                                      tau[deficient])
     residual = np.linalg.norm(np.einsum('bki,bi->bk', rows, wrench) - tau, axis=1)
-    return wrench, residual, full_rank
+    return wrench, residual, full_rank, covariance
 
 
 def line_of_action(wrench: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -146,24 +158,46 @@ def line_of_action(wrench: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return np.stack([fy, -fx, fx * reference[:, 1] - fy * reference[:, 0] - tz], axis=1)
 
 
-def contour_crossings(line: np.ndarray, vertices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where each line meets each edge of its closed polygon (vertices B×m×2; edge j from
-    vertex j to j+1). Returns the points (B×m×2) and which edges it crosses (B×m); a line
-    through a vertex counts on the edge that starts there."""
-    side = np.einsum('bmi,bi->bm', vertices, line[:, :2]) + line[:, 2:]
+def contour_candidates(wrench: np.ndarray, covariance: np.ndarray, reference: np.ndarray,
+                       vertices: np.ndarray, normals: np.ndarray, mu: float
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per edge of each contour Ω_k (vertices, outward normals: P×m×2, edge j from vertex j
+    to j+1), the answer the line of action (eqs. 11-12, from `wrench` at `reference`) gives
+    and how far the noise must bend W to make it exact (seed 000 eqs. 2 and 6).
+
+    The answer is where the line crosses the edge, or, when it misses the edge, the edge's
+    end nearest the line. Its cost is the squared distance, in standard deviations per unit
+    torque noise (so divide by σ_τ²), of W from the Ws that make it exact: the line's miss
+    distance d over σ_d, plus the force's angle beyond the cone around the inward normal
+    (|∠(n_p, F)| − atan μ) over σ_θ. σ_d and σ_θ come from W's covariance: d(W) =
+    ((p − p⁰) × F − τ_z)/‖F‖ has the gradient g = [−(y − y⁰), x − x⁰, −1]/‖F‖, so
+    σ_d² = gᵀ C g; the direction's σ_θ² = uᵀ C_F u/‖F‖², u ⊥ F. A force that the noise may
+    have tipped out of the cone, or a line that it may have moved off a corner, keeps its
+    answer. Returns the points (P×m×2), the miss distances d (P×m) and the costs (P×m).
+    """
+    force = wrench[:, :2]
+    magnitude = np.maximum(np.linalg.norm(force, axis=1), _TINY)
+    line = line_of_action(wrench, reference)
+    side = np.einsum('pmi,pi->pm', vertices, line[:, :2]) + line[:, 2:]
     following = np.roll(side, -1, axis=1)
+    crosses = side * following <= 0
     change = side - following
-    t = np.divide(side, change, out=np.full_like(side, np.inf), where=change != 0)
-    crosses = (t >= 0) & (t < 1)
-    edges = np.roll(vertices, -1, axis=1) - vertices
-    return vertices + np.where(crosses, t, 0)[..., None] * edges, crosses
-
-
-def in_friction_cone(force: np.ndarray, inward: np.ndarray, mu: float) -> np.ndarray:
-    """|∠(n_p, F)| ≤ atan μ (seed 000 eq. 6); force and inward unit normals broadcast, last axis
-    the vector."""
-    along = np.sum(force * inward, axis=-1)
-    return along >= np.linalg.norm(force, axis=-1) * np.cos(np.arctan(mu))
+    t = np.where(crosses, np.divide(side, change, out=np.zeros_like(side), where=change != 0),
+                 np.abs(side) > np.abs(following))
+    points = vertices + t[..., None] * (np.roll(vertices, -1, axis=1) - vertices)
+    miss = np.where(crosses, 0.0, np.minimum(np.abs(side), np.abs(following))) / magnitude[:, None]
+    offset = points - reference[:, None, :]
+    gradient = np.stack([-offset[..., 1], offset[..., 0], -np.ones_like(side)],
+                        axis=-1) / magnitude[:, None, None]
+    miss_variance = np.einsum('pmi,pij,pmj->pm', gradient, covariance, gradient)
+    across = np.column_stack([-force[:, 1], force[:, 0]]) / magnitude[:, None]
+    angle_variance = np.einsum('pi,pij,pj->p', across, covariance[:, :2, :2],
+                               across) / magnitude ** 2
+    cosine = -np.einsum('pmi,pi->pm', normals, force) / magnitude[:, None]
+    beyond = np.maximum(np.arccos(np.clip(cosine, -1, 1)) - np.arctan(mu), 0.0)
+    cost = (miss ** 2 / np.maximum(miss_variance, _TINY)
+            + beyond ** 2 / np.maximum(angle_variance, _TINY)[:, None])
+    return points, miss, cost
 
 
 def nearest_on_contour(points: np.ndarray, vertices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -201,56 +235,65 @@ def link_range(tau: np.ndarray, head_residuals: np.ndarray, delta_tau: float,
 
 def solve_planar(joints: np.ndarray, tau: np.ndarray, vertices: np.ndarray,
                  normals: np.ndarray, mu: float, delta_tau: float, delta_w: float,
-                 obstacle: np.ndarray | None = None) -> PlanarSolution:
+                 obstacle: np.ndarray | None = None, torque_noise: float | None = None,
+                 obstacle_spread: float = 0.02) -> PlanarSolution:
     """Seed 000's analytic contact force and point for B cases of an n-joint planar arm.
 
     joints: B×n×2 joint axes; tau: B×n external torques (N·m); vertices, normals: B×n×m×2,
     the contour Ω_k of each link k (the link joint k moves) and its edges' outward normals,
     all in the base frame. `obstacle` (B×2, NaN rows where the sensor sees nothing): the
-    external sensor's obstacle point.
+    external sensor's obstacle point, `obstacle_spread` (m) how far from the contact it may
+    be. torque_noise: σ_τ (N·m), δ_w/3 when not given.
 
     For each link k of [k_min, k_max] (eq. 13), W from the first k torques at p⁰ = joint k
     (eq. 10) gives F and the line (eqs. 11-12); its crossings of Ω_k where F lies in the cone
-    around the inward normal (eq. 6) are the candidates. With the sensor, k* is the link of
-    the range nearest the obstacle and the candidate nearest the obstacle wins (seed 000 §5);
-    without, the one with the smallest residual over all n joints. No candidate: with the
-    sensor the point is the obstacle's on Ω_{k*} and the force that of eq. 10 (the seed's
-    fallback); without, no solution (`found` False, point NaN, force that of link k_max).
+    around the inward normal (eq. 6) are the seed's answers. Noise tips F out of the cone or
+    moves the line off the contour, so `contour_candidates` also keeps the answers within
+    `_GATE` standard deviations of exact (for a line that misses, the contour's point nearest
+    it: `nearest`). Each is scored by (‖τ − J(p)ᵀF‖ over all n joints)/σ_τ squared plus its
+    cost, and with the sensor plus (‖p − obstacle‖/obstacle_spread)²: the most likely wins
+    (seed 000 §5 takes the link nearest the obstacle; this also weighs the torques, so an
+    obstacle between two links does not pick the one the torques rule out). No answer: with
+    the sensor the point is the obstacle's on Ω_{k*}, k* the link of the range nearest it,
+    and the force that of eq. 10 (the seed's fallback); without, no solution (`found`
+    False, point NaN, force that of link k_max).
     """
     count, n = tau.shape
     rows = np.arange(count)
-    forces = np.zeros((count, n, 2))
+    sigma = max(delta_w / 3 if torque_noise is None else torque_noise, _TINY)
+    wrenches = np.zeros((count, n, 3))
+    covariances = np.zeros((count, n, 3, 3))
     identified = np.zeros((count, n), dtype=bool)
     head_residuals = np.zeros((count, n))
-    lines = np.zeros((count, n, 3))
+    references = np.transpose(joints, (1, 0, 2))
     for k in range(n):
         # p⁰ = joint k: the same system gives eq. 13.2's test and link k's line.
-        reference = joints[:, k]
-        wrench, head_residuals[:, k], identified[:, k] = extended_wrench(
-            joints[:, :k + 1], tau[:, :k + 1], reference)
-        forces[:, k] = wrench[:, :2]
-        lines[:, k] = line_of_action(wrench, reference)
+        (wrenches[:, k], head_residuals[:, k], identified[:, k],
+         covariances[:, k]) = extended_wrench(joints[:, :k + 1], tau[:, :k + 1], references[k])
+    forces = wrenches[..., :2]
     k_min, k_max = link_range(tau, head_residuals, delta_tau, delta_w)
-    in_range = (np.arange(n) >= k_min[:, None]) & (np.arange(n) <= k_max[:, None])
+    # k_max < k_min: the loaded joints are inconsistent within δ_w; the residual scores that.
+    in_range = (np.arange(n) >= k_min[:, None]) & (np.arange(n) <= np.maximum(k_min, k_max)[:, None])
     # Over all n joints: the joints beyond link k must carry no torque.
     beyond = np.sqrt(np.cumsum((tau ** 2)[:, ::-1], axis=1)[:, ::-1])
     residuals = np.hypot(head_residuals, np.column_stack([beyond[:, 1:], np.zeros(count)]))
     # Eqs. 2 and 6 for the links that can hold the contact (usually one or two of n).
     points = np.full(vertices.shape, np.nan)
-    candidates = np.zeros(vertices.shape[:3], dtype=bool)
-    pairs = np.flatnonzero(identified & in_range)
-    flat_points, flat_candidates = points.reshape(-1, *vertices.shape[2:]), candidates.reshape(
-        -1, vertices.shape[2])
-    flat_points[pairs], crosses = contour_crossings(lines.reshape(-1, 3)[pairs],
-                                                    vertices.reshape(-1, *vertices.shape[2:])[pairs])
-    flat_candidates[pairs] = crosses & in_friction_cone(
-        forces.reshape(-1, 2)[pairs, None, :], -normals.reshape(-1, *normals.shape[2:])[pairs], mu)
+    miss = np.full(vertices.shape[:3], np.inf)
+    cost = np.full(vertices.shape[:3], np.inf)
+    case, link = np.nonzero(identified & in_range)
+    points[case, link], miss[case, link], cost[case, link] = contour_candidates(
+        wrenches[case, link], covariances[case, link], joints[case, link],
+        vertices[case, link], normals[case, link], mu)
+    cost /= sigma ** 2
+    candidates = cost <= _GATE ** 2
 
     sees = np.zeros(count, dtype=bool) if obstacle is None else np.isfinite(obstacle).all(axis=1)
     sensor_link = np.full(count, -1)
     prior = np.full((count, 2), np.nan)
+    score = np.where(candidates, (residuals[..., None] / sigma) ** 2 + cost, np.inf)
     if sees.any():
-        # k*: the link of [k_min, k_max] nearest the obstacle (seed 000 §5).
+        # k*: the link of [k_min, k_max] nearest the obstacle (seed 000 §5), for the fallback.
         seen = np.flatnonzero(sees & (k_min >= 0))
         distance = np.full((len(seen), n), np.inf)
         feet = np.zeros((len(seen), n, 2))
@@ -259,17 +302,15 @@ def solve_planar(joints: np.ndarray, tau: np.ndarray, vertices: np.ndarray,
         distance[~in_range[seen]] = np.inf
         sensor_link[seen] = np.argmin(distance, axis=1)
         prior[seen] = feet[np.arange(len(seen)), sensor_link[seen]]
+        # The sensor's point weighs every answer: a Gaussian of spread `obstacle_spread`.
+        gap = np.linalg.norm(points[seen] - obstacle[seen, None, None, :], axis=-1)
+        score[seen] += np.nan_to_num(gap / obstacle_spread, nan=np.inf) ** 2
 
-    # Score every candidate: the sensor's link and its distance to the obstacle, else the residual.
-    score = np.where(candidates, residuals[..., None], np.inf)
-    with_sensor = sensor_link >= 0
-    gap = np.linalg.norm(points - prior[:, None, None, :], axis=-1)
-    on_sensor_link = np.arange(n)[None, :, None] == sensor_link[:, None, None]
-    score[with_sensor] = np.where(candidates & on_sensor_link, gap, np.inf)[with_sensor]
     best = np.argmin(score.reshape(count, -1), axis=1)
     best_link, best_edge = np.divmod(best, vertices.shape[2])
     found = np.isfinite(score.reshape(count, -1)[rows, best])
-    fallback = ~found & with_sensor
+    fallback = ~found & (sensor_link >= 0)
+    nearest = found & (miss[rows, best_link, best_edge] > 0)
 
     link = np.where(found, best_link, np.where(fallback, sensor_link, -1))
     chosen = np.where(link >= 0, link, np.maximum(k_max, 0))
@@ -287,7 +328,7 @@ def solve_planar(joints: np.ndarray, tau: np.ndarray, vertices: np.ndarray,
         on_link[:, :k + 1] = np.einsum('bki,bi->bk', point_jacobians_t(
             joints[cases, :k + 1], point[cases]), force[cases])
         residual[cases] = np.linalg.norm(tau[cases] - on_link, axis=1)
-    return PlanarSolution(link, point, force, k_min, k_max, found, fallback, residual,
+    return PlanarSolution(link, point, force, k_min, k_max, found, nearest, fallback, residual,
                           candidates, points)
 
 
@@ -295,13 +336,14 @@ class PlanarLocalizer:
     """Seed 000's planar method on a planar arm (every joint axis along the base's z).
 
     mu: friction coefficient of eq. 6; delta_tau (N·m) and delta_w (N·m): the tolerances of
-    eqs. 13.1 and 13.2; segments: edges of each contour Ω_k (16 in the seed).
+    eqs. 13.1 and 13.2; torque_noise: σ_τ (N·m) of the torques, δ_w/3 when not given;
+    segments: edges of each contour Ω_k (16 in the seed).
     """
 
     def __init__(self, surfaces: LinkSurfaces, mu: float = 0.5, delta_tau: float = 0.5,
-                 delta_w: float = 1.0, segments: int = 16):
-        if mu <= 0 or delta_tau <= 0 or delta_w <= 0:
-            raise LocalizationError('mu, delta_tau and delta_w must be positive')
+                 delta_w: float = 1.0, torque_noise: float | None = None, segments: int = 16):
+        if mu <= 0 or delta_tau <= 0 or delta_w <= 0 or (torque_noise or 1) <= 0:
+            raise LocalizationError('mu, delta_tau, delta_w and torque_noise must be positive')
         self.surfaces = surfaces
         self.robot: RobotModel = surfaces.robot
         _, axes = self.robot.joint_axes(np.zeros(self.robot.n))
@@ -309,6 +351,7 @@ class PlanarLocalizer:
             raise LocalizationError(f'{self.robot.name!r} is not a planar arm: every joint '
                                     'axis must be along the base z axis')
         self.mu, self.delta_tau, self.delta_w = mu, delta_tau, delta_w
+        self.torque_noise = torque_noise
         self.links = list(self.robot.joint_links)
         contours = [surfaces.planar_contour(link, segments) for link in self.links]
         self._vertices = np.array([v for v, _ in contours])   # n×m×2, link frames
@@ -330,7 +373,8 @@ class PlanarLocalizer:
         joints, vertices, normals = self.geometry(q)
         seen = None if obstacle is None else np.asarray(obstacle, dtype=float)[None, :2]
         return solve_planar(joints[None], np.asarray(tau, dtype=float)[None], vertices[None],
-                            normals[None], self.mu, self.delta_tau, self.delta_w, seen)
+                            normals[None], self.mu, self.delta_tau, self.delta_w, seen,
+                            self.torque_noise)
 
     def estimate(self, q: np.ndarray, tau: np.ndarray,
                  obstacle: np.ndarray | None = None) -> ContactEstimate:
@@ -348,21 +392,24 @@ class PlanarLocalizer:
         if solution.link[0] < 0:
             return ContactEstimate(None, None, None, None, None, span, SOURCE_NONE, residual,
                                    False, candidates, candidate_links,
-                                   'the line of action meets no link contour within the '
-                                   'friction cone and the sensor sees no obstacle')
+                                   'the line of action comes near no link contour within '
+                                   'the friction cone, noise allowed, and the sensor sees no '
+                                   'obstacle')
         source = (SOURCE_LIDAR_FALLBACK if solution.fallback[0] else
                   SOURCE_TORQUE_LIDAR if obstacle is not None else SOURCE_TORQUE)
+        message = ('no crossing within the friction cone: the contour point nearest the line '
+                   'of action' if solution.nearest[0] else '')
         return self._in_link_frame(q, self.links[solution.link[0]],
                                    _planar_to_3d(solution.point)[0],
                                    _planar_to_3d(solution.force)[0], span, source, residual,
-                                   consistent, candidates, candidate_links)
+                                   consistent, candidates, candidate_links, message)
 
     def _in_link_frame(self, q, link, point, force, span, source, residual, consistent,
-                       candidates, candidate_links) -> ContactEstimate:
+                       candidates, candidate_links, message) -> ContactEstimate:
         rotation, origin = self.robot.link_pose(q, link)
         return ContactEstimate(link, rotation.T @ (point - origin), point, rotation.T @ force,
                                force, span, source, residual, bool(consistent), candidates,
-                               candidate_links)
+                               candidate_links, message)
 
 
 def no_contact() -> ContactEstimate:
