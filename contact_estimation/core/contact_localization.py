@@ -8,7 +8,9 @@ below (eq. 13.1) and the consistency of the first i equations bounds it from abo
 - `solve_planar`: the seed's analytic method for a planar arm, vectorised over cases: the
   extended system (eqs. 8-10) gives the force and, through the moment, its line of action
   (eqs. 11-12); the contact is where that line enters the link's contour Ω_k (eq. 2) with the
-  force inside the friction cone (eq. 6). `PlanarLocalizer` wraps it for one arm at q.
+  force inside the friction cone (eq. 6), within the torque noise (W's covariance) when the
+  noise tips the force out of the cone or moves the line off the contour. `PlanarLocalizer`
+  wraps it for one arm at q.
 - `ContactLocalizer`: the same on a spatial arm. Every surface sample of the candidate links
   is scored at once by its least-squares residual; where the link's Jacobian has rank 6 the
   wrench's line of action is cast into the link's mesh; the best are refined on the surface.
