@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from contact_estimation import manifest
+from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.suite_node import SuiteNode
 
 # Parameters rclpy declares on every node itself.
@@ -47,3 +48,39 @@ def test_the_shipped_parameter_file_holds_every_parameter_at_its_default(context
         default = declared[parameter]
         assert value == (list(default) if isinstance(default, (list, tuple)) else default), \
             f'{name}: {parameter} ships {value!r}, the node declares {default!r}'
+
+
+@pytest.mark.parametrize('name', sorted(manifest.nodes()))
+def test_every_node_starts_with_its_shipped_parameter_file(context, name):
+    """No parameter of config/<node>.yaml is unknown to the node (it would be refused)."""
+    spec = manifest.node(name)
+    node = _node_class(spec)(context=context,
+                             cli_args=['--ros-args', '--params-file', spec.parameters_path()])
+    try:
+        assert node.unknown_parameters() == []
+    finally:
+        node.destroy_node()
+
+
+@pytest.mark.parametrize('name, renamed, new_name', [
+    ('collision_detector', {'consecutive_samples': 25}, 'persistence_time'),
+    ('collision_detector', {'acceleration_window': 20}, 'acceleration_filter.window_duration'),
+    ('joint_state_listener', {'velocity_filter': {'window': 20}},
+     'velocity_filter.window_duration')])
+def test_a_parameter_the_node_does_not_have_refuses_the_start(context, tmp_path, name,
+                                                              renamed, new_name):
+    """rclpy keeps a value for an undeclared name without complaint: a user's old parameter
+    file would do nothing while they believe it is in force."""
+    path = tmp_path / 'old.yaml'
+    path.write_text(yaml.safe_dump({name: {'ros__parameters': {
+        **renamed, 'threshold_of_everything': 3.0, 'robot': 'panda'}}}))
+    with pytest.raises(StartupError) as refused:
+        _node_class(manifest.node(name))(context=context,
+                                         cli_args=['--ros-args', '--params-file', str(path)])
+    message = str(refused.value)
+    old_name = next(iter(_flat(renamed)))
+    assert f'{old_name} (renamed: now {new_name})' in message
+    listed = message.split('would do nothing: ')[1].split(' (`ros2')[0].split('; ')
+    # robot is declared by every node: not listed.
+    assert [entry.split(' ')[0] for entry in listed] == sorted([old_name,
+                                                                'threshold_of_everything'])

@@ -61,6 +61,9 @@ DEFAULTS = {
     'velocity_limit_factor': 2.0,
     'effort_limit_factor': 3.0,
 }
+# joint_state_listener parameters that were renamed (old → new): a parameter file with an old
+# name is refused with the new one (ros/suite_node.py), not silently ignored.
+RENAMED = {'velocity_filter.window': 'velocity_filter.window_duration'}  # samples → s
 
 # Problem kinds (the keys counted on /diagnostics).
 NON_FINITE = 'non_finite'

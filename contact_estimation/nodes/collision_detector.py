@@ -33,7 +33,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
 from contact_estimation.core.detector import (ACCELERATION_WINDOW_DURATION, COLLISION,
-                                              DEFAULTS, INVALID, STALE, WAITING,
+                                              DEFAULTS, INVALID, RENAMED, STALE, WAITING,
                                               AccelerationEstimate, DetectorConfig,
                                               DetectorState, event_stamped_by_residual)
 from contact_estimation.core.detector import CollisionDetector as Detector
@@ -68,6 +68,8 @@ _SCALING_DEFAULTS = TimeScalingConfig()
 
 
 class CollisionDetector(SuiteNode):
+    RENAMED = RENAMED
+
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         with self.starting():

@@ -31,8 +31,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from contact_estimation.core.joint_state_conditioning import (
-    DEFAULTS, TIMING_DROPS, WARNINGS, JointSample, JointStateConditioner, StepStatistics,
-    Transmission, Watchdog, timing_report)
+    DEFAULTS, RENAMED, TIMING_DROPS, WARNINGS, JointSample, JointStateConditioner,
+    StepStatistics, Transmission, Watchdog, timing_report)
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.joint_states import JointStateWriter
@@ -54,6 +54,8 @@ RATE_CHANGE = 0.25
 
 
 class JointStateListener(SuiteNode):
+    RENAMED = RENAMED
+
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         self._watchdog = Watchdog(timeout=DEFAULTS['input_timeout'])

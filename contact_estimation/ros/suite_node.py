@@ -20,6 +20,11 @@ mode; both call the same "process one sample" method of the node.
 
 Defaults come from core (one source: the core module's DEFAULTS or config dataclass), and
 config/<node>.yaml ships the same values (test/test_node_defaults.py checks every node).
+
+A parameter file (or override) that sets a parameter the node does not declare makes it
+refuse to start: rclpy would keep the value without complaint and the node run without it,
+while the user believes it is in force. A node whose parameters were renamed sets `RENAMED`
+(old name → new name, from core next to its DEFAULTS) so that the refusal names the new one.
 """
 from __future__ import annotations
 
@@ -43,6 +48,8 @@ class SuiteNode(Node):
     loaded), `problems` (counts and status on its diagnostics topic). `handover` is given in
     pipeline mode: the samples its in-process peers pass it by function call."""
 
+    RENAMED: dict[str, str] = {}  # old parameter name → the new one
+
     def __init__(self, name: str, handover: Handover | None = None, **kwargs):
         super().__init__(name, **kwargs)
         self.spec = manifest.node(name)
@@ -54,11 +61,26 @@ class SuiteNode(Node):
     @contextmanager
     def starting(self) -> Iterator[None]:
         """Turn a bad parameter or model file met while starting into StartupError (the
-        process then exits 1 with the message, as `ros2 launch` reports)."""
+        process then exits 1 with the message, as `ros2 launch` reports); once the block has
+        declared the parameters, refuse those set but never declared (`unknown_parameters`)."""
         try:
             yield
         except (ValueError, OSError, ParameterException) as err:
             raise StartupError(f'{self.get_name()}: {err}') from err
+        unknown = self.unknown_parameters()
+        if unknown:
+            raise StartupError(
+                f'{self.get_name()}: the parameter file sets parameters this node does not '
+                f'have, so they would do nothing: {"; ".join(unknown)} (`ros2 param list` '
+                'and config/ show the parameters)')
+
+    def unknown_parameters(self) -> list[str]:
+        """Each parameter given to this node (parameter file, override) that it did not
+        declare, with its new name where it was renamed."""
+        # rclpy has no public accessor for the overrides it holds for undeclared names.
+        given = sorted(set(self._parameter_overrides) - set(self._parameters))
+        return [f'{name} (renamed: now {self.RENAMED[name]})' if name in self.RENAMED
+                else name for name in given]
 
     def declare(self, name: str, default: Any, description: str, low: float | None = None,
                 high: float | None = None, read_only: bool = False) -> Any:
