@@ -127,3 +127,25 @@ def test_payload_adds_its_weight_at_its_centre_of_mass(robot):
     np.testing.assert_allclose(robot.base_wrench(q, still, still)[0], bare_force)  # unchanged
     with pytest.raises(RobotModelError, match='mass'):
         robot.with_payload(-1.0, centre)
+
+
+def test_link_kinematics_gives_every_link_from_one_pass(robot):
+    """Poses as `link_pose`; Jacobians (link frames) give the origins' velocities and the
+    links' angular velocities by finite differences."""
+    rng = np.random.default_rng(2)
+    q, v = robot.random_configuration(rng, 1)[0], rng.normal(size=robot.n)
+    links = robot.joint_links[::-1]
+    rotations, origins, jacobians = robot.link_kinematics(q, links)
+    assert jacobians.shape == (len(links), 6, robot.n)
+    h = 1e-6
+    for link, rotation, origin, jacobian in zip(links, rotations, origins, jacobians):
+        expected_rotation, expected_origin = robot.link_pose(q, link)
+        np.testing.assert_allclose(rotation, expected_rotation, atol=1e-12)
+        np.testing.assert_allclose(origin, expected_origin, atol=1e-12)
+        (ahead, forward), (behind, backward) = (robot.link_pose(q + h * v, link),
+                                                robot.link_pose(q - h * v, link))
+        np.testing.assert_allclose(rotation @ jacobian[:3] @ v, (forward - backward) / (2 * h),
+                                   atol=1e-6)
+        spin = rotation.T @ (ahead - behind) / (2 * h)      # [ω]× in the link frame
+        np.testing.assert_allclose(jacobian[3:] @ v, [spin[2, 1], spin[0, 2], spin[1, 0]],
+                                   atol=1e-6)

@@ -30,7 +30,7 @@ from scipy.spatial import cKDTree
 
 from contact_estimation.core.ft_contact import line_of_action as spatial_line_of_action
 from contact_estimation.core.lidar_fusion import LinkProximity, link_scenes
-from contact_estimation.core.robot_model import LINK_FRAME, RobotModel
+from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.surfaces import LinkSurfaces
 
 # Where the point of an estimate came from (`ContactEstimate.source`).
@@ -468,11 +468,12 @@ def fit_forces(maps: np.ndarray, tau: np.ndarray, inward: np.ndarray,
     """Least-squares force of τ = J(p)ᵀF at each point (maps: M×n×3), kept in the friction
     cone, and the residual ‖τ − J(p)ᵀF‖ (M). A point with fewer than 3 loaded joints leaves a
     family of forces: a small ridge takes its smallest."""
-    gram = np.einsum('mni,mnj->mij', maps, maps)
+    transposed = np.transpose(maps, (0, 2, 1))
+    gram = transposed @ maps
     ridge = 1e-9 * np.trace(gram, axis1=1, axis2=2).max(initial=1.0)
-    force = np.linalg.solve(gram + ridge * np.eye(3), np.einsum('mni,n->mi', maps, tau)[..., None])
+    force = np.linalg.solve(gram + ridge * np.eye(3), transposed @ tau[:, None])
     force = project_to_cone(force[..., 0], inward, mu)
-    return force, np.linalg.norm(tau - np.einsum('mni,mi->mn', maps, force), axis=1)
+    return force, np.linalg.norm(tau - (maps @ force[..., None])[..., 0], axis=1)
 
 
 def spatial_link_range(tau: np.ndarray, jacobians: np.ndarray, delta_tau: float,
@@ -542,21 +543,24 @@ class ContactLocalizer:
                                   for link in self.links]
         # How far refinement may slide a sample: the typical distance to the next sample.
         self.slide = float(np.median(cKDTree(self._points).query(self._points, k=2)[0][:, 1]))
+        # One kinematics pass per estimate: the surface links, then the joints' other links.
+        self._frames = self.links + [link for link in self.robot.joint_links
+                                     if link not in self.links]
+        self._joint_frames = [self._frames.index(link) for link in self.robot.joint_links]
 
     def estimate(self, q: np.ndarray, tau: np.ndarray,
                  proximity: LinkProximity | None = None) -> ContactEstimate:
         """The point contact explaining τ_ext at q; `proximity`: the cloud's view, or None."""
         tau = _checked_torques(tau, self.robot.n)
         q = np.asarray(q, dtype=float)
-        jacobian = {link: self.robot.jacobian(q, link, frame=LINK_FRAME)
-                    for link in set(self.robot.joint_links) | set(self.links)}
-        k_min, k_max = spatial_link_range(
-            tau, [jacobian[link] for link in self.robot.joint_links], self.delta_tau, self.delta_w)
+        rotations, origins, frame_jacobians = self.robot.link_kinematics(q, self._frames)
+        k_min, k_max = spatial_link_range(tau, frame_jacobians[self._joint_frames],
+                                          self.delta_tau, self.delta_w)
         if k_min < 0:
             return no_contact()
         span = (self.robot.joint_links[k_min], self.robot.joint_links[max(k_min, k_max)])
         in_range = (self.link_joint >= k_min) & (self.link_joint <= max(k_min, k_max))
-        jacobians = np.array([jacobian[link] for link in self.links])
+        jacobians = frame_jacobians[:len(self.links)]
         priors, nearest = self._priors(proximity, in_range)
         samples = np.flatnonzero(in_range[self._sample_link])
         owner = self._sample_link[samples]
@@ -564,9 +568,6 @@ class ContactLocalizer:
         forces, residuals = fit_forces(torque_maps(jacobians[owner], points), tau, inward,
                                        self.mu)
         explained = residuals <= self.delta_w
-        poses = self.robot.link_poses(q, self.links)
-        rotations = np.array([r for r, _ in poses])
-        origins = np.array([o for _, o in poses])
         candidates = (np.einsum('mij,mj->mi', rotations[owner[explained]], points[explained])
                       + origins[owner[explained]])
         candidate_links = [self.links[i] for i in owner[explained]]
@@ -631,10 +632,10 @@ class ContactLocalizer:
         links, points = [], []
         for link in np.flatnonzero(in_range):
             head = jacobians[link][:, :self.link_joint[link] + 1].T
-            if head.shape[0] < 6 or np.linalg.matrix_rank(head) < 6:
+            if head.shape[0] < 6:
                 continue
-            wrench = np.linalg.lstsq(head, tau[:head.shape[0]], rcond=None)[0]
-            if not np.any(wrench[:3]):
+            wrench, _, rank, _ = np.linalg.lstsq(head, tau[:head.shape[0]], rcond=None)
+            if rank < 6 or not np.any(wrench[:3]):
                 continue
             # The line {r : r × F = M} (seed 004's eq. 21 solution, the same line).
             nearest, direction = spatial_line_of_action(wrench[:3], wrench[3:])
@@ -655,6 +656,7 @@ class ContactLocalizer:
         force (link frame) and residual."""
         inward = self._onto_surface(links, points)[1]
         basis = _tangent_basis(inward)
+        tangents = np.transpose(basis, (0, 2, 1))
         jac = jacobians[links]
         offset = np.zeros((len(links), 2))
         force, _ = fit_forces(torque_maps(jac, points), tau, inward, self.mu)
@@ -663,8 +665,8 @@ class ContactLocalizer:
             moved = points + np.einsum('kij,kj->ki', basis, offset)
             maps = torque_maps(jac, moved)
             error = weight * (tau - np.einsum('kni,ki->kn', maps, force))
-            # ∂(J(p)ᵀF)/∂p = J_ωᵀ ∂(p × F)/∂p = −J_ωᵀ[F]×, along the tangent plane.
-            along = -np.einsum('kin,kij,kjl->knl', jac[:, 3:], _skew_many(force), basis)
+            # ∂(J(p)ᵀF)/∂p = J_ωᵀ ∂(p × F)/∂p = −J_ωᵀ[F]×: along tangent b, J_ωᵀ(b × F).
+            along = np.einsum('kin,kli->knl', jac[:, 3:], np.cross(tangents, force[:, None, :]))
             rows = weight * np.concatenate([along, maps], axis=2)       # k×n×5
             if priors is not None:
                 prior = priors[links]
@@ -672,7 +674,7 @@ class ContactLocalizer:
                 prior_rows = np.concatenate([basis, np.zeros((len(links), 3, 3))], axis=2)
                 error = np.concatenate([error, seen * np.nan_to_num(prior - moved)], axis=1)
                 rows = np.concatenate([rows, seen[..., None] * prior_rows], axis=1)
-            normal = np.einsum('kni,knj->kij', rows, rows) + _DAMPING * np.eye(5)
+            normal = np.einsum('kni,knj->kij', rows, rows) + _DAMPING_5
             step = np.linalg.solve(normal, np.einsum('kni,kn->ki', rows, error)[..., None])[..., 0]
             offset += step[:, :2]
             length = np.linalg.norm(offset, axis=1, keepdims=True)
@@ -703,8 +705,8 @@ class ContactLocalizer:
 # Length of the ray along the line of action through a link (m): longer than any link.
 _RAY_LENGTH = 4.0
 # Gauss-Newton refinement: iterations and Levenberg damping.
-_GAUSS_NEWTON_STEPS = 8
-_DAMPING = 1e-9
+_GAUSS_NEWTON_STEPS = 3
+_DAMPING_5 = 1e-9 * np.eye(5)
 
 
 def _tangent_basis(normals: np.ndarray) -> np.ndarray:
@@ -713,11 +715,3 @@ def _tangent_basis(normals: np.ndarray) -> np.ndarray:
     first = np.cross(normals, helper)
     first /= np.linalg.norm(first, axis=1, keepdims=True)
     return np.stack([first, np.cross(normals, first)], axis=2)
-
-
-def _skew_many(v: np.ndarray) -> np.ndarray:
-    """[v]× for each row of v (K×3×3)."""
-    zero = np.zeros(len(v))
-    return np.stack([np.stack([zero, -v[:, 2], v[:, 1]], axis=1),
-                     np.stack([v[:, 2], zero, -v[:, 0]], axis=1),
-                     np.stack([-v[:, 1], v[:, 0], zero], axis=1)], axis=1)

@@ -266,6 +266,21 @@ class RobotModel:
         rotation = self._base_inverse().rotation @ self.data.oMf[fid].rotation
         return np.vstack([rotation @ jac[:3], rotation @ jac[3:]])
 
+    def link_kinematics(self, q: np.ndarray, links: list[str]
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every link's pose and Jacobian from one kinematics pass at q: rotations (L×3×3) and
+        origins (L×3) in the base frame, and the 6×n Jacobians of the link origins in the
+        link frames (L×6×n, as `jacobian(q, link, frame=LINK_FRAME)`)."""
+        ids = [self.frame_id(link) for link in links]
+        pin.computeJointJacobians(self.model, self.data, self.configuration(q))
+        pin.updateFramePlacements(self.model, self.data)
+        inv = self._base_inverse()
+        poses = [inv * self.data.oMf[fid] for fid in ids]
+        jacobians = np.array([pin.getFrameJacobian(self.model, self.data, fid, pin.LOCAL)
+                              for fid in ids]).reshape(len(ids), 6, -1)
+        return (np.array([p.rotation for p in poses]).reshape(-1, 3, 3),
+                np.array([p.translation for p in poses]).reshape(-1, 3), jacobians)
+
     def point_jacobian(self, q: np.ndarray, link: str, point: np.ndarray) -> np.ndarray:
         """3×n Jacobian of a point fixed on `link` (point in the link frame), in the base frame.
 
