@@ -313,3 +313,19 @@ def test_a_payload_from_its_gravity_parameters_is_the_same_payload(panda):
     for bad in (dict(mass=-1.0), dict(mass=float('nan')), dict(centre_of_mass=(0.0, 1.0))):
         with pytest.raises(ValueError, match='payload'):
             Payload(**{'mass': 1.0, 'centre_of_mass': (0.0, 0.0, 0.0)} | bad)
+
+
+def test_a_payload_on_another_link_weighs_on_the_joints_before_it(panda):
+    """A part strapped to link 4: its share of g(q) is the loaded model's, and joints 5–7,
+    past the link, carry none of it."""
+    part = Payload(2.0, (0.05, 0.0, 0.02), 'panda_link4')
+    q = np.linspace(-0.4, 0.6, panda.n)
+    weight = part.carried_by(panda).gravity(q) - panda.gravity(q)
+    np.testing.assert_allclose(part.gravity(panda, q), weight, atol=1e-9)
+    assert np.abs(weight[1:4]).max() > 1.0 and np.abs(weight[4:]).max() < 1e-9
+    identified = _identified(panda, 1.0, 'coulomb_viscous', [0.0, 0.0])
+    residual = make_residual('fast', panda, identified, payload=part)
+    np.testing.assert_allclose(residual.update(0.0, q, np.zeros(panda.n),
+                                               part.carried_by(panda).gravity(q)), 0.0, atol=1e-9)
+    with pytest.raises(ValueError, match='nowhere'):
+        Payload(1.0, (0.0, 0.0, 0.0), 'nowhere').carried_by(panda)

@@ -5,9 +5,10 @@ import re
 import numpy as np
 import pytest
 
+from contact_estimation.core.payload import Payload
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
-from contact_estimation.core.sim.config import Payload, SimConfig
+from contact_estimation.core.sim.config import SimConfig
 from contact_estimation.core.sim.driver import DriverStream, DriverTiming, MotorCurrent
 from contact_estimation.core.sim.scenario import Scenario, ScenarioError
 from contact_estimation.core.trajectory import WaypointTrajectory, make_trajectory

@@ -1,19 +1,21 @@
 """A payload on the flange (a tool, a held part): its dynamics, and its identification.
 
-The payload is a point mass m at c (m, in the frame of the robot's tip link, the flange or
-the hand). It adds to the body moved by the last joint, whose dynamic parameters in that
-joint's frame are linear in m and m·c' (c' = c expressed in the joint frame) for gravity,
-plus a rotational inertia m(|c'|²1 − c'c'ᵀ) about the joint origin. So the joint torque the
-payload needs is, with Y_tip the 10 columns of pinocchio's joint-torque regressor for that
-body (the same regressor seed 001 eqs. 18, 22 identify the arm's gravity on),
+The payload is a point mass m at c (m, in the frame of the link carrying it: by default the
+robot's tip link, the flange or the hand). It adds to the body moved by that link's joint,
+whose dynamic parameters in the joint's frame are linear in m and m·c' (c' = c expressed in
+the joint frame) for gravity, plus a rotational inertia m(|c'|²1 − c'c'ᵀ) about the joint
+origin. So the joint torque the payload needs is, with Y_body the 10 columns of pinocchio's
+joint-torque regressor for that body (the same regressor seed 001 eqs. 18, 22 identify the
+arm's gravity on),
 
-    τ_payload(q, q̇, q̈) = Y_tip(q, q̇, q̈) π(m, c'),   π = (m, m c'_x, m c'_y, m c'_z, I…)
+    τ_payload(q, q̇, q̈) = Y_body(q, q̇, q̈) π(m, c'),   π = (m, m c'_x, m c'_y, m c'_z, I…)
 
 and its gravity torque is the first four columns at q̇ = q̈ = 0. `identify_payload` fits the
 four gravity parameters (m, m·c') by linear least squares on the torque residual a
 recording leaves with the arm's own model, with the small rotational term taken from the
 previous estimate (a fixed point reached in a few rounds), and says how well the recording
-determines each of them.
+determines each of them. The residual (core/residual.py) and the simulated cobot
+(core/sim) both take a `Payload`.
 """
 from __future__ import annotations
 
@@ -37,38 +39,46 @@ GRAVITY_PARAMETERS = 4      # m, m·c'_x, m·c'_y, m·c'_z
 
 @dataclass(frozen=True)
 class Payload:
-    """A point mass `mass` (kg) at `centre_of_mass` (m) in the frame of the tip link."""
+    """A tool or a held part: a point mass `mass` (kg) at `centre_of_mass` (m) in the frame
+    of `link` ('' = the robot's tip link)."""
 
     mass: float = DEFAULTS['payload.mass']
     centre_of_mass: tuple[float, float, float] = DEFAULTS['payload.centre_of_mass']
+    link: str = ''
 
     def __post_init__(self):
         centre = np.asarray(self.centre_of_mass, dtype=float).ravel()
         if not (np.isfinite(self.mass) and self.mass >= 0.0):
             raise ValueError(f'payload.mass must be finite and ≥ 0 kg, got {self.mass}')
         if centre.size != 3 or not np.isfinite(centre).all():
-            raise ValueError(f'payload.centre_of_mass must be 3 finite values (m, in the tip '
-                             f'link frame), got {list(self.centre_of_mass)}')
+            raise ValueError(f'payload.centre_of_mass must be 3 finite values (m, in the '
+                             f'frame of {self.link or "the tip link"}), got '
+                             f'{list(self.centre_of_mass)}')
         object.__setattr__(self, 'mass', float(self.mass))
         object.__setattr__(self, 'centre_of_mass', tuple(float(x) for x in centre))
 
     def __bool__(self) -> bool:
         return self.mass > 0.0
 
+    def carrier(self, robot: RobotModel) -> str:
+        """The link of `robot` that carries the payload."""
+        return self.link or robot.tip_link
+
     def carried_by(self, robot: RobotModel) -> RobotModel:
-        """`robot` with this payload on its tip link (itself when there is none)."""
-        return robot.with_payload(self.mass, self.centre_of_mass) if self else robot
+        """`robot` with this payload on its link (itself when there is none). RobotModelError
+        (a ValueError) for a link that is not on the moving chain."""
+        return robot.with_payload(self.mass, self.centre_of_mass, self.link) if self else robot
 
     def parameters(self, robot: RobotModel) -> np.ndarray:
-        """π: the payload's 10 dynamic parameters in the frame of the joint moving the tip."""
-        placement = robot.model.frames[robot.frame_id(robot.tip_link)].placement
+        """π: the payload's 10 dynamic parameters in the frame of the joint moving its link."""
+        placement = robot.model.frames[robot.frame_id(self.carrier(robot))].placement
         return pin.Inertia(self.mass, placement.act(np.asarray(self.centre_of_mass)),
                            np.zeros((3, 3))).toDynamicParameters()
 
     def gravity(self, robot: RobotModel, q) -> np.ndarray:
         """The payload's share of g(q), N·m."""
         zero = np.zeros(robot.n)
-        return (tip_regressor(robot, q, zero, zero)[:, :GRAVITY_PARAMETERS]
+        return (body_regressor(robot, self.carrier(robot), q, zero, zero)[:, :GRAVITY_PARAMETERS]
                 @ self.parameters(robot)[:GRAVITY_PARAMETERS])
 
     @classmethod
@@ -80,10 +90,10 @@ class Payload:
         return cls(max(mass, 0.0), tuple(centre))
 
 
-def tip_regressor(robot: RobotModel, q, v, a) -> np.ndarray:
-    """Y_tip(q, q̇, q̈), n×10: the joint-torque regressor columns of the body the tip link is on."""
-    robot.check_moving_link(robot.tip_link)
-    joint = robot.model.frames[robot.frame_id(robot.tip_link)].parentJoint
+def body_regressor(robot: RobotModel, link: str, q, v, a) -> np.ndarray:
+    """Y_body(q, q̇, q̈), n×10: the joint-torque regressor columns of the body `link` is on."""
+    robot.check_moving_link(link)
+    joint = robot.model.frames[robot.frame_id(link)].parentJoint
     full = pin.computeJointTorqueRegressor(robot.model, robot.data, robot.configuration(q),
                                            np.asarray(v, dtype=float), np.asarray(a, dtype=float))
     start = _PARAMETERS_PER_BODY * (joint - 1)

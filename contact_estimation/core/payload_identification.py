@@ -2,10 +2,10 @@
 
 The arm's own model (URDF, or an identified gravity and friction: `StaticTerms`) explains
 the torque of the bare arm; what is left, r = τ − (M q̈ + C q̇ + g + f), is the payload's
-(core/payload.py): r = Y_tip(q, q̇, q̈) π. Its four gravity parameters θ = (m, m·c') are
-fitted by linear least squares over every sample and joint, with the payload's small
-rotational inertia m(|c'|²1 − c'c'ᵀ) taken from the previous estimate (a fixed point,
-`ROUNDS` rounds). q̈ is the zero-phase (centred) smoothed derivative of the recorded
+(core/payload.py): r = Y_body(q, q̇, q̈) π, with Y_body that of the tip link's body. Its four
+gravity parameters θ = (m, m·c') are fitted by linear least squares over every sample and
+joint, with the payload's small rotational inertia m(|c'|²1 − c'c'ᵀ) taken from the previous
+estimate (a fixed point, `ROUNDS` rounds). q̈ is the zero-phase (centred) smoothed derivative of the recorded
 velocity. Rest poses and slow motion are enough: the fit needs the flange in several
 orientations, since the weight acts along gravity and a centre of mass shifted along the
 vertical of every recorded pose leaves no trace in any torque.
@@ -22,7 +22,7 @@ import numpy as np
 from scipy.ndimage import uniform_filter1d
 
 from contact_estimation.core.identification import IdentificationError, check_recording
-from contact_estimation.core.payload import GRAVITY_PARAMETERS, Payload, tip_regressor
+from contact_estimation.core.payload import GRAVITY_PARAMETERS, Payload, body_regressor
 from contact_estimation.core.recording import JointRecording
 from contact_estimation.core.residual import StaticTerms
 
@@ -82,7 +82,8 @@ def identify_payload(terms: StaticTerms, recording: JointRecording) -> PayloadFi
     a = uniform_filter1d(np.gradient(v, t, axis=0),
                          max(1, int(round(ACCELERATION_SMOOTHING / step))), axis=0, mode='nearest')
     rows = np.unique(np.linspace(0, len(t) - 1, min(len(t), MAX_SAMPLES)).astype(int))
-    regressors = np.array([tip_regressor(robot, q[k], v[k], a[k]) for k in rows])  # N×n×10
+    regressors = np.array([body_regressor(robot, robot.tip_link, q[k], v[k], a[k])
+                           for k in rows])  # N×n×10
     left = np.concatenate([tau[k] - terms.inverse_dynamics(q[k], v[k], a[k]) for k in rows])
     gravity_part = regressors[:, :, :GRAVITY_PARAMETERS].reshape(-1, GRAVITY_PARAMETERS)
     inertia_part = regressors[:, :, GRAVITY_PARAMETERS:].reshape(len(left), -1)

@@ -34,8 +34,9 @@ from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Float64
 
 from contact_estimation import manifest
+from contact_estimation.core.payload import Payload
 from contact_estimation.core.sim.cobot import SimulatedCobot, SimulationError
-from contact_estimation.core.sim.config import LidarConfig, Payload, SimConfig
+from contact_estimation.core.sim.config import LidarConfig, SimConfig
 from contact_estimation.core.sim.driver import DriverStream, DriverTiming, MotorCurrent
 from contact_estimation.core.sim.realtime import DEFAULTS, ScalingTimeout
 from contact_estimation.core.sim.scenario import Scenario, ScenarioError

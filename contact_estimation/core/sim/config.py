@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pinocchio as pin
 
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.payload import Payload
 from contact_estimation.core.sim.driver import MotorCurrent
 
 
@@ -35,23 +35,6 @@ class LidarConfig:
         el, az = (a.ravel() for a in np.meshgrid(elevation, azimuth, indexing='ij'))
         local = np.stack([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)], axis=1)
         return local @ pin.rpy.rpyToMatrix(*self.rpy).T
-
-
-@dataclass(frozen=True)
-class Payload:
-    """A tool or a held part: a point mass of `mass` kg at `centre_of_mass` (m, in the frame
-    of `link`; '' = the robot's tip link, its flange)."""
-
-    mass: float = 0.0
-    centre_of_mass: tuple = (0.0, 0.0, 0.0)
-    link: str = ''
-
-    def carried_by(self, robot: RobotModel) -> RobotModel:
-        """`robot` carrying this payload (`robot` itself without one). RobotModelError (a
-        ValueError) for a bad mass, centre of mass or link."""
-        if self.mass == 0.0:
-            return robot
-        return robot.with_payload(self.mass, self.centre_of_mass, self.link)
 
 
 DEFAULT_FRICTION = (0.3, 40.0, 4.0, 1.0, 40.0, 0.2)  # seed 001 eq. 23: γ1 … γ6, every joint

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import yaml
 
+from contact_estimation.core.payload import Payload
 from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.sim.config import Payload
 from contact_estimation.core.trajectory import make_trajectory
 
 SHAPES = {'box': 3, 'sphere': 1, 'capsule': 2, 'cylinder': 2}  # MuJoCo geom sizes
@@ -136,7 +136,7 @@ def _payload(item: dict, robot: RobotModel) -> Payload:
     payload = Payload(float(item['mass']),
                       tuple(_vector(item.get('centre_of_mass', [0, 0, 0]), 3, 'centre_of_mass')),
                       str(item.get('link', '')))
-    payload.carried_by(robot)  # refuses a bad mass or link
+    payload.carried_by(robot)  # refuses a link off the moving chain
     return payload
 
 
