@@ -3,7 +3,6 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PointStamped, WrenchStamped
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState, PointCloud2, PointField
@@ -16,6 +15,7 @@ from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_second
 from contact_estimation.ros.localization_messages import MARKER_NS, OBSTACLE_ID
 from contact_estimation.ros.qos import PIPELINE_QOS
 from contact_estimation.ros.spinning import spin_until
+from contact_estimation.ros.testing import spinning
 
 SPEC = manifest.node('contact_localizer')
 TIMEOUT = 20.0
@@ -77,15 +77,8 @@ def rig(context, request):
     node = ContactLocalizerNode(context=context, parameter_overrides=[
         Parameter(k, value=v) for k, v in overrides.items()])
     probe = Probe(context, node.robot)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    executor.add_node(probe)
-    try:
+    with spinning(context, node, probe) as executor:
         yield node, probe, executor
-    finally:
-        executor.shutdown()
-        probe.destroy_node()
-        node.destroy_node()
 
 
 def contact(node):

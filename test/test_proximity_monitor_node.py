@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import Pose, PoseArray
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState, PointCloud2
@@ -21,6 +20,7 @@ from contact_estimation.ros.conversions import xyz_to_cloud
 from contact_estimation.ros.proximity_messages import ROBOT_NS
 from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS
 from contact_estimation.ros.spinning import spin_until
+from contact_estimation.ros.testing import spinning
 
 PARAMS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       'config', 'proximity_monitor.yaml')
@@ -100,15 +100,8 @@ def rig(context):
         context=context, cli_args=['--ros-args', '--params-file', PARAMS],
         parameter_overrides=[Parameter(k, value=v) for k, v in OVERRIDES.items()])
     probe = Probe(context, monitor.robot)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(monitor)
-    executor.add_node(probe)
-    try:
+    with spinning(context, monitor, probe) as executor:
         yield monitor, probe, executor
-    finally:
-        executor.shutdown()
-        probe.destroy_node()
-        monitor.destroy_node()
 
 
 def hand_position(monitor) -> np.ndarray:

@@ -13,6 +13,8 @@ from typing import Iterator
 
 import rclpy
 from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
 
 from contact_estimation.launcher import (node_command, parameter_file, pipeline_command,
                                          stop_process)
@@ -37,6 +39,21 @@ def ros_context() -> Iterator[Context]:
         yield context
     finally:
         context.try_shutdown()
+
+
+@contextmanager
+def spinning(context: Context, *nodes: Node) -> Iterator[SingleThreadedExecutor]:
+    """An executor of `context` with `nodes` added; on exit it shuts down and the nodes are
+    destroyed, the last first."""
+    executor = SingleThreadedExecutor(context=context)
+    for node in nodes:
+        executor.add_node(node)
+    try:
+        yield executor
+    finally:
+        executor.shutdown()
+        for node in reversed(nodes):
+            node.destroy_node()
 
 
 @contextmanager
