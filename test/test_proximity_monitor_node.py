@@ -83,6 +83,14 @@ class Probe(Node):
         if self.cloud is not None:
             self._cloud_pub.publish(xyz_to_cloud(stamp, self.base, self.cloud))
 
+    def stop(self) -> bool | None:
+        """The latest stop (None before the first)."""
+        return self.stops[-1] if self.stops else None
+
+    def scale(self) -> float:
+        """The latest speed scale (NaN before the first)."""
+        return self.scales[-1] if self.scales else float('nan')
+
     def robot_status(self) -> dict:
         """The robot's status in the latest part statuses: message and values."""
         robot = [s for s in self.parts[-1].status if s.name == 'proximity/robot'][0]
@@ -113,7 +121,7 @@ def until(executor, condition) -> bool:
 
 
 def stopped_with(probe, words: str) -> bool:
-    return bool(probe.stops and probe.stops[-1] and probe.parts
+    return bool(probe.stop() and probe.parts
                 and words in probe.robot_status()['message'])
 
 
@@ -124,12 +132,12 @@ def test_a_hand_at_the_gripper_stops_that_part_only_and_a_far_person_lets_it_go(
     assert until(executor, lambda: probe.parts and probe.signals().get('left_hand') == 1)
     signals = probe.signals()
     assert signals['right_hand'] == 0 and signals['head'] == 0 and signals['robot'] == 1
-    assert probe.stops[-1] is True and probe.scales[-1] < 1.0
+    assert until(executor, lambda: probe.stop() is True and probe.scale() < 1.0)
     assert until(executor, lambda: any(m.ns == ROBOT_NS for a in probe.markers
                                        for m in a.markers))
 
     probe.keypoints = standing_skeleton(hand_position(monitor) + [3.0, 0.0, 0.0])
-    assert until(executor, lambda: probe.stops[-1] is False and probe.scales[-1] > 0.5)
+    assert until(executor, lambda: probe.stop() is False and probe.scale() > 0.5)
     assert until(executor, lambda: probe.signals().get('robot') == 0)
     assert not any(probe.signals().values())
 
@@ -141,7 +149,7 @@ def test_a_hand_at_the_gripper_stops_that_part_only_and_a_far_person_lets_it_go(
 def test_a_nan_or_short_skeleton_stops_and_says_why(rig, keypoints, words):
     monitor, probe, executor = rig
     probe.keypoints = standing_skeleton(hand_position(monitor) + [3.0, 0.0, 0.0])
-    assert until(executor, lambda: probe.stops and probe.stops[-1] is False)
+    assert until(executor, lambda: probe.stop() is False)
     probe.keypoints = keypoints(hand_position(monitor))
     assert until(executor, lambda: stopped_with(probe, words))
     assert monitor.problems.counts['invalid_skeleton'] >= 1
@@ -158,7 +166,7 @@ def test_a_skeleton_in_an_unknown_frame_stops(rig):
 def test_stale_joint_states_stop(rig):
     monitor, probe, executor = rig
     probe.keypoints = np.zeros((0, 3))  # nobody tracked
-    assert until(executor, lambda: probe.stops and probe.stops[-1] is False)
+    assert until(executor, lambda: probe.stop() is False)
     probe.streaming = False
     assert until(executor, lambda: stopped_with(probe, 'joint states stale'))
 
@@ -172,9 +180,9 @@ def cube(centre, side=0.06, count=6) -> np.ndarray:
 def test_a_cloud_object_near_the_arm_stops_it_without_a_skeleton(rig):
     monitor, probe, executor = rig
     probe.cloud = cube(hand_position(monitor) + [2.0, 0.0, 0.0])
-    assert until(executor, lambda: probe.stops and probe.stops[-1] is False)
+    assert until(executor, lambda: probe.stop() is False)
     probe.cloud = cube(hand_position(monitor) + [0.25, 0.0, 0.0])
-    assert until(executor, lambda: probe.stops[-1] is True and probe.parts
+    assert until(executor, lambda: probe.stop() is True and probe.parts
                  and probe.signals().get('object_0') == 1)
     assert probe.robot_status()['source'] == 'clusters'
 
@@ -193,11 +201,11 @@ def test_a_stop_beside_a_fixture_is_reset_and_coming_nearer_stops_again(rig):
     monitor, probe, executor = rig
     fixture = hand_position(monitor) + [0.25, 0.0, 0.0]
     probe.cloud = cube(fixture)
-    assert until(executor, lambda: probe.stops and probe.stops[-1] is True
+    assert until(executor, lambda: probe.stop() is True
                  and probe.parts and probe.signals().get('object_0') == 1)
     response = reset(probe, executor)
     assert response.success and 'move away' in response.message
-    assert until(executor, lambda: probe.stops[-1] is False and probe.scales[-1] > 0.0)
+    assert until(executor, lambda: probe.stop() is False and probe.scale() > 0.0)
     assert probe.robot_status()['reset_active'] == 'True'
     probe.cloud = cube(fixture - [0.1, 0.0, 0.0])  # 10 cm nearer
-    assert until(executor, lambda: probe.stops[-1] is True)
+    assert until(executor, lambda: probe.stop() is True)
