@@ -71,14 +71,16 @@ def test_up_pipeline_runs_the_pipeline_nodes_in_one_process_and_stops_cleanly(tm
     proc = _cli('up', '--pipeline', '--log-dir', str(logs))
     together = manifest.pipeline()
     log = logs / f'{together.name}.log'
+    others = [s.name for s in manifest.selected(with_sim=False) if s.name not in together.nodes]
     deadline = time.monotonic() + 60
-    # Each node logs one [INFO] line with its own name when it has started.
-    while not (log.exists() and all(f'[{name}]' in log.read_text() for name in together.nodes)):
+    # Each node logs one [INFO] line with its own name when it has started; Ctrl-C only
+    # once all have (a node still importing would die of the KeyboardInterrupt).
+    while not (log.exists() and all(f'[{name}]' in log.read_text() for name in together.nodes)
+               and all(_has_started(logs / f'{name}.log') for name in others)):
         assert proc.poll() is None, proc.communicate()[0]
-        assert time.monotonic() < deadline, 'the pipeline did not start'
+        assert time.monotonic() < deadline, 'the node set did not start'
         time.sleep(0.1)
     # One process for the three nodes, one for each other node.
-    others = [s.name for s in manifest.selected(with_sim=False) if s.name not in together.nodes]
     assert sorted(p.name for p in logs.iterdir()) == sorted(
         f'{name}.log' for name in [together.name, *others])
     proc.send_signal(signal.SIGINT)
