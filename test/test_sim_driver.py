@@ -5,11 +5,13 @@ import re
 import numpy as np
 import pytest
 
+from contact_estimation.core.detector import CollisionDetector, DetectorConfig
 from contact_estimation.core.payload import Payload
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.config import SimConfig
 from contact_estimation.core.sim.driver import DriverStream, DriverTiming, MotorCurrent
+from contact_estimation.core.sim.harness import closed_loop, record_on_simulator
 from contact_estimation.core.sim.scenario import Scenario, ScenarioError
 from contact_estimation.core.trajectory import WaypointTrajectory, make_trajectory
 
@@ -130,6 +132,51 @@ def test_reordered_samples_leave_right_after_the_next_one():
     for i in late:
         assert order[i] == order[i - 1] - 1
     assert len(late) / len(order) == pytest.approx(0.1 / 1.1, abs=0.02)
+
+
+def test_a_schedule_is_the_steps_sampled_in_the_order_they_leave():
+    """`schedule` replays due/release step by step (the same draws): every sampled step once,
+    4-10 ms apart, the late ones right after their successor."""
+    timing = DriverTiming(period_jitter=0.003, reorder_probability=0.05)
+    schedule = DriverStream(0.007, 0.001, timing, seed=3).schedule(20000)
+    stepwise = DriverStream(0.007, 0.001, timing, seed=3)
+    assert list(schedule) == [k for step in range(20000) if stepwise.due(step)
+                              for k in stepwise.release(step)]
+    assert len(set(schedule)) == len(schedule)
+    assert set(np.diff(np.sort(schedule))) == set(range(4, 11))
+    late = np.flatnonzero(np.diff(schedule) < 0) + 1
+    assert late.size > 50
+    assert (schedule[late] == np.sort(schedule)[late - 1]).all()
+
+
+def test_a_recording_on_the_simulator_plays_its_driver(robot):
+    """record_on_simulator at a jittered rate with reordering: stamps 4-10 ms apart once
+    sorted, a few out of order; at a fixed rate, one sample every period from the start."""
+    hold = WaypointTrajectory([POSE, POSE], [2.0])
+    config = SimConfig(noise_seed=4)
+    driven = record_on_simulator(robot, hold, config, 140.0,
+                                 timing=DriverTiming(period_jitter=0.003,
+                                                     reorder_probability=0.02))
+    steps = np.round(np.diff(np.sort(driven.t)) * 1e3).astype(int)
+    assert set(steps) <= set(range(4, 11)) and steps.mean() == pytest.approx(7.0, abs=0.5)
+    assert 0 < np.sum(np.diff(driven.t) < 0) < 0.05 * len(driven.t)
+    fixed = record_on_simulator(robot, hold, config, 100.0)
+    np.testing.assert_allclose(fixed.t, np.arange(len(fixed.t)) * 0.01, atol=1e-9)
+    assert len(fixed.t) == 201
+
+
+def test_closed_loop_without_a_residual_records_the_joint_states(robot):
+    """With no residual, closed_loop records what the driver measured (effort too), for
+    residuals to be run on it afterwards; a detector without a residual is refused."""
+    hold = WaypointTrajectory([POSE], [])
+    config = SimConfig(payload=TOOL, position_noise=0.0, velocity_noise=0.0, effort_noise=0.0)
+    trace = closed_loop(SimulatedCobot(robot, hold, config=config), None, seconds=0.3)
+    carrying = robot.with_payload(TOOL.mass, TOOL.centre_of_mass)
+    np.testing.assert_allclose(trace['effort'][-1], carrying.gravity(trace['q'][-1]), atol=0.05)
+    assert not trace['tau_ext'].any()
+    with pytest.raises(ValueError, match='needs a residual'):
+        closed_loop(SimulatedCobot(robot, hold), None, CollisionDetector(
+            DetectorConfig.build(robot.joint_names)))
 
 
 def test_driver_refuses_impossible_timing():

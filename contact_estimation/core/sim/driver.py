@@ -109,3 +109,11 @@ class DriverStream:
             self._held = sample
             return []
         return [sample] if held is None else [sample, held]
+
+    def schedule(self, steps: int) -> np.ndarray:
+        """The physics steps 0 … `steps` − 1 (of a fresh stream) that the driver samples, in
+        the order their samples leave (`due` and `release` step by step, as the simulated cobot node
+        publishes): a recording of every step replayed as this driver delivers it. A sample
+        still held back at the end never leaves."""
+        return np.array([leaving for step in range(steps) if self.due(step)
+                         for leaving in self.release(step)], dtype=int)

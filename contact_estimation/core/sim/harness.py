@@ -14,6 +14,7 @@ from contact_estimation.core.residual import make_residual
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.config import DEFAULT_FRICTION, SimConfig
+from contact_estimation.core.sim.driver import DriverStream, DriverTiming
 from contact_estimation.core.time_scaling import TimeScaling, TimeScalingConfig
 from contact_estimation.core.trajectory import make_trajectory
 
@@ -22,30 +23,33 @@ def closed_loop(sim, residual, detector=None, scaling: TimeScaling | None = None
                 seconds: float = 1.0, progress=None) -> dict:
     """Run the whole reaction ROS-free: simulated cobot → residual → detector → f_S → reference.
 
-    `sim` is a SimulatedCobot, `residual` a core.residual.Residual, `detector` a
-    core.detector.CollisionDetector (None: record the residual only); with `scaling` None the
-    reference is never re-timed. `progress(steps)` is called every 1000 steps. Returns
-    per-step arrays: t, q, v (measured), f_S, path_time (the reference's path parameter),
-    tau_ext (estimated), tau_true (Σ JᵀF of the contacts), stop.
+    `sim` is a SimulatedCobot, `residual` a core.residual.Residual (None: record the joint
+    states only, tau_ext stays 0), `detector` a core.detector.CollisionDetector (None: record
+    the residual only); with `scaling` None the reference is never re-timed. `progress(steps)`
+    is called every 1000 steps. Returns per-step arrays: t, q, v, effort (measured), f_S,
+    path_time (the reference's path parameter), tau_ext (estimated), tau_true (Σ JᵀF of the
+    contacts), stop.
     """
+    if detector is not None and residual is None:
+        raise ValueError('a detector needs a residual to watch')
     if scaling is not None and detector is None:
         raise ValueError('time scaling needs a detector to tell it when to hold')
     steps = int(round(seconds / sim.dt))
     n = sim.robot.n
     trace = {'t': np.zeros(steps), 'q': np.zeros((steps, n)), 'v': np.zeros((steps, n)),
-             'f_S': np.ones(steps), 'path_time': np.zeros(steps),
+             'effort': np.zeros((steps, n)), 'f_S': np.ones(steps), 'path_time': np.zeros(steps),
              'tau_ext': np.zeros((steps, n)), 'tau_true': np.zeros((steps, n)),
              'stop': np.zeros(steps, dtype=bool)}
     for k in range(steps):
         sim.step()
         q, v, tau = sim.joint_state()
-        tau_ext = residual.update(sim.time, q, v, tau)
+        tau_ext = np.zeros(n) if residual is None else residual.update(sim.time, q, v, tau)
         if detector is not None:
             state = detector.update(sim.time, tau_ext, v)
             trace['stop'][k] = state.stop
             if scaling is not None:
                 trace['f_S'][k] = sim.set_time_scaling(scaling.react(sim.time, state, tau_ext, v))
-        trace['t'][k], trace['q'][k], trace['v'][k] = sim.time, q, v
+        trace['t'][k], trace['q'][k], trace['v'][k], trace['effort'][k] = sim.time, q, v, tau
         trace['path_time'][k] = sim.scaler.path_time
         trace['tau_ext'][k], trace['tau_true'][k] = tau_ext, sim.true_external_torque()
         if progress is not None and (k + 1) % 1000 == 0:
@@ -85,24 +89,25 @@ def simulator_config(robot: RobotModel, effort_noise: float = 0.2, seed: int = 0
 
 
 def record_on_simulator(robot: RobotModel, trajectory, config=None, rate: float = 1000.0,
-                        progress=None):
+                        progress=None, timing: DriverTiming = DriverTiming()):
     """Run `trajectory` on the simulated cobot and record its measured joint states (q, q̇, τ
-    with the simulator's sensor noise) at `rate` Hz: a `recording.JointRecording` like one
-    from the real arm. `progress(iterable, total, desc)`
-    wraps the step loop (e.g. tqdm)."""
+    with the simulator's sensor noise) as its driver delivers them, at `rate` Hz with
+    `timing` (core/sim/driver.py: jittered periods, samples out of order; its random draws
+    seeded with the config's `noise_seed`, as the sim node does): a
+    `recording.JointRecording` like one from the real arm, in the order the samples left.
+    `progress(iterable, total, desc)` wraps the step loop (e.g. tqdm)."""
     sim = SimulatedCobot(robot, trajectory, config=config)
     steps = int(np.ceil(trajectory.duration / sim.dt)) + 1
-    every = max(1, int(round(1.0 / (rate * sim.dt))))
+    if timing.period_jitter == 0:  # a whole number of physics steps per period
+        rate = 1.0 / (max(1, int(round(1.0 / (rate * sim.dt)))) * sim.dt)
+    driver = DriverStream(1.0 / rate, sim.dt, timing, seed=sim.config.noise_seed)
     loop = range(steps) if progress is None else progress(range(steps), total=steps,
                                                            desc='simulating sweeps')
-    t, q, v, tau = [], [], [], []
+    samples = []
     for k in loop:
         sim.step()
-        if k % every == 0:
-            measured = sim.joint_state()
-            t.append(sim.time)
-            q.append(measured[0])
-            v.append(measured[1])
-            tau.append(measured[2])
-    return JointRecording(list(robot.joint_names), np.array(t), np.array(q), np.array(v),
-                          np.array(tau), source=f'simulated {robot.name} sweeps')
+        if driver.due(k):
+            samples += driver.release((sim.time, *sim.joint_state()))
+    t, q, v, tau = (np.array(column) for column in zip(*samples))
+    return JointRecording(list(robot.joint_names), t, q, v, tau,
+                          source=f'simulated {robot.name} sweeps')
