@@ -54,7 +54,13 @@ def test_a_log_that_never_turns_the_flange_is_refused_with_what_is_missing(panda
 
 
 def test_identify_payload_writes_a_residual_node_parameter_file(panda, tmp_path, capsys):
-    write_csv(tmp_path / 'tool.csv', _log(panda, TOOL, np.random.default_rng(3)))
+    log = _log(panda, TOOL, np.random.default_rng(3))
+    late = [200, 900]  # a real driver's: a few samples arrive after their successor
+    for name in ('t', 'q', 'v', 'effort'):
+        values = getattr(log, name)
+        for k in late:
+            values[[k, k + 1]] = values[[k + 1, k]]
+    write_csv(tmp_path / 'tool.csv', log)
     # the bare arm's identified model (here: its URDF values) is used instead of the URDF
     _identified(panda, 1.0, 'coulomb_viscous', [0.0, 0.0]).save(tmp_path / 'arm.yaml')
     out = tmp_path / 'payload.yaml'
@@ -62,6 +68,7 @@ def test_identify_payload_writes_a_residual_node_parameter_file(panda, tmp_path,
                          '--model-file', str(tmp_path / 'arm.yaml'), '--out', str(out)]) == 0
     printed = capsys.readouterr().out
     assert 'mass' in printed and '±' in printed and 'panda_hand' in printed
+    assert '4 samples out of time order' in printed
     loaded = yaml.safe_load(out.read_text())['residual_node']['ros__parameters']['payload']
     assert loaded['mass'] == pytest.approx(TOOL.mass, abs=0.05)
     np.testing.assert_allclose(loaded['centre_of_mass'], TOOL.centre_of_mass, atol=0.005)

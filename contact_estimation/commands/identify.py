@@ -145,11 +145,17 @@ def _simulate(args) -> int:
 METHODS = ('auto', 'sweeps', 'motion')
 
 
-def _fit(args) -> int:
-    robot = RobotModel.load(args.robot)
+def _read_in_time_order(args, robot: RobotModel):
+    """The recording sorted by stamp (a real driver sends a few samples late), saying so."""
     recording, reordered = in_time_order(read_recording(args.recording, robot, args.topic))
     if reordered:
         print(f'note: {reordered} samples out of time order or repeated: sorted by stamp')
+    return recording
+
+
+def _fit(args) -> int:
+    robot = RobotModel.load(args.robot)
+    recording = _read_in_time_order(args, robot)
     method = args.method
     if method == 'auto':
         method, reason = recording_kind(recording, robot)
@@ -183,7 +189,7 @@ def _fit(args) -> int:
 
 def _payload(args) -> int:
     robot = RobotModel.load(args.robot)
-    recording = read_recording(args.recording, robot, args.topic)
+    recording = _read_in_time_order(args, robot)
     identified = IdentifiedModel.load(args.model_file, robot) if args.model_file else None
     fit = identify_payload(StaticTerms(robot, identified), recording)
     print(fit.summary())
