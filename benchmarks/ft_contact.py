@@ -43,7 +43,7 @@ from contact_estimation.core.surfaces import LinkSurfaces
 from contact_estimation.core.trajectory import make_trajectory
 
 NOISE = [(0.1, 0.01), (0.5, 0.05)]  # N, N·m
-ACCELERATION_WINDOW = DEFAULTS['acceleration_window']  # s of positions in the q̈ fit
+ACCELERATION_WINDOW = DEFAULTS['acceleration_filter.window_duration']  # s of positions in the q̈ fit
 THRESHOLD = 0.5                      # N·m, contacted-joint threshold on |τ_ext|
 DURATION, RAMP, GAP, SETTLE, EVERY = 0.3, 0.05, 0.15, 0.1, 5  # s, s, s, s, steps
 CONE = np.deg2rad(30.0)

@@ -34,13 +34,16 @@ DEFAULTS: dict[str, Any] = {
     'residual_noise': 0.1,                        # N·m, σ of τ_ext (body scores)
     'normal_preference': 5.0,                     # κ: prior for forces near the normal
     'stamp_tolerance': 0.005,                     # s between stamps of paired samples
-    'acceleration_window': 0.04,                  # s of joint states in the q̈ fit
+    'acceleration_filter.window_duration': 0.04,  # s of joint states in the q̈ fit
     'localizer_timeout': 0.1,                     # s: a localizer link older is not used
     'input_timeout': 0.5,                         # s (wall) without a stream → reported
     'zero.duration': 0.5,                         # s of rest averaged by ~/zero
     'zero.rest_speed': 0.01,                      # rad/s: every joint slower is at rest
     'offset_file': '~/.ros/contact_estimation/ft_sensor_offset.yaml',
 }
+# ft_contact_estimator parameters that were renamed (old → new): a parameter file with an old
+# name is refused with the new one (ros/suite_node.py), not silently ignored.
+RENAMED = {'acceleration_window': 'acceleration_filter.window_duration'}  # as the others'
 
 # How far back (s of stamps) samples are kept for pairing.
 PAIRING_HISTORY = 1.0

@@ -3,7 +3,7 @@
 Reads the 6-axis F/T sensor under the arm's base and the conditioned joint state, paired by
 stamp (`stamp_tolerance`), and removes the sensor's offset, the arm's weight and the
 reaction of its motion (core/ft_contact.BaseWrenchCompensator; q̈ from a fit over
-`acceleration_window` seconds): what is left, the contact wrench at the base origin, goes
+`acceleration_filter.window_duration` s): what is left, the contact wrench at the base origin, goes
 out on `base_wrench` (base frame, the reading's stamp) for every reading. With the torque
 residual of the same joint state it is located (core/ft_contact.FtContactLocator): while a
 contact is present, `point` and `wrench` (the joint state's stamp; frame_id = the contacted
@@ -40,7 +40,7 @@ from contact_estimation.core.ft_contact import (CONVENTIONS, SURFACE_MODELS,
                                                 BaseWrenchCompensator, FtContact,
                                                 FtContactError, FtContactLocator, SensorMount,
                                                 make_surfaces)
-from contact_estimation.core.ft_contact_stream import (DEFAULTS, FtInputError, RestingWindow, RunningRms,
+from contact_estimation.core.ft_contact_stream import (DEFAULTS, RENAMED, FtInputError, RestingWindow, RunningRms,
                                                        StampPairing, check_reading,
                                                        load_ellipsoids, load_offset,
                                                        save_offset)
@@ -63,6 +63,8 @@ _FREE_MOTION_WINDOW = 1.0  # s of stamps in the free-motion compensation residua
 
 
 class FtContactEstimator(SuiteNode):
+    RENAMED = RENAMED
+
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         with self.starting():
@@ -71,7 +73,8 @@ class FtContactEstimator(SuiteNode):
         self._joint_states = JointStateReader(self.robot.joint_names, model_order_only=True)
         self._readings = StampPairing(self.value('stamp_tolerance'))   # wrench ↔ joint state
         self._residuals = StampPairing(self.value('stamp_tolerance'))  # residual ↔ compensated
-        self._acceleration = DerivativeEstimator(duration=self.value('acceleration_window'))
+        self._acceleration = DerivativeEstimator(
+            duration=self.value('acceleration_filter.window_duration'))
         self._resting = RestingWindow(self.value('zero.duration'), self.value('zero.rest_speed'))
         self._free_motion = RunningRms(_FREE_MOTION_WINDOW)
         self._localized: tuple[float, str, np.ndarray] | None = None  # stamp, link, point
@@ -133,9 +136,9 @@ class FtContactEstimator(SuiteNode):
           'tell (0 = not at all)', 0.0, 100.0, **ro)
         d('stamp_tolerance', k['stamp_tolerance'], 'most time between the stamps of a '
           'reading and the joint state it is paired with (s)', 0.0, 1.0, **ro)
-        d('acceleration_window', k['acceleration_window'], 'time span of joint states in '
-          "the quadratic fit that gives q̈ for the arm's reaction (s; lag about half)",
-          0.002, 1.0, **ro)
+        d('acceleration_filter.window_duration', k['acceleration_filter.window_duration'],
+          "time span of joint states in the quadratic fit that gives q̈ for the arm's "
+          'reaction (s; lag about half)', 0.002, 1.0, **ro)
         d('localizer_timeout', k['localizer_timeout'], "the contact localizer's link is used "
           'while its point is at most this older or newer than the sample (s)', 0.0, 10.0,
           **ro)
@@ -209,7 +212,7 @@ class FtContactEstimator(SuiteNode):
         self._compensate(pairs)
 
     def _acceleration_at(self, t: float, q: np.ndarray) -> np.ndarray:
-        """q̈ of the fit over `acceleration_window` s; a stamp not after the last one
+        """q̈ of the fit over `acceleration_filter.window_duration` s; a stamp not after the last one
         restarts it (the pairing then reports or accepts the stamp)."""
         try:
             return self._acceleration.update(t, q)[1]
