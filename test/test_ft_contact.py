@@ -8,6 +8,7 @@ from contact_estimation.core.ft_contact import (MOUNT_ON_ROBOT, BaseWrenchCompen
                                                 compatible_wrenches, contacted_joint,
                                                 line_of_action, make_surfaces)
 from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.payload import Payload
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.config import SimConfig
@@ -84,7 +85,7 @@ def test_resting_offset_and_payload_are_removed(panda):
     loaded = panda.with_payload(2.0, [0.0, 0.05, 0.1])
     readings = np.array([np.concatenate(loaded.base_wrench(qk, np.zeros(7), np.zeros(7)))
                          for qk in q]) + offset + rng.normal(0, 0.01, (20, 6))
-    compensator = BaseWrenchCompensator(panda, payload_mass=2.0, payload_centre=[0.0, 0.05, 0.1])
+    compensator = BaseWrenchCompensator(panda, payload=Payload(2.0, (0.0, 0.05, 0.1)))
     np.testing.assert_allclose(compensator.resting_offset(readings, q), offset, atol=0.02)
     bare = BaseWrenchCompensator(panda, offset=offset)
     assert np.linalg.norm(bare.contact_wrench(readings[0], q[0])[:3]) > 15.0  # 2 kg unseen

@@ -53,7 +53,7 @@ def test_a_log_that_never_turns_the_flange_is_refused_with_what_is_missing(panda
         identify_payload(StaticTerms(panda), still)
 
 
-def test_identify_payload_writes_a_residual_node_parameter_file(panda, tmp_path, capsys):
+def test_identify_payload_writes_the_residual_and_ft_node_parameter_file(panda, tmp_path, capsys):
     log = _log(panda, TOOL, np.random.default_rng(3))
     late = [200, 900]  # a real driver's: a few samples arrive after their successor
     for name in ('t', 'q', 'v', 'effort'):
@@ -69,7 +69,10 @@ def test_identify_payload_writes_a_residual_node_parameter_file(panda, tmp_path,
     printed = capsys.readouterr().out
     assert 'mass' in printed and '±' in printed and 'panda_hand' in printed
     assert '4 samples out of time order' in printed
-    loaded = yaml.safe_load(out.read_text())['residual_node']['ros__parameters']['payload']
+    written = yaml.safe_load(out.read_text())
+    loaded = written['residual_node']['ros__parameters']['payload']
+    assert written['ft_contact_estimator']['ros__parameters']['payload'] == loaded
+    assert loaded['link'] == 'panda_hand'
     assert loaded['mass'] == pytest.approx(TOOL.mass, abs=0.05)
     np.testing.assert_allclose(loaded['centre_of_mass'], TOOL.centre_of_mass, atol=0.005)
     # a bare arm is no payload: refused, no file

@@ -210,6 +210,12 @@ def test_a_declared_payload_is_part_of_the_model_and_follows_a_tool_change(harne
                                atol=1e-9)
     refused = h.node.set_parameters([Parameter('payload.centre_of_mass', value=[0.1, 0.2])])[0]
     assert not refused.successful and 'centre_of_mass' in refused.reason
+    # The same tool held on another link: its centre of mass is in that link's frame.
+    on_link7 = [Parameter('payload.mass', value=mass), Parameter('payload.link',
+                                                                   value='panda_link7')]
+    assert h.node.set_parameters_atomically(on_link7).successful
+    tau = panda.with_payload(mass, centre, 'panda_link7').gravity(q)
+    np.testing.assert_allclose(h.send(T0 + 0.003, q, zero, tau).effort, zero, atol=1e-9)
 
 
 @pytest.mark.parametrize('overrides, message', [
@@ -219,6 +225,7 @@ def test_a_declared_payload_is_part_of_the_model_and_follows_a_tool_change(harne
     ({'gap_threshold': -1.0}, 'gap_threshold'),
     ({'friction_model': 'continuous'}, 'continuous friction needs 6 parameters'),
     ({'payload.centre_of_mass': [0.0, 0.1]}, 'payload.centre_of_mass must be 3'),
+    ({'payload.mass': 1.0, 'payload.link': 'panda_link0'}, 'not moved by any joint'),
 ])
 def test_bad_setup_refuses_to_start(context, overrides, message):
     with pytest.raises(StartupError, match=message):

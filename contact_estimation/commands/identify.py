@@ -34,8 +34,9 @@ recording whose identified gravity is far from the robot description's (another 
 turned and tilted) of the arm carrying its tool, fits the tool's mass and centre of mass
 (core/payload_identification.py) to what the arm's own model leaves of the torques (the URDF,
 or with --model-file the arm's identified gravity and friction), prints how well the log
-determines each value, and writes them as a residual_node parameter file to pass with the
-others (`contact-estimation up --config payload.yaml`) or paste into yours.
+determines each value, and writes them as a parameter file (the same payload block for
+residual_node and ft_contact_estimator) to pass with the others (`contact-estimation up
+--config payload.yaml`) or paste into yours.
 
 Bad input: a message on stderr, exit code 2, no file.
 """
@@ -201,17 +202,18 @@ def _payload(args) -> int:
 
 
 def write_payload_parameters(path, fit: PayloadFit, source: str, arm_model: str) -> None:
-    """The fit as a residual_node parameter file, with how it was made in comments."""
+    """The fit as a parameter file for residual_node and ft_contact_estimator (the same
+    payload block), with how it was made in comments."""
     payload = fit.payload
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
     comments = [f'Payload identified by contact-estimation identify payload, {date}',
                 f'from {os.path.abspath(source)}; arm model: {arm_model}.',
-                *fit.summary().splitlines(),
-                f'The centre of mass is in the frame of {fit.tip_link}: residual_node\'s '
-                'tip_link must be that link.']
-    parameters = {'residual_node': {'ros__parameters': {'payload': {
-        'mass': round(payload.mass, 4),
-        'centre_of_mass': [round(x, 5) for x in payload.centre_of_mass]}}}}
+                *fit.summary().splitlines()]
+    block = {'payload': {'mass': round(payload.mass, 4),
+                         'centre_of_mass': [round(x, 5) for x in payload.centre_of_mass],
+                         'link': fit.tip_link}}
+    parameters = {node: {'ros__parameters': block}
+                  for node in ('residual_node', 'ft_contact_estimator')}
     with open(path, 'w', encoding='utf-8') as f:
         f.write(''.join(f'# {line}\n' for line in comments))
         f.write(yaml.safe_dump(parameters, sort_keys=False, default_flow_style=None))

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import open3d as o3d
 
+from contact_estimation.core.payload import Payload
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.surfaces import LinkSurfaces
 
@@ -134,17 +135,15 @@ class SensorMount:
 class BaseWrenchCompensator:
     """Seed 004 eq. 20 solved for the contact wrench: reading − offset − (f₀ + f_Bd, τ₀ + τ_Bd).
 
-    The arm's wrench comes from `robot` (its URDF or identified inertial parameters) with a
-    payload of `payload_mass` kg at `payload_centre` (m, in the frame of `payload_link`,
-    default the tip link). `offset` is the sensor's own reading with nothing on it, in its
+    The arm's wrench comes from `robot` (its URDF or identified inertial parameters) carrying
+    `payload` (core/payload.Payload, the residual's too). `offset` is the sensor's own reading with nothing on it, in its
     frame (`resting_offset` measures it; keeping it across restarts is the caller's job).
     """
 
     def __init__(self, robot: RobotModel, mount: SensorMount | None = None,
-                 payload_mass: float = 0.0, payload_centre=(0.0, 0.0, 0.0),
-                 payload_link: str = '', offset=(0.0,) * 6):
+                 payload: Payload = Payload(), offset=(0.0,) * 6):
         self.mount = mount or SensorMount()
-        self.robot = robot.with_payload(payload_mass, payload_centre, payload_link)
+        self.robot = payload.carried_by(robot)
         self.offset = _vector(offset, 6, 'offset')
         self._still = np.zeros(robot.n)
 

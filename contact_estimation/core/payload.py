@@ -14,8 +14,8 @@ and its gravity torque is the first four columns at q̇ = q̈ = 0. `identify_pay
 four gravity parameters (m, m·c') by linear least squares on the torque residual a
 recording leaves with the arm's own model, with the small rotational term taken from the
 previous estimate (a fixed point reached in a few rounds), and says how well the recording
-determines each of them. The residual (core/residual.py) and the simulated cobot
-(core/sim) both take a `Payload`.
+determines each of them. The residual (core/residual.py), the F/T base-wrench compensation
+(core/ft_contact.py) and the simulated cobot (core/sim) all take a `Payload`.
 """
 from __future__ import annotations
 
@@ -26,11 +26,13 @@ import pinocchio as pin
 
 from contact_estimation.core.robot_model import RobotModel
 
-# The one source of the payload defaults, by residual_node parameter name (the node declares
-# with these, config/residual_node.yaml ships them: test/test_node_defaults.py).
+# The one source of the payload defaults, by parameter name: residual_node and
+# ft_contact_estimator declare the same `payload.*` with these (one user YAML block serves
+# both), their config/*.yaml ship them (test/test_node_defaults.py).
 DEFAULTS = {
     'payload.mass': 0.0,                          # kg; 0 = no payload
-    'payload.centre_of_mass': (0.0, 0.0, 0.0),    # m, in the tip link's frame
+    'payload.centre_of_mass': (0.0, 0.0, 0.0),    # m, in the frame of payload.link
+    'payload.link': '',                           # '' = the robot's tip link
 }
 
 _PARAMETERS_PER_BODY = 10   # pinocchio's dynamic parameter vector per body
@@ -44,7 +46,7 @@ class Payload:
 
     mass: float = DEFAULTS['payload.mass']
     centre_of_mass: tuple[float, float, float] = DEFAULTS['payload.centre_of_mass']
-    link: str = ''
+    link: str = DEFAULTS['payload.link']
 
     def __post_init__(self):
         centre = np.asarray(self.centre_of_mass, dtype=float).ravel()
@@ -80,6 +82,12 @@ class Payload:
         zero = np.zeros(robot.n)
         return (body_regressor(robot, self.carrier(robot), q, zero, zero)[:, :GRAVITY_PARAMETERS]
                 @ self.parameters(robot)[:GRAVITY_PARAMETERS])
+
+    @classmethod
+    def from_parameters(cls, values) -> 'Payload':
+        """The payload the `payload.*` parameter values (a mapping by name) describe."""
+        return cls(values['payload.mass'], tuple(values['payload.centre_of_mass']),
+                   values['payload.link'])
 
     @classmethod
     def from_gravity_parameters(cls, robot: RobotModel, values) -> 'Payload':

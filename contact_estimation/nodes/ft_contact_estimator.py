@@ -53,6 +53,7 @@ from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.markers import contact_markers, deleted
 from contact_estimation.ros.node_main import run
+from contact_estimation.ros.params import declare_payload
 from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'ft_contact_estimator'
@@ -113,10 +114,7 @@ class FtContactEstimator(SuiteNode):
           'is saturated: the reading is dropped', 1.0, 1e5, **ro)
         d('sensor.torque_limit', k['sensor.torque_limit'], 'a moment component this large '
           '(N·m) is saturated: the reading is dropped', 0.1, 1e4, **ro)
-        d('payload.mass', k['payload.mass'], 'mass of the tool or part on the tip link, kg '
-          '(0 = none): part of the arm, not a contact', 0.0, 1000.0, **ro)
-        d('payload.centre_of_mass', list(k['payload.centre_of_mass']), 'payload centre of '
-          "mass, m, in the tip link's frame", **ro)
+        self._payload = declare_payload(self, read_only=True)
         d('surface_model', k['surface_model'], f'one of {SURFACE_MODELS}: the collision '
           'meshes, or one ellipsoid per link (seed 004 eq. 23)', **ro)
         d('ellipsoid_file', k['ellipsoid_file'], 'YAML of ellipsoids per link (centre, '
@@ -161,7 +159,7 @@ class FtContactEstimator(SuiteNode):
                             v('sensor.position'))
         offset = load_offset(v('offset_file'))
         self._compensator = BaseWrenchCompensator(
-            self.robot, mount, v('payload.mass'), v('payload.centre_of_mass'),
+            self.robot, mount, self._payload,
             offset=np.zeros(6) if offset is None else offset)
         self._threshold = np.asarray(v('contact_threshold'), dtype=float)
         if self._threshold.size not in (1, self.robot.n) or np.any(self._threshold <= 0):

@@ -28,6 +28,7 @@ from contact_estimation.ros.conversions import stamp_to_seconds, wrench_to_array
 from contact_estimation.ros.diagnostics import OK
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader, JointStateWriter
 from contact_estimation.ros.node_main import run
+from contact_estimation.ros.params import declare_payload
 from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'residual_node'
@@ -72,7 +73,7 @@ class ResidualNode(SuiteNode):
     def _declare_residual_parameters(self) -> None:
         """Every parameter, with the defaults of core/residual.py, core/payload.py and
         core/wrist_wrench.py."""
-        r, p, w = residual.DEFAULTS, payload.DEFAULTS, wrist_wrench.DEFAULTS
+        r, w = residual.DEFAULTS, wrist_wrench.DEFAULTS
         self.declare('model', r['model'],
                      'residual: fast (seed 001 eq. 9, g + f only), rnea (inverse dynamics, '
                      'seed 003 eq. 7) or momentum_observer (no acceleration needed)')
@@ -93,12 +94,7 @@ class ResidualNode(SuiteNode):
                      '(at least 3 samples whatever the rate; lag about half of it)', 0.001, 1.0)
         self.declare('gap_threshold', r['gap_threshold'],
                      'a longer pause in the input (s) restarts the residual', 1e-4, 10.0)
-        self.declare('payload.mass', p['payload.mass'],
-                     'mass of the tool or part on the tip link, kg (0 = none): part of the '
-                     'model, so carrying it is not a contact', 0.0, 1000.0)
-        self.declare('payload.centre_of_mass', list(p['payload.centre_of_mass']),
-                     "payload centre of mass, m, in the tip link's frame "
-                     '(contact-estimation identify payload estimates both)')
+        declare_payload(self, read_only=False)
         self.declare('wrist_wrench_enabled', w['wrist_wrench_enabled'],
                      'remove the wrench measured by a wrist F/T sensor (intended task force)')
         self.declare('wrist_link', w['wrist_link'],
@@ -115,7 +111,7 @@ class ResidualNode(SuiteNode):
         identified = None
         if values['model_file']:
             identified = IdentifiedModel.load(values['model_file'], self.robot)
-        tool = Payload(values['payload.mass'], tuple(values['payload.centre_of_mass']))
+        tool = Payload.from_parameters(values)
         built = make_residual(
             values['model'], self.robot, identified, values['friction_model'],
             list(values['friction_parameters']), list(values['observer_gain']),
@@ -128,7 +124,7 @@ class ResidualNode(SuiteNode):
         source = (f'identified model {values["model_file"]}' if identified else
                   f'URDF gravity, {values["friction_model"]} friction')
         carried = (f', {tool.mass:g} kg payload at {list(tool.centre_of_mass)} m in '
-                   f'{self.robot.tip_link}' if tool else '')
+                   f'{tool.carrier(self.robot)}' if tool else '')
         removed = f', wrist wrench at {wrist.link} removed' if wrist else ''
         return _Setup(built, f'{values["model"]} residual ({source}{carried}{removed})', wrist)
 

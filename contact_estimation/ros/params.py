@@ -46,6 +46,22 @@ def on_change(node: Node, apply: Callable[[dict[str, Any]], str | None]) -> None
     node.add_on_set_parameters_callback(callback)
 
 
+def declare_payload(node: Node, read_only: bool):
+    """Declare `payload.mass`, `payload.centre_of_mass`, `payload.link` (core/payload.py's
+    defaults) and return the Payload they describe (ValueError if bad). residual_node and
+    ft_contact_estimator share them, so one parameter file block configures both."""
+    from contact_estimation.core.payload import DEFAULTS, Payload
+    declare(node, 'payload.mass', DEFAULTS['payload.mass'], 'mass of the tool or part on '
+            'payload.link, kg (0 = none): part of the arm, so carrying it is not a contact',
+            0.0, 1000.0, read_only)
+    declare(node, 'payload.centre_of_mass', list(DEFAULTS['payload.centre_of_mass']),
+            'payload centre of mass, m, in the frame of payload.link (contact-estimation '
+            'identify payload estimates it and the mass)', read_only=read_only)
+    declare(node, 'payload.link', DEFAULTS['payload.link'], "link carrying the payload "
+            "('' = tip_link)", read_only=read_only)
+    return Payload.from_parameters({name: node.get_parameter(name).value for name in DEFAULTS})
+
+
 def declare_robot(node: Node):
     """Declare `robot`, `robot_description`, `base_link`, `tip_link` and load the RobotModel.
 
