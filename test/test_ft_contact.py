@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from contact_estimation.core.ft_contact import (MOUNT_ON_ROBOT, BaseWrenchCompensator,
+from contact_estimation.core.ft_contact import (MOUNT_ON_ROBOT, SURFACE_MODELS,
+                                                BaseWrenchCompensator,
                                                 Ellipsoid, EllipsoidSurfaces, FtContactError,
                                                 FtContactLocator, SensorMount,
                                                 compatible_wrenches, contacted_joint,
@@ -135,7 +136,8 @@ def test_ellipsoid_fit_entry_and_closest_point(panda, surfaces):
     normals /= np.linalg.norm(normals, axis=1, keepdims=True)
     directions = -normals + 0.3 * rng.normal(size=(20, 3))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    points, link, outward = model.first_entry(2, target + 0.5 * directions, directions)
+    points, link, outward = (part[0] for part in model.first_entry(
+        [2], (target + 0.5 * directions)[None], directions[None]))
     np.testing.assert_allclose(points, target, atol=1e-9)
     np.testing.assert_allclose(outward, normals, atol=1e-9)
     assert (link == 0).all()
@@ -148,6 +150,36 @@ def test_ellipsoid_fit_entry_and_closest_point(panda, surfaces):
     assert (distance <= brute + 1e-6).all() and (distance > brute - 2e-3).all()
     on_surface = np.linalg.norm(((nearest - centre) @ axes) / semi, axis=1)
     np.testing.assert_allclose(on_surface, 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize('kind', SURFACE_MODELS)
+def test_one_cast_for_all_bodies_finds_what_each_body_alone_finds(surfaces, kind):
+    """Lines aimed at every body's surface, each cast into every body at once: each body's
+    entries are those it gives alone, lie on its own surface, and a line aimed at it enters."""
+    model = make_surfaces(kind, surfaces)
+    rng = np.random.default_rng(8)
+    targets = rng.uniform(-0.15, 0.15, size=(12, 3))
+    directions = rng.normal(size=(12, 3))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    joints = list(model.joints)
+    origins = np.repeat((targets - 0.5 * directions)[None], len(joints), axis=0)
+    headings = np.repeat(directions[None], len(joints), axis=0)
+    points, links, normals = model.first_entry(joints, origins, headings)
+    for b, joint in enumerate(joints):
+        alone = model.first_entry([joint], origins[b:b + 1], headings[b:b + 1])
+        np.testing.assert_allclose(points[b], alone[0][0], atol=1e-6)
+        np.testing.assert_array_equal(links[b], alone[1][0])
+        hit = np.isfinite(points[b, :, 0])
+        np.testing.assert_allclose(normals[b][hit], alone[2][0][hit], atol=1e-6)
+        assert (links[b][hit] >= 0).all() and (links[b][~hit] == -1).all()
+        _, _, distance = model.closest(joint, points[b][hit])
+        assert (distance < 1e-4).all()
+    # a line through a point of a body's surface enters that body (the point may be on an
+    # edge of the mesh, where a line can slip past in float32: most, not all)
+    for joint in joints:
+        on_surface, _, _ = model.closest(joint, targets)
+        aimed, _, _ = model.first_entry([joint], on_surface[None], directions[None])
+        assert np.isfinite(aimed[0, :, 0]).mean() >= 0.75
 
 
 @pytest.mark.parametrize('kind, tolerance', [('mesh', 0.002), ('ellipsoid', 0.05)])

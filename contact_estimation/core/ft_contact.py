@@ -50,6 +50,9 @@ SURFACE_MODELS = ('ellipsoid', 'mesh')
 # Rays are cast from this far behind the line's point nearest the body (m): farther than any
 # arm link reaches, so the first hit is where the line enters the body.
 _RAY_BACKOFF = 10.0
+# Distance between neighbouring bodies in the scene of `MeshSurfaces` (m): a ray starts at most
+# _RAY_BACKOFF plus an arm's reach from its body, so bodies this far apart never shadow it.
+_BODY_SPACING = 4.0 * _RAY_BACKOFF
 # Points sampled along a line that misses the body, to find the surface point nearest to it.
 _MISS_SAMPLES = 64
 
@@ -285,57 +288,65 @@ class EllipsoidSurfaces:
                            for link in surfaces.links
                            if link in self.robot.link_joint and link not in overrides}
         self.ellipsoids.update(overrides)
-        # Per joint: the ellipsoids of its links in its body frame, stacked for vector maths.
-        self._bodies = {}
-        for joint, (links, placements) in _bodies(self.robot, self.ellipsoids).items():
-            moved = [self.ellipsoids[link].moved(*pose) for link, pose in zip(links, placements)]
-            self._bodies[joint] = (links, np.array([e.centre for e in moved]),
-                                   np.array([e.axes for e in moved]),
-                                   np.array([e.semi_axes for e in moved]))
+        # Every body's ellipsoids in its body frame, stacked for vector maths: the joint that
+        # moves each (`_joint_of`) and its index among that body's links (`_index`).
+        bodies = _bodies(self.robot, self.ellipsoids)
+        self.joints = tuple(sorted(bodies))
+        self._links = {joint: bodies[joint][0] for joint in self.joints}
+        moved = [(joint, index, self.ellipsoids[link].moved(*pose)) for joint in self.joints
+                 for index, (link, pose) in enumerate(zip(*bodies[joint]))]
+        self._joint_of = np.array([joint for joint, _, _ in moved])
+        self._index = np.array([index for _, index, _ in moved])
+        self._centres = np.array([e.centre for _, _, e in moved])
+        self._axes = np.array([e.axes for _, _, e in moved])
+        self._semi = np.array([e.semi_axes for _, _, e in moved])
 
     def links(self, joint: int) -> list[str]:
-        return self._bodies[joint][0] if joint in self._bodies else []
+        return self._links.get(joint, [])
 
-    def _normalised(self, joint, points, directions=None):
-        """Points (and directions) in each ellipsoid's unit-sphere coordinates: E×N×3."""
-        _, centres, axes, semi = self._bodies[joint]
-        y = np.einsum('eji,enj->eni', axes, points[None] - centres[:, None]) / semi[:, None]
-        if directions is None:
-            return y
-        return y, np.einsum('eji,nj->eni', axes, directions) / semi[:, None]
-
-    def first_entry(self, joint, origins, directions):
-        """Where each line (N×3 points, unit directions, body frame) first enters the body
-        going along its direction: points N×3 (NaN on a miss), link index (-1) and the
-        outward unit normal there (N×3, body frame; eq. 24's n)."""
-        y, u = self._normalised(joint, origins, directions)
+    def first_entry(self, joints, origins, directions):
+        """Where each line first enters its body going along its direction, for several
+        bodies at once: `joints` (B body joints), `origins` and unit `directions` (B×N×3, row
+        b in the frame of body b). Returns the points (B×N×3, NaN on a miss), the index of
+        the link entered among the body's `links` (B×N, -1 on a miss) and the outward unit
+        normal there (B×N×3, body frames; eq. 24's n)."""
+        row_of = {joint: row for row, joint in enumerate(joints)}
+        mine = np.flatnonzero(np.isin(self._joint_of, joints))
+        rows = np.array([row_of[j] for j in self._joint_of[mine]])
+        centres, axes, semi = self._centres[mine], self._axes[mine], self._semi[mine]
+        # the lines in each ellipsoid's unit-sphere coordinates: E×N×3
+        y = np.einsum('eji,enj->eni', axes, origins[rows] - centres[:, None]) / semi[:, None]
+        u = np.einsum('eji,enj->eni', axes, directions[rows]) / semi[:, None]
         uu = np.einsum('eni,eni->en', u, u)
         yu = np.einsum('eni,eni->en', y, u)
         disc = yu ** 2 - uu * (np.einsum('eni,eni->en', y, y) - 1.0)
         with np.errstate(invalid='ignore'):
             entry = np.where(disc >= 0, (-yu - np.sqrt(disc)) / uu, np.inf)  # smaller root
-        best = np.argmin(entry, axis=0)
-        n = np.arange(len(origins))
-        along = entry[best, n]
+        # per body, its ellipsoid entered first: B×N indices into the E stacked here
+        own = rows[None, :, None] == np.arange(len(joints))[:, None, None]
+        per_body = np.where(own, entry[None], np.inf)
+        best = np.argmin(per_body, axis=1)
+        along = np.take_along_axis(per_body, best[:, None], axis=1)[:, 0]
+        n = np.arange(origins.shape[1])
         hit = np.isfinite(along)
-        points = np.where(hit[:, None], origins + along[:, None] * directions, np.nan)
+        points = origins + np.where(hit, along, np.nan)[..., None] * directions
         # n ∝ R A² Rᵀ(c − o) = R (y/s) / s at the unit-sphere point y of the entry
-        _, _, axes, semi = self._bodies[joint]
-        on_sphere = y[best, n] + np.where(hit, along, 0.0)[:, None] * u[best, n]
-        normals = np.einsum('nij,nj->ni', axes[best], on_sphere / semi[best])
-        normals /= np.linalg.norm(normals, axis=1, keepdims=True)
-        return points, np.where(hit, best, -1), normals
+        on_sphere = y[best, n] + np.where(hit, along, 0.0)[..., None] * u[best, n]
+        normals = np.einsum('bnij,bnj->bni', axes[best], on_sphere / semi[best])
+        normals /= np.linalg.norm(normals, axis=-1, keepdims=True)
+        return points, np.where(hit, self._index[mine][best], -1), normals
 
     def closest(self, joint, points):
         """Nearest surface point to each point (N×3, body frame), its link index, distance."""
-        _, centres, axes, semi = self._bodies[joint]
+        mine = self._joint_of == joint
+        centres, axes, semi = self._centres[mine], self._axes[mine], self._semi[mine]
         y = np.einsum('eji,enj->eni', axes, points[None] - centres[:, None])  # E×N×3, principal
         nearest = _ellipsoid_closest(y, semi[:, None, :])
         distance = np.linalg.norm(nearest - y, axis=2)
         best = np.argmin(distance, axis=0)
         n = np.arange(len(points))
         on_body = np.einsum('nij,nj->ni', axes[best], nearest[best, n]) + centres[best]
-        return on_body, best, distance[best, n]
+        return on_body, self._index[mine][best], distance[best, n]
 
 
 def _ellipsoid_closest(y: np.ndarray, semi: np.ndarray, iterations: int = 30) -> np.ndarray:
@@ -366,7 +377,10 @@ def _ellipsoid_closest(y: np.ndarray, semi: np.ndarray, iterations: int = 30) ->
 
 
 class MeshSurfaces:
-    """The collision meshes of `LinkSurfaces`, one ray-casting scene per body (joint)."""
+    """The collision meshes of `LinkSurfaces` in one ray-casting scene, each body (the links
+    one joint moves) in its body frame and shifted `_BODY_SPACING` from the next: far enough
+    apart that a ray cast for one body can meet no other one first, so that one cast serves
+    every body."""
 
     name = 'mesh'
 
@@ -374,42 +388,57 @@ class MeshSurfaces:
         self.robot = surfaces.robot
         meshes = {link: surfaces.mesh(link) for link in surfaces.links
                   if link in self.robot.link_joint}
-        self._bodies = {}
-        for joint, (links, placements) in _bodies(self.robot, meshes).items():
-            scene = o3d.t.geometry.RaycastingScene()
-            ids = []
-            for link, (rotation, position) in zip(links, placements):
-                vertices = np.asarray(meshes[link].vertices) @ rotation.T + position
-                ids.append(scene.add_triangles(
+        bodies = _bodies(self.robot, meshes)
+        self.joints = tuple(sorted(bodies))
+        self._links = {joint: bodies[joint][0] for joint in self.joints}
+        self._shift = np.zeros((self.robot.n, 3))
+        self._shift[list(self.joints), 0] = _BODY_SPACING * (
+            np.arange(len(self.joints)) - (len(self.joints) - 1) / 2)
+        self._scene = o3d.t.geometry.RaycastingScene()
+        geometries = []  # (joint, link index) of each geometry id
+        for joint in self.joints:
+            for index, (link, (rotation, position)) in enumerate(zip(*bodies[joint])):
+                vertices = (np.asarray(meshes[link].vertices) @ rotation.T + position
+                            + self._shift[joint])
+                geometry = self._scene.add_triangles(
                     o3d.core.Tensor(vertices.astype(np.float32)),
-                    o3d.core.Tensor(np.asarray(meshes[link].triangles).astype(np.uint32))))
-            lookup = np.full(max(ids) + 1, -1)
-            lookup[ids] = np.arange(len(ids))
-            self._bodies[joint] = (links, scene, lookup)
+                    o3d.core.Tensor(np.asarray(meshes[link].triangles).astype(np.uint32)))
+                geometries.append((geometry, joint, index))
+        ids, joint_of, index = np.array(geometries).T
+        self._joint_of = np.full(ids.max() + 2, -1)  # the last entry: the invalid id of a miss
+        self._index = np.full(ids.max() + 2, -1)
+        self._joint_of[ids], self._index[ids] = joint_of, index
 
     def links(self, joint: int) -> list[str]:
-        return self._bodies[joint][0] if joint in self._bodies else []
+        return self._links.get(joint, [])
 
-    def first_entry(self, joint, origins, directions):
-        """As `EllipsoidSurfaces.first_entry`, on the meshes (outward triangles: the first hit
-        from far behind faces the ray)."""
-        _, scene, lookup = self._bodies[joint]
+    def _geometries(self, ids: np.ndarray) -> np.ndarray:
+        """Geometry ids of open3d (a miss gives an invalid one) → rows of the lookups."""
+        return np.minimum(ids.astype(np.int64), len(self._index) - 1)
+
+    def first_entry(self, joints, origins, directions):
+        """As `EllipsoidSurfaces.first_entry`, on the meshes, one cast for all bodies
+        (outward triangles: the first hit from far behind faces the ray)."""
+        joints = np.asarray(joints)
+        shift = self._shift[joints][:, None]
         starts = origins - _RAY_BACKOFF * directions
-        rays = np.hstack([starts, directions]).astype(np.float32)
-        result = scene.cast_rays(o3d.core.Tensor(rays))
-        along = result['t_hit'].numpy().astype(float)
-        hit = np.isfinite(along)
-        points = np.where(hit[:, None], starts + along[:, None] * directions, np.nan)
-        ids = np.where(hit, result['geometry_ids'].numpy(), 0)  # a miss has an invalid id
-        return points, np.where(hit, lookup[ids], -1), result['primitive_normals'].numpy()
+        rays = np.concatenate([starts + shift, directions], axis=-1).reshape(-1, 6)
+        result = self._scene.cast_rays(o3d.core.Tensor(rays.astype(np.float32)))
+        shape = origins.shape[:2]
+        along = result['t_hit'].numpy().astype(float).reshape(shape)
+        geometry = self._geometries(result['geometry_ids'].numpy()).reshape(shape)
+        hit = np.isfinite(along) & (self._joint_of[geometry] == joints[:, None])
+        along = np.where(hit, along, np.nan)[..., None]
+        return (starts + along * directions, np.where(hit, self._index[geometry], -1),
+                result['primitive_normals'].numpy().reshape(*shape, 3).astype(float))
 
     def closest(self, joint, points):
         """As `EllipsoidSurfaces.closest`, on the meshes."""
-        _, scene, lookup = self._bodies[joint]
-        result = scene.compute_closest_points(o3d.core.Tensor(points.astype(np.float32)))
-        nearest = result['points'].numpy().astype(float)
-        return nearest, lookup[result['geometry_ids'].numpy()], np.linalg.norm(nearest - points,
-                                                                               axis=1)
+        shifted = (points + self._shift[joint]).astype(np.float32)
+        result = self._scene.compute_closest_points(o3d.core.Tensor(shifted))
+        nearest = result['points'].numpy().astype(float) - self._shift[joint]
+        return (nearest, self._index[self._geometries(result['geometry_ids'].numpy())],
+                np.linalg.norm(nearest - points, axis=1))
 
 
 def _bodies(robot: RobotModel, per_link: dict) -> dict[int, tuple[list[str], list]]:
@@ -475,27 +504,11 @@ class FtContactLocator:
         [f_cB; τ_cB] (base origin, base frame, force on the robot); None when the force is
         below `min_force` or the body has no surface."""
         wrench = _vector(wrench, 6, 'contact wrench')
-        force, torque = wrench[:3], wrench[3:]
-        links = self.model.links(joint)
-        if np.linalg.norm(force) < self.min_force or not links:
+        if np.linalg.norm(wrench[:3]) < self.min_force or not self.model.links(joint):
             return None
-        forces, torques = compatible_wrenches(force, torque, self.singular_ratio)
-        origins, directions = line_of_action(forces, torques)
-        body_rotation, body_position = self.robot.link_pose(q, self.robot.joint_links[joint])
-        origins = (origins - body_position) @ body_rotation
-        directions = directions @ body_rotation
-        entries, _, _ = self.model.first_entry(joint, origins, directions)
-        hit = np.isfinite(entries[:, 0])
-        if hit.any():
-            mean = entries[hit].mean(axis=0, keepdims=True)
-        else:
-            mean = self._nearest_to_line(joint, origins[-1], directions[-1])
-        point, link_index, _ = self.model.closest(joint, mean)
-        link = links[int(link_index[0])]
-        rotation, position = self.robot.link_pose(q, link)
-        point_base = body_rotation @ point[0] + body_position
-        return FtContact(link, rotation.T @ (point_base - position), rotation.T @ force,
-                         point_base, force.copy(), int(len(forces)), bool(hit.any()))
+        forces, torques = compatible_wrenches(wrench[:3], wrench[3:], self.singular_ratio)
+        lines = self._enter(q, [joint], *line_of_action(forces, torques))
+        return self._contact(q, wrench, joint, *(part[0] for part in lines[:4]))
 
     def locate_from_residual(self, q: np.ndarray, wrench: np.ndarray, tau_ext: np.ndarray,
                              threshold) -> FtContact | None:
@@ -519,34 +532,61 @@ class FtContactLocator:
         friction cone). It decides when τ_ext cannot: a line through the axes of the
         joints between two bodies loads them alike. When the line enters no body: that of
         `contacted_joint`, its surface point nearest the line.
+
+        One cast serves all: the least-squares line (scores) and claim 6's subsystem lines
+        (the point), each in every body's frame.
         """
         lowest = contacted_joint(tau_ext, threshold)
         wrench = _vector(wrench, 6, 'contact wrench')
         if lowest is None or np.linalg.norm(wrench[:3]) < self.min_force:
             return None
+        forces, torques = compatible_wrenches(wrench[:3], wrench[3:], self.singular_ratio)
+        origins, directions = line_of_action(np.vstack([wrench[:3], forces]),
+                                             np.vstack([wrench[3:], torques]))
+        joints = self.model.joints
+        poses, starts, headings, entries, normals = self._enter(q, joints, origins, directions)
+        entered = np.isfinite(entries[:, 0, 0])
+        if not entered.any():
+            return self.locate(q, wrench, lowest)
         explained = np.cumsum((tau_ext - self.line_torques(q, wrench)) ** 2)
         unexplained = np.cumsum((tau_ext ** 2)[::-1])[::-1]
-        misfit = explained + np.append(unexplained[1:], 0.0)
-        cosines = self._entry_cosines(q, wrench)
-        if not cosines:
-            return self.locate(q, wrench, lowest)
-        score = {j: misfit[j] / (2.0 * self.residual_noise ** 2)
-                 + self.normal_preference * (1.0 - cosine) for j, cosine in cosines.items()}
-        return self.locate(q, wrench, min(score, key=score.get))
+        misfit = np.append(explained[:-1] + unexplained[1:], explained[-1])[list(joints)]
+        cosines = -np.einsum('bi,bi->b', normals[:, 0], headings[:, 0])
+        score = np.where(entered, misfit / (2.0 * self.residual_noise ** 2)
+                         + self.normal_preference * (1.0 - cosines), np.inf)
+        b = int(np.argmin(score))
+        return self._contact(q, wrench, joints[b], poses[b], starts[b, 1:], headings[b, 1:],
+                             entries[b, 1:])
 
-    def _entry_cosines(self, q: np.ndarray, wrench: np.ndarray) -> dict[int, float]:
-        """Body → cos θ between the force and the inward normal where the least-squares
-        line of action first enters it, for the bodies it enters."""
-        origin, direction = line_of_action(wrench[:3], wrench[3:])
-        bodies = [j for j in range(self.robot.n) if self.model.links(j)]
-        poses = self.robot.link_poses(q, [self.robot.joint_links[j] for j in bodies])
-        cosines = {}
-        for joint, (rotation, position) in zip(bodies, poses):
-            start, heading = (origin - position) @ rotation, direction @ rotation
-            entry, _, normal = self.model.first_entry(joint, start[None], heading[None])
-            if np.isfinite(entry[0, 0]):
-                cosines[joint] = float(-normal[0] @ heading)
-        return cosines
+    def _enter(self, q, joints, origins, directions):
+        """Lines (N×3 points, unit directions, base frame) in the frames of the bodies of
+        `joints` (B) at q, and where each enters each body: the body poses (B×(R, p)), the
+        lines (B×N×3 twice), the entry points and normals (B×N×3, NaN on a miss)."""
+        poses = self.robot.link_poses(q, [self.robot.joint_links[j] for j in joints])
+        rotations = np.array([rotation for rotation, _ in poses])
+        positions = np.array([position for _, position in poses])
+        starts = np.einsum('bji,bnj->bni', rotations, origins[None] - positions[:, None])
+        headings = np.einsum('bji,nj->bni', rotations, directions)
+        entries, _, normals = self.model.first_entry(joints, starts, headings)
+        return poses, starts, headings, entries, normals
+
+    def _contact(self, q, wrench, joint, pose, origins, directions, entries) -> FtContact:
+        """The contact on the body of `joint` (pose (R, p)) from claim 6's lines (N×3, body
+        frame) and where they enter it: the mean entry projected onto the surface, or the
+        surface point nearest the last line when none enters."""
+        hit = np.isfinite(entries[:, 0])
+        if hit.any():
+            mean = entries[hit].mean(axis=0, keepdims=True)
+        else:
+            mean = self._nearest_to_line(joint, origins[-1], directions[-1])
+        point, link_index, _ = self.model.closest(joint, mean)
+        link = self.model.links(joint)[int(link_index[0])]
+        body_rotation, body_position = pose
+        rotation, position = self.robot.link_pose(q, link)
+        point_base = body_rotation @ point[0] + body_position
+        force = wrench[:3]
+        return FtContact(link, rotation.T @ (point_base - position), rotation.T @ force,
+                         point_base, force.copy(), len(origins), bool(hit.any()))
 
     def line_torques(self, q: np.ndarray, wrench: np.ndarray) -> np.ndarray:
         """τ_i = J_iᵀ[f; m] for every joint i: the joint torques the contact wrench would
