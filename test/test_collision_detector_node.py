@@ -151,6 +151,7 @@ def test_collision_stops_latches_and_reset_is_refused_until_it_is_over(rig):
     assert spin_until(executor, lambda: probe.stops[-1] is False, TIMEOUT)
     assert spin_until(executor, lambda: probe.markers[-1].markers[-1].action == Marker.DELETEALL
                       and len(probe.markers[-1].markers) == 1, TIMEOUT)
+    assert probe.markers[-1].markers[0].ns == 'collision'  # the other nodes' markers stay
     assert detector.problems.counts['collision'] == 1
 
 

@@ -12,7 +12,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 from contact_estimation.core.detector import COLLISION, NONE, WAITING, DetectorState
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN, level_byte
-from contact_estimation.ros.markers import marker
+from contact_estimation.ros.markers import cleared, marker
 
 _EVENT_LEVELS = {NONE: OK, WAITING: WARN}
 MARKER_NS = 'collision'
@@ -43,9 +43,9 @@ def collision_markers(state: DetectorState, joint_names: Sequence[str],
                       joint_origins: np.ndarray | None, frame_id: str,
                       stamp: Time) -> MarkerArray:
     """A red sphere and a label (τ_ext and ψ) at each joint of the latched collision, at
-    `joint_origins` (n × 3 in `frame_id`; None: positions unknown, nothing drawn); DELETEALL
-    first clears the last set (and alone, the collision)."""
-    markers = [Marker(action=Marker.DELETEALL, ns=MARKER_NS)]
+    `joint_origins` (n × 3 in `frame_id`; None: positions unknown, nothing drawn); a DELETEALL
+    of namespace `collision` first clears the last set (and alone, the collision)."""
+    markers = [cleared(MARKER_NS)]
     if state.colliding_joints and joint_origins is not None:
         for i in state.colliding_joints:
             sphere = marker(Marker.SPHERE, MARKER_NS, i, joint_origins[i], frame_id, stamp)

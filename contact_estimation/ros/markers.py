@@ -1,5 +1,13 @@
 """rviz markers the nodes share: one marker at a point, a contact (sphere and force arrow),
-deletion of one namespace's markers (DELETEALL would clear other nodes' namespaces too)."""
+deletion of some or all of one namespace's markers.
+
+Several nodes draw on `/contact_estimate/markers`, each in its own namespace (`collision`,
+`contact_estimate`, `ft_contact`, the proximity monitor's): a node deletes only its own. A
+DELETEALL with `ns` set deletes only that namespace in rviz2 (Galactic and later: ros2/rviz
+#685; visualization_msgs/Marker.msg: "deletes all objects (or those with the given ns if
+any)"); without `ns` it would wipe every node's markers, so `cleared` refuses an empty one
+and is the package's only DELETEALL (test/test_markers.py).
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -43,3 +51,11 @@ def contact_markers(ns: str, point, force, frame_id: str, stamp: Time,
 def deleted(ns: str, ids) -> list[Marker]:
     """DELETE of these ids of `ns` only."""
     return [Marker(action=Marker.DELETE, ns=ns, id=i) for i in ids]
+
+
+def cleared(ns: str) -> Marker:
+    """DELETEALL of the markers of namespace `ns` (not empty: that would be every node's)."""
+    if not ns:
+        raise ValueError('a DELETEALL marker needs a namespace: without one rviz deletes the '
+                         "markers of every node on the topic")
+    return Marker(action=Marker.DELETEALL, ns=ns)
