@@ -1,6 +1,7 @@
 """collision_detector over rclpy: stop, reset, fail-safe, events, markers, parameters."""
 import itertools
 import os
+import re
 import time
 
 import numpy as np
@@ -333,3 +334,19 @@ def test_joint_order_cache_stays_small_on_varying_names(node):
     node._on_residual(residual_message(time.time(), [0.1] * 7,
                                        effort=[0.0, 0.0, 0.0, 9.0, 0.0, 0.0, 0.0]))
     assert node._published.over_threshold  # still reads model order right
+
+
+def test_the_input_rate_and_what_the_time_settings_mean_at_it_are_reported(rig):
+    """As the listener and the residual node do: the times are in seconds, the rate is the
+    driver's, and the log and /diagnostics say what one comes to in samples."""
+    detector, probe, executor = rig
+    values = detector.problems.values
+    assert spin_until(executor, lambda: 'time_settings' in values, TIMEOUT)
+    rate = float(values['input_rate_hz'])
+    steps = np.diff([t for t, _ in probe.sent])
+    assert 1.0 / steps.max() <= rate <= 1.0 / steps.min()
+    persistence = DEFAULTS['persistence_time']
+    said = values['time_settings']
+    assert said.startswith('input at ') and 'input_timeout 1 s' in said
+    periods = re.search(rf'persistence_time {persistence:g} s = ([\d.]+) periods', said)
+    assert float(periods.group(1)) == pytest.approx(persistence * rate, rel=0.01)

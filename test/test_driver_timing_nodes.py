@@ -95,6 +95,9 @@ def test_listener_and_residual_take_a_jittered_100_hz_driver_with_their_defaults
     assert dict(counts) == {'out_of_order_stamp': REORDERED}
     assert dict(residual.problems.counts) == {}
     assert 100.0 < float(listener.problems.values['input_rate_hz']) < 200.0
+    # What the time settings come to at that rate, said by each node.
+    assert 'velocity_filter.window_duration' in listener.problems.values['time_settings']
+    assert 'observer time constant 0.02 s' in residual.problems.values['time_settings']
     effort = np.array([m.effort for m in residuals])
     assert np.abs(effort).max() < 0.5  # free motion: a quiet residual
     # No stale stop while the stream ran. The listener fed its watchdog with each sample

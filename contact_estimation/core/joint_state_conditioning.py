@@ -216,15 +216,17 @@ class InputRate:
 
 
 def timing_report(rate: InputRate, windows: dict[str, float], timeouts: dict[str, float],
+                  durations: dict[str, float] | None = None,
                   min_periods: float = 3.0) -> tuple[str, list[str]]:
     """What the time settings (name → s) mean at the measured `rate`: one line, and a warning
     for each of the `timeouts` shorter than `min_periods` input periods (one late message
-    would then trip it). `windows` are DerivativeEstimator durations (at least 3 samples)."""
+    would then trip it). `windows` are DerivativeEstimator durations (at least 3 samples);
+    `durations` any other time, said in periods."""
     minimum = DerivativeEstimator.DEGREE + 1
     parts = [f'{name} {seconds:g} s ≈ {max(minimum, int(rate.periods(seconds)) + 1)} samples'
              for name, seconds in windows.items()]
     parts += [f'{name} {seconds:g} s = {rate.periods(seconds):.3g} periods'
-              for name, seconds in timeouts.items()]
+              for name, seconds in {**timeouts, **(durations or {})}.items()]
     warnings = [f'{name} {seconds:g} s is only {rate.periods(seconds):.2g} periods at '
                 f'{rate.rate:.3g} Hz: raise it to at least {min_periods / rate.rate:.3g} s'
                 for name, seconds in timeouts.items() if rate.periods(seconds) < min_periods]

@@ -15,6 +15,10 @@ Collision events are diagnostic_msgs/DiagnosticArray, one status each, header st
 the joint-state time of the residual that triggered them. docs/collision_events.md has the
 fields and what a controller must do.
 
+The residuals' rate is measured on their stamps (on /diagnostics) and logged with what the
+time settings (all in seconds) come to at it (ros/input_rate.py), as the listener and the
+residual node do.
+
 Fail-safe: before the first residual, after `input_timeout` without one (or a gap that long
 between two), while the listener reports stale joint states, and on a non-finite residual,
 stop is True. A message of the wrong size is dropped and counted; it does not restart the
@@ -42,6 +46,7 @@ from contact_estimation.core.time_scaling import (TimeScaling, TimeScalingConfig
 from contact_estimation.ros.collision_messages import collision_event, collision_markers
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
+from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.suite_node import SuiteNode
@@ -86,6 +91,7 @@ class CollisionDetector(SuiteNode):
         self._published: DetectorState | None = None
         self._scaling_sent: float | None = None    # f_S last published
         self._shown_joints: tuple[int, ...] = ()
+        self._rate = InputRateLog(self, self._time_settings)
 
         self._stop_pub = self.publisher('stop', Bool, STOP_QOS)
         self._scaling_pub = self.publisher('time_scaling', Float64)
@@ -223,14 +229,25 @@ class CollisionDetector(SuiteNode):
             self.problems.report('non_finite_residual', 'residual with NaN/inf: stop')
         if position is not None:
             self._q, self._q_stamp = position, stamp
+        t = stamp_to_seconds(stamp)
+        self._rate.add(t)
         acceleration = self._acceleration_of(stamp, position)
-        state = self.detector.update(now, tau_ext, velocity, acceleration,
-                                     stamp=stamp_to_seconds(stamp))
+        state = self.detector.update(now, tau_ext, velocity, acceleration, stamp=t)
         if state.ignored:
             self.problems.report('out_of_order', state.ignored)
             return
         self._stamp = stamp
         self._apply(state, react=(now, tau_ext, velocity))
+
+    def _time_settings(self) -> TimeSettings:
+        """For InputRateLog: the q̈ window (while k_a uses it), the input timeout, and the
+        times the detection and the reaction take to decide."""
+        window = 'acceleration_filter.window_duration'
+        windows = ({window: self.value(window)} if self.detector.config.acceleration_gain.any()
+                   else {})
+        durations = ('persistence_time', 'reset_quiet_time', 'time_scaling_push_filter_time')
+        return (windows, {'input_timeout': self.value('input_timeout')},
+                {name: self.value(name) for name in durations})
 
     def _acceleration_of(self, stamp, position: np.ndarray | None):
         """q̈ for the acceleration term when the thresholds use it (core/detector.py

@@ -32,9 +32,10 @@ from std_msgs.msg import Bool
 
 from contact_estimation.core.joint_state_conditioning import (
     DEFAULTS, RENAMED, TIMING_DROPS, WARNINGS, JointSample, JointStateConditioner,
-    StepStatistics, Transmission, Watchdog, timing_report)
+    Transmission, Watchdog)
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
+from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
 from contact_estimation.ros.joint_states import JointStateWriter
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.suite_node import SuiteNode
@@ -47,10 +48,6 @@ NAME = 'joint_state_listener'
 # input_stale is repeated when it does not change.
 WATCHDOG_PERIOD = 0.01   # s
 HEARTBEAT_PERIOD = 0.1   # s
-# How often the input rate is measured (on /diagnostics, and logged with what the time
-# settings mean at that rate when it is first known or changes by more than RATE_CHANGE).
-RATE_PERIOD = 1.0        # s
-RATE_CHANGE = 0.25
 
 
 class JointStateListener(SuiteNode):
@@ -69,11 +66,10 @@ class JointStateListener(SuiteNode):
         self._stale_output = self.output('input_stale', Bool, STOP_QOS)
         self.subscribe('joint_states', JointState, self._on_joint_states)
         self._stale: bool | None = None
-        self._steps, self._logged_rate = StepStatistics(), None
+        self._rate = InputRateLog(self, self._time_settings)
         self._check_watchdog()
         self.create_timer(WATCHDOG_PERIOD, self._check_watchdog)
         self.create_timer(HEARTBEAT_PERIOD, self._publish_stale)
-        self.create_timer(RATE_PERIOD, self._measure_rate)
         self.get_logger().info(
             f'{self.robot.name or "robot"} chain {self._joint_names}; reading '
             f'{self.spec.topic("joint_states")}, publishing {self.spec.topic("joint_state")}')
@@ -158,24 +154,13 @@ class JointStateListener(SuiteNode):
                 sample.stamp, frame_id, sample.q, sample.v, sample.effort))
         self.problems.traffic['samples_published'] += 1
         self._watchdog.feed(time.monotonic())
-        self._steps.add(sample.t)
+        self._rate.add(sample.t)
 
-    def _measure_rate(self) -> None:
-        """Input rate on /diagnostics; logged with what the time settings mean at it."""
-        rate = self._steps.take(minimum=10)
-        if rate is None:
-            return
-        self.problems.values.update(rate.values())
-        if self._logged_rate and abs(rate.rate / self._logged_rate - 1.0) <= RATE_CHANGE:
-            return
-        self._logged_rate = rate.rate
+    def _time_settings(self) -> TimeSettings:
+        """For InputRateLog: the velocity filter's window, the timeouts."""
         window = 'velocity_filter.window_duration'
-        line, warnings = timing_report(rate, {window: self.value(window)},
-                                       {n: self.value(n) for n in ('gap_threshold', 'input_timeout')})
-        self.get_logger().info(f'{line} (every time setting is in seconds: nothing to retune '
-                               'for the rate)')
-        for warning in warnings:
-            self.get_logger().warning(warning)
+        return ({window: self.value(window)},
+                {n: self.value(n) for n in ('gap_threshold', 'input_timeout')}, {})
 
     # ----------------------------------------------------------------- watchdog
     def _check_watchdog(self) -> None:

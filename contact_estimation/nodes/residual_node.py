@@ -20,21 +20,18 @@ from sensor_msgs.msg import JointState
 
 from contact_estimation.core import friction, payload, residual, wrist_wrench
 from contact_estimation.core.identified_model import IdentifiedModel, ModelFileError
-from contact_estimation.core.joint_state_conditioning import StepStatistics, timing_report
 from contact_estimation.core.payload import Payload
 from contact_estimation.core.residual import Residual, SampleOrderError, make_residual
 from contact_estimation.core.wrist_wrench import WristWrench, WristWrenchRejected
 from contact_estimation.ros.conversions import stamp_to_seconds, wrench_to_arrays
 from contact_estimation.ros.diagnostics import OK
+from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader, JointStateWriter
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import declare_payload
 from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'residual_node'
-# How often the input rate is measured (on /diagnostics; logged, with what the time settings
-# mean at it, when first known).
-RATE_PERIOD = 1.0  # s
 
 # Parameters that choose and tune the residual; any change rebuilds it (and restarts it).
 _RESIDUAL_PARAMETERS = (*residual.DEFAULTS, *payload.DEFAULTS, *wrist_wrench.DEFAULTS)
@@ -63,8 +60,7 @@ class ResidualNode(SuiteNode):
         self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state)
         self.subscribe('wrist_wrench', WrenchStamped, self._on_wrench)
         self.on_parameter_change(self._on_parameter_change)
-        self._steps, self._rate_logged = StepStatistics(), False
-        self.create_timer(RATE_PERIOD, self._measure_rate)
+        self._rate = InputRateLog(self, self._time_settings)
         self.get_logger().info(f'{self._setup.description}; reading '
                                f'{self.spec.topic("joint_state")}, publishing '
                                f'{self.spec.topic("residual")}')
@@ -193,26 +189,15 @@ class ResidualNode(SuiteNode):
         if self._output.listened:
             self._output.publisher.publish(self._writer.write(stamp, frame_id, q, v, tau_ext))
         self.problems.traffic['residuals_published'] += 1
-        self._steps.add(t)
+        self._rate.add(t)
 
-    def _measure_rate(self) -> None:
-        """Input rate on /diagnostics; logged once with what the time settings mean at it."""
-        rate = self._steps.take(minimum=10)
-        if rate is None:
-            return
-        self.problems.values.update(rate.values())
-        if self._rate_logged:
-            return
-        self._rate_logged = True
-        window = 'acceleration_filter.window_duration'
-        windows = {window: self.value(window)} if self.value('model') == 'rnea' else {}
-        line, warnings = timing_report(rate, windows, {'gap_threshold': self.value('gap_threshold')})
-        gain = np.min(self.value('observer_gain'))
-        if self.value('model') == 'momentum_observer':
-            line += f', observer time constant 1/{gain:g} s = {rate.periods(1.0 / gain):.3g} periods'
-        self.get_logger().info(line)
-        for warning in warnings:
-            self.get_logger().warning(warning)
+    def _time_settings(self) -> TimeSettings:
+        """For InputRateLog: rnea's q̈ window, the gap threshold, the observer's lag."""
+        model, window = self.value('model'), 'acceleration_filter.window_duration'
+        lag = ({'observer time constant': 1.0 / float(np.min(self.value('observer_gain')))}
+               if model == 'momentum_observer' else {})
+        return ({window: self.value(window)} if model == 'rnea' else {},
+                {'gap_threshold': self.value('gap_threshold')}, lag)
 
     def _without_task_force(self, t: float, q: np.ndarray, tau_ext: np.ndarray,
                             wrist: WristWrench) -> np.ndarray:

@@ -1,0 +1,49 @@
+"""The rate of the samples a node handles, measured on their stamps: on /diagnostics every
+`RATE_PERIOD` s, and logged with what the node's time settings mean at that rate
+(core/joint_state_conditioning.timing_report) when first known and when it changes by more
+than `RATE_CHANGE`. Every time setting is in seconds, the same at 1 kHz and at a real
+driver's ~100 Hz; this says what they come to in samples, and warns when one is too short.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from contact_estimation.core.joint_state_conditioning import StepStatistics, timing_report
+
+RATE_PERIOD = 1.0   # s between measurements
+RATE_CHANGE = 0.25  # a rate this much off the last logged one is logged again
+_MIN_STEPS = 10     # steps in a period for a measurement
+
+# (windows, timeouts, durations) by name, s: see timing_report.
+TimeSettings = tuple[dict[str, float], dict[str, float], dict[str, float]]
+
+
+class InputRateLog:
+    """`add(t)` for each sample handled (its stamp, s); `settings()` gives the node's time
+    settings in force. The last report is also on /diagnostics (`time_settings`)."""
+
+    def __init__(self, node, settings: Callable[[], TimeSettings]):
+        self._node, self._settings = node, settings
+        self._steps = StepStatistics()
+        self._logged_rate: float | None = None
+        node.create_timer(RATE_PERIOD, self._measure)
+
+    def add(self, t: float) -> None:
+        self._steps.add(t)
+
+    def _measure(self) -> None:
+        rate = self._steps.take(minimum=_MIN_STEPS)
+        if rate is None:
+            return
+        problems = self._node.problems
+        problems.values.update(rate.values())
+        if self._logged_rate and abs(rate.rate / self._logged_rate - 1.0) <= RATE_CHANGE:
+            return
+        self._logged_rate = rate.rate
+        line, warnings = timing_report(rate, *self._settings())
+        problems.values['time_settings'] = line
+        logger = self._node.get_logger()
+        logger.info(f'{line} (every time setting is in seconds: nothing to retune for the '
+                    'rate)')
+        for warning in warnings:
+            logger.warning(warning)
