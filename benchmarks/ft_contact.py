@@ -1,12 +1,15 @@
 """Contact point and force from the base F/T sensor (seed 004) on the simulated Panda, ROS-free.
 
 SimulatedCobot (panda, free smooth motion, its base sensor: robot on sensor, base origin)
-→ BaseWrenchCompensator (URDF model, q̈ from a 40-sample quadratic fit of the measured q)
+→ the contact wrench, two ways: BaseWrenchCompensator (URDF model, q̈ from a 40-sample
+quadratic fit of the measured q) and MomentumWrenchObserver (the arm's momentum, no q̈, a
+low pass of 1/K s, K = `observer_gain`, the node's default)
 → FtContactLocator with each surface model (patent ellipsoids fitted to the collision
 meshes; the meshes). Per sensor noise level (the sim's 0.1 N / 0.01 N·m and 0.5 N / 0.05 N·m):
 1. compensation: 3 s of free motion; RMS of the compensated wrench (it should be zero) with
    the sim's true state and acceleration (the model alone), with the dynamic term f_Bd, τ_Bd
-   from the measured state and estimated q̈, and with the weight f₀, τ₀ alone;
+   from the measured state and estimated q̈, from the momentum observer, and with the
+   weight f₀, τ₀ alone;
 2. contacts: point forces at random points of the outer surface of random moving links,
    within 30° of the inward normal, 5–60 N, turning with the link, 0.3 s each (50 ms ramps),
    0.15 s apart. Scored every 5 ms over the plateau from 100 ms after the ramp (the jerk of
@@ -18,7 +21,8 @@ meshes; the meshes). Per sensor noise level (the sim's 0.1 N / 0.01 N·m and 0.5
    the force and the surface normal there, κ = 5). Link: the link of the estimate is the
    true one; body: the estimated link moves with the same joint as the true one (hand,
    fingers and link 7 are one body: only the surface tells them apart).
-Time per estimate: compensation + localisation, one sample, in-process.
+Time per estimate: compensation + localisation, one sample, in-process (the observer's
+update runs at every sample; the time counts one).
 
     .venv/bin/python benchmarks/ft_contact.py [--quick]
 """
@@ -30,8 +34,10 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from contact_estimation.core.ft_contact import (SURFACE_MODELS, BaseWrenchCompensator,
-                                                FtContactLocator, make_surfaces)
+from contact_estimation.core.ft_contact import (COMPENSATIONS, SURFACE_MODELS,
+                                                BaseWrenchCompensator,
+                                                FtContactLocator, MomentumWrenchObserver,
+                                                make_surfaces)
 from contact_estimation.core.ft_contact_stream import DEFAULTS
 from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
 from contact_estimation.core.residual import make_residual
@@ -44,6 +50,7 @@ from contact_estimation.core.trajectory import make_trajectory
 
 NOISE = [(0.1, 0.01), (0.5, 0.05)]  # N, N·m
 ACCELERATION_WINDOW = DEFAULTS['acceleration_filter.window_duration']  # s of positions in the q̈ fit
+OBSERVER_GAIN = DEFAULTS['observer_gain']  # 1/s, momentum observer of the base wrench
 THRESHOLD = 0.5                      # N·m, contacted-joint threshold on |τ_ext|
 DURATION, RAMP, GAP, SETTLE, EVERY = 0.3, 0.05, 0.15, 0.1, 5  # s, s, s, s, steps
 CONE = np.deg2rad(30.0)
@@ -85,51 +92,62 @@ def steps(robot, scenario, config, seconds):
 
 def compensation(robot, config, seconds):
     compensator = BaseWrenchCompensator(robot)
-    exact, dynamic, static = [], [], []
+    observer = MomentumWrenchObserver(compensator, OBSERVER_GAIN)
+    exact, dynamic, observed, static = [], [], [], []
     for k, (cobot, q, v, a, reading, _) in enumerate(steps(robot, None, config, seconds)):
+        from_momentum = observer.update(cobot.time, reading, q, v)
         if k >= 2 * ACCELERATION_WINDOW / cobot.dt:
             exact.append(compensator.contact_wrench(reading, cobot.q, cobot.v, cobot.data.qacc))
             dynamic.append(compensator.contact_wrench(reading, q, v, a))
+            observed.append(from_momentum)
             static.append(compensator.contact_wrench(reading, q))
 
     def rms(rows):
         rows = np.array(rows)
         return (np.sqrt(np.mean(np.sum(rows[:, :3] ** 2, axis=1))),
                 np.sqrt(np.mean(np.sum(rows[:, 3:] ** 2, axis=1))))
-    return rms(exact), rms(dynamic), rms(static)
+    return rms(exact), rms(dynamic), rms(observed), rms(static)
 
 
 def contacts(robot, surfaces, config, count, seed):
-    """Per surface model: rows (|F| true, point error m, force error, link ok, body ok, µs)."""
+    """Per (compensation, surface model): rows (|F| true, point error m, force error, link ok,
+    body ok, µs)."""
     rng = np.random.default_rng(seed)
     pushes = random_pushes(robot, surfaces, rng, count)
     compensator = BaseWrenchCompensator(robot)
+    observer = MomentumWrenchObserver(compensator, OBSERVER_GAIN)
     locators = {kind: FtContactLocator(make_surfaces(kind, surfaces)) for kind in SURFACE_MODELS}
-    rows = {kind: [] for kind in SURFACE_MODELS}
+    rows = {(way, kind): [] for way in COMPENSATIONS for kind in SURFACE_MODELS}
     seconds = pushes[-1].start + DURATION + GAP
     for k, (cobot, q, v, a, reading, tau_ext) in enumerate(
             steps(robot, Scenario(forces=pushes), config, seconds)):
+        start = time.perf_counter()
+        wrenches = {'momentum_observer': observer.update(cobot.time, reading, q, v)}
+        observed = time.perf_counter() - start
         active = [p for p in pushes
                   if p.start + RAMP + SETTLE <= cobot.time <= p.start + DURATION - RAMP]
         if k % EVERY or not active:
             continue
+        start = time.perf_counter()
+        wrenches['acceleration'] = compensator.contact_wrench(reading, q, v, a)
+        compensated = {'momentum_observer': observed,
+                       'acceleration': time.perf_counter() - start}
         truth = cobot.true_contacts()[0]
         rotation, origin = robot.link_pose(cobot.q, truth.link)
         true_point, true_force = rotation @ truth.point + origin, rotation @ truth.force
-        for kind, locator in locators.items():
+        for (way, kind), table in rows.items():
             start = time.perf_counter()
-            wrench = compensator.contact_wrench(reading, q, v, a)
-            estimate = locator.locate_from_residual(q, wrench, tau_ext, THRESHOLD)
-            elapsed = time.perf_counter() - start
+            estimate = locators[kind].locate_from_residual(q, wrenches[way], tau_ext, THRESHOLD)
+            elapsed = time.perf_counter() - start + compensated[way]
             if estimate is None:
-                rows[kind].append((np.linalg.norm(true_force), np.nan, np.nan, 0, 0, elapsed))
+                table.append((np.linalg.norm(true_force), np.nan, np.nan, 0, 0, elapsed))
                 continue
-            rows[kind].append((
+            table.append((
                 np.linalg.norm(true_force), np.linalg.norm(estimate.point_base - true_point),
                 np.linalg.norm(estimate.force_base - true_force) / np.linalg.norm(true_force),
                 estimate.link == truth.link,
                 robot.link_joint[estimate.link] == robot.link_joint[truth.link], elapsed))
-    return {kind: np.array(r, dtype=float) for kind, r in rows.items()}
+    return {key: np.array(r, dtype=float) for key, r in rows.items()}
 
 
 def main():
@@ -142,8 +160,8 @@ def main():
 
     print(f'\nCompensation residual in free motion ({seconds:.0f} s, RMS of ‖f‖, ‖τ‖):\n')
     print('| sensor noise | true q, q̇, q̈ (sim) | with f_Bd, τ_Bd (q̈ estimated) '
-          '| weight only (f₀, τ₀) |')
-    print('|---|---|---|---|')
+          f'| momentum observer (K = {OBSERVER_GAIN:g}/s) | weight only (f₀, τ₀) |')
+    print('|---|---|---|---|---|')
     for force_noise, torque_noise in NOISE:
         config = SimConfig(ft_force_noise=force_noise, ft_torque_noise=torque_noise)
         cells = ' | '.join(f'{f:.2f} N, {t:.3f} N·m'
@@ -152,14 +170,14 @@ def main():
 
     print(f'\nContacts ({count} pushes, 5–60 N; point error and force error for |F| ≥ 20 N; '
           f'link and body over all; body from the residual, threshold {THRESHOLD} N·m):\n')
-    print('| sensor noise | surface | point median | point p90 | force median | link | body '
-          '| time median | time p99 |')
-    print('|---|---|---|---|---|---|---|---|---|')
+    print('| sensor noise | compensation | surface | point median | point p90 | force median '
+          '| link | body | time median | time p99 |')
+    print('|---|---|---|---|---|---|---|---|---|---|')
     for force_noise, torque_noise in NOISE:
         config = SimConfig(ft_force_noise=force_noise, ft_torque_noise=torque_noise)
-        for kind, rows in contacts(robot, surfaces, config, count, seed=11).items():
+        for (way, kind), rows in contacts(robot, surfaces, config, count, seed=11).items():
             strong = rows[rows[:, 0] >= 20.0]
-            print(f'| {force_noise} N / {torque_noise} N·m | {kind} '
+            print(f'| {force_noise} N / {torque_noise} N·m | {way} | {kind} '
                   f'| {1e3 * np.nanmedian(strong[:, 1]):.1f} mm '
                   f'| {1e3 * np.nanpercentile(strong[:, 1], 90):.1f} mm '
                   f'| {100 * np.nanmedian(strong[:, 2]):.2f} % '

@@ -5,7 +5,8 @@ import pytest
 from contact_estimation.core.ft_contact import (MOUNT_ON_ROBOT, SURFACE_MODELS,
                                                 BaseWrenchCompensator,
                                                 Ellipsoid, EllipsoidSurfaces, FtContactError,
-                                                FtContactLocator, SensorMount,
+                                                FtContactLocator,
+                                                MomentumWrenchObserver, SensorMount,
                                                 compatible_wrenches, contacted_joint,
                                                 line_of_action, make_surfaces)
 from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
@@ -77,6 +78,53 @@ def test_compensation_leaves_little_in_free_motion_and_the_dynamic_term_matters(
     rms = np.sqrt(np.mean(dynamic ** 2, axis=0))
     assert rms[:3].max() < 0.5 and rms[3:].max() < 0.4
     assert np.sqrt(np.mean(static[:, :3] ** 2)) > 5 * rms[:3].max()
+
+
+def test_momentum_observer_needs_no_acceleration_and_follows_a_contact(panda):
+    """With the noisier sensor, the observer's wrench in free motion is well below the
+    q̈-based compensation's (the reading is averaged over ~1/K s, q̈'s error is gone), and on
+    a steady push it settles on the true contact wrench."""
+    scenario = Scenario.from_dict({'forces': [
+        {'link': 'panda_link4', 'point': [0.0, 0.07, 0.03], 'force': [0.0, -40.0, 0.0],
+         'frame': 'link', 'start': 0.3, 'duration': 0.4}]}, panda)
+    compensator = BaseWrenchCompensator(panda)
+    observer = MomentumWrenchObserver(compensator, 50.0)
+    free, with_acceleration, errors = [], [], []
+    noisy = SimConfig(ft_force_noise=0.5, ft_torque_noise=0.05)
+    for k, (reading, q, v, a, contacts) in enumerate(_free_motion(panda, 0.65, scenario, noisy)):
+        wrench = observer.update(k * 0.001, reading, q, v)
+        if 100 <= k < 300:
+            free.append(wrench)
+            with_acceleration.append(compensator.contact_wrench(reading, q, v, a))
+        if k * 0.001 > 0.45:
+            rotation, origin = panda.link_pose(q, contacts[0].link)
+            force = rotation @ contacts[0].force
+            point = rotation @ contacts[0].point + origin
+            errors.append(wrench - np.concatenate([force, np.cross(point, force)]))
+    rms = [np.sqrt(np.mean(np.array(rows) ** 2, axis=0)) for rows in (free, with_acceleration)]
+    assert rms[0][:3].max() < 0.5 * rms[1][:3].max() and rms[0][3:].max() < rms[1][3:].max()
+    errors = np.abs(errors)
+    assert np.median(errors[:, :3]) < 0.5 and np.median(errors[:, 3:]) < 0.2
+    # a stamp not after the last restarts it from the weight-only compensation
+    again = observer.update(0.0, reading, q, v)
+    np.testing.assert_allclose(again, compensator.contact_wrench(reading, q))
+    with pytest.raises(FtContactError, match='gain'):
+        MomentumWrenchObserver(compensator, 0.0)
+
+
+def test_base_momentum_changes_at_the_rate_the_base_wrench_leaves_out(panda):
+    """d/dt [P; L] = −(base wrench in motion − weight), seed 004's f_Bd, τ_Bd."""
+    rng = np.random.default_rng(6)
+    q, v, a = panda.random_configuration(rng, 1)[0], rng.normal(size=7), rng.normal(size=7)
+    dt = 1e-6
+
+    def momentum(sign):
+        return np.concatenate(panda.base_momentum(q + sign * v * dt + 0.5 * a * dt * dt,
+                                                  v + sign * a * dt))
+    rate = (momentum(1.0) - momentum(-1.0)) / (2 * dt)
+    reaction = (np.concatenate(panda.base_wrench(q, v, a))
+                - np.concatenate(panda.base_wrench(q, np.zeros(7), np.zeros(7))))
+    np.testing.assert_allclose(rate, -reaction, atol=1e-5)
 
 
 def test_resting_offset_and_payload_are_removed(panda):

@@ -21,6 +21,7 @@ from contact_estimation.core.surfaces import LinkSurfaces
 from contact_estimation.nodes.ft_contact_estimator import MARKER_NS, FtContactEstimator
 from contact_estimation.ros.conversions import (seconds_to_stamp, stamp_to_seconds,
                                                 wrench_stamped, wrench_to_arrays)
+from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
 from contact_estimation.ros.spinning import spin_until
 
@@ -151,7 +152,7 @@ def _stamp(msg):
 
 def test_a_contact_is_compensated_and_located_with_the_sample_stamp_in_the_link_frame(
         harness, push):
-    h = harness()
+    h = harness(compensation='acceleration')  # at rest q̈ = 0: the compensation is exact
     point, force, contact, tau_ext = push
     for k in range(15):  # free motion (at rest): the compensated wrench is zero
         base = h.sample(k)
@@ -179,6 +180,30 @@ def test_a_contact_is_compensated_and_located_with_the_sample_stamp_in_the_link_
     assert spin_until(h.executor, lambda: any(
         m.action == Marker.DELETE for m in h.out['markers'][-1].markers), TIMEOUT)
     assert len(h.out['point']) == 10
+
+
+def test_the_momentum_observer_settles_on_a_steady_contact_within_a_few_time_constants(
+        harness, push):
+    """The default compensation low-passes the contact wrench with 1/observer_gain s: a step
+    contact is approached step by step, and after 5/K s it is located as precisely."""
+    h = harness(observer_gain=100.0)
+    assert h.node.value('compensation') == 'momentum_observer'
+    point, _, contact, tau_ext = push
+    for k in range(5):
+        np.testing.assert_allclose(np.concatenate(wrench_to_arrays(h.sample(k))), 0.0,
+                                   atol=1e-9)
+    errors = [np.linalg.norm(np.concatenate(wrench_to_arrays(h.sample(k, contact, tau_ext)))
+                             - contact) for k in range(5, 55)]
+    assert errors[0] > 0.1 * np.linalg.norm(contact)  # a low pass, not a step
+    assert np.all(np.diff(errors) < 0) and errors[-1] < 1e-2 * np.linalg.norm(contact)
+    assert spin_until(h.executor, lambda: len(h.out['point']) == 50, TIMEOUT)
+    last = h.out['point'][-1]
+    assert np.linalg.norm(np.array([last.point.x, last.point.y, last.point.z]) - point) < 0.005
+
+
+def test_an_unknown_compensation_refuses_to_start(context, tmp_path):
+    with pytest.raises(StartupError, match="compensation must be one of"):
+        Harness(context, tmp_path, compensation='kalman')
 
 
 def test_bad_readings_are_counted_and_never_compensated(harness):
@@ -230,7 +255,7 @@ def test_a_stream_without_the_other_is_reported_and_gives_nothing(harness):
 
 def test_a_localizer_point_on_an_unknown_link_is_refused_and_a_known_one_chooses_the_body(
         harness, panda, push):
-    h = harness()
+    h = harness(compensation='acceleration')  # one contact sample, compensated exactly
     point, _, contact, _ = push
     msg = PointStamped()
     msg.header.stamp, msg.header.frame_id = seconds_to_stamp(T0), 'no_such_link'

@@ -34,6 +34,8 @@ DEFAULTS: dict[str, Any] = {
     'residual_noise': 0.1,                        # N·m, σ of τ_ext (body scores)
     'normal_preference': 5.0,                     # κ: prior for forces near the normal
     'stamp_tolerance': 0.005,                     # s between stamps of paired samples
+    'compensation': 'momentum_observer',          # or acceleration (q̈ fit + RNEA)
+    'observer_gain': 50.0,                        # 1/s: momentum observer's bandwidth
     'acceleration_filter.window_duration': 0.04,  # s of joint states in the q̈ fit
     'localizer_timeout': 0.1,                     # s: a localizer link older is not used
     'input_timeout': 0.5,                         # s (wall) without a stream → reported

@@ -335,6 +335,15 @@ class RobotModel:
         on_base = -self._base_from_world.act(on_robot)
         return on_base.linear.copy(), on_base.angular.copy()
 
+    def base_momentum(self, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(P kg·m/s, L kg·m²/s): the arm's linear momentum and its angular momentum about the
+        base link's origin, in the base frame. Their rate is what `base_wrench` subtracts
+        from the weight in motion (m g − Ṗ, c × m g − L̇), without needing q̈."""
+        about_com = pin.computeCentroidalMomentum(self.model, self.data, self.configuration(q), v)
+        at_origin = pin.SE3(np.eye(3), self.data.com[0]).act(about_com)
+        momentum = self._base_from_world.act(at_origin)
+        return momentum.linear.copy(), momentum.angular.copy()
+
     def with_payload(self, mass: float, centre_of_mass, link: str = '') -> 'RobotModel':
         """A copy of this model carrying a point mass `mass` (kg) at `centre_of_mass` (m, in
         the frame of `link`, default the tip link): a tool or a held part."""

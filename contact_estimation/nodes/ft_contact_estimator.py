@@ -2,7 +2,9 @@
 
 Reads the 6-axis F/T sensor under the arm's base and the conditioned joint state, paired by
 stamp (`stamp_tolerance`), and removes the sensor's offset, the arm's weight and the
-reaction of its motion (core/ft_contact.BaseWrenchCompensator; q̈ from a fit over
+reaction of its motion (`compensation`: by default from the arm's momentum,
+core/ft_contact.MomentumWrenchObserver, a low pass of 1/`observer_gain` s that needs no q̈;
+or core/ft_contact.BaseWrenchCompensator with q̈ from a fit over
 `acceleration_filter.window_duration` s): what is left, the contact wrench at the base origin, goes
 out on `base_wrench` (base frame, the reading's stamp) for every reading. With the torque
 residual of the same joint state it is located (core/ft_contact.FtContactLocator): while a
@@ -36,7 +38,8 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.ft_contact import (CONVENTIONS, SURFACE_MODELS,
+from contact_estimation.core.ft_contact import (COMPENSATIONS, CONVENTIONS, SURFACE_MODELS,
+                                                MomentumWrenchObserver,
                                                 BaseWrenchCompensator, FtContact,
                                                 FtContactError, FtContactLocator, SensorMount,
                                                 make_surfaces)
@@ -134,6 +137,12 @@ class FtContactEstimator(SuiteNode):
           'tell (0 = not at all)', 0.0, 100.0, **ro)
         d('stamp_tolerance', k['stamp_tolerance'], 'most time between the stamps of a '
           'reading and the joint state it is paired with (s)', 0.0, 1.0, **ro)
+        d('compensation', k['compensation'], f'one of {COMPENSATIONS}: the reaction of the '
+          "moving arm from its momentum (no q̈; a low pass of 1/observer_gain s) or from "
+          'RNEA with q̈ fitted over acceleration_filter.window_duration', **ro)
+        d('observer_gain', k['observer_gain'], 'bandwidth K of the momentum observer (1/s): '
+          'the compensated wrench follows a change within ~1/K s, noise averaged as long',
+          0.1, 1000.0, **ro)
         d('acceleration_filter.window_duration', k['acceleration_filter.window_duration'],
           "time span of joint states in the quadratic fit that gives q̈ for the arm's "
           'reaction (s; lag about half)', 0.002, 1.0, **ro)
@@ -161,6 +170,11 @@ class FtContactEstimator(SuiteNode):
         self._compensator = BaseWrenchCompensator(
             self.robot, mount, self._payload,
             offset=np.zeros(6) if offset is None else offset)
+        if v('compensation') not in COMPENSATIONS:
+            raise FtContactError(f'compensation must be one of {COMPENSATIONS}, got '
+                                 f'{v("compensation")!r}')
+        self._observer = (MomentumWrenchObserver(self._compensator, v('observer_gain'))
+                          if v('compensation') == 'momentum_observer' else None)
         self._threshold = np.asarray(v('contact_threshold'), dtype=float)
         if self._threshold.size not in (1, self.robot.n) or np.any(self._threshold <= 0):
             raise FtContactError(f'contact_threshold: one value or {self.robot.n}, all > 0 '
@@ -175,7 +189,8 @@ class FtContactEstimator(SuiteNode):
 
     @property
     def _description(self) -> str:
-        return (f'{self.value("surface_model")} surfaces, sensor '
+        return (f'{self.value("surface_model")} surfaces, compensation '
+                f'{self.value("compensation")}, sensor '
                 f'{self.value("sensor.reports")} in {self._sensor_frame}, {self._offset_source}')
 
     # -------------------------------------------------------------------- messages
@@ -226,7 +241,8 @@ class FtContactEstimator(SuiteNode):
                                  f'reading(s) up to stamp {t:.3f} without a joint state within '
                                  f'{self._readings.tolerance:g} s: dropped')
         for t_reading, reading, t_joint, (q, v, a) in pairs:
-            wrench = self._compensator.contact_wrench(reading, q, v, a)
+            wrench = (self._observer.update(t_reading, reading, q, v) if self._observer
+                      else self._compensator.contact_wrench(reading, q, v, a))
             self._base_wrench_pub.publish(wrench_stamped(seconds_to_stamp(t_reading),
                                                          self.robot.base_link, wrench[:3],
                                                          wrench[3:]))
@@ -349,6 +365,8 @@ class FtContactEstimator(SuiteNode):
             self.get_logger().warning(response.message)
             return response
         self._compensator.offset = offset
+        if self._observer:  # its integral holds the old offset
+            self._observer.reset()
         self._offset_source = 'offset from ~/zero'
         response.success = True
         response.message = (f'offset {np.round(offset, 4).tolist()} (N, N·m, sensor frame) '
