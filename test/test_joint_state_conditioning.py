@@ -464,6 +464,25 @@ def test_estimator_on_a_noisy_sinusoid_has_small_error_and_bounded_delay(drop_fr
         assert abs(lag - (window - 1) / 2) <= 2
 
 
+def test_estimator_window_spans_its_duration_on_a_jittered_stream():
+    """A 140 Hz driver with 4-10 ms steps: the 20 ms window always reaches back 20 ms (the
+    newest sample at or before t − 20 ms), never a few samples 8 ms apart, so q̈ from encoder
+    noise alone stays as quiet as on a regular 100 Hz stream (1/span² noise)."""
+    rng = np.random.default_rng(5)
+    duration, sigma = 0.02, 1e-5
+
+    def acceleration_noise(steps) -> float:
+        times = T0 + np.cumsum(steps)
+        estimator = DerivativeEstimator(duration)
+        a = [estimator.update(t, [q])[1][0] for t, q in
+             zip(times, rng.normal(0.0, sigma, times.size))]
+        return float(np.sqrt(np.mean(np.square(a[10:]))))
+
+    jittered = acceleration_noise(rng.integers(4, 11, 3000) * 1e-3)
+    regular = acceleration_noise(np.full(3000, 0.01))
+    assert jittered < 1.2 * regular
+
+
 def test_estimator_reset_and_time_order():
     estimator = DerivativeEstimator(duration=2 * DT)
     for k in range(3):
