@@ -81,12 +81,14 @@ def in_stamp_order(function, trace):
 
 def replay(config: DetectorConfig, trace) -> tuple[np.ndarray, list, int]:
     """Stop signal of a detector fed the recorded residual, q̇ and q̈ (as the node does) in the
-    trace's order, per sample the joints of the latched collision, and the samples ignored."""
+    trace's order, per sample the joints of the latched collision, and the samples ignored.
+    q̈ is the trace's 'a' when it has one (computed once for several replays), else computed
+    here."""
     detector = CollisionDetector(config)
     a = [None] * len(trace['t'])
     if config.acceleration_gain.any():  # None (no q̈ term) until the fit has its window
-        a = [None if np.isnan(row).any() else row
-             for row in in_stamp_order(accelerations, trace)]
+        rows = trace['a'] if 'a' in trace else in_stamp_order(accelerations, trace)
+        a = [None if np.isnan(row).any() else row for row in rows]
     states = [detector.update(t, tau, v, ak) for t, tau, v, ak in
               zip(trace['t'], trace['tau_ext'], trace['v'], a)]
     return (np.array([s.stop for s in states]), [s.colliding_joints for s in states],
