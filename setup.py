@@ -5,7 +5,8 @@ from setuptools import find_packages, setup
 
 PACKAGE = 'contact_estimation'
 
-# One console script per node, named as the launch file and the manifest name them.
+# One console script per node, named as the launch file and the manifest name them; each
+# starts its node through contact_estimation/nodes/__main__.py, which reads its own name.
 NODE_SCRIPTS = [
     'joint_state_listener',
     'residual_node',
@@ -16,7 +17,7 @@ NODE_SCRIPTS = [
     'sim_cobot',
 ]
 
-# Pipeline mode (nodes.yaml `pipeline`): the 1 kHz chain in one process.
+# Pipeline mode (nodes.yaml `pipeline`): the 1 kHz chain in one process (the same entry).
 PIPELINE_SCRIPT = 'contact_estimation_pipeline'
 
 # ROS 2 Python wheels (ros-python-wheels, Kilted) for machines without a ROS distribution.
@@ -72,8 +73,7 @@ setup(
     tests_require=['pytest'],
     entry_points={
         'console_scripts': [
-            f'{name} = {PACKAGE}.nodes.{name}:main' for name in NODE_SCRIPTS
-        ] + ['contact-estimation = contact_estimation.cli:main',
-             f'{PIPELINE_SCRIPT} = {PACKAGE}.pipeline:main'],
+            f'{name} = {PACKAGE}.nodes.__main__:main' for name in [*NODE_SCRIPTS, PIPELINE_SCRIPT]
+        ] + ['contact-estimation = contact_estimation.cli:main'],
     },
 )

@@ -1,11 +1,12 @@
 """Start manifest nodes as processes, as `ros2 launch` would, for pip installs.
 
-Each node runs `python -m contact_estimation.nodes.<name> --ros-args -r __node:=<name>
+Each node runs `python -m contact_estimation.nodes <name> --ros-args -r __node:=<name>
 --params-file config/<name>.yaml [--params-file EXTRA] [-p key:=value]`; a later parameter
 file overrides an earlier one, so one user file with sections for several nodes works.
-In pipeline mode its nodes run in one process, `python -m contact_estimation.pipeline
---ros-args --params-file config/<node>.yaml ... [--params-file EXTRA]`: each node takes its
-own section of every file, by name.
+In pipeline mode its nodes run in one process, `python -m contact_estimation.nodes
+contact_estimation_pipeline --ros-args --params-file config/<node>.yaml ... [--params-file
+EXTRA]`: each node takes its own section of every file, by name. (contact_estimation/nodes/
+__main__.py: a process stopped while it still imports exits quietly with code 0.)
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def node_command(name: str, params_file: str | None = None,
                  extra_params_files: tuple[str, ...] = ()) -> list[str]:
     """The command line that runs node `name` with this interpreter."""
     spec = manifest.node(name)
-    cmd = [sys.executable, '-m', spec.module, '--ros-args', '-r', f'__node:={name}']
+    cmd = _entry_command(spec) + ['-r', f'__node:={name}']
     for path in (params_file or spec.parameters_path(), *extra_params_files):
         cmd += ['--params-file', path]
     for key, value in (overrides or {}).items():
@@ -43,10 +44,15 @@ def pipeline_command(extra_params_files: tuple[str, ...] = ()) -> list[str]:
     (`parameter_file`).
     """
     spec = manifest.pipeline()
-    cmd = [sys.executable, '-m', spec.module, '--ros-args']
+    cmd = _entry_command(spec)
     for path in (*(manifest.node(n).parameters_path() for n in spec.nodes), *extra_params_files):
         cmd += ['--params-file', path]
     return cmd
+
+
+def _entry_command(spec: manifest.Process) -> list[str]:
+    """Start `spec`'s process through the node entry (contact_estimation/nodes/__main__.py)."""
+    return [sys.executable, '-m', 'contact_estimation.nodes', spec.name, '--ros-args']
 
 
 def parameter_file(values: dict[str, dict[str, object]]) -> str:

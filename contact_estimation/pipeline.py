@@ -1,6 +1,6 @@
 """Pipeline mode: the pipeline nodes of nodes.yaml in one process, on one executor.
 
-    python -m contact_estimation.pipeline --ros-args --params-file config/<node>.yaml ...
+    python -m contact_estimation.nodes contact_estimation_pipeline --ros-args --params-file config/<node>.yaml ...
     (`contact-estimation up --pipeline`, `ros2 launch ... pipeline:=true`)
 
 rclpy has no intra-process transport, so three nodes in one process would still serialise,
