@@ -20,7 +20,9 @@ meshes; the meshes). Per sensor noise level (the sim's 0.1 N / 0.01 N·m and 0.5
    scored by how well a contact on it explains τ_ext, σ = 0.1 N·m, and by the angle between
    the force and the surface normal there, κ = 5). Link: the link of the estimate is the
    true one; body: the estimated link moves with the same joint as the true one (hand,
-   fingers and link 7 are one body: only the surface tells them apart).
+   fingers and link 7 are one body: only the surface tells them apart). Candidates: the
+   links of the bodies scoring within `ambiguity_margin` (2) of the best, the estimate's first:
+   how often the true link is among them, and how many there are.
 Time per estimate: compensation + localisation, one sample, in-process (the observer's
 update runs at every sample; the time counts one).
 
@@ -111,7 +113,7 @@ def compensation(robot, config, seconds):
 
 def contacts(robot, surfaces, config, count, seed):
     """Per (compensation, surface model): rows (|F| true, point error m, force error, link ok,
-    body ok, µs)."""
+    body ok, µs, true link among the candidates, number of candidates)."""
     rng = np.random.default_rng(seed)
     pushes = random_pushes(robot, surfaces, rng, count)
     compensator = BaseWrenchCompensator(robot)
@@ -140,13 +142,14 @@ def contacts(robot, surfaces, config, count, seed):
             estimate = locators[kind].locate_from_residual(q, wrenches[way], tau_ext, THRESHOLD)
             elapsed = time.perf_counter() - start + compensated[way]
             if estimate is None:
-                table.append((np.linalg.norm(true_force), np.nan, np.nan, 0, 0, elapsed))
+                table.append((np.linalg.norm(true_force), np.nan, np.nan, 0, 0, elapsed, 0, 0))
                 continue
             table.append((
                 np.linalg.norm(true_force), np.linalg.norm(estimate.point_base - true_point),
                 np.linalg.norm(estimate.force_base - true_force) / np.linalg.norm(true_force),
                 estimate.link == truth.link,
-                robot.link_joint[estimate.link] == robot.link_joint[truth.link], elapsed))
+                robot.link_joint[estimate.link] == robot.link_joint[truth.link], elapsed,
+                truth.link in estimate.candidates, len(estimate.candidates)))
     return {key: np.array(r, dtype=float) for key, r in rows.items()}
 
 
@@ -171,8 +174,8 @@ def main():
     print(f'\nContacts ({count} pushes, 5–60 N; point error and force error for |F| ≥ 20 N; '
           f'link and body over all; body from the residual, threshold {THRESHOLD} N·m):\n')
     print('| sensor noise | compensation | surface | point median | point p90 | force median '
-          '| link | body | time median | time p99 |')
-    print('|---|---|---|---|---|---|---|---|---|---|')
+          '| link | body | link among candidates (mean count) | time median | time p99 |')
+    print('|---|---|---|---|---|---|---|---|---|---|---|')
     for force_noise, torque_noise in NOISE:
         config = SimConfig(ft_force_noise=force_noise, ft_torque_noise=torque_noise)
         for (way, kind), rows in contacts(robot, surfaces, config, count, seed=11).items():
@@ -182,6 +185,7 @@ def main():
                   f'| {1e3 * np.nanpercentile(strong[:, 1], 90):.1f} mm '
                   f'| {100 * np.nanmedian(strong[:, 2]):.2f} % '
                   f'| {100 * rows[:, 3].mean():.1f} % | {100 * rows[:, 4].mean():.1f} % '
+                  f'| {100 * rows[:, 6].mean():.1f} % ({rows[:, 7].mean():.2f}) '
                   f'| {1e6 * np.median(rows[:, 5]):.0f} µs '
                   f'| {1e6 * np.percentile(rows[:, 5], 99):.0f} µs |')
 

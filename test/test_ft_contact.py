@@ -252,6 +252,10 @@ def test_exact_wrench_gives_the_contact_point_on_a_convex_link(panda, surfaces, 
                                   panda.link_joint[link])
         assert estimate.link == link and estimate.on_line
         tau_ext = panda.point_jacobian(q, link, points[i]).T @ force
+        carried = panda.link_joint[link] + 1  # the joints the contact loads
+        np.testing.assert_allclose(locator.line_torques(
+            q, np.concatenate([force, np.cross(point, force)]))[:carried], tau_ext[:carried],
+            atol=1e-9)
         if np.abs(tau_ext).max() > 0.3:  # else the residual does not see it: None
             assert locator.locate_from_residual(
                 q, np.concatenate([force, np.cross(point, force)]), tau_ext, 0.3).link == link
@@ -261,6 +265,43 @@ def test_exact_wrench_gives_the_contact_point_on_a_convex_link(panda, surfaces, 
         errors.append(np.linalg.norm(estimate.point_base - point))
     assert len(errors) > 20 and np.median(errors) < tolerance
     assert locator.locate(np.zeros(7), np.zeros(6), 3) is None  # no force, no estimate
+
+
+def test_bodies_that_explain_the_wrench_about_as_well_are_candidates(panda, surfaces):
+    """A push whose line of action enters several bodies: with a wide ambiguity margin every
+    body entered is a candidate (its link where the line enters), with none only the chosen
+    one; the estimate itself does not change."""
+    model = make_surfaces('mesh', surfaces)
+    rng = np.random.default_rng(2)
+    while True:
+        q = panda.random_configuration(rng, 1)[0]
+        link = f'panda_link{rng.integers(2, 7)}'
+        points, normals = surfaces.surface_points(link)
+        i = rng.integers(len(points))
+        rotation, origin = panda.link_pose(q, link)
+        force = -25.0 * rotation @ normals[i]
+        wrench = np.concatenate([force, np.cross(rotation @ points[i] + origin, force)])
+        line = line_of_action(force, wrench[3:])
+        entered = []
+        for joint in model.joints:
+            body_rotation, body_position = panda.link_pose(q, panda.joint_links[joint])
+            start = (line[0] - body_position) @ body_rotation
+            entry, _, _ = model.first_entry([joint], start[None, None],
+                                            (line[1] @ body_rotation)[None, None])
+            entered += [joint] if np.isfinite(entry[0, 0, 0]) else []
+        if len(entered) >= 2:
+            break
+    tau_ext = panda.point_jacobian(q, link, points[i]).T @ force
+    every = FtContactLocator(model, ambiguity_margin=1e9).locate_from_residual(q, wrench,
+                                                                               tau_ext, 0.3)
+    one = FtContactLocator(model, ambiguity_margin=0.0).locate_from_residual(q, wrench,
+                                                                            tau_ext, 0.3)
+    assert one.candidates == (one.link,) and every.link == one.link
+    np.testing.assert_allclose(every.point_base, one.point_base)
+    assert every.candidates[0] == every.link and len(every.candidates) == len(entered)
+    assert sorted(panda.link_joint[c] for c in every.candidates) == entered
+    with pytest.raises(FtContactError, match='ambiguity_margin'):
+        FtContactLocator(model, ambiguity_margin=-1.0)
 
 
 def test_contact_in_the_simulation_is_found_on_its_link(panda, surfaces):

@@ -173,6 +173,8 @@ def test_a_contact_is_compensated_and_located_with_the_sample_stamp_in_the_link_
         found = np.array([estimate.point.x, estimate.point.y, estimate.point.z])
         assert np.linalg.norm(found - point) < 0.005  # the mesh model, an exact wrench
         np.testing.assert_allclose(wrench_to_arrays(wrench)[0], force, atol=1e-9)
+    # the bodies that explain the wrench about as well: this one first
+    assert h.node.problems.values['candidate_links'].split(', ')[0] == LINK
     markers = [m for array in h.out['markers'] for m in array.markers]
     assert markers and all(m.ns == MARKER_NS and m.header.frame_id == LINK for m in markers)
     # the contact ends: no more estimates, the markers are deleted

@@ -516,7 +516,9 @@ def _bodies(robot: RobotModel, per_link: dict) -> dict[int, tuple[list[str], lis
 class FtContact:
     """One contact estimate: `point` and `force` (on the robot) in the frame of `link`,
     the same in the base frame, and how it was found: `subsystems` of claim 6 kept,
-    `on_line` (False: no line met the body; the surface point nearest the line instead)."""
+    `on_line` (False: no line met the body; the surface point nearest the line instead).
+    `candidates`: the links of every body that explains the wrench about as well, `link`
+    first (`locate_from_residual`; more than one: the body is ambiguous)."""
 
     link: str
     point: np.ndarray
@@ -525,6 +527,7 @@ class FtContact:
     force_base: np.ndarray
     subsystems: int
     on_line: bool
+    candidates: tuple[str, ...] = ()
 
 
 class FtContactLocator:
@@ -537,7 +540,7 @@ class FtContactLocator:
 
     def __init__(self, model: EllipsoidSurfaces | MeshSurfaces, singular_ratio: float = 0.1,
                  min_force: float = 1.0, residual_noise: float = 0.1,
-                 normal_preference: float = 5.0):
+                 normal_preference: float = 5.0, ambiguity_margin: float = 2.0):
         if not 0.0 <= singular_ratio < 1.0 / np.sqrt(3.0):
             raise FtContactError(f'singular_ratio must be in [0, 1/√3), got {singular_ratio}')
         if not min_force > 0.0:
@@ -545,12 +548,28 @@ class FtContactLocator:
         if not residual_noise > 0.0 or not normal_preference >= 0.0:
             raise FtContactError(f'residual_noise must be > 0 N·m and normal_preference ≥ 0, '
                                  f'got {residual_noise} and {normal_preference}')
+        if not ambiguity_margin >= 0.0:
+            raise FtContactError(f'ambiguity_margin must be ≥ 0, got {ambiguity_margin}')
         self.model = model
         self.robot = model.robot
         self.singular_ratio = singular_ratio
         self.min_force = min_force
         self.residual_noise = residual_noise
         self.normal_preference = normal_preference
+        self.ambiguity_margin = ambiguity_margin
+        # Constant in each joint's body frame: the joint's axis and a point on it (for
+        # `line_torques`), and the pose of every link of the model (for the estimate's frame).
+        still = np.zeros(self.robot.n)
+        bodies = self.robot.link_poses(still, self.robot.joint_links)
+        origins, axes = self.robot.joint_axes(still)
+        self._axes = np.array([r.T @ a for (r, _), a in zip(bodies, axes)])
+        self._axis_points = np.array([r.T @ (o - p) for (r, p), o in zip(bodies, origins)])
+        rotation, position = self.robot.link_pose(still, self.robot.tip_link)
+        jacobian = self.robot.jacobian(still, self.robot.tip_link, -rotation.T @ position)
+        self._revolute = np.linalg.norm(jacobian[3:], axis=0) > 0.5
+        links = {link: None for joint in model.joints for link in model.links(joint)}
+        self._placements = {link: pose for links_, poses in _bodies(self.robot, links).values()
+                            for link, pose in zip(links_, poses)}
 
     def locate(self, q: np.ndarray, wrench: np.ndarray, joint: int) -> FtContact | None:
         """The contact on the body of `joint` (index in model order) for the contact wrench
@@ -560,8 +579,10 @@ class FtContactLocator:
         if np.linalg.norm(wrench[:3]) < self.min_force or not self.model.links(joint):
             return None
         forces, torques = compatible_wrenches(wrench[:3], wrench[3:], self.singular_ratio)
-        lines = self._enter(q, [joint], *line_of_action(forces, torques))
-        return self._contact(q, wrench, joint, *(part[0] for part in lines[:4]))
+        pose = self.robot.link_pose(q, self.robot.joint_links[joint])
+        starts, headings, entries, _, _ = self._enter([pose], [joint],
+                                                      *line_of_action(forces, torques))
+        return self._contact(wrench, joint, pose, starts[0], headings[0], entries[0])
 
     def locate_from_residual(self, q: np.ndarray, wrench: np.ndarray, tau_ext: np.ndarray,
                              threshold) -> FtContact | None:
@@ -584,7 +605,9 @@ class FtContactLocator:
         `normal_preference`, a prior that contact forces lie near the normal (inside a
         friction cone). It decides when τ_ext cannot: a line through the axes of the
         joints between two bodies loads them alike. When the line enters no body: that of
-        `contacted_joint`, its surface point nearest the line.
+        `contacted_joint`, its surface point nearest the line. Every body whose score is
+        within `ambiguity_margin` of the least (a likelihood ratio of e^margin) is a
+        candidate: its link where the line enters it goes into `candidates`, best first.
 
         One cast serves all: the least-squares line (scores) and claim 6's subsystem lines
         (the point), each in every body's frame.
@@ -597,36 +620,44 @@ class FtContactLocator:
         origins, directions = line_of_action(np.vstack([wrench[:3], forces]),
                                              np.vstack([wrench[3:], torques]))
         joints = self.model.joints
-        poses, starts, headings, entries, normals = self._enter(q, joints, origins, directions)
+        every_body = self.robot.link_poses(q, self.robot.joint_links)
+        poses = [every_body[j] for j in joints]
+        starts, headings, entries, links, normals = self._enter(poses, joints, origins,
+                                                                directions)
         entered = np.isfinite(entries[:, 0, 0])
         if not entered.any():
             return self.locate(q, wrench, lowest)
-        explained = np.cumsum((tau_ext - self.line_torques(q, wrench)) ** 2)
+        explained = np.cumsum((tau_ext - self.line_torques(q, wrench, every_body)) ** 2)
         unexplained = np.cumsum((tau_ext ** 2)[::-1])[::-1]
         misfit = np.append(explained[:-1] + unexplained[1:], explained[-1])[list(joints)]
         cosines = -np.einsum('bi,bi->b', normals[:, 0], headings[:, 0])
         score = np.where(entered, misfit / (2.0 * self.residual_noise ** 2)
                          + self.normal_preference * (1.0 - cosines), np.inf)
-        b = int(np.argmin(score))
-        return self._contact(q, wrench, joints[b], poses[b], starts[b, 1:], headings[b, 1:],
-                             entries[b, 1:])
+        order = np.argsort(score)
+        b = int(order[0])
+        close = [int(c) for c in order if score[c] <= score[b] + self.ambiguity_margin]
+        others = [self.model.links(joints[c])[links[c, 0]] for c in close[1:]]
+        return self._contact(wrench, joints[b], poses[b], starts[b, 1:], headings[b, 1:],
+                             entries[b, 1:], others)
 
-    def _enter(self, q, joints, origins, directions):
+    def _enter(self, poses, joints, origins, directions):
         """Lines (N×3 points, unit directions, base frame) in the frames of the bodies of
-        `joints` (B) at q, and where each enters each body: the body poses (B×(R, p)), the
-        lines (B×N×3 twice), the entry points and normals (B×N×3, NaN on a miss)."""
-        poses = self.robot.link_poses(q, [self.robot.joint_links[j] for j in joints])
+        `joints` (B, their poses (R, p) in `poses`), and where each enters each body: the
+        lines (B×N×3 twice), the entry points (B×N×3, NaN on a miss), the links entered
+        (B×N indices into each body's links, -1 on a miss) and the normals there."""
         rotations = np.array([rotation for rotation, _ in poses])
         positions = np.array([position for _, position in poses])
         starts = np.einsum('bji,bnj->bni', rotations, origins[None] - positions[:, None])
         headings = np.einsum('bji,nj->bni', rotations, directions)
-        entries, _, normals = self.model.first_entry(joints, starts, headings)
-        return poses, starts, headings, entries, normals
+        entries, links, normals = self.model.first_entry(joints, starts, headings)
+        return starts, headings, entries, links, normals
 
-    def _contact(self, q, wrench, joint, pose, origins, directions, entries) -> FtContact:
+    def _contact(self, wrench, joint, pose, origins, directions, entries,
+                 others=()) -> FtContact:
         """The contact on the body of `joint` (pose (R, p)) from claim 6's lines (N×3, body
         frame) and where they enter it: the mean entry projected onto the surface, or the
-        surface point nearest the last line when none enters."""
+        surface point nearest the last line when none enters. `others`: the links of the
+        other candidate bodies."""
         hit = np.isfinite(entries[:, 0])
         if hit.any():
             mean = entries[hit].mean(axis=0, keepdims=True)
@@ -635,19 +666,27 @@ class FtContactLocator:
         point, link_index, _ = self.model.closest(joint, mean)
         link = self.model.links(joint)[int(link_index[0])]
         body_rotation, body_position = pose
-        rotation, position = self.robot.link_pose(q, link)
-        point_base = body_rotation @ point[0] + body_position
+        rotation, position = self._placements[link]  # the link in the body frame
         force = wrench[:3]
-        return FtContact(link, rotation.T @ (point_base - position), rotation.T @ force,
-                         point_base, force.copy(), len(origins), bool(hit.any()))
+        return FtContact(link, rotation.T @ (point[0] - position),
+                         rotation.T @ (force @ body_rotation),
+                         body_rotation @ point[0] + body_position, force.copy(), len(origins),
+                         bool(hit.any()), (link, *others))
 
-    def line_torques(self, q: np.ndarray, wrench: np.ndarray) -> np.ndarray:
+    def line_torques(self, q: np.ndarray, wrench: np.ndarray, bodies=None) -> np.ndarray:
         """τ_i = J_iᵀ[f; m] for every joint i: the joint torques the contact wrench would
-        cause if every joint carried it (a_i·(m − o_i × f) for a revolute joint i with axis
-        a_i through o_i). J: the Jacobian of the point of the tip link at the base origin."""
-        rotation, position = self.robot.link_pose(q, self.robot.tip_link)
-        jacobian = self.robot.jacobian(q, self.robot.tip_link, -rotation.T @ position)
-        return jacobian.T @ _vector(wrench, 6, 'contact wrench')
+        cause if every joint carried it: a_i·(m − o_i × f) for a revolute joint i with axis
+        a_i through o_i, a_i·f for a prismatic one. `bodies`: the poses of the joints' body
+        frames at q (`RobotModel.joint_links`), when already known."""
+        force, torque = np.split(_vector(wrench, 6, 'contact wrench'), 2)
+        if bodies is None:
+            bodies = self.robot.link_poses(q, self.robot.joint_links)
+        rotations = np.array([rotation for rotation, _ in bodies])
+        positions = np.array([position for _, position in bodies])
+        axes = np.einsum('nij,nj->ni', rotations, self._axes)
+        on_axes = np.einsum('nij,nj->ni', rotations, self._axis_points) + positions
+        moments = np.einsum('ni,ni->n', axes, torque - _cross(on_axes, force))
+        return np.where(self._revolute, moments, axes @ force)
 
     def _nearest_to_line(self, joint, origin, direction):
         """The surface point nearest to a line that misses the body: the line sampled over

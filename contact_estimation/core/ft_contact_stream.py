@@ -33,6 +33,7 @@ DEFAULTS: dict[str, Any] = {
     'contact_threshold': (0.5,),                  # N·m, |τ_ext| of a contacted joint
     'residual_noise': 0.1,                        # N·m, σ of τ_ext (body scores)
     'normal_preference': 5.0,                     # κ: prior for forces near the normal
+    'ambiguity_margin': 2.0,                      # score gap within which bodies are candidates
     'stamp_tolerance': 0.005,                     # s between stamps of paired samples
     'compensation': 'momentum_observer',          # or acceleration (q̈ fit + RNEA)
     'observer_gain': 50.0,                        # 1/s: momentum observer's bandwidth

@@ -15,8 +15,11 @@ comes from the residual (seed 004's current constraint, `locate_from_residual`),
 the contact localizer's point when it published one within `localizer_timeout` s.
 
 /diagnostics carries the counts of dropped input, the compensation residual in free motion
-(RMS over the last second while no joint's |τ_ext| reaches `contact_threshold`) and, while
-both estimates exist, the distance between this point and the localizer's.
+(RMS over the last second while no joint's |τ_ext| reaches `contact_threshold`), the
+candidate links of the last contact (`candidate_links`: the estimate's link first, then the
+link of every other body that explains the wrench within `ambiguity_margin`; more than one:
+the body is ambiguous, the status says so) and, while both estimates exist, the distance
+between this point and the localizer's.
 
 `~/zero` (std_srvs/Trigger): on an arm at rest for `zero.duration` s, the mean reading minus
 the arm's weight becomes the sensor offset, written to `offset_file` and read back at start.
@@ -135,6 +138,9 @@ class FtContactEstimator(SuiteNode):
         d('normal_preference', k['normal_preference'], 'κ: how strongly a body where the '
           'force meets the surface near its normal is preferred when the residual cannot '
           'tell (0 = not at all)', 0.0, 100.0, **ro)
+        d('ambiguity_margin', k['ambiguity_margin'], 'every body whose score is within this '
+          'of the best one (a likelihood ratio of e^margin) is listed on /diagnostics as a '
+          'candidate (candidate_links): the body is then ambiguous', 0.0, 100.0, **ro)
         d('stamp_tolerance', k['stamp_tolerance'], 'most time between the stamps of a '
           'reading and the joint state it is paired with (s)', 0.0, 1.0, **ro)
         d('compensation', k['compensation'], f'one of {COMPENSATIONS}: the reaction of the '
@@ -182,7 +188,8 @@ class FtContactEstimator(SuiteNode):
         ellipsoids = load_ellipsoids(v('ellipsoid_file')) if v('ellipsoid_file') else None
         self._locator = FtContactLocator(
             make_surfaces(v('surface_model'), LinkSurfaces(self.robot), ellipsoids),
-            v('singular_ratio'), v('min_force'), v('residual_noise'), v('normal_preference'))
+            v('singular_ratio'), v('min_force'), v('residual_noise'), v('normal_preference'),
+            v('ambiguity_margin'))
         self._limits = (v('sensor.force_limit'), v('sensor.torque_limit'))
         self._offset_source = ('no stored offset' if offset is None else
                                f'offset from {v("offset_file")}')
@@ -322,8 +329,11 @@ class FtContactEstimator(SuiteNode):
             rotation, position = self.robot.link_pose(q, localized[1])
             distance = np.linalg.norm(rotation @ localized[2] + position - estimate.point_base)
             self.problems.values['distance_to_localizer_point'] = f'{distance * 1e3:.1f} mm'
-        self.problems.set_status(OK, f'{self._description}; contact on {estimate.link}, '
-                                 f'{np.linalg.norm(estimate.force):.1f} N')
+        self.problems.values['candidate_links'] = ', '.join(estimate.candidates)
+        ambiguous = (f' (ambiguous: or {", ".join(estimate.candidates[1:])})'
+                     if len(estimate.candidates) > 1 else '')
+        self.problems.set_status(OK, f'{self._description}; contact on {estimate.link}'
+                                 f'{ambiguous}, {np.linalg.norm(estimate.force):.1f} N')
 
     # ----------------------------------------------------------- watch and service
     def _watch_inputs(self) -> None:
