@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import yaml
 
-from contact_estimation.core import payload
 from contact_estimation.core.ft_contact import (ROBOT_ON_SENSOR, BaseWrenchCompensator,
                                                 Ellipsoid, FtContactError)
 
@@ -25,7 +24,6 @@ DEFAULTS: dict[str, Any] = {
     'sensor.orientation_rpy': (0.0, 0.0, 0.0),    # rad, R_BS as fixed-axis roll, pitch, yaw
     'sensor.force_limit': 2500.0,                 # N per axis: at or beyond, saturated
     'sensor.torque_limit': 400.0,                 # N·m per axis
-    **payload.DEFAULTS,
     'surface_model': 'mesh',                      # or ellipsoid (seed 004 eq. 23)
     'ellipsoid_file': '',                         # '' = ellipsoids fitted to the meshes
     'singular_ratio': 0.1,                        # claim 6: subsystems below it are dropped
