@@ -14,7 +14,8 @@ meshes; the meshes). Per sensor noise level (the sim's 0.1 N / 0.01 N·m and 0.5
    within 30° of the inward normal, 5–60 N, turning with the link, 0.3 s each (50 ms ramps),
    0.15 s apart. Scored every 5 ms over the plateau from 100 ms after the ramp (the jerk of
    the ramp is out of the q̈ fit's 40 ms window by then). The contacted body comes from the
-   momentum observer (the sim's friction model), threshold `THRESHOLD`. Point error: distance to the true point in the
+   momentum observer (the sim's friction model), threshold `THRESHOLD`, or the F/T force
+   alone from 10 N (`presence_force`). Point error: distance to the true point in the
    base frame; link: the estimated link is the true one (body: the joint that moves it).
    The body: `FtContactLocator.locate_from_residual` (every body the line of action enters,
    scored by how well a contact on it explains τ_ext, σ = 0.1 N·m, and by the angle between

@@ -304,6 +304,32 @@ def test_bodies_that_explain_the_wrench_about_as_well_are_candidates(panda, surf
         FtContactLocator(model, ambiguity_margin=-1.0)
 
 
+def test_a_push_the_joints_hardly_feel_is_found_by_its_force(panda, surfaces):
+    """A push on panda_link1 towards joint 1's axis loads no joint: the sensor's force alone
+    says a contact is present, from `presence_force` on."""
+    locator = FtContactLocator(make_surfaces('mesh', surfaces), presence_force=10.0)
+    q = np.array([0.0, -0.3, 0.0, -2.0, 0.0, 1.8, 0.8])
+    points, normals = surfaces.surface_points('panda_link1')
+    rotation, origin = panda.link_pose(q, 'panda_link1')
+    axis = rotation[:, 2]
+    # a sample on the side of the link, its normal square to joint 1's axis
+    side = np.flatnonzero(np.abs(normals @ rotation.T @ axis) < 0.1)[0]
+    point = rotation @ points[side] + origin
+    for strength, found in ((30.0, True), (8.0, False)):
+        force = -strength * rotation @ normals[side]
+        # its line passes near the axis: a small moment about it, nothing on the other joints
+        tau_ext = panda.point_jacobian(q, 'panda_link1', points[side]).T @ force
+        assert np.abs(tau_ext).max() < 0.5
+        estimate = locator.locate_from_residual(
+            q, np.concatenate([force, np.cross(point, force)]), tau_ext, 0.5)
+        assert (estimate is not None) == found
+        if found:
+            assert estimate.link == 'panda_link1'
+            assert np.linalg.norm(estimate.point_base - point) < 0.01
+    with pytest.raises(FtContactError, match='presence_force'):
+        FtContactLocator(locator.model, min_force=5.0, presence_force=2.0)
+
+
 def test_contact_in_the_simulation_is_found_on_its_link(panda, surfaces):
     """The sim cobot's base sensor with a push on panda_link4 during free motion, once the
     jerk of the push's ramp is out of the q̈ estimate (its 40 ms window)."""

@@ -541,7 +541,8 @@ class FtContactLocator:
 
     def __init__(self, model: EllipsoidSurfaces | MeshSurfaces, singular_ratio: float = 0.1,
                  min_force: float = 1.0, residual_noise: float = 0.1,
-                 normal_preference: float = 5.0, ambiguity_margin: float = 2.0):
+                 normal_preference: float = 5.0, ambiguity_margin: float = 2.0,
+                 presence_force: float = 10.0):
         if not 0.0 <= singular_ratio < 1.0 / np.sqrt(3.0):
             raise FtContactError(f'singular_ratio must be in [0, 1/√3), got {singular_ratio}')
         if not min_force > 0.0:
@@ -551,6 +552,9 @@ class FtContactLocator:
                                  f'got {residual_noise} and {normal_preference}')
         if not ambiguity_margin >= 0.0:
             raise FtContactError(f'ambiguity_margin must be ≥ 0, got {ambiguity_margin}')
+        if not presence_force >= min_force:
+            raise FtContactError(f'presence_force must be ≥ min_force ({min_force} N), got '
+                                 f'{presence_force}')
         self.model = model
         self.robot = model.robot
         self.singular_ratio = singular_ratio
@@ -558,6 +562,7 @@ class FtContactLocator:
         self.residual_noise = residual_noise
         self.normal_preference = normal_preference
         self.ambiguity_margin = ambiguity_margin
+        self.presence_force = presence_force
         # Constant in each joint's body frame: the joint's axis and a point on it (for
         # `line_torques`), and the pose of every link of the model (for the estimate's frame).
         still = np.zeros(self.robot.n)
@@ -591,7 +596,9 @@ class FtContactLocator:
 
         Seed 004's current constraint says a contact is present (some |τ_ext| exceeds
         `threshold`, one value or one per joint) and, in its strict form, that the body is
-        that of the highest such joint (`contacted_joint`). That form fails whenever the line
+        that of the highest such joint (`contacted_joint`). The sensor itself says so too
+        when the contact force reaches `presence_force` (N): a push on the first link loads
+        no joint but the first, and that one only about its axis, so τ_ext may never see it. That form fails whenever the line
         of action passes near the axes of the joints above the body — a push square to a
         link that turns about its own axis loads its joint not at all. So every body j the
         line enters is scored, and the least score wins:
@@ -606,7 +613,7 @@ class FtContactLocator:
         `normal_preference`, a prior that contact forces lie near the normal (inside a
         friction cone). It decides when τ_ext cannot: a line through the axes of the
         joints between two bodies loads them alike. When the line enters no body: that of
-        `contacted_joint`, its surface point nearest the line. Every body whose score is
+        `contacted_joint`, its surface point nearest the line (None when no joint is loaded). Every body whose score is
         within `ambiguity_margin` of the least (a likelihood ratio of e^margin) is a
         candidate: its link where the line enters it goes into `candidates`, best first.
 
@@ -615,7 +622,8 @@ class FtContactLocator:
         """
         lowest = contacted_joint(tau_ext, threshold)
         wrench = _vector(wrench, 6, 'contact wrench')
-        if lowest is None or np.linalg.norm(wrench[:3]) < self.min_force:
+        force = np.linalg.norm(wrench[:3])
+        if force < self.min_force or (lowest is None and force < self.presence_force):
             return None
         forces, torques = compatible_wrenches(wrench[:3], wrench[3:], self.singular_ratio)
         origins, directions = line_of_action(np.vstack([wrench[:3], forces]),
@@ -627,7 +635,7 @@ class FtContactLocator:
                                                                 directions)
         entered = np.isfinite(entries[:, 0, 0])
         if not entered.any():
-            return self.locate(q, wrench, lowest)
+            return None if lowest is None else self.locate(q, wrench, lowest)
         explained = np.cumsum((tau_ext - self.line_torques(q, wrench, every_body)) ** 2)
         unexplained = np.cumsum((tau_ext ** 2)[::-1])[::-1]
         misfit = np.append(explained[:-1] + unexplained[1:], explained[-1])[list(joints)]

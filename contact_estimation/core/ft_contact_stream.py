@@ -28,6 +28,7 @@ DEFAULTS: dict[str, Any] = {
     'ellipsoid_file': '',                         # '' = ellipsoids fitted to the meshes
     'singular_ratio': 0.1,                        # claim 6: subsystems below it are dropped
     'min_force': 2.0,                             # N: weaker contact forces give no estimate
+    'presence_force': 10.0,                       # N: a contact even with a quiet τ_ext
     'contact_threshold': (0.5,),                  # N·m, |τ_ext| of a contacted joint
     'residual_noise': 0.1,                        # N·m, σ of τ_ext (body scores)
     'normal_preference': 5.0,                     # κ: prior for forces near the normal

@@ -130,6 +130,9 @@ class FtContactEstimator(SuiteNode):
           'whose divisor is below this share of its vector is dropped', 0.0, 0.5, **ro)
         d('min_force', k['min_force'], 'a weaker contact force (N) gives no estimate: its '
           'line of action is too uncertain', 0.1, 1000.0, **ro)
+        d('presence_force', k['presence_force'], 'a contact force this large (N) is a contact '
+          "even when no joint's |τ_ext| reaches contact_threshold (a push on the first link "
+          'loads no joint but the first, about its axis only); ≥ min_force', 0.1, 1000.0, **ro)
         d('contact_threshold', list(k['contact_threshold']), '|τ_ext| (N·m) at which a joint '
           'counts as loaded by a contact (seed 004 current constraint): one or one per joint',
           **ro)
@@ -189,7 +192,7 @@ class FtContactEstimator(SuiteNode):
         self._locator = FtContactLocator(
             make_surfaces(v('surface_model'), LinkSurfaces(self.robot), ellipsoids),
             v('singular_ratio'), v('min_force'), v('residual_noise'), v('normal_preference'),
-            v('ambiguity_margin'))
+            v('ambiguity_margin'), v('presence_force'))
         self._limits = (v('sensor.force_limit'), v('sensor.torque_limit'))
         self._offset_source = ('no stored offset' if offset is None else
                                f'offset from {v("offset_file")}')
