@@ -95,19 +95,27 @@ def replay(config: DetectorConfig, trace) -> tuple[np.ndarray, list, int]:
             detector.out_of_order)
 
 
-def contacts(robot, trajectory, magnitudes, first: float, rng) -> list[PointForce]:
-    """One contact per magnitude, SPACING apart from `first`: the largest |JᵀF| at onset = m."""
+def contacts(robot, trajectory, magnitudes, first: float, rng, links=tuple(LINKS),
+             max_share: float = np.inf) -> list[PointForce]:
+    """One contact per magnitude on one of `links`, SPACING apart from `first`: the largest
+    |JᵀF| at onset = m; drawn again while holding the arm (`robot`, with what it carries)
+    against its gravity and the push would take some joint past `max_share` of its effort
+    limit (a push the motors cannot hold backdrives the arm, whose reference runs on)."""
+    limits = np.where(robot.effort_limits > 0, robot.effort_limits, np.inf)
     forces = []
     for k, m in enumerate(magnitudes):
         start = first + k * SPACING
         q = trajectory.sample(start)[0]
-        link = LINKS[rng.integers(len(LINKS))]
-        point = rng.uniform(-0.05, 0.05, 3)
-        direction = rng.normal(size=3)
-        direction /= np.linalg.norm(direction)
-        tau = robot.point_jacobian(q, link, point).T @ direction
-        forces.append(PointForce(link, point, m / np.abs(tau).max() * direction, start,
-                                 DURATION, RAMP))
+        while True:
+            link = links[rng.integers(len(links))]
+            point = rng.uniform(-0.05, 0.05, 3)
+            direction = rng.normal(size=3)
+            direction /= np.linalg.norm(direction)
+            tau = robot.point_jacobian(q, link, point).T @ direction
+            scale = m / np.abs(tau).max()
+            if np.all(np.abs(robot.gravity(q) + scale * tau) <= max_share * limits):
+                break
+        forces.append(PointForce(link, point, scale * direction, start, DURATION, RAMP))
     return forces
 
 
