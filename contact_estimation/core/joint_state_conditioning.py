@@ -41,6 +41,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from contact_estimation.core.joint_order import JointOrder
+from contact_estimation.core.sample import JointSample
 
 # The one source of the conditioning defaults, by joint_state_listener parameter name (the
 # node declares with these, the constructors below default to them, and
@@ -318,17 +319,6 @@ class Transmission:
         return effort
 
 
-@dataclass(frozen=True)
-class JointSample:
-    """One complete joint state in model joint order (SI units, joint side)."""
-
-    t: float                       # seconds, the newest stamp of the merged parts
-    q: np.ndarray                  # rad
-    v: np.ndarray                  # rad/s
-    effort: np.ndarray | None      # joint torque, N·m; None when the driver gives none
-    stamp: Any = None              # the caller's stamp object of the newest part, unchanged
-
-
 @dataclass
 class ConditionResult:
     sample: JointSample | None = None
@@ -548,7 +538,7 @@ class JointStateConditioner:
             problems.append((OUT_OF_LIMITS, f'{self._names(np.flatnonzero(outside))} at '
                              f'{q[outside].round(4).tolist()} rad, beyond the limits'))
         effort = None if np.isnan(self._effort).any() else self._effort.copy()
-        return JointSample(t=t, q=q, v=v, effort=effort, stamp=self._stamp_objects[newest])
+        return JointSample(t=t, q=q, v=v, tau=effort, stamp=self._stamp_objects[newest])
 
 
 def _bound(limits: np.ndarray | None, factor: float, n: int) -> np.ndarray:

@@ -41,6 +41,7 @@ from contact_estimation.core.contact_localization import (SOURCE_TORQUE, Contact
 from contact_estimation.core.lidar_fusion import CloudError, LidarFusion, Obstacles, PoseHistory
 from contact_estimation.core.localization_schedule import (DEFAULTS, LOCALIZER_DEFAULTS,
                                                            LocalizationSchedule)
+from contact_estimation.core.sample import JointSample
 from contact_estimation.core.surfaces import LinkSurfaces, SurfacesError
 from contact_estimation.ros.conversions import point_stamped, stamp_to_seconds, wrench_stamped
 from contact_estimation.ros.diagnostics import OK, WARN
@@ -57,6 +58,10 @@ NAME = 'contact_localizer'
 # Parameters that build the localizer and the schedule: a change of any rebuilds them (the
 # link surfaces, `point_spacing`, are built once).
 _LOCALIZER_PARAMETERS = (*LOCALIZER_DEFAULTS, 'gate_thresholds', 'max_rate')
+
+# Composed mode: the newest residual is taken this often (s), on this node's thread; a
+# contact lasts far longer, and estimates come at most `max_rate` per second anyway.
+_LATEST_RESIDUAL_PERIOD = 0.005
 
 
 class ContactLocalizerNode(SuiteNode):
@@ -77,10 +82,11 @@ class ContactLocalizerNode(SuiteNode):
         self._history = PoseHistory(self.fusion.config.max_age)
         self._cloud: tuple[float, np.ndarray] | None = None  # latest: stamp, base-frame points
         self._cloud_processed = True    # the latest cloud has been through the fusion
-        self._point_pub = self.publisher('point', PointStamped)
+        self._point_output = self.output('point', PointStamped)
         self._wrench_pub = self.publisher('wrench', WrenchStamped)
         self._marker_pub = self.publisher('markers', MarkerArray)
-        self.subscribe('residual', JointState, self._on_residual)
+        self.receive('residual', JointState, self._on_residual, self.process_residual,
+                     period=_LATEST_RESIDUAL_PERIOD)
         self.subscribe('lidar_points', PointCloud2, self._on_cloud)
         self.on_parameter_change(self._on_parameter_change)
         self.problems.set_status(OK, 'no contact')
@@ -172,17 +178,23 @@ class ContactLocalizerNode(SuiteNode):
         if not (np.isfinite(tau).all() and np.isfinite(q).all()):
             self.problems.report('not_finite', 'residual with NaN/inf: dropped')
             return
-        t = stamp_to_seconds(msg.header.stamp)
+        self.process_residual(JointSample(stamp_to_seconds(msg.header.stamp), q, None, None,
+                                          tau, msg.header.stamp))
+
+    def process_residual(self, sample: JointSample) -> None:
+        """One residual (every one in separate mode; in composed mode the newest every
+        `_LATEST_RESIDUAL_PERIOD`): the pose history, and an estimate when one is due."""
+        t, q, tau = sample.t, sample.q, sample.tau_ext
         self._history.add(t, q)
-        if not self.schedule.due(time.monotonic(), tau):
+        if not self.schedule.due(self.seconds(), tau):
             if not self.schedule.contact(tau):
                 self.problems.set_status(OK, 'no contact')
             return
-        self._estimate(t, q, tau, msg)
-        self.schedule.finished(time.monotonic())
+        self._estimate(t, q, tau, sample.stamp)
+        self.schedule.finished(self.seconds())
 
     # ------------------------------------------------------------------ estimates
-    def _estimate(self, t: float, q: np.ndarray, tau: np.ndarray, msg: JointState) -> None:
+    def _estimate(self, t: float, q: np.ndarray, tau: np.ndarray, stamp) -> None:
         obstacles, cloud = self._obstacles(t)
         start = time.perf_counter()
         try:
@@ -194,9 +206,10 @@ class ContactLocalizerNode(SuiteNode):
         seconds = time.perf_counter() - start
         self.problems.traffic['estimates'] += 1
         self.problems.values.update(estimate_values(estimate, seconds, cloud))
-        stamp = msg.header.stamp
         if estimate.found:
-            self._point_pub.publish(point_stamped(stamp, estimate.link, estimate.point_link))
+            point = point_stamped(stamp, estimate.link, estimate.point_link)
+            self._point_output.publisher.publish(point)
+            self._point_output.hand_over(point)
             self._wrench_pub.publish(wrench_stamped(stamp, estimate.link, estimate.force_link,
                                                     np.zeros(3)))
             self.problems.traffic['estimates_published'] += 1

@@ -32,7 +32,6 @@ that is not a moving link of the arm. Nothing is estimated from it.
 from __future__ import annotations
 
 import sys
-import time
 
 import numpy as np
 from geometry_msgs.msg import PointStamped, WrenchStamped
@@ -51,6 +50,7 @@ from contact_estimation.core.ft_contact_stream import (DEFAULTS, RENAMED, FtInpu
                                                        load_ellipsoids, load_offset,
                                                        save_offset)
 from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.sample import JointSample
 from contact_estimation.core.surfaces import LinkSurfaces
 from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp,
                                                 stamp_to_seconds, wrench_stamped,
@@ -67,6 +67,10 @@ MARKER_NS = 'ft_contact'
 _MARKER_PERIOD = 0.05   # s of stamps between marker updates (rviz needs no more than 20 Hz)
 _WATCH_PERIOD = 0.1     # s (wall) between checks for missing streams
 _FREE_MOTION_WINDOW = 1.0  # s of stamps in the free-motion compensation residual
+# Composed mode: joint states and residuals wait in a mailbox emptied this often (s), on this
+# node's thread, never on the 1 kHz chain's; it holds 0.5 s of samples at 1 kHz.
+_SAMPLES_PERIOD = 0.005
+_SAMPLES_CAPACITY = 500
 
 
 class FtContactEstimator(SuiteNode):
@@ -88,14 +92,19 @@ class FtContactEstimator(SuiteNode):
         self._arrived: dict[str, float] = {}   # stream → wall time of its last message
         self._markers_at: float | None = None  # stamp of the markers shown; None: none shown
 
-        self._base_wrench_pub = self.publisher('base_wrench', WrenchStamped)
+        self._base_wrench = self.output('base_wrench', WrenchStamped, only_when_listened=True)
         self._point_pub = self.publisher('point', PointStamped)
         self._wrench_pub = self.publisher('wrench', WrenchStamped)
         self._marker_pub = self.publisher('markers', MarkerArray)
         self.subscribe('ft_wrench', WrenchStamped, self._on_wrench)
-        self.subscribe('joint_state', JointState, self._on_joint_state)
-        self.subscribe('residual', JointState, self._on_residual)
-        self.subscribe('localizer_point', PointStamped, self._on_localizer_point)
+        # Composed mode: every joint state and residual, taken on this node's thread.
+        for key, on_message, on_sample in (
+                ('joint_state', self._on_joint_state, self.process_joint_state),
+                ('residual', self._on_residual, self.process_residual)):
+            self.receive(key, JointState, on_message, on_sample, period=_SAMPLES_PERIOD,
+                         capacity=_SAMPLES_CAPACITY)
+        self.receive('localizer_point', PointStamped, self._on_localizer_point,
+                     self._on_localizer_point)
         self.create_service(Trigger, '~/zero', self._on_zero)
         self.create_timer(_WATCH_PERIOD, self._watch_inputs)
         self.problems.set_status(WARN, 'waiting for F/T readings and joint states')
@@ -205,7 +214,7 @@ class FtContactEstimator(SuiteNode):
 
     # -------------------------------------------------------------------- messages
     def _arrival(self, stream: str) -> None:
-        self._arrived[stream] = time.monotonic()
+        self._arrived[stream] = self.seconds()
 
     def _on_wrench(self, msg: WrenchStamped) -> None:
         self._arrival('ft_wrench')
@@ -224,12 +233,21 @@ class FtContactEstimator(SuiteNode):
                                                     reading))
 
     def _on_joint_state(self, msg: JointState) -> None:
-        self._arrival('joint_state')
-        t = stamp_to_seconds(msg.header.stamp)
         try:
             q, v, _ = self._joint_states.read(msg)
-            pairs = self._readings.add_secondary(t, (q, v, self._acceleration_at(t, q)))
-        except (JointStateError, FtInputError) as err:
+        except JointStateError as err:
+            self._arrival('joint_state')
+            self.problems.report(err.kind, str(err))
+            return
+        self.process_joint_state(JointSample(stamp_to_seconds(msg.header.stamp), q, v, None))
+
+    def process_joint_state(self, sample: JointSample) -> None:
+        """One joint state, paired with the F/T reading of its stamp."""
+        self._arrival('joint_state')
+        t, q = sample.t, sample.q
+        try:
+            pairs = self._readings.add_secondary(t, (q, sample.v, self._acceleration_at(t, q)))
+        except FtInputError as err:
             self.problems.report(err.kind, str(err))
             return
         self._compensate(pairs)
@@ -253,9 +271,9 @@ class FtContactEstimator(SuiteNode):
         for t_reading, reading, t_joint, (q, v, a) in pairs:
             wrench = (self._observer.update(t_reading, reading, q, v) if self._observer
                       else self._compensator.contact_wrench(reading, q, v, a))
-            self._base_wrench_pub.publish(wrench_stamped(seconds_to_stamp(t_reading),
-                                                         self.robot.base_link, wrench[:3],
-                                                         wrench[3:]))
+            if self._base_wrench.listened:
+                self._base_wrench.publisher.publish(wrench_stamped(
+                    seconds_to_stamp(t_reading), self.robot.base_link, wrench[:3], wrench[3:]))
             self.problems.traffic['base_wrenches_published'] += 1
             self._resting.add(t_joint, reading, q, v, self.robot.joint_names)
             try:  # with a faster sensor, the first reading of each joint state is located
@@ -264,7 +282,6 @@ class FtContactEstimator(SuiteNode):
                 self.problems.report(err.kind, f'compensated wrench: {err}')
 
     def _on_residual(self, msg: JointState) -> None:
-        self._arrival('residual')
         try:
             order = self._joint_states.order(msg)
         except JointStateError as err:
@@ -275,7 +292,13 @@ class FtContactEstimator(SuiteNode):
             self.problems.report('bad_residual', 'residual without one finite effort per '
                                  'joint: dropped')
             return
-        self._locate(self._residuals.add_primary(stamp_to_seconds(msg.header.stamp), tau_ext))
+        self.process_residual(JointSample(stamp_to_seconds(msg.header.stamp), None, None, None,
+                                          tau_ext))
+
+    def process_residual(self, sample: JointSample) -> None:
+        """One residual, paired with the compensated wrench of its stamp."""
+        self._arrival('residual')
+        self._locate(self._residuals.add_primary(sample.t, sample.tau_ext))
 
     def _on_localizer_point(self, msg: PointStamped) -> None:
         link = msg.header.frame_id
@@ -341,7 +364,7 @@ class FtContactEstimator(SuiteNode):
     # ----------------------------------------------------------- watch and service
     def _watch_inputs(self) -> None:
         """Report a stream that stopped while the other goes on (nothing is estimated)."""
-        now = time.monotonic()
+        now = self.seconds()
         timeout = self.value('input_timeout')
         fresh = {s: now - self._arrived.get(s, -np.inf) <= timeout
                  for s in ('ft_wrench', 'joint_state', 'residual')}
@@ -362,7 +385,7 @@ class FtContactEstimator(SuiteNode):
 
     def _on_zero(self, request: Trigger.Request, response: Trigger.Response):
         """The sensor offset from the arm at rest, stored in `offset_file`."""
-        now = time.monotonic()
+        now = self.seconds()
         try:
             if any(now - self._arrived.get(s, -np.inf) > self.value('input_timeout')
                    for s in ('ft_wrench', 'joint_state')):

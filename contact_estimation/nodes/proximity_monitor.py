@@ -46,6 +46,7 @@ from contact_estimation.core.lidar_fusion import CloudError, LidarFusion, PoseHi
 from contact_estimation.core.proximity import (CLUSTERS, DEFAULT_PARTS, DEFAULTS, SKELETON,
                                                BoxPart, HumanModel, ProximityConfig,
                                                ProximityMonitor, ProximityResult)
+from contact_estimation.core.sample import JointSample
 from contact_estimation.core.surfaces import LinkSurfaces, SurfacesError
 from contact_estimation.core.time_scaling import worth_publishing
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
@@ -90,6 +91,11 @@ _CONFIG_PARAMETERS = {
     'report_range': ('m: distances are exact at least this far (farther: inf)', 0.0, 10.0),
 }
 _CONFIG_DEFAULTS = ProximityConfig()
+
+# Composed mode: joint states wait in a mailbox emptied this often (s), on this node's
+# thread; it holds 0.1 s of samples at 1 kHz (clouds look up the pose at their stamp).
+_SAMPLES_PERIOD = 0.005
+_SAMPLES_CAPACITY = 100
 assert set(_CONFIG_PARAMETERS) == {f.name for f in dataclasses.fields(ProximityConfig)}
 
 
@@ -111,7 +117,7 @@ class ProximityMonitorNode(SuiteNode):
                                                              self._cloud_parameters))
         self._joint_states = JointStateReader(self.robot.joint_names, model_order_only=True)
         self._history = PoseHistory(self.value('body_timeout'))  # joint states by stamp
-        self._latest: tuple[JointState, float] | None = None  # message, monotonic arrival
+        self._latest: tuple[JointSample, float] | None = None  # sample, arrival (seconds())
         self._t = 0.0                    # stamp of the latest joint state used (s)
         self._result: ProximityResult | None = None
         self._scale_sent: float | None = None
@@ -125,7 +131,8 @@ class ProximityMonitorNode(SuiteNode):
         self._scale_pub = self.publisher('speed_scale', Float64)
         self._parts_pub = self.publisher('parts', DiagnosticArray)
         self._marker_pub = self.publisher('markers', MarkerArray)
-        self.subscribe('joint_state', JointState, self._on_joint_state)
+        self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state,
+                     period=_SAMPLES_PERIOD, capacity=_SAMPLES_CAPACITY)
         self.subscribe('skeleton', PoseArray, self._on_skeleton)
         self.subscribe('lidar_points', PointCloud2, self._on_cloud)
         self.create_service(Trigger, '~/reset', self._on_reset)
@@ -203,10 +210,24 @@ class ProximityMonitorNode(SuiteNode):
 
     # -------------------------------------------------------------------- messages
     def _on_joint_state(self, msg: JointState) -> None:
-        """Kept, not parsed: at 1 kHz parsing is the check's job (check_rate) and the cloud's
-        (the one nearest its stamp)."""
-        self._latest = (msg, time.monotonic())
-        self._history.add(stamp_to_seconds(msg.header.stamp), msg)
+        """Positions and velocities (no torques needed); a bad message is not kept, so a
+        stream of them ends in a stale stop."""
+        try:
+            order = self._joint_states.order(msg)
+        except JointStateError as err:
+            self.problems.report(err.kind, f'{err}: stop if it lasts')
+            return
+        q, v = (self._joint_states.field(msg, name, order) for name in ('position', 'velocity'))
+        if q is None or v is None or not (np.isfinite(q).all() and np.isfinite(v).all()):
+            self.problems.report('wrong_sizes', 'joint state without a finite position and '
+                                 'velocity per joint: dropped, stop if it lasts')
+            return
+        self.process_joint_state(JointSample(stamp_to_seconds(msg.header.stamp), q, v, None))
+
+    def process_joint_state(self, sample: JointSample) -> None:
+        """Kept for the check (the latest) and for clouds (the one nearest their stamp)."""
+        self._latest = (sample, self.seconds())
+        self._history.add(sample.t, sample)
 
     def _on_skeleton(self, msg: PoseArray) -> None:
         t = stamp_to_seconds(msg.header.stamp)
@@ -242,14 +263,11 @@ class ProximityMonitorNode(SuiteNode):
     def _pose_at(self, t: float) -> np.ndarray:
         """The joint positions stamped nearest t (the cloud's robot points are removed at
         the pose it saw); SensorMessageError 'no_pose' when none is near enough."""
-        msg = self._history.at(t)
-        q = None
-        if msg is not None:
-            q = self._joint_states.field(msg, 'position', self._joint_states.order(msg))
-        if q is None or not np.isfinite(q).all():
+        sample = self._history.at(t)
+        if sample is None:
             raise SensorMessageError('no_pose', f'no usable joint state within '
                                      f'{self._history.span:g} s of the cloud stamp {t:.3f}')
-        return q
+        return sample.q
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
         was_stopped = self._result is not None and self._result.stop
@@ -264,34 +282,20 @@ class ProximityMonitorNode(SuiteNode):
     # ------------------------------------------------------------------ the check
     def _check(self) -> None:
         """The check on the latest joint state, or a stop when there is none usable."""
-        now = time.monotonic()
+        now = self.seconds()
         if self._latest is None:
             self._publish(self.monitor.fail(self._t, 'waiting for joint states'))
             return
-        msg, arrived = self._latest
+        sample, arrived = self._latest
         if now - arrived > self.value('joint_state_timeout'):
             reason = (f'joint states stale: none for {now - arrived:.3f} s '
                       f'(joint_state_timeout {self.value("joint_state_timeout")} s)')
             self.problems.report('stale_joint_states', reason)
             self._publish(self.monitor.fail(self._t, reason))
             return
-        try:
-            order = self._joint_states.order(msg)
-        except JointStateError as err:
-            self.problems.report(err.kind, f'{err}: stop')
-            self._publish(self.monitor.fail(self._t, str(err)))
-            return
-        q, velocity = (self._joint_states.field(msg, name, order)
-                       for name in ('position', 'velocity'))
-        self._t = stamp_to_seconds(msg.header.stamp)
-        if q is None or velocity is None:
-            self.problems.report('wrong_sizes', 'joint state without a position and a '
-                                 'velocity per joint: stop')
-            self._publish(self.monitor.fail(self._t, 'joint state without positions and '
-                                            'velocities for every joint'))
-            return
+        self._t = sample.t
         start = time.perf_counter()
-        result = self.monitor.update(self._t, q, velocity)
+        result = self.monitor.update(self._t, sample.q, sample.v)
         self.problems.values['check_time'] = f'{(time.perf_counter() - start) * 1e3:.2f} ms'
         self._publish(result)
 
@@ -308,7 +312,7 @@ class ProximityMonitorNode(SuiteNode):
         if worth_publishing(result.speed_scale, self._scale_sent):
             self._scale_sent = result.speed_scale
             self._scale_pub.publish(Float64(data=result.speed_scale))
-        now = time.monotonic()
+        now = self.seconds()
         if changed or now - self._displayed >= self._display_period:
             self._displayed = now
             stamp = seconds_to_stamp(result.t)
