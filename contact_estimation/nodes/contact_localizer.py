@@ -48,6 +48,7 @@ from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.localization_messages import estimate_markers, estimate_values
 from contact_estimation.ros.node_main import run
+from contact_estimation.ros.qos import CLOUD_QOS
 from contact_estimation.ros.sensor_frames import (SensorFrame, SensorMessageError,
                                                   cloud_config, cloud_in_base_frame,
                                                   declare_cloud_parameters)
@@ -87,7 +88,7 @@ class ContactLocalizerNode(SuiteNode):
         self._marker_pub = self.publisher('markers', MarkerArray)
         self.receive('residual', JointState, self._on_residual, self.process_residual,
                      period=_LATEST_RESIDUAL_PERIOD)
-        self.subscribe('lidar_points', PointCloud2, self._on_cloud)
+        self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         self.on_parameter_change(self._on_parameter_change)
         self.problems.set_status(OK, 'no contact')
         self.problems.values['cloud'] = 'none received: torque only'

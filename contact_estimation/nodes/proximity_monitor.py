@@ -54,7 +54,7 @@ from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.proximity_messages import ProximityMarkers, part_statuses
-from contact_estimation.ros.qos import STOP_QOS
+from contact_estimation.ros.qos import CLOUD_QOS, STOP_QOS
 from contact_estimation.ros.sensor_frames import (SensorFrame, SensorMessageError,
                                                   cloud_config, cloud_in_base_frame,
                                                   declare_cloud_parameters)
@@ -134,7 +134,7 @@ class ProximityMonitorNode(SuiteNode):
         self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state,
                      period=_SAMPLES_PERIOD, capacity=_SAMPLES_CAPACITY)
         self.subscribe('skeleton', PoseArray, self._on_skeleton)
-        self.subscribe('lidar_points', PointCloud2, self._on_cloud)
+        self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         self.create_service(Trigger, '~/reset', self._on_reset)
         self.create_timer(1.0 / self.value('check_rate'), self._check)
         self.create_timer(1.0 / self.value('heartbeat_rate'), self._heartbeat)

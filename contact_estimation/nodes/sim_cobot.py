@@ -312,6 +312,9 @@ class SimCobot(SuiteNode):
                 self._stamp_offset += lost * self.sim.dt
                 self.problems.report('fell_behind', f'simulation fell behind the wall clock: '
                                      f'skipped {lost * self.sim.dt * 1e3:.0f} ms')
+        if self._clock_pub:  # the time reached, before the samples after it
+            self._clock_pub.publish(Clock(clock=seconds_to_stamp(self._stamp_offset
+                                                                 + self.sim.time)))
         try:
             for _ in range(due):
                 self.sim.step()
@@ -322,9 +325,6 @@ class SimCobot(SuiteNode):
             self.problems.report('diverged', str(err), ERROR)
             self.problems.set_status(ERROR, f'simulation stopped: {err}')
             return
-        if self._clock_pub and due:
-            self._clock_pub.publish(Clock(clock=seconds_to_stamp(self._stamp_offset
-                                                                 + self.sim.time)))
         self._report_load(now)
 
     def _publish(self, step: int) -> None:
