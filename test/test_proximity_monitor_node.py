@@ -209,3 +209,19 @@ def test_a_stop_beside_a_fixture_is_reset_and_coming_nearer_stops_again(rig):
     assert probe.robot_status()['reset_active'] == 'True'
     probe.cloud = cube(fixture - [0.1, 0.0, 0.0])  # 10 cm nearer
     assert until(executor, lambda: probe.stop() is True)
+
+
+def test_an_accepted_and_a_refused_reset_in_a_row_both_answer(rig):
+    """Issue 19: one log call site at info and at warning made rclpy raise in the service
+    callback ("Logger severity cannot be changed between calls") and the node exit."""
+    monitor, probe, executor = rig
+    probe.keypoints = np.zeros((0, 3))  # nobody tracked: clear, so a reset is accepted
+    assert until(executor, lambda: probe.stop() is False)
+    assert reset(probe, executor).success
+    probe.keypoints = standing_skeleton(hand_position(monitor) + [3.0, 0.0, 0.0])[:15]
+    assert until(executor, lambda: stopped_with(probe, 'expected 17 keypoints'))
+    refused = reset(probe, executor)
+    assert not refused.success and 'refused' in refused.message
+    probe.keypoints = np.zeros((0, 3))
+    assert until(executor, lambda: probe.stop() is False)
+    assert reset(probe, executor).success

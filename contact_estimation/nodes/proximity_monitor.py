@@ -257,8 +257,11 @@ class ProximityMonitorNode(SuiteNode):
         response.success = not refusal
         response.message = refusal or ('stop released: the arm may move away slowly; coming '
                                        'nearer stops it again' if was_stopped else 'not stopped')
-        log = self.get_logger().warning if refusal else self.get_logger().info
-        log(f'~/reset: {response.message}')
+        # One call site per severity: rclpy refuses a call site whose severity changes.
+        if refusal:
+            self.get_logger().warning(f'~/reset: {response.message}')
+        else:
+            self.get_logger().info(f'~/reset: {response.message}')
         return response
 
     # ------------------------------------------------------------------ the check
