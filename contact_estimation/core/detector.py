@@ -99,6 +99,7 @@ RENAMED = {
 # Why stop is raised (DetectorState.cause), and what is wrong with the input now
 # (DetectorState.input_problem).
 NONE, COLLISION, STALE, INVALID, WAITING = '', 'collision', 'stale_input', 'invalid_residual', 'waiting'
+FAULT = 'node_fault'  # the node met an unexpected error (ros/guard.py): latched like a collision
 
 
 def per_joint(name: str, value, n_joints: int, low: float = 0.0, strict: bool = False,
@@ -361,6 +362,12 @@ class CollisionDetector:
         """
         self._input_stale = bool(stale)
         self._listener_fresh_once |= not self._input_stale
+
+    def fault(self, now: float, reason: str) -> None:
+        """The node met an error it did not expect: stop, latched like a collision (cleared
+        by `reset()` or `hold_time`), since what it decided meanwhile is unknown."""
+        self._restart_runs()
+        self._latch(now, FAULT, reason)
 
     def stale(self, now: float) -> str:
         """Why the input is stale at `now` ('' when it is fresh)."""

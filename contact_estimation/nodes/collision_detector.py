@@ -37,7 +37,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
 from contact_estimation.core.detector import (ACCELERATION_WINDOW_DURATION, COLLISION,
-                                              DEFAULTS, INVALID, RENAMED, STALE, WAITING,
+                                              DEFAULTS, FAULT, INVALID, RENAMED, STALE, WAITING,
                                               AccelerationEstimate, DetectorConfig,
                                               DetectorState, event_stamped_by_residual)
 from contact_estimation.core.detector import CollisionDetector as Detector
@@ -297,6 +297,13 @@ class CollisionDetector(SuiteNode):
             self._apply(self.detector.state(time.monotonic()), cleared_by='reset')
         return response
 
+    def fail_safe(self, reason: str) -> None:
+        """An unexpected error in a callback (ros/guard.py): stop, latched like a collision
+        (~/reset or hold_time clears it), and f_S held at 0."""
+        now = time.monotonic()
+        self.detector.fault(now, reason)
+        self._apply(self.detector.state(now), react=(now, None, None))
+
     # -------------------------------------------------------------------- outputs
     def _apply(self, state: DetectorState, cleared_by: str = 'hold_time elapsed',
                react: tuple | None = None) -> None:
@@ -317,7 +324,7 @@ class CollisionDetector(SuiteNode):
 
     def _on_stop_change(self, state: DetectorState, previous: DetectorState | None,
                         cleared_by: str) -> None:
-        if state.cause in (COLLISION, STALE, INVALID):
+        if state.cause in (COLLISION, STALE, INVALID, FAULT):
             # Every stop is logged and counted (report() would throttle a second one).
             self.problems.counts[state.cause] += 1
             self.get_logger().error(f'stop: {state.reason}')

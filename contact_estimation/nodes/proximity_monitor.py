@@ -60,6 +60,9 @@ from contact_estimation.ros.sensor_frames import (SensorFrame, SensorMessageErro
 from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'proximity_monitor'
+# After an unexpected error in a callback (ros/guard.py) the stop is held this long (s) past
+# the last one: what the node knows meanwhile is unknown; checks resume after it.
+FAULT_HOLD = 1.0
 
 # ProximityConfig field → description and range of its parameter.
 _CONFIG_PARAMETERS = {
@@ -268,6 +271,10 @@ class ProximityMonitorNode(SuiteNode):
     def _check(self) -> None:
         """The check on the latest joint state, or a stop when there is none usable."""
         now = time.monotonic()
+        fault = self.guard.last_fault
+        if fault is not None and now - fault[0] < FAULT_HOLD:
+            self._publish(self.monitor.fail(self._t, fault[1]))
+            return
         if self._latest is None:
             self._publish(self.monitor.fail(self._t, 'waiting for joint states'))
             return
@@ -297,6 +304,11 @@ class ProximityMonitorNode(SuiteNode):
         result = self.monitor.update(self._t, q, velocity)
         self.problems.values['check_time'] = f'{(time.perf_counter() - start) * 1e3:.2f} ms'
         self._publish(result)
+
+    def fail_safe(self, reason: str) -> None:
+        """An unexpected error in a callback (ros/guard.py): stop now; `_check` holds the
+        stop for FAULT_HOLD s after the last such error."""
+        self._publish(self.monitor.fail(self._t, reason))
 
     # -------------------------------------------------------------------- outputs
     def _publish(self, result: ProximityResult) -> None:

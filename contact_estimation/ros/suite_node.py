@@ -38,6 +38,7 @@ from rclpy.qos import QoSProfile
 from contact_estimation import manifest
 from contact_estimation.ros import params
 from contact_estimation.ros.diagnostics import ProblemCounter
+from contact_estimation.ros.guard import CallbackGuard
 from contact_estimation.ros.handover import Handover, Output
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
@@ -51,6 +52,7 @@ class SuiteNode(Node):
     RENAMED: dict[str, str] = {}  # old parameter name → the new one
 
     def __init__(self, name: str, handover: Handover | None = None, **kwargs):
+        self.guard = CallbackGuard(self)  # before Node.__init__: it creates services
         super().__init__(name, **kwargs)
         self.spec = manifest.node(name)
         self._handover = handover
@@ -111,7 +113,25 @@ class SuiteNode(Node):
         if receivers is None:
             self.subscribe(key, msg_type, on_message, qos)
         else:
-            receivers.append(on_sample)
+            receivers.append(self.guard.wrap(on_sample, f'{key} (handed over)'))
+
+    def create_subscription(self, msg_type, topic, callback, *args, **kwargs):
+        """Every callback runs guarded (ros/guard.py): subscriptions, timers, services."""
+        return super().create_subscription(msg_type, topic, self.guard.wrap(callback, topic),
+                                           *args, **kwargs)
+
+    def create_timer(self, period, callback, *args, **kwargs):
+        guarded = callback and self.guard.wrap(callback, getattr(callback, '__name__', 'timer'))
+        return super().create_timer(period, guarded, *args, **kwargs)
+
+    def create_service(self, srv_type, name, callback, *args, **kwargs):
+        return super().create_service(srv_type, name,
+                                      self.guard.wrap(callback, name, service=True),
+                                      *args, **kwargs)
+
+    def fail_safe(self, reason: str) -> None:
+        """Called after an unexpected exception in a callback (ros/guard.py): a node with a
+        stop raises it here; the others have nothing to stop (it is counted and logged)."""
 
     def output(self, key: str, msg_type, qos: QoSProfile = PIPELINE_QOS,
                only_when_listened: bool = False) -> Output:
