@@ -225,3 +225,17 @@ def test_an_accepted_and_a_refused_reset_in_a_row_both_answer(rig):
     probe.keypoints = np.zeros((0, 3))
     assert until(executor, lambda: probe.stop() is False)
     assert reset(probe, executor).success
+
+
+def test_an_empty_skeleton_stamped_in_2038_never_silences_the_stale_stop(rig):
+    """Issue 19: one empty skeleton stamped in 2038 stayed 'fresh' for ever, and 10 s without
+    any skeleton or cloud never raised the stop."""
+    monitor, probe, executor = rig
+    probe.keypoints = np.zeros((0, 3))
+    assert until(executor, lambda: probe.stop() is False)
+    probe.keypoints = None  # the tracker stops...
+    future = PoseArray()   # ...after one empty skeleton from 2038
+    future.header.stamp.sec, future.header.frame_id = 2 ** 31 - 1, probe.skeleton_frame
+    probe._skeleton_pub.publish(future)
+    assert until(executor, lambda: monitor.problems.counts['future_stamp'] >= 1)
+    assert until(executor, lambda: stopped_with(probe, 'no fresh skeleton'))

@@ -189,6 +189,8 @@ class CollisionDetector(SuiteNode):
 
     # -------------------------------------------------------------------- messages
     def _on_residual(self, msg: JointState) -> None:
+        if self.believed(msg.header.stamp, 'residual') is None:  # not fed: the timeout stops
+            return
         try:
             order = self._joint_states.order(msg)
         except JointStateError as err:

@@ -42,7 +42,7 @@ from contact_estimation.core.lidar_fusion import CloudError, LidarFusion, Obstac
 from contact_estimation.core.localization_schedule import (DEFAULTS, LOCALIZER_DEFAULTS,
                                                            LocalizationSchedule)
 from contact_estimation.core.surfaces import LinkSurfaces, SurfacesError
-from contact_estimation.ros.conversions import point_stamped, stamp_to_seconds, wrench_stamped
+from contact_estimation.ros.conversions import point_stamped, wrench_stamped
 from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.localization_messages import estimate_markers, estimate_values
@@ -147,12 +147,15 @@ class ContactLocalizerNode(SuiteNode):
         """Decode and move the cloud into the base frame now; process it when an estimate
         needs it."""
         self.problems.traffic['clouds_received'] += 1
+        t = self.believed(msg.header.stamp, 'lidar cloud')
+        if t is None:
+            return
         try:
             points = cloud_in_base_frame(msg, self.lidar, self.fusion.config.max_points)
         except SensorMessageError as err:
             self.problems.report(err.kind, f'{err}: dropped')
             return
-        self._cloud = (stamp_to_seconds(msg.header.stamp), points)
+        self._cloud = (t, points)
         self._cloud_processed = False
 
     def _on_residual(self, msg: JointState) -> None:
@@ -172,7 +175,9 @@ class ContactLocalizerNode(SuiteNode):
         if not (np.isfinite(tau).all() and np.isfinite(q).all()):
             self.problems.report('not_finite', 'residual with NaN/inf: dropped')
             return
-        t = stamp_to_seconds(msg.header.stamp)
+        t = self.believed(msg.header.stamp, 'residual')
+        if t is None:  # never the newest pose: the history would stop trimming
+            return
         self._history.add(t, q)
         if not self.schedule.due(time.monotonic(), tau):
             if not self.schedule.contact(tau):

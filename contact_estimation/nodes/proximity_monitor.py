@@ -207,12 +207,18 @@ class ProximityMonitorNode(SuiteNode):
     # -------------------------------------------------------------------- messages
     def _on_joint_state(self, msg: JointState) -> None:
         """Kept, not parsed: at 1 kHz parsing is the check's job (check_rate) and the cloud's
-        (the one nearest its stamp)."""
+        (the one nearest its stamp). A stamp not believed is dropped: it never becomes the
+        newest time (the joint-state timeout then stops)."""
+        t = self.believed(msg.header.stamp, 'joint state')
+        if t is None:
+            return
         self._latest = (msg, time.monotonic())
-        self._history.add(stamp_to_seconds(msg.header.stamp), msg)
+        self._history.add(t, msg)
 
     def _on_skeleton(self, msg: PoseArray) -> None:
-        t = stamp_to_seconds(msg.header.stamp)
+        t = self.believed(msg.header.stamp, 'skeleton')
+        if t is None:  # dropped: never fresh for long, so the body timeout still stops
+            return
         self.problems.traffic['skeletons_received'] += 1
         keypoints = np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses])
         try:
@@ -228,7 +234,9 @@ class ProximityMonitorNode(SuiteNode):
     def _on_cloud(self, msg: PointCloud2) -> None:
         """The cloud through lidar_fusion at the arm's pose at its stamp; the clusters left
         are the objects."""
-        t = stamp_to_seconds(msg.header.stamp)
+        t = self.believed(msg.header.stamp, 'lidar cloud')
+        if t is None:
+            return
         self.problems.traffic['clouds_received'] += 1
         try:
             points = cloud_in_base_frame(msg, self._lidar_frame, self.fusion.config.max_points)

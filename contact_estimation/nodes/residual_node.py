@@ -138,15 +138,17 @@ class ResidualNode(SuiteNode):
 
     # -------------------------------------------------------------------- messages
     def _on_wrench(self, msg: WrenchStamped) -> None:
-        if self._setup.wrist is None:
+        t = self.believed(msg.header.stamp, 'wrist wrench')
+        if self._setup.wrist is None or t is None:
             return
         try:
-            self._setup.wrist.receive(stamp_to_seconds(msg.header.stamp), msg.header.frame_id,
-                                      *wrench_to_arrays(msg))
+            self._setup.wrist.receive(t, msg.header.frame_id, *wrench_to_arrays(msg))
         except WristWrenchRejected as err:
             self.problems.report(err.kind, str(err))
 
     def _on_joint_state(self, msg: JointState) -> None:
+        if self.believed(msg.header.stamp, 'joint state') is None:  # never a new time base
+            return
         try:
             q, v, tau = self._joint_states.read(msg)
         except JointStateError as err:

@@ -36,7 +36,9 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
 from contact_estimation import manifest
+from contact_estimation.core.stamps import stamp_problem
 from contact_estimation.ros import params
+from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ProblemCounter
 from contact_estimation.ros.guard import CallbackGuard
 from contact_estimation.ros.handover import Handover, Output
@@ -128,6 +130,18 @@ class SuiteNode(Node):
         return super().create_service(srv_type, name,
                                       self.guard.wrap(callback, name, service=True),
                                       *args, **kwargs)
+
+    def believed(self, stamp, source: str) -> float | None:
+        """The stamp (s) of a message from `source` when it is believable on this node's
+        clock (core/stamps.py), else None: the message is to be dropped, and it is counted
+        and logged here."""
+        t = stamp_to_seconds(stamp)
+        problem = stamp_problem(t, self.get_clock().now().nanoseconds * 1e-9)
+        if problem is None:
+            return t
+        kind, why = problem
+        self.problems.report(kind, f'{source}: {why}: dropped')
+        return None
 
     def fail_safe(self, reason: str) -> None:
         """Called after an unexpected exception in a callback (ros/guard.py): a node with a
