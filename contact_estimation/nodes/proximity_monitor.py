@@ -55,9 +55,11 @@ from contact_estimation.ros.node_main import run
 from contact_estimation.ros.proximity_messages import ProximityMarkers, part_statuses
 from contact_estimation.ros.qos import STOP_QOS
 from contact_estimation.ros.sensor_frames import (SensorFrame, SensorMessageError,
-                                                  cloud_config, cloud_in_base_frame,
+                                                  check_cloud_size, cloud_config,
+                                                  cloud_in_base_frame,
                                                   declare_cloud_parameters)
 from contact_estimation.ros.suite_node import SuiteNode
+from contact_estimation.ros.worker import LatestWorker
 
 NAME = 'proximity_monitor'
 # After an unexpected error in a callback (ros/guard.py) the stop is held this long (s) past
@@ -130,6 +132,7 @@ class ProximityMonitorNode(SuiteNode):
         self._marker_pub = self.publisher('markers', MarkerArray)
         self.subscribe('joint_state', JointState, self._on_joint_state)
         self.subscribe('skeleton', PoseArray, self._on_skeleton)
+        self._cloud_worker = LatestWorker(self._clusters, f'{NAME} clouds')
         self.subscribe('lidar_points', PointCloud2, self._on_cloud)
         self.create_service(Trigger, '~/reset', self._on_reset)
         self.create_timer(1.0 / self.value('check_rate'), self._check)
@@ -232,23 +235,52 @@ class ProximityMonitorNode(SuiteNode):
             self.problems.report('invalid_skeleton', f'{problem}: stop')
 
     def _on_cloud(self, msg: PointCloud2) -> None:
-        """The cloud through lidar_fusion at the arm's pose at its stamp; the clusters left
-        are the objects."""
+        """The cloud, refused from its header if too large, goes with the arm's pose at its
+        stamp to the cloud worker (ros/worker.py: decoding, lidar_fusion, clusters), off the
+        thread of the check and the heartbeat; `_check` takes the objects it finds."""
         t = self.believed(msg.header.stamp, 'lidar cloud')
         if t is None:
             return
         self.problems.traffic['clouds_received'] += 1
         try:
-            points = cloud_in_base_frame(msg, self._lidar_frame, self.fusion.config.max_points)
+            check_cloud_size(msg, self.fusion.config.max_points)
+            q = self._pose_at(t)
+        except (SensorMessageError, JointStateError) as err:
+            self._reject_cloud(t, err)
+            return
+        self._cloud_worker.submit((t, msg, q, self.fusion))
+
+    def _clusters(self, job: tuple) -> tuple[float, list | None, Exception | None]:
+        """On the cloud worker: (t, clusters, None), or (t, None, the expected error)."""
+        t, msg, q, fusion = job
+        try:
+            points = cloud_in_base_frame(msg, self._lidar_frame, fusion.config.max_points)
             if not len(points):
                 raise SensorMessageError('empty_cloud', 'empty cloud: the lidar sees nothing')
-            clusters = self.fusion.update(t, self._pose_at(t), points).clusters
-        except (SensorMessageError, JointStateError, CloudError) as err:
-            kind = getattr(err, 'kind', 'bad_cloud')
-            self.problems.report(kind, f'{err}: stop')
-            self.monitor.reject(t, CLUSTERS, f'lidar: {err}')
+            return t, fusion.update(t, q, points).clusters, None
+        except (SensorMessageError, CloudError) as err:
+            return t, None, err
+
+    def _take_clusters(self) -> None:
+        """The objects of the latest cloud the worker finished, if any (on the check's
+        thread, as every change of the monitor)."""
+        outcome = self._cloud_worker.take()
+        if outcome is None:
             return
-        self.monitor.set_clusters(t, clusters)
+        result, unexpected = outcome
+        if unexpected is not None:
+            self.guard.failed('the cloud worker', unexpected)
+            return
+        t, clusters, err = result
+        if err is not None:
+            self._reject_cloud(t, err)
+        else:
+            self.monitor.set_clusters(t, clusters)
+
+    def _reject_cloud(self, t: float, err: Exception) -> None:
+        kind = getattr(err, 'kind', 'bad_cloud')
+        self.problems.report(kind, f'{err}: stop')
+        self.monitor.reject(t, CLUSTERS, f'lidar: {err}')
 
     def _pose_at(self, t: float) -> np.ndarray:
         """The joint positions stamped nearest t (the cloud's robot points are removed at
@@ -279,6 +311,7 @@ class ProximityMonitorNode(SuiteNode):
     def _check(self) -> None:
         """The check on the latest joint state, or a stop when there is none usable."""
         now = time.monotonic()
+        self._take_clusters()
         fault = self.guard.last_fault
         if fault is not None and now - fault[0] < FAULT_HOLD:
             self._publish(self.monitor.fail(self._t, fault[1]))
@@ -359,6 +392,11 @@ class ProximityMonitorNode(SuiteNode):
             self._stop_pub.publish(Bool(data=self._result.stop))
         if self._scale_sent is not None:
             self._scale_pub.publish(Float64(data=self._scale_sent))
+
+
+    def destroy_node(self):
+        self._cloud_worker.close()
+        return super().destroy_node()
 
 
 def _reason(result: ProximityResult) -> str:

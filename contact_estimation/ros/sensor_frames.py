@@ -102,20 +102,32 @@ class SensorFrame:
 
 def cloud_in_base_frame(msg: PointCloud2, frame: SensorFrame, max_points: int) -> np.ndarray:
     """A PointCloud2 → its finite points (N×3) in the base frame. SensorMessageError
-    'cloud_too_large', 'unknown_frame', 'bad_cloud' (no x, y, z or truncated) or
-    'cloud_not_finite' (points, none of them finite). An empty cloud gives no points."""
-    size = msg.width * msg.height
-    if size > max_points:
-        raise SensorMessageError('cloud_too_large', f'cloud of {size} points exceeds '
-                                 f'cloud.max_points = {max_points}')
+    'cloud_too_large' (`check_cloud_size`), 'unknown_frame', 'bad_cloud' (no x, y, z or
+    truncated) or 'cloud_not_finite' (points, none of them finite). An empty cloud gives no
+    points."""
+    check_cloud_size(msg, max_points)
     try:
         points = cloud_to_xyz(msg)
     except ValueError as err:
         raise SensorMessageError('bad_cloud', str(err)) from err
+    size = msg.width * msg.height
     if size and not len(points):
         raise SensorMessageError('cloud_not_finite', f'cloud of {size} points, none of them '
                                  'finite')
     return frame.to_base(msg.header, points)
+
+
+def check_cloud_size(msg: PointCloud2, max_points: int) -> None:
+    """SensorMessageError 'cloud_too_large' when the cloud declares more than `max_points`
+    points, rows or columns (a cloud of width 0 × height 2 000 000 holds no point but took
+    seconds row by row), or carries more data than that many of its points: refused from the
+    header, before anything is decoded."""
+    size = msg.width * msg.height
+    most_bytes = max_points * max(msg.point_step, 1)
+    if max(size, msg.width, msg.height) > max_points or len(msg.data) > most_bytes:
+        raise SensorMessageError('cloud_too_large', f'cloud of {msg.width} × {msg.height} '
+                                 f'points in {len(msg.data)} bytes exceeds cloud.max_points '
+                                 f'= {max_points} (of {msg.point_step} bytes each)')
 
 
 # CloudConfig field → description and range of its `cloud.<field>` parameter.
