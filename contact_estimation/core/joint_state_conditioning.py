@@ -301,8 +301,10 @@ class Transmission:
             values = np.asarray(values, dtype=float).ravel()
             if values.size not in (1, n):
                 raise ValueError(f'{name} needs 1 or {n} values (one per joint), got {values.size}')
-            if not np.all(np.isfinite(values)) or np.any(values == 0.0):
-                raise ValueError(f'{name} must be finite and non-zero, got {values.tolist()}')
+            if not np.all(np.isfinite(values)) or np.any(values <= 0.0):
+                # A negative one turns every push into a pull (the residual's sign flips):
+                # a drive that counts the other way is the driver's sign convention to fix.
+                raise ValueError(f'{name} must be finite and > 0, got {values.tolist()}')
             per_joint.append(np.broadcast_to(values, (n,)).copy())
         return cls(per_joint[0], per_joint[1], bool(effort_is_current),
                    bool(positions_are_motor_side))

@@ -59,7 +59,8 @@ _DETECTOR_PARAMETERS = {
     'thresholds_position': 'thresholds_position', 'thresholds_force': 'thresholds_force',
     'joint_roles': 'roles', 'persistence': 'persistence', 'persistence_time': 'persistence_time',
     'speed_gain': 'speed_gain', 'acceleration_gain': 'acceleration_gain',
-    'threshold_max': 'threshold_max', 'hold_time': 'hold_time',
+    'threshold_max': 'threshold_max', 'threshold_ceiling': 'threshold_ceiling',
+    'hold_time': 'hold_time',
     'reset_quiet_time': 'reset_quiet_time', 'input_timeout': 'input_timeout',
 }
 # Parameter name → TimeScalingConfig field.
@@ -133,6 +134,9 @@ class CollisionDetector(SuiteNode):
           'ψ grows by k_a |q̈| (one or per joint)')
         d('threshold_max', [float(k['threshold_max'])], 'ψ_max, N·m: cap of ψ so that '
           'fast motion never hides a contact this strong (one or per joint, >= ψ_0)')
+        d('threshold_ceiling', k['threshold_ceiling'], 'N·m: thresholds, threshold_max and '
+          'the gains (their term at 1 rad/s, 1 rad/s²) above this are refused, since they '
+          'would switch detection off; raise it explicitly for a stronger arm', 1.0, 1e4)
         d('acceleration_filter.window_duration', ACCELERATION_WINDOW_DURATION, 'time span '
           '(s) of the quadratic fit to q that gives q̈ for the acceleration term (at least 3 '
           'samples whatever the rate; lag about half of it)', 0.001, 1.0, read_only=True)

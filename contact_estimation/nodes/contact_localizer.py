@@ -60,7 +60,8 @@ NAME = 'contact_localizer'
 
 # Parameters that build the localizer and the schedule: a change of any rebuilds them (the
 # link surfaces, `point_spacing`, are built once).
-_LOCALIZER_PARAMETERS = (*LOCALIZER_DEFAULTS, 'gate_thresholds', 'max_rate')
+_LOCALIZER_PARAMETERS = (*LOCALIZER_DEFAULTS, 'gate_thresholds', 'max_rate',
+                         'threshold_ceiling')
 
 
 class ContactLocalizerNode(SuiteNode):
@@ -104,6 +105,9 @@ class ContactLocalizerNode(SuiteNode):
         d, k, loc = self.declare, DEFAULTS, LOCALIZER_DEFAULTS
         d('gate_thresholds', list(k['gate_thresholds']), 'estimate while some |τ_ext,i| '
           'exceeds this, N·m: one value or one per joint (default: the detector\'s ψ_0)')
+        d('threshold_ceiling', k['threshold_ceiling'], 'N·m: gate thresholds above this are '
+          'refused (they would never let an estimate through); raise it explicitly for a '
+          'stronger arm', 1.0, 1e4)
         d('max_rate', k['max_rate'], 'most estimates per second, Hz (each costs ms of CPU)',
           0.1, 1000.0)
         d('point_spacing', k['point_spacing'], 'distance between the surface samples the '
@@ -128,7 +132,8 @@ class ContactLocalizerNode(SuiteNode):
         def value(name):
             return changes.get(name, self.value(name))
         return (ContactLocalizer(self.surfaces, **{n: value(n) for n in LOCALIZER_DEFAULTS}),
-                LocalizationSchedule(value('gate_thresholds'), self.robot.n, value('max_rate')))
+                LocalizationSchedule(value('gate_thresholds'), self.robot.n, value('max_rate'),
+                                     value('threshold_ceiling')))
 
     def _on_parameter_change(self, changes: dict) -> str | None:
         """Rebuild what the changed parameters describe, all or nothing: a ValueError

@@ -195,16 +195,23 @@ class ProximityMonitorNode(SuiteNode):
         return ProximityConfig(**values)
 
     def _on_parameter_change(self, changes: dict) -> str | None:
-        """Protective distance, signals and cloud processing change at run time."""
-        if set(changes) & set(_CONFIG_PARAMETERS):
-            self.monitor.config = self._config(changes)
-            self._history.span = self.monitor.config.body_timeout
-        if set(changes) & set(self._cloud_parameters):
-            self.fusion.config = cloud_config(lambda n: changes.get(n, self.value(n)),
-                                              self._cloud_parameters)
-        for frame in (self._skeleton_frame, self._lidar_frame):
-            if set(changes) & set(frame.parameters):
-                frame.apply(changes)
+        """Protective distance, signals, cloud processing and sensor poses change at run
+        time, all or nothing: everything is built from the proposed values first (a bad one
+        raises and refuses the set), and only then put in use."""
+        changed = set(changes)
+        config = self._config(changes) if changed & set(_CONFIG_PARAMETERS) else None
+        cloud = (cloud_config(lambda n: changes.get(n, self.value(n)), self._cloud_parameters)
+                 if changed & set(self._cloud_parameters) else None)
+        poses = [(frame, frame.proposed(changes))
+                 for frame in (self._skeleton_frame, self._lidar_frame)
+                 if changed & set(frame.parameters)]
+        if config is not None:
+            self.monitor.config = config
+            self._history.span = config.body_timeout
+        if cloud is not None:
+            self.fusion.config = cloud
+        for frame, pose in poses:
+            frame.use(pose)
         return None
 
     # -------------------------------------------------------------------- messages

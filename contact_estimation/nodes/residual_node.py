@@ -83,7 +83,7 @@ class ResidualNode(SuiteNode):
                      'n×k flat (row per joint, model joint order)')
         self.declare('observer_gain', list(r['observer_gain']),
                      'momentum observer gain K_O, 1/s (time constant 1/K_O): one value or one '
-                     'per joint')
+                     f'per joint, each > 0 and <= {residual.MAX_OBSERVER_GAIN:g}')
         self.declare('acceleration_filter.window_duration',
                      r['acceleration_filter.window_duration'],
                      'time span (s) of the least-squares fit giving q̈ for the rnea residual '

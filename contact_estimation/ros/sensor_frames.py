@@ -40,7 +40,8 @@ class SensorFrame:
 
     Declares `<prefix>.frame`, `<prefix>.position` (x y z, m) and `<prefix>.orientation`
     (quaternion x y z w) on `node`, a SuiteNode; `apply(changes)` takes new values at run
-    time (CloudError when they are no pose).
+    time (CloudError when they are no pose), or `proposed(changes)` checks them and
+    `use(proposed)` takes them.
     """
 
     def __init__(self, node, prefix: str, sensor: str):
@@ -58,10 +59,19 @@ class SensorFrame:
 
     def apply(self, changes: dict[str, Any]) -> None:
         """Take the pose parameters with `changes` applied; CloudError on a bad pose."""
+        self.use(self.proposed(changes))
+
+    def proposed(self, changes: dict[str, Any]) -> tuple[str, tuple]:
+        """(frame, pose) of the parameters with `changes` applied, not yet in use (`use`),
+        so that a node checks every changed parameter before it changes anything;
+        CloudError on a bad pose."""
         value = lambda name: changes.get(name, self._node.value(name))  # noqa: E731
         frame, position, orientation = (value(name) for name in self.parameters)
         to_base_frame(np.zeros((0, 3)), position, orientation)  # CloudError on a bad pose
-        self.frame, self.pose = frame.lstrip('/'), (list(position), list(orientation))
+        return frame.lstrip('/'), (list(position), list(orientation))
+
+    def use(self, proposed: tuple[str, tuple]) -> None:
+        self.frame, self.pose = proposed
 
     def to_base(self, header: Header, points: np.ndarray) -> np.ndarray:
         """Points (N×3) in the message's frame → base frame; SensorMessageError
