@@ -93,3 +93,9 @@ def test_up_refuses_a_missing_config_file(tmp_path):
     proc = _cli('up', '--config', str(tmp_path / 'nope.yaml'))
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 2 and 'nope.yaml: no such file' in out
+
+
+def test_up_refuses_a_priority_outside_sched_fifo(tmp_path):
+    proc = _cli('up', '--priority', '150')
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and 'must be 0 (normal) or 1-99' in out

@@ -67,7 +67,8 @@ def _launch_stand_ins(installed: set[str]) -> dict:
 
 
 def _launched(sim: str, params_file: str, rviz: str = 'false',
-              installed: frozenset = frozenset(), separate: str = 'false') -> list[_Recorder]:
+              installed: frozenset = frozenset(), separate: str = 'false',
+              priority: str = '0') -> list[_Recorder]:
     """The actions the launch file's OpaqueFunctions return for these arguments, with
     `installed` the ROS packages the ament index knows."""
     path = os.path.join(ROOT, 'launch', 'contact_estimation.launch.py')
@@ -80,9 +81,9 @@ def _launched(sim: str, params_file: str, rviz: str = 'false',
         spec.loader.exec_module(module)
         description = module.generate_launch_description()
         _LaunchConfiguration.values = {'sim': sim, 'params_file': params_file, 'rviz': rviz,
-                                       'separate': separate}
+                                       'separate': separate, 'priority': priority}
         declared = {a.args[0] for a in description if a.args}
-        assert declared == {'sim', 'params_file', 'rviz', 'separate'}
+        assert declared == {'sim', 'params_file', 'rviz', 'separate', 'priority'}
         opaque = [a for a in description if 'function' in a.kwargs]
         return [action for a in opaque for action in a.kwargs['function'](None)]
     finally:
@@ -189,6 +190,12 @@ def test_launch_runs_the_composed_nodes_in_one_process_by_default(sim):
     others = {n['name'] for n in launched if n is not process}
     assert others.isdisjoint(together.nodes)
     assert others | set(together.nodes) == {s.name for s in manifest.selected(sim == 'true')}
+
+
+def test_launch_with_a_priority_runs_every_process_under_chrt():
+    launched = [a.kwargs for a in _launched('true', '', separate='true', priority='40')]
+    assert launched and all(n['prefix'] == 'chrt -f 40' for n in launched)
+    assert all('prefix' not in a.kwargs for a in _launched('true', ''))
 
 
 def test_launch_passes_the_user_parameter_file_after_the_defaults():

@@ -21,13 +21,19 @@ def main(argv: list[str]) -> int:
                         help='one process per node (e.g. for nodes on other machines) instead '
                              'of every core node composed in one process (less CPU and '
                              'latency, the same nodes, parameters and topics)')
+    parser.add_argument('--priority', type=int, default=0, metavar='N',
+                        help='run every process at real-time priority N (SCHED_FIFO, chrt -f '
+                             'N, 1-99), below the robot driver\'s; 0 (default): normal')
     parser.add_argument('--log-dir', help='write each process\'s output to DIR/<name>.log')
     args = parser.parse_args(argv)
     for path in args.config:
         if not os.path.isfile(path):
             parser.error(f'--config {path}: no such file')
+    if not 0 <= args.priority <= 99:
+        parser.error(f'--priority {args.priority}: must be 0 (normal) or 1-99')
     names = [spec.name for spec in manifest.processes(args.sim, args.separate)]
-    nodes = NodeSet(names, tuple(os.path.abspath(p) for p in args.config), log_dir=args.log_dir)
+    nodes = NodeSet(names, tuple(os.path.abspath(p) for p in args.config), log_dir=args.log_dir,
+                    priority=args.priority)
     print(f'[contact-estimation] starting {", ".join(names)} (Ctrl-C stops them)', flush=True)
     # Ctrl-C reaches the children through the process group; we wait for them to finish.
     signal.signal(signal.SIGTERM, lambda *_: nodes.stop())

@@ -50,6 +50,9 @@ RENAMED = {'acceleration_window': 'acceleration_filter.window_duration'}  # as t
 
 # How far back (s of stamps) samples are kept for pairing.
 PAIRING_HISTORY = 1.0
+# Most samples any buffer of this module keeps, whatever their stamps say (bounded by count
+# as well as by age: a stamp far off must never let a buffer grow): 10 s at 1 kHz.
+MAX_BUFFERED = 10_000
 
 
 class FtInputError(ValueError):
@@ -99,7 +102,8 @@ class StampPairing:
         """Add a primary sample; returns the pairs (t, item, t_secondary, secondary) made."""
         self.unmatched = []
         self._pending.append((t, item))
-        while self._pending and self._pending[0][0] < t - self.history:
+        while self._pending and (self._pending[0][0] < t - self.history
+                                 or len(self._pending) > MAX_BUFFERED):
             self.unmatched.append(self._pending.popleft())
         return self._resolve()
 
@@ -118,7 +122,7 @@ class StampPairing:
             raise FtInputError('out_of_order', f'stamp {t:.6f} before the last one '
                                f'({last:.6f}): dropped')
         self._secondary.append((t, item))
-        while self._secondary[0][0] < t - self.history:
+        while self._secondary[0][0] < t - self.history or len(self._secondary) > MAX_BUFFERED:
             self._secondary.popleft()
         return self._resolve()
 
@@ -168,7 +172,7 @@ class RestingWindow:
         if self._rest_since is None:
             self._rest_since = t
         self._samples.append((t, reading, q))
-        while self._samples[0][0] < t - self.duration:
+        while self._samples[0][0] < t - self.duration or len(self._samples) > MAX_BUFFERED:
             self._samples.popleft()
 
     def offset(self, compensator: BaseWrenchCompensator) -> np.ndarray:
@@ -248,7 +252,7 @@ class RunningRms:
         squares = np.array([wrench[:3] @ wrench[:3], wrench[3:] @ wrench[3:]])
         self._squares.append((t, squares))
         self._sums += squares
-        while self._squares[0][0] < t - self.seconds:
+        while self._squares[0][0] < t - self.seconds or len(self._squares) > MAX_BUFFERED:
             self._sums -= self._squares.popleft()[1]
         force, torque = np.sqrt(np.maximum(self._sums, 0.0) / len(self._squares))
         return float(force), float(torque)

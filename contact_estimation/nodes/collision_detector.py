@@ -36,7 +36,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
 from contact_estimation.core.detector import (ACCELERATION_WINDOW_DURATION, COLLISION,
-                                              DEFAULTS, INVALID, RENAMED, STALE, WAITING,
+                                              DEFAULTS, FAULT, INVALID, RENAMED, STALE, WAITING,
                                               AccelerationEstimate, DetectorConfig,
                                               DetectorState, event_stamped_by_residual)
 from contact_estimation.core.detector import CollisionDetector as Detector
@@ -59,7 +59,8 @@ _DETECTOR_PARAMETERS = {
     'thresholds_position': 'thresholds_position', 'thresholds_force': 'thresholds_force',
     'joint_roles': 'roles', 'persistence': 'persistence', 'persistence_time': 'persistence_time',
     'speed_gain': 'speed_gain', 'acceleration_gain': 'acceleration_gain',
-    'threshold_max': 'threshold_max', 'hold_time': 'hold_time',
+    'threshold_max': 'threshold_max', 'threshold_ceiling': 'threshold_ceiling',
+    'hold_time': 'hold_time',
     'reset_quiet_time': 'reset_quiet_time', 'input_timeout': 'input_timeout',
 }
 # Parameter name → TimeScalingConfig field.
@@ -133,6 +134,9 @@ class CollisionDetector(SuiteNode):
           'ψ grows by k_a |q̈| (one or per joint)')
         d('threshold_max', [float(k['threshold_max'])], 'ψ_max, N·m: cap of ψ so that '
           'fast motion never hides a contact this strong (one or per joint, >= ψ_0)')
+        d('threshold_ceiling', k['threshold_ceiling'], 'N·m: thresholds, threshold_max and '
+          'the gains (their term at 1 rad/s, 1 rad/s²) above this are refused, since they '
+          'would switch detection off; raise it explicitly for a stronger arm', 1.0, 1e4)
         d('acceleration_filter.window_duration', ACCELERATION_WINDOW_DURATION, 'time span '
           '(s) of the quadratic fit to q that gives q̈ for the acceleration term (at least 3 '
           'samples whatever the rate; lag about half of it)', 0.001, 1.0, read_only=True)
@@ -189,6 +193,8 @@ class CollisionDetector(SuiteNode):
 
     # -------------------------------------------------------------------- messages
     def _on_residual(self, msg: JointState) -> None:
+        if self.believed(msg.header.stamp, 'residual') is None:  # not fed: the timeout stops
+            return
         try:
             order = self._joint_states.order(msg)
         except JointStateError as err:
@@ -296,6 +302,13 @@ class CollisionDetector(SuiteNode):
             self._apply(self.detector.state(self.seconds()), cleared_by='reset')
         return response
 
+    def fail_safe(self, reason: str) -> None:
+        """An unexpected error in a callback (ros/guard.py): stop, latched like a collision
+        (~/reset or hold_time clears it), and f_S held at 0."""
+        now = self.seconds()
+        self.detector.fault(now, reason)
+        self._apply(self.detector.state(now), react=(now, None, None))
+
     # -------------------------------------------------------------------- outputs
     def _apply(self, state: DetectorState, cleared_by: str = 'hold_time elapsed',
                react: tuple | None = None) -> None:
@@ -316,7 +329,7 @@ class CollisionDetector(SuiteNode):
 
     def _on_stop_change(self, state: DetectorState, previous: DetectorState | None,
                         cleared_by: str) -> None:
-        if state.cause in (COLLISION, STALE, INVALID):
+        if state.cause in (COLLISION, STALE, INVALID, FAULT):
             # Every stop is logged and counted (report() would throttle a second one).
             self.problems.counts[state.cause] += 1
             self.get_logger().error(f'stop: {state.reason}')

@@ -53,8 +53,7 @@ from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
 from contact_estimation.core.sample import JointSample
 from contact_estimation.core.surfaces import LinkSurfaces
 from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp,
-                                                stamp_to_seconds, wrench_stamped,
-                                                wrench_to_arrays)
+                                                wrench_stamped, wrench_to_arrays)
 from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.markers import contact_markers, deleted
@@ -229,23 +228,27 @@ class FtContactEstimator(SuiteNode):
                                  f'{msg.header.frame_id!r}, expected {self._sensor_frame!r} '
                                  '(sensor.frame_id): dropped')
             return
+        t = self.believed(msg.header.stamp, 'F/T reading')
+        if t is None:  # one reading stamped in 2038 would hold every later one unpaired
+            return
         reading = np.concatenate(wrench_to_arrays(msg))
         try:
             check_reading(reading, *self._limits)
         except FtInputError as err:
             self.problems.report(err.kind, str(err))
             return
-        self._compensate(self._readings.add_primary(stamp_to_seconds(msg.header.stamp),
-                                                    reading))
+        self._compensate(self._readings.add_primary(t, reading))
 
     def _on_joint_state(self, msg: JointState) -> None:
+        t = self.believed(msg.header.stamp, 'joint state')
+        if t is None:
+            return
         try:
             q, v, _ = self._joint_states.read(msg)
         except JointStateError as err:
-            self._arrival('joint_state')
             self.problems.report(err.kind, str(err))
             return
-        self.process_joint_state(JointSample(stamp_to_seconds(msg.header.stamp), q, v, None))
+        self.process_joint_state(JointSample(t, q, v, None))
 
     def process_joint_state(self, sample: JointSample) -> None:
         """One joint state, paired with the F/T reading of its stamp."""
@@ -300,8 +303,9 @@ class FtContactEstimator(SuiteNode):
             self.problems.report('bad_residual', 'residual without one finite effort per '
                                  'joint: dropped')
             return
-        self.process_residual(JointSample(stamp_to_seconds(msg.header.stamp), None, None, None,
-                                          tau_ext))
+        t = self.believed(msg.header.stamp, 'residual')
+        if t is not None:
+            self.process_residual(JointSample(t, None, None, None, tau_ext))
 
     def process_residual(self, sample: JointSample) -> None:
         """One residual, paired with the compensated wrench of its stamp."""
@@ -319,7 +323,9 @@ class FtContactEstimator(SuiteNode):
         if not np.isfinite(point).all():
             self.problems.report('not_finite', 'localizer point with NaN/inf: not used')
             return
-        self._localized = (stamp_to_seconds(msg.header.stamp), link, point)
+        t = self.believed(msg.header.stamp, 'localizer point')
+        if t is not None:
+            self._localized = (t, link, point)
 
     # ------------------------------------------------------------------- estimate
     def _locate(self, pairs: list[tuple]) -> None:

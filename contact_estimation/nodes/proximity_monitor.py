@@ -49,18 +49,23 @@ from contact_estimation.core.proximity import (CLUSTERS, DEFAULT_PARTS, DEFAULTS
 from contact_estimation.core.sample import JointSample
 from contact_estimation.core.surfaces import LinkSurfaces, SurfacesError
 from contact_estimation.core.time_scaling import worth_publishing
-from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
+from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.proximity_messages import ProximityMarkers, part_statuses
 from contact_estimation.ros.qos import CLOUD_QOS, STOP_QOS
 from contact_estimation.ros.sensor_frames import (SensorFrame, SensorMessageError,
-                                                  cloud_config, cloud_in_base_frame,
+                                                  check_cloud_size, cloud_config,
+                                                  cloud_in_base_frame,
                                                   declare_cloud_parameters)
 from contact_estimation.ros.suite_node import SuiteNode
+from contact_estimation.ros.worker import LatestWorker
 
 NAME = 'proximity_monitor'
+# After an unexpected error in a callback (ros/guard.py) the stop is held this long (s) past
+# the last one: what the node knows meanwhile is unknown; checks resume after it.
+FAULT_HOLD = 1.0
 
 # ProximityConfig field → description and range of its parameter.
 _CONFIG_PARAMETERS = {
@@ -134,6 +139,7 @@ class ProximityMonitorNode(SuiteNode):
         self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state,
                      period=_SAMPLES_PERIOD, capacity=_SAMPLES_CAPACITY)
         self.subscribe('skeleton', PoseArray, self._on_skeleton)
+        self._cloud_worker = LatestWorker(self._clusters, f'{NAME} clouds')
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         self.create_service(Trigger, '~/reset', self._on_reset)
         self.create_timer(1.0 / self.value('check_rate'), self._check)
@@ -196,22 +202,33 @@ class ProximityMonitorNode(SuiteNode):
         return ProximityConfig(**values)
 
     def _on_parameter_change(self, changes: dict) -> str | None:
-        """Protective distance, signals and cloud processing change at run time."""
-        if set(changes) & set(_CONFIG_PARAMETERS):
-            self.monitor.config = self._config(changes)
-            self._history.span = self.monitor.config.body_timeout
-        if set(changes) & set(self._cloud_parameters):
-            self.fusion.config = cloud_config(lambda n: changes.get(n, self.value(n)),
-                                              self._cloud_parameters)
-        for frame in (self._skeleton_frame, self._lidar_frame):
-            if set(changes) & set(frame.parameters):
-                frame.apply(changes)
+        """Protective distance, signals, cloud processing and sensor poses change at run
+        time, all or nothing: everything is built from the proposed values first (a bad one
+        raises and refuses the set), and only then put in use."""
+        changed = set(changes)
+        config = self._config(changes) if changed & set(_CONFIG_PARAMETERS) else None
+        cloud = (cloud_config(lambda n: changes.get(n, self.value(n)), self._cloud_parameters)
+                 if changed & set(self._cloud_parameters) else None)
+        poses = [(frame, frame.proposed(changes))
+                 for frame in (self._skeleton_frame, self._lidar_frame)
+                 if changed & set(frame.parameters)]
+        if config is not None:
+            self.monitor.config = config
+            self._history.span = config.body_timeout
+        if cloud is not None:
+            self.fusion.config = cloud
+        for frame, pose in poses:
+            frame.use(pose)
         return None
 
     # -------------------------------------------------------------------- messages
     def _on_joint_state(self, msg: JointState) -> None:
-        """Positions and velocities (no torques needed); a bad message is not kept, so a
-        stream of them ends in a stale stop."""
+        """Positions and velocities (no torques needed); a bad message, or one whose stamp is
+        not believed, is not kept: it never becomes the newest time, so a stream of them
+        ends in a stale stop."""
+        t = self.believed(msg.header.stamp, 'joint state')
+        if t is None:
+            return
         try:
             order = self._joint_states.order(msg)
         except JointStateError as err:
@@ -222,7 +239,7 @@ class ProximityMonitorNode(SuiteNode):
             self.problems.report('wrong_sizes', 'joint state without a finite position and '
                                  'velocity per joint: dropped, stop if it lasts')
             return
-        self.process_joint_state(JointSample(stamp_to_seconds(msg.header.stamp), q, v, None))
+        self.process_joint_state(JointSample(t, q, v, None))
 
     def process_joint_state(self, sample: JointSample) -> None:
         """Kept for the check (the latest) and for clouds (the one nearest their stamp)."""
@@ -230,7 +247,9 @@ class ProximityMonitorNode(SuiteNode):
         self._history.add(sample.t, sample)
 
     def _on_skeleton(self, msg: PoseArray) -> None:
-        t = stamp_to_seconds(msg.header.stamp)
+        t = self.believed(msg.header.stamp, 'skeleton')
+        if t is None:  # dropped: never fresh for long, so the body timeout still stops
+            return
         self.problems.traffic['skeletons_received'] += 1
         keypoints = np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses])
         try:
@@ -244,21 +263,52 @@ class ProximityMonitorNode(SuiteNode):
             self.problems.report('invalid_skeleton', f'{problem}: stop')
 
     def _on_cloud(self, msg: PointCloud2) -> None:
-        """The cloud through lidar_fusion at the arm's pose at its stamp; the clusters left
-        are the objects."""
-        t = stamp_to_seconds(msg.header.stamp)
+        """The cloud, refused from its header if too large, goes with the arm's pose at its
+        stamp to the cloud worker (ros/worker.py: decoding, lidar_fusion, clusters), off the
+        thread of the check and the heartbeat; `_check` takes the objects it finds."""
+        t = self.believed(msg.header.stamp, 'lidar cloud')
+        if t is None:
+            return
         self.problems.traffic['clouds_received'] += 1
         try:
-            points = cloud_in_base_frame(msg, self._lidar_frame, self.fusion.config.max_points)
+            check_cloud_size(msg, self.fusion.config.max_points)
+            q = self._pose_at(t)
+        except (SensorMessageError, JointStateError) as err:
+            self._reject_cloud(t, err)
+            return
+        self._cloud_worker.submit((t, msg, q, self.fusion))
+
+    def _clusters(self, job: tuple) -> tuple[float, list | None, Exception | None]:
+        """On the cloud worker: (t, clusters, None), or (t, None, the expected error)."""
+        t, msg, q, fusion = job
+        try:
+            points = cloud_in_base_frame(msg, self._lidar_frame, fusion.config.max_points)
             if not len(points):
                 raise SensorMessageError('empty_cloud', 'empty cloud: the lidar sees nothing')
-            clusters = self.fusion.update(t, self._pose_at(t), points).clusters
-        except (SensorMessageError, JointStateError, CloudError) as err:
-            kind = getattr(err, 'kind', 'bad_cloud')
-            self.problems.report(kind, f'{err}: stop')
-            self.monitor.reject(t, CLUSTERS, f'lidar: {err}')
+            return t, fusion.update(t, q, points).clusters, None
+        except (SensorMessageError, CloudError) as err:
+            return t, None, err
+
+    def _take_clusters(self) -> None:
+        """The objects of the latest cloud the worker finished, if any (on the check's
+        thread, as every change of the monitor)."""
+        outcome = self._cloud_worker.take()
+        if outcome is None:
             return
-        self.monitor.set_clusters(t, clusters)
+        result, unexpected = outcome
+        if unexpected is not None:
+            self.guard.failed('the cloud worker', unexpected)
+            return
+        t, clusters, err = result
+        if err is not None:
+            self._reject_cloud(t, err)
+        else:
+            self.monitor.set_clusters(t, clusters)
+
+    def _reject_cloud(self, t: float, err: Exception) -> None:
+        kind = getattr(err, 'kind', 'bad_cloud')
+        self.problems.report(kind, f'{err}: stop')
+        self.monitor.reject(t, CLUSTERS, f'lidar: {err}')
 
     def _pose_at(self, t: float) -> np.ndarray:
         """The joint positions stamped nearest t (the cloud's robot points are removed at
@@ -275,14 +325,22 @@ class ProximityMonitorNode(SuiteNode):
         response.success = not refusal
         response.message = refusal or ('stop released: the arm may move away slowly; coming '
                                        'nearer stops it again' if was_stopped else 'not stopped')
-        log = self.get_logger().warning if refusal else self.get_logger().info
-        log(f'~/reset: {response.message}')
+        # One call site per severity: rclpy refuses a call site whose severity changes.
+        if refusal:
+            self.get_logger().warning(f'~/reset: {response.message}')
+        else:
+            self.get_logger().info(f'~/reset: {response.message}')
         return response
 
     # ------------------------------------------------------------------ the check
     def _check(self) -> None:
         """The check on the latest joint state, or a stop when there is none usable."""
         now = self.seconds()
+        self._take_clusters()
+        fault = self.guard.last_fault  # on the monotonic clock, as the guard keeps it
+        if fault is not None and time.monotonic() - fault[0] < FAULT_HOLD:
+            self._publish(self.monitor.fail(self._t, fault[1]))
+            return
         if self._latest is None:
             self._publish(self.monitor.fail(self._t, 'waiting for joint states'))
             return
@@ -298,6 +356,11 @@ class ProximityMonitorNode(SuiteNode):
         result = self.monitor.update(self._t, sample.q, sample.v)
         self.problems.values['check_time'] = f'{(time.perf_counter() - start) * 1e3:.2f} ms'
         self._publish(result)
+
+    def fail_safe(self, reason: str) -> None:
+        """An unexpected error in a callback (ros/guard.py): stop now; `_check` holds the
+        stop for FAULT_HOLD s after the last such error."""
+        self._publish(self.monitor.fail(self._t, reason))
 
     # -------------------------------------------------------------------- outputs
     def _publish(self, result: ProximityResult) -> None:
@@ -340,6 +403,11 @@ class ProximityMonitorNode(SuiteNode):
             self._stop_pub.publish(Bool(data=self._result.stop))
         if self._scale_sent is not None:
             self._scale_pub.publish(Float64(data=self._scale_sent))
+
+
+    def destroy_node(self):
+        self._cloud_worker.close()
+        return super().destroy_node()
 
 
 def _reason(result: ProximityResult) -> str:

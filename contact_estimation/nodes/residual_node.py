@@ -85,7 +85,7 @@ class ResidualNode(SuiteNode):
                      'n×k flat (row per joint, model joint order)')
         self.declare('observer_gain', list(r['observer_gain']),
                      'momentum observer gain K_O, 1/s (time constant 1/K_O): one value or one '
-                     'per joint')
+                     f'per joint, each > 0 and <= {residual.MAX_OBSERVER_GAIN:g}')
         self.declare('acceleration_filter.window_duration',
                      r['acceleration_filter.window_duration'],
                      'time span (s) of the least-squares fit giving q̈ for the rnea residual '
@@ -140,15 +140,17 @@ class ResidualNode(SuiteNode):
 
     # -------------------------------------------------------------------- messages
     def _on_wrench(self, msg: WrenchStamped) -> None:
-        if self._setup.wrist is None:
+        t = self.believed(msg.header.stamp, 'wrist wrench')
+        if self._setup.wrist is None or t is None:
             return
         try:
-            self._setup.wrist.receive(stamp_to_seconds(msg.header.stamp), msg.header.frame_id,
-                                      *wrench_to_arrays(msg))
+            self._setup.wrist.receive(t, msg.header.frame_id, *wrench_to_arrays(msg))
         except WristWrenchRejected as err:
             self.problems.report(err.kind, str(err))
 
     def _on_joint_state(self, msg: JointState) -> None:
+        if self.believed(msg.header.stamp, 'joint state') is None:  # never a new time base
+            return
         try:
             q, v, tau = self._joint_states.read(msg)
         except JointStateError as err:

@@ -41,8 +41,11 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
 from contact_estimation import manifest
+from contact_estimation.core.stamps import stamp_problem
 from contact_estimation.ros import params
+from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ProblemCounter
+from contact_estimation.ros.guard import CallbackGuard
 from contact_estimation.ros.handover import Handover, Mailbox, Output
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
@@ -56,6 +59,7 @@ class SuiteNode(Node):
     RENAMED: dict[str, str] = {}  # old parameter name → the new one
 
     def __init__(self, name: str, handover: Handover | None = None, **kwargs):
+        self.guard = CallbackGuard(self)  # before Node.__init__: it creates services
         super().__init__(name, **kwargs)
         self.spec = manifest.node(name)
         self._handover = handover
@@ -133,17 +137,48 @@ class SuiteNode(Node):
         if receivers is None:
             self.subscribe(key, msg_type, on_message, qos)
         elif period is None:
-            receivers.append(on_sample)
+            receivers.append(self.guard.wrap(on_sample, f'{key} (handed over)'))
         else:
             mailbox = Mailbox(capacity)
             receivers.append(mailbox.put)
-            self.create_timer(period, lambda: self._empty(mailbox, key, on_sample))
+            guarded = self.guard.wrap(on_sample, f'{key} (handed over)')
+            self.create_timer(period, lambda: self._empty(mailbox, key, guarded))
 
     def _empty(self, mailbox: Mailbox, key: str, on_sample: Callable) -> None:
         for sample in mailbox.take():
             on_sample(sample)
         if mailbox.overflowed and mailbox.capacity > 1:
             self.problems.values[f'{key}_samples_overflowed'] = str(mailbox.overflowed)
+
+    def create_subscription(self, msg_type, topic, callback, *args, **kwargs):
+        """Every callback runs guarded (ros/guard.py): subscriptions, timers, services."""
+        return super().create_subscription(msg_type, topic, self.guard.wrap(callback, topic),
+                                           *args, **kwargs)
+
+    def create_timer(self, period, callback, *args, **kwargs):
+        guarded = callback and self.guard.wrap(callback, getattr(callback, '__name__', 'timer'))
+        return super().create_timer(period, guarded, *args, **kwargs)
+
+    def create_service(self, srv_type, name, callback, *args, **kwargs):
+        return super().create_service(srv_type, name,
+                                      self.guard.wrap(callback, name, service=True),
+                                      *args, **kwargs)
+
+    def believed(self, stamp, source: str) -> float | None:
+        """The stamp (s) of a message from `source` when it is believable on this node's
+        clock (core/stamps.py), else None: the message is to be dropped, and it is counted
+        and logged here."""
+        t = stamp_to_seconds(stamp)
+        problem = stamp_problem(t, self.get_clock().now().nanoseconds * 1e-9)
+        if problem is None:
+            return t
+        kind, why = problem
+        self.problems.report(kind, f'{source}: {why}: dropped')
+        return None
+
+    def fail_safe(self, reason: str) -> None:
+        """Called after an unexpected exception in a callback (ros/guard.py): a node with a
+        stop raises it here; the others have nothing to stop (it is counted and logged)."""
 
     def output(self, key: str, msg_type, qos: QoSProfile = PIPELINE_QOS,
                only_when_listened: bool = False) -> Output:
