@@ -12,6 +12,7 @@ __main__.py: a process stopped while it still imports exits quietly with code 0.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,10 +27,10 @@ from contact_estimation import manifest
 
 def node_command(name: str, params_file: str | None = None,
                  overrides: dict[str, object] | None = None,
-                 extra_params_files: tuple[str, ...] = ()) -> list[str]:
-    """The command line that runs node `name` with this interpreter."""
+                 extra_params_files: tuple[str, ...] = (), namespace: str = '') -> list[str]:
+    """The command line that runs node `name` with this interpreter (in `namespace`)."""
     spec = manifest.node(name)
-    cmd = _entry_command(spec) + ['-r', f'__node:={name}']
+    cmd = _entry_command(spec) + ['-r', f'__node:={name}'] + namespace_arguments(namespace)
     for path in (params_file or spec.parameters_path(), *extra_params_files):
         cmd += ['--params-file', path]
     for key, value in (overrides or {}).items():
@@ -37,18 +38,51 @@ def node_command(name: str, params_file: str | None = None,
     return cmd
 
 
-def composed_command(extra_params_files: tuple[str, ...] = ()) -> list[str]:
-    """The command line that runs the composed nodes in one process with this interpreter.
+def composed_command(extra_params_files: tuple[str, ...] = (), namespace: str = '',
+                     node_params_files: tuple[str, ...] | None = None) -> list[str]:
+    """The command line that runs the composed nodes in one process with this interpreter:
+    each node's parameter file (`node_params_files`, default config/<node>.yaml), then the
+    extra ones.
 
     No `__node` remap (it would rename every node of the process) and no `-p` (it would set
     the parameter on every node that declares it): per-node values go in a parameter file
     (`parameter_file`).
     """
     spec = manifest.composed()
-    cmd = _entry_command(spec)
-    for path in (*(manifest.node(n).parameters_path() for n in spec.nodes), *extra_params_files):
+    cmd = _entry_command(spec) + namespace_arguments(namespace)
+    if node_params_files is None:
+        node_params_files = tuple(manifest.node(n).parameters_path() for n in spec.nodes)
+    for path in (*node_params_files, *extra_params_files):
         cmd += ['--params-file', path]
     return cmd
+
+
+def placed_in_namespace(path: str, namespace: str, folder: str) -> str:
+    """A copy of parameter file `path`, written into `folder`, whose sections name the nodes
+    in `namespace` (`node_name:` → `/ns/node_name:`): rcl applies a bare node name to the
+    node of the root namespace only, so a suite in a namespace would silently run on its
+    defaults. `path` itself without a namespace."""
+    namespace = namespace.strip('/')
+    if not namespace:
+        return path
+    with open(path, encoding='utf-8') as f:
+        sections = yaml.safe_load(f) or {}
+    placed = {name if str(name).startswith('/') else f'/{namespace}/{name}': section
+              for name, section in sections.items()}
+    copy = os.path.join(folder, f'{len(os.listdir(folder))}_{os.path.basename(path)}')
+    with open(copy, 'w', encoding='utf-8') as f:
+        yaml.safe_dump(placed, f)
+    return copy
+
+
+def namespace_arguments(namespace: str) -> list[str]:
+    """ROS arguments that put every node of a process in `namespace` ('' = none): the
+    node namespace, which moves every relative topic, and /clock, so that a simulated arm in
+    each of two namespaces keeps its own clock."""
+    namespace = namespace.strip('/')
+    if not namespace:
+        return []
+    return ['-r', f'__ns:=/{namespace}', '-r', f'/clock:=/{namespace}/clock']
 
 
 def _entry_command(spec: manifest.Process) -> list[str]:
@@ -64,6 +98,17 @@ def parameter_file(values: dict[str, dict[str, object]]) -> str:
         yaml.safe_dump({name: {'ros__parameters': dict(params)}
                         for name, params in values.items()}, f)
     return f.name
+
+
+def simulated_clock() -> dict[str, dict[str, object]]:
+    """Parameter overrides, by node, that run the graph on the simulated cobot's clock: it
+    publishes /clock and waits for the listener (nodes/sim_cobot.py), every other node runs
+    with use_sim_time, so a machine that cannot keep up slows them all together."""
+    overrides: dict[str, dict[str, object]] = {
+        spec.name: {'use_sim_time': True} for spec in manifest.selected(with_sim=False)}
+    overrides.update({spec.name: {'publish_clock': True}
+                      for spec in manifest.nodes().values() if spec.group == 'sim'})
+    return overrides
 
 
 def realtime_prefix(priority: int) -> list[str]:
@@ -106,9 +151,11 @@ class NodeSet:
     overrides: dict[str, dict[str, object]] = field(default_factory=dict)
     log_dir: str | None = None
     priority: int = 0          # SCHED_FIFO priority (chrt -f) of every process; 0: normal
+    namespace: str = ''        # ROS namespace of every node ('' = the root)
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     _reported: set[str] = field(default_factory=set)
     _scratch_files: list[str] = field(default_factory=list)
+    _namespace_folder: str | None = None
 
     def start(self) -> None:
         for name in self.names:
@@ -122,13 +169,25 @@ class NodeSet:
 
     def _command(self, name: str) -> list[str]:
         composed = manifest.composed()
+        extra = tuple(map(self._placed, self.extra_params_files))
         if name != composed.name:
-            return node_command(name, overrides=self.overrides.get(name),
-                                extra_params_files=self.extra_params_files)
+            return node_command(name, self._placed(manifest.node(name).parameters_path()),
+                                overrides=self.overrides.get(name), extra_params_files=extra,
+                                namespace=self.namespace)
         overrides = {n: self.overrides[n] for n in composed.nodes if n in self.overrides}
         if overrides:
             self._scratch_files.append(parameter_file(overrides))
-        return composed_command(self.extra_params_files + tuple(self._scratch_files))
+            extra += (self._placed(self._scratch_files[-1]),)
+        return composed_command(extra, self.namespace, tuple(
+            self._placed(manifest.node(n).parameters_path()) for n in composed.nodes))
+
+    def _placed(self, path: str) -> str:
+        """`path`, or its copy that names the nodes in this set's namespace."""
+        if not self.namespace:
+            return path
+        if self._namespace_folder is None:
+            self._namespace_folder = tempfile.mkdtemp(prefix='contact_estimation_ns_')
+        return placed_in_namespace(path, self.namespace, self._namespace_folder)
 
     def newly_dead(self) -> list[tuple[str, int]]:
         """Nodes that exited since the last call, with their exit codes."""
@@ -149,6 +208,9 @@ class NodeSet:
         for path in self._scratch_files:
             os.remove(path)
         self._scratch_files.clear()
+        if self._namespace_folder is not None:
+            shutil.rmtree(self._namespace_folder, ignore_errors=True)
+            self._namespace_folder = None
         return codes
 
     def log_tail(self, name: str, lines: int = 15) -> str:

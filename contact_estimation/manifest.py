@@ -30,8 +30,13 @@ class NodeSpec:
         return f'{PACKAGE}.nodes.{self.name}'
 
     def topic(self, key: str) -> str:
-        """Topic name for `key` (a publication or subscription of this node)."""
+        """Topic name for `key` (a publication or subscription of this node): relative, so
+        that the node's namespace applies, but for the global /diagnostics and /clock."""
         return self._entry(key)['topic']
+
+    def resolved_topic(self, key: str, namespace: str = '') -> str:
+        """The fully qualified name of topic `key` for this node in `namespace`."""
+        return resolve(self.topic(key), namespace)
 
     def message_type(self, key: str) -> str:
         """Message type of topic `key`, as `package/msg/Name`."""
@@ -85,6 +90,15 @@ class ComposedSpec:
 
 
 Process = NodeSpec | ComposedSpec
+
+
+def resolve(topic: str, namespace: str = '') -> str:
+    """The fully qualified name of `topic` in `namespace` ('' or '/': the root), as ROS
+    resolves a relative name for a node there."""
+    if topic.startswith('/'):
+        return topic
+    namespace = namespace.strip('/')
+    return f'/{namespace}/{topic}' if namespace else f'/{topic}'
 
 
 @lru_cache(maxsize=1)

@@ -2,13 +2,15 @@
 
     ros2 launch contact_estimation contact_estimation.launch.py [sim:=true] [params_file:=FILE]
                                                                 [rviz:=true] [separate:=true]
-                                                                [priority:=N]
+                                                                [priority:=N] [namespace:=NS]
 
 The nodes, their executables and parameter files come from contact_estimation/nodes.yaml
 (read through contact_estimation.manifest), the same list `contact-estimation up` starts.
 The core nodes run composed in one process (nodes.yaml `composed`: the same nodes, names and
 parameters; each takes its own section of the parameter files); separate:=true starts one
-process per node instead. priority:=N runs them at SCHED_FIFO priority N (chrt -f N), below
+process per node instead. namespace:=NS puts every node in namespace NS (every topic but
+/diagnostics moves with it, and the simulated /clock: one suite per arm in one graph); with
+sim:=true every node runs on the simulator's clock (use_sim_time). priority:=N runs them at SCHED_FIFO priority N (chrt -f N), below
 the robot driver's (README, Real-time priority).
 rviz:=true also starts rviz2 with rviz/contact_estimation.rviz and, for its robot model,
 robot_state_publisher with the URDF of the robot the nodes load; each only where the
@@ -27,24 +29,40 @@ def _flag(context, name: str) -> bool:
 
 
 def _parameter_files(spec: manifest.Process, context) -> list[str]:
-    """The parameter file of each node the process runs, then the user's."""
+    """The parameter file of each node the process runs, then the user's; in a namespace,
+    copies whose sections name the nodes there (launcher.placed_in_namespace)."""
+    import tempfile
+
+    from contact_estimation.launcher import placed_in_namespace
     user_file = LaunchConfiguration('params_file').perform(context)
-    return ([manifest.node(name).parameters_path() for name in spec.node_names]
-            + ([user_file] if user_file else []))
+    files = ([manifest.node(name).parameters_path() for name in spec.node_names]
+             + ([user_file] if user_file else []))
+    namespace = LaunchConfiguration('namespace').perform(context).strip('/')
+    if not namespace:
+        return files
+    folder = tempfile.mkdtemp(prefix='contact_estimation_ns_')
+    return [placed_in_namespace(path, namespace, folder) for path in files]
 
 
 def _nodes(context):
-    from contact_estimation.launcher import realtime_prefix
+    from contact_estimation.launcher import realtime_prefix, simulated_clock
 
     started = []
     priority = int(LaunchConfiguration('priority').perform(context) or 0)
     prefix = {'prefix': ' '.join(realtime_prefix(priority))} if priority else {}
-    for spec in manifest.processes(_flag(context, 'sim'), _flag(context, 'separate')):
+    namespace = LaunchConfiguration('namespace').perform(context).strip('/')
+    placed = ({'namespace': namespace, 'remappings': [('/clock', f'/{namespace}/clock')]}
+              if namespace else {})
+    sim = _flag(context, 'sim')
+    clock = simulated_clock() if sim else {}
+    for spec in manifest.processes(sim, _flag(context, 'separate')):
         # A name would rename every node of the composed process: only a node gets one.
         named = {'name': spec.name} if isinstance(spec, manifest.NodeSpec) else {}
+        on_clock = [clock[n] for n in spec.node_names if n in clock][:1]
         started.append(Node(package=manifest.PACKAGE, executable=spec.executable,
-                            output='screen', parameters=_parameter_files(spec, context),
-                            **named, **prefix))
+                            output='screen',
+                            parameters=_parameter_files(spec, context) + on_clock,
+                            **named, **prefix, **placed))
     return started
 
 
@@ -92,6 +110,8 @@ def generate_launch_description():
         DeclareLaunchArgument('priority', default_value='0',
                               description='SCHED_FIFO priority of the suite (chrt -f), below '
                                           "the driver's; 0 = normal"),
+        DeclareLaunchArgument('namespace', default_value='',
+                              description='ROS namespace of every node (one suite per arm)'),
         DeclareLaunchArgument('separate', default_value='false',
                               description='one process per node instead of the core nodes '
                                           'composed in one process'),

@@ -99,3 +99,53 @@ def test_up_refuses_a_priority_outside_sched_fifo(tmp_path):
     proc = _cli('up', '--priority', '150')
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 2 and 'must be 0 (normal) or 1-99' in out
+
+
+def test_two_arms_in_two_namespaces_share_one_graph_and_a_push_stops_only_its_own(
+        tmp_path, context):
+    """`up --sim --namespace left` and `--namespace right` side by side: each suite reads its
+    own arm (topics and simulated clock in its namespace); the push on the left arm stops the
+    left arm, and the right arm, untouched, is never stopped by it."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from std_msgs.msg import Bool
+
+    from contact_estimation.ros.qos import STOP_QOS
+    from contact_estimation.ros.spinning import spin_until
+    detector = manifest.node('collision_detector')
+    pushed = tmp_path / 'pushed.yaml'
+    pushed.write_text(yaml.safe_dump({'robot': 'panda', 'forces': [{
+        'link': 'panda_link5', 'point': [0.055, 0.0, -0.13], 'force': [-60.0, 0.0, 0.0],
+        'frame': 'link', 'start': 2.0, 'duration': 60.0}]}))
+    procs, stops, events = {}, {}, {}
+    monitor = Node('two_arms_monitor', context=context)
+    for arm in ('left', 'right'):
+        config = tmp_path / f'{arm}.yaml'
+        config.write_text(yaml.safe_dump({'sim_cobot': {'ros__parameters': {
+            'scenario': str(pushed) if arm == 'left' else ''}}}))
+        procs[arm] = _cli('up', '--sim', '--namespace', arm, '--config', str(config),
+                          '--log-dir', str(tmp_path / arm))
+        stops[arm], events[arm] = [], []
+        monitor.create_subscription(Bool, detector.resolved_topic('stop', arm),
+                                    stops[arm].append, STOP_QOS)
+        monitor.create_subscription(
+            DiagnosticArray, detector.resolved_topic('events', arm),
+            lambda msg, arm=arm: events[arm].extend(
+                {kv.key: kv.value for kv in s.values}['event'] for s in msg.status), STOP_QOS)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(monitor)
+    try:
+        assert spin_until(executor, lambda: 'collision' in events['left'], 240.0), (
+            events, [p.poll() for p in procs.values()])
+        # The right arm's suite runs (its stop cleared on its own arm's input) and saw none.
+        assert spin_until(executor, lambda: stops['right'] and stops['right'][-1] is False,
+                          120.0), events['right']
+        assert 'collision' not in events['right'] and stops['left'][-1] is True
+    finally:
+        executor.shutdown()
+        monitor.destroy_node()
+        for proc in procs.values():
+            proc.send_signal(signal.SIGINT)
+        for proc in procs.values():
+            proc.communicate(timeout=60)

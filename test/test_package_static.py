@@ -68,7 +68,7 @@ def _launch_stand_ins(installed: set[str]) -> dict:
 
 def _launched(sim: str, params_file: str, rviz: str = 'false',
               installed: frozenset = frozenset(), separate: str = 'false',
-              priority: str = '0') -> list[_Recorder]:
+              priority: str = '0', namespace: str = '') -> list[_Recorder]:
     """The actions the launch file's OpaqueFunctions return for these arguments, with
     `installed` the ROS packages the ament index knows."""
     path = os.path.join(ROOT, 'launch', 'contact_estimation.launch.py')
@@ -81,9 +81,10 @@ def _launched(sim: str, params_file: str, rviz: str = 'false',
         spec.loader.exec_module(module)
         description = module.generate_launch_description()
         _LaunchConfiguration.values = {'sim': sim, 'params_file': params_file, 'rviz': rviz,
-                                       'separate': separate, 'priority': priority}
+                                       'separate': separate, 'priority': priority,
+                                       'namespace': namespace}
         declared = {a.args[0] for a in description if a.args}
-        assert declared == {'sim', 'params_file', 'rviz', 'separate', 'priority'}
+        assert declared == {'sim', 'params_file', 'rviz', 'separate', 'priority', 'namespace'}
         opaque = [a for a in description if 'function' in a.kwargs]
         return [action for a in opaque for action in a.kwargs['function'](None)]
     finally:
@@ -138,7 +139,8 @@ def test_rviz_config_parses_and_names_only_topics_the_nodes_publish():
     with open(os.path.join(ROOT, 'rviz', 'contact_estimation.rviz')) as f:
         config = yaml.safe_load(f)
     topics = _rviz_topics(config)
-    published = {spec.topic(key) for spec in manifest.nodes().values() for key in spec.publishes}
+    published = {spec.resolved_topic(key) for spec in manifest.nodes().values()
+                 for key in spec.publishes}
     # robot_state_publisher (launch rviz:=true) publishes the robot model's description.
     assert topics - published == {'/robot_description'}
     assert {'/contact_estimate/markers', '/lidar/points'} <= topics
@@ -165,7 +167,9 @@ def test_launch_starts_console_scripts_with_existing_parameter_files(sim):
     for node in launched:
         assert node['package'] == 'contact_estimation'
         assert node['executable'] in scripts, f'{node["executable"]} is not a console script'
-        for params in node['parameters']:
+        files = [p for p in node['parameters'] if isinstance(p, str)]
+        assert files and all(isinstance(p, dict) for p in node['parameters'][len(files):])
+        for params in files:
             assert os.path.isfile(params), f'{node["name"]}: {params} does not exist'
             with open(params) as f:
                 assert 'ros__parameters' in yaml.safe_load(f)[node['name']]
@@ -181,9 +185,11 @@ def test_launch_runs_the_composed_nodes_in_one_process_by_default(sim):
     assert together.executable in _console_scripts()
     [process] = [n for n in launched if n['executable'] == together.executable]
     assert 'name' not in process  # a name would rename every node of the process
-    # Each node's own parameter file (its section, by node name), then the user's.
+    # Each node's own parameter file (its section, by node name), then the user's; with the
+    # simulated cobot, every node on its clock.
     expected = [manifest.node(n).parameters_path() for n in together.nodes]
-    assert process['parameters'] == expected + ['/tmp/user.yaml']
+    assert process['parameters'] == expected + ['/tmp/user.yaml'] + (
+        [{'use_sim_time': True}] if sim == 'true' else [])
     for name, params in zip(together.nodes, process['parameters']):
         with open(params) as f:
             assert 'ros__parameters' in yaml.safe_load(f)[name]
@@ -196,6 +202,18 @@ def test_launch_with_a_priority_runs_every_process_under_chrt():
     launched = [a.kwargs for a in _launched('true', '', separate='true', priority='40')]
     assert launched and all(n['prefix'] == 'chrt -f 40' for n in launched)
     assert all('prefix' not in a.kwargs for a in _launched('true', ''))
+
+
+def test_launch_in_a_namespace_moves_every_process_and_its_clock():
+    launched = [a.kwargs for a in _launched('true', '', separate='true', namespace='left')]
+    assert launched and all(n['namespace'] == 'left' for n in launched)
+    assert all(n['remappings'] == [('/clock', '/left/clock')] for n in launched)
+    sim = next(n for n in launched if n['name'] == 'sim_cobot')
+    assert sim['parameters'][-1] == {'publish_clock': True}
+    # The parameter files name the nodes in the namespace: rcl would apply `sim_cobot:` to
+    # /sim_cobot only, and the suite would run on its defaults without a word.
+    with open(sim['parameters'][0]) as f:
+        assert list(yaml.safe_load(f)) == ['/left/sim_cobot']
 
 
 def test_launch_passes_the_user_parameter_file_after_the_defaults():
@@ -222,7 +240,11 @@ def test_every_manifest_node_has_a_module_with_main_and_declared_topics():
             topic = spec.topic(key)
             package, kind, name = spec.message_type(key).split("/")
             assert hasattr(importlib.import_module(f"{package}.{kind}"), name)
-            assert topic.startswith('/'), f'{spec.name}: topic {topic} is not absolute'
+            # Relative, so that a namespace moves it (two arms in one graph), but for the
+            # global /diagnostics and /clock.
+            assert topic.startswith('/') == (topic in ('/diagnostics', '/clock')), \
+                f'{spec.name}: topic {topic}'
+            assert spec.resolved_topic(key, 'left') in (f'/left/{topic}', topic)
 
 
 def test_setup_installs_share_files_that_exist():

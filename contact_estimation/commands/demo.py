@@ -30,7 +30,7 @@ import yaml
 from contact_estimation import manifest
 from contact_estimation.core.contact import Contact, contact_error
 from contact_estimation.core.detector import COLLISION, INVALID, STALE
-from contact_estimation.launcher import NodeSet
+from contact_estimation.launcher import NodeSet, namespace_arguments, simulated_clock
 from contact_estimation.ros.conversions import stamp_to_seconds
 
 DEFAULT_SCENARIO = 'config/scenarios/demo.yaml'
@@ -56,11 +56,13 @@ class TopicMonitor:
     Times are receive times in seconds since the monitor started.
     """
 
-    def __init__(self, context):
+    def __init__(self, context, namespace: str = ''):
         from rclpy.node import Node
 
         from contact_estimation.ros.qos import SENSOR_QOS
-        self.node = Node('contact_estimation_demo_monitor', context=context)
+        # In the suite's namespace, so that the manifest's relative topics are the suite's.
+        self.node = Node('contact_estimation_demo_monitor', context=context,
+                         cli_args=['--ros-args', *namespace_arguments(namespace)])
         self.counts: dict[str, int] = defaultdict(int)
         self.first_last: dict[str, tuple[float, float]] = {}  # receive times, by topic
         self.series: dict[str, list] = defaultdict(list)
@@ -419,6 +421,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--separate', action='store_true',
                         help='one process per node, as `contact-estimation up --separate`, '
                              'instead of the core nodes composed in one process')
+    parser.add_argument('--namespace', default='', metavar='NS',
+                        help='run the simulated arm and its suite in ROS namespace NS')
     args = parser.parse_args(argv)
     scenario = args.scenario if os.path.isabs(args.scenario) else manifest.share_path(args.scenario)
     if not os.path.isfile(scenario):
@@ -434,12 +438,12 @@ def main(argv: list[str]) -> int:
     os.makedirs(args.out, exist_ok=True)
     context = Context()
     rclpy.init(context=context)
-    monitor = TopicMonitor(context)
+    monitor = TopicMonitor(context, args.namespace)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(monitor.node)
     processes = manifest.processes(with_sim=True, separate=args.separate)
-    overrides = {name: {'use_sim_time': True} for name in manifest.composed().nodes}
-    overrides[SIM] = {'scenario': scenario, 'publish_clock': True}
+    overrides = simulated_clock()
+    overrides[SIM]['scenario'] = scenario
     overrides['residual_node'].update(_residual_matching_the_sim())
     print(f'demo: calibrating the thresholds on {CALIBRATION_SECONDS:g} s of simulated free '
           'motion (checklist step 5)', flush=True)
@@ -450,7 +454,7 @@ def main(argv: list[str]) -> int:
     # tracks people or keeps the default 1.6 m/s, the speed of a person it missed).
     overrides['proximity_monitor']['object_speed'] = 0.0
     nodes = NodeSet([spec.name for spec in processes], overrides=overrides,
-                    log_dir=os.path.join(args.out, 'logs'))
+                    log_dir=os.path.join(args.out, 'logs'), namespace=args.namespace)
     print(f'demo: starting {", ".join(nodes.names)}; scenario {args.scenario}', flush=True)
     nodes.start()
     try:

@@ -7,7 +7,7 @@ import os
 import signal
 
 from contact_estimation import manifest
-from contact_estimation.launcher import NodeSet, wait_for_processes
+from contact_estimation.launcher import NodeSet, simulated_clock, wait_for_processes
 
 
 def main(argv: list[str]) -> int:
@@ -16,7 +16,11 @@ def main(argv: list[str]) -> int:
                         help='parameter file (node_name: ros__parameters: form) applied over '
                              'the defaults; may be given several times')
     parser.add_argument('--sim', action='store_true',
-                        help='also start the simulated cobot in place of a real arm')
+                        help='also start the simulated cobot in place of a real arm; every '
+                             'node then runs on its clock (use_sim_time)')
+    parser.add_argument('--namespace', default='', metavar='NS',
+                        help='run every node in ROS namespace NS (its topics move with it; '
+                             '/diagnostics stays global): one suite per arm in one graph')
     parser.add_argument('--separate', action='store_true',
                         help='one process per node (e.g. for nodes on other machines) instead '
                              'of every core node composed in one process (less CPU and '
@@ -33,7 +37,8 @@ def main(argv: list[str]) -> int:
         parser.error(f'--priority {args.priority}: must be 0 (normal) or 1-99')
     names = [spec.name for spec in manifest.processes(args.sim, args.separate)]
     nodes = NodeSet(names, tuple(os.path.abspath(p) for p in args.config), log_dir=args.log_dir,
-                    priority=args.priority)
+                    priority=args.priority, namespace=args.namespace,
+                    overrides=simulated_clock() if args.sim else {})
     print(f'[contact-estimation] starting {", ".join(names)} (Ctrl-C stops them)', flush=True)
     # Ctrl-C reaches the children through the process group; we wait for them to finish.
     signal.signal(signal.SIGTERM, lambda *_: nodes.stop())

@@ -24,9 +24,9 @@ simulated time of the sampled step. When it falls more than `max_catch_up` behin
   /clock carries the simulated time before each batch of steps, every node runs with
   use_sim_time, and the simulation just runs slower than real time, with no gap in the
   stamps: the whole graph slows together (the f_S timeout is on simulated time too). It also
-  runs at most `lockstep.lead` ahead of the samples the listener has taken (its joint-state
-  output, core/sim/realtime.Lockstep): a suite that falls behind slows the simulation
-  instead of losing samples from its queues;
+  starts only once the listener subscribes and runs at most `lockstep.lead` ahead of the
+  samples the listener has taken (its joint-state output, core/sim/realtime.Lockstep): a
+  suite that starts late or falls behind slows the simulation instead of losing samples;
 - without (as a stand-in for a real arm, on the wall clock), it skips the lost time (a gap in
   the stamps: a real driver's hiccup).
 Either is reported on /diagnostics (`fell_behind`).
@@ -299,6 +299,11 @@ class SimCobot(SuiteNode):
                                      f'{silence * 1e3:.0f} ms: holding')
 
     # ------------------------------------------------------------------- stepping
+    def _suite_listening(self) -> bool:
+        """The listener subscribes to the joint states and publishes what it takes."""
+        return (self._pub['joint_states'].get_subscription_count() > 0
+                and self.count_publishers(self.spec.topic('lockstep')) > 0)
+
     def _on_taken(self, msg: JointState) -> None:
         """The listener took a sample: the simulation may run `lockstep.lead` beyond it."""
         self._lockstep.taken(stamp_to_seconds(msg.header.stamp) - self._stamp_offset,
@@ -312,6 +317,8 @@ class SimCobot(SuiteNode):
     def _advance(self) -> None:
         """Step the physics up to the wall clock (at most `max_catch_up` at once)."""
         now = time.monotonic()
+        if self._start is None and self._lockstep is not None and not self._suite_listening():
+            return  # the graph's clock waits for the suite: no sample is sent into the void
         self._check_time_scaling(self._now())
         if self._start is None:
             self._start, self._load_mark = now, (now, time.process_time(), 0)

@@ -26,8 +26,8 @@ class Lockstep:
     """How far the simulation may step: at most `lead` seconds of simulated time beyond the
     newest sample the suite has taken (its listener's output), so that a graph that cannot
     keep up slows the simulation instead of losing samples. Before the suite's first sample
-    (still starting), and after `timeout` seconds of wall time without one (it died or
-    stopped listening), the simulation is not held back."""
+    (the sim node starts once the suite listens), and after `timeout` seconds of wall time
+    without one (it died or stopped listening), the simulation is not held back."""
 
     def __init__(self, lead: float, timeout: float):
         if not (lead > 0.0 and timeout > 0.0):
