@@ -128,7 +128,7 @@ def test_two_arms_in_two_namespaces_share_one_graph_and_a_push_stops_only_its_ow
                           '--log-dir', str(tmp_path / arm))
         stops[arm], events[arm] = [], []
         monitor.create_subscription(Bool, detector.resolved_topic('stop', arm),
-                                    stops[arm].append, STOP_QOS)
+                                    lambda msg, arm=arm: stops[arm].append(msg.data), STOP_QOS)
         monitor.create_subscription(
             DiagnosticArray, detector.resolved_topic('events', arm),
             lambda msg, arm=arm: events[arm].extend(

@@ -16,7 +16,8 @@ DEFAULTS = {
     'timer_period': 0.005,           # s between stepping calls (each runs the steps due)
     'max_catch_up': 0.05,            # s; a longer lag behind the wall clock is skipped
     'publish_clock': False,          # True: /clock is simulated time, and no time is skipped
-    'lockstep.lead': 0.05,           # s the sim may run ahead of the listener (publish_clock)
+    'lockstep.lead': 0.02,           # s the sim may run ahead of the listener (publish_clock):
+                                     # well within the suite's input timeouts (≥ 0.05 s)
     'lockstep.timeout': 2.0,         # s (wall) it waits for the listener before going on
     'time_scaling_timeout': 0.15,    # s: 3 periods of the detector's 20 Hz heartbeat
 }
