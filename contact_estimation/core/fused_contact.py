@@ -54,16 +54,15 @@ LIDAR = 'lidar'
 # Links of the combined ray-casting scene are this far apart (m), and rays start half of it
 # behind the point of their line nearest their link's origin: a ray meets its own link only.
 _LINK_SPACING = 10.0
-# Refinement: the reach of each round's grid (in sample spacings) and its points per side.
-_GRIDS = (1.0, 0.25)
-_GRID_SIZE = 5
+# Points per side of the square grid a seed is refined on.
+_GRID_SIZE = 7
 # Refined points closer than this (m) to a better one of the same link are the same candidate.
 _SAME_POINT = 0.01
 # A contact point lifted this far (m) off its surface must be at least `_CLEARANCE` (m) from
 # every other link: else another link covers it or leaves too narrow a gap for a finger.
 # (Where the links' meshes interpenetrate, at the joints, an inside test by the nearest
 # facet's normal is unreliable: the distance alone is used.)
-_LIFT, _CLEARANCE = 0.004, 0.003
+_LIFT, _CLEARANCE = 0.004, 0.0025
 # The cheapest refined points tested for that, the estimate and its ambiguity among them.
 _EXPOSURE_CHECKS = 24
 
@@ -178,7 +177,7 @@ class FusedContactEstimator:
                  noise: SensorNoise = SensorNoise(), delta_tau: float | None = None,
                  delta_w: float | None = None, min_force: float = 2.0,
                  contact_distance: float = 0.1, prior_radius: float = 0.05,
-                 normal_preference: float = 1.0, seeds_per_link: int = 2, refined: int = 8,
+                 normal_preference: float = 5.0, seeds_per_link: int = 2, refined: int = 8,
                  ambiguity: float = float(chi_square.ppf(0.99, 2))):
         if min(mu, min_force, contact_distance, prior_radius) <= 0 or min(seeds_per_link,
                                                                            refined) < 1:
@@ -208,7 +207,8 @@ class FusedContactEstimator:
         self._sample_link = np.repeat(np.arange(len(self.links)), [len(p) for p, _ in samples])
         # How far a refinement round may slide a point: the typical distance between samples.
         self.slide = float(np.median(cKDTree(self._points).query(self._points, k=2)[0][:, 1]))
-        self._scene, self._geometry_link, self._bounds = self._combined_scene()
+        (self._scene, self._geometry_link, self._bounds, self._facet_normals,
+         self._facet_offset) = self._combined_scene()
         self._shift = np.outer(np.arange(len(surfaces.links)), [_LINK_SPACING, 0.0, 0.0])
         self._link_shift = self._shift[self._surface_index]
         # One kinematics pass: every surface link (in `surfaces.links` order: a contact must
@@ -223,11 +223,13 @@ class FusedContactEstimator:
         """Every surface link's mesh in its own frame, link i of `surfaces.links` shifted by
         i × `_LINK_SPACING` along x, in one scene: one call casts or projects the points of
         every link. Returns the scene, the surface index of each geometry id (the last
-        entry, -1, for a miss) and each link's bounding sphere (S×4: centre, radius)."""
+        entry, -1, for a miss), each link's bounding sphere (S×4: centre, radius), the
+        outward normals of all facets and the first facet of each geometry id among them."""
         scene = o3d.t.geometry.RaycastingScene()
-        ids, bounds = [], []
+        ids, bounds, normals = [], [], []
         for i, link in enumerate(self.surfaces.links):
             mesh = self.surfaces.mesh(link)
+            normals.append(np.asarray(mesh.triangle_normals))
             vertices = np.asarray(mesh.vertices)
             centre = (vertices.min(axis=0) + vertices.max(axis=0)) / 2
             bounds.append([*centre, np.linalg.norm(vertices - centre, axis=1).max()])
@@ -236,7 +238,9 @@ class FusedContactEstimator:
                 o3d.core.Tensor(np.asarray(mesh.triangles).astype(np.uint32))))
         lookup = np.full(max(ids) + 2, -1)
         lookup[ids] = np.arange(len(ids))
-        return scene, lookup, np.array(bounds)
+        offset = np.zeros(max(ids) + 2, dtype=np.int64)
+        offset[ids] = np.cumsum([0] + [len(n) for n in normals[:-1]])
+        return scene, lookup, np.array(bounds), np.vstack(normals), offset
 
     # ------------------------------------------------------------------ the estimate
     def estimate(self, q, tau=None, wrench=None, proximity: LinkProximity | None = None,
@@ -275,11 +279,11 @@ class FusedContactEstimator:
             links, points = np.concatenate([links, seen]), np.vstack([points, data.prior[seen]])
         points, inward = self._onto_surface(links, points)
         sampled = in_range.copy()
-        if wrench is not None:
+        if wrench is None or not np.any(wrench[:3]):
+            samples = np.flatnonzero(sampled[self._sample_link])
+        else:
             sampled[links] = False
-        samples = np.flatnonzero(sampled[self._sample_link])
-        if wrench is not None:
-            samples = self._near_line(wrench, noise, rotations, origins, samples)
+            samples = self._near_line(wrench, noise, rotations, origins, sampled)
         links = np.concatenate([self._sample_link[samples], links])
         points = np.vstack([self._points[samples], points])
         inward = np.vstack([self._inward[samples], inward])
@@ -434,20 +438,25 @@ class FusedContactEstimator:
         rank = np.arange(len(order)) - np.searchsorted(link, link)
         return order[rank < self.seeds_per_link]
 
-    def _near_line(self, wrench, noise: SensorNoise, rotations, origins, samples) -> np.ndarray:
-        """The samples near the base wrench's line of action (seed 004 eq. 21): within `slide`
-        plus four standard deviations of the line's place at the sample, (σ_m + σ_f ‖s‖)/‖f‖
-        for a sample s from the base origin (all of them without a force)."""
+    def _near_line(self, wrench, noise: SensorNoise, rotations, origins,
+                   sampled) -> np.ndarray:
+        """The samples of the links `sampled` (L) near the base wrench's line of action (seed
+        004 eq. 21): within `slide` plus four standard deviations of the line's place there,
+        (σ_m + σ_f ‖s‖)/‖f‖ at s from the base origin. Links whose bounding sphere is farther
+        are skipped whole."""
         size = np.linalg.norm(wrench[:3])
-        if not size > 0 or not len(samples):
-            return samples
         start, direction = line_of_action(wrench[:3], wrench[3:])
+        bounds = self._bounds[self._surface_index]
+        centres = np.einsum('lij,lj->li', rotations, bounds[:, :3]) + origins
+        spread = (noise.moment + noise.force * (np.linalg.norm(centres, axis=1)
+                                                + bounds[:, 3])) / size
+        away = np.linalg.norm(_cross(centres - start, direction), axis=1)
+        samples = np.flatnonzero((sampled & (away <= bounds[:, 3] + self.slide + 4 * spread))
+                                 [self._sample_link])
         owner = self._sample_link[samples]
-        rotation = rotations[owner]
-        lever = np.einsum('kij,kj->ki', rotation, self._points[samples]) + origins[owner]
+        lever = np.einsum('kij,kj->ki', rotations[owner], self._points[samples]) + origins[owner]
         away = np.linalg.norm(_cross(lever - start, direction), axis=1)
-        spread = (noise.moment + noise.force * np.linalg.norm(lever, axis=1)) / size
-        return samples[away <= self.slide + 4 * spread]
+        return samples[away <= self.slide + 4 * spread[owner]]
 
     def _lines(self, tau, wrench, joint_poses, span) -> list[tuple[np.ndarray, np.ndarray]]:
         """The lines of action (point, unit direction; base frame) the data give: that of the
@@ -471,8 +480,8 @@ class FusedContactEstimator:
 
     def _line_entries(self, lines, rotations, origins, in_range):
         """Where each line enters each link of the range, going along its force (so that
-        the force pushes into the surface, seed 004 eq. 24): links and points (link
-        frames). One cast in the combined scene."""
+        the force pushes into the surface, seed 004 eq. 24; a concave link may be entered
+        twice): links and points (link frames). One query in the combined scene."""
         if not lines:
             return np.zeros(0, dtype=int), np.zeros((0, 3))
         links = np.flatnonzero(in_range)
@@ -484,36 +493,50 @@ class FusedContactEstimator:
         nearest = local - np.einsum('nli,nli->nl', local, heading)[..., None] * heading
         begin = nearest - _LINK_SPACING / 2 * heading + self._link_shift[links]
         rays = np.concatenate([begin, heading], axis=-1).reshape(-1, 6)
-        result = self._scene.cast_rays(o3d.core.Tensor(rays.astype(np.float32)))
-        along = result['t_hit'].numpy().astype(float)
-        owner = np.tile(links, len(lines))
-        geometry = np.minimum(result['geometry_ids'].numpy().astype(np.int64),
-                              len(self._geometry_link) - 1)
-        hit = np.isfinite(along) & (self._geometry_link[geometry] == self._surface_index[owner])
-        rays = rays[hit]
-        points = rays[:, :3] + along[hit, None] * rays[:, 3:] - self._link_shift[owner[hit]]
-        return owner[hit], points
+        result = self._scene.list_intersections(o3d.core.Tensor(rays.astype(np.float32)))
+        ray = result['ray_ids'].numpy().astype(np.int64)
+        geometry = result['geometry_ids'].numpy().astype(np.int64)
+        owner = np.tile(links, len(lines))[ray]
+        facing = self._facet_normals[self._facet_offset[geometry]
+                                     + result['primitive_ids'].numpy().astype(np.int64)]
+        entering = ((self._geometry_link[geometry] == self._surface_index[owner])
+                    & (np.einsum('ki,ki->k', facing, rays[ray, 3:]) < 0))
+        ray = ray[entering]
+        points = (rays[ray, :3] + result['t_hit'].numpy()[entering, None] * rays[ray, 3:]
+                  - self._link_shift[owner[entering]])
+        return owner[entering], points
 
     def _refine(self, data: _Data, links, points, inward):
-        """Every seed refined on the surface at once, in `_GRIDS` rounds: the cheapest of a
-        square grid of points in the tangent plane around it (±`slide`, then finer), dropped
-        onto the mesh. Returns the seeds and every round's points (links, points, inward
-        normals; link frames)."""
-        all_links, all_points, all_inward = [links], [points], [inward]
-        count = len(links)
-        for reach in _GRIDS:
-            basis = _tangent_basis(inward)                                      # K×3×2
-            steps = np.linspace(-reach, reach, _GRID_SIZE) * self.slide
-            grid = np.stack(np.meshgrid(steps, steps), axis=-1).reshape(-1, 2)  # G×2
-            tried = (points[:, None] + np.einsum('kij,gj->kgi', basis, grid)).reshape(-1, 3)
-            owner = np.repeat(links, len(grid))
-            _, cost, _ = self._score(data, owner, tried, np.repeat(inward, len(grid), axis=0))
-            best = np.argmin(cost.reshape(count, -1), axis=1) + len(grid) * np.arange(count)
-            points, inward = self._onto_surface(links, tried[best])
-            all_links.append(links)
-            all_points.append(points)
-            all_inward.append(inward)
-        return np.concatenate(all_links), np.vstack(all_points), np.vstack(all_inward)
+        """Every seed refined on the surface at once: the cheapest of a square grid of points
+        in its tangent plane (±`slide`), moved to the vertex of the parabola through it and
+        its neighbours along each axis, dropped onto the mesh. Returns the seeds and their
+        refinements (links, points, inward normals; link frames)."""
+        count, size = len(links), _GRID_SIZE
+        basis = _tangent_basis(inward)                                          # K×3×2
+        steps = np.linspace(-self.slide, self.slide, size)
+        grid = np.stack(np.meshgrid(steps, steps, indexing='ij'), axis=-1).reshape(-1, 2)
+        tried = (points[:, None] + np.einsum('kij,gj->kgi', basis, grid)).reshape(-1, 3)
+        _, cost, _ = self._score(data, np.repeat(links, len(grid)), tried,
+                                 np.repeat(inward, len(grid), axis=0))
+        cost = cost.reshape(count, size, size)
+        rows = np.arange(count)
+        first, second = np.unravel_index(np.argmin(cost.reshape(count, -1), axis=1),
+                                         (size, size))
+        offset = np.stack([steps[first], steps[second]], axis=1)
+        inner = (first > 0) & (first < size - 1) & (second > 0) & (second < size - 1)
+        for axis, (before, at, after) in enumerate((
+                (cost[rows, first - 1, second], cost[rows, first, second],
+                 cost[rows, (first + 1) % size, second]),
+                (cost[rows, first, second - 1], cost[rows, first, second],
+                 cost[rows, first, (second + 1) % size]))):
+            curvature = before - 2 * at + after
+            shift = np.divide(before - after, 2 * curvature, out=np.zeros(count),
+                              where=inner & (curvature > 0))
+            offset[:, axis] += (steps[1] - steps[0]) * np.clip(shift, -0.5, 0.5)
+        moved, moved_inward = self._onto_surface(
+            links, points + np.einsum('kij,kj->ki', basis, offset))
+        return (np.concatenate([links, links]), np.vstack([points, moved]),
+                np.vstack([inward, moved_inward]))
 
     def _onto_surface(self, links, points) -> tuple[np.ndarray, np.ndarray]:
         """Nearest points of the links' meshes and the inward normals there (link frames),
