@@ -416,9 +416,13 @@ class FusedContactEstimator:
         gram = data.cc[links] + mixed + np.transpose(mixed, (0, 2, 1)) + (
             np.transpose(skews, (0, 2, 1)) @ (data.dd[links] @ skews))
         rhs = data.cb[links] + _cross(data.db[links], points)
-        # Fewer than 3 loaded joints and no wrench leave a family of forces: take its smallest.
-        ridge = 1e-9 * np.trace(gram, axis1=1, axis2=2).max(initial=1.0)
-        force = project_to_cone(_solve_symmetric(gram, rhs, ridge), inward, self.mu)
+        # Torques alone on a link with few joints before it (or a point whose Jacobian loses
+        # rank) leave a family of forces: a faint penalty on the tangential force takes the
+        # one nearest the normal, the one the friction cone (eq. 6) is most likely to keep.
+        scale = np.trace(gram, axis1=1, axis2=2)[:, None, None]
+        tangential = np.eye(3) - np.einsum('ki,kj->kij', inward, inward)
+        force = _solve_symmetric(gram + scale * (1e-6 * tangential + 1e-9 * np.eye(3)), rhs)
+        force = project_to_cone(force, inward, self.mu)
         chi2 = np.maximum(data.bb[links] - np.einsum('ki,ki->k', force,
                                                      2 * rhs - np.einsum('kij,kj->ki', gram,
                                                                          force)), 0.0)
@@ -508,9 +512,9 @@ class FusedContactEstimator:
 
     def _refine(self, data: _Data, links, points, inward):
         """Every seed refined on the surface at once: the cheapest of a square grid of points
-        in its tangent plane (±`slide`), moved to the vertex of the parabola through it and
-        its neighbours along each axis, dropped onto the mesh. Returns the seeds and their
-        refinements (links, points, inward normals; link frames)."""
+        in its tangent plane (±`slide`), moved to the vertex of the quadratic through it and
+        its neighbours, dropped onto the mesh. Returns the seeds and their refinements
+        (links, points, inward normals; link frames)."""
         count, size = len(links), _GRID_SIZE
         basis = _tangent_basis(inward)                                          # K×3×2
         steps = np.linspace(-self.slide, self.slide, size)
@@ -519,20 +523,28 @@ class FusedContactEstimator:
         _, cost, _ = self._score(data, np.repeat(links, len(grid)), tried,
                                  np.repeat(inward, len(grid), axis=0))
         cost = cost.reshape(count, size, size)
-        rows = np.arange(count)
         first, second = np.unravel_index(np.argmin(cost.reshape(count, -1), axis=1),
                                          (size, size))
         offset = np.stack([steps[first], steps[second]], axis=1)
+        # The vertex of the quadratic through the best point's 3×3 neighbourhood (a Newton
+        # step; the cost's valleys along a line of action run askew to the grid).
         inner = (first > 0) & (first < size - 1) & (second > 0) & (second < size - 1)
-        for axis, (before, at, after) in enumerate((
-                (cost[rows, first - 1, second], cost[rows, first, second],
-                 cost[rows, (first + 1) % size, second]),
-                (cost[rows, first, second - 1], cost[rows, first, second],
-                 cost[rows, first, (second + 1) % size]))):
-            curvature = before - 2 * at + after
-            shift = np.divide(before - after, 2 * curvature, out=np.zeros(count),
-                              where=inner & (curvature > 0))
-            offset[:, axis] += (steps[1] - steps[0]) * np.clip(shift, -0.5, 0.5)
+        rows, low, high = np.arange(count), np.maximum(first - 1, 0), np.minimum(first + 1,
+                                                                                size - 1)
+        left, right = np.maximum(second - 1, 0), np.minimum(second + 1, size - 1)
+        at = cost[rows, first, second]
+        slope = np.stack([cost[rows, high, second] - cost[rows, low, second],
+                          cost[rows, first, right] - cost[rows, first, left]], axis=1) / 2
+        xx = cost[rows, high, second] - 2 * at + cost[rows, low, second]
+        yy = cost[rows, first, right] - 2 * at + cost[rows, first, left]
+        xy = (cost[rows, high, right] - cost[rows, high, left] - cost[rows, low, right]
+              + cost[rows, low, left]) / 4
+        determinant = xx * yy - xy * xy
+        convex = inner & (xx > 0) & (determinant > 0)
+        safe = np.where(convex, determinant, 1.0)
+        newton = -np.stack([yy * slope[:, 0] - xy * slope[:, 1],
+                            xx * slope[:, 1] - xy * slope[:, 0]], axis=1) / safe[:, None]
+        offset += np.where(convex[:, None], np.clip(newton, -1, 1), 0.0) * (steps[1] - steps[0])
         moved, moved_inward = self._onto_surface(
             links, points + np.einsum('kij,kj->ki', basis, offset))
         return (np.concatenate([links, links]), np.vstack([points, moved]),
@@ -590,11 +602,11 @@ def _skew(vectors: np.ndarray) -> np.ndarray:
     return matrices
 
 
-def _solve_symmetric(matrices: np.ndarray, vectors: np.ndarray, ridge: float) -> np.ndarray:
-    """x (K×3) of (M + ridge I) x = v for symmetric 3×3 M (K×3×3), by cofactors: several
-    times faster than numpy's batched solve on small matrices."""
-    a, b, c = matrices[:, 0, 0] + ridge, matrices[:, 0, 1], matrices[:, 0, 2]
-    d, e, f = matrices[:, 1, 1] + ridge, matrices[:, 1, 2], matrices[:, 2, 2] + ridge
+def _solve_symmetric(matrices: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """x (K×3) of M x = v for symmetric positive definite 3×3 M (K×3×3), by cofactors:
+    several times faster than numpy's batched solve on small matrices."""
+    a, b, c = matrices[:, 0, 0], matrices[:, 0, 1], matrices[:, 0, 2]
+    d, e, f = matrices[:, 1, 1], matrices[:, 1, 2], matrices[:, 2, 2]
     first, second, third = d * f - e * e, c * e - b * f, b * e - c * d
     fourth, fifth, sixth = a * f - c * c, b * c - a * e, a * d - b * b
     determinant = a * first + b * second + c * third
