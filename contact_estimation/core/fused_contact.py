@@ -54,8 +54,9 @@ LIDAR = 'lidar'
 # Links of the combined ray-casting scene are this far apart (m), and rays start half of it
 # behind the point of their line nearest their link's origin: a ray meets its own link only.
 _LINK_SPACING = 10.0
-# Points per side of the square grid a seed is refined on.
-_GRID_SIZE = 7
+# The rounds of refinement: reach of the square grid (in sample spacings) and its points
+# per side.
+_GRIDS = ((1.0, 5), (0.25, 3))
 # Refined points closer than this (m) to a better one of the same link are the same candidate.
 _SAME_POINT = 0.01
 # A contact point lifted this far (m) off its surface must be at least `_CLEARANCE` (m) from
@@ -270,28 +271,34 @@ class FusedContactEstimator:
                                                  (LIDAR, data.prior is not None)) if used)
 
         # Seeds: where the lines of action enter the links of the range, the lidar's points
-        # and the best samples of each link (with the base wrench, of those near its line on
-        # the links it does not enter).
-        links, points = self._line_entries(self._lines(tau, wrench, joint_poses, span),
-                                           rotations, origins, in_range)
+        # and samples: with the base wrench, the nearest to its line on each link it does
+        # not enter (every seed is refined); else the best of each link (the `refined` best
+        # seeds are).
+        links, points, inward = self._line_entries(
+            self._lines(tau, wrench, joint_poses, span), rotations, origins, in_range)
         if data.prior is not None:
             seen = np.flatnonzero(np.isfinite(data.prior[:, 0]))
-            links, points = np.concatenate([links, seen]), np.vstack([points, data.prior[seen]])
-        points, inward = self._onto_surface(links, points)
-        sampled = in_range.copy()
-        if wrench is None or not np.any(wrench[:3]):
-            samples = np.flatnonzero(sampled[self._sample_link])
-        else:
+            on_surface, seen_inward = self._onto_surface(seen, data.prior[seen])
+            links, points = np.concatenate([links, seen]), np.vstack([points, on_surface])
+            inward = np.vstack([inward, seen_inward])
+        if wrench is not None and np.any(wrench[:3]):
+            sampled = in_range.copy()
             sampled[links] = False
-            samples = self._near_line(wrench, noise, rotations, origins, sampled)
+            samples, away = self._near_line(wrench, noise, rotations, origins, sampled)
+            samples = samples[self._best_per_link(self._sample_link[samples], away)]
+            seeds = np.arange(len(samples) + len(links))
+        else:
+            samples = np.flatnonzero(in_range[self._sample_link])
         links = np.concatenate([self._sample_link[samples], links])
         points = np.vstack([self._points[samples], points])
         inward = np.vstack([self._inward[samples], inward])
-        _, cost, _ = self._score(data, links, points, inward)
-        best = np.concatenate([self._best_per_link(links[:len(samples)], cost[:len(samples)]),
-                               np.arange(len(samples), len(links))])
-        best = best[np.argsort(cost[best])[:self.refined]]
-        links, points, inward = self._refine(data, links[best], points[best], inward[best])
+        if wrench is None or not np.any(wrench[:3]):
+            _, cost, _ = self._score(data, links, points, inward)
+            seeds = np.concatenate([self._best_per_link(links[:len(samples)],
+                                                        cost[:len(samples)]),
+                                    np.arange(len(samples), len(links))])
+            seeds = seeds[np.argsort(cost[seeds])[:self.refined]]
+        links, points, inward = self._refine(data, links[seeds], points[seeds], inward[seeds])
         force, cost, chi2 = self._score(data, links, points, inward)
 
         # The estimate: the cheapest point a finger can reach; its ambiguity: the others
@@ -446,8 +453,8 @@ class FusedContactEstimator:
                    sampled) -> np.ndarray:
         """The samples of the links `sampled` (L) near the base wrench's line of action (seed
         004 eq. 21): within `slide` plus four standard deviations of the line's place there,
-        (σ_m + σ_f ‖s‖)/‖f‖ at s from the base origin. Links whose bounding sphere is farther
-        are skipped whole."""
+        (σ_m + σ_f ‖s‖)/‖f‖ at s from the base origin, and their distances to it (m). Links
+        whose bounding sphere is farther are skipped whole."""
         size = np.linalg.norm(wrench[:3])
         start, direction = line_of_action(wrench[:3], wrench[3:])
         bounds = self._bounds[self._surface_index]
@@ -460,7 +467,8 @@ class FusedContactEstimator:
         owner = self._sample_link[samples]
         lever = np.einsum('kij,kj->ki', rotations[owner], self._points[samples]) + origins[owner]
         away = np.linalg.norm(_cross(lever - start, direction), axis=1)
-        return samples[away <= self.slide + 4 * spread[owner]]
+        near = away <= self.slide + 4 * spread[owner]
+        return samples[near], away[near]
 
     def _lines(self, tau, wrench, joint_poses, span) -> list[tuple[np.ndarray, np.ndarray]]:
         """The lines of action (point, unit direction; base frame) the data give: that of the
@@ -485,9 +493,10 @@ class FusedContactEstimator:
     def _line_entries(self, lines, rotations, origins, in_range):
         """Where each line enters each link of the range, going along its force (so that
         the force pushes into the surface, seed 004 eq. 24; a concave link may be entered
-        twice): links and points (link frames). One query in the combined scene."""
+        twice): links, points and inward normals (link frames). One query in the combined
+        scene."""
         if not lines:
-            return np.zeros(0, dtype=int), np.zeros((0, 3))
+            return np.zeros(0, dtype=int), np.zeros((0, 3)), np.zeros((0, 3))
         links = np.flatnonzero(in_range)
         starts = np.array([point for point, _ in lines])          # N×3 base frame
         directions = np.array([direction for _, direction in lines])
@@ -508,16 +517,27 @@ class FusedContactEstimator:
         ray = ray[entering]
         points = (rays[ray, :3] + result['t_hit'].numpy()[entering, None] * rays[ray, 3:]
                   - self._link_shift[owner[entering]])
-        return owner[entering], points
+        return owner[entering], points, -facing[entering]
 
     def _refine(self, data: _Data, links, points, inward):
-        """Every seed refined on the surface at once: the cheapest of a square grid of points
-        in its tangent plane (±`slide`), moved to the vertex of the quadratic through it and
-        its neighbours, dropped onto the mesh. Returns the seeds and their refinements
-        (links, points, inward normals; link frames)."""
-        count, size = len(links), _GRID_SIZE
+        """Every seed refined on the surface at once, in rounds (`_GRIDS`): the cheapest point
+        of a square grid in its tangent plane, moved to the vertex of the quadratic through
+        it and its neighbours, dropped onto the mesh. Returns the seeds and every round's
+        points (links, points, inward normals; link frames): where a valley of the cost is
+        flat (the point sliding along its line of action) a round may not improve."""
+        every = [(points, inward)]
+        for reach, size in _GRIDS:
+            points, inward = self._grid_step(data, links, points, inward, reach * self.slide,
+                                             size)
+            every.append((points, inward))
+        return (np.tile(links, len(every)), np.vstack([p for p, _ in every]),
+                np.vstack([n for _, n in every]))
+
+    def _grid_step(self, data: _Data, links, points, inward, reach: float, size: int):
+        """One round of `_refine`: a size × size grid over ±reach (m)."""
+        count = len(links)
         basis = _tangent_basis(inward)                                          # K×3×2
-        steps = np.linspace(-self.slide, self.slide, size)
+        steps = np.linspace(-reach, reach, size)
         grid = np.stack(np.meshgrid(steps, steps, indexing='ij'), axis=-1).reshape(-1, 2)
         tried = (points[:, None] + np.einsum('kij,gj->kgi', basis, grid)).reshape(-1, 3)
         _, cost, _ = self._score(data, np.repeat(links, len(grid)), tried,
@@ -545,10 +565,7 @@ class FusedContactEstimator:
         newton = -np.stack([yy * slope[:, 0] - xy * slope[:, 1],
                             xx * slope[:, 1] - xy * slope[:, 0]], axis=1) / safe[:, None]
         offset += np.where(convex[:, None], np.clip(newton, -1, 1), 0.0) * (steps[1] - steps[0])
-        moved, moved_inward = self._onto_surface(
-            links, points + np.einsum('kij,kj->ki', basis, offset))
-        return (np.concatenate([links, links]), np.vstack([points, moved]),
-                np.vstack([inward, moved_inward]))
+        return self._onto_surface(links, points + np.einsum('kij,kj->ki', basis, offset))
 
     def _onto_surface(self, links, points) -> tuple[np.ndarray, np.ndarray]:
         """Nearest points of the links' meshes and the inward normals there (link frames),
