@@ -57,6 +57,16 @@ _LINK_SPACING = 10.0
 # The rounds of refinement: reach of the square grid (in sample spacings) and its points
 # per side.
 _GRIDS = ((1.0, 5), (0.25, 3))
+_UNIT_GRIDS = {size: np.stack(np.meshgrid(*2 * [np.linspace(-1, 1, size)], indexing='ij'),
+                               axis=-1).reshape(-1, 2) for _, size in _GRIDS}
+# A 3×3 neighbourhood's offsets (rows, columns) and the finite differences on it of the
+# gradient and Hessian: d/dx, d/dy, d²/dx², d²/dy², d²/dxdy (unit spacing).
+_NEIGHBOURS = np.mgrid[-1:2, -1:2]
+_STENCILS = np.array([[[0, -0.5, 0], [0, 0, 0], [0, 0.5, 0]],
+                      [[0, 0, 0], [-0.5, 0, 0.5], [0, 0, 0]],
+                      [[0, 1, 0], [0, -2, 0], [0, 1, 0]],
+                      [[0, 0, 0], [1, -2, 1], [0, 0, 0]],
+                      [[0.25, 0, -0.25], [0, 0, 0], [-0.25, 0, 0.25]]])
 # Refined points closer than this (m) to a better one of the same link are the same candidate.
 _SAME_POINT = 0.01
 # A contact point lifted this far (m) off its surface must be at least `_CLEARANCE` (m) from
@@ -526,19 +536,20 @@ class FusedContactEstimator:
         points (links, points, inward normals; link frames): where a valley of the cost is
         flat (the point sliding along its line of action) a round may not improve."""
         every = [(points, inward)]
+        basis = _tangent_basis(inward)      # the seeds' tangent planes serve every round
         for reach, size in _GRIDS:
-            points, inward = self._grid_step(data, links, points, inward, reach * self.slide,
-                                             size)
+            points, inward = self._grid_step(data, links, points, inward, basis,
+                                             reach * self.slide, size)
             every.append((points, inward))
         return (np.tile(links, len(every)), np.vstack([p for p, _ in every]),
                 np.vstack([n for _, n in every]))
 
-    def _grid_step(self, data: _Data, links, points, inward, reach: float, size: int):
-        """One round of `_refine`: a size × size grid over ±reach (m)."""
+    def _grid_step(self, data: _Data, links, points, inward, basis, reach: float, size: int):
+        """One round of `_refine`: a size × size grid over ±reach (m) in the planes spanned
+        by `basis` (K×3×2)."""
         count = len(links)
-        basis = _tangent_basis(inward)                                          # K×3×2
         steps = np.linspace(-reach, reach, size)
-        grid = np.stack(np.meshgrid(steps, steps, indexing='ij'), axis=-1).reshape(-1, 2)
+        grid = reach * _UNIT_GRIDS[size]
         tried = (points[:, None] + np.einsum('kij,gj->kgi', basis, grid)).reshape(-1, 3)
         _, cost, _ = self._score(data, np.repeat(links, len(grid)), tried,
                                  np.repeat(inward, len(grid), axis=0))
@@ -547,23 +558,17 @@ class FusedContactEstimator:
                                          (size, size))
         offset = np.stack([steps[first], steps[second]], axis=1)
         # The vertex of the quadratic through the best point's 3×3 neighbourhood (a Newton
-        # step; the cost's valleys along a line of action run askew to the grid).
+        # step; the cost's valleys along a line of action run askew to the grid), where the
+        # best point is inside the grid and the quadratic convex.
         inner = (first > 0) & (first < size - 1) & (second > 0) & (second < size - 1)
-        rows, low, high = np.arange(count), np.maximum(first - 1, 0), np.minimum(first + 1,
-                                                                                size - 1)
-        left, right = np.maximum(second - 1, 0), np.minimum(second + 1, size - 1)
-        at = cost[rows, first, second]
-        slope = np.stack([cost[rows, high, second] - cost[rows, low, second],
-                          cost[rows, first, right] - cost[rows, first, left]], axis=1) / 2
-        xx = cost[rows, high, second] - 2 * at + cost[rows, low, second]
-        yy = cost[rows, first, right] - 2 * at + cost[rows, first, left]
-        xy = (cost[rows, high, right] - cost[rows, high, left] - cost[rows, low, right]
-              + cost[rows, low, left]) / 4
+        around = cost[np.arange(count)[:, None, None],
+                      np.clip(first[:, None, None] + _NEIGHBOURS[0], 0, size - 1),
+                      np.clip(second[:, None, None] + _NEIGHBOURS[1], 0, size - 1)]
+        gx, gy, xx, yy, xy = np.einsum('kij,aij->ak', around, _STENCILS)
         determinant = xx * yy - xy * xy
         convex = inner & (xx > 0) & (determinant > 0)
-        safe = np.where(convex, determinant, 1.0)
-        newton = -np.stack([yy * slope[:, 0] - xy * slope[:, 1],
-                            xx * slope[:, 1] - xy * slope[:, 0]], axis=1) / safe[:, None]
+        newton = (np.stack([xy * gy - yy * gx, xy * gx - xx * gy], axis=1)
+                  / np.where(convex, determinant, 1.0)[:, None])
         offset += np.where(convex[:, None], np.clip(newton, -1, 1), 0.0) * (steps[1] - steps[0])
         return self._onto_surface(links, points + np.einsum('kij,kj->ki', basis, offset))
 
