@@ -15,11 +15,13 @@ the equations it has at once: each equation weighted by its sensor's noise, the 
 weighted least-squares one at the point, kept in the friction cone (seed 000 eq. 6), and
 the fit χ² the sum of the squared weighted residuals. The links come from seed 000's link
 range (eq. 13.1-13.2) when the torques are given. Seeds for a continuous refinement are
-the best surface samples of each link, where the line of action enters each link (known up
-to λ from the base wrench, seed 004 eq. 21, or, on links with 6 or more joints before
-them, from the torques, seed 000 eqs. 10-12 in 3D) and the lidar's point; Gauss-Newton on
-the surface refines them all at once. The candidates whose posterior cost is within
-`ambiguity` of the best are the estimate's ambiguity: the links and points the sensors
+where the line of action enters each link (known up to λ from the base wrench, seed 004
+eq. 21, or, on links with 6 or more joints before them, from the torques, seed 000 eqs.
+10-12 in 3D), the lidar's point and surface samples (with the base wrench only those near
+its line: it makes the search cheap and nearly unambiguous); a grid search with a Newton
+step in each seed's tangent plane refines them all at once. The estimate is the cheapest
+point a finger can reach (not covered by another link); the candidates whose posterior
+cost is within `ambiguity` of it are its ambiguity: the links and points the sensors
 cannot tell apart.
 
 What stays ambiguous: with the base wrench alone, every link the line of action enters
@@ -107,8 +109,9 @@ class FusedContact:
     `candidate_links`: the points whose posterior cost is within the estimator's
     `ambiguity` of the best, the estimate first. `chi2`: the weighted squared residual of
     the `equations` used (torques, wrench) at the estimate; `consistent`: it is within
-    the noise (χ² test at 99.9 %, `equations` − 5 degrees of freedom). `link` is None when
-    no contact is present (`message` says why).
+    the noise (χ² test at 99.9 %, `equations` − 5 degrees of freedom). `residual` (N·m):
+    ‖τ − J(p)ᵀF‖ with the torques, else the base moment's ‖m − p × F‖. `link` is None
+    when no contact is present (`message` says why).
     """
 
     link: str | None
@@ -119,6 +122,7 @@ class FusedContact:
     sensors: tuple[str, ...]
     link_range: tuple[str, str] | None
     chi2: float
+    residual: float
     equations: int
     consistent: bool
     candidates: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
@@ -268,7 +272,7 @@ class FusedContactEstimator:
                        frame_jacobians[self._joint_frames])
         span = self._range(tau, wrench, joint_poses[2], noise)
         if span is None:
-            return FusedContact(None, None, None, None, None, (), None, 0.0, 0, True,
+            return FusedContact(None, None, None, None, None, (), None, 0.0, 0.0, 0, True,
                                 message='no joint torque reaches delta_tau and no base force '
                                         'reaches min_force')
         in_range = (self.link_joint >= span[0]) & (self.link_joint <= span[1])
@@ -281,7 +285,7 @@ class FusedContactEstimator:
                                                  (LIDAR, data.prior is not None)) if used)
 
         # Seeds: where the lines of action enter the links of the range, the lidar's points
-        # and samples: with the base wrench, the nearest to its line on each link it does
+        # and samples: with the base wrench, the one nearest its line on each link it does
         # not enter (every seed is refined); else the best of each link (the `refined` best
         # seeds are).
         links, points, inward = self._line_entries(
@@ -295,7 +299,7 @@ class FusedContactEstimator:
             sampled = in_range.copy()
             sampled[links] = False
             samples, away = self._near_line(wrench, noise, rotations, origins, sampled)
-            samples = samples[self._best_per_link(self._sample_link[samples], away)]
+            samples = samples[self._best_per_link(self._sample_link[samples], away, 1)]
             seeds = np.arange(len(samples) + len(links))
         else:
             samples = np.flatnonzero(in_range[self._sample_link])
@@ -325,11 +329,17 @@ class FusedContactEstimator:
         consistent = bool(dof <= 0 or chi2[best] <= self._chi2_limit[dof - 1])
         candidates = (np.einsum('kij,kj->ki', rotations[links[chosen]], points[chosen])
                       + origins[links[chosen]])
+        if tau is not None:
+            residual = tau - torque_maps(frame_jacobians[self._surface_index[[link]]],
+                                         point[None])[0] @ force[best]
+        else:
+            residual = wrench[3:] - np.cross(rotation @ point + origin, rotation @ force[best])
         return FusedContact(
             self.links[link], point, rotation @ point + origin, force[best],
             rotation @ force[best], sensors,
             (self.robot.joint_links[span[0]], self.robot.joint_links[span[1]]),
-            float(chi2[best]), data.equations, consistent, candidates,
+            float(chi2[best]), float(np.linalg.norm(residual)), data.equations, consistent,
+            candidates,
             [self.links[i] for i in links[chosen]],
             '' if consistent else f'no single point contact explains the data within the '
                                   f'noise (χ² {chi2[best]:.1f} over {data.equations} equations)')
@@ -452,12 +462,12 @@ class FusedContactEstimator:
                      / self.prior_radius) ** 2
         return force, cost, chi2
 
-    def _best_per_link(self, owner, cost) -> np.ndarray:
-        """Indices of the `seeds_per_link` cheapest of each link's samples."""
+    def _best_per_link(self, owner, cost, count: int | None = None) -> np.ndarray:
+        """Indices of the `count` (default `seeds_per_link`) cheapest of each link's samples."""
         order = np.lexsort((cost, owner))
         link = owner[order]
         rank = np.arange(len(order)) - np.searchsorted(link, link)
-        return order[rank < self.seeds_per_link]
+        return order[rank < (count or self.seeds_per_link)]
 
     def _near_line(self, wrench, noise: SensorNoise, rotations, origins,
                    sampled) -> np.ndarray:
@@ -600,7 +610,8 @@ class FusedContactEstimator:
                  + self._shift[other])
         result = self._scene.compute_closest_points(o3d.core.Tensor(local.astype(np.float32)))
         buried = np.zeros(len(links), dtype=bool)
-        buried[point[np.linalg.norm(local - result['points'].numpy(), axis=1) < _CLEARANCE]] = True
+        close = np.linalg.norm(local - result['points'].numpy(), axis=1) < _CLEARANCE
+        buried[point[close]] = True
         return np.flatnonzero(~buried)
 
     @staticmethod
