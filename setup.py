@@ -17,8 +17,8 @@ NODE_SCRIPTS = [
     'sim_cobot',
 ]
 
-# Pipeline mode (nodes.yaml `pipeline`): the 1 kHz chain in one process (the same entry).
-PIPELINE_SCRIPT = 'contact_estimation_pipeline'
+# Composed mode (nodes.yaml `composed`): every core node in one process (the same entry).
+COMPOSED_SCRIPT = 'contact_estimation_composed'
 
 # ROS 2 Python wheels (ros-python-wheels, Kilted) for machines without a ROS distribution.
 # Kept in an extra so that a ROS install, which provides these itself, does not pull them.
@@ -31,6 +31,7 @@ ROS_WHEELS = [
     'ros-std-srvs==5.5.1',
     'ros-visualization-msgs==5.5.1',
     'ros-diagnostic-msgs==5.5.1',
+    'ros-rosgraph-msgs==2.3.0',
 ]
 
 setup(
@@ -73,7 +74,7 @@ setup(
     tests_require=['pytest'],
     entry_points={
         'console_scripts': [
-            f'{name} = {PACKAGE}.nodes.__main__:main' for name in [*NODE_SCRIPTS, PIPELINE_SCRIPT]
+            f'{name} = {PACKAGE}.nodes.__main__:main' for name in [*NODE_SCRIPTS, COMPOSED_SCRIPT]
         ] + ['contact-estimation = contact_estimation.cli:main'],
     },
 )

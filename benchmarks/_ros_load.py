@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
+from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
 
 from contact_estimation import manifest
@@ -32,11 +33,13 @@ from contact_estimation.core.trajectory import SmoothRandomTrajectory
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.qos import PIPELINE_QOS
 from contact_estimation.ros.spinning import spin_for, spin_until
-from contact_estimation.ros.testing import node_process, pipeline_process, ros_context
+from contact_estimation.ros.conversions import wrench_stamped
+from contact_estimation.ros.testing import composed_process, node_process, ros_context
 
 # s of listening after the last input: the last outputs and one more /diagnostics (1 Hz)
 # with the nodes' final message counts.
 DRAIN = 2.5
+REALTIME_PRIORITY = 50  # SCHED_FIFO priority of the load publisher, the "driver"
 LOG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'out')
 
 
@@ -70,22 +73,35 @@ class CpuClock:
 @dataclass(frozen=True)
 class Contacts:
     """A collision-level torque `offset` (N·m) added to the effort of `joint` for `duration`
-    s every `period` s, so the pipeline sees a contact (the residual is ~0 otherwise)."""
+    s every `period` s, so the pipeline sees a contact (the residual is ~0 otherwise).
+
+    With a `link`, the contact is physical instead: the force `force` (N, base frame) ON the
+    robot at `point` (link frame) of `link`, which gives τ_ext = J(p)ᵀF (so the measured
+    effort is τ − J(p)ᵀF) and, on the base F/T sensor, [F; p × F] more: what the contact
+    localizer and the F/T estimator estimate."""
 
     joint: int
     offset: float
     period: float
     duration: float
+    link: str = ''
+    point: tuple = (0.0, 0.0, 0.0)
+    force: tuple = (0.0, 0.0, 0.0)
 
     def active(self, i: int, rate: float) -> bool:
         return i % int(self.period * rate) < int(self.duration * rate)
 
+    def onsets(self, count: int, rate: float) -> np.ndarray:
+        """Sample indices at which a contact starts."""
+        return np.arange(0, count, int(self.period * rate))
+
 
 class PandaStream:
-    """Joint states of a Panda in smooth motion, as the franka driver publishes them.
+    """Joint states of a Panda in smooth motion, as the franka driver publishes them, and the
+    base F/T sensor's readings (robot on sensor, as sim_cobot's) of the same samples.
 
     Position, velocity and effort of the 7 arm joints (effort = the URDF inverse dynamics of
-    the motion, so the residual is ~0 without an added offset) plus the two finger joints,
+    the motion, so the residual is ~0 without a contact) plus the two finger joints,
     precomputed for `count` samples at `rate` so that publishing costs only the message.
     Picklable: the publisher process gets it whole.
     """
@@ -93,28 +109,50 @@ class PandaStream:
     FINGERS = ['panda_finger_joint1', 'panda_finger_joint2']
 
     def __init__(self, robot: RobotModel, rate: float, count: int, fingers: bool = True,
-                 contacts: Contacts | None = None):
+                 contacts: Contacts | None = None, wrenches: bool = False):
         trajectory = SmoothRandomTrajectory(robot, seed=0, speed_scale=0.3, amplitude=0.5)
         samples = [trajectory.sample(i / rate) for i in range(count)]
         self.rate = rate
         self.q = np.array([s[0] for s in samples])
         self.v = np.array([s[1] for s in samples])
         self.effort = np.array([robot.rnea(*s) for s in samples])
+        self.wrench = (np.array([np.concatenate(robot.base_wrench(*s)) for s in samples])
+                       if wrenches else None)
+        self.base_link = robot.base_link
         if contacts is not None:
-            touched = [contacts.active(i, rate) for i in range(count)]
-            self.effort[touched, contacts.joint] += contacts.offset
+            touched = np.flatnonzero([contacts.active(i, rate) for i in range(count)])
+            if contacts.link:
+                self._touch(robot, contacts, touched)
+            else:
+                self.effort[touched, contacts.joint] += contacts.offset
         extra = len(self.FINGERS) if fingers else 0
         self.names = list(robot.joint_names) + (self.FINGERS if fingers else [])
-        self._extra = [0.02] * extra, [0.0] * extra, [0.0] * extra
+        self._extra = [0.0] * extra
+
+    def _touch(self, robot: RobotModel, contacts: Contacts, touched: np.ndarray) -> None:
+        force = np.asarray(contacts.force, dtype=float)
+        for i in touched:
+            jacobian = robot.jacobian(self.q[i], contacts.link, np.asarray(contacts.point))
+            self.effort[i] -= jacobian[:3].T @ force  # τ + τ_ext = τ_model, τ_ext = JᵀF
+            if self.wrench is not None:
+                rotation, position = robot.link_pose(self.q[i], contacts.link)
+                at = rotation @ np.asarray(contacts.point) + position
+                self.wrench[i] += np.concatenate([force, np.cross(at, force)])
 
     def message(self, i: int, stamp) -> JointState:
         msg = JointState(name=self.names)
         msg.header.stamp = stamp
         msg.header.frame_id = ''
-        msg.position = self.q[i].tolist() + self._extra[0]
-        msg.velocity = self.v[i].tolist() + self._extra[1]
-        msg.effort = self.effort[i].tolist() + self._extra[2]
+        msg.position = self.q[i].tolist() + [0.02] * len(self._extra)
+        msg.velocity = self.v[i].tolist() + self._extra
+        msg.effort = self.effort[i].tolist() + self._extra
         return msg
+
+    def wrench_message(self, i: int, stamp) -> WrenchStamped | None:
+        """The base F/T reading of sample i (None without `wrenches`)."""
+        if self.wrench is None:
+            return None
+        return wrench_stamped(stamp, self.base_link, self.wrench[i, :3], self.wrench[i, 3:])
 
 
 class StampLatencies:
@@ -151,6 +189,8 @@ class Run:
     sent: int = 0                       # inputs published in the measured period
     published: int = 0                  # inputs published in all, warm-up included
     cpu: dict[str, float] = field(default_factory=dict)  # % of one core, per node process
+    stamps: list[float] = field(default_factory=list)    # stamp of input i (wall time, s)
+    priority: str = ''                  # the publisher's scheduling (realtime_priority)
 
 
 @dataclass
@@ -180,20 +220,21 @@ class LoadResult:
 
 def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
              outputs: list[Output], duration: float, warmup: float = 2.0,
-             progress=None, pipeline: bool = False) -> Run:
+             progress=None, composed: bool = False, wrench_topic: str = '') -> Run:
     """Start `nodes` (name → parameter overrides) as processes, listen to `outputs` here, and
-    publish `stream.message(i, stamp)` on `input_topic` at `stream.rate` Hz for warmup +
-    duration s from a publisher process of its own. With `pipeline`, `nodes` are the
-    pipeline's and run in one process (pipeline mode).
+    publish `stream.message(i, stamp)` on `input_topic` (and its F/T reading on
+    `wrench_topic`, if given) at `stream.rate` Hz for warmup + duration s from a publisher
+    process of its own, at real-time priority where the OS allows it (as a robot driver
+    runs). With `composed`, `nodes` are the composed ones and run in one process.
 
     Logs go to out/<process>_load.log. `progress(k)` is called every second of publishing.
     """
     os.makedirs(LOG_DIR, exist_ok=True)
-    together = manifest.pipeline()
+    together = manifest.composed()
     with ExitStack() as stack:
-        if pipeline:
-            assert set(nodes) == set(together.nodes), f'pipeline mode runs {together.nodes}'
-            procs = {together.name: stack.enter_context(pipeline_process(
+        if composed:
+            assert set(nodes) == set(together.nodes), f'composed mode runs {together.nodes}'
+            procs = {together.name: stack.enter_context(composed_process(
                 nodes, log_path=os.path.join(LOG_DIR, f'{together.name}_load.log')))}
         else:
             procs = {name: stack.enter_context(node_process(
@@ -212,7 +253,7 @@ def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
         # discovery: the counts then compare with what was sent.
         inputs = {spec.topic(key) for spec in map(manifest.node, nodes)
                   for key in spec.subscribes}
-        if pipeline:  # handed over by function call, not subscribed to
+        if composed:  # handed over by function call, not subscribed to
             inputs -= together.handed_over_topics()
         if not spin_until(executor, lambda: all(
                 node.count_publishers(out.topic) > 0 for out in outputs) and all(
@@ -223,7 +264,7 @@ def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
         spawn = multiprocessing.get_context('spawn')
         reports = spawn.Queue()
         publisher = spawn.Process(target=_publish, daemon=True, args=(
-            stream, input_topic, duration, warmup, pids, reports))
+            stream, input_topic, wrench_topic, duration, warmup, pids, reports))
         publisher.start()
         stack.callback(publisher.join, 5.0)
         deadline = time.monotonic() + warmup + duration + 60.0
@@ -249,17 +290,30 @@ def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
     return run
 
 
-def _publish(stream: PandaStream, topic: str, duration: float, warmup: float,
-             pids: dict[str, int], reports) -> None:
+def realtime_priority(priority: int = REALTIME_PRIORITY) -> str:
+    """Run this process at SCHED_FIFO `priority`, as ros2_control runs a robot driver; says
+    what it got (the OS may refuse: no root, no CAP_SYS_NICE, a container's limits)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (OSError, AttributeError) as err:
+        return f'normal priority (SCHED_FIFO refused: {err})'
+    return f'SCHED_FIFO {priority}'
+
+
+def _publish(stream: PandaStream, topic: str, wrench_topic: str, duration: float,
+             warmup: float, pids: dict[str, int], reports) -> None:
     """The publisher process: input i at start + i / rate, stamped with the wall clock.
 
     Reports to the monitor through `reports`: 1 per second published (progress), then the Run
     (CPU of every process over the measured period), or the exception that stopped it.
     """
     try:
+        priority = realtime_priority()
         with ros_context() as context:
             node = rclpy.create_node('load_publisher', context=context)
             publisher = node.create_publisher(JointState, topic, PIPELINE_QOS)
+            wrenches = (node.create_publisher(WrenchStamped, wrench_topic, PIPELINE_QOS)
+                        if wrench_topic else None)
             deadline = time.monotonic() + 30.0
             while publisher.get_subscription_count() == 0:
                 if time.monotonic() > deadline:
@@ -267,7 +321,7 @@ def _publish(stream: PandaStream, topic: str, duration: float, warmup: float,
                 time.sleep(0.05)
             clocks = {name: CpuClock(pid) for name, pid in pids.items()}
             clocks['load publisher'] = CpuClock(os.getpid())
-            run = Run()
+            run = Run(priority=priority)
             period, start = 1.0 / stream.rate, time.monotonic()
             run.measure_from = time.time() + warmup
             cpu_start, wall_start = None, 0.0
@@ -279,7 +333,11 @@ def _publish(stream: PandaStream, topic: str, duration: float, warmup: float,
                 if cpu_start is None and now >= run.measure_from:
                     cpu_start = {name: c.read() for name, c in clocks.items()}
                     wall_start = time.monotonic()
-                publisher.publish(stream.message(i, seconds_to_stamp(now)))
+                stamp = seconds_to_stamp(now)
+                publisher.publish(stream.message(i, stamp))
+                if wrenches is not None:
+                    wrenches.publish(stream.wrench_message(i, stamp))
+                run.stamps.append(now)
                 run.published += 1
                 if cpu_start is not None:
                     run.sent += 1

@@ -3,9 +3,10 @@
 Each node runs `python -m contact_estimation.nodes <name> --ros-args -r __node:=<name>
 --params-file config/<name>.yaml [--params-file EXTRA] [-p key:=value]`; a later parameter
 file overrides an earlier one, so one user file with sections for several nodes works.
-In pipeline mode its nodes run in one process, `python -m contact_estimation.nodes
-contact_estimation_pipeline --ros-args --params-file config/<node>.yaml ... [--params-file
-EXTRA]`: each node takes its own section of every file, by name. (contact_estimation/nodes/
+In composed mode (the default) the core nodes run in one process, `python -m
+contact_estimation.nodes contact_estimation_composed --ros-args --params-file
+config/<node>.yaml ... [--params-file EXTRA]`: each node takes its own section of every
+file, by name. (contact_estimation/nodes/
 __main__.py: a process stopped while it still imports exits quietly with code 0.)
 """
 from __future__ import annotations
@@ -36,14 +37,14 @@ def node_command(name: str, params_file: str | None = None,
     return cmd
 
 
-def pipeline_command(extra_params_files: tuple[str, ...] = ()) -> list[str]:
-    """The command line that runs the pipeline's nodes in one process with this interpreter.
+def composed_command(extra_params_files: tuple[str, ...] = ()) -> list[str]:
+    """The command line that runs the composed nodes in one process with this interpreter.
 
     No `__node` remap (it would rename every node of the process) and no `-p` (it would set
     the parameter on every node that declares it): per-node values go in a parameter file
     (`parameter_file`).
     """
-    spec = manifest.pipeline()
+    spec = manifest.composed()
     cmd = _entry_command(spec)
     for path in (*(manifest.node(n).parameters_path() for n in spec.nodes), *extra_params_files):
         cmd += ['--params-file', path]
@@ -63,6 +64,12 @@ def parameter_file(values: dict[str, dict[str, object]]) -> str:
         yaml.safe_dump({name: {'ros__parameters': dict(params)}
                         for name, params in values.items()}, f)
     return f.name
+
+
+def realtime_prefix(priority: int) -> list[str]:
+    """The command prefix that runs a process at SCHED_FIFO `priority` (none for 0): chrt
+    fails at once, with the OS's reason, where real-time priority is not allowed."""
+    return ['chrt', '-f', str(priority)] if priority else []
 
 
 def param_literal(value: object) -> str:
@@ -91,13 +98,14 @@ def stop_process(proc: subprocess.Popen, grace: float = 5.0) -> int:
 @dataclass
 class NodeSet:
     """A group of manifest nodes running as child processes: `names` are node names, or the
-    pipeline's process name (manifest.processes) for its nodes in one process.
+    composed process's name (manifest.processes) for its nodes in one process.
     `overrides` are parameter values by node name."""
 
     names: list[str]
     extra_params_files: tuple[str, ...] = ()
     overrides: dict[str, dict[str, object]] = field(default_factory=dict)
     log_dir: str | None = None
+    priority: int = 0          # SCHED_FIFO priority (chrt -f) of every process; 0: normal
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     _reported: set[str] = field(default_factory=set)
     _scratch_files: list[str] = field(default_factory=list)
@@ -108,18 +116,19 @@ class NodeSet:
             if self.log_dir:
                 os.makedirs(self.log_dir, exist_ok=True)
                 out = open(os.path.join(self.log_dir, f'{name}.log'), 'w')
-            self.processes[name] = subprocess.Popen(self._command(name), stdout=out,
-                                                    stderr=subprocess.STDOUT)
+            self.processes[name] = subprocess.Popen(
+                realtime_prefix(self.priority) + self._command(name), stdout=out,
+                stderr=subprocess.STDOUT)
 
     def _command(self, name: str) -> list[str]:
-        pipeline = manifest.pipeline()
-        if name != pipeline.name:
+        composed = manifest.composed()
+        if name != composed.name:
             return node_command(name, overrides=self.overrides.get(name),
                                 extra_params_files=self.extra_params_files)
-        overrides = {n: self.overrides[n] for n in pipeline.nodes if n in self.overrides}
+        overrides = {n: self.overrides[n] for n in composed.nodes if n in self.overrides}
         if overrides:
             self._scratch_files.append(parameter_file(overrides))
-        return pipeline_command(self.extra_params_files + tuple(self._scratch_files))
+        return composed_command(self.extra_params_files + tuple(self._scratch_files))
 
     def newly_dead(self) -> list[tuple[str, int]]:
         """Nodes that exited since the last call, with their exit codes."""

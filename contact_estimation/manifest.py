@@ -50,12 +50,13 @@ class NodeSpec:
 
 
 @dataclass(frozen=True)
-class PipelineSpec:
-    """Pipeline mode: `nodes` in one process (console script `executable`), each handing its
-    samples to the nodes that read them by function call (contact_estimation/pipeline.py)."""
+class ComposedSpec:
+    """Composed mode: `nodes` in one process (console script `executable`), each handing its
+    samples to the nodes that read them by function call (contact_estimation/composed.py),
+    on the `threads` (name → nodes) that nodes.yaml gives."""
 
     executable: str
-    nodes: tuple[str, ...]
+    threads: dict[str, tuple[str, ...]]
 
     @property
     def name(self) -> str:
@@ -64,21 +65,26 @@ class PipelineSpec:
 
     @property
     def module(self) -> str:
-        return f'{PACKAGE}.pipeline'
+        return f'{PACKAGE}.composed'
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(n for thread in self.threads.values() for n in thread)
 
     @property
     def node_names(self) -> tuple[str, ...]:
         return self.nodes
 
-    def handed_over_topics(self) -> set[str]:
-        """Topics one of the nodes publishes and another reads: passed by function call."""
-        specs = [node(name) for name in self.nodes]
+    def handed_over_topics(self, names: tuple[str, ...] | None = None) -> set[str]:
+        """Topics one of the nodes (`names`, default all) publishes and another reads:
+        passed by function call."""
+        specs = [node(name) for name in names or self.nodes]
         published = {s.topic(key) for s in specs for key in s.publishes}
         read = {s.topic(key) for s in specs for key in s.subscribes}
         return published & read
 
 
-Process = NodeSpec | PipelineSpec
+Process = NodeSpec | ComposedSpec
 
 
 @lru_cache(maxsize=1)
@@ -97,9 +103,10 @@ def node(name: str) -> NodeSpec:
 
 
 @lru_cache(maxsize=1)
-def pipeline() -> PipelineSpec:
-    raw = _declarations()['pipeline']
-    return PipelineSpec(raw['executable'], tuple(raw['nodes']))
+def composed() -> ComposedSpec:
+    raw = _declarations()['composed']
+    return ComposedSpec(raw['executable'],
+                        {name: tuple(nodes) for name, nodes in raw['threads'].items()})
 
 
 def share_directory() -> str:
@@ -137,12 +144,12 @@ def robot_source(parameter_files: list[str]) -> str:
     return source['robot_description'] or source['robot']
 
 
-def processes(with_sim: bool, pipeline_mode: bool) -> list[Process]:
-    """What to start, one entry per process: the `selected` nodes, with the pipeline's in
-    one process (where its first node stands) in pipeline mode."""
-    if not pipeline_mode:
+def processes(with_sim: bool, separate: bool = False) -> list[Process]:
+    """What to start, one entry per process: the `selected` nodes, the composed ones in one
+    process (where the first of them stands) unless `separate`."""
+    if separate:
         return list(selected(with_sim))
-    together = pipeline()
+    together = composed()
     result: list[Process] = []
     for spec in selected(with_sim):
         if spec.name not in together.nodes:

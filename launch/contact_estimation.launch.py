@@ -1,12 +1,15 @@
 """Launch the contact_estimation node set on a ROS 2 install.
 
     ros2 launch contact_estimation contact_estimation.launch.py [sim:=true] [params_file:=FILE]
-                                                                [rviz:=true] [pipeline:=true]
+                                                                [rviz:=true] [separate:=true]
+                                                                [priority:=N]
 
 The nodes, their executables and parameter files come from contact_estimation/nodes.yaml
 (read through contact_estimation.manifest), the same list `contact-estimation up` starts.
-With pipeline:=true the nodes of its `pipeline` run in one process (the same nodes, names
-and parameters; each takes its own section of the parameter files).
+The core nodes run composed in one process (nodes.yaml `composed`: the same nodes, names and
+parameters; each takes its own section of the parameter files); separate:=true starts one
+process per node instead. priority:=N runs them at SCHED_FIFO priority N (chrt -f N), below
+the robot driver's (README, Real-time priority).
 rviz:=true also starts rviz2 with rviz/contact_estimation.rviz and, for its robot model,
 robot_state_publisher with the URDF of the robot the nodes load; each only where the
 distribution has it.
@@ -31,13 +34,17 @@ def _parameter_files(spec: manifest.Process, context) -> list[str]:
 
 
 def _nodes(context):
+    from contact_estimation.launcher import realtime_prefix
+
     started = []
-    for spec in manifest.processes(_flag(context, 'sim'), _flag(context, 'pipeline')):
-        # A name would rename every node of the pipeline's process: only a node gets one.
+    priority = int(LaunchConfiguration('priority').perform(context) or 0)
+    prefix = {'prefix': ' '.join(realtime_prefix(priority))} if priority else {}
+    for spec in manifest.processes(_flag(context, 'sim'), _flag(context, 'separate')):
+        # A name would rename every node of the composed process: only a node gets one.
         named = {'name': spec.name} if isinstance(spec, manifest.NodeSpec) else {}
         started.append(Node(package=manifest.PACKAGE, executable=spec.executable,
                             output='screen', parameters=_parameter_files(spec, context),
-                            **named))
+                            **named, **prefix))
     return started
 
 
@@ -82,9 +89,12 @@ def generate_launch_description():
                               description='parameter file applied over the defaults'),
         DeclareLaunchArgument('rviz', default_value='false',
                               description='also start rviz2 (and robot_state_publisher)'),
-        DeclareLaunchArgument('pipeline', default_value='false',
-                              description='run the 1 kHz chain (listener, residual, detector) '
-                                          'in one process: less CPU and latency'),
+        DeclareLaunchArgument('priority', default_value='0',
+                              description='SCHED_FIFO priority of the suite (chrt -f), below '
+                                          "the driver's; 0 = normal"),
+        DeclareLaunchArgument('separate', default_value='false',
+                              description='one process per node instead of the core nodes '
+                                          'composed in one process'),
         OpaqueFunction(function=_nodes),
         OpaqueFunction(function=_viewers),
     ])

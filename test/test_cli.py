@@ -37,7 +37,7 @@ def test_up_reports_a_node_that_dies_and_stops_the_rest_on_ctrl_c(tmp_path):
     config = tmp_path / 'bad.yaml'
     config.write_text(yaml.safe_dump({'residual_node': {'ros__parameters': {
         'model': 'fast', 'model_file': str(tmp_path / 'missing_model.yaml')}}}))
-    proc = _cli('up', '--config', str(config), '--log-dir', str(tmp_path / 'logs'))
+    proc = _cli('up', '--separate', '--config', str(config), '--log-dir', str(tmp_path / 'logs'))
     lines, deadline = [], time.monotonic() + 60
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
@@ -66,10 +66,10 @@ def _has_started(log_path) -> bool:
     return log_path.exists() and '[INFO]' in log_path.read_text()
 
 
-def test_up_pipeline_runs_the_pipeline_nodes_in_one_process_and_stops_cleanly(tmp_path):
+def test_up_runs_the_core_nodes_composed_in_one_process_and_stops_cleanly(tmp_path):
     logs = tmp_path / 'logs'
-    proc = _cli('up', '--pipeline', '--log-dir', str(logs))
-    together = manifest.pipeline()
+    proc = _cli('up', '--log-dir', str(logs))
+    together = manifest.composed()
     log = logs / f'{together.name}.log'
     others = [s.name for s in manifest.selected(with_sim=False) if s.name not in together.nodes]
     deadline = time.monotonic() + 60
@@ -80,7 +80,7 @@ def test_up_pipeline_runs_the_pipeline_nodes_in_one_process_and_stops_cleanly(tm
         assert proc.poll() is None, proc.communicate()[0]
         assert time.monotonic() < deadline, 'the node set did not start'
         time.sleep(0.1)
-    # One process for the three nodes, one for each other node.
+    # One process for the composed nodes, one for each other node.
     assert sorted(p.name for p in logs.iterdir()) == sorted(
         f'{name}.log' for name in [together.name, *others])
     proc.send_signal(signal.SIGINT)
@@ -93,3 +93,9 @@ def test_up_refuses_a_missing_config_file(tmp_path):
     proc = _cli('up', '--config', str(tmp_path / 'nope.yaml'))
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 2 and 'nope.yaml: no such file' in out
+
+
+def test_up_refuses_a_priority_outside_sched_fifo(tmp_path):
+    proc = _cli('up', '--priority', '150')
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and 'must be 0 (normal) or 1-99' in out

@@ -21,6 +21,7 @@ def test_demo_runs_every_node_reports_their_topics_and_the_reaction_and_writes_a
         timeout=STARTUP_TIMEOUT + WALL_DEADLINE + 60)
     assert proc.returncode == 0, proc.stdout
     assert 'demo: OK' in proc.stdout
+    assert 'verdict: no stop before the push' in proc.stdout, proc.stdout
     assert 'the scenario played out' in proc.stdout, proc.stdout
     assert 'simulation: ' in proc.stdout  # kept up, or says it could not
     for spec in manifest.selected(with_sim=True):

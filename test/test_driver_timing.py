@@ -58,7 +58,7 @@ def test_a_jittered_reordered_100_hz_stream_gives_the_external_torque(panda, kin
             continue
         sample = result.sample
         steps.add(sample.t)
-        out = residual.update(sample.t, sample.q, sample.v, sample.effort)
+        out = residual.update(sample.t, sample.q, sample.v, sample.tau)
         restarts += bool(residual.last_gap)
         settled = sample.t - T0 > 0.3 and not 2.0 <= sample.t - T0 < 2.3
         if settled and kind != 'fast':  # the fast residual omits M q̈ + C q̇ on purpose

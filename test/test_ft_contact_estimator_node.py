@@ -139,7 +139,8 @@ def harness(context, tmp_path):
     made = []
 
     def make(**overrides):
-        made.append(Harness(context, tmp_path, **overrides))
+        # Every sample located (1 kHz), so that each can be checked.
+        made.append(Harness(context, tmp_path, **{'max_rate': 1000.0, **overrides}))
         return made[-1]
     yield make
     for h in made:
@@ -310,3 +311,16 @@ def test_zero_refuses_a_moving_arm_and_its_offset_survives_a_restart(harness, tm
         np.testing.assert_allclose(np.concatenate(wrench_to_arrays(base)), 0.0, atol=1e-6)
     finally:
         again.close()
+
+
+def test_a_reading_stamped_in_2038_is_refused_and_the_output_goes_on(harness):
+    """Issue 19: one reading stamped in 2038 (sent 5 times) waited for a joint state that
+    never comes, and every later reading queued behind it: the output stopped for good."""
+    h = harness()
+    h.sample(0)
+    year_2038 = 2 ** 31 - 1.0
+    for _ in range(5):
+        h.reading(year_2038)
+    assert h.counted('future_stamp', at_least=5)
+    for k in range(1, 20):
+        h.sample(k)  # each waits for its base wrench

@@ -60,7 +60,7 @@ def test_good_message_comes_out_in_model_order_without_the_fingers(panda, condit
     sample = result.sample
     np.testing.assert_allclose(sample.q, q)
     np.testing.assert_allclose(sample.v, v)
-    np.testing.assert_allclose(sample.effort, effort)
+    np.testing.assert_allclose(sample.tau, effort)
     assert sample.t == T0 and sample.stamp == 'stamp-object'
 
 
@@ -335,7 +335,7 @@ def test_two_arm_halves_merge_into_one_sample_with_the_newest_stamp(panda, condi
     np.testing.assert_allclose(sample.q, q)
     np.testing.assert_allclose(sample.v, v)
     assert sample.t == T0 + 0.0004 and sample.stamp == 'first'
-    assert sample.effort is None  # no effort in either part
+    assert sample.tau is None  # no effort in either part
 
 
 def test_merging_continues_cycle_after_cycle(panda, conditioner):
@@ -369,7 +369,7 @@ def test_motor_current_becomes_joint_torque(panda):
     transmission = Transmission.create(panda.n, k_m, gear, effort_is_current=True)
     conditioner = JointStateConditioner.for_robot(panda, transmission=transmission)
     result = receive(conditioner, T0, *full_message(panda, home(panda), np.zeros(panda.n), current))
-    np.testing.assert_allclose(result.sample.effort, gear * k_m * current)  # eqs. 1–2
+    np.testing.assert_allclose(result.sample.tau, gear * k_m * current)  # eqs. 1–2
     np.testing.assert_allclose(result.sample.q, home(panda))
 
 

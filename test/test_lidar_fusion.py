@@ -100,3 +100,12 @@ def test_pose_history_gives_the_pose_nearest_a_stamp_within_its_span():
     assert history.at(0.61) == 6         # kept: within the span of the latest
     assert history.at(0.2) == 5          # 0.2 is older than the span: the nearest kept
     assert history.at(1.6) is None       # nothing within the span
+
+
+def test_pose_history_is_bounded_by_count_after_a_stamp_in_the_future():
+    """Issue 19: a pose stamped in 2038 never aged out, and the history grew without end."""
+    history = PoseHistory(span=0.5, max_samples=100)
+    history.add(2 ** 31, 'future')
+    for k in range(1000):
+        history.add(1.0 + k * 1e-3, k)
+    assert len(history._samples) == 100 and history.at(1.999) == 999

@@ -67,7 +67,8 @@ def _launch_stand_ins(installed: set[str]) -> dict:
 
 
 def _launched(sim: str, params_file: str, rviz: str = 'false',
-              installed: frozenset = frozenset(), pipeline: str = 'false') -> list[_Recorder]:
+              installed: frozenset = frozenset(), separate: str = 'false',
+              priority: str = '0') -> list[_Recorder]:
     """The actions the launch file's OpaqueFunctions return for these arguments, with
     `installed` the ROS packages the ament index knows."""
     path = os.path.join(ROOT, 'launch', 'contact_estimation.launch.py')
@@ -80,9 +81,9 @@ def _launched(sim: str, params_file: str, rviz: str = 'false',
         spec.loader.exec_module(module)
         description = module.generate_launch_description()
         _LaunchConfiguration.values = {'sim': sim, 'params_file': params_file, 'rviz': rviz,
-                                       'pipeline': pipeline}
+                                       'separate': separate, 'priority': priority}
         declared = {a.args[0] for a in description if a.args}
-        assert declared == {'sim', 'params_file', 'rviz', 'pipeline'}
+        assert declared == {'sim', 'params_file', 'rviz', 'separate', 'priority'}
         opaque = [a for a in description if 'function' in a.kwargs]
         return [action for a in opaque for action in a.kwargs['function'](None)]
     finally:
@@ -93,8 +94,8 @@ def _launched(sim: str, params_file: str, rviz: str = 'false',
                 sys.modules[key] = value
 
 
-def _launched_nodes(sim: str, params_file: str, pipeline: str = 'false') -> list[dict]:
-    return [action.kwargs for action in _launched(sim, params_file, pipeline=pipeline)]
+def _launched_nodes(sim: str, params_file: str, separate: str = 'false') -> list[dict]:
+    return [action.kwargs for action in _launched(sim, params_file, separate=separate)]
 
 
 def test_rviz_starts_rviz2_with_the_config_and_robot_state_publisher_with_the_urdf():
@@ -111,7 +112,7 @@ def test_rviz_starts_rviz2_with_the_config_and_robot_state_publisher_with_the_ur
 
 
 def test_rviz_without_the_viewer_packages_says_so_and_starts_the_nodes():
-    launched = _launched('false', '', rviz='true')
+    launched = _launched('false', '', rviz='true', separate='true')
     messages = [a.kwargs['msg'] for a in launched if 'msg' in a.kwargs]
     assert any('rviz2 is not installed' in m for m in messages)
     assert any('robot_state_publisher is not installed' in m for m in messages)
@@ -147,18 +148,18 @@ def test_rviz_config_parses_and_names_only_topics_the_nodes_publish():
 
 
 def _console_scripts() -> set[str]:
-    """setup.py's NODE_SCRIPTS and PIPELINE_SCRIPT."""
+    """setup.py's NODE_SCRIPTS and COMPOSED_SCRIPT."""
     tree = ast.parse(open(os.path.join(ROOT, 'setup.py')).read())
     values = {node.targets[0].id: ast.literal_eval(node.value) for node in ast.walk(tree)
               if isinstance(node, ast.Assign) and node.targets[0].id in ('NODE_SCRIPTS',
-                                                                          'PIPELINE_SCRIPT')}
-    assert len(values) == 2, 'setup.py lacks NODE_SCRIPTS or PIPELINE_SCRIPT'
-    return {*values['NODE_SCRIPTS'], values['PIPELINE_SCRIPT']}
+                                                                          'COMPOSED_SCRIPT')}
+    assert len(values) == 2, 'setup.py lacks NODE_SCRIPTS or COMPOSED_SCRIPT'
+    return {*values['NODE_SCRIPTS'], values['COMPOSED_SCRIPT']}
 
 
 @pytest.mark.parametrize('sim', ['true', 'false'])
 def test_launch_starts_console_scripts_with_existing_parameter_files(sim):
-    launched = _launched_nodes(sim, '')
+    launched = _launched_nodes(sim, '', separate='true')
     scripts = _console_scripts()
     assert launched, 'the launch file starts no node'
     for node in launched:
@@ -174,9 +175,9 @@ def test_launch_starts_console_scripts_with_existing_parameter_files(sim):
 
 
 @pytest.mark.parametrize('sim', ['true', 'false'])
-def test_launch_with_pipeline_runs_the_pipeline_nodes_in_one_process(sim):
-    launched = _launched_nodes(sim, '/tmp/user.yaml', pipeline='true')
-    together = manifest.pipeline()
+def test_launch_runs_the_composed_nodes_in_one_process_by_default(sim):
+    launched = _launched_nodes(sim, '/tmp/user.yaml')
+    together = manifest.composed()
     assert together.executable in _console_scripts()
     [process] = [n for n in launched if n['executable'] == together.executable]
     assert 'name' not in process  # a name would rename every node of the process
@@ -191,8 +192,14 @@ def test_launch_with_pipeline_runs_the_pipeline_nodes_in_one_process(sim):
     assert others | set(together.nodes) == {s.name for s in manifest.selected(sim == 'true')}
 
 
+def test_launch_with_a_priority_runs_every_process_under_chrt():
+    launched = [a.kwargs for a in _launched('true', '', separate='true', priority='40')]
+    assert launched and all(n['prefix'] == 'chrt -f 40' for n in launched)
+    assert all('prefix' not in a.kwargs for a in _launched('true', ''))
+
+
 def test_launch_passes_the_user_parameter_file_after_the_defaults():
-    for node in _launched_nodes('false', '/tmp/user.yaml'):
+    for node in _launched_nodes('false', '/tmp/user.yaml', separate='true'):
         assert node['parameters'][-1] == '/tmp/user.yaml'
         assert len(node['parameters']) == 2
 
@@ -200,7 +207,7 @@ def test_launch_passes_the_user_parameter_file_after_the_defaults():
 def test_launch_and_runner_start_the_same_nodes():
     from contact_estimation.launcher import node_command
     for sim in (True, False):
-        launched = {n['name'] for n in _launched_nodes(str(sim).lower(), '')}
+        launched = {n['name'] for n in _launched_nodes(str(sim).lower(), '', separate='true')}
         assert launched == {s.name for s in manifest.selected(sim)}
     for spec in manifest.nodes().values():
         cmd = node_command(spec.name)

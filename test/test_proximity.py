@@ -290,6 +290,17 @@ def test_unused_keypoints_may_be_missing(planar):
     assert not result.problem and not result.stop
 
 
+@pytest.mark.parametrize('value, words', [(1e200, 'farther than'), (1e308, 'farther than'),
+                                           (6.0, 'long')])
+def test_a_keypoint_far_away_or_a_limb_metres_long_fails_safe(planar, value, words):
+    """Issue 19: a keypoint at 1e200 m made the sphere count of its segment infinite (the
+    node exited); a segment metres long would cost millions of spheres."""
+    keypoints = person(np.array([3.0, 0, 0.3]))
+    keypoints[COCO_17.index('left_wrist')] += [value, 0.0, 0.0]
+    result = verdict(planar, BARE, STILL, STILL, keypoints=keypoints)
+    assert result.stop and words in result.problem and 'left' in result.problem
+
+
 @pytest.mark.parametrize('keypoints', [np.zeros((16, 3)), np.zeros((17, 2)), [['a', 'b', 'c']] * 17,
                                        np.zeros(51)])
 def test_malformed_skeleton_fails_safe(planar, keypoints):

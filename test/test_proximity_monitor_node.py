@@ -209,3 +209,33 @@ def test_a_stop_beside_a_fixture_is_reset_and_coming_nearer_stops_again(rig):
     assert probe.robot_status()['reset_active'] == 'True'
     probe.cloud = cube(fixture - [0.1, 0.0, 0.0])  # 10 cm nearer
     assert until(executor, lambda: probe.stop() is True)
+
+
+def test_an_accepted_and_a_refused_reset_in_a_row_both_answer(rig):
+    """Issue 19: one log call site at info and at warning made rclpy raise in the service
+    callback ("Logger severity cannot be changed between calls") and the node exit."""
+    monitor, probe, executor = rig
+    probe.keypoints = np.zeros((0, 3))  # nobody tracked: clear, so a reset is accepted
+    assert until(executor, lambda: probe.stop() is False)
+    assert reset(probe, executor).success
+    probe.keypoints = standing_skeleton(hand_position(monitor) + [3.0, 0.0, 0.0])[:15]
+    assert until(executor, lambda: stopped_with(probe, 'expected 17 keypoints'))
+    refused = reset(probe, executor)
+    assert not refused.success and 'refused' in refused.message
+    probe.keypoints = np.zeros((0, 3))
+    assert until(executor, lambda: probe.stop() is False)
+    assert reset(probe, executor).success
+
+
+def test_an_empty_skeleton_stamped_in_2038_never_silences_the_stale_stop(rig):
+    """Issue 19: one empty skeleton stamped in 2038 stayed 'fresh' for ever, and 10 s without
+    any skeleton or cloud never raised the stop."""
+    monitor, probe, executor = rig
+    probe.keypoints = np.zeros((0, 3))
+    assert until(executor, lambda: probe.stop() is False)
+    probe.keypoints = None  # the tracker stops...
+    future = PoseArray()   # ...after one empty skeleton from 2038
+    future.header.stamp.sec, future.header.frame_id = 2 ** 31 - 1, probe.skeleton_frame
+    probe._skeleton_pub.publish(future)
+    assert until(executor, lambda: monitor.problems.counts['future_stamp'] >= 1)
+    assert until(executor, lambda: stopped_with(probe, 'no fresh skeleton'))

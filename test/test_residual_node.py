@@ -137,6 +137,20 @@ def test_bad_samples_are_counted_and_dropped_and_a_gap_restarts(harness, panda):
         ('wrong_joints', 'not_finite', 'wrong_sizes', 'out_of_order', 'gap'), 1)
 
 
+def test_a_stamp_in_2038_is_refused_not_taken_as_a_new_time_base(harness, panda):
+    """Issue 19: one joint state stamped in 2038 made the residual restart ("time jumped by
+    351923260 s") and every later sample look out of order."""
+    h = harness()
+    q, zero = np.full(panda.n, 0.2), np.zeros(panda.n)
+    tau = panda.gravity(q) - 1.0
+    h.send(T0, q, zero, tau)
+    h.send(2.0 ** 31 - 1, q, zero, tau, expect_output=False)  # 2038-01-19
+    after = h.send(T0 + 0.001, q, zero, tau)
+    assert np.abs(after.effort).max() > 0.0  # integrated on, not restarted
+    counts = h.node.problems.counts
+    assert (counts['future_stamp'], counts['gap'], counts['out_of_order']) == (1, 0, 0), counts
+
+
 def test_a_sample_that_overflows_the_model_is_dropped_and_the_observer_recovers(harness, panda):
     h = harness()
     q, zero = np.full(panda.n, 0.2), np.zeros(panda.n)

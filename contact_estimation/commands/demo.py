@@ -1,17 +1,20 @@
 """`contact-estimation demo`: the simulated cobot and every node, a scripted scenario, a report.
 
-Starts every node of nodes.yaml as its own process (as `ros2 launch ... sim:=true` would; with
---pipeline the 1 kHz chain in one, as `pipeline:=true`) and listens to every topic they
-declare until the scenario has played out: the contact in the ground truth, the collision
-detector's event, the hold and the resume of seed 003 once the contact is over. Scenario times are simulated times, so a slow machine only makes the demo
-last longer; it ends anyway after `--seconds` of simulated time (read from sim_cobot's
-/diagnostics) or WALL_DEADLINE of wall time. Then it prints what each node received and
+Starts the simulated cobot and the core nodes composed in one process (as `ros2 launch ...
+sim:=true` would; with --separate one process per node, as `separate:=true`), every node on
+the simulator's clock (use_sim_time: a machine that cannot keep up slows the whole graph
+together, with no gap in the stamps), and listens to every topic they declare until the
+scenario has played out: the contact in the ground truth, the collision detector's event,
+the hold and the resume of seed 003 once the contact is over. It ends anyway after
+`--seconds` of simulated time (read from sim_cobot's /diagnostics) or WALL_DEADLINE of wall
+time. Then it prints what each node received and
 published and at which rate, how well the simulator kept up with the wall clock, the
 detector's events and the reaction (hold, resume by itself while the latched stop signal
 stays up until `~/reset`), the contact localizer's estimates against the simulator's
 ground truth of the same stamps (link, point and force errors), and writes a PNG: estimated against true external joint torque,
-the stop signal and the time-scaling factor. Exits 1 if a node died or a node published
-nothing.
+the stop signal and the time-scaling factor. Exits 1, saying why, if a node died, a node
+published nothing, the stop latched before the scripted push (the demo then shows nothing of
+it), or the push was not detected.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import yaml
 
 from contact_estimation import manifest
 from contact_estimation.core.contact import Contact, contact_error
-from contact_estimation.core.detector import COLLISION
+from contact_estimation.core.detector import COLLISION, INVALID, STALE
 from contact_estimation.launcher import NodeSet
 from contact_estimation.ros.conversions import stamp_to_seconds
 
@@ -61,6 +64,8 @@ class TopicMonitor:
         self.first_last: dict[str, tuple[float, float]] = {}  # receive times, by topic
         self.series: dict[str, list] = defaultdict(list)
         self.events: dict[str, float] = {}  # EVENTS and 'contact over': first receive time
+        self.contact_onset: float | None = None  # stamp (simulated s) of the first true contact
+        self.stops: list[tuple[float, str, str]] = []  # detector stops: stamp, cause, message
         # sim_cobot's first and latest pace reports: (receive time, simulated time, values)
         self.first_sim_report: tuple[float, float, dict[str, str]] | None = None
         self.sim_report: tuple[float, float, dict[str, str]] | None = None
@@ -113,6 +118,8 @@ class TopicMonitor:
         self.series[topic].append((now, effort))
         if np.any(effort != 0.0):
             self.events.setdefault('contact', now)
+            if self.contact_onset is None:
+                self.contact_onset = stamp_to_seconds(msg.header.stamp)
         elif 'contact' in self.events:
             self.events.setdefault('contact over', now)
 
@@ -129,9 +136,13 @@ class TopicMonitor:
             self.events.setdefault('resume', now)
 
     def _on_event(self, topic: str, now: float, msg) -> None:
+        stamp = stamp_to_seconds(msg.header.stamp)
         for status in msg.status:
-            self.series[topic].append((now, stamp_to_seconds(msg.header.stamp), status.message))
-            if any(kv.key == 'event' and kv.value == COLLISION for kv in status.values):
+            self.series[topic].append((now, stamp, status.message))
+            cause = next((kv.value for kv in status.values if kv.key == 'event'), '')
+            if cause in (COLLISION, STALE, INVALID):
+                self.stops.append((stamp, cause, status.message))
+            if cause == COLLISION:
                 self.events.setdefault('collision', now)
 
     def _on_diagnostics(self, topic: str, now: float, msg) -> None:
@@ -178,7 +189,8 @@ def _residual_matching_the_sim() -> dict:
     return {'friction_model': 'continuous', 'friction_parameters': sim['friction']}
 
 
-def _wait_for_pipeline(monitor: TopicMonitor, executor, nodes: NodeSet, timeout: float) -> bool:
+def _wait_for_residuals(monitor: TopicMonitor, executor, nodes: NodeSet,
+                        timeout: float) -> bool:
     """Spin until the first residual arrives (every node imported and connected)."""
     residual = _topic('residual_node', 'residual')
     deadline = time.monotonic() + timeout
@@ -260,6 +272,26 @@ def _pace(monitor: TopicMonitor) -> str:
             f'clock {behind} times and skipped the lost time; {pace}. The scenario plays out '
             'in simulated time all the same, later by the wall clock, and the rates below are '
             'lower than configured.')
+
+
+def _verdict(monitor: TopicMonitor) -> tuple[str, bool]:
+    """Whether the demo showed what it is for, on simulated stamps: no stop before the
+    scripted push, and the push detected (with the delay from its onset)."""
+    onset = monitor.contact_onset
+    if onset is None:
+        return 'verdict: no contact happened while the demo watched: nothing was shown', False
+    early = [stop for stop in monitor.stops if stop[0] < onset]
+    if early:
+        stamp, cause, message = early[0]
+        return (f'verdict: FAILED: the stop latched at {stamp:.3f} s, '
+                f'{onset - stamp:.3f} s before the scripted push at {onset:.3f} s '
+                f'({cause}: {message}); what follows shows nothing of the push'), False
+    detected = [stop for stop in monitor.stops if stop[1] == COLLISION]
+    if not detected:
+        return f'verdict: FAILED: the push at {onset:.3f} s was not detected', False
+    delay = detected[0][0] - onset
+    return (f'verdict: no stop before the push; the push at {onset:.3f} s detected '
+            f'{delay * 1e3:.0f} ms later (simulated time)'), True
 
 
 def _reaction(monitor: TopicMonitor) -> str:
@@ -353,9 +385,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--scenario', default=DEFAULT_SCENARIO,
                         help='scenario file for the simulated cobot')
     parser.add_argument('--out', default='out/demo', help='folder for the plot and node logs')
-    parser.add_argument('--pipeline', action='store_true',
-                        help='run the pipeline nodes (listener, residual, detector) in one '
-                             'process, as `contact-estimation up --pipeline`')
+    parser.add_argument('--separate', action='store_true',
+                        help='one process per node, as `contact-estimation up --separate`, '
+                             'instead of the core nodes composed in one process')
     args = parser.parse_args(argv)
     scenario = args.scenario if os.path.isabs(args.scenario) else manifest.share_path(args.scenario)
     if not os.path.isfile(scenario):
@@ -374,23 +406,23 @@ def main(argv: list[str]) -> int:
     monitor = TopicMonitor(context)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(monitor.node)
-    processes = manifest.processes(with_sim=True, pipeline_mode=args.pipeline)
-    nodes = NodeSet([spec.name for spec in processes],
-                    overrides={SIM: {'scenario': scenario},
-                               'residual_node': _residual_matching_the_sim(),
-                               # The lidar sees the cell's fixtures, no person: objects
-                               # that do not move (a real cell tracks people or keeps the
-                               # default 1.6 m/s, the speed of a person it missed).
-                               'proximity_monitor': {'object_speed': 0.0}},
+    processes = manifest.processes(with_sim=True, separate=args.separate)
+    overrides = {name: {'use_sim_time': True} for name in manifest.composed().nodes}
+    overrides[SIM] = {'scenario': scenario, 'publish_clock': True}
+    overrides['residual_node'].update(_residual_matching_the_sim())
+    # The lidar sees the cell's fixtures, no person: objects that do not move (a real cell
+    # tracks people or keeps the default 1.6 m/s, the speed of a person it missed).
+    overrides['proximity_monitor']['object_speed'] = 0.0
+    nodes = NodeSet([spec.name for spec in processes], overrides=overrides,
                     log_dir=os.path.join(args.out, 'logs'))
     print(f'demo: starting {", ".join(nodes.names)}; scenario {args.scenario}', flush=True)
     nodes.start()
     try:
-        if not _wait_for_pipeline(monitor, executor, nodes, STARTUP_TIMEOUT):
+        if not _wait_for_residuals(monitor, executor, nodes, STARTUP_TIMEOUT):
             print(f'demo: no residual within {STARTUP_TIMEOUT:.0f} s of start', flush=True)
         ending = _watch(monitor, executor, nodes, args.seconds)
     finally:
-        # By node: the nodes of the pipeline's process share its exit code.
+        # By node: the nodes of the composed process share its exit code.
         exit_codes = {node: nodes.processes[spec.name].returncode for spec in processes
                       for node in spec.node_names
                       if spec.name in nodes.processes and nodes.processes[spec.name].poll()
@@ -417,5 +449,8 @@ def main(argv: list[str]) -> int:
     plot_path = os.path.join(args.out, 'demo.png')
     _plot(monitor, plot_path)
     print(f'\nplot: {plot_path}\nnode logs: {os.path.join(args.out, "logs")}')
-    print('demo: OK' if healthy else 'demo: FAILED (see above)')
-    return 0 if healthy else 1
+    verdict, shown = _verdict(monitor)
+    print('\n' + verdict)
+    ok = healthy and shown
+    print('demo: OK' if ok else 'demo: FAILED (see above)')
+    return 0 if ok else 1

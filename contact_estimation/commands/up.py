@@ -1,5 +1,5 @@
-"""`contact-estimation up`: the node set of nodes.yaml as processes (ros2 launch for pip users):
-one per node, or with --pipeline the 1 kHz chain in one process."""
+"""`contact-estimation up`: the node set of nodes.yaml (ros2 launch for pip users): the core
+nodes composed in one process, or with --separate one process per node."""
 from __future__ import annotations
 
 import argparse
@@ -17,16 +17,23 @@ def main(argv: list[str]) -> int:
                              'the defaults; may be given several times')
     parser.add_argument('--sim', action='store_true',
                         help='also start the simulated cobot in place of a real arm')
-    parser.add_argument('--pipeline', action='store_true',
-                        help='run the pipeline nodes of nodes.yaml (listener, residual, '
-                             'detector) in one process: less CPU and latency, same topics')
+    parser.add_argument('--separate', action='store_true',
+                        help='one process per node (e.g. for nodes on other machines) instead '
+                             'of every core node composed in one process (less CPU and '
+                             'latency, the same nodes, parameters and topics)')
+    parser.add_argument('--priority', type=int, default=0, metavar='N',
+                        help='run every process at real-time priority N (SCHED_FIFO, chrt -f '
+                             'N, 1-99), below the robot driver\'s; 0 (default): normal')
     parser.add_argument('--log-dir', help='write each process\'s output to DIR/<name>.log')
     args = parser.parse_args(argv)
     for path in args.config:
         if not os.path.isfile(path):
             parser.error(f'--config {path}: no such file')
-    names = [spec.name for spec in manifest.processes(args.sim, args.pipeline)]
-    nodes = NodeSet(names, tuple(os.path.abspath(p) for p in args.config), log_dir=args.log_dir)
+    if not 0 <= args.priority <= 99:
+        parser.error(f'--priority {args.priority}: must be 0 (normal) or 1-99')
+    names = [spec.name for spec in manifest.processes(args.sim, args.separate)]
+    nodes = NodeSet(names, tuple(os.path.abspath(p) for p in args.config), log_dir=args.log_dir,
+                    priority=args.priority)
     print(f'[contact-estimation] starting {", ".join(names)} (Ctrl-C stops them)', flush=True)
     # Ctrl-C reaches the children through the process group; we wait for them to finish.
     signal.signal(signal.SIGTERM, lambda *_: nodes.stop())

@@ -82,6 +82,9 @@ DEFAULTS = {
     'speed_gain': 0.0,
     'acceleration_gain': 0.0,
     'threshold_max': 15.0,       # N·m: a contact of 15 N·m joint torque is always seen
+    # N·m: no ψ_0 or ψ_max above it, no gain whose term alone reaches it at 1 rad/s (1 rad/s²):
+    # a value that switches detection off (1e308) is refused unless the user raises this.
+    'threshold_ceiling': 100.0,
     'hold_time': 0.0,            # 0 = latched until reset()
     'reset_quiet_time': 0.05,    # s with no joint over ψ before the stop may clear
     'input_timeout': 0.1,
@@ -99,14 +102,15 @@ RENAMED = {
 # Why stop is raised (DetectorState.cause), and what is wrong with the input now
 # (DetectorState.input_problem).
 NONE, COLLISION, STALE, INVALID, WAITING = '', 'collision', 'stale_input', 'invalid_residual', 'waiting'
+FAULT = 'node_fault'  # the node met an unexpected error (ros/guard.py): latched like a collision
 
 
 def per_joint(name: str, value, n_joints: int, low: float = 0.0, strict: bool = False,
-              unit: str = '') -> np.ndarray:
+              unit: str = '', high: float = np.inf, high_name: str = '') -> np.ndarray:
     """`value` (a scalar, or 1 or `n_joints` values) as an `n_joints` float array, validated.
 
-    Raises ValueError naming the parameter when the count is wrong or a value is not finite
-    or below `low` (or equal to it when `strict`).
+    Raises ValueError naming the parameter when the count is wrong or a value is not finite,
+    below `low` (or equal to it when `strict`) or above `high` (the parameter `high_name`).
     """
     array = np.atleast_1d(np.asarray(value, dtype=float)).ravel()
     if array.size == 1:
@@ -118,6 +122,9 @@ def per_joint(name: str, value, n_joints: int, low: float = 0.0, strict: bool = 
         if not np.isfinite(x) or x < low or (strict and x == low):
             bound = f'> {low:g}' if strict else f'>= {low:g}'
             raise ValueError(f'{name}[{i}] = {x:g}{unit} is invalid: must be finite and {bound}')
+        if x > high:
+            raise ValueError(f'{name}[{i}] = {x:g}{unit} is above {high_name} = {high:g}: it '
+                             f'would switch detection off (raise {high_name} to allow it)')
     return array
 
 
@@ -177,6 +184,7 @@ class DetectorConfig:
     speed_gain: np.ndarray           # k_v, N·m per rad/s
     acceleration_gain: np.ndarray    # k_a, N·m per rad/s²
     threshold_max: np.ndarray        # ψ_max, N·m: cap of ψ
+    threshold_ceiling: float         # N·m: the largest ψ_0, ψ_max and gain accepted
     hold_time: float                 # s; 0 = latch until reset()
     reset_quiet_time: float          # s with no joint over ψ before a stop may clear
     input_timeout: float             # s without a residual → stop
@@ -205,19 +213,25 @@ class DetectorConfig:
                 raise ValueError(f'{name} = {p[name]} s: must be >= {low:g}{note}')
         if not np.isfinite(p['input_timeout']) or p['input_timeout'] <= 0:
             raise ValueError(f'input_timeout = {p["input_timeout"]} s: must be > 0')
+        ceiling = float(p['threshold_ceiling'])
+        if not (np.isfinite(ceiling) and ceiling > 0):
+            raise ValueError(f'threshold_ceiling = {ceiling} N·m: must be finite and > 0')
+        limit = {'high': ceiling, 'high_name': 'threshold_ceiling'}
         config = cls(
             joint_names=names,
             thresholds_position=per_joint('thresholds_position', p['thresholds_position'], n,
-                                          strict=True, unit=' N·m'),
+                                          strict=True, unit=' N·m', **limit),
             thresholds_force=per_joint('thresholds_force', p['thresholds_force'], n,
-                                       strict=True, unit=' N·m'),
+                                       strict=True, unit=' N·m', **limit),
             roles=joint_roles(p['roles'], n),
             persistence=p['persistence'], persistence_time=float(p['persistence_time']),
-            speed_gain=per_joint('speed_gain', p['speed_gain'], n, unit=' N·m·s/rad'),
+            speed_gain=per_joint('speed_gain', p['speed_gain'], n, unit=' N·m·s/rad',
+                                 **limit),
             acceleration_gain=per_joint('acceleration_gain', p['acceleration_gain'], n,
-                                        unit=' N·m·s²/rad'),
+                                        unit=' N·m·s²/rad', **limit),
             threshold_max=per_joint('threshold_max', p['threshold_max'], n, strict=True,
-                                    unit=' N·m'),
+                                    unit=' N·m', **limit),
+            threshold_ceiling=ceiling,
             hold_time=float(p['hold_time']), reset_quiet_time=float(p['reset_quiet_time']),
             input_timeout=float(p['input_timeout']))
         base = config.base_thresholds
@@ -361,6 +375,12 @@ class CollisionDetector:
         """
         self._input_stale = bool(stale)
         self._listener_fresh_once |= not self._input_stale
+
+    def fault(self, now: float, reason: str) -> None:
+        """The node met an error it did not expect: stop, latched like a collision (cleared
+        by `reset()` or `hold_time`), since what it decided meanwhile is unknown."""
+        self._restart_runs()
+        self._latch(now, FAULT, reason)
 
     def stale(self, now: float) -> str:
         """Why the input is stale at `now` ('' when it is fresh)."""

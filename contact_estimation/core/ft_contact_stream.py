@@ -38,6 +38,7 @@ DEFAULTS: dict[str, Any] = {
     'observer_gain': 50.0,                        # 1/s: momentum observer's bandwidth
     'acceleration_filter.window_duration': 0.04,  # s of joint states in the q̈ fit
     'localizer_timeout': 0.1,                     # s: a localizer link older is not used
+    'max_rate': 100.0,                            # Hz: most point estimates per second
     'input_timeout': 0.5,                         # s (wall) without a stream → reported
     'zero.duration': 0.5,                         # s of rest averaged by ~/zero
     'zero.rest_speed': 0.01,                      # rad/s: every joint slower is at rest
@@ -49,6 +50,9 @@ RENAMED = {'acceleration_window': 'acceleration_filter.window_duration'}  # as t
 
 # How far back (s of stamps) samples are kept for pairing.
 PAIRING_HISTORY = 1.0
+# Most samples any buffer of this module keeps, whatever their stamps say (bounded by count
+# as well as by age: a stamp far off must never let a buffer grow): 10 s at 1 kHz.
+MAX_BUFFERED = 10_000
 
 
 class FtInputError(ValueError):
@@ -98,7 +102,8 @@ class StampPairing:
         """Add a primary sample; returns the pairs (t, item, t_secondary, secondary) made."""
         self.unmatched = []
         self._pending.append((t, item))
-        while self._pending and self._pending[0][0] < t - self.history:
+        while self._pending and (self._pending[0][0] < t - self.history
+                                 or len(self._pending) > MAX_BUFFERED):
             self.unmatched.append(self._pending.popleft())
         return self._resolve()
 
@@ -117,7 +122,7 @@ class StampPairing:
             raise FtInputError('out_of_order', f'stamp {t:.6f} before the last one '
                                f'({last:.6f}): dropped')
         self._secondary.append((t, item))
-        while self._secondary[0][0] < t - self.history:
+        while self._secondary[0][0] < t - self.history or len(self._secondary) > MAX_BUFFERED:
             self._secondary.popleft()
         return self._resolve()
 
@@ -153,29 +158,34 @@ class RestingWindow:
         self.rest_speed = float(rest_speed)
         self._samples: deque = deque()  # (t, reading, q)
         self._rest_since: float | None = None
-        self._moving = ''  # why the latest sample is not at rest
+        self._moving: tuple[str, float] | None = None  # the fastest joint, its speed
 
     def add(self, t: float, reading: np.ndarray, q: np.ndarray, v: np.ndarray,
             joint_names) -> None:
-        fastest = int(np.argmax(np.abs(v)))
-        if abs(v[fastest]) >= self.rest_speed:
-            self._samples.clear()
+        speed = np.abs(v)
+        if speed.max() >= self.rest_speed:  # said only when asked: this runs at 1 kHz
+            if self._samples:
+                self._samples.clear()
             self._rest_since = None
-            self._moving = (f'the arm is moving ({joint_names[fastest]} at '
-                            f'{abs(v[fastest]):.3f} rad/s, rest is below '
-                            f'{self.rest_speed:g} rad/s)')
+            self._moving = (joint_names, speed)
             return
         if self._rest_since is None:
             self._rest_since = t
         self._samples.append((t, reading, q))
-        while self._samples[0][0] < t - self.duration:
+        while self._samples[0][0] < t - self.duration or len(self._samples) > MAX_BUFFERED:
             self._samples.popleft()
 
     def offset(self, compensator: BaseWrenchCompensator) -> np.ndarray:
         """The sensor offset from the readings at rest (`resting_offset`); FtContactError
         with the reason when the arm moves or has not rested for `duration`."""
         if self._rest_since is None:
-            raise FtContactError(self._moving or 'no F/T reading with a joint state yet')
+            if self._moving is None:
+                raise FtContactError('no F/T reading with a joint state yet')
+            joint_names, speed = self._moving
+            fastest = int(np.argmax(speed))
+            raise FtContactError(f'the arm is moving ({joint_names[fastest]} at '
+                                 f'{speed[fastest]:.3f} rad/s, rest is below '
+                                 f'{self.rest_speed:g} rad/s)')
         rested = self._samples[-1][0] - self._rest_since
         if rested < self.duration:
             raise FtContactError(f'the arm has rested for {rested:.2f} s of the '
@@ -242,7 +252,7 @@ class RunningRms:
         squares = np.array([wrench[:3] @ wrench[:3], wrench[3:] @ wrench[3:]])
         self._squares.append((t, squares))
         self._sums += squares
-        while self._squares[0][0] < t - self.seconds:
+        while self._squares[0][0] < t - self.seconds or len(self._squares) > MAX_BUFFERED:
             self._sums -= self._squares.popleft()[1]
         force, torque = np.sqrt(np.maximum(self._sums, 0.0) / len(self._squares))
         return float(force), float(torque)

@@ -41,6 +41,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from contact_estimation.core.joint_order import JointOrder
+from contact_estimation.core.sample import JointSample
+# The stamp problem kinds are among the kinds below (core/stamps.py checks every input).
+from contact_estimation.core.stamps import (FUTURE_STAMP, MAX_FUTURE, ZERO_STAMP,  # noqa: F401
+                                            stamp_problem)
 
 # The one source of the conditioning defaults, by joint_state_listener parameter name (the
 # node declares with these, the constructors below default to them, and
@@ -55,7 +59,7 @@ DEFAULTS = {
     'merge_window': 0.001,          # s
     'gap_threshold': 0.05,          # s; 5 periods at 100 Hz: one lost message is no gap
     'input_timeout': 0.05,          # s; also how long stamps go back before a new time base
-    'max_future': 1.0,              # s
+    'max_future': MAX_FUTURE,       # s
     'limit_margin': 0.05,           # rad or m
     'hard_limit_margin': 0.5,       # rad or m
     'velocity_limit_factor': 2.0,
@@ -73,8 +77,6 @@ MISSING_JOINTS = 'missing_joints'
 DUPLICATE_JOINT = 'duplicate_joint'
 REPEATED_STAMP = 'repeated_stamp'
 OUT_OF_ORDER_STAMP = 'out_of_order_stamp'
-ZERO_STAMP = 'zero_stamp'
-FUTURE_STAMP = 'future_stamp'
 NO_NAMES = 'no_joint_names'
 IMPLAUSIBLE = 'implausible_value'
 UNALIGNED_PARTS = 'unaligned_parts'
@@ -301,8 +303,10 @@ class Transmission:
             values = np.asarray(values, dtype=float).ravel()
             if values.size not in (1, n):
                 raise ValueError(f'{name} needs 1 or {n} values (one per joint), got {values.size}')
-            if not np.all(np.isfinite(values)) or np.any(values == 0.0):
-                raise ValueError(f'{name} must be finite and non-zero, got {values.tolist()}')
+            if not np.all(np.isfinite(values)) or np.any(values <= 0.0):
+                # A negative one turns every push into a pull (the residual's sign flips):
+                # a drive that counts the other way is the driver's sign convention to fix.
+                raise ValueError(f'{name} must be finite and > 0, got {values.tolist()}')
             per_joint.append(np.broadcast_to(values, (n,)).copy())
         return cls(per_joint[0], per_joint[1], bool(effort_is_current),
                    bool(positions_are_motor_side))
@@ -316,17 +320,6 @@ class Transmission:
         if self.effort_is_current:
             return self.gear_ratios[joints] * self.torque_constants[joints] * effort
         return effort
-
-
-@dataclass(frozen=True)
-class JointSample:
-    """One complete joint state in model joint order (SI units, joint side)."""
-
-    t: float                       # seconds, the newest stamp of the merged parts
-    q: np.ndarray                  # rad
-    v: np.ndarray                  # rad/s
-    effort: np.ndarray | None      # joint torque, N·m; None when the driver gives none
-    stamp: Any = None              # the caller's stamp object of the newest part, unchanged
 
 
 @dataclass
@@ -405,12 +398,9 @@ class JointStateConditioner:
         position = np.asarray(position, dtype=float)
         velocity = np.asarray(velocity, dtype=float)
         effort = np.asarray(effort, dtype=float)
-        if not np.isfinite(t) or t <= 0.0:
-            problems.append((ZERO_STAMP, f'joint state stamped {t} s: the driver sets no time'))
-        elif t > now + self.max_future:
-            problems.append((FUTURE_STAMP, f'stamp {t:.6f} s is {t - now:.3f} s ahead of this '
-                             f'node\'s clock (max_future {self.max_future} s): is the '
-                             'driver\'s clock synchronised?'))
+        stamp_refused = stamp_problem(t, now, self.max_future)
+        if stamp_refused:
+            problems.append(stamp_refused)
         for field_name, values, optional in (('position', position, False),
                                              ('velocity', velocity, True),
                                              ('effort', effort, True)):
@@ -548,7 +538,7 @@ class JointStateConditioner:
             problems.append((OUT_OF_LIMITS, f'{self._names(np.flatnonzero(outside))} at '
                              f'{q[outside].round(4).tolist()} rad, beyond the limits'))
         effort = None if np.isnan(self._effort).any() else self._effort.copy()
-        return JointSample(t=t, q=q, v=v, effort=effort, stamp=self._stamp_objects[newest])
+        return JointSample(t=t, q=q, v=v, tau=effort, stamp=self._stamp_objects[newest])
 
 
 def _bound(limits: np.ndarray | None, factor: float, n: int) -> np.ndarray:

@@ -116,9 +116,11 @@ class PoseHistory:
     messages that carry them (parsed only for the one a cloud needs). A cloud is older than
     the latest joint state; its robot points are removed at the pose it saw."""
 
-    def __init__(self, span: float):
+    def __init__(self, span: float, max_samples: int = 10_000):
         self.span = span
-        self._samples: deque[tuple[float, Any]] = deque()
+        # Bounded by count as well as by age (10 s at 1 kHz by default): a stamp far off
+        # must never let it grow.
+        self._samples: deque[tuple[float, Any]] = deque(maxlen=max_samples)
 
     def add(self, t: float, pose: Any) -> None:
         self._samples.append((t, pose))

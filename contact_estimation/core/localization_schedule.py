@@ -24,6 +24,8 @@ from contact_estimation.core.contact_localization import ContactLocalizer
 DEFAULTS = {
     'gate_thresholds': [float(detector.DEFAULTS['thresholds_position'])],  # N·m
     'max_rate': 20.0,         # Hz: 20 estimates of ~10 ms use 20 % of a core during a contact
+    # N·m: a larger gate threshold (1e308: never an estimate) is refused unless raised.
+    'threshold_ceiling': detector.DEFAULTS['threshold_ceiling'],
     'point_spacing': 0.02,    # m between the surface samples the localizer scores
 }
 
@@ -37,9 +39,11 @@ class LocalizationSchedule:
     """`due(now, τ)`: a contact is present and the rate allows an estimate; `finished(now)`
     after each estimate. `now` is a monotonic clock (s): the limit guards the CPU."""
 
-    def __init__(self, gate_thresholds, n_joints: int, max_rate: float):
+    def __init__(self, gate_thresholds, n_joints: int, max_rate: float,
+                 threshold_ceiling: float = DEFAULTS['threshold_ceiling']):
         self.thresholds = detector.per_joint('gate_thresholds', gate_thresholds, n_joints,
-                                             strict=True, unit=' N·m')
+                                             strict=True, unit=' N·m', high=threshold_ceiling,
+                                             high_name='threshold_ceiling')
         if not np.isfinite(max_rate) or max_rate <= 0:
             raise ValueError(f'max_rate = {max_rate} Hz: must be > 0')
         self.interval = 1.0 / max_rate

@@ -82,6 +82,12 @@ DEFAULTS = {
 # Time step of the finite difference that turns q̇ into sphere velocities (s): v = (c(q + h q̇) −
 # c(q)) / h, exact to O(h |q̇|² · reach), far below the lidar's noise.
 _VELOCITY_STEP = 1e-3
+# Keypoints farther than this from the base (m) are a tracker's garbage, not a person in the
+# cell, and a body segment longer than this (m) is no human limb: the skeleton is refused
+# (stop) before spheres are counted along it (1e200 m made the count infinite, and a long
+# segment would cost millions of spheres).
+MAX_KEYPOINT_DISTANCE = 1000.0
+MAX_SEGMENT_LENGTH = 5.0
 
 
 class ProximityConfigError(ValueError):
@@ -204,6 +210,11 @@ class HumanModel:
         if len(bad):
             raise ProximityInputError('skeleton keypoints not finite: '
                                       + ', '.join(self.keypoint_names[i] for i in bad))
+        far = self._used[np.abs(points[self._used]).max(axis=1) > MAX_KEYPOINT_DISTANCE]
+        if len(far):
+            raise ProximityInputError(f'skeleton keypoints farther than '
+                                      f'{MAX_KEYPOINT_DISTANCE:g} m: '
+                                      + ', '.join(self.keypoint_names[i] for i in far))
         return [self._segment(part, points) if isinstance(part, SegmentPart)
                 else self._box(part, points) for part in self.parts]
 
@@ -217,6 +228,9 @@ class HumanModel:
         a, b = self._mean(part.start, points), self._mean(part.end, points)
         a, b = a + part.span[0] * (b - a), a + part.span[1] * (b - a)
         length = float(np.linalg.norm(b - a))
+        if length > MAX_SEGMENT_LENGTH:
+            raise ProximityInputError(f'body part {part.name!r} is {length:.3g} m long '
+                                      f'(a human segment is < {MAX_SEGMENT_LENGTH:g} m)')
         count = int(np.ceil(length / self.sphere_spacing)) + 1
         gap = length / max(count - 1, 1)
         centres = a + np.linspace(0.0, 1.0, count)[:, None] * (b - a)

@@ -53,6 +53,11 @@ DEFAULTS = {
     'gap_threshold': 0.05,                # s; 5 periods at 100 Hz: one lost message is no gap
 }
 
+# 1/s: the observer's residual follows τ_ext within ~1/K_O s; beyond this (1 ms) it is the
+# raw, unfiltered difference of noisy terms, and 1e308 is no filter at all (as the F/T
+# estimator's observer_gain range).
+MAX_OBSERVER_GAIN = 1000.0
+
 
 class SampleOrderError(ValueError):
     """A sample whose time is not after the previous one."""
@@ -227,8 +232,10 @@ class MomentumObserver(Residual):
         if gain.size not in (1, n):
             raise ValueError(f'observer gain needs 1 value or {n} (one per joint), '
                              f'got {gain.size}')
-        if not (np.isfinite(gain).all() and (gain > 0.0).all()):
-            raise ValueError(f'observer gains must be finite and > 0 1/s, got {gain.tolist()}')
+        if not (np.isfinite(gain).all() and (gain > 0.0).all()
+                and (gain <= MAX_OBSERVER_GAIN).all()):
+            raise ValueError(f'observer gains must be > 0 and at most {MAX_OBSERVER_GAIN:g} 1/s, '
+                             f'got {gain.tolist()}')
         self.gain = np.broadcast_to(gain, (n,)).copy()
         self._r = np.zeros(n)
         self._p = self._beta = None

@@ -69,6 +69,8 @@ class RobotModel:
         self.data = self.model.createData()
         self.joint_names = [self.model.names[j] for j in range(1, self.model.njoints)]
         self.n = self.model.nv
+        row, column = np.tril_indices(self.n, -1)
+        self._lower_triangle, self._upper_triangle = row * self.n + column, column * self.n + row
         self._base_frame = self.model.getFrameId(self.base_link)
         # The base link hangs on no joint of the chain: its placement in pinocchio's world
         # is constant (`base_wrench` relies on it).
@@ -364,8 +366,10 @@ class RobotModel:
 
     def mass_matrix(self, q: np.ndarray) -> np.ndarray:
         """M(q), symmetric."""
-        m = pin.crba(self.model, self.data, self.configuration(q))
-        return np.triu(m) + np.triu(m, 1).T
+        m = pin.crba(self.model, self.data, self.configuration(q)).copy()  # upper triangle
+        flat = m.reshape(-1)  # a view: mirror the upper triangle into the lower (1 µs)
+        flat[self._lower_triangle] = flat[self._upper_triangle]
+        return m
 
     def coriolis_matrix(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """C(q,q̇) with Ṁ - 2C skew-symmetric (the form the momentum observer needs)."""

@@ -1,4 +1,4 @@
-"""Start a node of nodes.yaml, or the pipeline's process: `python -m contact_estimation.nodes
+"""Start a node of nodes.yaml, or the composed process: `python -m contact_estimation.nodes
 NAME [--ros-args ...]` (`contact-estimation up`), or NAME's console script (`ros2 launch`),
 which names it.
 
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(number, _stopped_while_starting)
     from contact_estimation import manifest
     argv = sys.argv if argv is None else argv
-    processes = {**manifest.nodes(), manifest.pipeline().name: manifest.pipeline()}
+    processes = {**manifest.nodes(), manifest.composed().name: manifest.composed()}
     name = os.path.basename(argv[0])
     if name not in processes:
         name = argv[1] if len(argv) > 1 else ''

@@ -27,7 +27,6 @@ timeout, so a stream of them stops the arm within `input_timeout`.
 from __future__ import annotations
 
 import sys
-import time
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
@@ -37,10 +36,11 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
 from contact_estimation.core.detector import (ACCELERATION_WINDOW_DURATION, COLLISION,
-                                              DEFAULTS, INVALID, RENAMED, STALE, WAITING,
+                                              DEFAULTS, FAULT, INVALID, RENAMED, STALE, WAITING,
                                               AccelerationEstimate, DetectorConfig,
                                               DetectorState, event_stamped_by_residual)
 from contact_estimation.core.detector import CollisionDetector as Detector
+from contact_estimation.core.sample import JointSample
 from contact_estimation.core.time_scaling import (TimeScaling, TimeScalingConfig,
                                                   worth_publishing)
 from contact_estimation.ros.collision_messages import collision_event, collision_markers
@@ -59,7 +59,8 @@ _DETECTOR_PARAMETERS = {
     'thresholds_position': 'thresholds_position', 'thresholds_force': 'thresholds_force',
     'joint_roles': 'roles', 'persistence': 'persistence', 'persistence_time': 'persistence_time',
     'speed_gain': 'speed_gain', 'acceleration_gain': 'acceleration_gain',
-    'threshold_max': 'threshold_max', 'hold_time': 'hold_time',
+    'threshold_max': 'threshold_max', 'threshold_ceiling': 'threshold_ceiling',
+    'hold_time': 'hold_time',
     'reset_quiet_time': 'reset_quiet_time', 'input_timeout': 'input_timeout',
 }
 # Parameter name → TimeScalingConfig field.
@@ -105,7 +106,7 @@ class CollisionDetector(SuiteNode):
         self.create_timer(1.0 / self.value('watchdog_rate'), self._on_watchdog)
         self.create_timer(1.0 / self.value('heartbeat_rate'), self._on_heartbeat)
         self.on_parameter_change(self._on_parameter_change)
-        self._apply(self.detector.state(time.monotonic()))
+        self._apply(self.detector.state(self.seconds()))
         self.get_logger().info(
             f'watching {len(self._names)} joints of {self.robot.name or "the robot"} on '
             f'{self.spec.topic("residual")}; stop on {self.spec.topic("stop")}')
@@ -133,6 +134,9 @@ class CollisionDetector(SuiteNode):
           'ψ grows by k_a |q̈| (one or per joint)')
         d('threshold_max', [float(k['threshold_max'])], 'ψ_max, N·m: cap of ψ so that '
           'fast motion never hides a contact this strong (one or per joint, >= ψ_0)')
+        d('threshold_ceiling', k['threshold_ceiling'], 'N·m: thresholds, threshold_max and '
+          'the gains (their term at 1 rad/s, 1 rad/s²) above this are refused, since they '
+          'would switch detection off; raise it explicitly for a stronger arm', 1.0, 1e4)
         d('acceleration_filter.window_duration', ACCELERATION_WINDOW_DURATION, 'time span '
           '(s) of the quadratic fit to q that gives q̈ for the acceleration term (at least 3 '
           'samples whatever the rate; lag about half of it)', 0.001, 1.0, read_only=True)
@@ -189,6 +193,8 @@ class CollisionDetector(SuiteNode):
 
     # -------------------------------------------------------------------- messages
     def _on_residual(self, msg: JointState) -> None:
+        if self.believed(msg.header.stamp, 'residual') is None:  # not fed: the timeout stops
+            return
         try:
             order = self._joint_states.order(msg)
         except JointStateError as err:
@@ -199,9 +205,10 @@ class CollisionDetector(SuiteNode):
             self.problems.report('wrong_size', f'residual with {len(msg.effort)} efforts for '
                                  f'{len(msg.name) or len(self._names)} joints: dropped')
             return
-        self.process_residual(msg.header.stamp, msg.header.frame_id,
-                              self._finite(msg, order, 'position'),
-                              self._finite(msg, order, 'velocity'), tau_ext)
+        self.process_residual(JointSample(
+            stamp_to_seconds(msg.header.stamp), self._finite(msg, order, 'position'),
+            self._finite(msg, order, 'velocity'), None, tau_ext, msg.header.stamp,
+            msg.header.frame_id))
 
     def _finite(self, msg: JointState, order: np.ndarray, field: str) -> np.ndarray | None:
         """Positions or velocities of the residual message (residual_node copies them from
@@ -214,24 +221,23 @@ class CollisionDetector(SuiteNode):
             return None
         return values
 
-    def process_residual(self, stamp, frame_id: str, position: np.ndarray | None,
-                         velocity: np.ndarray | None, tau_ext: np.ndarray) -> None:
-        """One τ_ext sample (model order; position and velocity finite, or None when unknown)
-        → the detector and f_S, then what changed is published (`_apply`).
+    def process_residual(self, sample: JointSample) -> None:
+        """One τ_ext sample (model order; q and q̇ finite, or None when unknown) → the
+        detector and f_S, then what changed is published (`_apply`).
 
         Without velocity the thresholds fall back to ψ_0, the most sensitive setting, which
         errs on the safe side; without position there are no markers and no q̈ term. The
-        residual node calls this directly in pipeline mode; `_on_residual` otherwise.
+        residual node calls this directly in composed mode; `_on_residual` otherwise.
         """
-        now = time.monotonic()
+        now = self.seconds()
+        tau_ext, velocity, stamp, t = sample.tau_ext, sample.v, sample.stamp, sample.t
         self.problems.traffic['residuals_received'] += 1
         if not np.isfinite(tau_ext).all():
             self.problems.report('non_finite_residual', 'residual with NaN/inf: stop')
-        if position is not None:
-            self._q, self._q_stamp = position, stamp
-        t = stamp_to_seconds(stamp)
+        if sample.q is not None:
+            self._q, self._q_stamp = sample.q, stamp
         self._rate.add(t)
-        acceleration = self._acceleration_of(stamp, position)
+        acceleration = self._acceleration_of(t, sample.q)
         state = self.detector.update(now, tau_ext, velocity, acceleration, stamp=t)
         if state.ignored:
             self.problems.report('out_of_order', state.ignored)
@@ -249,14 +255,13 @@ class CollisionDetector(SuiteNode):
         return (windows, {'input_timeout': self.value('input_timeout')},
                 {name: self.value(name) for name in durations})
 
-    def _acceleration_of(self, stamp, position: np.ndarray | None):
+    def _acceleration_of(self, t: float, position: np.ndarray | None):
         """q̈ for the acceleration term when the thresholds use it (core/detector.py
         AccelerationEstimate has the rules); None without positions."""
         if position is None:
             return None
         acceleration = self._acceleration.update(
-            stamp_to_seconds(stamp), position,
-            in_use=self.detector.config.acceleration_gain.any())
+            t, position, in_use=self.detector.config.acceleration_gain.any())
         if self._acceleration.restarted:
             self.problems.report('stamp_order', f'residual stamp: '
                                  f'{self._acceleration.restarted}; q̈ estimate restarted')
@@ -267,13 +272,13 @@ class CollisionDetector(SuiteNode):
 
     def process_input_stale(self, stale: bool) -> None:
         """The listener's watchdog (on change and as a heartbeat); called directly by the
-        listener in pipeline mode."""
+        listener in composed mode."""
         self.detector.set_input_stale(stale)
-        self._apply(self.detector.state(time.monotonic()))
+        self._apply(self.detector.state(self.seconds()))
 
     def _on_watchdog(self) -> None:
         """The fail-safe clock: input timeout and hold-time release even without input."""
-        now = time.monotonic()
+        now = self.seconds()
         state = self.detector.state(now)
         self._apply(state, react=(now, None, None) if state.input_problem in (WAITING, STALE)
                     else None)
@@ -287,15 +292,22 @@ class CollisionDetector(SuiteNode):
             self._publish_markers(self._published)
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
-        refusal = self.detector.reset(time.monotonic())
+        refusal = self.detector.reset(self.seconds())
         response.success = not refusal
         response.message = refusal or 'stop cleared'
         if refusal:
             self.get_logger().warning(f'reset refused: {refusal}')
         else:
             self.get_logger().info('stop cleared by ~/reset')
-            self._apply(self.detector.state(time.monotonic()), cleared_by='reset')
+            self._apply(self.detector.state(self.seconds()), cleared_by='reset')
         return response
+
+    def fail_safe(self, reason: str) -> None:
+        """An unexpected error in a callback (ros/guard.py): stop, latched like a collision
+        (~/reset or hold_time clears it), and f_S held at 0."""
+        now = self.seconds()
+        self.detector.fault(now, reason)
+        self._apply(self.detector.state(now), react=(now, None, None))
 
     # -------------------------------------------------------------------- outputs
     def _apply(self, state: DetectorState, cleared_by: str = 'hold_time elapsed',
@@ -317,7 +329,7 @@ class CollisionDetector(SuiteNode):
 
     def _on_stop_change(self, state: DetectorState, previous: DetectorState | None,
                         cleared_by: str) -> None:
-        if state.cause in (COLLISION, STALE, INVALID):
+        if state.cause in (COLLISION, STALE, INVALID, FAULT):
             # Every stop is logged and counted (report() would throttle a second one).
             self.problems.counts[state.cause] += 1
             self.get_logger().error(f'stop: {state.reason}')

@@ -9,9 +9,12 @@ when the torques explain none (the seed's fallback).
 When (core/localization_schedule.py): while a contact is present, some |τ_ext,i| over
 `gate_thresholds` (the detector's thresholds by default; a hand guiding the arm raises no
 stop but gets estimates), at most `max_rate` per second, on the residual just received,
-never queueing work. The cloud is converted to the base frame when it arrives but processed
-(crop, voxels, self filter, clusters) only when an estimate needs it, with the arm's pose at
-the cloud's stamp.
+never queueing work. The cloud is converted to the base frame when it arrives (refused from
+its header when too large) but processed (crop, voxels, self filter, clusters) only when an
+estimate needs it, with the arm's pose at the cloud's stamp, on a worker thread
+(ros/worker.py) so that it never holds the executor (in composed mode, the detector's stop):
+the estimate that asks for a new cloud uses the obstacles already processed, later ones the
+new cloud's.
 
 Publishes per estimate, with the stamp of the residual sample and frame_id = the contacted
 link: the point (PointStamped, link frame), the force on the robot there (WrenchStamped,
@@ -41,22 +44,30 @@ from contact_estimation.core.contact_localization import (SOURCE_TORQUE, Contact
 from contact_estimation.core.lidar_fusion import CloudError, LidarFusion, Obstacles, PoseHistory
 from contact_estimation.core.localization_schedule import (DEFAULTS, LOCALIZER_DEFAULTS,
                                                            LocalizationSchedule)
+from contact_estimation.core.sample import JointSample
 from contact_estimation.core.surfaces import LinkSurfaces, SurfacesError
-from contact_estimation.ros.conversions import point_stamped, stamp_to_seconds, wrench_stamped
+from contact_estimation.ros.conversions import point_stamped, wrench_stamped
 from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.localization_messages import estimate_markers, estimate_values
 from contact_estimation.ros.node_main import run
+from contact_estimation.ros.qos import CLOUD_QOS
 from contact_estimation.ros.sensor_frames import (SensorFrame, SensorMessageError,
                                                   cloud_config, cloud_in_base_frame,
                                                   declare_cloud_parameters)
 from contact_estimation.ros.suite_node import SuiteNode
+from contact_estimation.ros.worker import LatestWorker
 
 NAME = 'contact_localizer'
 
 # Parameters that build the localizer and the schedule: a change of any rebuilds them (the
 # link surfaces, `point_spacing`, are built once).
-_LOCALIZER_PARAMETERS = (*LOCALIZER_DEFAULTS, 'gate_thresholds', 'max_rate')
+_LOCALIZER_PARAMETERS = (*LOCALIZER_DEFAULTS, 'gate_thresholds', 'max_rate',
+                         'threshold_ceiling')
+
+# Composed mode: the newest residual is taken this often (s), on this node's thread; a
+# contact lasts far longer, and estimates come at most `max_rate` per second anyway.
+_LATEST_RESIDUAL_PERIOD = 0.005
 
 
 class ContactLocalizerNode(SuiteNode):
@@ -76,12 +87,15 @@ class ContactLocalizerNode(SuiteNode):
         self._residuals = JointStateReader(self.robot.joint_names)
         self._history = PoseHistory(self.fusion.config.max_age)
         self._cloud: tuple[float, np.ndarray] | None = None  # latest: stamp, base-frame points
+        self._cloud_pending = False     # the cloud worker is processing one
         self._cloud_processed = True    # the latest cloud has been through the fusion
-        self._point_pub = self.publisher('point', PointStamped)
+        self._point_output = self.output('point', PointStamped)
         self._wrench_pub = self.publisher('wrench', WrenchStamped)
         self._marker_pub = self.publisher('markers', MarkerArray)
-        self.subscribe('residual', JointState, self._on_residual)
-        self.subscribe('lidar_points', PointCloud2, self._on_cloud)
+        self.receive('residual', JointState, self._on_residual, self.process_residual,
+                     period=_LATEST_RESIDUAL_PERIOD)
+        self._cloud_worker = LatestWorker(self._process_cloud, f'{NAME} clouds')
+        self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         self.on_parameter_change(self._on_parameter_change)
         self.problems.set_status(OK, 'no contact')
         self.problems.values['cloud'] = 'none received: torque only'
@@ -98,6 +112,9 @@ class ContactLocalizerNode(SuiteNode):
         d, k, loc = self.declare, DEFAULTS, LOCALIZER_DEFAULTS
         d('gate_thresholds', list(k['gate_thresholds']), 'estimate while some |τ_ext,i| '
           'exceeds this, N·m: one value or one per joint (default: the detector\'s ψ_0)')
+        d('threshold_ceiling', k['threshold_ceiling'], 'N·m: gate thresholds above this are '
+          'refused (they would never let an estimate through); raise it explicitly for a '
+          'stronger arm', 1.0, 1e4)
         d('max_rate', k['max_rate'], 'most estimates per second, Hz (each costs ms of CPU)',
           0.1, 1000.0)
         d('point_spacing', k['point_spacing'], 'distance between the surface samples the '
@@ -122,7 +139,8 @@ class ContactLocalizerNode(SuiteNode):
         def value(name):
             return changes.get(name, self.value(name))
         return (ContactLocalizer(self.surfaces, **{n: value(n) for n in LOCALIZER_DEFAULTS}),
-                LocalizationSchedule(value('gate_thresholds'), self.robot.n, value('max_rate')))
+                LocalizationSchedule(value('gate_thresholds'), self.robot.n, value('max_rate'),
+                                     value('threshold_ceiling')))
 
     def _on_parameter_change(self, changes: dict) -> str | None:
         """Rebuild what the changed parameters describe, all or nothing: a ValueError
@@ -144,15 +162,18 @@ class ContactLocalizerNode(SuiteNode):
 
     # -------------------------------------------------------------------- messages
     def _on_cloud(self, msg: PointCloud2) -> None:
-        """Decode and move the cloud into the base frame now; process it when an estimate
-        needs it."""
+        """Decode the cloud into the base frame now (refused from its header if too large);
+        process it on the cloud worker when an estimate needs it."""
         self.problems.traffic['clouds_received'] += 1
+        t = self.believed(msg.header.stamp, 'lidar cloud')
+        if t is None:
+            return
         try:
             points = cloud_in_base_frame(msg, self.lidar, self.fusion.config.max_points)
         except SensorMessageError as err:
             self.problems.report(err.kind, f'{err}: dropped')
             return
-        self._cloud = (stamp_to_seconds(msg.header.stamp), points)
+        self._cloud = (t, points)
         self._cloud_processed = False
 
     def _on_residual(self, msg: JointState) -> None:
@@ -172,17 +193,25 @@ class ContactLocalizerNode(SuiteNode):
         if not (np.isfinite(tau).all() and np.isfinite(q).all()):
             self.problems.report('not_finite', 'residual with NaN/inf: dropped')
             return
-        t = stamp_to_seconds(msg.header.stamp)
+        t = self.believed(msg.header.stamp, 'residual')
+        if t is None:  # never the newest pose: the history would stop trimming
+            return
+        self.process_residual(JointSample(t, q, None, None, tau, msg.header.stamp))
+
+    def process_residual(self, sample: JointSample) -> None:
+        """One residual (every one in separate mode; in composed mode the newest every
+        `_LATEST_RESIDUAL_PERIOD`): the pose history, and an estimate when one is due."""
+        t, q, tau = sample.t, sample.q, sample.tau_ext
         self._history.add(t, q)
-        if not self.schedule.due(time.monotonic(), tau):
+        if not self.schedule.due(self.seconds(), tau):
             if not self.schedule.contact(tau):
                 self.problems.set_status(OK, 'no contact')
             return
-        self._estimate(t, q, tau, msg)
-        self.schedule.finished(time.monotonic())
+        self._estimate(t, q, tau, sample.stamp)
+        self.schedule.finished(self.seconds())
 
     # ------------------------------------------------------------------ estimates
-    def _estimate(self, t: float, q: np.ndarray, tau: np.ndarray, msg: JointState) -> None:
+    def _estimate(self, t: float, q: np.ndarray, tau: np.ndarray, stamp) -> None:
         obstacles, cloud = self._obstacles(t)
         start = time.perf_counter()
         try:
@@ -194,9 +223,10 @@ class ContactLocalizerNode(SuiteNode):
         seconds = time.perf_counter() - start
         self.problems.traffic['estimates'] += 1
         self.problems.values.update(estimate_values(estimate, seconds, cloud))
-        stamp = msg.header.stamp
         if estimate.found:
-            self._point_pub.publish(point_stamped(stamp, estimate.link, estimate.point_link))
+            point = point_stamped(stamp, estimate.link, estimate.point_link)
+            self._point_output.publisher.publish(point)
+            self._point_output.hand_over(point)
             self._wrench_pub.publish(wrench_stamped(stamp, estimate.link, estimate.force_link,
                                                     np.zeros(3)))
             self.problems.traffic['estimates_published'] += 1
@@ -218,6 +248,7 @@ class ContactLocalizerNode(SuiteNode):
         """The cloud's obstacles for a residual stamped t (s), processing the latest cloud
         first if it has not been and is recent enough; and a word on the cloud for the
         diagnostics."""
+        self._take_cloud_outcome()
         if self._cloud is None:
             return None, 'none received: torque only'
         stamp, points = self._cloud
@@ -227,19 +258,43 @@ class ContactLocalizerNode(SuiteNode):
             q = self._history.at(stamp)
             if q is None:
                 return None, 'no joint positions at the cloud stamp: torque only'
-            start = time.perf_counter()
-            try:
-                self.fusion.update(stamp, q, points)
-            except CloudError as err:
-                self.problems.report('bad_cloud', f'{err}: dropped')
-            self.problems.values['cloud_time'] = f'{1000 * (time.perf_counter() - start):.1f} ms'
+            self._cloud_worker.submit((stamp, points, q, self.fusion))
+            self._cloud_pending = True
         obstacles = self.fusion.current(t)
+        if obstacles is None and self._cloud_pending:
+            return None, 'being processed: torque only'
         if obstacles is None:
             self.problems.report('stale_cloud', f'latest cloud {age:.2f} s from the residual '
                                  f'(cloud.max_age {self.fusion.config.max_age:g} s): torque '
                                  'only')
             return None, f'stale ({age:.2f} s old): torque only'
         return obstacles, f'{len(obstacles.points)} obstacle points, {age:.2f} s old'
+
+    def _process_cloud(self, job: tuple) -> tuple[float, CloudError | None]:
+        """On the cloud worker: (seconds it took, None), or (0, the CloudError)."""
+        stamp, points, q, fusion = job
+        start = time.perf_counter()
+        try:
+            fusion.update(stamp, q, points)
+        except CloudError as err:
+            return 0.0, err
+        return time.perf_counter() - start, None
+
+    def _take_cloud_outcome(self) -> None:
+        """What the cloud worker finished since the last estimate: counted, timed."""
+        outcome = self._cloud_worker.take()
+        if outcome is None:
+            return
+        self._cloud_pending = False
+        result, unexpected = outcome
+        if unexpected is not None:
+            self.guard.failed('the cloud worker', unexpected)
+            return
+        seconds, err = result
+        if err is not None:
+            self.problems.report('bad_cloud', f'{err}: dropped')
+        else:
+            self.problems.values['cloud_time'] = f'{1000 * seconds:.1f} ms'
 
     def _cluster_near(self, obstacles: Obstacles, estimate: ContactEstimate) -> np.ndarray:
         """The obstacle cluster that holds the obstacle point nearest the contacted link."""
@@ -248,6 +303,11 @@ class ContactLocalizerNode(SuiteNode):
         nearest = obstacles.proximity.obstacle_point[self.surfaces.link_index(estimate.link)]
         which = np.argmin(np.linalg.norm(obstacles.points - nearest, axis=1))
         return obstacles.points[obstacles.labels == obstacles.labels[which]]
+
+
+    def destroy_node(self):
+        self._cloud_worker.close()
+        return super().destroy_node()
 
 
 def main(args=None):

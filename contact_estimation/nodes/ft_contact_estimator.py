@@ -32,7 +32,6 @@ that is not a moving link of the arm. Nothing is estimated from it.
 from __future__ import annotations
 
 import sys
-import time
 
 import numpy as np
 from geometry_msgs.msg import PointStamped, WrenchStamped
@@ -51,10 +50,10 @@ from contact_estimation.core.ft_contact_stream import (DEFAULTS, RENAMED, FtInpu
                                                        load_ellipsoids, load_offset,
                                                        save_offset)
 from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.sample import JointSample
 from contact_estimation.core.surfaces import LinkSurfaces
 from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp,
-                                                stamp_to_seconds, wrench_stamped,
-                                                wrench_to_arrays)
+                                                wrench_stamped, wrench_to_arrays)
 from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.markers import contact_markers, deleted
@@ -67,6 +66,11 @@ MARKER_NS = 'ft_contact'
 _MARKER_PERIOD = 0.05   # s of stamps between marker updates (rviz needs no more than 20 Hz)
 _WATCH_PERIOD = 0.1     # s (wall) between checks for missing streams
 _FREE_MOTION_WINDOW = 1.0  # s of stamps in the free-motion compensation residual
+# Composed mode: joint states and residuals wait in a mailbox emptied this often (s), on this
+# node's thread, never on the 1 kHz chain's; it holds 0.5 s of samples at 1 kHz.
+_SAMPLES_PERIOD = 0.005
+_STAMP_SLACK = 1e-6  # s: stamps one period apart (to rounding) are one period apart
+_SAMPLES_CAPACITY = 500
 
 
 class FtContactEstimator(SuiteNode):
@@ -87,15 +91,21 @@ class FtContactEstimator(SuiteNode):
         self._localized: tuple[float, str, np.ndarray] | None = None  # stamp, link, point
         self._arrived: dict[str, float] = {}   # stream → wall time of its last message
         self._markers_at: float | None = None  # stamp of the markers shown; None: none shown
+        self._located_at = -np.inf             # stamp of the newest pair located
 
-        self._base_wrench_pub = self.publisher('base_wrench', WrenchStamped)
+        self._base_wrench = self.output('base_wrench', WrenchStamped, only_when_listened=True)
         self._point_pub = self.publisher('point', PointStamped)
         self._wrench_pub = self.publisher('wrench', WrenchStamped)
         self._marker_pub = self.publisher('markers', MarkerArray)
         self.subscribe('ft_wrench', WrenchStamped, self._on_wrench)
-        self.subscribe('joint_state', JointState, self._on_joint_state)
-        self.subscribe('residual', JointState, self._on_residual)
-        self.subscribe('localizer_point', PointStamped, self._on_localizer_point)
+        # Composed mode: every joint state and residual, taken on this node's thread.
+        for key, on_message, on_sample in (
+                ('joint_state', self._on_joint_state, self.process_joint_state),
+                ('residual', self._on_residual, self.process_residual)):
+            self.receive(key, JointState, on_message, on_sample, period=_SAMPLES_PERIOD,
+                         capacity=_SAMPLES_CAPACITY)
+        self.receive('localizer_point', PointStamped, self._on_localizer_point,
+                     self._on_localizer_point)
         self.create_service(Trigger, '~/zero', self._on_zero)
         self.create_timer(_WATCH_PERIOD, self._watch_inputs)
         self.problems.set_status(WARN, 'waiting for F/T readings and joint states')
@@ -158,6 +168,10 @@ class FtContactEstimator(SuiteNode):
         d('localizer_timeout', k['localizer_timeout'], "the contact localizer's link is used "
           'while its point is at most this older or newer than the sample (s)', 0.0, 10.0,
           **ro)
+        d('max_rate', k['max_rate'], 'most point estimates per second (Hz): in a contact, '
+          'the newest residual paired with its compensated wrench is located at this rate '
+          '(each estimate costs ~0.4 ms of CPU); every reading is still compensated',
+          0.1, 1000.0, **ro)
         d('input_timeout', k['input_timeout'], 'a stream silent this long (s, wall clock) '
           'while the other arrives is reported; nothing is estimated meanwhile', 0.01, 60.0,
           **ro)
@@ -205,7 +219,7 @@ class FtContactEstimator(SuiteNode):
 
     # -------------------------------------------------------------------- messages
     def _arrival(self, stream: str) -> None:
-        self._arrived[stream] = time.monotonic()
+        self._arrived[stream] = self.seconds()
 
     def _on_wrench(self, msg: WrenchStamped) -> None:
         self._arrival('ft_wrench')
@@ -214,22 +228,37 @@ class FtContactEstimator(SuiteNode):
                                  f'{msg.header.frame_id!r}, expected {self._sensor_frame!r} '
                                  '(sensor.frame_id): dropped')
             return
+        t = self.believed(msg.header.stamp, 'F/T reading')
+        if t is None:  # one reading stamped in 2038 would hold every later one unpaired
+            return
         reading = np.concatenate(wrench_to_arrays(msg))
         try:
             check_reading(reading, *self._limits)
         except FtInputError as err:
             self.problems.report(err.kind, str(err))
             return
-        self._compensate(self._readings.add_primary(stamp_to_seconds(msg.header.stamp),
-                                                    reading))
+        self._compensate(self._readings.add_primary(t, reading))
 
     def _on_joint_state(self, msg: JointState) -> None:
-        self._arrival('joint_state')
-        t = stamp_to_seconds(msg.header.stamp)
+        t = self.believed(msg.header.stamp, 'joint state')
+        if t is None:
+            return
         try:
             q, v, _ = self._joint_states.read(msg)
-            pairs = self._readings.add_secondary(t, (q, v, self._acceleration_at(t, q)))
-        except (JointStateError, FtInputError) as err:
+        except JointStateError as err:
+            self.problems.report(err.kind, str(err))
+            return
+        self.process_joint_state(JointSample(t, q, v, None))
+
+    def process_joint_state(self, sample: JointSample) -> None:
+        """One joint state, paired with the F/T reading of its stamp."""
+        self._arrival('joint_state')
+        t, q = sample.t, sample.q
+        # q̈ only for the acceleration compensation: the momentum observer needs none.
+        acceleration = None if self._observer else self._acceleration_at(t, q)
+        try:
+            pairs = self._readings.add_secondary(t, (q, sample.v, acceleration))
+        except FtInputError as err:
             self.problems.report(err.kind, str(err))
             return
         self._compensate(pairs)
@@ -253,9 +282,9 @@ class FtContactEstimator(SuiteNode):
         for t_reading, reading, t_joint, (q, v, a) in pairs:
             wrench = (self._observer.update(t_reading, reading, q, v) if self._observer
                       else self._compensator.contact_wrench(reading, q, v, a))
-            self._base_wrench_pub.publish(wrench_stamped(seconds_to_stamp(t_reading),
-                                                         self.robot.base_link, wrench[:3],
-                                                         wrench[3:]))
+            if self._base_wrench.listened:
+                self._base_wrench.publisher.publish(wrench_stamped(
+                    seconds_to_stamp(t_reading), self.robot.base_link, wrench[:3], wrench[3:]))
             self.problems.traffic['base_wrenches_published'] += 1
             self._resting.add(t_joint, reading, q, v, self.robot.joint_names)
             try:  # with a faster sensor, the first reading of each joint state is located
@@ -264,7 +293,6 @@ class FtContactEstimator(SuiteNode):
                 self.problems.report(err.kind, f'compensated wrench: {err}')
 
     def _on_residual(self, msg: JointState) -> None:
-        self._arrival('residual')
         try:
             order = self._joint_states.order(msg)
         except JointStateError as err:
@@ -275,7 +303,14 @@ class FtContactEstimator(SuiteNode):
             self.problems.report('bad_residual', 'residual without one finite effort per '
                                  'joint: dropped')
             return
-        self._locate(self._residuals.add_primary(stamp_to_seconds(msg.header.stamp), tau_ext))
+        t = self.believed(msg.header.stamp, 'residual')
+        if t is not None:
+            self.process_residual(JointSample(t, None, None, None, tau_ext))
+
+    def process_residual(self, sample: JointSample) -> None:
+        """One residual, paired with the compensated wrench of its stamp."""
+        self._arrival('residual')
+        self._locate(self._residuals.add_primary(sample.t, sample.tau_ext))
 
     def _on_localizer_point(self, msg: PointStamped) -> None:
         link = msg.header.frame_id
@@ -288,12 +323,19 @@ class FtContactEstimator(SuiteNode):
         if not np.isfinite(point).all():
             self.problems.report('not_finite', 'localizer point with NaN/inf: not used')
             return
-        self._localized = (stamp_to_seconds(msg.header.stamp), link, point)
+        t = self.believed(msg.header.stamp, 'localizer point')
+        if t is not None:
+            self._localized = (t, link, point)
 
     # ------------------------------------------------------------------- estimate
     def _locate(self, pairs: list[tuple]) -> None:
-        """The contact of each residual paired with its compensated wrench."""
-        for t, tau_ext, _, (q, wrench) in pairs:
+        """The contact of the newest residual paired with its compensated wrench, at most
+        `max_rate` times per second of stamps (the pairs in between are not estimated; a
+        stamp older than the last one located, a restarted clock, is located at once)."""
+        for t, tau_ext, _, (q, wrench) in pairs[-1:]:
+            if 0.0 <= t - self._located_at < 1.0 / self.value('max_rate') - _STAMP_SLACK:
+                continue
+            self._located_at = t
             localized = self._localized
             if localized and abs(localized[0] - t) > self.value('localizer_timeout'):
                 localized = None
@@ -341,7 +383,7 @@ class FtContactEstimator(SuiteNode):
     # ----------------------------------------------------------- watch and service
     def _watch_inputs(self) -> None:
         """Report a stream that stopped while the other goes on (nothing is estimated)."""
-        now = time.monotonic()
+        now = self.seconds()
         timeout = self.value('input_timeout')
         fresh = {s: now - self._arrived.get(s, -np.inf) <= timeout
                  for s in ('ft_wrench', 'joint_state', 'residual')}
@@ -362,7 +404,7 @@ class FtContactEstimator(SuiteNode):
 
     def _on_zero(self, request: Trigger.Request, response: Trigger.Response):
         """The sensor offset from the arm at rest, stored in `offset_file`."""
-        now = time.monotonic()
+        now = self.seconds()
         try:
             if any(now - self._arrived.get(s, -np.inf) > self.value('input_timeout')
                    for s in ('ft_wrench', 'joint_state')):

@@ -7,9 +7,10 @@ effort = joint torque (N·m, converted from motor current if asked), with the st
 input. Bad messages are dropped and counted on /diagnostics
 (core/joint_state_conditioning.py has the rules). `input_stale` is True while no sample went
 out for `input_timeout` seconds (and before the first one): the detector stops the robot on it.
-In pipeline mode (contact_estimation/pipeline.py) each sample and input_stale also go to
-residual_node and collision_detector by function call; the joint state is published only
-while anyone subscribes to it.
+In composed mode (contact_estimation/composed.py) each sample (core/sample.JointSample) goes
+to residual_node, ft_contact_estimator and proximity_monitor, and input_stale to
+collision_detector, by function call; the joint state is published only while anyone
+subscribes to it.
 
 Only what is published is computed (this node runs at the driver's rate, 100 Hz to 1 kHz,
 beside the others on small machines). Every time setting is in seconds, so a driver's rate
@@ -25,14 +26,14 @@ collision_detector's `acceleration_filter.window_duration`).
 from __future__ import annotations
 
 import sys
-import time
 
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from contact_estimation.core.joint_state_conditioning import (
-    DEFAULTS, RENAMED, TIMING_DROPS, WARNINGS, JointSample, JointStateConditioner,
+    DEFAULTS, RENAMED, TIMING_DROPS, WARNINGS, JointStateConditioner,
     Transmission, Watchdog)
+from contact_estimation.core.sample import JointSample
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
@@ -143,17 +144,18 @@ class JointStateListener(SuiteNode):
             self.problems.report(kind, detail,
                                  WARN if kind in WARNINGS or kind in TIMING_DROPS else ERROR)
         if result.sample is not None:
-            self._pass_on(result.sample, msg.header.frame_id)
+            result.sample.frame_id = msg.header.frame_id
+            self._pass_on(result.sample)
 
-    def _pass_on(self, sample: JointSample, frame_id: str) -> None:
-        """One clean sample out: to the residual in this process (pipeline mode) first, then
-        published while anyone subscribes; it feeds the watchdog."""
-        self._output.hand_over(sample.stamp, frame_id, sample.q, sample.v, sample.effort)
+    def _pass_on(self, sample: JointSample) -> None:
+        """One clean sample out: to the nodes that read it in this process (composed mode)
+        first, then published while anyone subscribes; it feeds the watchdog."""
+        self._output.hand_over(sample)
         if self._output.listened:
             self._output.publisher.publish(self._writer.write(
-                sample.stamp, frame_id, sample.q, sample.v, sample.effort))
+                sample.stamp, sample.frame_id, sample.q, sample.v, sample.tau))
         self.problems.traffic['samples_published'] += 1
-        self._watchdog.feed(time.monotonic())
+        self._watchdog.feed(self.seconds())
         self._rate.add(sample.t)
 
     def _time_settings(self) -> TimeSettings:
@@ -164,7 +166,7 @@ class JointStateListener(SuiteNode):
 
     # ----------------------------------------------------------------- watchdog
     def _check_watchdog(self) -> None:
-        stale = self._watchdog.stale(time.monotonic())
+        stale = self._watchdog.stale(self.seconds())
         if stale == self._stale:
             return
         self._stale = stale
@@ -177,7 +179,7 @@ class JointStateListener(SuiteNode):
 
     def _publish_stale(self) -> None:
         """input_stale on change and as a heartbeat, to the detector in this process
-        (pipeline mode) first."""
+        (composed mode) first."""
         self._stale_output.hand_over(self._stale)
         self._stale_output.publisher.publish(Bool(data=self._stale))
 

@@ -46,20 +46,26 @@ from contact_estimation.core.lidar_fusion import CloudError, LidarFusion, PoseHi
 from contact_estimation.core.proximity import (CLUSTERS, DEFAULT_PARTS, DEFAULTS, SKELETON,
                                                BoxPart, HumanModel, ProximityConfig,
                                                ProximityMonitor, ProximityResult)
+from contact_estimation.core.sample import JointSample
 from contact_estimation.core.surfaces import LinkSurfaces, SurfacesError
 from contact_estimation.core.time_scaling import worth_publishing
-from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
+from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.proximity_messages import ProximityMarkers, part_statuses
-from contact_estimation.ros.qos import STOP_QOS
+from contact_estimation.ros.qos import CLOUD_QOS, STOP_QOS
 from contact_estimation.ros.sensor_frames import (SensorFrame, SensorMessageError,
-                                                  cloud_config, cloud_in_base_frame,
+                                                  check_cloud_size, cloud_config,
+                                                  cloud_in_base_frame,
                                                   declare_cloud_parameters)
 from contact_estimation.ros.suite_node import SuiteNode
+from contact_estimation.ros.worker import LatestWorker
 
 NAME = 'proximity_monitor'
+# After an unexpected error in a callback (ros/guard.py) the stop is held this long (s) past
+# the last one: what the node knows meanwhile is unknown; checks resume after it.
+FAULT_HOLD = 1.0
 
 # ProximityConfig field → description and range of its parameter.
 _CONFIG_PARAMETERS = {
@@ -90,6 +96,11 @@ _CONFIG_PARAMETERS = {
     'report_range': ('m: distances are exact at least this far (farther: inf)', 0.0, 10.0),
 }
 _CONFIG_DEFAULTS = ProximityConfig()
+
+# Composed mode: joint states wait in a mailbox emptied this often (s), on this node's
+# thread; it holds 0.1 s of samples at 1 kHz (clouds look up the pose at their stamp).
+_SAMPLES_PERIOD = 0.005
+_SAMPLES_CAPACITY = 100
 assert set(_CONFIG_PARAMETERS) == {f.name for f in dataclasses.fields(ProximityConfig)}
 
 
@@ -111,7 +122,7 @@ class ProximityMonitorNode(SuiteNode):
                                                              self._cloud_parameters))
         self._joint_states = JointStateReader(self.robot.joint_names, model_order_only=True)
         self._history = PoseHistory(self.value('body_timeout'))  # joint states by stamp
-        self._latest: tuple[JointState, float] | None = None  # message, monotonic arrival
+        self._latest: tuple[JointSample, float] | None = None  # sample, arrival (seconds())
         self._t = 0.0                    # stamp of the latest joint state used (s)
         self._result: ProximityResult | None = None
         self._scale_sent: float | None = None
@@ -125,9 +136,11 @@ class ProximityMonitorNode(SuiteNode):
         self._scale_pub = self.publisher('speed_scale', Float64)
         self._parts_pub = self.publisher('parts', DiagnosticArray)
         self._marker_pub = self.publisher('markers', MarkerArray)
-        self.subscribe('joint_state', JointState, self._on_joint_state)
+        self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state,
+                     period=_SAMPLES_PERIOD, capacity=_SAMPLES_CAPACITY)
         self.subscribe('skeleton', PoseArray, self._on_skeleton)
-        self.subscribe('lidar_points', PointCloud2, self._on_cloud)
+        self._cloud_worker = LatestWorker(self._clusters, f'{NAME} clouds')
+        self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         self.create_service(Trigger, '~/reset', self._on_reset)
         self.create_timer(1.0 / self.value('check_rate'), self._check)
         self.create_timer(1.0 / self.value('heartbeat_rate'), self._heartbeat)
@@ -189,27 +202,54 @@ class ProximityMonitorNode(SuiteNode):
         return ProximityConfig(**values)
 
     def _on_parameter_change(self, changes: dict) -> str | None:
-        """Protective distance, signals and cloud processing change at run time."""
-        if set(changes) & set(_CONFIG_PARAMETERS):
-            self.monitor.config = self._config(changes)
-            self._history.span = self.monitor.config.body_timeout
-        if set(changes) & set(self._cloud_parameters):
-            self.fusion.config = cloud_config(lambda n: changes.get(n, self.value(n)),
-                                              self._cloud_parameters)
-        for frame in (self._skeleton_frame, self._lidar_frame):
-            if set(changes) & set(frame.parameters):
-                frame.apply(changes)
+        """Protective distance, signals, cloud processing and sensor poses change at run
+        time, all or nothing: everything is built from the proposed values first (a bad one
+        raises and refuses the set), and only then put in use."""
+        changed = set(changes)
+        config = self._config(changes) if changed & set(_CONFIG_PARAMETERS) else None
+        cloud = (cloud_config(lambda n: changes.get(n, self.value(n)), self._cloud_parameters)
+                 if changed & set(self._cloud_parameters) else None)
+        poses = [(frame, frame.proposed(changes))
+                 for frame in (self._skeleton_frame, self._lidar_frame)
+                 if changed & set(frame.parameters)]
+        if config is not None:
+            self.monitor.config = config
+            self._history.span = config.body_timeout
+        if cloud is not None:
+            self.fusion.config = cloud
+        for frame, pose in poses:
+            frame.use(pose)
         return None
 
     # -------------------------------------------------------------------- messages
     def _on_joint_state(self, msg: JointState) -> None:
-        """Kept, not parsed: at 1 kHz parsing is the check's job (check_rate) and the cloud's
-        (the one nearest its stamp)."""
-        self._latest = (msg, time.monotonic())
-        self._history.add(stamp_to_seconds(msg.header.stamp), msg)
+        """Positions and velocities (no torques needed); a bad message, or one whose stamp is
+        not believed, is not kept: it never becomes the newest time, so a stream of them
+        ends in a stale stop."""
+        t = self.believed(msg.header.stamp, 'joint state')
+        if t is None:
+            return
+        try:
+            order = self._joint_states.order(msg)
+        except JointStateError as err:
+            self.problems.report(err.kind, f'{err}: stop if it lasts')
+            return
+        q, v = (self._joint_states.field(msg, name, order) for name in ('position', 'velocity'))
+        if q is None or v is None or not (np.isfinite(q).all() and np.isfinite(v).all()):
+            self.problems.report('wrong_sizes', 'joint state without a finite position and '
+                                 'velocity per joint: dropped, stop if it lasts')
+            return
+        self.process_joint_state(JointSample(t, q, v, None))
+
+    def process_joint_state(self, sample: JointSample) -> None:
+        """Kept for the check (the latest) and for clouds (the one nearest their stamp)."""
+        self._latest = (sample, self.seconds())
+        self._history.add(sample.t, sample)
 
     def _on_skeleton(self, msg: PoseArray) -> None:
-        t = stamp_to_seconds(msg.header.stamp)
+        t = self.believed(msg.header.stamp, 'skeleton')
+        if t is None:  # dropped: never fresh for long, so the body timeout still stops
+            return
         self.problems.traffic['skeletons_received'] += 1
         keypoints = np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses])
         try:
@@ -223,33 +263,61 @@ class ProximityMonitorNode(SuiteNode):
             self.problems.report('invalid_skeleton', f'{problem}: stop')
 
     def _on_cloud(self, msg: PointCloud2) -> None:
-        """The cloud through lidar_fusion at the arm's pose at its stamp; the clusters left
-        are the objects."""
-        t = stamp_to_seconds(msg.header.stamp)
+        """The cloud, refused from its header if too large, goes with the arm's pose at its
+        stamp to the cloud worker (ros/worker.py: decoding, lidar_fusion, clusters), off the
+        thread of the check and the heartbeat; `_check` takes the objects it finds."""
+        t = self.believed(msg.header.stamp, 'lidar cloud')
+        if t is None:
+            return
         self.problems.traffic['clouds_received'] += 1
         try:
-            points = cloud_in_base_frame(msg, self._lidar_frame, self.fusion.config.max_points)
+            check_cloud_size(msg, self.fusion.config.max_points)
+            q = self._pose_at(t)
+        except (SensorMessageError, JointStateError) as err:
+            self._reject_cloud(t, err)
+            return
+        self._cloud_worker.submit((t, msg, q, self.fusion))
+
+    def _clusters(self, job: tuple) -> tuple[float, list | None, Exception | None]:
+        """On the cloud worker: (t, clusters, None), or (t, None, the expected error)."""
+        t, msg, q, fusion = job
+        try:
+            points = cloud_in_base_frame(msg, self._lidar_frame, fusion.config.max_points)
             if not len(points):
                 raise SensorMessageError('empty_cloud', 'empty cloud: the lidar sees nothing')
-            clusters = self.fusion.update(t, self._pose_at(t), points).clusters
-        except (SensorMessageError, JointStateError, CloudError) as err:
-            kind = getattr(err, 'kind', 'bad_cloud')
-            self.problems.report(kind, f'{err}: stop')
-            self.monitor.reject(t, CLUSTERS, f'lidar: {err}')
+            return t, fusion.update(t, q, points).clusters, None
+        except (SensorMessageError, CloudError) as err:
+            return t, None, err
+
+    def _take_clusters(self) -> None:
+        """The objects of the latest cloud the worker finished, if any (on the check's
+        thread, as every change of the monitor)."""
+        outcome = self._cloud_worker.take()
+        if outcome is None:
             return
-        self.monitor.set_clusters(t, clusters)
+        result, unexpected = outcome
+        if unexpected is not None:
+            self.guard.failed('the cloud worker', unexpected)
+            return
+        t, clusters, err = result
+        if err is not None:
+            self._reject_cloud(t, err)
+        else:
+            self.monitor.set_clusters(t, clusters)
+
+    def _reject_cloud(self, t: float, err: Exception) -> None:
+        kind = getattr(err, 'kind', 'bad_cloud')
+        self.problems.report(kind, f'{err}: stop')
+        self.monitor.reject(t, CLUSTERS, f'lidar: {err}')
 
     def _pose_at(self, t: float) -> np.ndarray:
         """The joint positions stamped nearest t (the cloud's robot points are removed at
         the pose it saw); SensorMessageError 'no_pose' when none is near enough."""
-        msg = self._history.at(t)
-        q = None
-        if msg is not None:
-            q = self._joint_states.field(msg, 'position', self._joint_states.order(msg))
-        if q is None or not np.isfinite(q).all():
+        sample = self._history.at(t)
+        if sample is None:
             raise SensorMessageError('no_pose', f'no usable joint state within '
                                      f'{self._history.span:g} s of the cloud stamp {t:.3f}')
-        return q
+        return sample.q
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
         was_stopped = self._result is not None and self._result.stop
@@ -257,43 +325,42 @@ class ProximityMonitorNode(SuiteNode):
         response.success = not refusal
         response.message = refusal or ('stop released: the arm may move away slowly; coming '
                                        'nearer stops it again' if was_stopped else 'not stopped')
-        log = self.get_logger().warning if refusal else self.get_logger().info
-        log(f'~/reset: {response.message}')
+        # One call site per severity: rclpy refuses a call site whose severity changes.
+        if refusal:
+            self.get_logger().warning(f'~/reset: {response.message}')
+        else:
+            self.get_logger().info(f'~/reset: {response.message}')
         return response
 
     # ------------------------------------------------------------------ the check
     def _check(self) -> None:
         """The check on the latest joint state, or a stop when there is none usable."""
-        now = time.monotonic()
+        now = self.seconds()
+        self._take_clusters()
+        fault = self.guard.last_fault  # on the monotonic clock, as the guard keeps it
+        if fault is not None and time.monotonic() - fault[0] < FAULT_HOLD:
+            self._publish(self.monitor.fail(self._t, fault[1]))
+            return
         if self._latest is None:
             self._publish(self.monitor.fail(self._t, 'waiting for joint states'))
             return
-        msg, arrived = self._latest
+        sample, arrived = self._latest
         if now - arrived > self.value('joint_state_timeout'):
             reason = (f'joint states stale: none for {now - arrived:.3f} s '
                       f'(joint_state_timeout {self.value("joint_state_timeout")} s)')
             self.problems.report('stale_joint_states', reason)
             self._publish(self.monitor.fail(self._t, reason))
             return
-        try:
-            order = self._joint_states.order(msg)
-        except JointStateError as err:
-            self.problems.report(err.kind, f'{err}: stop')
-            self._publish(self.monitor.fail(self._t, str(err)))
-            return
-        q, velocity = (self._joint_states.field(msg, name, order)
-                       for name in ('position', 'velocity'))
-        self._t = stamp_to_seconds(msg.header.stamp)
-        if q is None or velocity is None:
-            self.problems.report('wrong_sizes', 'joint state without a position and a '
-                                 'velocity per joint: stop')
-            self._publish(self.monitor.fail(self._t, 'joint state without positions and '
-                                            'velocities for every joint'))
-            return
+        self._t = sample.t
         start = time.perf_counter()
-        result = self.monitor.update(self._t, q, velocity)
+        result = self.monitor.update(self._t, sample.q, sample.v)
         self.problems.values['check_time'] = f'{(time.perf_counter() - start) * 1e3:.2f} ms'
         self._publish(result)
+
+    def fail_safe(self, reason: str) -> None:
+        """An unexpected error in a callback (ros/guard.py): stop now; `_check` holds the
+        stop for FAULT_HOLD s after the last such error."""
+        self._publish(self.monitor.fail(self._t, reason))
 
     # -------------------------------------------------------------------- outputs
     def _publish(self, result: ProximityResult) -> None:
@@ -308,7 +375,7 @@ class ProximityMonitorNode(SuiteNode):
         if worth_publishing(result.speed_scale, self._scale_sent):
             self._scale_sent = result.speed_scale
             self._scale_pub.publish(Float64(data=result.speed_scale))
-        now = time.monotonic()
+        now = self.seconds()
         if changed or now - self._displayed >= self._display_period:
             self._displayed = now
             stamp = seconds_to_stamp(result.t)
@@ -336,6 +403,11 @@ class ProximityMonitorNode(SuiteNode):
             self._stop_pub.publish(Bool(data=self._result.stop))
         if self._scale_sent is not None:
             self._scale_pub.publish(Float64(data=self._scale_sent))
+
+
+    def destroy_node(self):
+        self._cloud_worker.close()
+        return super().destroy_node()
 
 
 def _reason(result: ProximityResult) -> str:

@@ -6,8 +6,9 @@ runs one of the residuals of core/residual.py and publishes τ_ext (N·m, projec
 stamp of the sample it came from. With a wrist F/T sensor (force/position hybrid tasks,
 seed 001 §3.1) the measured task wrench is removed (core/wrist_wrench.py has the rules), so
 that only unintended contacts remain. `process_joint_state` is the one sample's work: its
-subscription calls it, or the listener directly in pipeline mode (contact_estimation/
-pipeline.py); τ_ext goes on to the detector, and is published while anyone subscribes.
+subscription calls it, or the listener directly in composed mode (contact_estimation/
+composed.py); the sample, now with τ_ext, goes on to the detector and the estimators, and is
+published while anyone subscribes.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from contact_estimation.core import friction, payload, residual, wrist_wrench
 from contact_estimation.core.identified_model import IdentifiedModel, ModelFileError
 from contact_estimation.core.payload import Payload
 from contact_estimation.core.residual import Residual, SampleOrderError, make_residual
+from contact_estimation.core.sample import JointSample
 from contact_estimation.core.wrist_wrench import WristWrench, WristWrenchRejected
 from contact_estimation.ros.conversions import stamp_to_seconds, wrench_to_arrays
 from contact_estimation.ros.diagnostics import OK
@@ -83,7 +85,7 @@ class ResidualNode(SuiteNode):
                      'n×k flat (row per joint, model joint order)')
         self.declare('observer_gain', list(r['observer_gain']),
                      'momentum observer gain K_O, 1/s (time constant 1/K_O): one value or one '
-                     'per joint')
+                     f'per joint, each > 0 and <= {residual.MAX_OBSERVER_GAIN:g}')
         self.declare('acceleration_filter.window_duration',
                      r['acceleration_filter.window_duration'],
                      'time span (s) of the least-squares fit giving q̈ for the rnea residual '
@@ -138,33 +140,37 @@ class ResidualNode(SuiteNode):
 
     # -------------------------------------------------------------------- messages
     def _on_wrench(self, msg: WrenchStamped) -> None:
-        if self._setup.wrist is None:
+        t = self.believed(msg.header.stamp, 'wrist wrench')
+        if self._setup.wrist is None or t is None:
             return
         try:
-            self._setup.wrist.receive(stamp_to_seconds(msg.header.stamp), msg.header.frame_id,
-                                      *wrench_to_arrays(msg))
+            self._setup.wrist.receive(t, msg.header.frame_id, *wrench_to_arrays(msg))
         except WristWrenchRejected as err:
             self.problems.report(err.kind, str(err))
 
     def _on_joint_state(self, msg: JointState) -> None:
+        if self.believed(msg.header.stamp, 'joint state') is None:  # never a new time base
+            return
         try:
             q, v, tau = self._joint_states.read(msg)
         except JointStateError as err:
             self.problems.report(err.kind, str(err))
             return
-        self.process_joint_state(msg.header.stamp, msg.header.frame_id, q, v, tau)
+        self.process_joint_state(JointSample(stamp_to_seconds(msg.header.stamp), q, v, tau,
+                                             stamp=msg.header.stamp,
+                                             frame_id=msg.header.frame_id))
 
-    def process_joint_state(self, stamp, frame_id: str, q: np.ndarray, v: np.ndarray,
-                            tau: np.ndarray | None) -> None:
-        """One joint state (finite, model order) → τ_ext, handed to the detector in this
-        process (pipeline mode) and published while anyone subscribes, with its stamp.
+    def process_joint_state(self, sample: JointSample) -> None:
+        """One joint state (finite, model order) → τ_ext, set on the sample, which goes to
+        the nodes that read the residual in this process (composed mode) and is published
+        while anyone subscribes, with its stamp.
 
-        The listener calls this directly in pipeline mode; `_on_joint_state` otherwise.
+        The listener calls this directly in composed mode; `_on_joint_state` otherwise.
         """
-        if tau is None:
+        if sample.tau is None:
             self.problems.report('wrong_sizes', 'joint state without joint torques: dropped')
             return
-        t = stamp_to_seconds(stamp)
+        t, q, v, tau = sample.t, sample.q, sample.v, sample.tau
         setup = self._setup
         try:
             tau_ext = setup.residual.update(t, q, v, tau)
@@ -185,9 +191,11 @@ class ResidualNode(SuiteNode):
             self.problems.report('non_finite_residual', 'τ_ext came out NaN/inf: residual '
                                  'restarted, sample dropped')
             return
-        self._output.hand_over(stamp, frame_id, q, v, tau_ext)
+        sample.tau_ext = tau_ext
+        self._output.hand_over(sample)
         if self._output.listened:
-            self._output.publisher.publish(self._writer.write(stamp, frame_id, q, v, tau_ext))
+            self._output.publisher.publish(self._writer.write(sample.stamp, sample.frame_id,
+                                                              q, v, tau_ext))
         self.problems.traffic['residuals_published'] += 1
         self._rate.add(t)
 

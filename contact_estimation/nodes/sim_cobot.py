@@ -19,8 +19,14 @@ motor current, samples at irregular periods, a few out of order; and carry a pay
 
 Pace: a timer steps the physics as many steps as wall time requires, publishing the steps the
 driver samples (every `rate / publish_rate`-th without jitter); stamps are start time +
-simulated time of the sampled step. When it falls more than `max_catch_up` behind, it skips
-the lost time (a gap in the stamps) and reports it on /diagnostics.
+simulated time of the sampled step. When it falls more than `max_catch_up` behind:
+- with `publish_clock` (the demo, the tests and the benchmarks), it is the graph's clock:
+  /clock carries the simulated time after each batch of steps, every node runs with
+  use_sim_time, and the simulation just runs slower than real time, with no gap in the
+  stamps: the whole graph slows together (the f_S timeout is on simulated time too);
+- without (as a stand-in for a real arm, on the wall clock), it skips the lost time (a gap in
+  the stamps: a real driver's hiccup).
+Either is reported on /diagnostics (`fell_behind`).
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ import time
 
 import numpy as np
 from geometry_msgs.msg import PointStamped, WrenchStamped
+from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Float64
 
@@ -77,6 +84,7 @@ class SimCobot(SuiteNode):
         self._reorders = self._driver.timing.reorder_probability > 0
 
         self._pub = {key: self.publisher(key, kind) for key, kind in _MESSAGES.items()}
+        self._clock_pub = self.publisher('clock', Clock) if self.value('publish_clock') else None
         for key in _SCALINGS:
             self.subscribe(key, Float64, lambda msg, key=key: self._on_scaling(key, msg))
         self._steps = 0
@@ -105,6 +113,9 @@ class SimCobot(SuiteNode):
           0.0005, 0.1, **ro)
         d('max_catch_up', k['max_catch_up'], 'most wall time (s) one timer call catches up; more is '
           'skipped and reported', 0.001, 1.0, **ro)
+        d('publish_clock', k['publish_clock'], 'publish /clock (simulated time) and never skip '
+          'time: run every other node with use_sim_time, and a machine that cannot keep up '
+          'slows the whole graph together', **ro)
         d('time_scaling_timeout', k['time_scaling_timeout'], 'once an f_S (or a proximity speed '
           'scale) has arrived, none for this long means hold (0), s (both are repeated at '
           '20 Hz: 3 periods)', 0.005, 10.0, **ro)
@@ -262,7 +273,7 @@ class SimCobot(SuiteNode):
                                  + ('in [0, 1]' if proximity else 'finite'))
             return
         self._scaling[key] = msg.data
-        self._scaling_watch[key].received(time.monotonic())
+        self._scaling_watch[key].received(self._now())
         self.sim.set_time_scaling(combined_scaling(*self._scaling.values()))
 
     def _check_time_scaling(self, now: float) -> None:
@@ -276,21 +287,34 @@ class SimCobot(SuiteNode):
                                      f'{silence * 1e3:.0f} ms: holding')
 
     # ------------------------------------------------------------------- stepping
+    def _now(self) -> float:
+        """Now on the clock the f_S timeout runs on: the simulated time when this node is
+        the graph's clock, else the monotonic clock."""
+        return self.sim.time if self._clock_pub else time.monotonic()
+
     def _advance(self) -> None:
         """Step the physics up to the wall clock (at most `max_catch_up` at once)."""
         now = time.monotonic()
-        self._check_time_scaling(now)
+        self._check_time_scaling(self._now())
         if self._start is None:
             self._start, self._load_mark = now, (now, time.process_time(), 0)
             self._stamp_offset = self.get_clock().now().nanoseconds * 1e-9
         due = int((now - self._start) / self.sim.dt) - self._steps
         if due > self._max_catch_up:
-            skipped = due - self._max_catch_up
-            self._start += skipped * self.sim.dt
-            self._stamp_offset += skipped * self.sim.dt
+            lost = due - self._max_catch_up
+            self._start += lost * self.sim.dt  # the wall time it could not simulate
             due = self._max_catch_up
-            self.problems.report('fell_behind', f'simulation fell behind the wall clock: '
-                                 f'skipped {skipped * self.sim.dt * 1e3:.0f} ms')
+            if self._clock_pub:
+                self.problems.report('fell_behind', f'simulation slower than the wall clock '
+                                     f'by {lost * self.sim.dt * 1e3:.0f} ms: the graph follows '
+                                     'on simulated time')
+            else:
+                self._stamp_offset += lost * self.sim.dt
+                self.problems.report('fell_behind', f'simulation fell behind the wall clock: '
+                                     f'skipped {lost * self.sim.dt * 1e3:.0f} ms')
+        if self._clock_pub:  # the time reached, before the samples after it
+            self._clock_pub.publish(Clock(clock=seconds_to_stamp(self._stamp_offset
+                                                                 + self.sim.time)))
         try:
             for _ in range(due):
                 self.sim.step()

@@ -87,11 +87,17 @@ def cloud_to_xyz(msg: PointCloud2) -> np.ndarray:
                           'itemsize': msg.point_step})
     except ValueError as err:  # fields beyond point_step, or overlapping
         raise ValueError(f'cloud fields do not fit its point_step {msg.point_step}: {err}')
-    rows = []
-    raw = bytes(msg.data)
-    for r in range(msg.height):
-        start = r * msg.row_step
-        rows.append(np.frombuffer(raw, dtype=dtype, count=msg.width, offset=start))
-    structured = np.concatenate(rows) if rows else np.zeros(0, dtype=dtype)
+    # Rows row_step bytes apart, each `width` points of point_step bytes: one strided view
+    # of the buffer, no Python loop over rows.
+    raw = np.frombuffer(msg.data, dtype=np.uint8)
+    if count == 0:
+        structured = np.zeros(0, dtype=dtype)
+    else:
+        if msg.row_step < msg.width * msg.point_step:
+            raise ValueError(f'cloud rows of {msg.row_step} bytes cannot hold {msg.width} '
+                             f'points of {msg.point_step} bytes')
+        rows = np.lib.stride_tricks.as_strided(raw, (msg.height, msg.width * msg.point_step),
+                                               (msg.row_step, 1), writeable=False)
+        structured = np.ascontiguousarray(rows).view(dtype).reshape(-1)
     xyz = np.stack([structured[n].astype(np.float64) for n in 'xyz'], axis=-1)
     return xyz[np.isfinite(xyz).all(axis=1)]

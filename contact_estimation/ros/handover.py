@@ -1,16 +1,23 @@
-"""Samples passed from node to node by function call in pipeline mode, and published topics
+"""Samples passed from node to node by function call in composed mode, and published topics
 that cost nothing while nobody listens.
 
 rclpy has no intra-process transport: two nodes in one process still serialise every message,
-hand it to DDS and parse it again. In pipeline mode (contact_estimation/pipeline.py) the nodes
-of one process share a `Handover`: a node that produces a topic another member reads calls
-that member's receiver with arrays (`Output.hand_over`), and the reader does not subscribe to
-the topic. Every topic is still published, with the same stamps and QoS, for anyone else who
+hand it to DDS and parse it again. In composed mode (contact_estimation/composed.py) the
+nodes of one process share a `Handover`: a node that produces a topic another member reads
+hands each sample (a core.sample.JointSample, or the message itself for low-rate topics) to
+that member's receiver (`Output.hand_over`), and the reader does not subscribe to the topic.
+Every topic is still published, with the same stamps and QoS, for anyone else who
 subscribes. In separate mode (no Handover) the same node code publishes and subscribes as
 usual, so each node keeps one "process one sample" method that both modes call.
+
+A receiver of the 1 kHz chain is called at once, on the producer's thread. A consumer that
+works at its own rate on another thread (the estimators, the proximity check) gets a
+`Mailbox` instead: putting a sample in costs a deque append, and the consumer takes what it
+needs on its own thread, so its milliseconds of work never delay the stop.
 """
 from __future__ import annotations
 
+from collections import deque
 from typing import Callable
 
 from rclpy.event_handler import PublisherEventCallbacks, QoSPublisherMatchedInfo
@@ -33,6 +40,31 @@ class Handover:
         return [topic for topic, receivers in self._receivers.items() if not receivers]
 
 
+class Mailbox:
+    """The samples one consumer has not taken yet, at most `capacity` (the oldest go first
+    and are counted in `overflowed`). `put` may be called from any thread (deque appends
+    and pops are atomic); the consumer drains it on its own thread."""
+
+    def __init__(self, capacity: int):
+        self._samples: deque = deque(maxlen=capacity)
+        self.capacity = capacity
+        self.overflowed = 0
+
+    def put(self, sample) -> None:
+        if len(self._samples) == self._samples.maxlen:
+            self.overflowed += 1
+        self._samples.append(sample)
+
+    def take(self) -> list:
+        """Every sample waiting, oldest first."""
+        taken = []
+        while True:
+            try:
+                taken.append(self._samples.popleft())
+            except IndexError:
+                return taken
+
+
 class Output:
     """A topic a node produces: its publisher, and the in-process receivers it hands each
     sample to (none in separate mode).
@@ -53,10 +85,10 @@ class Output:
         self.receivers = receivers
         self.listened = not only_when_listened
 
-    def hand_over(self, *sample) -> None:
-        """Call every in-process receiver with this sample."""
+    def hand_over(self, sample) -> None:
+        """Give this sample to every in-process receiver."""
         for receive in self.receivers:
-            receive(*sample)
+            receive(sample)
 
     def _on_matched(self, info: QoSPublisherMatchedInfo) -> None:
         self.listened = info.current_count > 0

@@ -1,7 +1,6 @@
 """sensor_msgs/JointState ↔ arrays in model joint order: the one place every node does it."""
 from __future__ import annotations
 
-import array
 from typing import Sequence
 
 import numpy as np

@@ -40,6 +40,12 @@ def on_change(node: Node, apply: Callable[[dict[str, Any]], str | None]) -> None
             problem = apply({p.name: p.value for p in params})
         except (ValueError, TypeError) as err:
             problem = str(err)
+        except Exception as err:  # noqa: BLE001: a set must never end the node (ros/guard.py)
+            problem = f'unexpected {type(err).__name__}: {err}'
+            problems = getattr(node, 'problems', None)  # a SuiteNode's counter
+            if problems is not None:
+                problems.report(f'unexpected_{type(err).__name__}',
+                                f'parameter change refused: {problem}')
         if problem:
             node.get_logger().error(f'parameter change refused: {problem}')
         return SetParametersResult(successful=problem is None, reason=problem or '')

@@ -6,8 +6,16 @@ starts late still gets the current state at once.
 """
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
+# Sample streams (joint states, F/T readings, residuals: up to 1 kHz): one second of them is
+# kept while the node is busy, so that a stall loses nothing (on simulated time the graph
+# just runs later; on a real arm the watchdogs, on the monotonic clock, stop it meanwhile).
 SENSOR_QOS = QoSProfile(
-    history=HistoryPolicy.KEEP_LAST, depth=50,
+    history=HistoryPolicy.KEEP_LAST, depth=1000,
+    reliability=ReliabilityPolicy.BEST_EFFORT, durability=DurabilityPolicy.VOLATILE)
+
+# Point clouds (10 Hz, up to MBs each): only the newest counts, so at most two are held.
+CLOUD_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=2,
     reliability=ReliabilityPolicy.BEST_EFFORT, durability=DurabilityPolicy.VOLATILE)
 
 # Outputs of our own pipeline: reliable (matches reliable and best-effort subscribers).

@@ -15,7 +15,7 @@ import numpy as np
 from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
 
-from contact_estimation.core.lidar_fusion import CloudConfig, CloudError, to_base_frame
+from contact_estimation.core.lidar_fusion import CloudConfig, to_base_frame
 from contact_estimation.ros.conversions import cloud_to_xyz
 
 try:  # a ROS distribution has it; the PyPI wheels do not
@@ -40,7 +40,8 @@ class SensorFrame:
 
     Declares `<prefix>.frame`, `<prefix>.position` (x y z, m) and `<prefix>.orientation`
     (quaternion x y z w) on `node`, a SuiteNode; `apply(changes)` takes new values at run
-    time (CloudError when they are no pose).
+    time (CloudError when they are no pose), or `proposed(changes)` checks them and
+    `use(proposed)` takes them.
     """
 
     def __init__(self, node, prefix: str, sensor: str):
@@ -58,10 +59,19 @@ class SensorFrame:
 
     def apply(self, changes: dict[str, Any]) -> None:
         """Take the pose parameters with `changes` applied; CloudError on a bad pose."""
+        self.use(self.proposed(changes))
+
+    def proposed(self, changes: dict[str, Any]) -> tuple[str, tuple]:
+        """(frame, pose) of the parameters with `changes` applied, not yet in use (`use`),
+        so that a node checks every changed parameter before it changes anything;
+        CloudError on a bad pose."""
         value = lambda name: changes.get(name, self._node.value(name))  # noqa: E731
         frame, position, orientation = (value(name) for name in self.parameters)
         to_base_frame(np.zeros((0, 3)), position, orientation)  # CloudError on a bad pose
-        self.frame, self.pose = frame.lstrip('/'), (list(position), list(orientation))
+        return frame.lstrip('/'), (list(position), list(orientation))
+
+    def use(self, proposed: tuple[str, tuple]) -> None:
+        self.frame, self.pose = proposed
 
     def to_base(self, header: Header, points: np.ndarray) -> np.ndarray:
         """Points (N×3) in the message's frame → base frame; SensorMessageError
@@ -102,20 +112,32 @@ class SensorFrame:
 
 def cloud_in_base_frame(msg: PointCloud2, frame: SensorFrame, max_points: int) -> np.ndarray:
     """A PointCloud2 → its finite points (N×3) in the base frame. SensorMessageError
-    'cloud_too_large', 'unknown_frame', 'bad_cloud' (no x, y, z or truncated) or
-    'cloud_not_finite' (points, none of them finite). An empty cloud gives no points."""
-    size = msg.width * msg.height
-    if size > max_points:
-        raise SensorMessageError('cloud_too_large', f'cloud of {size} points exceeds '
-                                 f'cloud.max_points = {max_points}')
+    'cloud_too_large' (`check_cloud_size`), 'unknown_frame', 'bad_cloud' (no x, y, z or
+    truncated) or 'cloud_not_finite' (points, none of them finite). An empty cloud gives no
+    points."""
+    check_cloud_size(msg, max_points)
     try:
         points = cloud_to_xyz(msg)
     except ValueError as err:
         raise SensorMessageError('bad_cloud', str(err)) from err
+    size = msg.width * msg.height
     if size and not len(points):
         raise SensorMessageError('cloud_not_finite', f'cloud of {size} points, none of them '
                                  'finite')
     return frame.to_base(msg.header, points)
+
+
+def check_cloud_size(msg: PointCloud2, max_points: int) -> None:
+    """SensorMessageError 'cloud_too_large' when the cloud declares more than `max_points`
+    points, rows or columns (a cloud of width 0 × height 2 000 000 holds no point but took
+    seconds row by row), or carries more data than that many of its points: refused from the
+    header, before anything is decoded."""
+    size = msg.width * msg.height
+    most_bytes = max_points * max(msg.point_step, 1)
+    if max(size, msg.width, msg.height) > max_points or len(msg.data) > most_bytes:
+        raise SensorMessageError('cloud_too_large', f'cloud of {msg.width} × {msg.height} '
+                                 f'points in {len(msg.data)} bytes exceeds cloud.max_points '
+                                 f'= {max_points} (of {msg.point_step} bytes each)')
 
 
 # CloudConfig field → description and range of its `cloud.<field>` parameter.

@@ -13,10 +13,14 @@ topics and its translation only.
     def main(args=None):
         return run(MyNode, args)   # ros/node_main.py: executor, signals, exit code
 
-A node of the 1 kHz chain reads its upstream with `receive` (a subscription, or in pipeline
-mode a function call from the upstream node in the same process: ros/handover.py) and
-writes with `output`, whose `hand_over` passes each sample on by function call in pipeline
+A node reads a topic of the chain with `receive` (a subscription, or in composed mode a
+function call from the node in the same process that produces it: ros/handover.py) and
+writes with `output`, whose `hand_over` passes each sample on by function call in composed
 mode; both call the same "process one sample" method of the node.
+
+Watchdogs and schedules read `seconds()`: simulated time when the node runs with
+use_sim_time (a simulator that falls behind slows the whole graph together), else the
+monotonic clock.
 
 Defaults come from core (one source: the core module's DEFAULTS or config dataclass), and
 config/<node>.yaml ships the same values (test/test_node_defaults.py checks every node).
@@ -28,6 +32,7 @@ while the user believes it is in force. A node whose parameters were renamed set
 """
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -36,9 +41,12 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
 from contact_estimation import manifest
+from contact_estimation.core.stamps import stamp_problem
 from contact_estimation.ros import params
+from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ProblemCounter
-from contact_estimation.ros.handover import Handover, Output
+from contact_estimation.ros.guard import CallbackGuard
+from contact_estimation.ros.handover import Handover, Mailbox, Output
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
 
@@ -46,11 +54,12 @@ from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
 class SuiteNode(Node):
     """A node named in nodes.yaml: `spec` (its topics), `robot` (the shared robot parameters,
     loaded), `problems` (counts and status on its diagnostics topic). `handover` is given in
-    pipeline mode: the samples its in-process peers pass it by function call."""
+    composed mode: the samples its in-process peers pass it by function call."""
 
     RENAMED: dict[str, str] = {}  # old parameter name → the new one
 
     def __init__(self, name: str, handover: Handover | None = None, **kwargs):
+        self.guard = CallbackGuard(self)  # before Node.__init__: it creates services
         super().__init__(name, **kwargs)
         self.spec = manifest.node(name)
         self._handover = handover
@@ -90,6 +99,15 @@ class SuiteNode(Node):
     def value(self, name: str) -> Any:
         return self.get_parameter(name).value
 
+    def seconds(self) -> float:
+        """Now, s, on the clock of this node's watchdogs and schedules: simulated time under
+        use_sim_time, else time.monotonic() (a step of the wall clock can neither fake nor
+        hide a timeout)."""
+        clock = self.get_clock()
+        if clock.ros_time_is_active:
+            return clock.now().nanoseconds * 1e-9
+        return time.monotonic()
+
     def on_parameter_change(self, apply: Callable[[dict[str, Any]], str | None]) -> None:
         """params.on_change on this node: `apply` returns None to accept, or why not."""
         params.on_change(self, apply)
@@ -104,18 +122,67 @@ class SuiteNode(Node):
         return self.create_subscription(msg_type, self.spec.topic(key), callback, qos)
 
     def receive(self, key: str, msg_type, on_message: Callable, on_sample: Callable,
-                qos: QoSProfile = SENSOR_QOS) -> None:
-        """Read topic `key`: `on_sample(*arrays)` is called by the node that produces it in
-        the same process (pipeline mode), or else `on_message(msg)` by a subscription."""
+                qos: QoSProfile = SENSOR_QOS, period: float | None = None,
+                capacity: int = 1) -> None:
+        """Read topic `key`: `on_sample(sample)` is called for what the node that produces it
+        in the same process hands over (composed mode), or else `on_message(msg)` by a
+        subscription.
+
+        With `period` None (the 1 kHz chain) the producer calls `on_sample` itself, on its
+        thread. With a `period` (s), for a node that works at its own rate on its own thread,
+        the producer only drops each sample in a Mailbox of `capacity` places (1: the newest
+        only), and this node's timer gives `on_sample` what is waiting every `period`.
+        """
         receivers = self._handover and self._handover.receivers(self.spec.topic(key))
         if receivers is None:
             self.subscribe(key, msg_type, on_message, qos)
+        elif period is None:
+            receivers.append(self.guard.wrap(on_sample, f'{key} (handed over)'))
         else:
-            receivers.append(on_sample)
+            mailbox = Mailbox(capacity)
+            receivers.append(mailbox.put)
+            guarded = self.guard.wrap(on_sample, f'{key} (handed over)')
+            self.create_timer(period, lambda: self._empty(mailbox, key, guarded))
+
+    def _empty(self, mailbox: Mailbox, key: str, on_sample: Callable) -> None:
+        for sample in mailbox.take():
+            on_sample(sample)
+        if mailbox.overflowed and mailbox.capacity > 1:
+            self.problems.values[f'{key}_samples_overflowed'] = str(mailbox.overflowed)
+
+    def create_subscription(self, msg_type, topic, callback, *args, **kwargs):
+        """Every callback runs guarded (ros/guard.py): subscriptions, timers, services."""
+        return super().create_subscription(msg_type, topic, self.guard.wrap(callback, topic),
+                                           *args, **kwargs)
+
+    def create_timer(self, period, callback, *args, **kwargs):
+        guarded = callback and self.guard.wrap(callback, getattr(callback, '__name__', 'timer'))
+        return super().create_timer(period, guarded, *args, **kwargs)
+
+    def create_service(self, srv_type, name, callback, *args, **kwargs):
+        return super().create_service(srv_type, name,
+                                      self.guard.wrap(callback, name, service=True),
+                                      *args, **kwargs)
+
+    def believed(self, stamp, source: str) -> float | None:
+        """The stamp (s) of a message from `source` when it is believable on this node's
+        clock (core/stamps.py), else None: the message is to be dropped, and it is counted
+        and logged here."""
+        t = stamp_to_seconds(stamp)
+        problem = stamp_problem(t, self.get_clock().now().nanoseconds * 1e-9)
+        if problem is None:
+            return t
+        kind, why = problem
+        self.problems.report(kind, f'{source}: {why}: dropped')
+        return None
+
+    def fail_safe(self, reason: str) -> None:
+        """Called after an unexpected exception in a callback (ros/guard.py): a node with a
+        stop raises it here; the others have nothing to stop (it is counted and logged)."""
 
     def output(self, key: str, msg_type, qos: QoSProfile = PIPELINE_QOS,
                only_when_listened: bool = False) -> Output:
-        """Topic `key` as an Output: published, and handed to in-process readers (pipeline
+        """Topic `key` as an Output: published, and handed to in-process readers (composed
         mode). `only_when_listened` for 1 kHz streams: see ros/handover.Output."""
         topic = self.spec.topic(key)
         receivers = self._handover and self._handover.receivers(topic)

@@ -16,7 +16,7 @@ from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
-from contact_estimation.launcher import (node_command, parameter_file, pipeline_command,
+from contact_estimation.launcher import (composed_command, node_command, parameter_file,
                                          stop_process)
 
 
@@ -66,13 +66,13 @@ def node_process(name: str, params_file: str | None = None,
 
 
 @contextmanager
-def pipeline_process(overrides: dict[str, dict[str, object]] | None = None,
+def composed_process(overrides: dict[str, dict[str, object]] | None = None,
                      log_path: str | None = None) -> Iterator[subprocess.Popen]:
-    """Run the pipeline's nodes in one process (pipeline mode) for the duration of the
+    """Run the composed nodes in one process (composed mode) for the duration of the
     block; `overrides` are parameter values by node name."""
     extra = (parameter_file(overrides),) if overrides else ()
     try:
-        with _process(pipeline_command(extra), log_path) as proc:
+        with _process(composed_command(extra), log_path) as proc:
             yield proc
     finally:
         for path in extra:

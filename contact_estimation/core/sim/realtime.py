@@ -15,6 +15,7 @@ DEFAULTS = {
     'publish_rate': 1000.0,          # Hz, joint states, F/T and ground truth
     'timer_period': 0.005,           # s between stepping calls (each runs the steps due)
     'max_catch_up': 0.05,            # s; a longer lag behind the wall clock is skipped
+    'publish_clock': False,          # True: /clock is simulated time, and no time is skipped
     'time_scaling_timeout': 0.15,    # s: 3 periods of the detector's 20 Hz heartbeat
 }
 

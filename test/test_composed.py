@@ -1,6 +1,6 @@
-"""Pipeline mode (contact_estimation/pipeline.py): listener, residual node and detector in one
-process, handing samples over by function call, against the same three nodes as separate
-nodes that talk over DDS. Both run in-process here, on the same input."""
+"""Composed mode (contact_estimation/composed.py): the core nodes in one process, handing
+samples over by function call, against the same nodes as separate nodes that talk over DDS.
+Both run in-process here, on the same input."""
 import time
 
 import numpy as np
@@ -13,7 +13,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
-from contact_estimation import manifest, pipeline
+from contact_estimation import composed, manifest
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.core.trajectory import SmoothRandomTrajectory
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
@@ -21,7 +21,8 @@ from contact_estimation.ros.handover import Output
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, STOP_QOS
 from contact_estimation.ros.spinning import spin_until
 
-LISTENER, RESIDUAL, DETECTOR = (manifest.node(n) for n in manifest.pipeline().nodes)
+CHAIN = ('joint_state_listener', 'residual_node', 'collision_detector')
+LISTENER, RESIDUAL, DETECTOR = (manifest.node(n) for n in CHAIN)
 TIMEOUT = 30.0   # s: generous deadline for each awaited event
 RATE = 1000.0    # Hz
 SAMPLES, CONTACT = 160, (60, 160)  # a 30 N·m push on joint 4 over these samples
@@ -29,11 +30,16 @@ OFFSET, JOINT = 30.0, 3
 
 
 def _separate(**kwargs):
-    return [pipeline.node_class(name)(**kwargs) for name in manifest.pipeline().nodes]
+    return [composed.node_class(name)(**kwargs) for name in CHAIN]
+
+
+def _composed(names=None, **kwargs):
+    """The composed nodes, all on one executor here (the test spins them)."""
+    return [node for thread in composed.build(names, **kwargs) for node in thread]
 
 
 def _cli_args(*extra_files):
-    files = [manifest.node(n).parameters_path() for n in manifest.pipeline().nodes]
+    files = [manifest.node(n).parameters_path() for n in manifest.composed().nodes]
     return ['--ros-args'] + [a for f in (*files, *extra_files) for a in ('--params-file', f)]
 
 
@@ -61,11 +67,11 @@ def standing():
 
 
 class Driver(Node):
-    """Plays the robot driver, one joint state at a time, and records the pipeline's residual,
+    """Plays the robot driver, one joint state at a time, and records the composed residual,
     stop and collision events."""
 
     def __init__(self, context):
-        super().__init__('pipeline_test_driver', context=context)
+        super().__init__('composed_test_driver', context=context)
         self.residuals: dict[float, np.ndarray] = {}  # by stamp
         self.stops, self.events = [], []
         self.joint_states = self.create_publisher(
@@ -121,7 +127,7 @@ def _play(context, nodes, joint_states, t0):
             node.destroy_node()
 
 
-def test_pipeline_mode_gives_the_residual_and_stop_of_separate_mode(context, tmp_path,
+def test_composed_mode_gives_the_residual_and_stop_of_separate_mode(context, tmp_path,
                                                                     joint_states):
     # Timeouts far beyond any pause a shared machine may take between two samples here: the
     # comparison is of the estimates and the collision, not of this machine's pace.
@@ -132,7 +138,7 @@ def test_pipeline_mode_gives_the_residual_and_stop_of_separate_mode(context, tmp
     args = dict(context=context, cli_args=_cli_args(str(patient)))
     t0 = time.time() - 0.5  # the same stamps in both modes
     separate, separate_collisions = _play(context, _separate(**args), joint_states, t0)
-    together, together_collisions = _play(context, pipeline.build(**args), joint_states, t0)
+    together, together_collisions = _play(context, _composed(CHAIN, **args), joint_states, t0)
 
     assert separate.shape == together.shape == (SAMPLES, 7)
     np.testing.assert_allclose(together, separate, rtol=0, atol=1e-9)
@@ -142,8 +148,8 @@ def test_pipeline_mode_gives_the_residual_and_stop_of_separate_mode(context, tmp
     assert len(separate_collisions) == 1 and CONTACT[0] < separate_collisions[0] < CONTACT[1]
 
 
-def test_pipeline_mode_stops_on_stale_joint_states_and_keeps_the_heartbeat(context, standing):
-    nodes = pipeline.build(context=context, cli_args=_cli_args())
+def test_composed_mode_stops_on_stale_joint_states_and_keeps_the_heartbeat(context, standing):
+    nodes = _composed(context=context, cli_args=_cli_args())
     driver = Driver(context)
     executor = SingleThreadedExecutor(context=context)
     for node in (*nodes, driver):
@@ -175,16 +181,16 @@ def test_pipeline_mode_stops_on_stale_joint_states_and_keeps_the_heartbeat(conte
 def test_an_output_is_listened_to_exactly_while_a_subscription_is_matched(context):
     node = Node('output_owner', context=context)
     reader = Node('output_reader', context=context)
-    output = Output(node, '/pipeline_test/stream', Bool, PIPELINE_QOS, [],
+    output = Output(node, '/composed_test/stream', Bool, PIPELINE_QOS, [],
                     only_when_listened=True)
-    always = Output(node, '/pipeline_test/latched', Bool, STOP_QOS, [],
+    always = Output(node, '/composed_test/latched', Bool, STOP_QOS, [],
                     only_when_listened=False)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
     executor.add_node(reader)
     try:
         assert not output.listened and always.listened
-        subscription = reader.create_subscription(Bool, '/pipeline_test/stream',
+        subscription = reader.create_subscription(Bool, '/composed_test/stream',
                                                   lambda m: None, SENSOR_QOS)
         assert spin_until(executor, lambda: output.listened, TIMEOUT)
         reader.destroy_subscription(subscription)

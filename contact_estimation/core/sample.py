@@ -1,0 +1,28 @@
+"""The one value that passes between the nodes of the 1 kHz chain: a joint sample.
+
+The listener makes one per clean joint state; the residual node adds τ_ext to the same
+object and hands it on to the detector and the estimators. In composed mode (one process,
+contact_estimation/composed.py) it goes from node to node by function call; between
+processes it travels as a sensor_msgs/JointState (ros/joint_states.py: effort = τ, or τ_ext
+on the residual topic). A consumer keeps the object, never its arrays' contents: nobody
+writes into a sample after handing it on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(slots=True)
+class JointSample:
+    """One joint state in model joint order, SI units, joint side."""
+
+    t: float                            # s, the stamp
+    q: np.ndarray                       # rad (m for prismatic joints)
+    v: np.ndarray                       # rad/s
+    tau: np.ndarray | None              # measured joint torque, N·m; None if the driver gives none
+    tau_ext: np.ndarray | None = None   # external torque (project sign: J(p)ᵀF), from the residual
+    stamp: Any = None                   # the stamp object as received, republished unchanged
+    frame_id: str = ''                  # the joint state's frame_id, republished unchanged
