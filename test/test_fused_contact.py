@@ -160,8 +160,8 @@ def test_ambiguity_keeps_the_truth(robot, truth, estimator):
 
 
 def test_no_contact_and_bad_input(robot, estimator):
-    """Torques under δ_τ and no base force: no contact. Non-finite or misshapen input, or
-    neither torques nor wrench, is refused with a clear error."""
+    """Torques under δ_τ and no base force: no contact. Non-finite, absurdly large or
+    misshapen input, or neither torques nor wrench, is refused with a clear error."""
     q = np.zeros(robot.n)
     quiet = estimator.estimate(q, np.zeros(robot.n), np.zeros(6))
     assert not quiet.found and quiet.link is None and 'delta_tau' in quiet.message
@@ -169,6 +169,7 @@ def test_no_contact_and_bad_input(robot, estimator):
                              ((q, None, np.array([1.0, 0, 0, np.inf, 0, 0])), 'wrench'),
                              ((np.full(robot.n, np.nan), np.ones(robot.n)), 'q'),
                              ((q, np.ones(robot.n + 1)), 'tau'),
+                             ((q, np.full(robot.n, 1e200)), 'below'),
                              ((q, None, None), 'torques')):
         with pytest.raises(FusedContactError, match=words):
             estimator.estimate(*arguments)

@@ -80,6 +80,10 @@ _LIFT, _CLEARANCE = 0.004, 0.0025
 _EXPOSURE_CHECKS = 24
 
 
+# Larger inputs (rad, N·m, N) are no measurement: refused before they overflow the squares.
+_IMPLAUSIBLE = 1e6
+
+
 class FusedContactError(ValueError):
     """Input or settings the fused estimator cannot use."""
 
@@ -280,6 +284,7 @@ class FusedContactEstimator:
         rotations, origins = rotations[self._surface_index], origins[self._surface_index]
         data = self._data(tau, wrench, rotations, origins, frame_jacobians[self._surface_index],
                           self._priors(proximity, in_range), noise)
+        span_links = (self.robot.joint_links[span[0]], self.robot.joint_links[span[1]])
         sensors = tuple(name for name, used in ((TORQUE, tau is not None),
                                                  (FORCE_TORQUE, wrench is not None),
                                                  (LIDAR, data.prior is not None)) if used)
@@ -295,7 +300,8 @@ class FusedContactEstimator:
             on_surface, seen_inward = self._onto_surface(seen, data.prior[seen])
             links, points = np.concatenate([links, seen]), np.vstack([points, on_surface])
             inward = np.vstack([inward, seen_inward])
-        if wrench is not None and np.any(wrench[:3]):
+        lined = wrench is not None and np.linalg.norm(wrench[:3]) >= self.min_force
+        if lined:
             sampled = in_range.copy()
             sampled[links] = False
             samples, away = self._near_line(wrench, noise, rotations, origins, sampled)
@@ -306,12 +312,16 @@ class FusedContactEstimator:
         links = np.concatenate([self._sample_link[samples], links])
         points = np.vstack([self._points[samples], points])
         inward = np.vstack([self._inward[samples], inward])
-        if wrench is None or not np.any(wrench[:3]):
+        if not lined:
             _, cost, _ = self._score(data, links, points, inward)
             seeds = np.concatenate([self._best_per_link(links[:len(samples)],
                                                         cost[:len(samples)]),
                                     np.arange(len(samples), len(links))])
             seeds = seeds[np.argsort(cost[seeds])[:self.refined]]
+        if not len(seeds):
+            return FusedContact(None, None, None, None, None, sensors, span_links, 0.0, 0.0,
+                                data.equations, False, message='no surface point to try: no '
+                                'link of the range has a surface sample')
         links, points, inward = self._refine(data, links[seeds], points[seeds], inward[seeds])
         force, cost, chi2 = self._score(data, links, points, inward)
 
@@ -336,9 +346,7 @@ class FusedContactEstimator:
             residual = wrench[3:] - np.cross(rotation @ point + origin, rotation @ force[best])
         return FusedContact(
             self.links[link], point, rotation @ point + origin, force[best],
-            rotation @ force[best], sensors,
-            (self.robot.joint_links[span[0]], self.robot.joint_links[span[1]]),
-            float(chi2[best]), float(np.linalg.norm(residual)), data.equations, consistent,
+            rotation @ force[best], sensors, span_links, float(chi2[best]), float(np.linalg.norm(residual)), data.equations, consistent,
             candidates,
             [self.links[i] for i in links[chosen]],
             '' if consistent else f'no single point contact explains the data within the '
@@ -354,8 +362,9 @@ class FusedContactEstimator:
                 arrays.append(None)
                 continue
             array = np.asarray(value, dtype=float)
-            if array.shape != (size,) or not np.isfinite(array).all():
-                raise FusedContactError(f'{name} must be {size} finite values, got '
+            if array.shape != (size,) or not np.all(np.abs(array) < _IMPLAUSIBLE):
+                raise FusedContactError(f'{name} must be {size} finite values below '
+                                        f'{_IMPLAUSIBLE:g} in size, got '
                                         f'{np.array2string(array, precision=3)}')
             arrays.append(array)
         if arrays[0] is None:
@@ -492,12 +501,13 @@ class FusedContactEstimator:
 
     def _lines(self, tau, wrench, joint_poses, span) -> list[tuple[np.ndarray, np.ndarray]]:
         """The lines of action (point, unit direction; base frame) the data give: that of the
-        base wrench (seed 004 eq. 21); without it, for each joint of the range with 6 or
+        base wrench (seed 004 eq. 21; from `min_force` on); without it, for each joint of the range with 6 or
         more joints up to it, that of the wrench its torques identify on its link (seed 000
         eqs. 10-12 in 3D; `joint_poses`: the rotations, origins and link-frame Jacobians of
         the joints' links)."""
         if wrench is not None:
-            return [line_of_action(wrench[:3], wrench[3:])] if np.any(wrench[:3]) else []
+            return ([line_of_action(wrench[:3], wrench[3:])]
+                    if np.linalg.norm(wrench[:3]) >= self.min_force else [])
         lines = []
         rotations, origins, jacobians = joint_poses
         for joint in range(max(span[0], 5), span[1] + 1):
