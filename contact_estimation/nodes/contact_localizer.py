@@ -105,7 +105,11 @@ class ContactLocalizerNode(SuiteNode):
                      period=_LATEST_RESIDUAL_PERIOD)
         self._cloud_worker = LatestWorker(self._process_cloud, f'{NAME} clouds')
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
-        self.subscribe('base_wrench', WrenchStamped, self._on_base_wrench)
+        # ft_contact_estimator publishes base_wrench but hands nothing over: in composed mode
+        # this node registers as its in-process reader (the wiring check) and subscribes too.
+        self.receive('base_wrench', WrenchStamped, self._on_base_wrench, self._on_base_wrench)
+        if self._handover and self._handover.receivers(self.spec.topic('base_wrench')):
+            self.subscribe('base_wrench', WrenchStamped, self._on_base_wrench)
         self.on_parameter_change(self._on_parameter_change)
         self.problems.set_status(OK, 'no contact')
         self.problems.values['cloud'] = 'none received: torque only'
