@@ -5,6 +5,8 @@ forearm from 1 s on and puts a box in the lidar's view; discovery between proces
 seconds on a loaded machine, so the ground truth around a push that starts and ends is checked
 with the node in this process (same rclpy context: no discovery delay).
 """
+import time
+
 import numpy as np
 import pytest
 import yaml
@@ -22,7 +24,7 @@ from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.ros.conversions import cloud_to_xyz, stamp_to_seconds, wrench_to_arrays
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
-from contact_estimation.ros.spinning import spin_until
+from contact_estimation.ros.spinning import spin_for, spin_until
 from contact_estimation.ros.testing import node_process
 
 SPEC = manifest.node('sim_cobot')
@@ -323,5 +325,53 @@ def test_the_identification_sweeps_run_from_the_parameters(context):
     try:
         assert isinstance(node.sim.scaler.trajectory, SweepTrajectory)
         assert node.sim.scaler.trajectory.duration > 60.0
+    finally:
+        node.destroy_node()
+
+
+def test_with_publish_clock_it_is_the_graphs_clock_and_waits_for_the_listener(context):
+    """/clock carries the simulated time, never ahead of the next sample's stamp, and the
+    sim steps at most lockstep.lead beyond the newest sample the listener has taken: it
+    waits for a suite that falls behind instead of leaving gaps in its stamps."""
+    from rosgraph_msgs.msg import Clock
+
+    from contact_estimation.nodes.sim_cobot import SimCobot
+    listener = Listener(context)
+    clocks = []
+    listener.node.create_subscription(Clock, '/clock',
+                                      lambda m: clocks.append(stamp_to_seconds(m.clock)),
+                                      SENSOR_QOS)
+    taken = listener.node.create_publisher(JointState, SPEC.topic('lockstep'), PIPELINE_QOS)
+    node = SimCobot(context=context, parameter_overrides=[
+        Parameter('publish_rate', value=PUBLISH_RATE), Parameter('publish_clock', value=True),
+        Parameter('lockstep.lead', value=0.05), Parameter('lockstep.timeout', value=60.0)])
+    listener.executor.add_node(node)
+    states = listener.received['joint_states']
+
+    def newest() -> float:
+        return stamp_to_seconds(states[-1].header.stamp)
+    try:
+        # No listener output yet (the suite is starting): the sim runs freely.
+        assert spin_until(listener.executor, lambda: len(states) > 50 and len(clocks) > 5,
+                          TIMEOUT)
+        stamps = [stamp_to_seconds(m.header.stamp) for m in states]
+        assert np.all(np.diff(stamps) > 0) and np.all(np.diff(clocks) >= 0)
+        assert np.allclose(np.diff(stamps), 1.0 / PUBLISH_RATE, atol=1e-6)  # no gap
+        # The listener took only the first sample (the sim is already past it): it stops.
+        first = states[0]
+        taken.publish(first)
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            held = node.sim.time
+            spin_for(listener.executor, 0.5)
+            if node.sim.time == held:
+                break
+            assert time.monotonic() < deadline, 'the sim did not wait for the listener'
+        spin_for(listener.executor, 0.5)
+        assert node.sim.time == held and newest() - node._stamp_offset <= held + 1e-9
+        # It takes the newest: the sim goes on.
+        taken.publish(states[-1])
+        assert spin_until(listener.executor, lambda: newest() > stamp_to_seconds(
+            first.header.stamp) + 0.2, TIMEOUT)
     finally:
         node.destroy_node()

@@ -21,9 +21,12 @@ Pace: a timer steps the physics as many steps as wall time requires, publishing 
 driver samples (every `rate / publish_rate`-th without jitter); stamps are start time +
 simulated time of the sampled step. When it falls more than `max_catch_up` behind:
 - with `publish_clock` (the demo, the tests and the benchmarks), it is the graph's clock:
-  /clock carries the simulated time after each batch of steps, every node runs with
+  /clock carries the simulated time before each batch of steps, every node runs with
   use_sim_time, and the simulation just runs slower than real time, with no gap in the
-  stamps: the whole graph slows together (the f_S timeout is on simulated time too);
+  stamps: the whole graph slows together (the f_S timeout is on simulated time too). It also
+  runs at most `lockstep.lead` ahead of the samples the listener has taken (its joint-state
+  output, core/sim/realtime.Lockstep): a suite that falls behind slows the simulation
+  instead of losing samples from its queues;
 - without (as a stand-in for a real arm, on the wall clock), it skips the lost time (a gap in
   the stamps: a real driver's hiccup).
 Either is reported on /diagnostics (`fell_behind`).
@@ -45,11 +48,11 @@ from contact_estimation.core.payload import Payload
 from contact_estimation.core.sim.cobot import SimulatedCobot, SimulationError
 from contact_estimation.core.sim.config import LidarConfig, SimConfig
 from contact_estimation.core.sim.driver import DriverStream, DriverTiming, MotorCurrent
-from contact_estimation.core.sim.realtime import DEFAULTS, ScalingTimeout
+from contact_estimation.core.sim.realtime import DEFAULTS, Lockstep, ScalingTimeout
 from contact_estimation.core.sim.scenario import Scenario, ScenarioError
 from contact_estimation.core.time_scaling import combined_scaling
 from contact_estimation.core.trajectory import TRAJECTORY_TYPES, make_trajectory
-from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp,
+from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp, stamp_to_seconds,
                                                 wrench_stamped, xyz_to_cloud)
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.node_main import run
@@ -85,6 +88,10 @@ class SimCobot(SuiteNode):
 
         self._pub = {key: self.publisher(key, kind) for key, kind in _MESSAGES.items()}
         self._clock_pub = self.publisher('clock', Clock) if self.value('publish_clock') else None
+        self._lockstep = None
+        if self._clock_pub and self.value('lockstep.lead') > 0.0:
+            self._lockstep = Lockstep(self.value('lockstep.lead'), self.value('lockstep.timeout'))
+            self.subscribe('lockstep', JointState, self._on_taken)
         for key in _SCALINGS:
             self.subscribe(key, Float64, lambda msg, key=key: self._on_scaling(key, msg))
         self._steps = 0
@@ -116,6 +123,11 @@ class SimCobot(SuiteNode):
         d('publish_clock', k['publish_clock'], 'publish /clock (simulated time) and never skip '
           'time: run every other node with use_sim_time, and a machine that cannot keep up '
           'slows the whole graph together', **ro)
+        d('lockstep.lead', k['lockstep.lead'], 'with publish_clock: most simulated time (s) '
+          "the simulation runs ahead of the listener's output; 0 = never wait", 0.0, 10.0,
+          **ro)
+        d('lockstep.timeout', k['lockstep.timeout'], 'wall time (s) the simulation waits for '
+          'the listener before it goes on without it', 0.01, 60.0, **ro)
         d('time_scaling_timeout', k['time_scaling_timeout'], 'once an f_S (or a proximity speed '
           'scale) has arrived, none for this long means hold (0), s (both are repeated at '
           '20 Hz: 3 periods)', 0.005, 10.0, **ro)
@@ -287,6 +299,11 @@ class SimCobot(SuiteNode):
                                      f'{silence * 1e3:.0f} ms: holding')
 
     # ------------------------------------------------------------------- stepping
+    def _on_taken(self, msg: JointState) -> None:
+        """The listener took a sample: the simulation may run `lockstep.lead` beyond it."""
+        self._lockstep.taken(stamp_to_seconds(msg.header.stamp) - self._stamp_offset,
+                             time.monotonic())
+
     def _now(self) -> float:
         """Now on the clock the f_S timeout runs on: the simulated time when this node is
         the graph's clock, else the monotonic clock."""
@@ -312,6 +329,8 @@ class SimCobot(SuiteNode):
                 self._stamp_offset += lost * self.sim.dt
                 self.problems.report('fell_behind', f'simulation fell behind the wall clock: '
                                      f'skipped {lost * self.sim.dt * 1e3:.0f} ms')
+        if self._lockstep is not None:
+            due = self._lockstep.steps(due, self.sim.time, self.sim.dt, now)
         if self._clock_pub:  # the time reached, before the samples after it
             self._clock_pub.publish(Clock(clock=seconds_to_stamp(self._stamp_offset
                                                                  + self.sim.time)))

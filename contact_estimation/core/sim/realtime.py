@@ -16,8 +16,36 @@ DEFAULTS = {
     'timer_period': 0.005,           # s between stepping calls (each runs the steps due)
     'max_catch_up': 0.05,            # s; a longer lag behind the wall clock is skipped
     'publish_clock': False,          # True: /clock is simulated time, and no time is skipped
+    'lockstep.lead': 0.05,           # s the sim may run ahead of the listener (publish_clock)
+    'lockstep.timeout': 2.0,         # s (wall) it waits for the listener before going on
     'time_scaling_timeout': 0.15,    # s: 3 periods of the detector's 20 Hz heartbeat
 }
+
+
+class Lockstep:
+    """How far the simulation may step: at most `lead` seconds of simulated time beyond the
+    newest sample the suite has taken (its listener's output), so that a graph that cannot
+    keep up slows the simulation instead of losing samples. Before the suite's first sample
+    (still starting), and after `timeout` seconds of wall time without one (it died or
+    stopped listening), the simulation is not held back."""
+
+    def __init__(self, lead: float, timeout: float):
+        if not (lead > 0.0 and timeout > 0.0):
+            raise ValueError(f'lockstep lead and timeout must be > 0 s, got {lead}, {timeout}')
+        self.lead, self.timeout = float(lead), float(timeout)
+        self._taken: float | None = None     # simulated time of the newest sample taken
+        self._heard = 0.0                    # wall time it was heard
+
+    def taken(self, simulated: float, wall: float) -> None:
+        if self._taken is None or simulated > self._taken:
+            self._taken = simulated
+        self._heard = wall
+
+    def steps(self, due: int, simulated: float, dt: float, wall: float) -> int:
+        """Of `due` steps of `dt` from `simulated`, how many may be taken now."""
+        if self._taken is None or wall - self._heard > self.timeout:
+            return due
+        return max(0, min(due, int((self._taken + self.lead - simulated) / dt)))
 
 
 class ScalingTimeout:
