@@ -256,8 +256,8 @@ def test_a_bad_residual_is_counted_and_gives_no_estimate(rig, spoil, kind):
 
 def test_the_base_wrench_joins_the_torques_when_fresh_and_in_the_base_frame(rig):
     """The compensated base wrench of ft_contact_estimator makes the estimate torque+ft; one
-    stamped too far from the residual, or in another frame, is not used and the diagnostics
-    say why."""
+    stamped too far from the residual, in another frame, or contradicting the torques is not
+    used and the diagnostics say why."""
     node, probe, executor = rig
     point, _, force, tau = contact(node)
     probe.effort = tau
@@ -272,6 +272,11 @@ def test_the_base_wrench_joins_the_torques_when_fresh_and_in_the_base_frame(rig)
     assert 's from the residual' in probe.latest('base_wrench')
     probe.wrench_delay, probe.wrench_frame = 0.0, LINK
     assert spin_until(executor, lambda: 'in frame' in probe.latest('base_wrench', ''),
+                      TIMEOUT)
+    assert probe.latest('source') == 'torque'
+    # A wrench that contradicts the torques (twice the force): the torques alone are used.
+    probe.wrench_frame, probe.wrench = node.robot.base_link, base_wrench(node, point, 2 * force)
+    assert spin_until(executor, lambda: 'inconsistent' in probe.latest('base_wrench', ''),
                       TIMEOUT)
     assert probe.latest('source') == 'torque'
 

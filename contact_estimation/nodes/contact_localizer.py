@@ -248,9 +248,16 @@ class ContactLocalizerNode(SuiteNode):
         obstacles, cloud = self._obstacles(t)
         wrench = self._wrench_at(t)
         start = time.perf_counter()
+        proximity = obstacles.proximity if obstacles else None
         try:
-            estimate = self.localizer.estimate(q, tau, wrench, obstacles.proximity if obstacles
-                                               else None)
+            estimate = self.localizer.estimate(q, tau, wrench, proximity)
+            if wrench is not None and not estimate.consistent:
+                # The base wrench disagrees with the torques (its compensation lags or errs):
+                # without it, when the torques and the cloud alone are consistent.
+                alone = self.localizer.estimate(q, tau, None, proximity)
+                if alone.consistent:
+                    estimate = alone
+                    self.problems.values['base_wrench'] = 'not used: inconsistent with τ_ext'
         except FusedContactError as err:
             self.problems.report('bad_residual', f'{err}: no estimate')
             return
