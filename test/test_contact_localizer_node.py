@@ -1,6 +1,8 @@
-"""contact_localizer over rclpy: estimates for τ_ext = J(p)ᵀF, the cloud, bad input, the gate."""
+"""contact_localizer over rclpy: estimates for τ_ext = J(p)ᵀF, the base wrench, the cloud, bad
+input, the gate (and calibrate's, the detector's ψ_0)."""
 import numpy as np
 import pytest
+import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PointStamped, WrenchStamped
 from rclpy.node import Node
@@ -9,13 +11,16 @@ from sensor_msgs.msg import JointState, PointCloud2, PointField
 from visualization_msgs.msg import MarkerArray
 
 from contact_estimation import manifest
+from contact_estimation.commands import calibrate as calibrate_command
 from contact_estimation.core.lidar_fusion import to_base_frame
 from contact_estimation.nodes.contact_localizer import ContactLocalizerNode
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds, xyz_to_cloud
 from contact_estimation.ros.localization_messages import MARKER_NS, OBSTACLE_ID
+from contact_estimation.core.recording import JointRecording, write_csv
 from contact_estimation.ros.qos import PIPELINE_QOS
 from contact_estimation.ros.spinning import spin_until
 from contact_estimation.ros.testing import spinning
+from test_calibration import JOINTS, free_motion
 
 SPEC = manifest.node('contact_localizer')
 TIMEOUT = 20.0
@@ -35,10 +40,14 @@ class Probe(Node):
         self.effort = np.zeros(robot.n)
         self.names = list(robot.joint_names)
         self.residual_stamps: list[float] = []
+        self.wrench = None           # the base wrench sent with each residual, and its frame
+        self.wrench_frame, self.wrench_delay = robot.base_link, 0.0
         self.spoil = lambda msg: msg  # a test's change to every residual sent
         self.points, self.wrenches, self.markers, self.status = [], [], [], []
         self._residual_pub = self.create_publisher(JointState, SPEC.topic('residual'),
                                                    PIPELINE_QOS)
+        self._wrench_pub = self.create_publisher(WrenchStamped, SPEC.topic('base_wrench'),
+                                                 PIPELINE_QOS)
         self.cloud_pub = self.create_publisher(PointCloud2, SPEC.topic('lidar_points'),
                                                PIPELINE_QOS)
         self.create_subscription(PointStamped, SPEC.topic('point'), self.points.append,
@@ -58,6 +67,14 @@ class Probe(Node):
                          position=[float(x) for x in Q[:len(self.effort)]],
                          velocity=[0.0] * len(self.effort))
         msg.header.stamp = stamp
+        if self.wrench is not None:
+            sent = WrenchStamped()
+            sent.header.frame_id = self.wrench_frame
+            sent.header.stamp = seconds_to_stamp(stamp_to_seconds(stamp) - self.wrench_delay)
+            (sent.wrench.force.x, sent.wrench.force.y, sent.wrench.force.z,
+             sent.wrench.torque.x, sent.wrench.torque.y, sent.wrench.torque.z) = map(
+                float, self.wrench)
+            self._wrench_pub.publish(sent)
         self._residual_pub.publish(self.spoil(msg))
 
     def _on_status(self, msg):
@@ -90,6 +107,13 @@ def contact(node):
     rotation, _ = node.robot.link_pose(Q, LINK)
     tau = node.robot.point_jacobian(Q, LINK, points[i]).T @ (rotation @ force)
     return points[i], normals[i], force, tau
+
+
+def base_wrench(node, point, force):
+    """[F; p × F] at the base origin, base frame: what ft_contact_estimator publishes."""
+    rotation, origin = node.robot.link_pose(Q, LINK)
+    return np.concatenate([rotation @ force, np.cross(rotation @ point + origin,
+                                                      rotation @ force)])
 
 
 def obstacle_cloud(node, point, normal):
@@ -228,3 +252,49 @@ def test_a_bad_residual_is_counted_and_gives_no_estimate(rig, spoil, kind):
     probe.spoil = spoil
     assert spin_until(executor, lambda: probe.counted(kind, 20), TIMEOUT)
     assert not probe.points and probe.latest('estimates') == '0'
+
+
+def test_the_base_wrench_joins_the_torques_when_fresh_and_in_the_base_frame(rig):
+    """The compensated base wrench of ft_contact_estimator makes the estimate torque+ft; one
+    stamped too far from the residual, in another frame, or contradicting the torques is not
+    used and the diagnostics say why."""
+    node, probe, executor = rig
+    point, _, force, tau = contact(node)
+    probe.effort = tau
+    probe.wrench = base_wrench(node, point, force)
+    assert spin_until(executor, lambda: probe.latest('source', '') == 'torque+ft'
+                      and probe.points, TIMEOUT)
+    assert probe.latest('base_wrench') == 'used' and probe.counted('base_wrenches_received')
+    got = probe.points[-1].point
+    assert np.linalg.norm(np.array([got.x, got.y, got.z]) - point) < 0.005
+    probe.wrench_delay = 1.0
+    assert spin_until(executor, lambda: probe.latest('source', '') == 'torque', TIMEOUT)
+    assert 's from the residual' in probe.latest('base_wrench')
+    probe.wrench_delay, probe.wrench_frame = 0.0, LINK
+    assert spin_until(executor, lambda: 'in frame' in probe.latest('base_wrench', ''),
+                      TIMEOUT)
+    assert probe.latest('source') == 'torque'
+    # A wrench that contradicts the torques (twice the force): the torques alone are used.
+    probe.wrench_frame, probe.wrench = node.robot.base_link, base_wrench(node, point, 2 * force)
+    assert spin_until(executor, lambda: 'inconsistent' in probe.latest('base_wrench', ''),
+                      TIMEOUT)
+    assert probe.latest('source') == 'torque'
+
+
+def test_calibrate_sets_the_gate_to_the_detectors_thresholds(context, tmp_path):
+    """`calibrate` writes the localizer's gate beside the detector's ψ_0: with that file the
+    localizer estimates for every contact the detector stops on."""
+    t, q, v, tau = free_motion(3.0)
+    csv = tmp_path / 'free.csv'
+    write_csv(csv, JointRecording(JOINTS, t, q, v, tau))
+    out = tmp_path / 'thresholds.yaml'
+    assert calibrate_command.main([str(csv), '-o', str(out)]) == 0
+    written = yaml.safe_load(out.read_text())
+    psi = written['collision_detector']['ros__parameters']['thresholds_position']
+    assert written['contact_localizer']['ros__parameters']['gate_thresholds'] == psi
+    node = ContactLocalizerNode(context=context, cli_args=['--ros-args', '--params-file',
+                                                           str(out)])
+    try:
+        np.testing.assert_allclose(node.schedule.thresholds, psi)
+    finally:
+        node.destroy_node()

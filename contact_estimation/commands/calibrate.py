@@ -6,8 +6,10 @@ recording (CSV or ROS 2 bag of the residual topic) or live from the residual top
 (core/threshold_calibration.py): fitted on the first part of the recording, checked for
 false alarms on the held-out rest. Prints a table, what the check promises in plain words
 (and how long a recording a given promise needs), and writes a parameter file for
-collision_detector (`collision_detector: ros__parameters:` form), to pass to `up --config` or
-a launch file. The arm must not touch anything while the motion is recorded.
+collision_detector (`collision_detector: ros__parameters:` form) with a section for
+contact_localizer too, whose gate takes ψ_0 (so that every stop gets its estimates), to
+pass to `up --config` or a launch file. The arm must not touch anything while the motion is
+recorded.
 
     contact-estimation calibrate free_motion.csv -o config/thresholds.yaml
     contact-estimation calibrate --live --seconds 120 -o config/thresholds.yaml
@@ -28,6 +30,8 @@ from contact_estimation.core.robot_model import RobotModel, RobotModelError
 from contact_estimation.core.threshold_calibration import Calibration, calibrate
 
 NODE = 'collision_detector'
+# The node whose estimates the detector's thresholds gate (`gate_thresholds`).
+LOCALIZER = 'contact_localizer'
 
 
 def record_live(robot: RobotModel, seconds: float):
@@ -82,7 +86,11 @@ def parameter_file(calibration: Calibration, role: str) -> str:
               f'{c.false_alarm_bound_per_hour:.3g} per hour (95 %, exact Poisson bound)\n'
               f'# for motions like the recorded ones.\n'
               f'# Joint order: {", ".join(c.joint_names)}.\n')
-    body = {NODE: {'ros__parameters': calibration.parameters(role)}}
+    parameters = calibration.parameters(role)
+    body = {NODE: {'ros__parameters': parameters},
+            # a copy: the same list twice would be a YAML alias, which ROS refuses
+            LOCALIZER: {'ros__parameters': {
+                'gate_thresholds': list(parameters[f'thresholds_{role}'])}}}
     return header + yaml.safe_dump(body, sort_keys=False, default_flow_style=None)
 
 

@@ -1,10 +1,12 @@
 """contact_localizer: τ_ext (+ a lidar cloud) → which link was hit, where and how hard.
 
-Seed 000 on the arm (core/contact_localization.ContactLocalizer): for the residual τ_ext
-(project sign, τ_ext = J(p)ᵀF for a force F ON the robot at p) it finds the link, the point
-on its surface and the force in the friction cone; a lidar cloud (core/lidar_fusion.py)
-picks the link among those the torques allow and gives a prior point, or the point itself
-when the torques explain none (the seed's fallback).
+Every sensor at once (core/fused_contact.FusedContactEstimator; seeds 000 and 004): for the
+residual τ_ext (project sign, τ_ext = J(p)ᵀF for a force F ON the robot at p), the
+compensated base wrench [F; p × F] that ft_contact_estimator publishes on `base_wrench`
+(used when its stamp is within `wrench_max_age` of the residual's) and the lidar cloud's
+obstacles (core/lidar_fusion.py, a prior on the link and the point), it finds the link, the
+point on its surface and the force in the friction cone that explain them all; the
+diagnostics say which sensors the estimate used (`source`) and its ambiguity.
 
 When (core/localization_schedule.py): while a contact is present, some |τ_ext,i| over
 `gate_thresholds` (the detector's thresholds by default; a hand guiding the arm raises no
@@ -19,8 +21,9 @@ new cloud's.
 Publishes per estimate, with the stamp of the residual sample and frame_id = the contacted
 link: the point (PointStamped, link frame), the force on the robot there (WrenchStamped,
 link frame, torque 0), rviz markers (ros/localization_messages.py), and on /diagnostics the
-link range, source (torque / torque+lidar / lidar fallback), ambiguity and fit residual.
-Torques that no single point contact explains publish no point: the status says so.
+link range, source (the sensors used: torque, ft, lidar joined by '+'), whether the base
+wrench was used, ambiguity and fit residual. Data that no single point contact explains
+within the noise publish no point: the status says so.
 
 The cloud's frame_id is the base frame, `lidar.frame` (pose from `lidar.position` and
 `lidar.orientation`), or any frame TF knows when tf2_ros is installed. Bad input (a cloud
@@ -39,14 +42,15 @@ from geometry_msgs.msg import PointStamped, WrenchStamped
 from sensor_msgs.msg import JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.contact_localization import (SOURCE_TORQUE, ContactEstimate,
-                                                          ContactLocalizer, LocalizationError)
+from contact_estimation.core.fused_contact import (LIDAR, FusedContact, FusedContactError,
+                                                   FusedContactEstimator, SensorNoise)
 from contact_estimation.core.lidar_fusion import CloudError, LidarFusion, Obstacles, PoseHistory
 from contact_estimation.core.localization_schedule import (DEFAULTS, LOCALIZER_DEFAULTS,
                                                            LocalizationSchedule)
 from contact_estimation.core.sample import JointSample
 from contact_estimation.core.surfaces import LinkSurfaces, SurfacesError
-from contact_estimation.ros.conversions import point_stamped, wrench_stamped
+from contact_estimation.ros.conversions import (point_stamped, stamp_to_seconds,
+                                                wrench_stamped)
 from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.localization_messages import estimate_markers, estimate_values
@@ -63,7 +67,11 @@ NAME = 'contact_localizer'
 # Parameters that build the localizer and the schedule: a change of any rebuilds them (the
 # link surfaces, `point_spacing`, are built once).
 _LOCALIZER_PARAMETERS = (*LOCALIZER_DEFAULTS, 'gate_thresholds', 'max_rate',
-                         'threshold_ceiling')
+                         'threshold_ceiling', 'wrench_noise.force', 'wrench_noise.moment')
+# The base wrench's noise per axis by default (N, N·m), and how far its stamp may be from the
+# residual's (s; ft_contact_estimator publishes one per F/T reading).
+_WRENCH_DEFAULTS = {'wrench_noise.force': SensorNoise().force,
+                    'wrench_noise.moment': SensorNoise().moment, 'wrench_max_age': 0.05}
 
 # Composed mode: the newest residual is taken this often (s), on this node's thread; a
 # contact lasts far longer, and estimates come at most `max_rate` per second anyway.
@@ -89,6 +97,7 @@ class ContactLocalizerNode(SuiteNode):
         self._cloud: tuple[float, np.ndarray] | None = None  # latest: stamp, base-frame points
         self._cloud_pending = False     # the cloud worker is processing one
         self._cloud_processed = True    # the latest cloud has been through the fusion
+        self._base_wrench: WrenchStamped | None = None  # latest, parsed when an estimate needs it
         self._point_output = self.output('point', PointStamped)
         self._wrench_pub = self.publisher('wrench', WrenchStamped)
         self._marker_pub = self.publisher('markers', MarkerArray)
@@ -96,19 +105,23 @@ class ContactLocalizerNode(SuiteNode):
                      period=_LATEST_RESIDUAL_PERIOD)
         self._cloud_worker = LatestWorker(self._process_cloud, f'{NAME} clouds')
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
+        # In composed mode ft_contact_estimator hands each compensated wrench over (one thread).
+        self.receive('base_wrench', WrenchStamped, self._on_base_wrench, self._on_base_wrench)
         self.on_parameter_change(self._on_parameter_change)
         self.problems.set_status(OK, 'no contact')
         self.problems.values['cloud'] = 'none received: torque only'
+        self.problems.values['base_wrench'] = 'none received'
         self.get_logger().info(
             f'localizing contacts on {len(self.localizer.links)} links of '
-            f'{self.robot.name or "the robot"} from {self.spec.topic("residual")} and '
-            f'{self.spec.topic("lidar_points")}; at most {self.value("max_rate"):g} Hz')
+            f'{self.robot.name or "the robot"} from {self.spec.topic("residual")}, '
+            f'{self.spec.topic("base_wrench")} and {self.spec.topic("lidar_points")}; at '
+            f'most {self.value("max_rate"):g} Hz')
 
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:
         """The localizer's parameters, with the defaults of core/localization_schedule.py
-        (and through it ContactLocalizer's); ros/sensor_frames.py declares `cloud.*` and
-        `lidar.*`."""
+        (and through it ContactLocalizer's: the fused estimator takes the same), the base
+        wrench's; ros/sensor_frames.py declares `cloud.*` and `lidar.*`."""
         d, k, loc = self.declare, DEFAULTS, LOCALIZER_DEFAULTS
         d('gate_thresholds', list(k['gate_thresholds']), 'estimate while some |τ_ext,i| '
           'exceeds this, N·m: one value or one per joint (default: the detector\'s ψ_0)')
@@ -132,19 +145,31 @@ class ContactLocalizerNode(SuiteNode):
         d('prior_radius', loc['prior_radius'], 'how far the contact may lie from the '
           "cloud's obstacle point, m", 1e-3, 2.0)
         d('refine', loc['refine'], 'best samples refined on the surface per estimate', 1, 100)
+        w = _WRENCH_DEFAULTS
+        d('wrench_noise.force', w['wrench_noise.force'], 'standard deviation of the '
+          'compensated base force per axis, N', 1e-4, 100.0)
+        d('wrench_noise.moment', w['wrench_noise.moment'], 'standard deviation of the '
+          'compensated base moment per axis, N·m', 1e-4, 100.0)
+        d('wrench_max_age', w['wrench_max_age'], 'a base wrench stamped farther than this from '
+          'the residual is not used, s', 1e-4, 10.0)
 
-    def _build_localizer(self, changes: dict) -> tuple[ContactLocalizer, LocalizationSchedule]:
-        """Localizer and schedule from the parameters with `changes` applied; ValueError
-        (LocalizationError) on a bad value."""
+    def _build_localizer(self, changes: dict
+                         ) -> tuple[FusedContactEstimator, LocalizationSchedule]:
+        """Estimator and schedule from the parameters with `changes` applied; ValueError
+        (FusedContactError) on a bad value. The torque noise is δ_w/5 (δ_w: 5 σ_τ)."""
         def value(name):
             return changes.get(name, self.value(name))
-        return (ContactLocalizer(self.surfaces, **{n: value(n) for n in LOCALIZER_DEFAULTS}),
+        settings = {n: value(n) for n in LOCALIZER_DEFAULTS}
+        noise = SensorNoise(settings['delta_w'] / 5, value('wrench_noise.force'),
+                            value('wrench_noise.moment'))
+        return (FusedContactEstimator(self.surfaces, noise=noise,
+                                      refined=settings.pop('refine'), **settings),
                 LocalizationSchedule(value('gate_thresholds'), self.robot.n, value('max_rate'),
                                      value('threshold_ceiling')))
 
     def _on_parameter_change(self, changes: dict) -> str | None:
         """Rebuild what the changed parameters describe, all or nothing: a ValueError
-        (CloudError, LocalizationError) refuses the change (ros/params.on_change)."""
+        (CloudError, FusedContactError) refuses the change (ros/params.on_change)."""
         changed = set(changes)
         built = (self._build_localizer(changes) if changed & set(_LOCALIZER_PARAMETERS)
                  else None)
@@ -175,6 +200,11 @@ class ContactLocalizerNode(SuiteNode):
             return
         self._cloud = (t, points)
         self._cloud_processed = False
+
+    def _on_base_wrench(self, msg: WrenchStamped) -> None:
+        """Keep the latest compensated base wrench; it is read when an estimate needs it."""
+        self.problems.traffic['base_wrenches_received'] += 1
+        self._base_wrench = msg
 
     def _on_residual(self, msg: JointState) -> None:
         self.problems.traffic['residuals_received'] += 1
@@ -213,17 +243,25 @@ class ContactLocalizerNode(SuiteNode):
     # ------------------------------------------------------------------ estimates
     def _estimate(self, t: float, q: np.ndarray, tau: np.ndarray, stamp) -> None:
         obstacles, cloud = self._obstacles(t)
+        wrench = self._wrench_at(t)
         start = time.perf_counter()
+        proximity = obstacles.proximity if obstacles else None
         try:
-            estimate = self.localizer.estimate(q, tau, obstacles.proximity if obstacles
-                                               else None)
-        except LocalizationError as err:
+            estimate = self.localizer.estimate(q, tau, wrench, proximity)
+            if wrench is not None and not estimate.consistent:
+                # The base wrench disagrees with the torques (its compensation lags or errs):
+                # without it, when the torques and the cloud alone are consistent.
+                alone = self.localizer.estimate(q, tau, None, proximity)
+                if alone.consistent:
+                    estimate = alone
+                    self.problems.values['base_wrench'] = 'not used: inconsistent with τ_ext'
+        except FusedContactError as err:
             self.problems.report('bad_residual', f'{err}: no estimate')
             return
         seconds = time.perf_counter() - start
         self.problems.traffic['estimates'] += 1
         self.problems.values.update(estimate_values(estimate, seconds, cloud))
-        if estimate.found:
+        if estimate.found and estimate.consistent:
             point = point_stamped(stamp, estimate.link, estimate.point_link)
             self._point_output.publisher.publish(point)
             self._point_output.hand_over(point)
@@ -237,12 +275,29 @@ class ContactLocalizerNode(SuiteNode):
             self.problems.report('inconsistent', f'no point published: '
                                  f'{estimate.message or "no contact point found"}')
             self.problems.set_status(WARN, estimate.message or 'no contact point found')
-        uses_cloud = estimate.source != SOURCE_TORQUE and obstacles is not None
+        uses_cloud = LIDAR in estimate.sensors and obstacles is not None
         self._marker_pub.publish(estimate_markers(
             estimate, stamp, self.robot.base_link,
             self.surfaces.spheres(estimate.link) if estimate.found else None,
             self._cluster_near(obstacles, estimate) if uses_cloud else None,
             '' if obstacles else cloud))
+
+    def _wrench_at(self, t: float) -> np.ndarray | None:
+        """The latest base wrench [f; m] (base origin, base frame) if stamped within
+        `wrench_max_age` of t (s), finite and in the base frame; the diagnostics say which."""
+        msg = self._base_wrench
+        if msg is None:
+            return None
+        force, torque = msg.wrench.force, msg.wrench.torque
+        wrench = np.array([force.x, force.y, force.z, torque.x, torque.y, torque.z])
+        age = t - stamp_to_seconds(msg.header.stamp)
+        problem = ('not finite' if not np.isfinite(wrench).all() else
+                   f'in frame {msg.header.frame_id!r}, not {self.robot.base_link!r}'
+                   if msg.header.frame_id != self.robot.base_link else
+                   f'{age:.3f} s from the residual' if abs(age) > self.value('wrench_max_age')
+                   else '')
+        self.problems.values['base_wrench'] = f'not used: {problem}' if problem else 'used'
+        return None if problem else wrench
 
     def _obstacles(self, t: float) -> tuple[Obstacles | None, str]:
         """The cloud's obstacles for a residual stamped t (s), processing the latest cloud
@@ -296,7 +351,7 @@ class ContactLocalizerNode(SuiteNode):
         else:
             self.problems.values['cloud_time'] = f'{1000 * seconds:.1f} ms'
 
-    def _cluster_near(self, obstacles: Obstacles, estimate: ContactEstimate) -> np.ndarray:
+    def _cluster_near(self, obstacles: Obstacles, estimate: FusedContact) -> np.ndarray:
         """The obstacle cluster that holds the obstacle point nearest the contacted link."""
         if not estimate.found or not len(obstacles.points):
             return np.zeros((0, 3))

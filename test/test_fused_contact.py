@@ -1,0 +1,180 @@
+"""One contact estimate from joint torques, base wrench and lidar at once (core/fused_contact.py).
+
+Contacts are built forwards on exposed surface points of a finer sampling than the
+estimator's own (test_contact_localization_spatial's `exposed_contact`), the force in the
+friction cone, the torques τ = J(p)ᵀF and the base wrench [F; p × F] from the robot model;
+the estimator must give them back from every set of sensors, say which it used, keep the
+truth among its candidates when the data cannot tell, and refuse input it cannot use.
+"""
+import numpy as np
+import pytest
+from test_contact_localization_spatial import MU, exposed_contact
+
+from contact_estimation.core.fused_contact import (FORCE_TORQUE, LIDAR, TORQUE,
+                                                   FusedContactError, FusedContactEstimator,
+                                                   SensorNoise)
+from contact_estimation.core.lidar_fusion import LinkProximity
+from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.surfaces import LinkSurfaces
+
+# Near-exact data: the noise levels only cover the mesh's and the refinement's millimetre.
+EXACT = SensorNoise(torque=0.02, force=0.02, moment=0.005)
+# About what the sim cobot's momentum observers leave (benchmarks/fusion.py).
+REAL = SensorNoise(torque=0.1, force=0.2, moment=0.14)
+
+
+@pytest.fixture(scope='module')
+def robot():
+    return RobotModel.load('panda')
+
+
+@pytest.fixture(scope='module')
+def truth(robot):
+    """A denser, differently seeded sampling: contact points the estimator never saw."""
+    return LinkSurfaces(robot, point_spacing=0.005, seed=7)
+
+
+@pytest.fixture(scope='module')
+def surfaces(robot):
+    return LinkSurfaces(robot, point_spacing=0.02)
+
+
+@pytest.fixture(scope='module')
+def estimator(surfaces):
+    return FusedContactEstimator(surfaces, mu=MU, noise=EXACT)
+
+
+def base_wrench(robot, q, link, point, force):
+    """[F; p × F] at the base origin, base frame, of `force` at `point` (link frame)."""
+    rotation, origin = robot.link_pose(q, link)
+    return np.concatenate([rotation @ force, np.cross(rotation @ point + origin,
+                                                      rotation @ force)])
+
+
+def contacts(robot, truth, seed, links, per_link):
+    """(link, q, point, force, τ, wrench) on exposed points of `links`."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    for link in links:
+        for _ in range(per_link):
+            q, point, force, tau = exposed_contact(robot, truth, rng, link)
+            cases.append((link, q, point, force, tau, base_wrench(robot, q, link, point, force)))
+    return cases
+
+
+def assert_recovered(estimate, link, point, force, point_tolerance=0.003,
+                     force_tolerance=0.02):
+    assert estimate.link == link
+    assert np.linalg.norm(estimate.point_link - point) < point_tolerance
+    assert np.linalg.norm(estimate.force_link - force) < force_tolerance * np.linalg.norm(force)
+
+
+def test_torques_and_wrench_give_back_every_link(robot, truth, estimator):
+    """Links 2-7 with exact torques and base wrench: n + 6 equations for 5 unknowns, so the
+    link, the point and the force come back; the base frame agrees with the link frame."""
+    for link, q, point, force, tau, wrench in contacts(robot, truth, 11, [
+            f'panda_link{k}' for k in range(2, 8)], 4):
+        estimate = estimator.estimate(q, tau, wrench)
+        assert estimate.sensors == (TORQUE, FORCE_TORQUE) and estimate.source == 'torque+ft'
+        assert_recovered(estimate, link, point, force)
+        assert estimate.consistent and estimate.equations == robot.n + 6
+        rotation, origin = robot.link_pose(q, link)
+        np.testing.assert_allclose(estimate.point_base, rotation @ estimate.point_link + origin,
+                                   atol=1e-9)
+        np.testing.assert_allclose(estimate.force_base, rotation @ estimate.force_link,
+                                   atol=1e-9)
+        assert link in estimate.candidate_links
+
+
+def test_each_sensor_alone_and_torques_with_lidar(robot, truth, surfaces, estimator):
+    """Torques alone fix contacts on the wrist links (5-7 load ≥ 5 joints); the base wrench
+    alone fixes the line of action, so the point is where it enters the true link, which is
+    among the candidates; a lidar obstacle at the contact picks the link and point the
+    torques alone leave open on link 3 (3 joints: the point slides along the line)."""
+    for link, q, point, force, tau, wrench in contacts(robot, truth, 12, [
+            'panda_link5', 'panda_link6', 'panda_link7'], 3):
+        estimate = estimator.estimate(q, tau=tau)
+        assert estimate.sensors == (TORQUE,)
+        assert_recovered(estimate, link, point, force)
+
+        alone = estimator.estimate(q, wrench=wrench)
+        assert alone.sensors == (FORCE_TORQUE,) and alone.equations == 6
+        assert link in alone.candidate_links
+        on_link = np.array(alone.candidate_links) == link
+        rotation, origin = robot.link_pose(q, link)
+        assert np.min(np.linalg.norm(alone.candidates[on_link] - (rotation @ point + origin),
+                                     axis=1)) < 0.003
+
+    right = 0
+    for link, q, point, force, tau, _ in contacts(robot, truth, 13, ['panda_link3'], 6):
+        index = surfaces.link_index(link)
+        distance = np.full(len(surfaces.links), np.inf)
+        distance[index] = 0.0
+        seen = np.zeros((len(surfaces.links), 3))
+        seen[index] = point
+        proximity = LinkProximity(distance, seen, np.zeros_like(seen))
+        estimate = estimator.estimate(q, tau, proximity=proximity)
+        assert estimate.sensors == (TORQUE, LIDAR)
+        right += (estimate.link == link
+                  and np.linalg.norm(estimate.point_link - point) < 0.01)
+    assert right >= 5
+
+
+def test_noise_of_the_sensors(robot, truth, surfaces):
+    """With the noise of the sim cobot's observers, the three sensors still find the link in
+    most contacts, the point within a centimetre, and keep the truth among the candidates."""
+    estimator = FusedContactEstimator(surfaces, mu=MU, noise=REAL)
+    rng = np.random.default_rng(14)
+    right, among, points = 0, 0, []
+    cases = contacts(robot, truth, 15, [f'panda_link{k}' for k in range(2, 8)], 4)
+    for link, q, point, force, tau, wrench in cases:
+        tau = tau + REAL.torque * rng.standard_normal(robot.n)
+        wrench = wrench + np.repeat([REAL.force, REAL.moment], 3) * rng.standard_normal(6)
+        estimate = estimator.estimate(q, tau, wrench)
+        among += link in estimate.candidate_links
+        if estimate.link == link:
+            right += 1
+            points.append(np.linalg.norm(estimate.point_link - point))
+            assert np.linalg.norm(estimate.force_link - force) < 0.1 * np.linalg.norm(force)
+    assert right >= 0.85 * len(cases) and among >= len(cases) - 1
+    assert np.median(points) < 0.01
+
+
+def test_ambiguity_keeps_the_truth(robot, truth, estimator):
+    """The base wrench alone cannot tell the links its line of action enters apart (only the
+    friction cone and the normal preference weigh them): where the estimate lists several
+    links, the truth's link and point are among the candidates."""
+    ambiguous = 0
+    for link, q, point, force, _, wrench in contacts(robot, truth, 16, [
+            f'panda_link{k}' for k in range(2, 8)], 3):
+        estimate = estimator.estimate(q, wrench=wrench)
+        if not estimate.ambiguous:
+            continue
+        ambiguous += 1
+        assert link in estimate.candidate_links
+        rotation, origin = robot.link_pose(q, link)
+        mine = np.array(estimate.candidate_links) == link
+        assert np.min(np.linalg.norm(estimate.candidates[mine] - (rotation @ point + origin),
+                                     axis=1)) < 0.003
+    assert ambiguous >= 2
+
+
+def test_no_contact_and_bad_input(robot, estimator):
+    """Torques under δ_τ and no base force: no contact. Non-finite, absurdly large or
+    misshapen input, or neither torques nor wrench, is refused with a clear error."""
+    q = np.zeros(robot.n)
+    quiet = estimator.estimate(q, np.zeros(robot.n), np.zeros(6))
+    assert not quiet.found and quiet.link is None and 'delta_tau' in quiet.message
+    for arguments, words in (((q, np.full(robot.n, np.nan)), 'tau'),
+                             ((q, None, np.array([1.0, 0, 0, np.inf, 0, 0])), 'wrench'),
+                             ((np.full(robot.n, np.nan), np.ones(robot.n)), 'q'),
+                             ((q, np.ones(robot.n + 1)), 'tau'),
+                             ((q, np.full(robot.n, 1e200)), 'below'),
+                             ((q, None, None), 'torques')):
+        with pytest.raises(FusedContactError, match=words):
+            estimator.estimate(*arguments)
+    proximity = LinkProximity(np.full(3, np.nan), np.zeros((3, 3)), np.zeros((3, 3)))
+    with pytest.raises(FusedContactError, match='lidar'):
+        estimator.estimate(q, np.ones(robot.n), proximity=proximity)
+    with pytest.raises(FusedContactError, match='noise'):
+        SensorNoise(torque=0.0)
