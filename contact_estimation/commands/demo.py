@@ -34,7 +34,6 @@ from contact_estimation.launcher import NodeSet, namespace_arguments, simulated_
 from contact_estimation.ros.conversions import stamp_to_seconds
 
 DEFAULT_SCENARIO = 'config/scenarios/demo.yaml'
-CALIBRATION_SECONDS = 20.0  # s of simulated free motion the thresholds are calibrated on
 STARTUP_TIMEOUT = 30.0  # s for every node to import, start and connect
 WALL_DEADLINE = 180.0   # s of wall time after start-up: the end if the simulation stalls
 SIM = 'sim_cobot'
@@ -190,36 +189,6 @@ def _residual_matching_the_sim() -> dict:
     with open(manifest.node(SIM).parameters_path()) as f:
         sim = yaml.safe_load(f)[SIM]['ros__parameters']
     return {'friction_model': 'continuous', 'friction_parameters': sim['friction']}
-
-
-def _calibrated_thresholds(scenario_path: str) -> tuple[dict, str]:
-    """collision_detector parameters from `calibrate`'s core on CALIBRATION_SECONDS of the
-    demo arm's own free motion (the scenario's trajectory without its forces, through the
-    residual the demo runs): step 5 of the README's checklist, as a user runs it on their
-    arm. The shipped 4 N·m are seed 001's, several times the sim's noise."""
-    from dataclasses import replace
-
-    from contact_estimation.core.residual import make_residual
-    from contact_estimation.core.robot_model import RobotModel
-    from contact_estimation.core.sim.cobot import SimulatedCobot
-    from contact_estimation.core.sim.harness import closed_loop
-    from contact_estimation.core.sim.scenario import Scenario
-    from contact_estimation.core.threshold_calibration import calibrate
-    from contact_estimation.core.trajectory import make_trajectory
-
-    with open(manifest.node(SIM).parameters_path()) as f:
-        robot = RobotModel.load(yaml.safe_load(f)[SIM]['ros__parameters']['robot'])
-    scenario = Scenario.load(scenario_path, robot)
-    sim = SimulatedCobot(robot, make_trajectory(robot, scenario.trajectory),
-                         replace(scenario, forces=[]))
-    friction = _residual_matching_the_sim()
-    residual = make_residual('momentum_observer', robot,
-                             friction_model=friction['friction_model'],
-                             friction_params=friction['friction_parameters'])
-    trace = closed_loop(sim, residual, seconds=CALIBRATION_SECONDS)
-    calibration = calibrate(trace['t'], trace['q'], trace['v'], trace['tau_ext'],
-                            robot.joint_names, source='the demo arm in free motion')
-    return calibration.parameters(), calibration.promise()
 
 
 def _wait_for_residuals(monitor: TopicMonitor, executor, nodes: NodeSet,
@@ -445,11 +414,6 @@ def main(argv: list[str]) -> int:
     overrides = simulated_clock()
     overrides[SIM]['scenario'] = scenario
     overrides['residual_node'].update(_residual_matching_the_sim())
-    print(f'demo: calibrating the thresholds on {CALIBRATION_SECONDS:g} s of simulated free '
-          'motion (checklist step 5)', flush=True)
-    thresholds, promise = _calibrated_thresholds(scenario)
-    overrides['collision_detector'].update(thresholds)
-    print(f'demo: ψ_0 = {thresholds["thresholds_position"]} N·m; {promise}', flush=True)
     # The lidar sees the cell's fixtures, no person: objects that do not move (a real cell
     # tracks people or keeps the default 1.6 m/s, the speed of a person it missed).
     overrides['proximity_monitor']['object_speed'] = 0.0
