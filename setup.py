@@ -64,7 +64,7 @@ setup(
     ],
     extras_require={
         'ros': ROS_WHEELS,
-        'test': ['pytest>=7'],
+        'test': ['pytest>=7', 'ruff>=0.6'],
     },
     zip_safe=True,
     maintainer='contact_estimation maintainers',

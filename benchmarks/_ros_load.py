@@ -220,7 +220,8 @@ class LoadResult:
 
 def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
              outputs: list[Output], duration: float, warmup: float = 2.0,
-             progress=None, composed: bool = False, wrench_topic: str = '') -> Run:
+             progress=None, composed: bool = False, wrench_topic: str = '',
+             priority: int = 0) -> Run:
     """Start `nodes` (name → parameter overrides) as processes, listen to `outputs` here, and
     publish `stream.message(i, stamp)` on `input_topic` (and its F/T reading on
     `wrench_topic`, if given) at `stream.rate` Hz for warmup + duration s from a publisher
@@ -235,11 +236,12 @@ def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
         if composed:
             assert set(nodes) == set(together.nodes), f'composed mode runs {together.nodes}'
             procs = {together.name: stack.enter_context(composed_process(
-                nodes, log_path=os.path.join(LOG_DIR, f'{together.name}_load.log')))}
+                nodes, log_path=os.path.join(LOG_DIR, f'{together.name}_load.log'),
+                priority=priority))}
         else:
             procs = {name: stack.enter_context(node_process(
-                name, overrides=overrides, log_path=os.path.join(LOG_DIR, f'{name}_load.log')))
-                for name, overrides in nodes.items()}
+                name, overrides=overrides, log_path=os.path.join(LOG_DIR, f'{name}_load.log'),
+                priority=priority)) for name, overrides in nodes.items()}
         context = stack.enter_context(ros_context())
         node = rclpy.create_node('load_monitor', context=context)
         executor = SingleThreadedExecutor(context=context)

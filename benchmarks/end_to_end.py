@@ -168,7 +168,8 @@ class ModeRun:
                    if name not in ('monitor', 'load publisher'))
 
 
-def measure(mode: str, rate: float, duration: float, free_motion: bool) -> ModeRun:
+def measure(mode: str, rate: float, duration: float, free_motion: bool,
+            priority: int) -> ModeRun:
     """One run of the suite in `mode` (composed, or separate processes); prints its tables."""
     listener, detector = manifest.node('joint_state_listener'), manifest.node('collision_detector')
     robot = RobotModel.load('panda')
@@ -184,7 +185,8 @@ def measure(mode: str, rate: float, duration: float, free_motion: bool) -> ModeR
     with tqdm(total=int(WARMUP + duration), unit='s', desc=f'end to end, {mode}') as bar:
         run = run_load(NODES, stream, listener.topic('joint_states'), outputs, duration, WARMUP,
                        bar.update, composed=mode == 'composed',
-                       wrench_topic=manifest.node('ft_contact_estimator').topic('ft_wrench'))
+                       wrench_topic=manifest.node('ft_contact_estimator').topic('ft_wrench'),
+                       priority=priority)
 
     triggers = np.array([s for s in events.stamps if s >= run.measure_from])
     stop = LoadResult(rate, len(triggers), latencies(triggers, stops.times))
@@ -202,7 +204,9 @@ def measure(mode: str, rate: float, duration: float, free_motion: bool) -> ModeR
     what = ('free motion' if free_motion else f'a {np.linalg.norm(FORCE):.0f} N contact on '
             f'{LINK} every {PERIOD} s for {CONTACT} s')
     print(f'\nend to end: {rate:.0f} Hz for {duration:.0f} s (after {WARMUP:.0f} s warm-up), '
-          f'the {len(NODES)} core nodes {processes}; {what}; driver at {run.priority}')
+          f'the {len(NODES)} core nodes {processes} at '
+          f'{f"SCHED_FIFO {priority}" if priority else "normal priority"}; {what}; driver at '
+          f'{run.priority}')
     print(table(f'output, latency from the input publish     | {LoadResult.HEADER}', [
         f'stop = True, per contact (from trigger)    | {stop.cells()}',
         f'time_scaling ≤ 0, per contact (from trig.) | {hold.cells()}',
@@ -258,13 +262,16 @@ def main(argv=None) -> int:
                         help='the nodes composed in one process, as separate processes, or '
                              'both, one after the other in each run')
     parser.add_argument('--runs', type=int, default=1, help='runs of each mode')
+    parser.add_argument('--priority', type=int, default=0, metavar='N',
+                        help='run the suite at SCHED_FIFO N (below the driver\'s 50), as the '
+                             'README advises beside a real arm; 0: normal priority')
     parser.add_argument('--free-motion', action='store_true',
                         help='no contact: the CPU the suite needs at rest (the 35 %% aim)')
     args = parser.parse_args(argv)
     duration = 10.0 if args.quick else args.duration
     modes = MODES if args.mode == 'both' else (args.mode,)
     print(f'machine: {machine()}')
-    runs = [measure(mode, args.rate, duration, args.free_motion)
+    runs = [measure(mode, args.rate, duration, args.free_motion, args.priority)
             for _ in range(args.runs) for mode in modes]
     print(f'\nall runs: {args.rate:.0f} Hz for {duration:.0f} s each; stop latency per contact; '
           'CPU = the nodes\' processes, % of one core\n' + summary(runs))

@@ -17,7 +17,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from contact_estimation.launcher import (composed_command, node_command, parameter_file,
-                                         stop_process)
+                                         realtime_prefix, stop_process)
 
 
 def isolate_ros_domain() -> int:
@@ -59,20 +59,24 @@ def spinning(context: Context, *nodes: Node) -> Iterator[SingleThreadedExecutor]
 @contextmanager
 def node_process(name: str, params_file: str | None = None,
                  overrides: dict[str, object] | None = None,
-                 log_path: str | None = None) -> Iterator[subprocess.Popen]:
-    """Run node `name` as a separate process for the duration of the block."""
-    with _process(node_command(name, params_file, overrides), log_path) as proc:
+                 log_path: str | None = None, priority: int = 0) -> Iterator[subprocess.Popen]:
+    """Run node `name` as a separate process for the duration of the block (at SCHED_FIFO
+    `priority`, if not 0)."""
+    cmd = realtime_prefix(priority) + node_command(name, params_file, overrides)
+    with _process(cmd, log_path) as proc:
         yield proc
 
 
 @contextmanager
 def composed_process(overrides: dict[str, dict[str, object]] | None = None,
-                     log_path: str | None = None) -> Iterator[subprocess.Popen]:
+                     log_path: str | None = None,
+                     priority: int = 0) -> Iterator[subprocess.Popen]:
     """Run the composed nodes in one process (composed mode) for the duration of the
-    block; `overrides` are parameter values by node name."""
+    block (at SCHED_FIFO `priority`, if not 0); `overrides` are parameter values by node
+    name."""
     extra = (parameter_file(overrides),) if overrides else ()
     try:
-        with _process(composed_command(extra), log_path) as proc:
+        with _process(realtime_prefix(priority) + composed_command(extra), log_path) as proc:
             yield proc
     finally:
         for path in extra:

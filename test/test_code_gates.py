@@ -1,0 +1,62 @@
+"""Gates that keep the code as it is meant to be, run with the tests (as ament_flake8 and
+ament_copyright run in ROS packages): the lint, and the import rules that draw the layers
+core ← ros ← nodes ← commands."""
+import ast
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = os.path.join(ROOT, 'contact_estimation')
+# What core/ must never import: ROS, or the layers above it.
+ROS_MODULES = ('rclpy', 'rosgraph_msgs', 'sensor_msgs', 'geometry_msgs', 'std_msgs',
+               'std_srvs', 'visualization_msgs', 'diagnostic_msgs', 'builtin_interfaces',
+               'tf2_ros', 'launch', 'launch_ros')
+ABOVE_CORE = ('contact_estimation.ros', 'contact_estimation.nodes', 'contact_estimation.commands',
+              'contact_estimation.composed', 'contact_estimation.launcher')
+TEST_HELPERS = ('contact_estimation.ros.testing',)
+
+
+def _imports(path: str) -> set[str]:
+    """Every module `path` imports, at any depth of the file (lazy imports count)."""
+    with open(path, encoding='utf-8') as f:
+        tree = ast.parse(f.read(), path)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found |= {f'{node.module}.{alias.name}' for alias in node.names}
+    return found
+
+
+def _modules(folder: str) -> list[str]:
+    return [os.path.join(top, name) for top, _, names in os.walk(folder)
+            for name in names if name.endswith('.py')]
+
+
+def _under(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + '.') for p in prefixes)
+
+
+def test_the_code_passes_the_lint():
+    done = subprocess.run([sys.executable, '-m', 'ruff', 'check', '--no-cache', ROOT],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_core_imports_no_ros_and_nothing_above_it():
+    core = os.path.join(PACKAGE, 'core')
+    offences = {os.path.relpath(path, ROOT): sorted(
+        m for m in _imports(path) if _under(m, ROS_MODULES + ABOVE_CORE))
+        for path in _modules(core)}
+    assert not {path: bad for path, bad in offences.items() if bad}
+
+
+def test_no_production_module_imports_the_test_helpers():
+    helpers = os.path.join(PACKAGE, 'ros', 'testing.py')
+    offences = {os.path.relpath(path, ROOT): sorted(
+        m for m in _imports(path) if _under(m, TEST_HELPERS))
+        for path in _modules(PACKAGE) if path != helpers}
+    assert not {path: bad for path, bad in offences.items() if bad}
