@@ -292,7 +292,8 @@ class ContactLocalizerNode(SuiteNode):
 
 
     def destroy_node(self):
-        self._cloud_worker.close()
+        if hasattr(self, '_cloud_worker'):  # not when the node refused to start
+            self._cloud_worker.close()
         return super().destroy_node()
 
 
