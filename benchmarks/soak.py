@@ -30,6 +30,7 @@ from contextlib import ExitStack
 
 import numpy as np
 import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseArray, WrenchStamped
 from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState, PointCloud2
@@ -57,14 +58,16 @@ SEPARATE = ('ft_contact_estimator', 'contact_localizer', 'proximity_monitor')
 
 def cell_cloud(rng, count: int) -> np.ndarray:
     """What a lidar sees of a cell: the floor, a wall, a table top and a person standing at
-    it (a 0.2 m cylinder, 1.7 m tall), `count` points in all (base frame, m)."""
+    it (a 0.2 m cylinder, 1.7 m tall), `count` points in all (base frame, m). The table and
+    the person are behind the arm, beyond its protective distance: no stop is due."""
     floor = rng.uniform([-2.0, -2.0, 0.0], [2.0, 2.0, 0.0], (count * 3 // 10, 3))
     wall = np.column_stack([np.full(count // 5, -1.8), rng.uniform(-2, 2, count // 5),
                             rng.uniform(0, 2.2, count // 5)])
-    table = rng.uniform([0.5, -0.6, 0.7], [1.1, 0.6, 0.7], (count // 5, 3))
+    table = rng.uniform([-1.2, 0.4, 0.7], [-0.9, 1.2, 0.7], (count // 5, 3))
     rest = count - len(floor) - len(wall) - len(table)
     angle, height = rng.uniform(0, 2 * np.pi, rest), rng.uniform(0, 1.7, rest)
-    person = np.column_stack([0.9 + 0.2 * np.cos(angle), 0.9 + 0.2 * np.sin(angle), height])
+    person = np.column_stack([-0.95 + 0.2 * np.cos(angle), -0.95 + 0.2 * np.sin(angle),
+                              height])
     return np.vstack([floor, wall, table, person])
 
 
@@ -196,8 +199,17 @@ def soak(minutes: float, cloud: str, cloud_points: int, warmup: float = 5.0) -> 
         stack.callback(node.destroy_node)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
+        late = {}  # node → the late_heartbeats of its latest diagnostics
+
+        def on_diagnostics(msg: DiagnosticArray) -> None:
+            for status in msg.status:
+                if status.name.lstrip('/') in stops:
+                    late.update({status.name.lstrip('/'): kv.value for kv in status.values
+                                 if kv.key == 'late_heartbeats'})
         for name, record in stops.items():
             node.create_subscription(Bool, manifest.node(name).topic('stop'), record, STOP_QOS)
+        node.create_subscription(DiagnosticArray, manifest.node('proximity_monitor').topic(
+            'diagnostics'), on_diagnostics, PIPELINE_QOS)
         if not spin_until(executor, lambda: all(r.times for r in stops.values()), 60.0):
             raise RuntimeError(f'no stop heartbeat: exit codes '
                                f'{ {n: p.poll() for n, p in procs.items()} }, logs in {LOG_DIR}')
@@ -232,8 +244,10 @@ def soak(minutes: float, cloud: str, cloud_points: int, warmup: float = 5.0) -> 
             for t, m in memory]
     return '\n\n'.join([
         f'{minutes:g} min at {RATE:.0f} Hz (joint states + F/T), skeleton and '
-        f'{cloud_points}-point {cloud} cloud at {SENSOR_RATE:.0f} Hz; {machine()} (at the '
-        f'end); load before the run {load_before}',
+        f'{cloud_points}-point {cloud} cloud at {SENSOR_RATE:.0f} Hz; '
+        f'{machine().split(", load average")[0]}; load average before the run {load_before}, '
+        f'after it {", ".join(f"{x:.2f}" for x in os.getloadavg())}; heartbeats the nodes '
+        f'sent as stop because they had fallen behind (late_heartbeats): {late}',
         table('stop               | msg/s  | gaps > 150 ms | longest, ms | raised | % of time '
               'raised', [r.row(n, measure_from) for n, r in stops.items()]),
         table('   t, s | ' + ' | '.join(names) + '  (RSS, MiB)', rows),

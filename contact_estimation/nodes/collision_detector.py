@@ -22,7 +22,10 @@ residual node do.
 Fail-safe: before the first residual, after `input_timeout` without one (or a gap that long
 between two), while the listener reports stale joint states, and on a non-finite residual,
 stop is True. A message of the wrong size is dropped and counted; it does not restart the
-timeout, so a stream of them stops the arm within `input_timeout`.
+timeout, so a stream of them stops the arm within `input_timeout`. So does a residual stamped
+more than 1 s ahead of this node's clock (dropped and counted: core/stamps.py). An unexpected
+error in any callback latches a `node_fault` stop (ros/guard.py). The stop's heartbeat is a
+thread of its own (ros/heartbeat.py): no backlog of residuals delays it.
 """
 from __future__ import annotations
 

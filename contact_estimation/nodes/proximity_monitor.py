@@ -27,6 +27,12 @@ states' clock) or invalid (NaN keypoints, a wrong count, an empty cloud, an unkn
 a clear message, counted on /diagnostics). A stop beside something that stays (the margin
 never clears) is released by `~/reset` (std_srvs/Trigger); after it the arm may only move
 away (core/proximity.py: Reset).
+
+Issue 19: a message stamped more than 1 s ahead of this node's clock is dropped and counted
+(core/stamps.py: it never counts as fresh); clouds are decoded and clustered on a worker
+thread (ros/worker.py) and the check takes the objects it finds, so the 100 Hz check is never
+held by a cloud; the stop's heartbeat is a thread of its own (ros/heartbeat.py); an
+unexpected error in any callback stops for FAULT_HOLD s (ros/guard.py).
 """
 from __future__ import annotations
 
