@@ -384,7 +384,6 @@ class CollisionDetector(SuiteNode):
         self._marker_pub.publish(collision_markers(state, self._names, origins,
                                                    self.robot.base_link, self._q_stamp))
 
-
     def destroy_node(self):
         if hasattr(self, '_heartbeat'):  # not when the node refused to start
             self._heartbeat.close()

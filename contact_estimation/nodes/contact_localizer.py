@@ -290,7 +290,6 @@ class ContactLocalizerNode(SuiteNode):
         which = np.argmin(np.linalg.norm(obstacles.points - nearest, axis=1))
         return obstacles.points[obstacles.labels == obstacles.labels[which]]
 
-
     def destroy_node(self):
         if hasattr(self, '_cloud_worker'):  # not when the node refused to start
             self._cloud_worker.close()

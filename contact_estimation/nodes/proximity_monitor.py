@@ -413,7 +413,6 @@ class ProximityMonitorNode(SuiteNode):
         if self._scale_sent is not None:
             self._scale_pub.publish(Float64(data=self._scale_sent))
 
-
     def destroy_node(self):
         for thread in ('_stop_heartbeat', '_cloud_worker'):  # not when it refused to start
             if hasattr(self, thread):
