@@ -6,13 +6,13 @@ machine, a backlog of 1 kHz joint states held it for seconds (issue 19's soak: 2
 150 ms in 10 min). Here a thread publishes the stop `rate` times a second whatever the
 executor is doing, and says what the node can vouch for: the stop it decided last, or True
 (stop) when its last decision is older than `max_age` (its executor has fallen behind, so
-nobody is watching). `beat()` is also how the node publishes a change: one lock orders the
-thread's messages and the node's, so a beat read before a change is never sent after it.
+nobody is watching), on the `clock` of the node's watchdogs (under simulated time, a paused
+simulation is no delay). `beat()` is also how the node publishes a change: one lock orders
+the thread's messages and the node's, so a beat read before a change is never sent after it.
 """
 from __future__ import annotations
 
 import threading
-import time
 from typing import Callable
 
 from std_msgs.msg import Bool
@@ -22,19 +22,19 @@ class Heartbeat:
     """Publishes `decided()` (the node's stop, None before the first) on `publisher`."""
 
     def __init__(self, publisher, rate: float, decided: Callable[[], bool | None],
-                 max_age: Callable[[], float], name: str):
+                 max_age: Callable[[], float], clock: Callable[[], float], name: str):
         self._publisher, self._period = publisher, 1.0 / rate
-        self._decided, self._max_age = decided, max_age
+        self._decided, self._max_age, self._clock = decided, max_age, clock
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        self.decided_at = time.monotonic()  # when the node last decided (`decision`)
+        self.decided_at = clock()           # when the node last decided (`decision`)
         self.late = 0                       # beats that said stop because it was late
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def decision(self) -> None:
         """The node has just decided its stop (it is watching)."""
-        self.decided_at = time.monotonic()
+        self.decided_at = self._clock()
 
     def beat(self) -> None:
         """Publish the stop now (on a change, and from the thread)."""
@@ -42,7 +42,7 @@ class Heartbeat:
             stop = self._decided()
             if stop is None:
                 return
-            if not stop and time.monotonic() - self.decided_at > self._max_age():
+            if not stop and self._clock() - self.decided_at > self._max_age():
                 stop = True
                 self.late += 1
             self._publisher.publish(Bool(data=stop))
