@@ -28,6 +28,7 @@ while the user believes it is in force. A node whose parameters were renamed set
 """
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -93,6 +94,15 @@ class SuiteNode(Node):
 
     def value(self, name: str) -> Any:
         return self.get_parameter(name).value
+
+    def seconds(self) -> float:
+        """Now, s, on the clock of this node's watchdogs and schedules: simulated time under
+        use_sim_time, else time.monotonic() (a step of the wall clock can neither fake nor
+        hide a timeout)."""
+        clock = self.get_clock()
+        if clock.ros_time_is_active:
+            return clock.now().nanoseconds * 1e-9
+        return time.monotonic()
 
     def on_parameter_change(self, apply: Callable[[dict[str, Any]], str | None]) -> None:
         """params.on_change on this node: `apply` returns None to accept, or why not."""
