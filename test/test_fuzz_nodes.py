@@ -196,8 +196,10 @@ class Fuzzer(Node):
             msg.data = bytes(msg.data)[:100]
         elif spoil == 3:
             msg.fields = [PointField(name='x', offset=0, datatype=99, count=1)]
-        elif spoil == 4:
-            msg.fields[2].offset = 4_000_000
+        elif spoil == 4:  # new fields: xyz_to_cloud's are shared by every cloud it makes
+            msg.fields = [PointField(name=n, offset=4 * k if n != 'z' else 4_000_000,
+                                     datatype=PointField.FLOAT32, count=1)
+                          for k, n in enumerate('xyz')]
         elif spoil == 5:
             msg.point_step, msg.row_step = 0, 0
         elif spoil == 6:
