@@ -106,8 +106,7 @@ class CollisionDetector(SuiteNode):
         self._heartbeat = Heartbeat(
             self._stop_pub, self.value('heartbeat_rate'),
             lambda: None if self._published is None else self._published.stop,
-            lambda: self.detector.config.input_timeout, self.seconds,
-            f'{NAME} heartbeat')
+            self.seconds, f'{NAME} heartbeat')
         self.receive('residual', JointState, self._on_residual, self.process_residual)
         self.receive('input_stale', Bool, self._on_input_stale, self.process_input_stale,
                      STOP_QOS)

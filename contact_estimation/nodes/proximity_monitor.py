@@ -137,8 +137,7 @@ class ProximityMonitorNode(SuiteNode):
         self._stop_heartbeat = Heartbeat(
             self._stop_pub, self.value('heartbeat_rate'),
             lambda: None if self._result is None else self._result.stop,
-            lambda: self.value('joint_state_timeout'), self.seconds,
-            f'{NAME} heartbeat')
+            self.seconds, f'{NAME} heartbeat')
         self._scale_pub = self.publisher('speed_scale', Float64)
         self._parts_pub = self.publisher('parts', DiagnosticArray)
         self._marker_pub = self.publisher('markers', MarkerArray)

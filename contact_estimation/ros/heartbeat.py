@@ -5,9 +5,9 @@ heartbeat on an executor timer waits behind every message queued before it: on a
 machine, a backlog of 1 kHz joint states held it for seconds (issue 19's soak: 244 gaps over
 150 ms in 10 min). Here a thread publishes the stop `rate` times a second whatever the
 executor is doing, and says what the node can vouch for: the stop it decided last, or True
-(stop) when its last decision is older than `max_age` (its executor has fallen behind, so
-nobody is watching), on the `clock` of the node's watchdogs (under simulated time, a paused
-simulation is no delay). `beat()` is also how the node publishes a change: one lock orders
+(stop) when its last decision is older than three heartbeat periods, the silence a controller
+tolerates (its executor has fallen behind, so nobody is watching), on the `clock` of the
+node's watchdogs (under simulated time, a paused simulation is no delay). `beat()` is also how the node publishes a change: one lock orders
 the thread's messages and the node's, so a beat read before a change is never sent after it.
 """
 from __future__ import annotations
@@ -21,10 +21,12 @@ from std_msgs.msg import Bool
 class Heartbeat:
     """Publishes `decided()` (the node's stop, None before the first) on `publisher`."""
 
+    MISSED = 3  # heartbeat periods of silence after which a controller stops (README)
+
     def __init__(self, publisher, rate: float, decided: Callable[[], bool | None],
-                 max_age: Callable[[], float], clock: Callable[[], float], name: str):
+                 clock: Callable[[], float], name: str):
         self._publisher, self._period = publisher, 1.0 / rate
-        self._decided, self._max_age, self._clock = decided, max_age, clock
+        self._decided, self._clock = decided, clock
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self.decided_at = clock()           # when the node last decided (`decision`)
@@ -42,7 +44,7 @@ class Heartbeat:
             stop = self._decided()
             if stop is None:
                 return
-            if not stop and self._clock() - self.decided_at > self._max_age():
+            if not stop and self._clock() - self.decided_at > self.MISSED * self._period:
                 stop = True
                 self.late += 1
             self._publisher.publish(Bool(data=stop))
