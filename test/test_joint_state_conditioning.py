@@ -511,3 +511,12 @@ def test_watchdog_is_stale_before_the_first_feed_and_after_the_timeout():
     assert watchdog.stale(100.06)
     watchdog.feed(100.06)
     assert not watchdog.stale(100.07)
+
+
+def test_the_derivative_window_is_bounded_by_count_as_well_as_by_time():
+    """Issue 19: stamps 1 ns apart all fit in a 20 ms window; it must not grow with them."""
+    estimator = jsc.DerivativeEstimator(0.02)
+    for k in range(3 * jsc.DerivativeEstimator.MAX_SAMPLES):
+        estimator.update(1.0 + k * 1e-9, np.zeros(7))
+    assert estimator._end - estimator._start == jsc.DerivativeEstimator.MAX_SAMPLES
+    assert len(estimator._t) <= 4 * jsc.DerivativeEstimator.MAX_SAMPLES

@@ -118,6 +118,7 @@ class DerivativeEstimator:
     """
 
     DEGREE = 2
+    MAX_SAMPLES = 2000  # in the window: 20 ms at 100 kHz, far above any driver
 
     def __init__(self, duration: float):
         if not (np.isfinite(duration) and duration > 0.0):
@@ -195,6 +196,8 @@ class DerivativeEstimator:
         while self._end - self._start > minimum and self._t[self._start + 1] <= reach:
             self._start += 1
             self._ready = True
+        # Bounded by count too: stamps 1 ns apart would otherwise all fit in the window.
+        self._start = max(self._start, self._end - self.MAX_SAMPLES)
         self._ready = self._ready or (self._end - self._start >= minimum and
                                      self._t[self._start] <= reach)
 

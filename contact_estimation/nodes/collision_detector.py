@@ -22,7 +22,10 @@ residual node do.
 Fail-safe: before the first residual, after `input_timeout` without one (or a gap that long
 between two), while the listener reports stale joint states, and on a non-finite residual,
 stop is True. A message of the wrong size is dropped and counted; it does not restart the
-timeout, so a stream of them stops the arm within `input_timeout`.
+timeout, so a stream of them stops the arm within `input_timeout`. So does a residual stamped
+more than 1 s ahead of this node's clock (dropped and counted: core/stamps.py). An unexpected
+error in any callback latches a `node_fault` stop (ros/guard.py). The stop's heartbeat is a
+thread of its own (ros/heartbeat.py): no backlog of residuals delays it.
 """
 from __future__ import annotations
 
@@ -46,6 +49,7 @@ from contact_estimation.core.time_scaling import (TimeScaling, TimeScalingConfig
 from contact_estimation.ros.collision_messages import collision_event, collision_markers
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
+from contact_estimation.ros.heartbeat import Heartbeat
 from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.node_main import run
@@ -99,12 +103,16 @@ class CollisionDetector(SuiteNode):
         # Transient local like the stop: a subscriber that starts late gets the last events.
         self._event_pub = self.publisher('events', DiagnosticArray, STOP_QOS)
         self._marker_pub = self.publisher('markers', MarkerArray)
+        self._heartbeat = Heartbeat(
+            self._stop_pub, self.value('heartbeat_rate'),
+            lambda: None if self._published is None else self._published.stop,
+            self.seconds, f'{NAME} heartbeat')
         self.receive('residual', JointState, self._on_residual, self.process_residual)
         self.receive('input_stale', Bool, self._on_input_stale, self.process_input_stale,
                      STOP_QOS)
         self.create_service(Trigger, '~/reset', self._on_reset)
         self.create_timer(1.0 / self.value('watchdog_rate'), self._on_watchdog)
-        self.create_timer(1.0 / self.value('heartbeat_rate'), self._on_heartbeat)
+        self.create_timer(1.0 / self.value('heartbeat_rate'), self._on_heartbeat)  # f_S, markers
         self.on_parameter_change(self._on_parameter_change)
         self._apply(self.detector.state(self.seconds()))
         self.get_logger().info(
@@ -284,8 +292,9 @@ class CollisionDetector(SuiteNode):
                     else None)
 
     def _on_heartbeat(self) -> None:
-        """Stop and f_S again, and the markers while shown (they follow the arm)."""
-        self._publish_stop()
+        """f_S again, and the markers while shown (they follow the arm); the stop's own
+        heartbeat is a thread (ros/heartbeat.py), which no backlog of residuals delays."""
+        self.problems.values['late_heartbeats'] = str(self._heartbeat.late)
         if self._scaling_sent is not None:
             self._scaling_pub.publish(Float64(data=self._scaling_sent))
         if self._shown_joints and self._published is not None:
@@ -316,6 +325,7 @@ class CollisionDetector(SuiteNode):
         `react` = (now, τ_ext, q̇) asks for it), then the event, status and markers."""
         previous = self._published
         self._published = state
+        self._heartbeat.decision()
         changed = previous is None or state.stop != previous.stop or state.cause != previous.cause
         if changed:
             self._publish_stop()
@@ -345,8 +355,7 @@ class CollisionDetector(SuiteNode):
         self.problems.values['stop'] = str(state.stop)
 
     def _publish_stop(self) -> None:
-        if self._published is not None:
-            self._stop_pub.publish(Bool(data=self._published.stop))
+        self._heartbeat.beat()
 
     def _publish_scaling(self, now: float, state: DetectorState, tau_ext, velocity) -> None:
         """f_S of seed 003 from the contact (not from the latched stop), when it is worth
@@ -373,6 +382,11 @@ class CollisionDetector(SuiteNode):
             origins, _ = self.robot.joint_axes(self._q)
         self._marker_pub.publish(collision_markers(state, self._names, origins,
                                                    self.robot.base_link, self._q_stamp))
+
+    def destroy_node(self):
+        if hasattr(self, '_heartbeat'):  # not when the node refused to start
+            self._heartbeat.close()
+        return super().destroy_node()
 
 
 def main(args=None):

@@ -359,9 +359,9 @@ class ContactLocalizerNode(SuiteNode):
         which = np.argmin(np.linalg.norm(obstacles.points - nearest, axis=1))
         return obstacles.points[obstacles.labels == obstacles.labels[which]]
 
-
     def destroy_node(self):
-        self._cloud_worker.close()
+        if hasattr(self, '_cloud_worker'):  # not when the node refused to start
+            self._cloud_worker.close()
         return super().destroy_node()
 
 

@@ -27,6 +27,12 @@ states' clock) or invalid (NaN keypoints, a wrong count, an empty cloud, an unkn
 a clear message, counted on /diagnostics). A stop beside something that stays (the margin
 never clears) is released by `~/reset` (std_srvs/Trigger); after it the arm may only move
 away (core/proximity.py: Reset).
+
+Issue 19: a message stamped more than 1 s ahead of this node's clock is dropped and counted
+(core/stamps.py: it never counts as fresh); clouds are decoded and clustered on a worker
+thread (ros/worker.py) and the check takes the objects it finds, so the 100 Hz check is never
+held by a cloud; the stop's heartbeat is a thread of its own (ros/heartbeat.py); an
+unexpected error in any callback stops for FAULT_HOLD s (ros/guard.py).
 """
 from __future__ import annotations
 
@@ -51,6 +57,7 @@ from contact_estimation.core.surfaces import LinkSurfaces, SurfacesError
 from contact_estimation.core.time_scaling import worth_publishing
 from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
+from contact_estimation.ros.heartbeat import Heartbeat
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.proximity_messages import ProximityMarkers, part_statuses
@@ -133,6 +140,10 @@ class ProximityMonitorNode(SuiteNode):
                                          3.0 * self._display_period)
 
         self._stop_pub = self.publisher('stop', Bool, STOP_QOS)
+        self._stop_heartbeat = Heartbeat(
+            self._stop_pub, self.value('heartbeat_rate'),
+            lambda: None if self._result is None else self._result.stop,
+            self.seconds, f'{NAME} heartbeat')
         self._scale_pub = self.publisher('speed_scale', Float64)
         self._parts_pub = self.publisher('parts', DiagnosticArray)
         self._marker_pub = self.publisher('markers', MarkerArray)
@@ -367,10 +378,11 @@ class ProximityMonitorNode(SuiteNode):
         """The stop on change, the speed scale when worth it, statuses and markers at the
         display rate and on any change of a stop."""
         previous, self._result = self._result, result
+        self._stop_heartbeat.decision()
         changed = (previous is None or result.stop != previous.stop
                    or result.part_signals() != previous.part_signals())
         if previous is None or result.stop != previous.stop:
-            self._stop_pub.publish(Bool(data=result.stop))
+            self._stop_heartbeat.beat()
             self._on_stop_change(result, first=previous is None)
         if worth_publishing(result.speed_scale, self._scale_sent):
             self._scale_sent = result.speed_scale
@@ -399,14 +411,16 @@ class ProximityMonitorNode(SuiteNode):
             self.get_logger().error(f'proximity stop: {_reason(result)}')
 
     def _heartbeat(self) -> None:
-        if self._result is not None:
-            self._stop_pub.publish(Bool(data=self._result.stop))
+        """The speed scale again; the stop's heartbeat is a thread (ros/heartbeat.py), which
+        no backlog of messages delays."""
+        self.problems.values['late_heartbeats'] = str(self._stop_heartbeat.late)
         if self._scale_sent is not None:
             self._scale_pub.publish(Float64(data=self._scale_sent))
 
-
     def destroy_node(self):
-        self._cloud_worker.close()
+        for thread in ('_stop_heartbeat', '_cloud_worker'):  # not when it refused to start
+            if hasattr(self, thread):
+                getattr(self, thread).close()
         return super().destroy_node()
 
 

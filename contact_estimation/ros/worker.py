@@ -8,6 +8,11 @@ yet started is replaced by the newer one: a cloud that is already late is worth 
 the thread runs `work(job)`, and the node collects the outcome with `take()` in its own
 callbacks, so that everything the node keeps is changed on the executor's thread only.
 
+It also keeps to a CPU budget: after a job that took c seconds of its thread's CPU, it rests
+c (1/max_duty − 1) seconds before the next, so that it uses at most `max_duty` of a core
+(half, by default) and a stream of heavy clouds cannot starve the 1 kHz chain of CPU on a
+small machine; the clouds that come meanwhile are skipped but for the latest.
+
 `work` must touch nothing the executor's thread changes meanwhile (pass it what it needs in
 the job). Python runs one thread at a time: a single C call that keeps the GIL (an open3d
 DBSCAN of tens of thousands of points: tens of ms) still delays the executor that long, but
@@ -16,14 +21,16 @@ no longer the whole job.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable
 
 
 class LatestWorker:
     """Runs `work(job)` on a daemon thread for the latest job submitted."""
 
-    def __init__(self, work: Callable[[Any], Any], name: str):
+    def __init__(self, work: Callable[[Any], Any], name: str, max_duty: float = 0.5):
         self._work = work
+        self._rest_per_cpu_second = 1.0 / max_duty - 1.0
         self._wake = threading.Condition()
         self._job: tuple[Any] | None = None      # (job,) waiting to start
         self._outcome: tuple[Any, Exception | None] | None = None
@@ -59,9 +66,12 @@ class LatestWorker:
                 if self._closed:
                     return
                 (job,), self._job = self._job, None
+            cpu = time.thread_time()
             try:
                 outcome = (self._work(job), None)
             except Exception as err:  # noqa: BLE001: handed to the node's thread (take)
                 outcome = (None, err)
             with self._wake:
                 self._outcome = outcome
+                self._wake.wait_for(lambda: self._closed, timeout=(
+                    time.thread_time() - cpu) * self._rest_per_cpu_second)

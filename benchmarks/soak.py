@@ -1,0 +1,269 @@
+"""Soak: the whole suite for N minutes at 1 kHz; heartbeat gaps, memory and stops (issue 19).
+
+    PYTHONPATH=$PWD nice -n 10 python benchmarks/soak.py --minutes 10
+
+The pipeline (listener, residual, detector: one process, pipeline mode) and the F/T
+estimator, contact localizer and proximity monitor (a process each) run as `contact-estimation
+up --pipeline` starts them. Two driver processes publish what a cell would:
+- joint states at 1 kHz of a Panda in free motion (every joint a sine, the effort its inverse
+  dynamics, so that the residual is ~0 and no stop is due), and the wrist F/T readings of that
+  motion at 1 kHz, both stamped with the wall clock;
+- an empty skeleton (nobody tracked) and a lidar cloud of `--cloud-points` points (43 000 by
+  default) at 10 Hz each: a cell (floor, wall, table, a person beside it) or, with
+  `--cloud uniform`, points strewn through the workspace (the worst case for the processing).
+This process listens to both stops. A controller keeping the README's contract stops after
+150 ms without a stop message, so every gap over 150 ms between two messages of a stop
+(heartbeats at 20 Hz: 50 ms apart) would have stopped the arm. Reported: for each stop, its
+gaps over 150 ms and the longest, how often it was raised; each node process's resident
+memory over the run. The gaps are measured in this process, which shares the machine: its own
+delays count in them (an upper bound).
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import queue
+import sys
+import time
+from contextlib import ExitStack
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseArray, WrenchStamped
+from rclpy.executors import SingleThreadedExecutor
+from sensor_msgs.msg import JointState, PointCloud2
+from std_msgs.msg import Bool
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _ros_load import LOG_DIR, machine, table  # noqa: E402
+
+from contact_estimation import manifest  # noqa: E402
+from contact_estimation.core.ft_contact import SensorMount  # noqa: E402
+from contact_estimation.core.robot_model import RobotModel  # noqa: E402
+from contact_estimation.ros.conversions import seconds_to_stamp, xyz_to_cloud  # noqa: E402
+from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS  # noqa: E402
+from contact_estimation.ros.spinning import spin_until  # noqa: E402
+from contact_estimation.ros.testing import (node_process, pipeline_process,  # noqa: E402
+                                            ros_context)
+
+RATE = 1000.0          # Hz: joint states and F/T readings
+SENSOR_RATE = 10.0     # Hz: skeletons and clouds
+PERIOD = 20.0          # s: the motion repeats exactly (every joint's frequency is k / PERIOD)
+CONTRACT = 0.150       # s: the README's "stop after 150 ms without a stop message"
+Q0 = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
+SEPARATE = ('ft_contact_estimator', 'contact_localizer', 'proximity_monitor')
+
+
+def cell_cloud(rng, count: int) -> np.ndarray:
+    """What a lidar sees of a cell: the floor, a wall, a table top and a person standing at
+    it (a 0.2 m cylinder, 1.7 m tall), `count` points in all (base frame, m). The table and
+    the person are behind the arm, beyond its protective distance: no stop is due."""
+    floor = rng.uniform([-2.0, -2.0, 0.0], [2.0, 2.0, 0.0], (count * 3 // 10, 3))
+    wall = np.column_stack([np.full(count // 5, -1.8), rng.uniform(-2, 2, count // 5),
+                            rng.uniform(0, 2.2, count // 5)])
+    table = rng.uniform([-1.2, 0.4, 0.7], [-0.9, 1.2, 0.7], (count // 5, 3))
+    rest = count - len(floor) - len(wall) - len(table)
+    angle, height = rng.uniform(0, 2 * np.pi, rest), rng.uniform(0, 1.7, rest)
+    person = np.column_stack([-0.95 + 0.2 * np.cos(angle), -0.95 + 0.2 * np.sin(angle),
+                              height])
+    return np.vstack([floor, wall, table, person])
+
+
+def uniform_cloud(rng, count: int) -> np.ndarray:
+    """The worst case for the processing: `count` points strewn through the workspace box
+    (none cropped, none merged by the voxels), 0.6 m or more from the base."""
+    points = rng.uniform([-1.2, -1.2, 0.02], [1.2, 1.2, 1.6], (3 * count, 3))
+    return points[np.linalg.norm(points[:, :2], axis=1) > 0.6][:count]
+
+
+CLOUDS = {'cell': cell_cloud, 'uniform': uniform_cloud}
+
+
+class CellStreams:
+    """One period of the motion (joint states and F/T readings) and a cloud, precomputed so
+    that publishing costs only the message; picklable for the driver process."""
+
+    def __init__(self, robot: RobotModel, cloud: str, cloud_points: int):
+        t = np.arange(int(PERIOD * RATE)) / RATE
+        cycles = np.array([1, 2, 1, 3, 2, 3, 4])          # per PERIOD: commensurate
+        omega = 2 * np.pi * cycles / PERIOD
+        amplitude = np.array([0.4, 0.2, 0.4, 0.3, 0.5, 0.3, 0.6])
+        self.q = Q0 + amplitude * np.sin(np.outer(t, omega))
+        self.v = amplitude * omega * np.cos(np.outer(t, omega))
+        a = -amplitude * omega ** 2 * np.sin(np.outer(t, omega))
+        self.effort = np.array([robot.rnea(q, v, acc) for q, v, acc in zip(self.q, self.v, a)])
+        mount = SensorMount()
+        self.wrench = np.array([mount.from_base(np.concatenate(robot.base_wrench(q, v, acc)))
+                                for q, v, acc in zip(self.q, self.v, a)])
+        self.names = list(robot.joint_names)
+        self.base = robot.base_link
+        self.cloud = CLOUDS[cloud](np.random.default_rng(0), cloud_points)
+
+
+def _drive(streams: CellStreams, seconds: float, reports, part: str) -> None:
+    """A driver process: `part` 'arm' publishes the 1 kHz joint states and F/T readings,
+    'sensors' the 10 Hz skeleton and cloud (a process each, as separate drivers would be, so
+    that serialising a 0.5 MB cloud never delays a joint state)."""
+    try:
+        with ros_context() as context:
+            node = rclpy.create_node(f'soak_{part}_driver', context=context)
+            spec = {name: manifest.node(name) for name in ('joint_state_listener', *SEPARATE)}
+            if part == 'arm':
+                joints = node.create_publisher(JointState, spec['joint_state_listener'].topic(
+                    'joint_states'), PIPELINE_QOS)
+                ft = node.create_publisher(WrenchStamped, spec['ft_contact_estimator'].topic(
+                    'ft_wrench'), PIPELINE_QOS)
+                msg, reading = JointState(name=streams.names), WrenchStamped()
+                reading.header.frame_id = streams.base
+                rate = RATE
+            else:
+                skeleton = node.create_publisher(PoseArray, spec['proximity_monitor'].topic(
+                    'skeleton'), PIPELINE_QOS)
+                lidar = node.create_publisher(PointCloud2, spec['proximity_monitor'].topic(
+                    'lidar_points'), PIPELINE_QOS)
+                cloud = xyz_to_cloud(seconds_to_stamp(0.0), streams.base, streams.cloud)
+                empty = PoseArray()
+                empty.header.frame_id = streams.base
+                rate = SENSOR_RATE
+            samples, start = len(streams.q), time.monotonic()
+            for i in range(int(seconds * rate)):
+                delay = start + i / rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                stamp = seconds_to_stamp(time.time())
+                if part == 'arm':
+                    k = i % samples
+                    msg.header.stamp = reading.header.stamp = stamp
+                    msg.position, msg.velocity = streams.q[k].tolist(), streams.v[k].tolist()
+                    msg.effort = streams.effort[k].tolist()
+                    joints.publish(msg)
+                    f, m = reading.wrench.force, reading.wrench.torque
+                    (f.x, f.y, f.z), (m.x, m.y, m.z) = streams.wrench[k, :3], streams.wrench[k, 3:]
+                    ft.publish(reading)
+                else:
+                    empty.header.stamp = cloud.header.stamp = stamp
+                    skeleton.publish(empty)
+                    lidar.publish(cloud)
+            node.destroy_node()
+        reports.put(part)
+    except BaseException as err:  # re-raised in the monitor
+        reports.put(err)
+
+
+class StopRecord:
+    """Receipt times (monotonic) and values of one stop topic."""
+
+    def __init__(self):
+        self.times: list[float] = []
+        self.values: list[bool] = []
+
+    def __call__(self, msg: Bool) -> None:
+        self.times.append(time.monotonic())
+        self.values.append(msg.data)
+
+    def row(self, name: str, since: float) -> str:
+        times = np.array(self.times)
+        values = np.array(self.values, dtype=bool)
+        keep = times >= since
+        times, values = times[keep], values[keep]
+        gaps = np.diff(times)
+        raised = int(np.count_nonzero(values[1:] & ~values[:-1]))
+        longest = 1e3 * gaps.max() if len(gaps) else float('nan')
+        rate = len(times) / (times[-1] - times[0]) if len(times) > 1 else float('nan')
+        return (f'{name:18s} | {rate:6.1f} | {np.count_nonzero(gaps > CONTRACT):13d} | '
+                f'{longest:11.0f} | {raised:6d} | {100 * values.mean():16.1f}')
+
+
+def rss_mib(pid: int) -> float:
+    with open(f'/proc/{pid}/status', encoding='ascii') as f:
+        return next(int(line.split()[1]) for line in f if line.startswith('VmRSS')) / 1024
+
+
+def soak(minutes: float, cloud: str, cloud_points: int, warmup: float = 5.0) -> str:
+    load_before = ', '.join(f'{x:.2f}' for x in os.getloadavg())
+    robot = RobotModel.load('panda')
+    streams = CellStreams(robot, cloud, cloud_points)
+    os.makedirs(LOG_DIR, exist_ok=True)
+    log = lambda name: os.path.join(LOG_DIR, f'{name}_soak.log')  # noqa: E731
+    stops = {'collision_detector': StopRecord(), 'proximity_monitor': StopRecord()}
+    with ExitStack() as stack:
+        pipeline = manifest.pipeline()
+        procs = {pipeline.name: stack.enter_context(pipeline_process(
+            log_path=log(pipeline.name)))}
+        procs |= {name: stack.enter_context(node_process(name, log_path=log(name)))
+                  for name in SEPARATE}
+        context = stack.enter_context(ros_context())
+        node = rclpy.create_node('soak_monitor', context=context)
+        stack.callback(node.destroy_node)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        late = {}  # node → the late_heartbeats of its latest diagnostics
+
+        def on_diagnostics(msg: DiagnosticArray) -> None:
+            for status in msg.status:
+                if status.name.lstrip('/') in stops:
+                    late.update({status.name.lstrip('/'): kv.value for kv in status.values
+                                 if kv.key == 'late_heartbeats'})
+        for name, record in stops.items():
+            node.create_subscription(Bool, manifest.node(name).topic('stop'), record, STOP_QOS)
+        node.create_subscription(DiagnosticArray, manifest.node('proximity_monitor').topic(
+            'diagnostics'), on_diagnostics, PIPELINE_QOS)
+        if not spin_until(executor, lambda: all(r.times for r in stops.values()), 60.0):
+            raise RuntimeError(f'no stop heartbeat: exit codes '
+                               f'{ {n: p.poll() for n, p in procs.items()} }, logs in {LOG_DIR}')
+        spawn = multiprocessing.get_context('spawn')
+        reports = spawn.Queue()
+        for part in ('arm', 'sensors'):
+            driver = spawn.Process(target=_drive, daemon=True, args=(
+                streams, warmup + 60 * minutes, reports, part))
+            driver.start()
+            stack.callback(driver.join, 5.0)
+        measure_from = time.monotonic() + warmup
+        memory: list[tuple[float, dict[str, float]]] = []
+        next_sample, finished = measure_from, set()
+        while finished != {'arm', 'sensors'}:
+            executor.spin_once(timeout_sec=0.01)
+            if time.monotonic() >= next_sample:
+                memory.append((time.monotonic() - measure_from,
+                               {n: rss_mib(p.pid) for n, p in procs.items()}))
+                next_sample += max(10.0, 60 * minutes / 10)
+            try:
+                outcome = reports.get_nowait()
+            except queue.Empty:
+                continue
+            if isinstance(outcome, BaseException):
+                raise outcome
+            finished.add(outcome)
+        memory.append((time.monotonic() - measure_from,
+                       {n: rss_mib(p.pid) for n, p in procs.items()}))
+        exited = {n: p.returncode for n, p in procs.items() if p.poll() is not None}
+    names = list(procs)
+    rows = [f'{t:6.0f} | ' + ' | '.join(f'{m[n]:{len(n)}.0f}' for n in names)
+            for t, m in memory]
+    return '\n\n'.join([
+        f'{minutes:g} min at {RATE:.0f} Hz (joint states + F/T), skeleton and '
+        f'{cloud_points}-point {cloud} cloud at {SENSOR_RATE:.0f} Hz; '
+        f'{machine().split(", load average")[0]}; load average before the run {load_before}, '
+        f'after it {", ".join(f"{x:.2f}" for x in os.getloadavg())}; heartbeats the nodes '
+        f'sent as stop because they had fallen behind (late_heartbeats): {late}',
+        table('stop               | msg/s  | gaps > 150 ms | longest, ms | raised | % of time '
+              'raised', [r.row(n, measure_from) for n, r in stops.items()]),
+        table('   t, s | ' + ' | '.join(names) + '  (RSS, MiB)', rows),
+        f'node processes that exited: {exited or "none"}'])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--minutes', type=float, default=10.0)
+    parser.add_argument('--cloud', choices=sorted(CLOUDS), default='cell',
+                        help='a cell (floor, wall, table, person) or points strewn through '
+                        'the workspace (the worst case)')
+    parser.add_argument('--cloud-points', type=int, default=43_000)
+    args = parser.parse_args()
+    print(soak(args.minutes, args.cloud, args.cloud_points))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,61 @@
+"""The stop's heartbeat from a thread of its own, fail-safe when the node falls behind.
+
+A controller keeping the README's contract stops after 150 ms without a stop message. A
+heartbeat on an executor timer waits behind every message queued before it: on a loaded
+machine, a backlog of 1 kHz joint states held it for seconds (issue 19's soak: 244 gaps over
+150 ms in 10 min). Here a thread publishes the stop `rate` times a second whatever the
+executor is doing, and says what the node can vouch for: the stop it decided last, or True
+(stop) when its last decision is older than three heartbeat periods, the silence a controller
+tolerates (its executor has fallen behind, so nobody is watching), on the `clock` of the
+node's watchdogs (under simulated time, a paused simulation is no delay). `beat()` is also how the node publishes a change: one lock orders
+the thread's messages and the node's, so a beat read before a change is never sent after it.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+from std_msgs.msg import Bool
+
+
+class Heartbeat:
+    """Publishes `decided()` (the node's stop, None before the first) on `publisher`."""
+
+    MISSED = 3  # heartbeat periods of silence after which a controller stops (README)
+
+    def __init__(self, publisher, rate: float, decided: Callable[[], bool | None],
+                 clock: Callable[[], float], name: str):
+        self._publisher, self._period = publisher, 1.0 / rate
+        self._decided, self._clock = decided, clock
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self.decided_at = clock()           # when the node last decided (`decision`)
+        self.late = 0                       # beats that said stop because it was late
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def decision(self) -> None:
+        """The node has just decided its stop (it is watching)."""
+        self.decided_at = self._clock()
+
+    def beat(self) -> None:
+        """Publish the stop now (on a change, and from the thread)."""
+        with self._lock:
+            stop = self._decided()
+            if stop is None:
+                return
+            if not stop and self._clock() - self.decided_at > self.MISSED * self._period:
+                stop = True
+                self.late += 1
+            self._publisher.publish(Bool(data=stop))
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join(timeout=5.0)
+
+    def _run(self) -> None:
+        while not self._closed.wait(self._period):
+            try:
+                self.beat()
+            except Exception:  # noqa: BLE001: the node is gone; silence means stop
+                return

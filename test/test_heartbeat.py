@@ -1,0 +1,35 @@
+"""ros/heartbeat.py over rclpy: the stop repeated from its own thread, and True while the
+node has not decided for longer than it may (issue 19)."""
+from rclpy.node import Node
+from std_msgs.msg import Bool
+
+from contact_estimation.ros.heartbeat import Heartbeat
+from contact_estimation.ros.qos import STOP_QOS
+from contact_estimation.ros.spinning import spin_until
+from contact_estimation.ros.testing import spinning
+
+TIMEOUT = 15.0
+
+
+def test_the_heartbeat_says_stop_while_the_node_is_late_and_its_decision_again_after(context):
+    node = Node('heartbeat_test', context=context)
+    stops = []
+    node.create_subscription(Bool, '/heartbeat_test/stop', lambda m: stops.append(m.data),
+                             STOP_QOS)
+    clock = [100.0]  # the node's clock, s: moved by the test
+    heartbeat = Heartbeat(node.create_publisher(Bool, '/heartbeat_test/stop', STOP_QOS), 50.0,
+                          lambda: False, lambda: clock[0], 'heartbeat test')
+    try:
+        with spinning(context, node) as executor:
+            assert spin_until(executor, lambda: len(stops) >= 5, TIMEOUT)
+            assert not any(stops) and heartbeat.late == 0
+            clock[0] += 0.07  # no decision for 3.5 periods of 20 ms: nobody is watching
+            count = len(stops)
+            assert spin_until(executor, lambda: len(stops) > count + 3, TIMEOUT)
+            assert all(stops[count + 1:]) and heartbeat.late >= 3
+            heartbeat.decision()
+            count = len(stops)
+            assert spin_until(executor, lambda: len(stops) > count + 3, TIMEOUT)
+            assert not any(stops[count + 1:])
+    finally:
+        heartbeat.close()
