@@ -237,10 +237,13 @@ def test_nan_residual_stops_and_wrong_sizes_are_counted(rig):
 
 
 def test_heartbeat_repeats_an_unchanged_stop(rig):
-    _, probe, executor = rig
-    count = len(probe.stops)
+    detector, probe, executor = rig
+    count, late = len(probe.stops), detector._heartbeat.late
     assert spin_until(executor, lambda: len(probe.stops) >= count + 5, TIMEOUT)
-    assert set(probe.stops[count:]) == {False}
+    # False, but for the beats that found the detector's last decision too old to vouch
+    # for (this test's executor stalled by a loaded machine): those say stop (fail-safe).
+    assert probe.stops[count:].count(True) <= detector._heartbeat.late - late
+    assert False in probe.stops[count:]
 
 
 def test_bad_parameters_are_refused_at_run_time(rig):
