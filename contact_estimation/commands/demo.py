@@ -366,6 +366,8 @@ def main(argv: list[str]) -> int:
 
     import rclpy
     from rclpy.context import Context
+
+    from contact_estimation.ros.bag_recorder import BagRecorder
     from rclpy.executors import SingleThreadedExecutor
 
     os.makedirs(args.out, exist_ok=True)
@@ -374,6 +376,8 @@ def main(argv: list[str]) -> int:
     monitor = TopicMonitor(context)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(monitor.node)
+    recorder = BagRecorder.for_suite(context, os.path.join(args.out, 'recording'))
+    executor.add_node(recorder.node)
     processes = manifest.processes(with_sim=True, pipeline_mode=args.pipeline)
     nodes = NodeSet([spec.name for spec in processes],
                     overrides={SIM: {'scenario': scenario},
@@ -397,6 +401,7 @@ def main(argv: list[str]) -> int:
                       is not None}
         nodes.stop()
         executor.shutdown()
+        recorder.close()
         monitor.node.destroy_node()
         context.try_shutdown()
     missing = [text for event, text in EVENTS.items() if event not in monitor.events]
@@ -417,5 +422,7 @@ def main(argv: list[str]) -> int:
     plot_path = os.path.join(args.out, 'demo.png')
     _plot(monitor, plot_path)
     print(f'\nplot: {plot_path}\nnode logs: {os.path.join(args.out, "logs")}')
+    print(f'recording: {recorder.bag.path} ({sum(recorder.bag.counts.values())} messages; '
+          'README "See the contact" opens it in Foxglove or rviz)')
     print('demo: OK' if healthy else 'demo: FAILED (see above)')
     return 0 if healthy else 1
