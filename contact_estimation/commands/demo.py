@@ -366,9 +366,10 @@ def main(argv: list[str]) -> int:
 
     import rclpy
     from rclpy.context import Context
-
-    from contact_estimation.ros.bag_recorder import BagRecorder
     from rclpy.executors import SingleThreadedExecutor
+
+    from contact_estimation import contact_pictures
+    from contact_estimation.ros.bag_recorder import BagRecorder
 
     os.makedirs(args.out, exist_ok=True)
     context = Context()
@@ -424,5 +425,6 @@ def main(argv: list[str]) -> int:
     print(f'\nplot: {plot_path}\nnode logs: {os.path.join(args.out, "logs")}')
     print(f'recording: {recorder.bag.path} ({sum(recorder.bag.counts.values())} messages; '
           'README "See the contact" opens it in Foxglove or rviz)')
+    print(contact_pictures.summary(recorder.bag.path, args.out, recorder.bag.robot))
     print('demo: OK' if healthy else 'demo: FAILED (see above)')
     return 0 if healthy else 1
