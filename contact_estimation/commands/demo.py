@@ -369,7 +369,7 @@ def main(argv: list[str]) -> int:
     from rclpy.executors import SingleThreadedExecutor
 
     from contact_estimation import contact_pictures
-    from contact_estimation.ros.bag_recorder import BagRecorder
+    from contact_estimation.ros.bag_recorder import BagRecorder, write_parameters
 
     os.makedirs(args.out, exist_ok=True)
     context = Context()
@@ -388,6 +388,7 @@ def main(argv: list[str]) -> int:
                                # default 1.6 m/s, the speed of a person it missed).
                                'proximity_monitor': {'object_speed': 0.0}},
                     log_dir=os.path.join(args.out, 'logs'))
+    write_parameters(nodes.overrides, os.path.join(args.out, 'recording_parameters.yaml'))
     print(f'demo: starting {", ".join(nodes.names)}; scenario {args.scenario}', flush=True)
     nodes.start()
     try:
@@ -424,7 +425,9 @@ def main(argv: list[str]) -> int:
     _plot(monitor, plot_path)
     print(f'\nplot: {plot_path}\nnode logs: {os.path.join(args.out, "logs")}')
     print(f'recording: {recorder.bag.path} ({sum(recorder.bag.counts.values())} messages; '
-          'README "See the contact" opens it in Foxglove or rviz)')
+          'README "See the contact" opens it in Foxglove or rviz; replay it: '
+          f'contact-estimation replay {recorder.bag.path} --config '
+          f'{os.path.join(args.out, "recording_parameters.yaml")})')
     print(contact_pictures.summary(recorder.bag.path, args.out, recorder.bag.robot))
     print('demo: OK' if healthy else 'demo: FAILED (see above)')
     return 0 if healthy else 1

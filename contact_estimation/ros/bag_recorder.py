@@ -79,3 +79,12 @@ def robot_of(node: str, overrides: dict | None = None) -> RobotModel:
     values.update(overrides or {})
     return RobotModel.load(values.get('robot_description') or values.get('robot', 'panda'),
                            values.get('base_link', ''), values.get('tip_link', ''))
+
+
+def write_parameters(overrides: dict[str, dict], path: str | os.PathLike) -> None:
+    """The parameter values a run gave its nodes over their files (by node name), as a
+    parameter file that `up --config` and `replay --config` take."""
+    with open(path, 'w') as f:
+        f.write('# The parameters this run set over config/<node>.yaml (replay --config).\n')
+        yaml.safe_dump({node: {'ros__parameters': values}
+                        for node, values in overrides.items()}, f, sort_keys=False)

@@ -1,0 +1,396 @@
+"""`contact-estimation replay BAG`: what the node suite detects and estimates on a recording,
+computed as fast as the CPU allows, not in real time.
+
+    contact-estimation replay out/demo/recording [--config FILE]... [--out DIR]
+
+BAG is a rosbag2 (MCAP or sqlite3) with /joint_states and optionally /ft_sensor/wrench,
+/lidar/points, /wrist_ft_sensor/wrench and /human/skeleton: a recording of a real arm, or the
+demo's. The core nodes of nodes.yaml are built in this process, as `contact-estimation up
+--pipeline` builds them (the listener, residual and detector composed by function call:
+pipeline.py), with their shipped parameter files and the `--config` files a user gives `up`,
+and `use_sim_time`. The bag's input messages are handed to the nodes' subscription callbacks
+in header-stamp order; before each, the nodes' ROS time is set to its stamp and the timers due
+by then fire (the executor is run until nothing is ready). What a node publishes goes, by
+function call, to the nodes that read it, and into the output bag; nothing goes over DDS
+(discovery is off).
+
+The nodes time their hold, resume, watchdog and schedule with `time.monotonic()`; here that
+reads the replay's clock (the stamp being replayed), so that they run in the recording's time.
+
+Writes DIR/replay (an MCAP bag: the inputs, /tf, /robot_description, every suite output, and
+the recording's ground truth /sim/contact/* when it has one), DIR/replay.png (external joint
+torque, stop and time scaling against time) and DIR/contact_<k>.png, and prints the stops
+with their times and causes, the estimates and the sensors each estimator used.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from contact_estimation import manifest
+
+OUTPUT_BAG = 'replay'
+# What a recording brings to the suite (read by a core node, published by none of them).
+TRUTH_TOPICS = ('/sim/contact/point', '/sim/contact/wrench', '/sim/contact/joint_torque')
+STOP = '/contact_estimation/stop'
+PROXIMITY_STOP = '/contact_estimation/proximity/stop'
+TIME_SCALING = '/contact_estimation/time_scaling'
+EVENTS = '/contact_estimation/collision_events'
+RESIDUAL = '/contact_estimation/residual'
+
+
+def input_topics() -> dict[str, str]:
+    """Topics the core nodes read and none of them publishes, with their types."""
+    core = manifest.selected(with_sim=False)
+    published = {spec.topic(key) for spec in core for key in spec.publishes}
+    return {spec.topic(key): spec.message_type(key) for spec in core
+            for key in spec.subscribes if spec.topic(key) not in published}
+
+
+class ReplayTime:
+    """Stands in for the `time` module of the node modules: `monotonic()` and `perf_counter()`
+    read the replay's clock (s), the rest is the real module."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    perf_counter = monotonic
+
+    def __getattr__(self, name):
+        import time
+        return getattr(time, name)
+
+
+@dataclass
+class Replay:
+    """The core nodes in this process, driven by `step`; what they publish is recorded."""
+
+    nodes: list
+    executor: object
+    clock: ReplayTime
+    on_publish: object  # (topic, message type name, msg) → None
+    subscribers: dict[str, list] = field(default_factory=dict)
+
+    def step(self, stamp_ns: int, topic: str | None = None, msg=None) -> None:
+        """Set every node's ROS time to `stamp_ns`, fire the timers due, then deliver `msg`
+        (on `topic`) to the callbacks of the nodes that read it."""
+        from rclpy.executors import TimeoutException
+        from rclpy.time import Time
+        self.clock.now = stamp_ns * 1e-9
+        for node in self.nodes:
+            node.get_clock().set_ros_time_override(Time(nanoseconds=stamp_ns))
+        while True:
+            try:
+                handler, _, _ = self.executor.wait_for_ready_callbacks(timeout_sec=0.0)
+            except TimeoutException:
+                break
+            handler()
+            handler.result()  # raises what the callback raised
+        if topic is not None:
+            self.deliver(topic, msg)
+
+    def deliver(self, topic: str, msg) -> None:
+        for callback in self.subscribers.get(topic, []):
+            callback(msg)
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        for node in reversed(self.nodes):
+            node.destroy_node()
+
+
+def build(context, parameter_files: list[str], on_publish) -> Replay:
+    """The core nodes of nodes.yaml on `context` (the pipeline's composed, as `up --pipeline`),
+    with use_sim_time, their shipped parameter files then `parameter_files`; every publisher
+    replaced by delivery to the nodes that read the topic and `on_publish`."""
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    from contact_estimation import pipeline
+    from contact_estimation.ros.handover import Output
+
+    clock = ReplayTime()
+    core = manifest.selected(with_sim=False)
+    for spec in core:  # their time.monotonic() is the replay's
+        importlib.import_module(spec.module).time = clock
+    importlib.import_module('contact_estimation.ros.diagnostics').time = clock
+    files = [spec.parameters_path() for spec in core] + list(parameter_files)
+    kwargs = {'context': context,
+              'cli_args': ['--ros-args', *[a for f in files for a in ('--params-file', f)]],
+              'parameter_overrides': [Parameter('use_sim_time', Parameter.Type.BOOL, True)]}
+    composed = manifest.pipeline().nodes
+    nodes = pipeline.build(**kwargs)
+    try:
+        for spec in core:
+            if spec.name not in composed:
+                nodes.append(pipeline.node_class(spec.name)(**kwargs))
+    except BaseException:
+        for node in nodes:
+            node.destroy_node()
+        raise
+    executor = SingleThreadedExecutor(context=context)
+    replay = Replay(nodes, executor, clock, on_publish)
+    for node in nodes:
+        executor.add_node(node)
+        for subscription in node.subscriptions:
+            replay.subscribers.setdefault(subscription.topic_name, []).append(
+                subscription.callback)
+        for publisher in node.publishers:
+            publisher.publish = _forwarder(replay, publisher)
+        for value in vars(node).values():  # streams published only while listened to
+            if isinstance(value, Output):
+                value.listened = True
+    return replay
+
+
+def _forwarder(replay: Replay, publisher):
+    topic = publisher.topic_name
+    type_name = _type_name(publisher.msg_type)
+
+    def publish(msg) -> None:
+        replay.on_publish(topic, type_name, msg)
+        replay.deliver(topic, msg)
+    return publish
+
+
+def _type_name(msg_class) -> str:
+    package = msg_class.__module__.split('.')[0]
+    return f'{package}/msg/{msg_class.__name__}'
+
+
+# ------------------------------------------------------------------------------ report
+@dataclass
+class Outcome:
+    """What the replay saw, for the summary and the plot (times: s since the first input)."""
+
+    start: float = 0.0
+    inputs: dict[str, int] = field(default_factory=dict)
+    published: dict[str, int] = field(default_factory=dict)
+    residual: list = field(default_factory=list)      # (t, τ_ext)
+    truth_torque: list = field(default_factory=list)  # (t, τ_ext)
+    stop: list = field(default_factory=list)          # (t, bool) on change
+    proximity_stop: list = field(default_factory=list)
+    time_scaling: list = field(default_factory=list)  # (t, f_S)
+    events: list = field(default_factory=list)        # (t, message)
+
+    def record(self, topic: str, t: float, msg) -> None:
+        t -= self.start
+        if topic == RESIDUAL:
+            self.residual.append((t, np.array(msg.effort)))
+        elif topic == TRUTH_TOPICS[2]:
+            self.truth_torque.append((t, np.array(msg.effort)))
+        elif topic in (STOP, PROXIMITY_STOP):
+            series = self.stop if topic == STOP else self.proximity_stop
+            if not series or series[-1][1] != msg.data:
+                series.append((t, bool(msg.data)))
+        elif topic == TIME_SCALING:
+            self.time_scaling.append((t, msg.data))
+        elif topic == EVENTS:
+            for status in msg.status:
+                stamp = _stamp_ns(msg.header) * 1e-9 - self.start
+                self.events.append((stamp, status.message))
+
+
+def _stamp_ns(header) -> int:
+    return header.stamp.sec * 1_000_000_000 + header.stamp.nanosec
+
+
+def _summary(outcome: Outcome, bag_path, robot) -> str:
+    from contact_estimation.contact_pictures import BagContacts
+    from contact_estimation.core.contact import contact_error
+    lines = ['Inputs replayed: ' + ', '.join(f'{t} {n}' for t, n in outcome.inputs.items())]
+    lines.append('\nStops (s since the first input; cause):')
+    for t, message in outcome.events:
+        lines.append(f'    {t:8.3f} s  {message}')
+    if not outcome.events:
+        lines.append('    no collision detector event')
+    for name, series in (('stop', outcome.stop), ('proximity stop', outcome.proximity_stop)):
+        changes = ', '.join(f'{"raised" if v else "cleared"} at {t:.3f} s' for t, v in series)
+        lines.append(f'    {name}: {changes or "never published"}')
+    held = [t for t, v in outcome.time_scaling if v <= 0.0]
+    lines.append(f'    time scaling f_S = 0 from {held[0]:.3f} s' if held
+                 else '    time scaling: never 0 (no hold)')
+    found = BagContacts.read(bag_path)
+    truth = found.contacts['truth']
+    lines.append('\nEstimates (sensors used):')
+    uses = {'localizer': ('contact_localizer', 'joint torques (residual)'
+                          + (f' and {outcome.inputs["/lidar/points"]} lidar clouds'
+                             if outcome.inputs.get('/lidar/points') else ', no lidar cloud')),
+            'F/T': ('ft_contact_estimator', 'the base F/T sensor '
+                    + (f'({outcome.inputs["/ft_sensor/wrench"]} wrenches)'
+                       if outcome.inputs.get('/ft_sensor/wrench') else '(none in the bag)')
+                    + ' and the joint states')}
+    for label, (node, sensors) in uses.items():
+        estimates = found.contacts[label]
+        line = f'    {label} ({node}, from {sensors}): {len(estimates)} estimates'
+        matched = [contact_error(e, truth[s]) for s, e in estimates.items() if s in truth]
+        if matched:
+            right = [e for e in matched if e.right_link]
+            line += f'; link right in {len(right)} of {len(matched)} with a true contact'
+            if right:
+                line += (f', point error median {np.median([e.point for e in right]) * 1e3:.1f}'
+                         f' mm, force error median '
+                         f'{np.median([e.force for e in right]) * 100:.1f} %')
+        links = sorted({e.link for e in estimates.values()})
+        lines.append(line + (f'; links {", ".join(links)}' if links else ''))
+    if not truth:
+        lines.append('    (no ground truth /sim/contact/* in the recording: no errors)')
+    return '\n'.join(lines)
+
+
+def _plot(outcome: Outcome, path: str) -> None:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, (ax_tau, ax_stop) = plt.subplots(2, 1, figsize=(11, 7), sharex=True,
+                                          gridspec_kw={'height_ratios': [3, 1]})
+    if outcome.residual:
+        t, tau = zip(*outcome.residual)
+        tau = np.array(tau)
+        for j in range(tau.shape[1]):
+            line, = ax_tau.plot(t, tau[:, j], lw=0.8, label=f'τ_ext,{j + 1} estimated')
+            if outcome.truth_torque:
+                tt, true = zip(*outcome.truth_torque)
+                ax_tau.plot(tt, np.array(true)[:, j], '--', color=line.get_color(), lw=1.2)
+    for t, _ in outcome.events:
+        ax_tau.axvline(t, color='red', lw=0.8, alpha=0.6)
+    ax_tau.set_ylabel('external joint torque (N·m)')
+    ax_tau.set_title('replay: estimated (solid) and true (dashed) external joint torque; '
+                     'collision events (red)')
+    ax_tau.legend(ncol=4, fontsize=7, loc='upper left')
+    ax_tau.grid(alpha=0.3)
+    for label, series in (('stop (1 = stop)', outcome.stop),
+                          ('proximity stop', outcome.proximity_stop),
+                          ('time scaling f_S', outcome.time_scaling)):
+        if series:
+            t, v = zip(*series)
+            ax_stop.step(t, np.asarray(v, dtype=float), where='post', label=label)
+    ax_stop.set_xlabel('time since the first input (s, header stamps)')
+    ax_stop.legend(fontsize=8, loc='lower left')
+    ax_stop.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------ main
+def _inputs(bag: str, topics: dict[str, str]) -> list[tuple[int, str, bytes]]:
+    """(stamp ns, topic, CDR) of the bag's messages on `topics` and TRUTH_TOPICS, in header
+    stamp order (the log time for messages without a stamp)."""
+    from rosbags.highlevel import AnyReader
+
+    from contact_estimation.suite_bag import typestore
+    from pathlib import Path
+    found = []
+    wanted = set(topics) | set(TRUTH_TOPICS)
+    with AnyReader([Path(bag)], default_typestore=typestore()) as reader:
+        connections = [c for c in reader.connections if c.topic in wanted]
+        for connection, log_ns, raw in reader.messages(connections=connections):
+            msg = reader.deserialize(raw, connection.msgtype)
+            header = getattr(msg, 'header', None)
+            stamp = _stamp_ns(header) if header is not None else 0
+            found.append((stamp or log_ns, connection.topic, bytes(raw)))
+    found.sort(key=lambda entry: entry[0])
+    return found
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog='contact-estimation replay', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('bag', help='rosbag2 directory (or its .mcap / .db3 file)')
+    parser.add_argument('--config', '--params-file', action='append', default=[],
+                        metavar='FILE', help='parameter file (node_name: ros__parameters: '
+                        'form) over the defaults, as given to `up`; may be given several times')
+    parser.add_argument('--out', default='out/replay', help='folder for the bag and pictures')
+    args = parser.parse_args(argv)
+    if not os.path.exists(args.bag):
+        parser.error(f'{args.bag}: no such bag')
+    for path in args.config:
+        if not os.path.isfile(path):
+            parser.error(f'--config {path}: no such file')
+    # Nothing of the replay may reach a live graph, nor a live graph the replay.
+    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'OFF'
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    from contact_estimation import contact_pictures
+    from contact_estimation.ros.bag_recorder import message_class
+    from contact_estimation.suite_bag import SuiteBag, suite_topics
+
+    topics = input_topics()
+    try:
+        entries = _inputs(args.bag, topics)
+    except Exception as err:  # noqa: BLE001 - rosbags' errors are varied; the user gets why
+        print(f'replay: cannot read {args.bag}: {type(err).__name__}: {err}', file=sys.stderr)
+        return 1
+    if not any(topic == '/joint_states' for _, topic, _ in entries):
+        print(f'replay: {args.bag} has no /joint_states: nothing to replay', file=sys.stderr)
+        return 1
+    os.makedirs(args.out, exist_ok=True)
+    out_bag = os.path.join(args.out, OUTPUT_BAG)
+    if os.path.isfile(os.path.join(out_bag, 'metadata.yaml')):
+        import shutil
+        shutil.rmtree(out_bag)
+    types = {**topics, TRUTH_TOPICS[0]: 'geometry_msgs/msg/PointStamped',
+             TRUTH_TOPICS[1]: 'geometry_msgs/msg/WrenchStamped',
+             TRUTH_TOPICS[2]: 'sensor_msgs/msg/JointState'}
+    classes = {topic: message_class(name) for topic, name in types.items()}
+    outcome = Outcome(start=entries[0][0] * 1e-9)
+    context = Context()
+    rclpy.init(context=context, args=[])
+    replay = None
+    now_ns = [entries[0][0]]
+    recorded = suite_topics()
+    written: list = []  # (topic, type, log ns, CDR) published before the bag is open
+
+    def on_publish(topic: str, type_name: str, msg) -> None:
+        outcome.published[topic] = outcome.published.get(topic, 0) + 1
+        outcome.record(topic, now_ns[0] * 1e-9, msg)
+        if topic in recorded:
+            written.append((topic, type_name, now_ns[0], serialize_message(msg)))
+
+    try:
+        replay = build(context, [os.path.abspath(p) for p in args.config], on_publish)
+        robot = replay.nodes[0].robot
+        with SuiteBag(out_bag, robot) as bag:
+            def on_publish_into_bag(topic: str, type_name: str, msg) -> None:
+                on_publish(topic, type_name, msg)
+                while written:
+                    bag.write(*written.pop(0))
+            replay.on_publish = on_publish_into_bag
+            for entry in written:
+                bag.write(*entry)
+            written.clear()
+            for stamp, topic, raw in entries:
+                now_ns[0] = stamp
+                msg = deserialize_message(raw, classes[topic])
+                outcome.inputs[topic] = outcome.inputs.get(topic, 0) + 1
+                outcome.record(topic, stamp * 1e-9, msg)
+                if topic == '/joint_states':
+                    bag.write_joint_state(stamp, stamp, list(msg.name), msg.position, raw)
+                else:
+                    bag.write(topic, types[topic], stamp, raw)
+                if topic in TRUTH_TOPICS:
+                    continue
+                replay.step(stamp, topic, msg)
+    finally:
+        if replay is not None:
+            replay.close()
+        context.try_shutdown()
+    plot = os.path.join(args.out, 'replay.png')
+    _plot(outcome, plot)
+    duration = (entries[-1][0] - entries[0][0]) * 1e-9
+    print(f'replay: {len(entries)} messages, {duration:.2f} s of {args.bag}')
+    print(_summary(outcome, out_bag, robot))
+    print(f'\nbag: {out_bag}\nplot: {plot}')
+    print(contact_pictures.summary(out_bag, args.out, robot))
+    return 0
