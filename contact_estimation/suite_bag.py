@@ -163,7 +163,8 @@ class SuiteBag:
     def _tf_cdr(self, stamp_ns: int, q: np.ndarray) -> bytes:
         types = self._store.types
         Header, Transform = types['std_msgs/msg/Header'], types['geometry_msgs/msg/Transform']
-        Vector3, Quaternion = types['geometry_msgs/msg/Vector3'], types['geometry_msgs/msg/Quaternion']
+        Vector3 = types['geometry_msgs/msg/Vector3']
+        Quaternion = types['geometry_msgs/msg/Quaternion']
         header = Header(stamp=_stamp(self._store, stamp_ns), frame_id=self.robot.base_link)
         transforms = []
         for link, (rotation, translation) in zip(self._links,

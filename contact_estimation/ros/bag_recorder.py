@@ -20,7 +20,7 @@ from rclpy.serialization import deserialize_message
 from contact_estimation import manifest
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.ros.qos import SENSOR_QOS
-from contact_estimation.suite_bag import JOINT_STATES, DEFAULT_TF_RATE, SuiteBag, suite_topics
+from contact_estimation.suite_bag import DEFAULT_TF_RATE, JOINT_STATES, SuiteBag, suite_topics
 
 
 def message_class(type_name: str):
@@ -33,7 +33,8 @@ class BagRecorder:
     """A node on `context` that writes every suite topic to a new MCAP bag at `path`."""
 
     def __init__(self, context, path: str | os.PathLike, robot: RobotModel,
-                 tf_rate: float = DEFAULT_TF_RATE, node_name: str = 'contact_estimation_recorder'):
+                 tf_rate: float = DEFAULT_TF_RATE,
+                 node_name: str = 'contact_estimation_recorder'):
         self.node = Node(node_name, context=context)
         self.bag = SuiteBag(path, robot, tf_rate)
         self._joint_state_class = message_class('sensor_msgs/msg/JointState')

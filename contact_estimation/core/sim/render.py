@@ -181,7 +181,8 @@ def save_contact_picture(path: str, robot: RobotModel, q: np.ndarray, arrows: li
                         color='black', fontsize=11, fontweight='bold',
                         bbox={'boxstyle': 'round,pad=0.2', 'fc': arrow.rgba[:3],
                               'alpha': 0.85, 'lw': 0})
-    ax.legend(handles=[Patch(color=a.rgba[:3], alpha=max(a.rgba[3], 0.6), label=a.label) for a in arrows],
+    ax.legend(handles=[Patch(color=a.rgba[:3], alpha=max(a.rgba[3], 0.6), label=a.label)
+                       for a in arrows],
               loc='lower right', fontsize=11, framealpha=0.9)
     fig.text(0.01, 1.0 - 0.08 / height, title, fontsize=12, va='top', fontweight='bold')
     fig.text(0.01, 0.06 / height, '\n'.join(table), fontsize=9.5, va='bottom',
