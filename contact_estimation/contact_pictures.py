@@ -1,5 +1,5 @@
 """Pictures of a recording's contacts (suite_bag.py → core/sim/render.py): for each contact,
-the arm as it was, the simulator's true contact (/sim/contact/*) beside the estimates of the
+a PNG and a GIF animation of the arm as it was, the simulator's true contact (/sim/contact/*) beside the estimates of the
 contact localizer (/contact_estimate/*) and of the F/T estimator (/contact_estimate/ft/*),
 with their links and errors. Without ground truth (a real arm's bag), the estimates alone.
 
@@ -21,6 +21,8 @@ from contact_estimation.suite_bag import messages, stamp_ns
 GAP = 1.0           # s between stamps that ends a contact (a loaded simulator skips time)
 MATCH = 0.02        # s: an estimate this near in stamp belongs to the pictured instant
 MAX_PICTURES = 6
+ANIMATION_FRAMES = 30
+ANIMATION_HOLD = 0.1  # s an estimate stays drawn in an animation
 SOURCES = {  # label → (point topic, wrench topic), truth first
     'truth': ('/sim/contact/point', '/sim/contact/wrench'),
     'localizer': ('/contact_estimate/point', '/contact_estimate/wrench'),
@@ -79,13 +81,14 @@ class BagContacts:
                 runs.append([stamp])
         return runs
 
-    def at(self, label: str, stamp: float) -> tuple[float, Contact] | None:
-        """`label`'s contact nearest `stamp` within MATCH."""
+    def at(self, label: str, stamp: float, within: float = MATCH
+           ) -> tuple[float, Contact] | None:
+        """`label`'s contact nearest `stamp`, if it is `within` s of it."""
         contacts = self.contacts[label]
         if not contacts:
             return None
         nearest = min(contacts, key=lambda s: abs(s - stamp))
-        return (nearest, contacts[nearest]) if abs(nearest - stamp) <= MATCH else None
+        return (nearest, contacts[nearest]) if abs(nearest - stamp) <= within else None
 
 
 def _instant(found: BagContacts, run: list[float]) -> float:
@@ -112,12 +115,51 @@ def _describe(label: str, contact: Contact, truth: Contact | None, offset: float
             f'off, direction {np.degrees(error.direction):4.1f}° off{when}')
 
 
+def _arrows(found: BagContacts, robot: RobotModel, q: np.ndarray, stamp: float,
+            within: float = MATCH) -> tuple[list, list[str], list[str]]:
+    """The truth and each estimate nearest `stamp` (within `within` s) as render Arrows in
+    the base frame, a table line for each source (links, errors), each arrow's link."""
+    from contact_estimation.core.sim.render import ESTIMATE_RGBA, TRUTH_RGBA, Arrow
+    truth = found.at('truth', stamp, within)
+    arrows, table, links = [], [], []
+    for (label, _), rgba in zip(SOURCES.items(), (TRUTH_RGBA, *ESTIMATE_RGBA)):
+        entry = found.at(label, stamp, within)
+        if entry is None:
+            if label != 'truth' or found.contacts['truth']:
+                table.append(f'{label:9s} none within {within * 1e3:.0f} ms')
+            continue
+        at, contact = entry
+        rotation, translation = robot.link_pose(q, contact.link)
+        arrows.append(Arrow(label, rotation @ contact.point + translation,
+                            rotation @ contact.force, rgba))
+        links.append(contact.link)
+        table.append(_describe(label, contact, truth and truth[1], at - stamp))
+    return arrows, table, links
+
+
+def _animation_frames(found: BagContacts, robot: RobotModel, run: list[float],
+                      start: float) -> list[tuple]:
+    """Up to ANIMATION_FRAMES (q, arrows, caption) evenly over a contact, the estimates of
+    the last ANIMATION_HOLD s (as a viewer keeps a marker shown)."""
+    frames = []
+    for stamp in np.linspace(run[0], run[-1], ANIMATION_FRAMES):
+        q = found.q(robot, stamp)
+        arrows, _, links = _arrows(found, robot, q, stamp, ANIMATION_HOLD)
+        caption = f'{stamp - start:6.2f} s  ' + '  '.join(
+            f'{a.label}: {link} {np.linalg.norm(a.force):.0f} N'
+            for a, link in zip(arrows, links))
+        frames.append((q, arrows, caption))
+    return frames
+
+
 def draw(bag: str | os.PathLike, out_dir: str | os.PathLike, robot: RobotModel,
          obstacles=(), prefix: str = 'contact') -> tuple[list[Path], str]:
-    """Draw each contact of `bag` (at most MAX_PICTURES) as `out_dir/<prefix>_<k>.png`;
-    returns the files and, when none could be drawn, why."""
-    from contact_estimation.core.sim.render import (ESTIMATE_RGBA, TRUTH_RGBA, Arrow,
-                                                    render_unavailable, save_contact_picture)
+    """Draw each contact of `bag` (at most MAX_PICTURES) as `out_dir/<prefix>_<k>.png` and an
+    animation of it, `<prefix>_<k>.gif`; returns the files and, when none could be drawn,
+    why."""
+    from contact_estimation.core.sim.render import (render_unavailable,
+                                                    save_contact_animation,
+                                                    save_contact_picture)
     reason = render_unavailable()
     if reason:
         return [], reason
@@ -132,25 +174,15 @@ def draw(bag: str | os.PathLike, out_dir: str | os.PathLike, robot: RobotModel,
         q = found.q(robot, stamp)
         if q is None:
             return paths, f'no joint states of {robot.joint_names} in the recording'
-        truth = found.at('truth', stamp)
-        arrows, table = [], []
-        for (label, _), rgba in zip(SOURCES.items(), (TRUTH_RGBA, *ESTIMATE_RGBA)):
-            entry = found.at(label, stamp)
-            if entry is None:
-                table.append(f'{label:10s} no estimate within {MATCH * 1e3:.0f} ms'
-                             if label != 'truth' or found.contacts['truth'] else '')
-                continue
-            at, contact = entry
-            rotation, translation = robot.link_pose(q, contact.link)
-            arrows.append(Arrow(label, rotation @ contact.point + translation,
-                                rotation @ contact.force, rgba))
-            table.append(_describe(label, contact, truth and truth[1], at - stamp))
+        arrows, table, _ = _arrows(found, robot, q, stamp)
         path = Path(out_dir, f'{prefix}_{k}.png')
         title = (f'contact {k} ({run[0] - start:.2f}-{run[-1] - start:.2f} s), at '
                  f'{stamp - start:.3f} s: force on the robot, arrow ending at its point')
-        save_contact_picture(str(path), robot, q, arrows, title, [t for t in table if t],
-                             obstacles)
-        paths.append(path)
+        save_contact_picture(str(path), robot, q, arrows, title, table, obstacles)
+        animation = path.with_suffix('.gif')
+        save_contact_animation(str(animation), robot, _animation_frames(found, robot, run,
+                                                                        start), obstacles)
+        paths += [path, animation]
     return paths, ''
 
 

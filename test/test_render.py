@@ -59,3 +59,15 @@ def test_the_contact_picture_is_a_png_with_the_view_a_title_and_the_table(robot,
         assert image.format == 'PNG'
         assert image.width == render.WIDTH
         assert image.height > render.HEIGHT  # the title and the table around the view
+
+
+def test_the_animation_has_a_frame_per_instant_at_the_scaled_size(robot, tmp_path):
+    path = tmp_path / 'contact.gif'
+    push = _push(robot)
+    frames = [(Q, [Arrow('truth', push.point, share * push.force, push.rgba)], f'{share:.1f}')
+              for share in (0.0, 0.5, 1.0)]
+    render.save_contact_animation(str(path), robot, frames, scale=0.5)
+    with Image.open(path) as image:
+        assert image.format == 'GIF'
+        assert image.n_frames == 3
+        assert image.size == (render.WIDTH // 2, render.HEIGHT // 2)

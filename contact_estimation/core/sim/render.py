@@ -106,23 +106,35 @@ def _project(position: np.ndarray, forward: np.ndarray, up: np.ndarray, fovy: fl
     return (x + 1) / 2 * WIDTH, (1 - y) / 2 * HEIGHT
 
 
-def render_view(robot: RobotModel, q: np.ndarray, arrows: list[Arrow], obstacles=(),
-                distance: float = 1.2) -> tuple[np.ndarray, Callable]:
-    """The arm at `q` with `arrows`: the RGB image (HEIGHT × WIDTH × 3, uint8) and the
-    function that maps a base-frame point to its pixel (column, row) in it, None behind the
-    camera. The camera looks at the first arrow's point."""
-    os.environ.setdefault('MUJOCO_GL', 'egl')
-    import mujoco
-    model = mujoco.MjModel.from_xml_string(_scene_xml(robot, obstacles))
-    data = mujoco.MjData(model)
-    data.qpos[:] = q
-    mujoco.mj_forward(model, data)
-    target = arrows[0].point if arrows else np.zeros(3)
-    camera = _camera(mujoco, target, arrows[0].force if arrows else np.ones(3), distance)
-    renderer = mujoco.Renderer(model, HEIGHT, WIDTH)
-    try:
-        renderer.update_scene(data, camera)
-        scene = renderer.scene
+class ContactScene:
+    """The robot's MuJoCo model and an offscreen renderer, kept for several views (one
+    compiled model, one GL context). Close it when done."""
+
+    def __init__(self, robot: RobotModel, obstacles=()):
+        os.environ.setdefault('MUJOCO_GL', 'egl')
+        import mujoco
+        self._mujoco = mujoco
+        self.model = mujoco.MjModel.from_xml_string(_scene_xml(robot, obstacles))
+        self.data = mujoco.MjData(self.model)
+        self.renderer = mujoco.Renderer(self.model, HEIGHT, WIDTH)
+
+    def close(self) -> None:
+        self.renderer.close()
+
+    def camera(self, arrow: Arrow | None, distance: float = 1.2):
+        """A camera on `arrow`'s point, from outside the surface it pushes on."""
+        return _camera(self._mujoco, arrow.point if arrow else np.zeros(3),
+                       arrow.force if arrow else np.ones(3), distance)
+
+    def render(self, q: np.ndarray, arrows: list[Arrow], camera) -> tuple[np.ndarray, Callable]:
+        """The arm at `q` with `arrows` seen by `camera`: the RGB image (HEIGHT × WIDTH × 3,
+        uint8) and the function that maps a base-frame point to its pixel (column, row) in
+        it, None behind the camera."""
+        mujoco = self._mujoco
+        self.data.qpos[:] = q
+        mujoco.mj_forward(self.model, self.data)
+        self.renderer.update_scene(self.data, camera)
+        scene = self.renderer.scene
         for k, arrow in enumerate(arrows):
             # The first arrow (the truth) thinner, seen inside the estimates that lie on it.
             width = ARROW_WIDTH * (0.6 if k == 0 and len(arrows) > 1 else 1.0)
@@ -139,11 +151,44 @@ def render_view(robot: RobotModel, q: np.ndarray, arrows: list[Arrow], obstacles
         # The head between the two eyes of MuJoCo's stereo cameras (mjv_averageCamera).
         head = mujoco.mjv_averageCamera(scene.camera[0], scene.camera[1])
         view = (np.array(head.pos), np.array(head.forward), np.array(head.up))
-        fovy = model.vis.global_.fovy
-        image = renderer.render().copy()
+        fovy = self.model.vis.global_.fovy
+        image = self.renderer.render().copy()
+        return image, lambda point: _project(*view, fovy, np.asarray(point, dtype=float))
+
+
+def render_view(robot: RobotModel, q: np.ndarray, arrows: list[Arrow], obstacles=(),
+                distance: float = 1.2) -> tuple[np.ndarray, Callable]:
+    """`ContactScene.render` once, the camera on the first arrow's point."""
+    scene = ContactScene(robot, obstacles)
+    try:
+        return scene.render(q, arrows, scene.camera(arrows[0] if arrows else None, distance))
     finally:
-        renderer.close()
-    return image, lambda point: _project(*view, fovy, np.asarray(point, dtype=float))
+        scene.close()
+
+
+def save_contact_animation(path: str, robot: RobotModel,
+                           frames: list[tuple[np.ndarray, list[Arrow], str]], obstacles=(),
+                           fps: float = 10.0, scale: float = 0.6) -> None:
+    """An animated GIF at `path`: one frame per (q, arrows, caption), the camera fixed on the
+    strongest first arrow (the truth, where there is one), `scale` times the view's size."""
+    from PIL import Image, ImageDraw
+    scene = ContactScene(robot, obstacles)
+    firsts = [arrows[0] for _, arrows, _ in frames if arrows]
+    camera = scene.camera(max(firsts, key=lambda a: np.linalg.norm(a.force)) if firsts
+                          else None)
+    images = []
+    try:
+        for q, arrows, caption in frames:
+            image = Image.fromarray(scene.render(q, arrows, camera)[0])
+            image = image.resize((int(WIDTH * scale), int(HEIGHT * scale)))
+            draw = ImageDraw.Draw(image)
+            draw.rectangle((0, 0, image.width, 16), fill=(255, 255, 255))
+            draw.text((4, 2), caption, fill=(0, 0, 0))
+            images.append(image.convert('P', palette=Image.Palette.ADAPTIVE, colors=128))
+    finally:
+        scene.close()
+    images[0].save(path, save_all=True, append_images=images[1:], loop=0,
+                   duration=int(1000 / fps), optimize=True)
 
 
 def _add_geom(mujoco, scene, kind, rgba, size=(0.0, 0.0, 0.0), pos=(0.0, 0.0, 0.0)):
