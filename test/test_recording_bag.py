@@ -11,7 +11,7 @@ import yaml
 from demo_run import demo_output
 
 from contact_estimation import manifest
-from contact_estimation.ros.bag_recorder import robot_of
+from contact_estimation.ros.bag_recorder import MARKER_ARRAY, TRUTH_MARKERS, robot_of
 from contact_estimation.suite_bag import (DESCRIPTION_TOPIC, TF_TOPIC, messages, stamp_ns,
                                           suite_topics)
 
@@ -21,7 +21,7 @@ REQUIRED = ['/joint_states', TF_TOPIC, DESCRIPTION_TOPIC, '/lidar/points',
             '/contact_estimation/collision_events', '/contact_estimate/point',
             '/contact_estimate/wrench', '/contact_estimate/ft/point',
             '/contact_estimate/ft/wrench', '/contact_estimate/markers', '/sim/contact/point',
-            '/sim/contact/wrench', '/sim/contact/joint_torque']
+            '/sim/contact/wrench', '/sim/contact/joint_torque', TRUTH_MARKERS]
 
 
 @pytest.fixture(scope='module')
@@ -52,7 +52,7 @@ def test_the_recording_is_an_mcap_rosbag2_with_every_topic_and_its_ros2_type(rec
     # Counts in metadata.yaml (what `ros2 bag info` shows) are the messages read back.
     assert counts == {topic: len(msgs) for topic, msgs in by_topic.items()}
     expected_types = {**suite_topics(), TF_TOPIC: 'tf2_msgs/msg/TFMessage',
-                      DESCRIPTION_TOPIC: 'std_msgs/msg/String'}
+                      DESCRIPTION_TOPIC: 'std_msgs/msg/String', TRUTH_MARKERS: MARKER_ARRAY}
     for topic, msgtype in types.items():
         assert msgtype == expected_types[topic] == meta_types[topic]
     # Latched topics are offered transient local, as their publishers do.
@@ -92,12 +92,15 @@ def _transform_at(tf_messages, link: str, stamp: int) -> pin.SE3:
                                                 t.translation.z]))
 
 
-def test_a_contact_marker_in_a_link_frame_resolves_through_tf_to_the_contact_point(recording):
+@pytest.mark.parametrize('topic, ns', [('/contact_estimate/markers', 'contact_estimate'),
+                                       (TRUTH_MARKERS, 'truth')])
+def test_a_contact_marker_in_a_link_frame_resolves_through_tf_to_the_contact_point(
+        recording, topic, ns):
     _, by_topic, _ = recording
     robot = robot_of('sim_cobot')
-    spheres = [m for _, array in by_topic['/contact_estimate/markers'] for m in array.markers
-               if m.ns == 'contact_estimate' and m.type == m.SPHERE and m.action == m.ADD]
-    assert spheres, 'no contact_estimate marker'
+    spheres = [m for _, array in by_topic[topic] for m in array.markers
+               if m.ns == ns and m.type == m.SPHERE and m.action == m.ADD]
+    assert spheres, f'no {ns} marker'
     sphere = spheres[len(spheres) // 2]
     link, stamp = sphere.header.frame_id, stamp_ns(sphere)
     assert link in robot.link_joint

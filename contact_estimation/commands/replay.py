@@ -327,7 +327,8 @@ def main(argv: list[str]) -> int:
     from rclpy.serialization import deserialize_message, serialize_message
 
     from contact_estimation import contact_pictures
-    from contact_estimation.ros.bag_recorder import message_class
+    from contact_estimation.ros.bag_recorder import (MARKER_ARRAY, TRUTH_MARKERS, TruthMarkers,
+                                                     message_class)
     from contact_estimation.suite_bag import SuiteBag, suite_topics
 
     topics = input_topics()
@@ -349,6 +350,7 @@ def main(argv: list[str]) -> int:
              TRUTH_TOPICS[2]: 'sensor_msgs/msg/JointState'}
     classes = {topic: message_class(name) for topic, name in types.items()}
     outcome = Outcome(start=entries[0][0] * 1e-9)
+    truth_markers = TruthMarkers()
     context = Context()
     rclpy.init(context=context, args=[])
     replay = None
@@ -384,6 +386,9 @@ def main(argv: list[str]) -> int:
                     bag.write_joint_state(stamp, stamp, list(msg.name), msg.position, raw)
                 else:
                     bag.write(topic, types[topic], stamp, raw)
+                    markers = truth_markers.feed(topic, raw)
+                    if markers is not None:
+                        bag.write(TRUTH_MARKERS, MARKER_ARRAY, stamp, markers)
                 if topic in TRUTH_TOPICS:
                     continue
                 replay.step(stamp, topic, msg)

@@ -1,5 +1,6 @@
 """Record a running suite into a SuiteBag (suite_bag.py): every topic of nodes.yaml as it was
-sent, /tf from the joint states and /robot_description.
+sent, /tf from the joint states and /robot_description, and `TRUTH_MARKERS`: the simulator's
+true contact drawn as the estimators draw theirs (green), for Foxglove and rviz.
 
 The subscriptions are raw: rclpy hands over the CDR bytes DDS carried, which is what a rosbag2
 stores, so nothing is parsed or serialised again (only /joint_states is parsed, for /tf).
@@ -23,6 +24,46 @@ from contact_estimation.ros.qos import SENSOR_QOS
 from contact_estimation.suite_bag import DEFAULT_TF_RATE, JOINT_STATES, SuiteBag, suite_topics
 
 
+TRUTH_MARKERS = '/sim/contact/markers'
+MARKER_ARRAY = 'visualization_msgs/msg/MarkerArray'
+_TRUTH_POINT, _TRUTH_WRENCH = '/sim/contact/point', '/sim/contact/wrench'
+_TRUTH_RGBA = (0.0, 0.8, 0.1, 0.8)
+
+
+class TruthMarkers:
+    """Markers of the true contact (ns `truth`: a sphere at the point, the force arrow ending
+    there, in the link's frame, 0.1 s lifetime) from /sim/contact/point and /wrench of the
+    same stamp and link, as CDR for TRUTH_MARKERS."""
+
+    def __init__(self):
+        from geometry_msgs.msg import PointStamped, WrenchStamped
+        self._classes = {_TRUTH_POINT: PointStamped, _TRUTH_WRENCH: WrenchStamped}
+        self._halves: dict[str, tuple] = {}
+
+    def feed(self, topic: str, cdr: bytes) -> bytes | None:
+        """The markers' CDR once both halves of a contact have come, else None."""
+        from builtin_interfaces.msg import Duration
+        from rclpy.serialization import serialize_message
+        from visualization_msgs.msg import MarkerArray
+
+        from contact_estimation.ros.markers import contact_markers
+        if topic not in self._classes:
+            return None
+        msg = deserialize_message(cdr, self._classes[topic])
+        key = (msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id)
+        self._halves[topic] = (key, msg)
+        point, wrench = self._halves.get(_TRUTH_POINT), self._halves.get(_TRUTH_WRENCH)
+        if not (point and wrench and point[0] == wrench[0]):
+            return None
+        p, f = point[1].point, wrench[1].wrench.force
+        markers = contact_markers('truth', [p.x, p.y, p.z], [f.x, f.y, f.z],
+                                  msg.header.frame_id, msg.header.stamp, _TRUTH_RGBA)
+        for marker in markers:
+            marker.lifetime = Duration(sec=0, nanosec=100_000_000)
+            marker.frame_locked = True
+        return serialize_message(MarkerArray(markers=markers))
+
+
 def message_class(type_name: str):
     """The rclpy message class of 'package/msg/Name'."""
     package, kind, name = type_name.split('/')
@@ -38,6 +79,7 @@ class BagRecorder:
         self.node = Node(node_name, context=context)
         self.bag = SuiteBag(path, robot, tf_rate)
         self._joint_state_class = message_class('sensor_msgs/msg/JointState')
+        self._truth = TruthMarkers()
         for topic, type_name in suite_topics().items():
             self.node.create_subscription(
                 message_class(type_name), topic,
@@ -60,6 +102,9 @@ class BagRecorder:
         log_ns = self.node.get_clock().now().nanoseconds
         if topic != JOINT_STATES:
             self.bag.write(topic, type_name, log_ns, cdr)
+            markers = self._truth.feed(topic, cdr)
+            if markers is not None:
+                self.bag.write(TRUTH_MARKERS, MARKER_ARRAY, log_ns, markers)
             return
         msg = deserialize_message(cdr, self._joint_state_class)
         stamp = msg.header.stamp
