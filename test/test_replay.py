@@ -70,22 +70,36 @@ def test_replay_prints_stops_estimates_and_sensors_and_writes_its_bag_plot_and_p
     assert 'contact pictures: ' in printout
 
 
+def _stop_up(events, t: float) -> bool:
+    """Whether the stop is up at `t` after these events (each raises it but a clear)."""
+    before = [cause for stamp, cause in events if stamp <= t]
+    return bool(before) and before[-1] not in ('cleared', 'waiting')
+
+
 def test_the_replay_stops_when_the_live_run_stopped(runs):
-    """Each collision the live detector reported (stamped with the joint state it came
-    from), the replay reports within the slack; and its stop is up while the push lasts.
-    (Clears and stale-input events are stamped with the node's clock: on the live run the
-    wall clock, which runs apart from the simulator's stamps when it falls behind.)"""
+    """Whenever the live stop went up, the replay's is up within the slack; a collision the
+    live detector reported during the push (stamped with the joint state it came from), the
+    replay reports within the slack; the replay's stop is up at the end of the push.
+
+    Live collisions outside the push are false alarms of a loaded machine, from samples its
+    nodes lost: the recording may not hold the samples that caused them (its own losses
+    differ), so only the stop being up is asserted there. Clears and stale-input events are
+    stamped with the node's clock: live the wall clock, which drifts from the simulator's
+    stamps when it falls behind; the slack covers the drift of one fall."""
     recording, out, _ = runs
     live, replayed = _stop_events(recording), _stop_events(out / 'replay')
     slack = _slack(recording)
-    replayed_collisions = np.array([t for t, cause in replayed if cause == 'collision'])
-    live_collisions = [t for t, cause in live if cause == 'collision']
-    assert live_collisions, live
-    for t in live_collisions:
-        assert np.abs(replayed_collisions - t).min() <= slack, (t, replayed, slack)
     truth = BagContacts.read(recording).contacts['truth']
-    during = [cause for t, cause in replayed if t <= max(truth)]
-    assert during and during[-1] not in ('cleared', 'waiting'), replayed
+    # Not stuck: the replay's stop clears once the joint states arrive, before the push.
+    assert any(cause == 'cleared' and t < min(truth) for t, cause in replayed), replayed
+    for t, cause in live:
+        if cause not in ('cleared', 'waiting'):
+            assert _stop_up(replayed, t + slack), (t, cause, replayed, slack)
+    replayed_collisions = np.array([t for t, cause in replayed if cause == 'collision'])
+    for t, cause in live:
+        if cause == 'collision' and min(truth) - slack <= t <= max(truth) + slack:
+            assert np.abs(replayed_collisions - t).min() <= slack, (t, replayed, slack)
+    assert _stop_up(replayed, max(truth)), replayed
 
 
 def test_the_replay_computes_the_live_residual_and_estimates(runs):
