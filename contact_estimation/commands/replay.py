@@ -67,7 +67,6 @@ class ReplayTime:
     perf_counter = monotonic
 
     def __getattr__(self, name):
-        import time
         return getattr(time, name)
 
 
@@ -171,6 +170,32 @@ def _type_name(msg_class) -> str:
     return f'{package}/msg/{msg_class.__name__}'
 
 
+class _Sink:
+    """Where the nodes' publications go: into the outcome, and serialised into the output bag
+    (held until it is open: the nodes publish while they start)."""
+
+    def __init__(self, outcome: 'Outcome', recorded: set[str], now_ns: int):
+        self.outcome, self.recorded, self.now_ns = outcome, recorded, now_ns
+        self._bag = None
+        self._pending: list[tuple] = []
+
+    def __call__(self, topic: str, type_name: str, msg) -> None:
+        from rclpy.serialization import serialize_message
+        self.outcome.record(topic, self.now_ns * 1e-9, msg)
+        if topic in self.recorded:
+            entry = (topic, type_name, self.now_ns, serialize_message(msg))
+            if self._bag is None:
+                self._pending.append(entry)
+            else:
+                self._bag.write(*entry)
+
+    def open(self, bag) -> None:
+        self._bag = bag
+        for entry in self._pending:
+            bag.write(*entry)
+        self._pending.clear()
+
+
 # ------------------------------------------------------------------------------ report
 @dataclass
 class Outcome:
@@ -178,7 +203,6 @@ class Outcome:
 
     start: float = 0.0
     inputs: dict[str, int] = field(default_factory=dict)
-    published: dict[str, int] = field(default_factory=dict)
     residual: list = field(default_factory=list)      # (t, τ_ext)
     truth_torque: list = field(default_factory=list)  # (t, τ_ext)
     stop: list = field(default_factory=list)          # (t, bool) on change
@@ -340,7 +364,7 @@ def main(argv: list[str]) -> int:
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'OFF'
     import rclpy
     from rclpy.context import Context
-    from rclpy.serialization import deserialize_message, serialize_message
+    from rclpy.serialization import deserialize_message
 
     from contact_estimation import contact_pictures
     from contact_estimation.ros.bag_recorder import (MARKER_ARRAY, TRUTH_MARKERS, TruthMarkers,
@@ -368,35 +392,19 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(out_bag)
     classes = {topic: message_class(name) for topic, name in types.items()}
     outcome = Outcome(start=entries[0][0] * 1e-9)
+    sink = _Sink(outcome, set(suite_topics()), entries[0][0])
     truth_markers = TruthMarkers()
     context = Context()
     rclpy.init(context=context, args=[])
     replay = None
-    now_ns = [entries[0][0]]
-    recorded = suite_topics()
-    written: list = []  # (topic, type, log ns, CDR) published before the bag is open
-
-    def on_publish(topic: str, type_name: str, msg) -> None:
-        outcome.published[topic] = outcome.published.get(topic, 0) + 1
-        outcome.record(topic, now_ns[0] * 1e-9, msg)
-        if topic in recorded:
-            written.append((topic, type_name, now_ns[0], serialize_message(msg)))
-
     try:
-        replay = build(context, [os.path.abspath(p) for p in args.config], on_publish)
+        replay = build(context, [os.path.abspath(p) for p in args.config], sink)
         robot = replay.nodes[0].robot
         with SuiteBag(out_bag, robot) as bag:
-            def on_publish_into_bag(topic: str, type_name: str, msg) -> None:
-                on_publish(topic, type_name, msg)
-                while written:
-                    bag.write(*written.pop(0))
-            replay.on_publish = on_publish_into_bag
+            sink.open(bag)
             started, started_cpu = time.perf_counter(), time.process_time()
-            for entry in written:
-                bag.write(*entry)
-            written.clear()
             for stamp, topic, raw in entries:
-                now_ns[0] = stamp
+                sink.now_ns = stamp
                 msg = deserialize_message(raw, classes[topic])
                 outcome.inputs[topic] = outcome.inputs.get(topic, 0) + 1
                 outcome.record(topic, stamp * 1e-9, msg)
@@ -407,9 +415,8 @@ def main(argv: list[str]) -> int:
                     markers = truth_markers.feed(topic, raw)
                     if markers is not None:
                         bag.write(TRUTH_MARKERS, MARKER_ARRAY, stamp, markers)
-                if topic in TRUTH_TOPICS:
-                    continue
-                replay.step(stamp, topic, msg)
+                if topic not in TRUTH_TOPICS:
+                    replay.step(stamp, topic, msg)
             elapsed = time.perf_counter() - started
             cpu = time.process_time() - started_cpu
     finally:
