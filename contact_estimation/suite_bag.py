@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Iterator
 
@@ -83,6 +84,18 @@ def _qos(latched: bool):
 def _stamp(store, ns: int):
     return store.types['builtin_interfaces/msg/Time'](sec=ns // 1_000_000_000,
                                                       nanosec=ns % 1_000_000_000)
+
+
+def remove_earlier_bag(path: str | os.PathLike) -> None:
+    """Remove an earlier bag at `path` that a SuiteBag wrote (metadata.yaml and .mcap files
+    only, finished or left by a run that died); refuse anything else there."""
+    path = Path(path)
+    if not path.exists():
+        return
+    if not path.is_dir() or any(p.name != 'metadata.yaml' and p.suffix != '.mcap'
+                                for p in path.iterdir()):
+        raise FileExistsError(f'{path} exists and is not a recording of ours: move it away')
+    shutil.rmtree(path)
 
 
 class SuiteBag:

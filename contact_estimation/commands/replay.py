@@ -369,7 +369,7 @@ def main(argv: list[str]) -> int:
     from contact_estimation import contact_pictures
     from contact_estimation.ros.bag_recorder import (MARKER_ARRAY, TRUTH_MARKERS, TruthMarkers,
                                                      message_class)
-    from contact_estimation.suite_bag import SuiteBag, suite_topics
+    from contact_estimation.suite_bag import SuiteBag, remove_earlier_bag, suite_topics
 
     topics = input_topics()
     types = {**topics, TRUTH_TOPICS[0]: 'geometry_msgs/msg/PointStamped',
@@ -387,9 +387,11 @@ def main(argv: list[str]) -> int:
         return 1
     os.makedirs(args.out, exist_ok=True)
     out_bag = os.path.join(args.out, OUTPUT_BAG)
-    if os.path.isfile(os.path.join(out_bag, 'metadata.yaml')):
-        import shutil
-        shutil.rmtree(out_bag)
+    try:
+        remove_earlier_bag(out_bag)
+    except FileExistsError as err:
+        print(f'replay: {err}', file=sys.stderr)
+        return 1
     classes = {topic: message_class(name) for topic, name in types.items()}
     outcome = Outcome(start=entries[0][0] * 1e-9)
     sink = _Sink(outcome, set(suite_topics()), entries[0][0])

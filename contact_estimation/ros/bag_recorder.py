@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import shutil
 
 import yaml
 
@@ -21,7 +20,8 @@ from rclpy.serialization import deserialize_message
 from contact_estimation import manifest
 from contact_estimation.core.robot_model import RobotModel
 from contact_estimation.ros.qos import SENSOR_QOS
-from contact_estimation.suite_bag import DEFAULT_TF_RATE, JOINT_STATES, SuiteBag, suite_topics
+from contact_estimation.suite_bag import (DEFAULT_TF_RATE, JOINT_STATES, SuiteBag,
+                                          remove_earlier_bag, suite_topics)
 
 
 TRUTH_MARKERS = '/sim/contact/markers'
@@ -92,8 +92,7 @@ class BagRecorder:
         """A recorder for the robot that `node`'s parameter file (and `overrides`) names;
         an earlier recording at `path` is replaced."""
         robot = robot_of(node, overrides)
-        if os.path.isfile(os.path.join(path, 'metadata.yaml')):
-            shutil.rmtree(path)
+        remove_earlier_bag(path)
         return cls(context, path, robot)
 
     def _received(self, topic: str, type_name: str, cdr: bytes) -> None:
