@@ -202,6 +202,7 @@ class Outcome:
     """What the replay saw, for the summary and the plot (times: s since the first input)."""
 
     start: float = 0.0
+    end: float = 0.0
     inputs: dict[str, int] = field(default_factory=dict)
     residual: list = field(default_factory=list)      # (t, τ_ext)
     truth_torque: list = field(default_factory=list)  # (t, τ_ext)
@@ -212,6 +213,7 @@ class Outcome:
 
     def record(self, topic: str, t: float, msg) -> None:
         t -= self.start
+        self.end = max(self.end, t)
         if topic == RESIDUAL:
             self.residual.append((t, np.array(msg.effort)))
         elif topic == TRUTH_TOPICS[2]:
@@ -232,8 +234,9 @@ def _stamp_ns(header) -> int:
     return header.stamp.sec * 1_000_000_000 + header.stamp.nanosec
 
 
-def _summary(outcome: Outcome, bag_path, robot) -> str:
-    from contact_estimation.contact_pictures import BagContacts
+def _summary(outcome: Outcome, found) -> str:
+    """Inputs, stops and their causes, and each estimator's estimates (against the truth
+    when `found`, the output bag's BagContacts, has it) with the sensors it used."""
     from contact_estimation.core.contact import contact_error
     lines = ['Inputs replayed: ' + ', '.join(f'{t} {n}' for t, n in outcome.inputs.items())]
     lines.append('\nStops (s since the first input; cause):')
@@ -247,7 +250,6 @@ def _summary(outcome: Outcome, bag_path, robot) -> str:
     held = [t for t, v in outcome.time_scaling if v <= 0.0]
     lines.append(f'    time scaling f_S = 0 from {held[0]:.3f} s' if held
                  else '    time scaling: never 0 (no hold)')
-    found = BagContacts.read(bag_path)
     truth = found.contacts['truth']
     lines.append('\nEstimates (sensors used):')
     uses = {'localizer': ('contact_localizer', 'joint torques (residual)'
@@ -275,36 +277,44 @@ def _summary(outcome: Outcome, bag_path, robot) -> str:
     return '\n'.join(lines)
 
 
-def _plot(outcome: Outcome, path: str) -> None:
+def _plot(outcome: Outcome, found, path: str) -> None:
+    """Against time since the first input (stamps): the external joint torque (estimated
+    solid, true dashed; collision events red), the contact force magnitude of the truth and
+    of each estimator, and the stop signals and f_S."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    fig, (ax_tau, ax_stop) = plt.subplots(2, 1, figsize=(11, 7), sharex=True,
-                                          gridspec_kw={'height_ratios': [3, 1]})
-    if outcome.residual:
-        t, tau = zip(*outcome.residual)
-        tau = np.array(tau)
-        for j in range(tau.shape[1]):
-            line, = ax_tau.plot(t, tau[:, j], lw=0.8, label=f'τ_ext,{j + 1} estimated')
-            if outcome.truth_torque:
-                tt, true = zip(*outcome.truth_torque)
-                ax_tau.plot(tt, np.array(true)[:, j], '--', color=line.get_color(), lw=1.2)
-    for t, _ in outcome.events:
-        ax_tau.axvline(t, color='red', lw=0.8, alpha=0.6)
-    ax_tau.set_ylabel('external joint torque (N·m)')
-    ax_tau.set_title('replay: estimated (solid) and true (dashed) external joint torque; '
-                     'collision events (red)')
-    ax_tau.legend(ncol=4, fontsize=7, loc='upper left')
-    ax_tau.grid(alpha=0.3)
-    for label, series in (('stop (1 = stop)', outcome.stop),
-                          ('proximity stop', outcome.proximity_stop),
-                          ('time scaling f_S', outcome.time_scaling)):
+    fig, axes = plt.subplots(3, 1, figsize=(11, 9), sharex=True,
+                             gridspec_kw={'height_ratios': [3, 2, 1]})
+    torque, force, signals = axes
+    colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
+    for series, style in ((outcome.residual, '-'), (outcome.truth_torque, '--')):
         if series:
-            t, v = zip(*series)
-            ax_stop.step(t, np.asarray(v, dtype=float), where='post', label=label)
-    ax_stop.set_xlabel('time since the first input (s, header stamps)')
-    ax_stop.legend(fontsize=8, loc='lower left')
-    ax_stop.grid(alpha=0.3)
+            t, values = zip(*series)
+            for j, column in enumerate(np.array(values).T):
+                torque.plot(t, column, style, color=colors[j % len(colors)], lw=0.9,
+                            label=f'τ_ext,{j + 1}' if style == '-' else None)
+    for t, _ in outcome.events:
+        torque.axvline(t, color='red', lw=0.8, alpha=0.6)
+    for label, contacts in found.contacts.items():
+        stamps = sorted(contacts)
+        if stamps:
+            force.plot(np.array(stamps) - outcome.start,
+                       [np.linalg.norm(contacts[s].force) for s in stamps], '.', ms=3,
+                       label=label)
+    for label, series in (('stop', outcome.stop), ('proximity stop', outcome.proximity_stop),
+                          ('time scaling f_S', outcome.time_scaling)):
+        if series:  # changes only: held to the last input
+            t, values = zip(*series, (outcome.end, series[-1][1]))
+            signals.step(t, np.asarray(values, dtype=float), where='post', label=label)
+    for ax, ylabel in zip(axes, ('external joint torque (N·m)', 'contact force |F| (N)',
+                                 'stop (1), f_S')):
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(ncol=4, fontsize=7, loc='upper left')
+    torque.set_title('replay: estimated (solid) and true (dashed) τ_ext, collision events (red)')
+    signals.set_xlabel('time since the first input (s, header stamps)')
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -426,12 +436,13 @@ def main(argv: list[str]) -> int:
             replay.close()
         context.try_shutdown()
     plot = os.path.join(args.out, 'replay.png')
-    _plot(outcome, plot)
+    found = contact_pictures.BagContacts.read(out_bag)
+    _plot(outcome, found, plot)
     duration = (entries[-1][0] - entries[0][0]) * 1e-9
     print(f'replay: {len(entries)} messages, {duration:.2f} s of {args.bag}, replayed in '
           f'{elapsed:.2f} s ({duration / max(elapsed, 1e-9):.1f} × real time; {cpu:.2f} s of CPU '
           f'time: {duration / max(cpu, 1e-9):.1f} × real time on an unshared core)')
-    print(_summary(outcome, out_bag, robot))
+    print(_summary(outcome, found))
     print(f'\nbag: {out_bag}\nplot: {plot}')
     print(contact_pictures.summary(out_bag, args.out, robot))
     return 0
