@@ -4,6 +4,7 @@
     contact-estimation demo [--seconds S]           simulated cobot + every node, summary, plot
     contact-estimation identify ...                 dynamics identification (seed 001)
     contact-estimation calibrate ...                detector thresholds from free motion
+    contact-estimation replay BAG [--config FILE]   the suite on a recording, faster than real time
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ COMMANDS = {
     'demo': ('contact_estimation.commands.demo', 'run the simulated cobot scenario and report'),
     'identify': ('contact_estimation.commands.identify', 'identify gravity and friction'),
     'calibrate': ('contact_estimation.commands.calibrate', 'propose detector thresholds'),
+    'replay': ('contact_estimation.commands.replay',
+               'run the suite on a recorded bag, as fast as the CPU allows'),
 }
 
 

@@ -404,12 +404,18 @@ def main(argv: list[str]) -> int:
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
 
+    from contact_estimation import contact_pictures
+    from contact_estimation.ros.bag_recorder import BagRecorder, write_parameters
+
     os.makedirs(args.out, exist_ok=True)
     context = Context()
     rclpy.init(context=context)
     monitor = TopicMonitor(context, args.namespace)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(monitor.node)
+    recorder = BagRecorder.for_suite(context, os.path.join(args.out, 'recording'),
+                                     args.namespace)
+    executor.add_node(recorder.node)
     processes = manifest.processes(with_sim=True, separate=args.separate)
     overrides = simulated_clock()
     overrides[SIM]['scenario'] = scenario
@@ -419,6 +425,7 @@ def main(argv: list[str]) -> int:
     overrides['proximity_monitor']['object_speed'] = 0.0
     nodes = NodeSet([spec.name for spec in processes], overrides=overrides,
                     log_dir=os.path.join(args.out, 'logs'), namespace=args.namespace)
+    write_parameters(nodes.overrides, os.path.join(args.out, 'recording_parameters.yaml'))
     print(f'demo: starting {", ".join(nodes.names)}; scenario {args.scenario}', flush=True)
     nodes.start()
     try:
@@ -433,6 +440,7 @@ def main(argv: list[str]) -> int:
                       is not None}
         nodes.stop()
         executor.shutdown()
+        recorder.close()
         monitor.node.destroy_node()
         context.try_shutdown()
     missing = [text for event, text in EVENTS.items() if event not in monitor.events]
@@ -453,6 +461,11 @@ def main(argv: list[str]) -> int:
     plot_path = os.path.join(args.out, 'demo.png')
     _plot(monitor, plot_path)
     print(f'\nplot: {plot_path}\nnode logs: {os.path.join(args.out, "logs")}')
+    print(f'recording: {recorder.bag.path} ({sum(recorder.bag.counts.values())} messages; '
+          'README "See the contact" opens it in Foxglove or rviz; replay it: '
+          f'contact-estimation replay {recorder.bag.path} --config '
+          f'{os.path.join(args.out, "recording_parameters.yaml")})')
+    print(contact_pictures.summary(recorder.bag.path, args.out, recorder.bag.robot))
     verdict, shown = _verdict(monitor)
     print('\n' + verdict)
     ok = healthy and shown

@@ -1,0 +1,199 @@
+"""Pictures of a recording's contacts (suite_bag.py → core/sim/render.py): for each contact,
+a PNG and a GIF animation of the arm as it was, the simulator's true contact (/sim/contact/*) beside the estimates of the
+contact localizer (/contact_estimate/*) and of the F/T estimator (/contact_estimate/ft/*),
+with their links and errors. Without ground truth (a real arm's bag), the estimates alone.
+
+A contact is a run of stamps with a true contact (or, without truth, with an estimate) no
+more than `GAP` apart; its picture is at the localizer estimate nearest the middle of the run.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from contact_estimation.core.contact import Contact, contact_error
+from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.suite_bag import messages, stamp_ns
+
+GAP = 1.0           # s between stamps that ends a contact (a loaded simulator skips time)
+MATCH = 0.02        # s: an estimate this near in stamp belongs to the pictured instant
+MAX_PICTURES = 6
+ANIMATION_FRAMES = 30
+ANIMATION_HOLD = 0.1  # s an estimate stays drawn in an animation
+SOURCES = {  # label → (point topic, wrench topic), truth first
+    'truth': ('/sim/contact/point', '/sim/contact/wrench'),
+    'localizer': ('/contact_estimate/point', '/contact_estimate/wrench'),
+    'F/T': ('/contact_estimate/ft/point', '/contact_estimate/ft/wrench'),
+}
+
+
+@dataclass
+class BagContacts:
+    """A bag's joint positions and contacts, by stamp (s)."""
+
+    joint_names: list[str] = field(default_factory=list)
+    positions: dict[float, np.ndarray] = field(default_factory=dict)
+    contacts: dict[str, dict[float, Contact]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, bag: str | os.PathLike, joint_states: str = '/joint_states') -> 'BagContacts':
+        found = cls()
+        points: dict[str, dict] = {label: {} for label in SOURCES}
+        forces: dict[str, dict] = {label: {} for label in SOURCES}
+        by_topic = {}
+        for label, (point_topic, wrench_topic) in SOURCES.items():
+            by_topic[point_topic] = (points[label], 'point')
+            by_topic[wrench_topic] = (forces[label], 'wrench')
+        for topic, _, _, msg in messages(bag, [joint_states, *by_topic]):
+            stamp = stamp_ns(msg) * 1e-9
+            if topic == joint_states:
+                found.joint_names = found.joint_names or list(msg.name)
+                found.positions[stamp] = np.array(msg.position, dtype=float)
+                continue
+            store, kind = by_topic[topic]
+            value = msg.point if kind == 'point' else msg.wrench.force
+            store[stamp, msg.header.frame_id] = np.array([value.x, value.y, value.z])
+        for label in SOURCES:
+            found.contacts[label] = {stamp: Contact(link, points[label][stamp, link], force)
+                                     for (stamp, link), force in forces[label].items()
+                                     if (stamp, link) in points[label]}
+        return found
+
+    def q(self, robot: RobotModel, stamp: float) -> np.ndarray | None:
+        """The joint angles (robot's joint order) of the joint state nearest `stamp`."""
+        if not self.positions or not set(robot.joint_names) <= set(self.joint_names):
+            return None
+        nearest = min(self.positions, key=lambda s: abs(s - stamp))
+        order = [self.joint_names.index(j) for j in robot.joint_names]
+        return self.positions[nearest][order]
+
+    def episodes(self) -> list[list[float]]:
+        """The stamps of each contact (truth if the bag has it, else any estimate)."""
+        basis = self.contacts['truth'] or {**self.contacts['F/T'], **self.contacts['localizer']}
+        runs: list[list[float]] = []
+        for stamp in sorted(basis):
+            if runs and stamp - runs[-1][-1] <= GAP:
+                runs[-1].append(stamp)
+            else:
+                runs.append([stamp])
+        return runs
+
+    def at(self, label: str, stamp: float, within: float = MATCH
+           ) -> tuple[float, Contact] | None:
+        """`label`'s contact nearest `stamp`, if it is `within` s of it."""
+        contacts = self.contacts[label]
+        if not contacts:
+            return None
+        nearest = min(contacts, key=lambda s: abs(s - stamp))
+        return (nearest, contacts[nearest]) if abs(nearest - stamp) <= within else None
+
+
+def _instant(found: BagContacts, run: list[float]) -> float:
+    """The stamp to draw a contact at: the localizer's estimate nearest its middle (else the
+    F/T estimator's, else the middle)."""
+    middle = run[len(run) // 2]
+    for label in ('localizer', 'F/T'):
+        stamps = [s for s in found.contacts[label] if run[0] - MATCH <= s <= run[-1] + MATCH]
+        if stamps:
+            return min(stamps, key=lambda s: abs(s - middle))
+    return middle
+
+
+def _describe(label: str, contact: Contact, truth: Contact | None, offset: float) -> str:
+    size = np.linalg.norm(contact.force)
+    line = f'{label:9s} {contact.link:12s} |F| {size:5.1f} N'
+    if label == 'truth' or truth is None:
+        return line
+    error = contact_error(contact, truth)
+    when = f'   (stamp {offset * 1e3:+.0f} ms)' if abs(offset) > 5e-4 else ''
+    if not error.right_link:
+        return f'{line}   WRONG LINK (true: {truth.link}){when}'
+    return (f'{line}   point {error.point * 1e3:5.1f} mm off, |F| {error.force * 100:4.1f} % '
+            f'off, direction {np.degrees(error.direction):4.1f}° off{when}')
+
+
+def _arrows(found: BagContacts, robot: RobotModel, q: np.ndarray, stamp: float,
+            within: float = MATCH) -> tuple[list, list[str], list[str]]:
+    """The truth and each estimate nearest `stamp` (within `within` s) as render Arrows in
+    the base frame, a table line for each source (links, errors), each arrow's link."""
+    from contact_estimation.core.sim.render import ESTIMATE_RGBA, TRUTH_RGBA, Arrow
+    truth = found.at('truth', stamp, within)
+    arrows, table, links = [], [], []
+    for (label, _), rgba in zip(SOURCES.items(), (TRUTH_RGBA, *ESTIMATE_RGBA)):
+        entry = found.at(label, stamp, within)
+        if entry is None:
+            if label != 'truth' or found.contacts['truth']:
+                table.append(f'{label:9s} none within {within * 1e3:.0f} ms')
+            continue
+        at, contact = entry
+        rotation, translation = robot.link_pose(q, contact.link)
+        arrows.append(Arrow(label, rotation @ contact.point + translation,
+                            rotation @ contact.force, rgba))
+        links.append(contact.link)
+        table.append(_describe(label, contact, truth and truth[1], at - stamp))
+    return arrows, table, links
+
+
+def _animation_frames(found: BagContacts, robot: RobotModel, run: list[float],
+                      start: float) -> list[tuple]:
+    """Up to ANIMATION_FRAMES (q, arrows, caption) evenly over a contact, the estimates of
+    the last ANIMATION_HOLD s (as a viewer keeps a marker shown)."""
+    frames = []
+    for stamp in np.linspace(run[0], run[-1], ANIMATION_FRAMES):
+        q = found.q(robot, stamp)
+        arrows, _, links = _arrows(found, robot, q, stamp, ANIMATION_HOLD)
+        caption = f'{stamp - start:6.2f} s  ' + '  '.join(
+            f'{a.label}: {link} {np.linalg.norm(a.force):.0f} N'
+            for a, link in zip(arrows, links))
+        frames.append((q, arrows, caption))
+    return frames
+
+
+def draw(bag: str | os.PathLike, out_dir: str | os.PathLike, robot: RobotModel,
+         obstacles=(), prefix: str = 'contact') -> tuple[list[Path], str]:
+    """Draw each contact of `bag` (at most MAX_PICTURES) as `out_dir/<prefix>_<k>.png` and an
+    animation of it, `<prefix>_<k>.gif`; returns the files and, when none could be drawn,
+    why."""
+    from contact_estimation.core.sim.render import (render_unavailable,
+                                                    save_contact_animation,
+                                                    save_contact_picture)
+    reason = render_unavailable()
+    if reason:
+        return [], reason
+    found = BagContacts.read(bag)
+    runs = found.episodes()
+    if not runs:
+        return [], 'no contact in the recording'
+    start = min(found.positions) if found.positions else runs[0][0]
+    paths = []
+    for k, run in enumerate(runs[:MAX_PICTURES], start=1):
+        stamp = _instant(found, run)
+        q = found.q(robot, stamp)
+        if q is None:
+            return paths, f'no joint states of {robot.joint_names} in the recording'
+        arrows, table, _ = _arrows(found, robot, q, stamp)
+        path = Path(out_dir, f'{prefix}_{k}.png')
+        title = (f'contact {k} ({run[0] - start:.2f}-{run[-1] - start:.2f} s), at '
+                 f'{stamp - start:.3f} s: force on the robot, arrow ending at its point')
+        save_contact_picture(str(path), robot, q, arrows, title, table, obstacles)
+        animation = path.with_suffix('.gif')
+        save_contact_animation(str(animation), robot, _animation_frames(found, robot, run,
+                                                                        start), obstacles)
+        paths += [path, animation]
+    return paths, ''
+
+
+def summary(bag: str | os.PathLike, out_dir: str | os.PathLike, robot: RobotModel,
+            obstacles=()) -> str:
+    """`draw`, and one line for a command's printout that names the pictures or says why
+    there are none."""
+    try:
+        paths, reason = draw(bag, out_dir, robot, obstacles)
+    except Exception as err:  # noqa: BLE001 - a failed picture must not fail the run
+        paths, reason = [], f'drawing failed: {type(err).__name__}: {err}'
+    if not paths:
+        return f'contact pictures: none: {reason}'
+    return 'contact pictures: ' + ', '.join(map(str, paths)) + (f' ({reason})' if reason else '')

@@ -1,0 +1,137 @@
+"""Record a running suite into a SuiteBag (suite_bag.py): every topic of nodes.yaml as it was
+sent, /tf from the joint states and /robot_description, and `TRUTH_MARKERS`: the simulator's
+true contact drawn as the estimators draw theirs (green), for Foxglove and rviz.
+
+The subscriptions are raw: rclpy hands over the CDR bytes DDS carried, which is what a rosbag2
+stores, so nothing is parsed or serialised again (only /joint_states is parsed, for /tf).
+They are best effort, so they hear best-effort and reliable publishers alike; a machine that
+cannot keep up loses samples from the recording, not from the suite.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+
+import yaml
+
+from rclpy.node import Node
+from rclpy.serialization import deserialize_message
+
+from contact_estimation import manifest
+from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.ros.qos import SENSOR_QOS
+from contact_estimation.suite_bag import (DEFAULT_TF_RATE, SuiteBag,
+                                          remove_earlier_bag, suite_topics)
+
+
+TRUTH_MARKERS = '/sim/contact/markers'
+MARKER_ARRAY = 'visualization_msgs/msg/MarkerArray'
+_TRUTH_POINT, _TRUTH_WRENCH = '/sim/contact/point', '/sim/contact/wrench'
+_TRUTH_RGBA = (0.0, 0.8, 0.1, 0.8)
+
+
+class TruthMarkers:
+    """Markers of the true contact (ns `truth`: a sphere at the point, the force arrow ending
+    there, in the link's frame, 0.1 s lifetime) from /sim/contact/point and /wrench of the
+    same stamp and link, as CDR for TRUTH_MARKERS."""
+
+    def __init__(self):
+        from geometry_msgs.msg import PointStamped, WrenchStamped
+        self._classes = {_TRUTH_POINT: PointStamped, _TRUTH_WRENCH: WrenchStamped}
+        self._halves: dict[str, tuple] = {}
+
+    def feed(self, topic: str, cdr: bytes) -> bytes | None:
+        """The markers' CDR once both halves of a contact have come, else None."""
+        from builtin_interfaces.msg import Duration
+        from rclpy.serialization import serialize_message
+        from visualization_msgs.msg import MarkerArray
+
+        from contact_estimation.ros.markers import contact_markers
+        if topic not in self._classes:
+            return None
+        msg = deserialize_message(cdr, self._classes[topic])
+        key = (msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id)
+        self._halves[topic] = (key, msg)
+        point, wrench = self._halves.get(_TRUTH_POINT), self._halves.get(_TRUTH_WRENCH)
+        if not (point and wrench and point[0] == wrench[0]):
+            return None
+        p, f = point[1].point, wrench[1].wrench.force
+        markers = contact_markers('truth', [p.x, p.y, p.z], [f.x, f.y, f.z],
+                                  msg.header.frame_id, msg.header.stamp, _TRUTH_RGBA)
+        for marker in markers:
+            marker.lifetime = Duration(sec=0, nanosec=100_000_000)
+            marker.frame_locked = True
+        return serialize_message(MarkerArray(markers=markers))
+
+
+def message_class(type_name: str):
+    """The rclpy message class of 'package/msg/Name'."""
+    package, kind, name = type_name.split('/')
+    return getattr(importlib.import_module(f'{package}.{kind}'), name)
+
+
+class BagRecorder:
+    """A node on `context` that writes every suite topic to a new MCAP bag at `path`."""
+
+    def __init__(self, context, path: str | os.PathLike, robot: RobotModel,
+                 tf_rate: float = DEFAULT_TF_RATE,
+                 node_name: str = 'contact_estimation_recorder', namespace: str = ''):
+        self.node = Node(node_name, context=context)
+        self.bag = SuiteBag(path, robot, tf_rate)
+        self._joint_state_class = message_class('sensor_msgs/msg/JointState')
+        self._truth = TruthMarkers()
+        self._joint_states = manifest.node('joint_state_listener').resolved_topic(
+            'joint_states', namespace)
+        for topic, type_name in suite_topics(namespace).items():
+            self.node.create_subscription(
+                message_class(type_name), topic,
+                lambda cdr, t=topic, m=type_name: self._received(t, m, cdr), SENSOR_QOS,
+                raw=True)
+
+    @classmethod
+    def for_suite(cls, context, path: str | os.PathLike, namespace: str = '',
+                  node: str = 'sim_cobot', overrides: dict | None = None) -> 'BagRecorder':
+        """A recorder of the suite in `namespace`, for the robot that `node`'s parameter file
+        (and `overrides`) names; an earlier recording at `path` is replaced."""
+        robot = robot_of(node, overrides)
+        remove_earlier_bag(path)
+        return cls(context, path, robot, namespace=namespace)
+
+    def _received(self, topic: str, type_name: str, cdr: bytes) -> None:
+        if self.bag.closed:
+            return
+        log_ns = self.node.get_clock().now().nanoseconds
+        if topic != self._joint_states:
+            self.bag.write(topic, type_name, log_ns, cdr)
+            markers = self._truth.feed(topic, cdr)
+            if markers is not None:
+                self.bag.write(TRUTH_MARKERS, MARKER_ARRAY, log_ns, markers)
+            return
+        msg = deserialize_message(cdr, self._joint_state_class)
+        stamp = msg.header.stamp
+        self.bag.write_joint_state(log_ns, stamp.sec * 1_000_000_000 + stamp.nanosec,
+                                   list(msg.name), msg.position, cdr, topic)
+
+    def close(self) -> None:
+        """Finish the bag (metadata.yaml) and leave the graph."""
+        self.bag.close()
+        self.node.destroy_node()
+
+
+def robot_of(node: str, overrides: dict | None = None) -> RobotModel:
+    """The robot model node `node` loads from its parameter file and `overrides` (its
+    `robot`, `robot_description`, `base_link`, `tip_link`, as ros/params.declare_robot)."""
+    with open(manifest.node(node).parameters_path()) as f:
+        values = yaml.safe_load(f)[node]['ros__parameters']
+    values.update(overrides or {})
+    return RobotModel.load(values.get('robot_description') or values.get('robot', 'panda'),
+                           values.get('base_link', ''), values.get('tip_link', ''))
+
+
+def write_parameters(overrides: dict[str, dict], path: str | os.PathLike) -> None:
+    """The parameter values a run gave its nodes over their files (by node name), as a
+    parameter file that `up --config` and `replay --config` take."""
+    with open(path, 'w') as f:
+        f.write('# The parameters this run set over config/<node>.yaml (replay --config).\n')
+        yaml.safe_dump({node: {'ros__parameters': values}
+                        for node, values in overrides.items()}, f, sort_keys=False)

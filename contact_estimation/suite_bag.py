@@ -1,0 +1,211 @@
+"""The suite's recordings: MCAP rosbag2 bags that Foxglove opens and `ros2 bag play` plays.
+
+A `SuiteBag` holds the topics of nodes.yaml as they were sent (CDR bytes, as DDS carries them
+and rclpy's `serialize_message` makes them), plus what a viewer needs to draw the arm:
+
+- `/robot_description` (std_msgs/String, the URDF, once, offered transient local as
+  robot_state_publisher does), with its `package://` mesh URIs turned into `file://` paths
+  that exist on this machine, so that Foxglove and rviz find the meshes without a ROS
+  package path;
+- `/tf` (tf2_msgs/TFMessage): every link of the robot in the base link's frame, from the
+  model's forward kinematics (core/robot_model.py) of the joint states, stamped with the joint
+  state's stamp, at most `tf_rate` times a second of stamps (viewers interpolate between).
+
+Log times are the times the messages were received (ns of the recorder's clock); `ros2 bag
+play` replays in that order with the QoS recorded per topic (latched topics transient local).
+Reading (`messages`) gives rosbags messages in log-time order. Uses rosbags, not rclpy.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pinocchio as pin
+
+from contact_estimation import manifest
+from contact_estimation.core.robot_model import RobotModel
+
+TF_TOPIC = '/tf'
+TF_TYPE = 'tf2_msgs/msg/TFMessage'
+DESCRIPTION_TOPIC = '/robot_description'
+DESCRIPTION_TYPE = 'std_msgs/msg/String'
+JOINT_STATES = '/joint_states'
+DEFAULT_TF_RATE = 100.0  # Hz of joint-state stamps
+# Topics whose publishers are transient local (the latched stop signals, input_stale): a
+# late subscriber, rviz among them, gets their last value at once.
+LATCHED = {'/contact_estimation/stop', '/contact_estimation/proximity/stop',
+           '/contact_estimation/input_stale', DESCRIPTION_TOPIC}
+_PACKAGE_URI = re.compile(r'package://([^/"\s]+)/([^"\s<]+)')
+
+
+def typestore():
+    """The rosbags type store of the ROS 2 release rclpy comes from (Kilted)."""
+    from rosbags.typesys import Stores, get_typestore
+    return get_typestore(Stores.ROS2_KILTED)
+
+
+def suite_topics(namespace: str = '') -> dict[str, str]:
+    """Every topic nodes.yaml names (published or read), fully qualified in `namespace`, with
+    its message type; not /clock (the bag has its own times)."""
+    topics = {}
+    for spec in manifest.nodes().values():
+        for key in list(spec.publishes) + list(spec.subscribes):
+            if spec.topic(key) != '/clock':
+                topics[spec.resolved_topic(key, namespace)] = spec.message_type(key)
+    return topics
+
+
+def viewer_urdf(robot: RobotModel) -> str:
+    """The robot's URDF with each `package://pkg/path` mesh URI that resolves in the model's
+    package directories replaced by its `file://` path (others are left as they are)."""
+    def resolve(match: re.Match) -> str:
+        for directory in robot.package_dirs:
+            for candidate in (Path(directory, match[1], match[2]), Path(directory, match[2])):
+                if candidate.is_file():
+                    return candidate.resolve().as_uri()
+        return match[0]
+    return _PACKAGE_URI.sub(resolve, robot.urdf_xml)
+
+
+def _qos(latched: bool):
+    from rosbags.interfaces import (Qos, QosDurability, QosHistory, QosLiveliness,
+                                    QosReliability, QosTime)
+    infinite = QosTime(sec=0x7FFFFFFF, nsec=0xFFFFFFFF)
+    return Qos(history=QosHistory.KEEP_LAST, depth=10 if latched else 100,
+               reliability=QosReliability.RELIABLE,
+               durability=(QosDurability.TRANSIENT_LOCAL if latched
+                           else QosDurability.VOLATILE),
+               deadline=infinite, lifespan=infinite, liveliness=QosLiveliness.AUTOMATIC,
+               liveliness_lease_duration=infinite, avoid_ros_namespace_conventions=False)
+
+
+def _stamp(store, ns: int):
+    return store.types['builtin_interfaces/msg/Time'](sec=ns // 1_000_000_000,
+                                                      nanosec=ns % 1_000_000_000)
+
+
+def remove_earlier_bag(path: str | os.PathLike) -> None:
+    """Remove an earlier bag at `path` that a SuiteBag wrote (metadata.yaml and .mcap files
+    only, finished or left by a run that died); refuse anything else there."""
+    path = Path(path)
+    if not path.exists():
+        return
+    if not path.is_dir() or any(p.name != 'metadata.yaml' and p.suffix != '.mcap'
+                                for p in path.iterdir()):
+        raise FileExistsError(f'{path} exists and is not a recording of ours: move it away')
+    shutil.rmtree(path)
+
+
+class SuiteBag:
+    """A new MCAP rosbag2 directory at `path` (it must not exist) for `robot`'s suite.
+
+    `write(topic, msgtype, log_ns, cdr)` adds one message (its topic is added on first use);
+    `write_joint_state(log_ns, stamp_ns, names, positions, cdr)` also writes /tf when due.
+    Close it (or use it as a context manager) to write metadata.yaml.
+    """
+
+    def __init__(self, path: str | os.PathLike, robot: RobotModel,
+                 tf_rate: float = DEFAULT_TF_RATE):
+        from rosbags.rosbag2 import StoragePlugin, Writer
+        self.path = Path(path)
+        self.robot = robot
+        self._store = typestore()
+        self._writer = Writer(self.path, version=Writer.VERSION_LATEST,
+                              storage_plugin=StoragePlugin.MCAP)
+        self._writer.open()
+        self._connections = {}
+        self.counts: dict[str, int] = {}
+        self._tf_period_ns = int(1e9 / tf_rate)
+        self._last_tf_ns: int | None = None
+        self._links = [f.name for f in robot.model.frames
+                       if f.type == pin.FrameType.BODY and f.name != robot.base_link]
+        self._joint_index: dict[tuple[str, ...], list[int] | None] = {}
+        self._description_written = False
+
+    def __enter__(self) -> 'SuiteBag':
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._writer is None
+
+    def close(self) -> None:
+        """Write the metadata and close the bag (again: nothing)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def write(self, topic: str, msgtype: str, log_ns: int, cdr: bytes) -> None:
+        """One serialised message (CDR, little endian, as rclpy and DDS make them)."""
+        if not self._description_written:
+            self._description_written = True
+            description = self._store.types[DESCRIPTION_TYPE](data=viewer_urdf(self.robot))
+            self.write(DESCRIPTION_TOPIC, DESCRIPTION_TYPE, log_ns,
+                       self._store.serialize_cdr(description, DESCRIPTION_TYPE))
+        connection = self._connections.get(topic)
+        if connection is None:
+            connection = self._connections[topic] = self._writer.add_connection(
+                topic, msgtype, typestore=self._store,
+                offered_qos_profiles=[_qos(topic in LATCHED)])
+        self._writer.write(connection, log_ns, cdr)
+        self.counts[topic] = self.counts.get(topic, 0) + 1
+
+    def write_joint_state(self, log_ns: int, stamp_ns: int, names: list[str],
+                          positions, cdr: bytes, topic: str = JOINT_STATES) -> None:
+        """A JointState on `topic`, and /tf from its positions once `1 / tf_rate` of stamps
+        has passed since the last (skipped when it lacks a joint of the chain)."""
+        self.write(topic, 'sensor_msgs/msg/JointState', log_ns, cdr)
+        if self._last_tf_ns is not None and 0 <= stamp_ns - self._last_tf_ns < self._tf_period_ns:
+            return
+        key = tuple(names)
+        if key not in self._joint_index:
+            self._joint_index[key] = ([names.index(j) for j in self.robot.joint_names]
+                                      if set(self.robot.joint_names) <= set(names) else None)
+        order = self._joint_index[key]
+        if order is None:
+            return
+        self._last_tf_ns = stamp_ns
+        q = np.asarray(positions, dtype=float)[order]
+        self.write(TF_TOPIC, TF_TYPE, log_ns, self._tf_cdr(stamp_ns, q))
+
+    def _tf_cdr(self, stamp_ns: int, q: np.ndarray) -> bytes:
+        types = self._store.types
+        Header, Transform = types['std_msgs/msg/Header'], types['geometry_msgs/msg/Transform']
+        Vector3 = types['geometry_msgs/msg/Vector3']
+        Quaternion = types['geometry_msgs/msg/Quaternion']
+        header = Header(stamp=_stamp(self._store, stamp_ns), frame_id=self.robot.base_link)
+        transforms = []
+        for link, (rotation, translation) in zip(self._links,
+                                                 self.robot.link_poses(q, self._links)):
+            quat = pin.Quaternion(rotation)
+            transforms.append(types['geometry_msgs/msg/TransformStamped'](
+                header=header, child_frame_id=link,
+                transform=Transform(translation=Vector3(*map(float, translation)),
+                                    rotation=Quaternion(x=quat.x, y=quat.y, z=quat.z,
+                                                        w=quat.w))))
+        return self._store.serialize_cdr(types[TF_TYPE](transforms=transforms), TF_TYPE)
+
+
+def messages(path: str | os.PathLike, topics: list[str] | None = None
+             ) -> Iterator[tuple[str, str, int, object]]:
+    """(topic, message type, log time ns, rosbags message) of a rosbag2 bag (MCAP or sqlite3,
+    ROS 2 types), in log-time order; only `topics` when given."""
+    from rosbags.highlevel import AnyReader
+    store = typestore()
+    with AnyReader([Path(path)], default_typestore=store) as reader:
+        connections = [c for c in reader.connections if topics is None or c.topic in topics]
+        for connection, log_ns, raw in reader.messages(connections=connections):
+            yield connection.topic, connection.msgtype, log_ns, reader.deserialize(
+                raw, connection.msgtype)
+
+
+def stamp_ns(msg) -> int:
+    """A rosbags message's header stamp in ns."""
+    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec

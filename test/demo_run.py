@@ -1,0 +1,26 @@
+"""One `contact-estimation demo` run per test session, shared by the tests of what it leaves
+behind (its recording, its pictures, a replay of the recording)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from contact_estimation.commands.demo import STARTUP_TIMEOUT, WALL_DEADLINE
+from contact_estimation.ros.testing import isolate_ros_domain
+
+
+def demo_output(tmp_path_factory) -> tuple[Path, str]:
+    """The demo's output folder and its printout; the demo runs on the session's first call."""
+    out_dir = tmp_path_factory.getbasetemp() / 'shared_demo_run'
+    log = out_dir / 'printout.txt'
+    if not log.is_file():
+        isolate_ros_domain()
+        proc = subprocess.run(
+            [sys.executable, '-m', 'contact_estimation', 'demo', '--out', str(out_dir)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=os.environ.copy(), timeout=STARTUP_TIMEOUT + WALL_DEADLINE + 120)
+        assert proc.returncode == 0, proc.stdout
+        log.write_text(proc.stdout)
+    return out_dir, log.read_text()
