@@ -330,12 +330,13 @@ def test_the_identification_sweeps_run_from_the_parameters(context):
 
 
 def test_with_publish_clock_it_is_the_graphs_clock_and_waits_for_the_listener(context):
-    """/clock carries the simulated time, never ahead of the next sample's stamp, and the
-    sim steps at most lockstep.lead beyond the newest sample the listener has taken: it
-    waits for a suite that falls behind instead of leaving gaps in its stamps."""
+    """/clock carries the simulated time; the sim starts once a listener subscribes and steps
+    at most lockstep.lead beyond the newest sample the listener has taken: it waits for a
+    suite that falls behind instead of leaving gaps in its stamps."""
     from rosgraph_msgs.msg import Clock
 
     from contact_estimation.nodes.sim_cobot import SimCobot
+    lead = 0.05
     listener = Listener(context)
     clocks = []
     listener.node.create_subscription(Clock, '/clock',
@@ -344,34 +345,39 @@ def test_with_publish_clock_it_is_the_graphs_clock_and_waits_for_the_listener(co
     taken = listener.node.create_publisher(JointState, SPEC.topic('lockstep'), PIPELINE_QOS)
     node = SimCobot(context=context, parameter_overrides=[
         Parameter('publish_rate', value=PUBLISH_RATE), Parameter('publish_clock', value=True),
-        Parameter('lockstep.lead', value=0.05), Parameter('lockstep.timeout', value=60.0)])
+        Parameter('lockstep.lead', value=lead), Parameter('lockstep.timeout', value=60.0)])
     listener.executor.add_node(node)
     states = listener.received['joint_states']
 
-    def newest() -> float:
-        return stamp_to_seconds(states[-1].header.stamp)
-    try:
-        # No listener output yet (the suite is starting): the sim runs freely.
-        assert spin_until(listener.executor, lambda: len(states) > 50 and len(clocks) > 5,
-                          TIMEOUT)
-        stamps = [stamp_to_seconds(m.header.stamp) for m in states]
-        assert np.all(np.diff(stamps) > 0) and np.all(np.diff(clocks) >= 0)
-        assert np.allclose(np.diff(stamps), 1.0 / PUBLISH_RATE, atol=1e-6)  # no gap
-        # The listener took only the first sample (the sim is already past it): it stops.
-        first = states[0]
-        taken.publish(first)
+    def stamps() -> np.ndarray:
+        return np.array([stamp_to_seconds(m.header.stamp) for m in states])
+
+    def holds() -> None:
+        """The sim stops stepping (within the deadline) and stays stopped."""
         deadline = time.monotonic() + TIMEOUT
         while True:
             held = node.sim.time
             spin_for(listener.executor, 0.5)
             if node.sim.time == held:
-                break
+                return
             assert time.monotonic() < deadline, 'the sim did not wait for the listener'
-        spin_for(listener.executor, 0.5)
-        assert node.sim.time == held and newest() - node._stamp_offset <= held + 1e-9
-        # It takes the newest: the sim goes on.
+    try:
+        # Nothing taken yet: it sends `lead` of samples and waits.
+        assert spin_until(listener.executor, lambda: len(states) > 0, TIMEOUT)
+        holds()
+        assert stamps()[-1] - stamps()[0] <= lead + 1e-6
+        # The listener takes each sample it gets: the sim goes on, with no gap.
+        while len(states) < 100:
+            taken.publish(states[-1])
+            assert spin_until(listener.executor, lambda n=len(states): len(states) > n,
+                              TIMEOUT)
+        assert np.allclose(np.diff(stamps()), 1.0 / PUBLISH_RATE, atol=1e-6)  # no gap
+        assert clocks and np.all(np.diff(clocks) >= 0)
+        assert clocks[-1] <= stamps()[-1] + 1e-6  # /clock never ahead of the samples
+        # It stops taking: the sim waits within `lead` of the last sample taken.
+        last = stamp_to_seconds(states[-1].header.stamp)
         taken.publish(states[-1])
-        assert spin_until(listener.executor, lambda: newest() > stamp_to_seconds(
-            first.header.stamp) + 0.2, TIMEOUT)
+        holds()
+        assert stamps()[-1] <= last + lead + 1e-6
     finally:
         node.destroy_node()

@@ -113,12 +113,14 @@ class SimCobot(SuiteNode):
         ro = {'read_only': True}
         d('rate', 1.0 / sim.timestep, 'physics rate (Hz): one MuJoCo step every 1/rate s',
           100.0, 5000.0, **ro)
-        d('publish_rate', k['publish_rate'], 'joint state, F/T and ground-truth rate (Hz); divides rate',
+        d('publish_rate', k['publish_rate'],
+          'joint state, F/T and ground-truth rate (Hz); divides rate',
           1.0, 5000.0, **ro)
         d('timer_period', k['timer_period'], 'wall time (s) between stepping calls; each steps and '
           'publishes what is due (a 1 kHz rclpy timer costs more than the physics)',
           0.0005, 0.1, **ro)
-        d('max_catch_up', k['max_catch_up'], 'most wall time (s) one timer call catches up; more is '
+        d('max_catch_up', k['max_catch_up'],
+          'most wall time (s) one timer call catches up; more is '
           'skipped and reported', 0.001, 1.0, **ro)
         d('publish_clock', k['publish_clock'], 'publish /clock (simulated time) and never skip '
           'time: run every other node with use_sim_time, and a machine that cannot keep up '
@@ -148,10 +150,13 @@ class SimCobot(SuiteNode):
         d('trajectory.durations', [1.0], 'waypoints: m − 1 segment durations (s)', **ro)
         d('friction', sim.friction.ravel().tolist(), 'joint friction γ1 … γ6 (seed 001 '
           'eq. 23) for every joint, or 6 × n row after row', **ro)
-        d('controller.natural_frequency', sim.natural_frequency, 'computed-torque closed-loop ω_n (rad/s)',
+        d('controller.natural_frequency', sim.natural_frequency,
+          'computed-torque closed-loop ω_n (rad/s)',
           1.0, 200.0, **ro)
-        d('controller.damping_ratio', sim.damping_ratio, 'computed-torque damping ratio', 0.1, 5.0, **ro)
-        d('controller.friction_compensation', sim.friction_compensation, 'share of the friction fed forward',
+        d('controller.damping_ratio', sim.damping_ratio, 'computed-torque damping ratio',
+          0.1, 5.0, **ro)
+        d('controller.friction_compensation', sim.friction_compensation,
+          'share of the friction fed forward',
           0.0, 1.0, **ro)
         d('noise.position', sim.position_noise, 'joint position noise σ (rad)', 0.0, 0.1, **ro)
         d('noise.velocity', sim.velocity_noise, 'joint velocity noise σ (rad/s)', 0.0, 1.0, **ro)
@@ -323,6 +328,8 @@ class SimCobot(SuiteNode):
         if self._start is None:
             self._start, self._load_mark = now, (now, time.process_time(), 0)
             self._stamp_offset = self.get_clock().now().nanoseconds * 1e-9
+            if self._lockstep is not None:
+                self._lockstep.start(self.sim.time, now)
         due = int((now - self._start) / self.sim.dt) - self._steps
         if due > self._max_catch_up:
             lost = due - self._max_catch_up

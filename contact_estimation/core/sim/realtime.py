@@ -18,17 +18,18 @@ DEFAULTS = {
     'publish_clock': False,          # True: /clock is simulated time, and no time is skipped
     'lockstep.lead': 0.02,           # s the sim may run ahead of the listener (publish_clock):
                                      # well within the suite's input timeouts (≥ 0.05 s)
-    'lockstep.timeout': 2.0,         # s (wall) it waits for the listener before going on
+    'lockstep.timeout': 10.0,        # s (wall) it waits for the listener before going on
     'time_scaling_timeout': 0.15,    # s: 3 periods of the detector's 20 Hz heartbeat
 }
 
 
 class Lockstep:
     """How far the simulation may step: at most `lead` seconds of simulated time beyond the
-    newest sample the suite has taken (its listener's output), so that a graph that cannot
-    keep up slows the simulation instead of losing samples. Before the suite's first sample
-    (the sim node starts once the suite listens), and after `timeout` seconds of wall time
-    without one (it died or stopped listening), the simulation is not held back."""
+    newest sample the suite has taken (its listener's output), so that a graph that starts
+    late or cannot keep up slows the simulation instead of losing samples. From `start` on
+    (the sim node starts once the suite listens) the start counts as taken; after `timeout`
+    seconds of wall time without a sample taken (the suite died or stopped listening), the
+    simulation is not held back."""
 
     def __init__(self, lead: float, timeout: float):
         if not (lead > 0.0 and timeout > 0.0):
@@ -36,6 +37,10 @@ class Lockstep:
         self.lead, self.timeout = float(lead), float(timeout)
         self._taken: float | None = None     # simulated time of the newest sample taken
         self._heard = 0.0                    # wall time it was heard
+
+    def start(self, simulated: float, wall: float) -> None:
+        """The simulation starts at `simulated`: it may run `lead` beyond it."""
+        self._taken, self._heard = simulated, wall
 
     def taken(self, simulated: float, wall: float) -> None:
         if self._taken is None or simulated > self._taken:
