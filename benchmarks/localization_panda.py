@@ -76,7 +76,8 @@ class LidarScene:
         """Lidar points with the arm at q and the forearm's tip touching `touch` (base
         frame), its axis along `outward`."""
         self.cobot.data.qpos[:] = q
-        self.cobot.model.geom_pos[self.geom] = touch + (ARM_RADIUS + ARM_HALF_LENGTH + 0.002) * outward
+        self.cobot.model.geom_pos[self.geom] = (touch + (ARM_RADIUS + ARM_HALF_LENGTH + 0.002)
+                                                * outward)
         quaternion = np.zeros(4)
         mujoco.mju_quatZ2Vec(quaternion, outward)
         self.cobot.model.geom_quat[self.geom] = quaternion

@@ -211,10 +211,12 @@ def obstacles(robot: RobotModel, clearances) -> None:
     for clearance, ball in zip(clearances, balls):
         for config in configs + ([MOVING_OBJECTS] if clearance < 0 else []):
             first, stops, _, _ = sweep_past(robot, surfaces, ball, config, closed_loop=False)
-            loop, _, closest, path_time = sweep_past(robot, surfaces, ball, config, closed_loop=True)
+            loop, _, closest, path_time = sweep_past(robot, surfaces, ball, config,
+                                                     closed_loop=True)
             contact = first['contact']
             lead = {event: '–' if contact is None or first[event] is None
-                    else f'{1e3 * (contact - first[event]):.0f} ms' for event in ('warning', 'stop')}
+                    else f'{1e3 * (contact - first[event]):.0f} ms'
+                    for event in ('warning', 'stop')}
             print(f'| {100 * clearance:+.0f} cm | {config.object_speed} m/s | {moment(contact)} '
                   f'| {lead["warning"]} | {lead["stop"]} | {stops} | {moment(loop["contact"])} '
                   f'| {100 * closest:.1f} cm | {path_time:.2f} / 3.00 s |')

@@ -24,13 +24,15 @@ The user's steps, with the shipped defaults everywhere (README "Real arm", "Iden
 Measured (benchmarks/detection.py's contacts and replay): point forces on random links scaled
 so that their largest joint torque at onset is 4, 8 or 15 N·m (0.4 s, 10 ms ramp, 1 s apart,
 on a moving arm; links 3-6, none taking a joint past 80 % of its effort limit with the arm's
-gravity, which the arm could not hold), delay from onset to the stamp of the sample that raised the stop, p50 / p95;
+gravity, which the arm could not hold), delay from onset to the stamp of the sample that raised
+the stop, p50 / p95;
 false alarms in 600 s of other free motion (--quick: 30 s).
 
 Baseline (the issue's "simple offline baseline"): τ_ext = RNEA of the URDF with the declared
 tool at (q, q̇, q̈) + f(q̇) − τ, f Coulomb–viscous fitted per joint by least squares on the
 calibration log, q̈ the centred (zero-phase) derivative of q̇ over `BASELINE_SMOOTHING`, so a
-sample's verdict is known only half that later (counted in its delay); thresholds k·σ per joint (σ of that residual on the calibration log,
+sample's verdict is known only half that later (counted in its delay); thresholds k·σ per joint
+(σ of that residual on the calibration log,
 k = `BASELINE_K`); a collision when some joint is over for n = 3 consecutive samples.
 
     nice -n 10 .venv/bin/python benchmarks/real_arm.py [--quick]

@@ -12,7 +12,8 @@ models' approximations (fast drops M q̈ + C q̇) and their lags.
 With `--model-file` (a Panda model from `contact-estimation identify fit`), fast and
 momentum_observer also run on the identified gravity and friction, as on a real arm:
 
-    .venv/bin/python -m contact_estimation identify simulate --robot panda --out out/panda_sweeps.csv
+    .venv/bin/python -m contact_estimation identify simulate --robot panda \
+        --out out/panda_sweeps.csv
     .venv/bin/python -m contact_estimation identify fit out/panda_sweeps.csv --robot panda \
         --out out/panda_model.yaml
     .venv/bin/python benchmarks/residual_quality.py [--quick] [--model-file out/panda_model.yaml]

@@ -156,7 +156,8 @@ def main() -> None:
         answered = np.isfinite(fused.point).all(axis=1)
         f = errors(fused, cases, answered)
         seed = SEED_TABLE_1[sigma]
-        print(f'| {sigma} | {a[0]:.3g} | {a[1]:.3g} | {a[2]:.3g} | {100 * (1 - crossing.mean()):.2f} % '
+        print(f'| {sigma} | {a[0]:.3g} | {a[1]:.3g} | {a[2]:.3g} '
+              f'| {100 * (1 - crossing.mean()):.2f} % '
               f'| {every[2]:.3g} | {100 * (1 - alone.found.mean()):.2f} % '
               f'| {100 * np.mean(alone.link == cases["link"]):.1f} % '
               f'| {f[0]:.3g} | {f[1]:.3g} | {f[2]:.3g} | {100 * (1 - answered.mean()):.2f} % '
@@ -183,7 +184,7 @@ def main() -> None:
                                             axis=1) < 0.01)
     single, slsqp = 1e6 * np.array(single), 1e6 * np.array(slsqp)
     per_case = 1e6 * batched / count
-    print(f'\nTable 2: time per case (µs), σ_τ = 0.5 N·m, same cases')
+    print('\nTable 2: time per case (µs), σ_τ = 0.5 N·m, same cases')
     print('| method | min | avg | max | point within 1 cm |')
     print('|---|---|---|---|---|')
     print(f'| analytic, batched over {count} cases | – | {per_case:.2f} | – '

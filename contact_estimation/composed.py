@@ -1,7 +1,8 @@
 """Composed mode, the default: every core node of nodes.yaml in one process, as ROS 2
 component containers do in C++.
 
-    python -m contact_estimation.nodes contact_estimation_composed --ros-args --params-file config/<node>.yaml ...
+    python -m contact_estimation.nodes contact_estimation_composed \
+        --ros-args --params-file config/<node>.yaml ...
     (`contact-estimation up`, `ros2 launch contact_estimation contact_estimation.launch.py`)
 
 rclpy has no intra-process transport, so nodes in one process would still serialise, send

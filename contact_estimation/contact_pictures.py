@@ -1,5 +1,6 @@
 """Pictures of a recording's contacts (suite_bag.py → core/sim/render.py): for each contact,
-a PNG and a GIF animation of the arm as it was, the simulator's true contact (/sim/contact/*) beside the estimates of the
+a PNG and a GIF animation of the arm as it was, the simulator's true contact (/sim/contact/*)
+beside the estimates of the
 contact localizer (/contact_estimate/*) and of the F/T estimator (/contact_estimate/ft/*),
 with their links and errors. Without ground truth (a real arm's bag), the estimates alone.
 

@@ -1,4 +1,5 @@
-"""The node set, read from `nodes.yaml`: the one place the launch file and `contact-estimation up` share."""
+"""The node set, read from `nodes.yaml`: the one place the launch file and
+`contact-estimation up` share."""
 from __future__ import annotations
 
 import os

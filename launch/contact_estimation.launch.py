@@ -10,7 +10,8 @@ The core nodes run composed in one process (nodes.yaml `composed`: the same node
 parameters; each takes its own section of the parameter files); separate:=true starts one
 process per node instead. namespace:=NS puts every node in namespace NS (every topic but
 /diagnostics moves with it, and the simulated /clock: one suite per arm in one graph); with
-sim:=true every node runs on the simulator's clock (use_sim_time). priority:=N runs them at SCHED_FIFO priority N (chrt -f N), below
+sim:=true every node runs on the simulator's clock (use_sim_time). priority:=N runs them at
+SCHED_FIFO priority N (chrt -f N), below
 the robot driver's (README, Real-time priority).
 rviz:=true also starts rviz2 with rviz/contact_estimation.rviz and, for its robot model,
 robot_state_publisher with the URDF of the robot the nodes load; each only where the

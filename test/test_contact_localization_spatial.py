@@ -102,7 +102,8 @@ def test_ambiguity_is_reported_and_the_cloud_resolves_it(robot, truth):
     index = surfaces.link_index('panda_link3')
     distance[index], surface_point[index] = 0.03, point
     rotation, origin = robot.link_pose(q, 'panda_link3')
-    seen = LinkProximity(distance, surface_point, np.tile(rotation @ point + origin, (len(distance), 1)))
+    seen = LinkProximity(distance, surface_point,
+                         np.tile(rotation @ point + origin, (len(distance), 1)))
     fused = localizer.estimate(q, tau, seen)
     assert fused.link == 'panda_link3' and fused.source == SOURCE_TORQUE_LIDAR
     assert np.linalg.norm(fused.point_link - point) < 0.01

@@ -41,7 +41,8 @@ def test_listener_and_residual_take_a_jittered_100_hz_driver_with_their_defaults
     driver.create_subscription(Bool, LISTENER.topic('input_stale'),
                                lambda m: stale.append((time.monotonic(), m.data)), STOP_QOS)
     publisher = driver.create_publisher(JointState, LISTENER.topic('joint_states'),
-                                        QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+                                        QoSProfile(depth=100,
+                                                   reliability=ReliabilityPolicy.RELIABLE))
     executor = SingleThreadedExecutor(context=context)
     for node in (listener, residual, driver):
         executor.add_node(node)

@@ -329,7 +329,8 @@ def test_too_little_data_and_another_robot(spatial, synthetic, tmp_path, capsys)
                          '--out', str(out)]) == 2
     assert 'only 100 samples' in capsys.readouterr().err
     write_csv(tmp_path / 'r.csv', synthetic)
-    assert command.main(['fit', str(tmp_path / 'r.csv'), '--robot', 'panda', '--out', str(out)]) == 2
+    assert command.main(['fit', str(tmp_path / 'r.csv'), '--robot', 'panda',
+                         '--out', str(out)]) == 2
     assert 'another robot' in capsys.readouterr().err and not out.exists()
 
 

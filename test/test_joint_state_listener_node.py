@@ -1,4 +1,5 @@
-"""joint_state_listener over real rclpy: in-process node, its parameter file, Fast DDS on localhost."""
+"""joint_state_listener over real rclpy: in-process node, its parameter file, Fast DDS on
+localhost."""
 import math
 import time
 

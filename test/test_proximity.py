@@ -1,4 +1,5 @@
-"""Proximity monitor (seed 002): known geometry, protective distance, per-part signals, fail-safe."""
+"""Proximity monitor (seed 002): known geometry, protective distance, per-part signals,
+fail-safe."""
 import os
 from dataclasses import replace
 

@@ -13,7 +13,8 @@ from contact_estimation.core import friction
 from contact_estimation.core.identified_model import (GRAVITY_PARAMETERS, GravityBasis,
                                                       IdentifiedModel)
 from contact_estimation.core.payload import Payload
-from contact_estimation.core.residual import (MODELS, FastResidual, MomentumObserver, SampleOrderError, StaticTerms,
+from contact_estimation.core.residual import (MODELS, FastResidual, MomentumObserver,
+                                              SampleOrderError, StaticTerms,
                                               make_residual)
 from contact_estimation.core.robot_model import RobotModel
 

@@ -75,7 +75,8 @@ def point_triangle_distance(point, mesh):
         over &= np.einsum('ij,ij->i', np.cross(v - u, foot - u), normal) >= 0
 
     def to_segment(u, v):
-        t = np.clip(np.einsum('ij,ij->i', point - u, v - u) / np.einsum('ij,ij->i', v - u, v - u), 0, 1)
+        t = np.clip(np.einsum('ij,ij->i', point - u, v - u)
+                    / np.einsum('ij,ij->i', v - u, v - u), 0, 1)
         return np.linalg.norm(point - (u + t[:, None] * (v - u)), axis=1)
 
     edge = np.minimum.reduce([to_segment(a, b), to_segment(b, c), to_segment(c, a)])
@@ -121,7 +122,8 @@ def test_surface_points_cover_the_outer_surface_evenly(planar):
         over_end = np.linalg.norm(points[:, None, :2] - ends[None], axis=2).min(axis=1) < radius
         discs = 2 * len(ends) * np.pi * radius ** 2
         assert np.sum(on_flat & over_end) == pytest.approx(discs / SPACING ** 2, rel=0.1)
-        nearest = o3d.geometry.KDTreeFlann(o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points)))
+        nearest = o3d.geometry.KDTreeFlann(
+            o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points)))
         gaps = [np.sqrt(nearest.search_knn_vector_3d(p, 2)[2][1]) for p in points[::10]]
         assert 0.5 * SPACING < np.median(gaps) < 1.5 * SPACING
 
@@ -149,7 +151,8 @@ def test_planar_contour_is_the_stadium_cross_section(planar):
             vertices, normals = planar.planar_contour(link, segments)
             assert vertices.shape == normals.shape == (segments, 2)
             edges = np.roll(vertices, -1, axis=0) - vertices
-            turn = edges[:, 0] * np.roll(edges, -1, axis=0)[:, 1] - edges[:, 1] * np.roll(edges, -1, axis=0)[:, 0]
+            turn = (edges[:, 0] * np.roll(edges, -1, axis=0)[:, 1]
+                    - edges[:, 1] * np.roll(edges, -1, axis=0)[:, 0])
             assert np.all(turn >= -1e-12)  # convex, counter-clockwise
             np.testing.assert_allclose(np.linalg.norm(normals, axis=1), 1.0)
             np.testing.assert_allclose(np.einsum('ij,ij->i', normals, edges), 0.0, atol=1e-12)
@@ -167,7 +170,8 @@ def test_planar_contour_is_the_stadium_cross_section(planar):
 
 # --------------------------------------------------------- whole robot at q
 def test_rays_hit_the_links_at_their_height_on_a_straight_panda(panda):
-    """At q = 0 the panda stands straight: base housing, shoulder, upper arm, one above the other."""
+    """At q = 0 the panda stands straight: base housing, shoulder, upper arm, one above the
+    other."""
     q = np.zeros(panda.robot.n)
     heights = {'panda_link0': 0.05, 'panda_link1': 0.25, 'panda_link2': 0.45}
     origins = np.array([[1.0, 0.0, z] for z in heights.values()])
@@ -219,7 +223,8 @@ def test_ray_hits_are_the_nearest_over_all_links(surfaces):
     clear = hit.copy()  # hit, and no other link within 0.1 mm behind (inf - inf on misses)
     clear[hit] = second[hit] - nearest[hit] > 1e-4
     np.testing.assert_array_equal(hits.link[clear], per_link.argmin(axis=0)[clear])
-    np.testing.assert_allclose(hits.point[hit], origins[hit] + nearest[hit, None] * directions[hit], atol=1e-5)
+    np.testing.assert_allclose(hits.point[hit], origins[hit] + nearest[hit, None] * directions[hit],
+                               atol=1e-5)
 
 
 @pytest.mark.parametrize('robot', ['panda', 'ur5'])
@@ -245,7 +250,8 @@ def test_sphere_distance_bounds_the_true_distance(surfaces):
     for i, link in enumerate(surfaces.links):
         rotation, position = surfaces.robot.link_pose(q, link)
         local, _ = surfaces.spheres(link)
-        np.testing.assert_allclose(centres[surfaces.sphere_link == i], local @ rotation.T + position,
+        np.testing.assert_allclose(centres[surfaces.sphere_link == i],
+                                   local @ rotation.T + position,
                                    atol=1e-12)
     points = rng.uniform(-1.2, 1.2, (2000, 3)) + [0.0, 0.0, 0.4]
     distance, link = surfaces.sphere_distance(q, points)
@@ -256,8 +262,8 @@ def test_sphere_distance_bounds_the_true_distance(surfaces):
     true = surfaces.closest_points(q, points).distance
     assert np.all(distance <= true + 1e-5)
     assert np.all(true - distance <= 2 * surfaces.sphere_radii.max())
-    on_surface = np.vstack([surfaces.surface_points(l)[0][:20] @ r.T + p
-                            for l, r, p in zip(surfaces.links, rotations, positions)])
+    on_surface = np.vstack([surfaces.surface_points(link_name)[0][:20] @ r.T + p
+                            for link_name, r, p in zip(surfaces.links, rotations, positions)])
     assert np.all(surfaces.sphere_distance(q, on_surface)[0] <= 1e-9)
 
 

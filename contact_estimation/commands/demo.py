@@ -11,7 +11,8 @@ time. Then it prints what each node received and
 published and at which rate, how well the simulator kept up with the wall clock, the
 detector's events and the reaction (hold, resume by itself while the latched stop signal
 stays up until `~/reset`), the contact localizer's estimates against the simulator's
-ground truth of the same stamps (link, point and force errors), and writes a PNG: estimated against true external joint torque,
+ground truth of the same stamps (link, point and force errors), and writes a PNG: estimated
+against true external joint torque,
 the stop signal and the time-scaling factor. Exits 1, saying why, if a node died, a node
 published nothing, the stop latched before the scripted push (the demo then shows nothing of
 it), or the push was not detected.

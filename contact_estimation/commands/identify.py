@@ -307,7 +307,8 @@ def main(argv: list[str]) -> int:
     fit.add_argument('--out', required=True, help='identified model YAML to write')
     fit.add_argument('--plots', help='directory for one PNG per joint')
     fit.add_argument('--friction-model', choices=sorted(friction_models.MODELS),
-                     default='continuous', help='the friction model saved (all are fitted where the speeds allow)')
+                     default='continuous',
+                     help='the friction model saved (all are fitted where the speeds allow)')
     fit.add_argument('--starts', type=int, default=8, help='starting points per nonlinear fit')
     fit.add_argument('--max-gravity-deviation', type=float, default=MAX_GRAVITY_DEVIATION,
                      help='refuse when the identified gravity differs from the description\'s '

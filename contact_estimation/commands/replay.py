@@ -7,7 +7,8 @@ BAG is a rosbag2 (MCAP or sqlite3) with /joint_states and optionally /ft_sensor/
 /lidar/points, /wrist_ft_sensor/wrench and /human/skeleton: a recording of a real arm, or the
 demo's. The core nodes of nodes.yaml are built in this process, composed as `contact-estimation
 up` builds them (samples handed from node to node by function call: composed.py), with their
-shipped parameter files and the `--config` files a user gives `up`, and `use_sim_time`. The bag's input messages are handed to the nodes' subscription callbacks
+shipped parameter files and the `--config` files a user gives `up`, and `use_sim_time`. The bag's
+input messages are handed to the nodes' subscription callbacks
 in header-stamp order; before each, the nodes' ROS time is set to its stamp and the timers due
 by then fire, as an executor would fire them. What a node publishes goes, by
 function call, to the nodes that read it, and into the output bag; nothing goes over DDS

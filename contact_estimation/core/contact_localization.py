@@ -275,7 +275,8 @@ def solve_planar(joints: np.ndarray, tau: np.ndarray, vertices: np.ndarray,
     forces = wrenches[..., :2]
     k_min, k_max = link_range(tau, head_residuals, delta_tau, delta_w)
     # k_max < k_min: the loaded joints are inconsistent within δ_w; the residual scores that.
-    in_range = (np.arange(n) >= k_min[:, None]) & (np.arange(n) <= np.maximum(k_min, k_max)[:, None])
+    in_range = ((np.arange(n) >= k_min[:, None])
+                & (np.arange(n) <= np.maximum(k_min, k_max)[:, None]))
     # Over all n joints: the joints beyond link k must carry no torque.
     beyond = np.sqrt(np.cumsum((tau ** 2)[:, ::-1], axis=1)[:, ::-1])
     residuals = np.hypot(head_residuals, np.column_stack([beyond[:, 1:], np.zeros(count)]))
@@ -360,7 +361,8 @@ class PlanarLocalizer:
         self._normals = np.array([nrm for _, nrm in contours])
 
     def geometry(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Joint axes (n×2) and contours (vertices, outward normals: n×m×2) in the base frame at q."""
+        """Joint axes (n×2) and contours (vertices, outward normals: n×m×2) in the base frame
+        at q."""
         origins, _ = self.robot.joint_axes(q)
         poses = self.robot.link_poses(q, self.links)
         turn = np.array([r[:2, :2] for r, _ in poses])
@@ -528,7 +530,8 @@ class ContactLocalizer:
         self.robot: RobotModel = surfaces.robot
         self.delta_tau, self.delta_w = delta_tau, delta_w
         self.mu = float(np.tan(np.arctan(mu) + normal_slack))  # the widened cone's
-        self.contact_distance, self.prior_radius, self.refine = contact_distance, prior_radius, refine
+        self.contact_distance, self.prior_radius, self.refine = (contact_distance, prior_radius,
+                                                                 refine)
         # Links with a surface that a joint moves, and their samples in one array.
         self.links = [link for link in surfaces.links if link in self.robot.link_joint]
         self.link_joint = np.array([self.robot.link_joint[link] for link in self.links])

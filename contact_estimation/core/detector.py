@@ -101,7 +101,8 @@ RENAMED = {
 
 # Why stop is raised (DetectorState.cause), and what is wrong with the input now
 # (DetectorState.input_problem).
-NONE, COLLISION, STALE, INVALID, WAITING = '', 'collision', 'stale_input', 'invalid_residual', 'waiting'
+NONE, COLLISION, STALE, INVALID, WAITING = ('', 'collision', 'stale_input', 'invalid_residual',
+                                            'waiting')
 FAULT = 'node_fault'  # the node met an unexpected error (ros/guard.py): latched like a collision
 
 
@@ -268,7 +269,8 @@ class DetectorState:
     """The detector's output after a sample or a check."""
 
     stop: bool
-    cause: str                        # why stop is raised now: COLLISION, STALE, INVALID, WAITING or NONE
+    cause: str                        # why stop is raised now: COLLISION, STALE, INVALID, WAITING
+                                      # or NONE
     reason: str                       # one line for people; '' when not stopped
     colliding_joints: tuple[int, ...]  # joints over ψ during the latched collision, until it clears
     residuals: np.ndarray             # last τ_ext, N·m

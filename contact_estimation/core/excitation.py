@@ -134,7 +134,8 @@ class SweepTrajectory:
         t = np.clip(np.atleast_1d(np.asarray(t, dtype=float)), 0.0, self.duration)
         k = np.clip(np.searchsorted(self._start, t, side='right') - 1, 0, len(self._start) - 1)
         tau = t - self._start[k]
-        ramp, plateau, cruise, accel = self._ramp[k], self._plateau[k], self._cruise[k], self._accel[k]
+        ramp, plateau, cruise, accel = (self._ramp[k], self._plateau[k], self._cruise[k],
+                                        self._accel[k])
         rising = tau < ramp
         falling = tau > ramp + plateau
         to_end = np.maximum(2 * ramp + plateau - tau, 0.0)
@@ -213,7 +214,8 @@ def plan_sweeps(robot: RobotModel, settings: SweepSettings = SweepSettings()) ->
     home = home_configuration(robot, settings)
     centre, half = sweep_intervals(robot, settings)
     lower, upper = _usable_limits(robot, settings.margin)
-    lower, upper = np.maximum(lower, home - settings.spread), np.minimum(upper, home + settings.spread)
+    lower, upper = (np.maximum(lower, home - settings.spread),
+                    np.minimum(upper, home + settings.spread))
     floor = _FloorCheck(robot, home, settings.floor_clearance)
     joints = range(robot.n) if settings.joints is None else settings.joints
     accel = settings.acceleration

@@ -258,7 +258,8 @@ def compatible_wrenches(force: np.ndarray, torque: np.ndarray,
     norms = np.repeat([np.linalg.norm(torque), np.linalg.norm(force)], 3)
     keep = np.abs(divisors) > singular_ratio * norms
     wrenches = np.tile(np.concatenate([force, torque]), (6, 1))
-    wrenches[[0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5]] = -np.tile(others, 2) / np.where(keep, divisors, 1.0)
+    wrenches[[0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5]] = (-np.tile(others, 2)
+                                                        / np.where(keep, divisors, 1.0))
     return wrenches[keep, :3], wrenches[keep, 3:]
 
 
@@ -598,7 +599,8 @@ class FtContactLocator:
         `threshold`, one value or one per joint) and, in its strict form, that the body is
         that of the highest such joint (`contacted_joint`). The sensor itself says so too
         when the contact force reaches `presence_force` (N): a push on the first link loads
-        no joint but the first, and that one only about its axis, so τ_ext may never see it. That form fails whenever the line
+        no joint but the first, and that one only about its axis, so τ_ext may never see it. That
+        form fails whenever the line
         of action passes near the axes of the joints above the body — a push square to a
         link that turns about its own axis loads its joint not at all. So every body j the
         line enters is scored, and the least score wins:
@@ -613,7 +615,8 @@ class FtContactLocator:
         `normal_preference`, a prior that contact forces lie near the normal (inside a
         friction cone). It decides when τ_ext cannot: a line through the axes of the
         joints between two bodies loads them alike. When the line enters no body: that of
-        `contacted_joint`, its surface point nearest the line (None when no joint is loaded). Every body whose score is
+        `contacted_joint`, its surface point nearest the line (None when no joint is loaded). Every
+        body whose score is
         within `ambiguity_margin` of the least (a likelihood ratio of e^margin) is a
         candidate: its link where the line enters it goes into `candidates`, best first.
 

@@ -1,5 +1,6 @@
 """What the ft_contact_estimator node does between messages, without ROS: its defaults, the
-checks of a raw F/T reading, the pairing of streams by stamp, the resting check of the `~/zero` service, the offset and ellipsoid files, and the
+checks of a raw F/T reading, the pairing of streams by stamp, the resting check of the `~/zero`
+service, the offset and ellipsoid files, and the
 compensation residual in free motion. The estimate itself is core/ft_contact.py (seed 004).
 
 Times are stamps in seconds (the samples' own clock), never sample counts: real drivers

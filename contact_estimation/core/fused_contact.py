@@ -346,7 +346,8 @@ class FusedContactEstimator:
             residual = wrench[3:] - np.cross(rotation @ point + origin, rotation @ force[best])
         return FusedContact(
             self.links[link], point, rotation @ point + origin, force[best],
-            rotation @ force[best], sensors, span_links, float(chi2[best]), float(np.linalg.norm(residual)), data.equations, consistent,
+            rotation @ force[best], sensors, span_links, float(chi2[best]),
+            float(np.linalg.norm(residual)), data.equations, consistent,
             candidates,
             [self.links[i] for i in links[chosen]],
             '' if consistent else f'no single point contact explains the data within the '
@@ -501,7 +502,8 @@ class FusedContactEstimator:
 
     def _lines(self, tau, wrench, joint_poses, span) -> list[tuple[np.ndarray, np.ndarray]]:
         """The lines of action (point, unit direction; base frame) the data give: that of the
-        base wrench (seed 004 eq. 21; from `min_force` on); without it, for each joint of the range with 6 or
+        base wrench (seed 004 eq. 21; from `min_force` on); without it, for each joint of the range
+        with 6 or
         more joints up to it, that of the wrench its torques identify on its link (seed 000
         eqs. 10-12 in 3D; `joint_poses`: the rotations, origins and link-frame Jacobians of
         the joints' links)."""

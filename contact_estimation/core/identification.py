@@ -164,7 +164,8 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)))
 
 
-def find_passes(recording: JointRecording, detection: PassDetection = PassDetection()) -> list[Pass]:
+def find_passes(recording: JointRecording,
+                detection: PassDetection = PassDetection()) -> list[Pass]:
     """Stretches where exactly one joint moves at a constant speed and the others hold still."""
     dt = float(np.median(np.diff(recording.t)))
     v = _moving_average(recording.v, max(1, int(round(detection.smoothing / dt))))
@@ -173,7 +174,8 @@ def find_passes(recording: JointRecording, detection: PassDetection = PassDetect
     passes = []
     for i in range(n):
         others = np.delete(speed, i, axis=1)
-        alone = (speed[:, i] >= detection.min_speed) & np.all(others < detection.still_speed, axis=1)
+        alone = ((speed[:, i] >= detection.min_speed)
+                 & np.all(others < detection.still_speed, axis=1))
         for sign in (1.0, -1.0):
             for start, end in _runs(alone & (np.sign(v[:, i]) == sign)):
                 plateau = float(np.median(v[start:end, i]))

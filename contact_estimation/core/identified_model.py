@@ -286,7 +286,8 @@ class IdentifiedModel:
         if not isinstance(raw, dict) or raw.get('format') != FORMAT:
             raise ValueError(f'the file does not start with "format: {FORMAT}"')
         if raw.get('version') != VERSION:
-            raise ValueError(f'version {raw.get("version")!r} is not supported (expected {VERSION})')
+            raise ValueError(f'version {raw.get("version")!r} is not supported '
+                             f'(expected {VERSION})')
         gravity, friction = raw['gravity'], raw['friction']
         joint_names = [str(name) for name in raw['joint_names']]
         basis = GravityBasis([str(p['name']) for p in gravity['parameters']],

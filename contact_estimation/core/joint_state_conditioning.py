@@ -165,7 +165,8 @@ class DerivativeEstimator:
         if degree == 2:
             np.square(basis[:, 1], out=basis[:, 2])
         transposed = basis.T
-        coef = np.linalg.solve(transposed @ basis, transposed @ (self._q[self._start:self._end] - q))
+        coef = np.linalg.solve(transposed @ basis,
+                               transposed @ (self._q[self._start:self._end] - q))
         velocity = coef[1] / span
         acceleration = 2.0 * coef[2] / span**2 if degree == 2 else zero
         return velocity, acceleration
@@ -222,7 +223,8 @@ class InputRate:
 
     def values(self) -> dict[str, str]:
         """For /diagnostics."""
-        return {'input_rate_hz': f'{self.rate:.1f}', 'input_step_min_ms': f'{1e3 * self.step_min:.2f}',
+        return {'input_rate_hz': f'{self.rate:.1f}',
+                'input_step_min_ms': f'{1e3 * self.step_min:.2f}',
                 'input_step_max_ms': f'{1e3 * self.step_max:.2f}',
                 'input_steps_irregular': str(self.irregular)}
 
@@ -498,7 +500,8 @@ class JointStateConditioner:
         if self._pending[joints].any():
             missing = ~self._pending
             if missing.any():
-                problems.append((MISSING_JOINTS, f'no value for {self._names(np.flatnonzero(missing))} '
+                problems.append((MISSING_JOINTS,
+                                 f'no value for {self._names(np.flatnonzero(missing))} '
                                  'before the next message of the other joints'))
             self._pending[:] = False
         self._stamps[joints] = t

@@ -5,7 +5,8 @@ the torque of the bare arm; what is left, r = τ − (M q̈ + C q̇ + g + f), is
 (core/payload.py): r = Y_body(q, q̇, q̈) π, with Y_body that of the tip link's body. Its four
 gravity parameters θ = (m, m·c') are fitted by linear least squares over every sample and
 joint, with the payload's small rotational inertia m(|c'|²1 − c'c'ᵀ) taken from the previous
-estimate (a fixed point, `ROUNDS` rounds). q̈ is the zero-phase (centred) smoothed derivative of the recorded
+estimate (a fixed point, `ROUNDS` rounds). q̈ is the zero-phase (centred) smoothed derivative of
+the recorded
 velocity. Rest poses and slow motion are enough: the fit needs the flange in several
 orientations, since the weight acts along gravity and a centre of mass shifted along the
 vertical of every recorded pose leaves no trace in any torque.
@@ -94,7 +95,8 @@ def identify_payload(terms: StaticTerms, recording: JointRecording) -> PayloadFi
     u, singular, vt = np.linalg.svd(gravity_part / scale, full_matrices=False)
     if singular[-1] < RANK_TOLERANCE * singular[0]:
         raise IdentificationError(f'{recording.source}: the log cannot separate the payload\'s '
-                                  f'{_unseen(robot, vt[-1] / scale)}: record rest poses with the flange '
+                                  f'{_unseen(robot, vt[-1] / scale)}: record rest poses '
+                                  'with the flange '
                                   'in several orientations (turn and tilt joints 4-7)')
     payload, theta = Payload(), np.zeros(GRAVITY_PARAMETERS)
     for _ in range(ROUNDS):

@@ -101,7 +101,8 @@ class ProximityInputError(ValueError):
 # ------------------------------------------------------------------------ human body
 @dataclass(frozen=True)
 class SegmentPart:
-    """A body part swept by spheres along a segment (seed 002: spheres evenly spaced between joints).
+    """A body part swept by spheres along a segment (seed 002: spheres evenly spaced between
+    joints).
 
     `start`, `end`: keypoint names; each end of the segment is the mean of its keypoints (the
     neck runs from the shoulders' midpoint to the ears'). `span`: the stretch of start → end

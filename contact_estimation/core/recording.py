@@ -132,7 +132,8 @@ def _bag_directory(path: Path) -> Path:
     return path
 
 
-def read_bag(path, topic: str = DEFAULT_TOPIC, joint_names: list[str] | None = None) -> JointRecording:
+def read_bag(path, topic: str = DEFAULT_TOPIC,
+             joint_names: list[str] | None = None) -> JointRecording:
     """JointState messages on `topic`, for `joint_names` (default: those of the first message)."""
     from rosbags.highlevel import AnyReader, AnyReaderError
     from rosbags.typesys import Stores, get_typestore

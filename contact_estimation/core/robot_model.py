@@ -79,7 +79,8 @@ class RobotModel:
             self.model.joints[j].nq == 2 for j in range(1, self.model.njoints)
         ]
         if any(self.model.joints[j].nv != 1 for j in range(1, self.model.njoints)):
-            raise RobotModelError('only 1-DoF joints (revolute, continuous, prismatic) are supported')
+            raise RobotModelError('only 1-DoF joints (revolute, continuous, prismatic) are '
+                                  'supported')
         # The link each joint moves: the first body frame attached to that joint.
         self.joint_links = []
         for j in range(1, self.model.njoints):
@@ -183,7 +184,8 @@ class RobotModel:
         for i, j in enumerate(range(1, self.model.njoints)):
             if not self._continuous[i]:
                 k = self.model.joints[j].idx_q
-                lower[i], upper[i] = self.model.lowerPositionLimit[k], self.model.upperPositionLimit[k]
+                lower[i], upper[i] = (self.model.lowerPositionLimit[k],
+                                      self.model.upperPositionLimit[k])
         return lower, upper
 
     @property
@@ -195,7 +197,8 @@ class RobotModel:
         return np.array(self.model.effortLimit)
 
     def configuration(self, q: np.ndarray) -> np.ndarray:
-        """Joint angles (one per joint) → pinocchio configuration (cos, sin for continuous joints)."""
+        """Joint angles (one per joint) → pinocchio configuration (cos, sin for continuous
+        joints)."""
         q = np.asarray(q, dtype=float)
         if not any(self._continuous):
             return q

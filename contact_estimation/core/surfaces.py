@@ -67,7 +67,8 @@ class RobotScene:
         self._link_of_geometry = link_of_geometry
 
     def cast_rays(self, origins: np.ndarray, directions: np.ndarray) -> SurfaceHits:
-        """First surface hit along each ray (origins, directions: N×3; directions normalised here)."""
+        """First surface hit along each ray (origins, directions: N×3; directions normalised
+        here)."""
         origins = np.atleast_2d(np.asarray(origins, dtype=float))
         directions = np.atleast_2d(np.asarray(directions, dtype=float))
         directions = directions / np.linalg.norm(directions, axis=1, keepdims=True)
@@ -93,7 +94,8 @@ class RobotScene:
         closest = result['points'].numpy().astype(float)
         distance = np.linalg.norm(points - closest, axis=1)
         link = self._link_of_geometry[result['geometry_ids'].numpy()]
-        return SurfaceHits(distance, link, closest, result['primitive_normals'].numpy().astype(float))
+        return SurfaceHits(distance, link, closest,
+                           result['primitive_normals'].numpy().astype(float))
 
 
 class LinkSurfaces:
@@ -156,7 +158,8 @@ class LinkSurfaces:
         return mesh
 
     def surface_points(self, link: str) -> tuple[np.ndarray, np.ndarray]:
-        """Evenly spaced points on the link's outer surface and their outward unit normals (N×3 each)."""
+        """Evenly spaced points on the link's outer surface and their outward unit normals
+        (N×3 each)."""
         i = self.link_index(link)
         return self._points[i].copy(), self._normals[i].copy()
 
@@ -233,7 +236,8 @@ class LinkSurfaces:
 
 
 # ---------------------------------------------------------------- geometry
-def _link_parts(robot: RobotModel, max_triangles: int) -> dict[str, list[o3d.geometry.TriangleMesh]]:
+def _link_parts(robot: RobotModel,
+                max_triangles: int) -> dict[str, list[o3d.geometry.TriangleMesh]]:
     """The closed, outward-facing shells of each link's geometry, in that link's frame.
 
     The link is the frame the URDF parser attached the geometry to (`parentFrame`), which

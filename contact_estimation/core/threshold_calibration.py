@@ -17,7 +17,8 @@ the detector's own formula, with its cap ψ_max (`threshold_max`); a fit that ne
 cap on the recorded motion is refused (raise the cap, or record slower motion).
 
 Check: eq. 7 (the detector's persistence rule and time) runs on the held-out part, which the
-fit has not seen, and counts k false alarms in its T hours. The promise is the exact one-sided 95 % upper
+fit has not seen, and counts k false alarms in its T hours. The promise is the exact one-sided
+95 % upper
 bound of a Poisson rate with k events in T: λ ≤ χ²_0.95(2k + 2) / (2T) per hour (3.00/T for
 k = 0, 4.74/T for k = 1, …), valid for motions like the recorded ones. It takes
 χ²_0.95(2)/2 ≈ 3.0 hours of alarm-free held-out motion to promise 1 false alarm per hour.

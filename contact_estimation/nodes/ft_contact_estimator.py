@@ -45,7 +45,8 @@ from contact_estimation.core.ft_contact import (COMPENSATIONS, CONVENTIONS, SURF
                                                 BaseWrenchCompensator, FtContact,
                                                 FtContactError, FtContactLocator, SensorMount,
                                                 make_surfaces)
-from contact_estimation.core.ft_contact_stream import (DEFAULTS, RENAMED, FtInputError, RestingWindow, RunningRms,
+from contact_estimation.core.ft_contact_stream import (DEFAULTS, RENAMED, FtInputError,
+                                                       RestingWindow, RunningRms,
                                                        StampPairing, check_reading,
                                                        load_ellipsoids, load_offset,
                                                        save_offset)

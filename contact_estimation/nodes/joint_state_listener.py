@@ -80,7 +80,8 @@ class JointStateListener(SuiteNode):
         """Every parameter, with the defaults of core/joint_state_conditioning.DEFAULTS."""
         declare, k = self.declare, DEFAULTS
         declare('effort_is_current', k['effort_is_current'],
-                'the effort field is motor current (A): joint torque = G_m k_m i (seed 001 eqs. 1-2)')
+                'the effort field is motor current (A): joint torque = G_m k_m i '
+                '(seed 001 eqs. 1-2)')
         declare('positions_are_motor_side', k['positions_are_motor_side'],
                 'positions and velocities are motor-side: divided by G_m (seed 001 eq. 3)')
         declare('torque_constants', list(k['torque_constants']),
@@ -128,7 +129,8 @@ class JointStateListener(SuiteNode):
             value('effort_is_current'), value('positions_are_motor_side'))
         self._conditioner = JointStateConditioner.for_robot(
             self.robot, transmission=transmission,
-            velocity_window=value('velocity_filter.window_duration'), merge_window=value('merge_window'), gap_threshold=value('gap_threshold'),
+            velocity_window=value('velocity_filter.window_duration'),
+            merge_window=value('merge_window'), gap_threshold=value('gap_threshold'),
             limit_margin=value('limit_margin'), hard_limit_margin=value('hard_limit_margin'),
             velocity_limit_factor=value('velocity_limit_factor'),
             effort_limit_factor=value('effort_limit_factor'), max_future=value('max_future'),

@@ -7,7 +7,8 @@ machine, a backlog of 1 kHz joint states held it for seconds (issue 19's soak: 2
 executor is doing, and says what the node can vouch for: the stop it decided last, or True
 (stop) when its last decision is older than three heartbeat periods, the silence a controller
 tolerates (its executor has fallen behind, so nobody is watching), on the `clock` of the
-node's watchdogs (under simulated time, a paused simulation is no delay). `beat()` is also how the node publishes a change: one lock orders
+node's watchdogs (under simulated time, a paused simulation is no delay). `beat()` is also how
+the node publishes a change: one lock orders
 the thread's messages and the node's, so a beat read before a change is never sent after it.
 """
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Markers live in namespace `contact_estimate` on the topic the collision detector
 (namespace `collision`) and the F/T estimator (`ft_contact`) also draw on: each marker has a
 fixed id and is replaced or deleted by id (never an un-namespaced DELETEALL, which would wipe
-the others' markers too: ros/markers.py), and lives `LIFETIME` seconds, so the drawing fades once the contact is over
+the others' markers too: ros/markers.py), and lives `LIFETIME` seconds, so the drawing fades once
+the contact is over
 and estimates stop.
 """
 from __future__ import annotations

@@ -21,7 +21,8 @@ def declare(node: Node, name: str, default: Any, description: str,
         if isinstance(default, bool):
             pass
         elif isinstance(default, int):
-            descriptor.integer_range = [IntegerRange(from_value=int(low), to_value=int(high), step=0)]
+            descriptor.integer_range = [
+                IntegerRange(from_value=int(low), to_value=int(high), step=0)]
         elif isinstance(default, float):
             descriptor.floating_point_range = [
                 FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)]

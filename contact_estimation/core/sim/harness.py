@@ -75,7 +75,8 @@ def simulator_config(robot: RobotModel, effort_noise: float = 0.2, seed: int = 0
     """Simulated cobot settings for identification runs: seed 001 eq. 23 friction of the
     simulator's default (γ₁, γ₄, γ₆ for a 150 N·m joint) scaled with each joint's effort
     limit (the hump γ₁ with its square), so light wrist joints get light friction, fully fed
-    forward (a real arm's position loop tracks the constant speeds), and `effort_noise` N·m of torque
+    forward (a real arm's position loop tracks the constant speeds), and `effort_noise` N·m of
+    torque
     noise. Its `friction` rows are the ground truth the identification should recover."""
     limits = robot.effort_limits
     share = np.where(limits > 0, limits, 150.0) / 150.0
