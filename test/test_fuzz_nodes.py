@@ -234,7 +234,7 @@ def fuzz_parameters(node: Node) -> None:
                 try:
                     node.set_parameters_atomically([Parameter(k, value=v)
                                                     for k, v in values.items()])
-                except Exception:  # noqa: BLE001: rclpy refusing the caller's value type
+                except Exception:  # noqa: BLE001 -- rclpy refusing the caller's value type
                     pass
     result = node.set_parameters_atomically([Parameter(k, value=v) for k, v in saved.items()])
     assert result.successful, f'{node.get_name()}: restoring its parameters: {result.reason}'

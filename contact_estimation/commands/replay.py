@@ -29,6 +29,7 @@ import importlib
 import os
 import struct
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -79,6 +80,9 @@ class Replay:
     on_publish: object  # (topic, message type name, msg) → None
     subscribers: dict[str, list] = field(default_factory=dict)
     timers: list = field(default_factory=list)
+    # The stop's heartbeat publishes from a thread of its own (ros/heartbeat.py): one
+    # publication at a time into the output bag.
+    publishing: threading.Lock = field(default_factory=threading.Lock)
 
     def step(self, stamp_ns: int, topic: str | None = None, msg=None) -> None:
         """Set every node's ROS time to `stamp_ns`, fire the timers due, then deliver `msg`
@@ -160,8 +164,9 @@ def _forwarder(replay: Replay, publisher):
     type_name = _type_name(publisher.msg_type)
 
     def publish(msg) -> None:
-        replay.on_publish(topic, type_name, msg)
-        replay.deliver(topic, msg)
+        with replay.publishing:
+            replay.on_publish(topic, type_name, msg)
+            replay.deliver(topic, msg)
     return publish
 
 

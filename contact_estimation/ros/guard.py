@@ -40,7 +40,7 @@ class CallbackGuard:
         def guarded(*args):
             try:
                 return callback(*args)
-            except Exception as err:  # noqa: BLE001: the point of the guard
+            except Exception as err:  # noqa: BLE001 -- the point of the guard
                 self.failed(where, err)
                 return _refused(args[1], f'{type(err).__name__}: {err}') if service else None
         return guarded
@@ -57,7 +57,7 @@ class CallbackGuard:
                 from contact_estimation.ros.diagnostics import ERROR
                 problems.report(f'unexpected_{type(err).__name__}', f'{reason}: stop', ERROR)
             self._node.fail_safe(reason)
-        except Exception as second:  # noqa: BLE001: failing safe must not end the node
+        except Exception as second:  # noqa: BLE001 -- failing safe must not end the node
             # Counted where it can be; a log line of its own call site and severity.
             if problems is not None:
                 problems.counts['fail_safe_errors'] += 1

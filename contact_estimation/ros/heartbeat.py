@@ -58,5 +58,5 @@ class Heartbeat:
         while not self._closed.wait(self._period):
             try:
                 self.beat()
-            except Exception:  # noqa: BLE001: the node is gone; silence means stop
+            except Exception:  # noqa: BLE001 -- the node is gone; silence means stop
                 return

@@ -41,7 +41,7 @@ def on_change(node: Node, apply: Callable[[dict[str, Any]], str | None]) -> None
             problem = apply({p.name: p.value for p in params})
         except (ValueError, TypeError) as err:
             problem = str(err)
-        except Exception as err:  # noqa: BLE001: a set must never end the node (ros/guard.py)
+        except Exception as err:  # noqa: BLE001 -- a set must never end the node (ros/guard.py)
             problem = f'unexpected {type(err).__name__}: {err}'
             problems = getattr(node, 'problems', None)  # a SuiteNode's counter
             if problems is not None:

@@ -69,7 +69,7 @@ class LatestWorker:
             cpu = time.thread_time()
             try:
                 outcome = (self._work(job), None)
-            except Exception as err:  # noqa: BLE001: handed to the node's thread (take)
+            except Exception as err:  # noqa: BLE001 -- handed to the node's thread (take)
                 outcome = (None, err)
             with self._wake:
                 self._outcome = outcome

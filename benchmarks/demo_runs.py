@@ -1,0 +1,68 @@
+"""The demo, run N times on this machine: does it show what it is for, every time?
+
+Each run is `contact-estimation demo` as a user runs it (the simulated cobot and the suite
+composed, on the simulated clock). Per run: its verdict (a stop before the scripted push
+fails it), the push's detection delay in simulated time, the localizer's estimates against
+the truth, how fast the simulation ran against the wall clock, and the wall time.
+Aims (issue 18): no stop before the push in any run; the push detected within 30 ms of
+simulated time; estimates within 10 mm median.
+
+    .venv/bin/python benchmarks/demo_runs.py [--runs 5] [--separate]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+from _ros_load import machine, table
+
+PATTERNS = {
+    'verdict': r'^verdict: (.*)$',
+    'delay': r'detected (\d+) ms later',
+    'links': r'link right in (\d+ of \d+) estimates',
+    'point': r'point error median ([\d.]+) mm',
+    'force': r'force error median ([\d.]+) %',
+    'pace': r'at ([\d.]+) × real time',
+}
+
+
+def run_demo(out: str, separate: bool) -> dict[str, str]:
+    """One demo run; what its summary says, by PATTERNS key."""
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, '-m', 'contact_estimation', 'demo', '--out', out,
+                           *(['--separate'] if separate else [])],
+                          capture_output=True, text=True, env=os.environ.copy())
+    found = {'wall': f'{time.monotonic() - start:.0f} s',
+             'ok': 'yes' if 'demo: OK' in done.stdout else 'NO'}
+    for key, pattern in PATTERNS.items():
+        match = re.search(pattern, done.stdout, re.MULTILINE)
+        found[key] = match.group(1) if match else '–'
+    return found
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--runs', type=int, default=5)
+    parser.add_argument('--separate', action='store_true', help='one process per node')
+    args = parser.parse_args(argv)
+    print(f'machine: {machine()}')
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for k in range(args.runs):
+            r = run_demo(os.path.join(folder, f'run{k}'), args.separate)
+            rows.append(f'{k + 1:3d} | {r["ok"]:3s} | {r["delay"]:>8s} | {r["links"]:>9s} | '
+                        f'{r["point"]:>8s} | {r["force"]:>7s} | {r["pace"]:>5s} | '
+                        f'{r["wall"]:>5s} | {r["verdict"][:70]}')
+            print(rows[-1], flush=True)
+    print(table('run | OK  | delay ms | link      | point mm | force % | pace  | wall  '
+                '| verdict', rows))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
