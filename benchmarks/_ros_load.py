@@ -28,8 +28,8 @@ from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
 
 from contact_estimation import manifest
-from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.trajectory import SmoothRandomTrajectory
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.identification.trajectory import SmoothRandomTrajectory
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.qos import PIPELINE_QOS
 from contact_estimation.ros.spinning import spin_for, spin_until

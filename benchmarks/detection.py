@@ -31,14 +31,14 @@ import sys
 import numpy as np
 from tqdm import tqdm
 
-from contact_estimation.core.detector import (ACCELERATION_WINDOW_DURATION, DEFAULTS,
+from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION, DEFAULTS,
                                               PERSISTENCE_RULES, CollisionDetector,
                                               DetectorConfig)
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.harness import simulate
 from contact_estimation.core.sim.scenario import PointForce, Scenario
-from contact_estimation.core.threshold_calibration import accelerations, calibrate
-from contact_estimation.core.trajectory import make_trajectory
+from contact_estimation.core.chain.threshold_calibration import accelerations, calibrate
+from contact_estimation.core.identification.trajectory import make_trajectory
 
 PERSISTENCE_TIME = DEFAULTS['persistence_time']
 MARGIN = 1.5

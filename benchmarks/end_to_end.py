@@ -45,10 +45,10 @@ from tqdm import tqdm
 from _ros_load import (Contacts, LoadResult, Output, PandaStream, cpu_table,
                        machine, run_load, table)
 from contact_estimation import manifest
-from contact_estimation.core import residual
-from contact_estimation.core.detector import COLLISION, CollisionDetector, DetectorConfig
-from contact_estimation.core.joint_state_conditioning import JointStateConditioner
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain import residual
+from contact_estimation.core.chain.detector import COLLISION, CollisionDetector, DetectorConfig
+from contact_estimation.core.chain.joint_state_conditioning import JointStateConditioner
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.qos import STOP_QOS
 

@@ -37,19 +37,19 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from contact_estimation.core.ft_contact import (COMPENSATIONS, SURFACE_MODELS,
+from contact_estimation.core.contact.ft_contact import (COMPENSATIONS, SURFACE_MODELS,
                                                 BaseWrenchCompensator,
                                                 FtContactLocator, MomentumWrenchObserver,
                                                 make_surfaces)
-from contact_estimation.core.ft_contact_stream import DEFAULTS
-from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
-from contact_estimation.core.residual import make_residual
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.contact.ft_contact_stream import DEFAULTS
+from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.chain.residual import make_residual
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.config import DEFAULT_FRICTION, SimConfig
 from contact_estimation.core.sim.scenario import PointForce, Scenario
-from contact_estimation.core.surfaces import LinkSurfaces
-from contact_estimation.core.trajectory import make_trajectory
+from contact_estimation.core.robot.surfaces import LinkSurfaces
+from contact_estimation.core.identification.trajectory import make_trajectory
 
 NOISE = [(0.1, 0.01), (0.5, 0.05)]  # N, N·m
 ACCELERATION_WINDOW = DEFAULTS['acceleration_filter.window_duration']  # s of positions in the q̈ fit

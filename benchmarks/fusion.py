@@ -1,4 +1,5 @@
-"""One contact estimate from every sensor at once (core/fused_contact.py) on the simulated Panda.
+"""One contact estimate from every sensor at once (core/contact/fused_contact.py) on the simulated
+Panda.
 
 The contacts of benchmarks/localization_panda.py (`contact_cases`: random poses, a random
 exposed point of links 2-7 from a 5 mm sampling the estimators never saw, a 10-60 N force in
@@ -32,19 +33,23 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
 import ft_contact
+import numpy as np
 from localization_panda import MU, LidarScene, contact_cases
 
-from contact_estimation.core.contact_localization import ContactLocalizer
-from contact_estimation.core.ft_contact import (BaseWrenchCompensator, FtContactLocator,
-                                                MeshSurfaces, MomentumWrenchObserver)
-from contact_estimation.core.fused_contact import FusedContactEstimator, SensorNoise
-from contact_estimation.core.lidar_fusion import CloudConfig, LidarFusion
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.contact.contact_localization import ContactLocalizer
+from contact_estimation.core.contact.ft_contact import (
+    BaseWrenchCompensator,
+    FtContactLocator,
+    MeshSurfaces,
+    MomentumWrenchObserver,
+)
+from contact_estimation.core.contact.fused_contact import FusedContactEstimator, SensorNoise
+from contact_estimation.core.contact.lidar_fusion import CloudConfig, LidarFusion
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.core.sim.config import SimConfig
 from contact_estimation.core.sim.scenario import Scenario
-from contact_estimation.core.surfaces import LinkSurfaces
 
 TORQUE_NOISE = 0.1   # N·m per joint
 FORCE_NOISE = 0.2    # N per axis

@@ -22,14 +22,14 @@ import sys
 import numpy as np
 from tqdm import tqdm
 
-from contact_estimation.core import friction
-from contact_estimation.core.excitation import SweepSettings, plan_sweeps
-from contact_estimation.core.identification import gravity_error, identify
-from contact_estimation.core.motion_identification import identify_motion
-from contact_estimation.core.residual import make_residual
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain import friction
+from contact_estimation.core.identification.excitation import SweepSettings, plan_sweeps
+from contact_estimation.core.identification.identification import gravity_error, identify
+from contact_estimation.core.identification.motion_identification import identify_motion
+from contact_estimation.core.chain.residual import make_residual
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.harness import record_on_simulator, simulator_config
-from contact_estimation.core.trajectory import SmoothRandomTrajectory
+from contact_estimation.core.identification.trajectory import SmoothRandomTrajectory
 
 SPATIAL = os.path.join(os.path.dirname(__file__), '..', 'urdf', 'spatial_6r.urdf')
 RATE = 250.0  # Hz recorded

@@ -17,7 +17,7 @@ from tqdm import tqdm
 from _ros_load import (LoadResult, Output, PandaStream, StampLatencies, cpu_table, machine,
                        run_load, table)
 from contact_estimation import manifest
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 
 NODE = 'joint_state_listener'
 RATE = 1000.0

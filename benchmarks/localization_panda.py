@@ -20,15 +20,15 @@ import time
 import mujoco
 import numpy as np
 
-from contact_estimation.core.contact_localization import ContactLocalizer
-from contact_estimation.core.lidar_fusion import CloudConfig, LidarFusion
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.contact.contact_localization import ContactLocalizer
+from contact_estimation.core.contact.lidar_fusion import CloudConfig, LidarFusion
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.config import SimConfig
 from contact_estimation.core.sim.mjcf import OBSTACLE_PREFIX
 from contact_estimation.core.sim.scenario import Obstacle, Scenario
-from contact_estimation.core.surfaces import LinkSurfaces
-from contact_estimation.core.trajectory import WaypointTrajectory
+from contact_estimation.core.robot.surfaces import LinkSurfaces
+from contact_estimation.core.identification.trajectory import WaypointTrajectory
 
 MU = 0.5
 NOISE = (0.05, 0.2)

@@ -19,7 +19,7 @@ from geometry_msgs.msg import PointStamped
 
 from _ros_load import Output, PandaStream, cpu_table, machine, run_load
 from contact_estimation import manifest
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 
 NODE = 'contact_localizer'
 RATE = 1000.0

@@ -7,7 +7,7 @@ and stops before the simulated Panda hits an obstacle. ROS-free, in-process.
    joint state: two forward-kinematics passes (sphere centres and their finite-difference
    velocities) plus the pair test, whose time is the cycle minus the two passes.
 2. Lidar objects: a ~20 000-point scan of the simulated cell (lidar 80 × 256 rays) goes
-   through the contact localizer's pipeline, core/lidar_fusion.py (workspace crop and floor
+   through the contact localizer's pipeline, core/contact/lidar_fusion.py (workspace crop and floor
    cut, voxels, self-filter against the robot's meshes, DBSCAN), as the node does, then into
    objects of spheres (`set_clusters`, 10 Hz), checked at the node's `check_rate` (100 Hz,
    each on the latest of the 1 kHz joint states) and, for comparison, at every joint state.
@@ -31,16 +31,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from contact_estimation.core.lidar_fusion import LidarFusion
-from contact_estimation.core.proximity import (DEFAULT_PARTS, DEFAULTS, HumanModel,
+from contact_estimation.core.contact.lidar_fusion import LidarFusion
+from contact_estimation.core.contact.proximity import (DEFAULT_PARTS, DEFAULTS, HumanModel,
                                                ProximityConfig, ProximityMonitor,
                                                standing_skeleton)
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.config import LidarConfig, SimConfig
 from contact_estimation.core.sim.scenario import Obstacle, Scenario
-from contact_estimation.core.surfaces import LinkSurfaces
-from contact_estimation.core.trajectory import make_trajectory
+from contact_estimation.core.robot.surfaces import LinkSurfaces
+from contact_estimation.core.identification.trajectory import make_trajectory
 
 SEED_ROBOT_SPACING = 0.0202  # m: the Panda in 119 spheres, seed 002's robot
 ARM_SPACING = 0.021          # m: upper arm, forearm and hand in 32 spheres (the seed's arm: 33)

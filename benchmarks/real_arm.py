@@ -45,27 +45,31 @@ import sys
 from collections import Counter
 
 import numpy as np
+from detection import LEVELS, SPACING, alarms, contacts, delays, motion, replay
+from identification_motion import FirstSeconds
 from scipy.ndimage import uniform_filter1d
 from tqdm import tqdm
 
-from contact_estimation.core.detector import DetectorConfig
-from contact_estimation.core.excitation import SweepSettings, plan_sweeps
-from contact_estimation.core.identification import gravity_error, identify, in_time_order
-from contact_estimation.core.joint_state_conditioning import JointStateConditioner
-from contact_estimation.core.motion_identification import identify_motion
-from contact_estimation.core.payload import Payload
-from contact_estimation.core.payload_identification import identify_payload
-from contact_estimation.core.residual import MODELS, StaticTerms, make_residual
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain.detector import DetectorConfig
+from contact_estimation.core.chain.joint_state_conditioning import JointStateConditioner
+from contact_estimation.core.chain.residual import MODELS, StaticTerms, make_residual
+from contact_estimation.core.chain.threshold_calibration import accelerations, calibrate
+from contact_estimation.core.identification.excitation import SweepSettings, plan_sweeps
+from contact_estimation.core.identification.identification import (
+    gravity_error,
+    identify,
+    in_time_order,
+)
+from contact_estimation.core.identification.motion_identification import identify_motion
+from contact_estimation.core.identification.payload_identification import identify_payload
+from contact_estimation.core.identification.trajectory import make_trajectory
+from contact_estimation.core.robot.payload import Payload
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.config import SimConfig
 from contact_estimation.core.sim.driver import DriverStream, DriverTiming, MotorCurrent
 from contact_estimation.core.sim.harness import closed_loop, record_on_simulator, simulator_config
 from contact_estimation.core.sim.scenario import Scenario
-from contact_estimation.core.threshold_calibration import accelerations, calibrate
-from contact_estimation.core.trajectory import make_trajectory
-from detection import LEVELS, SPACING, alarms, contacts, delays, motion, replay
-from identification_motion import FirstSeconds
 
 MOTOR = MotorCurrent(torque_constants=(0.14, 0.14, 0.14, 0.14, 0.07, 0.07, 0.07),
                      gear_ratios=(100.0,))

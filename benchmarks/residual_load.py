@@ -22,8 +22,8 @@ from tqdm import tqdm
 from _ros_load import (LoadResult, Output, PandaStream, StampLatencies, cpu_table, machine,
                        run_load, table)
 from contact_estimation import manifest
-from contact_estimation.core.residual import MODELS, make_residual
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain.residual import MODELS, make_residual
+from contact_estimation.core.robot.robot_model import RobotModel
 
 NODE = 'residual_node'
 RATE = 1000.0

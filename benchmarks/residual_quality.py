@@ -2,7 +2,7 @@
 
 SimulatedCobot (Panda, smooth random motion, the sim's default sensor noise, and the per-joint
 eq. 23 friction that the identification runs use, core/sim/harness.simulator_config) feeds the
-same samples to the three residuals of core/residual.py (fast, rnea, momentum_observer), each
+same samples to the three residuals of core/chain/residual.py (fast, rnea, momentum_observer), each
 with the URDF dynamics and the sim's true friction, so what remains is sensor noise, the
 models' approximations (fast drops M q̈ + C q̇) and their lags.
 - free motion (no contact, after SETTLE s): RMS of τ_ext per joint = the noise floor;
@@ -26,14 +26,14 @@ import sys
 import numpy as np
 from tqdm import tqdm
 
-from contact_estimation.core.identified_model import IdentifiedModel
-from contact_estimation.core.residual import MODELS, make_residual
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.identification.identified_model import IdentifiedModel
+from contact_estimation.core.chain.residual import MODELS, make_residual
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.config import SimConfig
 from contact_estimation.core.sim.harness import closed_loop, simulator_config
 from contact_estimation.core.sim.scenario import PointForce, Scenario
-from contact_estimation.core.trajectory import make_trajectory
+from contact_estimation.core.identification.trajectory import make_trajectory
 
 SETTLE = 0.5                               # s ignored at the start (filters filling)
 FORCE, DURATION, RAMP, SPACING = 30.0, 0.5, 0.05, 1.0  # N, s, s, s between onsets

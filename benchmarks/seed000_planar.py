@@ -21,10 +21,10 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
-from contact_estimation.core.contact_localization import (PlanarLocalizer, force_at_point,
+from contact_estimation.core.contact.contact_localization import (PlanarLocalizer, force_at_point,
                                                           solve_planar)
-from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.surfaces import LinkSurfaces
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 
 URDF = os.path.join(os.path.dirname(__file__), '..', 'urdf', 'planar_4link.urdf')
 MU = 0.5

@@ -24,11 +24,11 @@ import numpy as np
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 
-from contact_estimation.core.detector import DetectorConfig  # noqa: E402
-from contact_estimation.core.robot_model import RobotModel  # noqa: E402
+from contact_estimation.core.chain.detector import DetectorConfig  # noqa: E402
+from contact_estimation.core.robot.robot_model import RobotModel  # noqa: E402
 from contact_estimation.core.sim.harness import simulate  # noqa: E402
 from contact_estimation.core.sim.scenario import Scenario  # noqa: E402
-from contact_estimation.core.time_scaling import TimeScalingConfig  # noqa: E402
+from contact_estimation.core.chain.time_scaling import TimeScalingConfig  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCENARIOS = os.path.join(ROOT, 'config', 'scenarios')

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from contact_estimation.core.contact import Contact, contact_error
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.contact.contact import Contact, contact_error
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.suite_bag import messages, stamp_ns
 
 GAP = 1.0           # s between stamps that ends a contact (a loaded simulator skips time)

@@ -8,7 +8,7 @@ and rclpy's `serialize_message` makes them), plus what a viewer needs to draw th
   that exist on this machine, so that Foxglove and rviz find the meshes without a ROS
   package path;
 - `/tf` (tf2_msgs/TFMessage): every link of the robot in the base link's frame, from the
-  model's forward kinematics (core/robot_model.py) of the joint states, stamped with the joint
+  model's forward kinematics (core/robot/robot_model.py) of the joint states, stamped with the joint
   state's stamp, at most `tf_rate` times a second of stamps (viewers interpolate between).
 
 Log times are the times the messages were received (ns of the recorder's clock); `ros2 bag
@@ -27,7 +27,7 @@ import numpy as np
 import pinocchio as pin
 
 from contact_estimation import manifest
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 
 TF_TOPIC = '/tf'
 TF_TYPE = 'tf2_msgs/msg/TFMessage'

@@ -82,7 +82,7 @@ def _viewers(context):
         return []
     actions = []
     if _installed('robot_state_publisher'):
-        from contact_estimation.core.robot_model import RobotModel
+        from contact_estimation.core.robot.robot_model import RobotModel
         files = _parameter_files(manifest.node('residual_node'), context)
         urdf = RobotModel.load(manifest.robot_source(files)).urdf_xml
         actions.append(Node(package='robot_state_publisher', executable='robot_state_publisher',

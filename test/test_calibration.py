@@ -4,9 +4,9 @@ import pytest
 import yaml
 
 from contact_estimation.commands import calibrate as command
-from contact_estimation.core.detector import CollisionDetector, DetectorConfig
-from contact_estimation.core.recording import JointRecording, write_csv
-from contact_estimation.core.threshold_calibration import (calibrate, count_alarms, envelope,
+from contact_estimation.core.chain.detector import CollisionDetector, DetectorConfig
+from contact_estimation.core.identification.recording import JointRecording, write_csv
+from contact_estimation.core.chain.threshold_calibration import (calibrate, count_alarms, envelope,
                                                            hours_needed, rate_upper_bound)
 
 JOINTS = [f'panda_joint{i}' for i in range(1, 8)]

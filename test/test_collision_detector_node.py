@@ -16,7 +16,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from contact_estimation import manifest
-from contact_estimation.core.detector import DEFAULTS, WEIGHTED
+from contact_estimation.core.chain.detector import DEFAULTS, WEIGHTED
 from contact_estimation.nodes.collision_detector import CollisionDetector
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.node_main import StartupError

@@ -14,8 +14,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from contact_estimation import composed, manifest
-from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.trajectory import SmoothRandomTrajectory
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.identification.trajectory import SmoothRandomTrajectory
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.handover import Output
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, STOP_QOS

@@ -9,11 +9,11 @@ import os
 import numpy as np
 import pytest
 
-from contact_estimation.core.contact_localization import (
+from contact_estimation.core.contact.contact_localization import (
     SOURCE_LIDAR_FALLBACK, SOURCE_NONE, SOURCE_TORQUE, SOURCE_TORQUE_LIDAR, LocalizationError,
     PlanarLocalizer, contour_candidates, solve_planar)
-from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.surfaces import LinkSurfaces
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 
 PLANAR = os.path.join(os.path.dirname(__file__), '..', 'urdf', 'planar_4link.urdf')
 MU = 0.5

@@ -7,12 +7,12 @@ robot model; the localizer must give them back, say when it cannot, and use the 
 import numpy as np
 import pytest
 
-from contact_estimation.core.contact_localization import (
+from contact_estimation.core.contact.contact_localization import (
     SOURCE_LIDAR_FALLBACK, SOURCE_NONE, SOURCE_TORQUE, SOURCE_TORQUE_LIDAR, ContactLocalizer,
     LocalizationError)
-from contact_estimation.core.lidar_fusion import LinkProximity
-from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.surfaces import LinkSurfaces
+from contact_estimation.core.contact.lidar_fusion import LinkProximity
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 
 MU = 0.5
 

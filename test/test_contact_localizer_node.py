@@ -12,11 +12,11 @@ from visualization_msgs.msg import MarkerArray
 
 from contact_estimation import manifest
 from contact_estimation.commands import calibrate as calibrate_command
-from contact_estimation.core.lidar_fusion import to_base_frame
+from contact_estimation.core.contact.lidar_fusion import to_base_frame
 from contact_estimation.nodes.contact_localizer import ContactLocalizerNode
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds, xyz_to_cloud
 from contact_estimation.ros.localization_messages import MARKER_NS, OBSTACLE_ID
-from contact_estimation.core.recording import JointRecording, write_csv
+from contact_estimation.core.identification.recording import JointRecording, write_csv
 from contact_estimation.ros.qos import PIPELINE_QOS
 from contact_estimation.ros.spinning import spin_until
 from contact_estimation.ros.testing import spinning

@@ -7,10 +7,10 @@ import pytest
 
 import yaml
 
-from contact_estimation.core.detector import (COLLISION, DEFAULTS, FORCE, INVALID, POSITION,
+from contact_estimation.core.chain.detector import (COLLISION, DEFAULTS, FORCE, INVALID, POSITION,
                                               STALE, WAITING, WEIGHTED, CollisionDetector,
                                               DetectorConfig)
-from contact_estimation.core.time_scaling import TimeScalingConfig
+from contact_estimation.core.chain.time_scaling import TimeScalingConfig
 
 NAMES = ('j1', 'j2', 'j3')
 DT = 0.001

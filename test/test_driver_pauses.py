@@ -9,13 +9,13 @@ may come of the restart; and a contact that lasts across the pause is still seen
 import numpy as np
 import pytest
 
-from contact_estimation.core.detector import COLLISION, CollisionDetector, DetectorConfig
-from contact_estimation.core.joint_state_conditioning import JointStateConditioner
-from contact_estimation.core.residual import make_residual
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain.detector import COLLISION, CollisionDetector, DetectorConfig
+from contact_estimation.core.chain.joint_state_conditioning import JointStateConditioner
+from contact_estimation.core.chain.residual import make_residual
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.scenario import PointForce, Scenario
-from contact_estimation.core.trajectory import make_trajectory
+from contact_estimation.core.identification.trajectory import make_trajectory
 
 PAUSE_AT = 1.5       # s of simulated time
 THRESHOLD = 1.0      # N·m: what `calibrate` gives on this arm (0.5-0.9), rounded up

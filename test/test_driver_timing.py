@@ -6,12 +6,15 @@ once, nothing is a gap or a restart, and the residual is the external torque.
 """
 import numpy as np
 import pytest
-
-from contact_estimation.core import joint_state_conditioning as jsc
-from contact_estimation.core.joint_state_conditioning import JointStateConditioner, StepStatistics
-from contact_estimation.core.residual import MODELS, make_residual
-from contact_estimation.core.robot_model import RobotModel
 from test_residual import Trajectory
+
+from contact_estimation.core.chain import joint_state_conditioning as jsc
+from contact_estimation.core.chain.joint_state_conditioning import (
+    JointStateConditioner,
+    StepStatistics,
+)
+from contact_estimation.core.chain.residual import MODELS, make_residual
+from contact_estimation.core.robot.robot_model import RobotModel
 
 T0 = 1000.0
 REORDERED = 6

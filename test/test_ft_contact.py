@@ -2,21 +2,21 @@
 import numpy as np
 import pytest
 
-from contact_estimation.core.ft_contact import (MOUNT_ON_ROBOT, SURFACE_MODELS,
+from contact_estimation.core.contact.ft_contact import (MOUNT_ON_ROBOT, SURFACE_MODELS,
                                                 BaseWrenchCompensator,
                                                 Ellipsoid, EllipsoidSurfaces, FtContactError,
                                                 FtContactLocator,
                                                 MomentumWrenchObserver, SensorMount,
                                                 compatible_wrenches, contacted_joint,
                                                 line_of_action, make_surfaces)
-from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
-from contact_estimation.core.payload import Payload
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.robot.payload import Payload
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.config import SimConfig
 from contact_estimation.core.sim.scenario import Scenario
-from contact_estimation.core.surfaces import LinkSurfaces
-from contact_estimation.core.trajectory import make_trajectory
+from contact_estimation.core.robot.surfaces import LinkSurfaces
+from contact_estimation.core.identification.trajectory import make_trajectory
 
 
 @pytest.fixture(scope='module')

@@ -15,9 +15,9 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from contact_estimation import manifest
-from contact_estimation.core.ft_contact import SensorMount
-from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.surfaces import LinkSurfaces
+from contact_estimation.core.contact.ft_contact import SensorMount
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.nodes.ft_contact_estimator import MARKER_NS, FtContactEstimator
 from contact_estimation.ros.conversions import (seconds_to_stamp, stamp_to_seconds,
                                                 wrench_stamped, wrench_to_arrays)

@@ -3,11 +3,18 @@ resting check and the offset and ellipsoid files."""
 import numpy as np
 import pytest
 
-from contact_estimation.core.ft_contact import BaseWrenchCompensator, FtContactError
-from contact_estimation.core.ft_contact_stream import (FtInputError, RestingWindow, RunningRms,
-                                                       StampPairing, check_reading,
-                                                       load_ellipsoids, load_offset, save_offset)
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.contact.ft_contact import BaseWrenchCompensator, FtContactError
+from contact_estimation.core.contact.ft_contact_stream import (
+    FtInputError,
+    RestingWindow,
+    RunningRms,
+    StampPairing,
+    check_reading,
+    load_ellipsoids,
+    load_offset,
+    save_offset,
+)
+from contact_estimation.core.robot.robot_model import RobotModel
 
 
 def test_pairing_waits_for_the_nearest_secondary_and_drops_what_cannot_pair():

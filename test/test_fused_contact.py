@@ -1,4 +1,5 @@
-"""One contact estimate from joint torques, base wrench and lidar at once (core/fused_contact.py).
+"""One contact estimate from joint torques, base wrench and lidar at once
+(core/contact/fused_contact.py).
 
 Contacts are built forwards on exposed surface points of a finer sampling than the
 estimator's own (test_contact_localization_spatial's `exposed_contact`), the force in the
@@ -10,12 +11,17 @@ import numpy as np
 import pytest
 from test_contact_localization_spatial import MU, exposed_contact
 
-from contact_estimation.core.fused_contact import (FORCE_TORQUE, LIDAR, TORQUE,
-                                                   FusedContactError, FusedContactEstimator,
-                                                   SensorNoise)
-from contact_estimation.core.lidar_fusion import LinkProximity
-from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.surfaces import LinkSurfaces
+from contact_estimation.core.contact.fused_contact import (
+    FORCE_TORQUE,
+    LIDAR,
+    TORQUE,
+    FusedContactError,
+    FusedContactEstimator,
+    SensorNoise,
+)
+from contact_estimation.core.contact.lidar_fusion import LinkProximity
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 
 # Near-exact data: the noise levels only cover the mesh's and the refinement's millimetre.
 EXACT = SensorNoise(torque=0.02, force=0.02, moment=0.005)

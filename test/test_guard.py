@@ -9,7 +9,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from contact_estimation import manifest
-from contact_estimation.core.detector import FAULT
+from contact_estimation.core.chain.detector import FAULT
 from contact_estimation.nodes.collision_detector import CollisionDetector
 from contact_estimation.nodes.proximity_monitor import ProximityMonitorNode
 from contact_estimation.ros.handover import Handover

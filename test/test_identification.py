@@ -7,14 +7,26 @@ import numpy as np
 import pytest
 
 from contact_estimation.commands import identify as command
-from contact_estimation.core import friction
-from contact_estimation.core.excitation import SweepSettings, plan_sweeps
-from contact_estimation.core.identification import (IdentificationError, fit_friction,
-                                                    gravity_basis, identify, starting_points)
-from contact_estimation.core.identified_model import (IdentifiedModel, ModelFileError,
-                                                      robot_structure)
-from contact_estimation.core.recording import JointRecording, read_recording, write_csv
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain import friction
+from contact_estimation.core.identification.excitation import SweepSettings, plan_sweeps
+from contact_estimation.core.identification.identification import (
+    IdentificationError,
+    fit_friction,
+    gravity_basis,
+    identify,
+    starting_points,
+)
+from contact_estimation.core.identification.identified_model import (
+    IdentifiedModel,
+    ModelFileError,
+    robot_structure,
+)
+from contact_estimation.core.identification.recording import (
+    JointRecording,
+    read_recording,
+    write_csv,
+)
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.config import DEFAULT_FRICTION
 
 SPATIAL = os.path.join(os.path.dirname(__file__), '..', 'urdf', 'spatial_6r.urdf')

@@ -9,16 +9,20 @@ import pinocchio as pin
 import pytest
 
 from contact_estimation.commands import identify as command
-from contact_estimation.core import friction
-from contact_estimation.core.excitation import SweepSettings, plan_sweeps
-from contact_estimation.core.identification import (IdentificationError, gravity_error,
-                                                    in_time_order, recording_kind)
-from contact_estimation.core.identified_model import IdentifiedModel
-from contact_estimation.core.motion_identification import identify_motion
-from contact_estimation.core.recording import JointRecording, write_csv
-from contact_estimation.core.residual import make_residual
-from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.trajectory import SmoothRandomTrajectory
+from contact_estimation.core.chain import friction
+from contact_estimation.core.chain.residual import make_residual
+from contact_estimation.core.identification.excitation import SweepSettings, plan_sweeps
+from contact_estimation.core.identification.identification import (
+    IdentificationError,
+    gravity_error,
+    in_time_order,
+    recording_kind,
+)
+from contact_estimation.core.identification.identified_model import IdentifiedModel
+from contact_estimation.core.identification.motion_identification import identify_motion
+from contact_estimation.core.identification.recording import JointRecording, write_csv
+from contact_estimation.core.identification.trajectory import SmoothRandomTrajectory
+from contact_estimation.core.robot.robot_model import RobotModel
 
 SPATIAL = os.path.join(os.path.dirname(__file__), '..', 'urdf', 'spatial_6r.urdf')
 FRICTION = np.array([0.1, 40.0, 4.0, 0.5, 40.0, 0.1])  # eq. 23 ground truth, every joint
@@ -96,7 +100,7 @@ def test_a_wrong_inertia_in_the_description_is_fitted_and_kept_out_of_gravity(sp
 
 
 def _settings(**changes):
-    from contact_estimation.core.motion_identification import MotionSettings
+    from contact_estimation.core.identification.motion_identification import MotionSettings
     return MotionSettings(**changes)
 
 

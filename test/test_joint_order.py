@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import JointState
 
-from contact_estimation.core.joint_order import JointOrder
+from contact_estimation.core.chain.joint_order import JointOrder
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 
 MODEL = ['a', 'b', 'c']

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from contact_estimation.core import joint_state_conditioning as jsc
-from contact_estimation.core.joint_state_conditioning import (
+from contact_estimation.core.chain import joint_state_conditioning as jsc
+from contact_estimation.core.chain.joint_state_conditioning import (
     DerivativeEstimator, JointStateConditioner, Transmission, Watchdog)
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 
 DT = 1e-3
 T0 = 1000.0

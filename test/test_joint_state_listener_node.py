@@ -13,8 +13,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from contact_estimation import manifest
-from contact_estimation.core import joint_state_conditioning as jsc
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain import joint_state_conditioning as jsc
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.nodes.joint_state_listener import JointStateListener
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.node_main import StartupError

@@ -2,10 +2,15 @@
 import numpy as np
 import pytest
 
-from contact_estimation.core.lidar_fusion import (CloudConfig, CloudError, LidarFusion, PoseHistory,
-                                                  to_base_frame)
-from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.surfaces import LinkSurfaces
+from contact_estimation.core.contact.lidar_fusion import (
+    CloudConfig,
+    CloudError,
+    LidarFusion,
+    PoseHistory,
+    to_base_frame,
+)
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 
 Q = np.array([0.0, -0.3, 0.0, -2.0, 0.0, 1.8, 0.8])
 

@@ -3,12 +3,12 @@ stamps, the residual node's wrist wrench, the sim node's f_S timeout hold."""
 import numpy as np
 import pytest
 
-from contact_estimation.core.detector import (COLLISION, INVALID, NONE, STALE, WAITING,
+from contact_estimation.core.chain.detector import (COLLISION, INVALID, NONE, STALE, WAITING,
                                               AccelerationEstimate, DetectorState,
                                               event_stamped_by_residual)
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.realtime import ScalingTimeout
-from contact_estimation.core.wrist_wrench import WristWrench, WristWrenchRejected
+from contact_estimation.core.chain.wrist_wrench import WristWrench, WristWrenchRejected
 
 DT = 1e-3
 

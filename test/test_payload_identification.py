@@ -4,12 +4,12 @@ import pytest
 import yaml
 
 from contact_estimation.commands import identify as command
-from contact_estimation.core.identification import IdentificationError
-from contact_estimation.core.payload import Payload
-from contact_estimation.core.payload_identification import identify_payload
-from contact_estimation.core.recording import JointRecording, write_csv
-from contact_estimation.core.residual import StaticTerms, make_residual
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.identification.identification import IdentificationError
+from contact_estimation.core.robot.payload import Payload
+from contact_estimation.core.identification.payload_identification import identify_payload
+from contact_estimation.core.identification.recording import JointRecording, write_csv
+from contact_estimation.core.chain.residual import StaticTerms, make_residual
+from contact_estimation.core.robot.robot_model import RobotModel
 from test_residual import Trajectory, _identified
 
 TOOL = Payload(3.0, (0.02, -0.03, 0.10))  # the Panda carries up to 3 kg

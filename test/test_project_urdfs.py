@@ -4,7 +4,7 @@ import os
 import numpy as np
 import pytest
 
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 
 URDF_DIR = os.path.join(os.path.dirname(__file__), '..', 'urdf')
 PLANAR = os.path.join(URDF_DIR, 'planar_4link.urdf')

@@ -7,11 +7,11 @@ import numpy as np
 import open3d as o3d
 import pytest
 
-from contact_estimation.core.proximity import (
+from contact_estimation.core.contact.proximity import (
     CLUSTERS, COCO_17, SKELETON, HumanModel, ProximityConfig, ProximityConfigError,
     ProximityMonitor, SegmentPart, cluster_spheres, standing_skeleton)
-from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.surfaces import LinkSurfaces
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 
 PLANAR = os.path.join(os.path.dirname(__file__), '..', 'urdf', 'planar_4link.urdf')
 # Seed 002's bare test (r + r' ≥ ‖c − c'‖): no protective distance at all.

@@ -14,7 +14,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
 from contact_estimation import manifest
-from contact_estimation.core.proximity import COCO_17, standing_skeleton
+from contact_estimation.core.contact.proximity import COCO_17, standing_skeleton
 from contact_estimation.nodes.proximity_monitor import ProximityMonitorNode
 from contact_estimation.ros.conversions import xyz_to_cloud
 from contact_estimation.ros.proximity_messages import ROBOT_NS

@@ -2,9 +2,14 @@
 import numpy as np
 import pytest
 
-from contact_estimation.core.recording import (JointRecording, RecordingError, read_recording,
-                                               write_bag, write_csv)
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.identification.recording import (
+    JointRecording,
+    RecordingError,
+    read_recording,
+    write_bag,
+    write_csv,
+)
+from contact_estimation.core.robot.robot_model import RobotModel
 
 SPATIAL = 'urdf/spatial_6r.urdf'
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim import render
 from contact_estimation.core.sim.render import Arrow, render_unavailable
 

@@ -16,7 +16,7 @@ from demo_run import demo_output
 
 from contact_estimation import manifest
 from contact_estimation.contact_pictures import BagContacts
-from contact_estimation.core.contact import contact_error
+from contact_estimation.core.contact.contact import contact_error
 from contact_estimation.suite_bag import messages, stamp_ns
 
 EVENTS = '/contact_estimation/collision_events'
@@ -134,10 +134,10 @@ def test_a_users_bag_with_joint_states_only_is_replayed_sample_by_sample(tmp_pat
     """A sqlite3 bag of joint states alone, as a real arm's driver records them (here the
     simulated arm's driver, 2 s at 1 kHz): every sample goes through the chain, and the
     summary says which sensors were missing."""
-    from contact_estimation.core.recording import write_bag
-    from contact_estimation.core.robot_model import RobotModel
+    from contact_estimation.core.identification.recording import write_bag
+    from contact_estimation.core.robot.robot_model import RobotModel
     from contact_estimation.core.sim.harness import record_on_simulator
-    from contact_estimation.core.trajectory import make_trajectory
+    from contact_estimation.core.identification.trajectory import make_trajectory
 
     robot = RobotModel.load('panda')
     lower, upper = robot.position_limits

@@ -9,14 +9,22 @@ the observer, a differentiated q̈ for inverse dynamics).
 import numpy as np
 import pytest
 
-from contact_estimation.core import friction
-from contact_estimation.core.identified_model import (GRAVITY_PARAMETERS, GravityBasis,
-                                                      IdentifiedModel)
-from contact_estimation.core.payload import Payload
-from contact_estimation.core.residual import (MODELS, FastResidual, MomentumObserver,
-                                              SampleOrderError, StaticTerms,
-                                              make_residual)
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain import friction
+from contact_estimation.core.chain.residual import (
+    MODELS,
+    FastResidual,
+    MomentumObserver,
+    SampleOrderError,
+    StaticTerms,
+    make_residual,
+)
+from contact_estimation.core.identification.identified_model import (
+    GRAVITY_PARAMETERS,
+    GravityBasis,
+    IdentifiedModel,
+)
+from contact_estimation.core.robot.payload import Payload
+from contact_estimation.core.robot.robot_model import RobotModel
 
 FRICTION = ('continuous', np.array([0.3, 30.0, 5.0, 0.5, 30.0, 0.4]))
 

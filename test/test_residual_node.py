@@ -11,7 +11,7 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 
 from contact_estimation import manifest
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.nodes.residual_node import ResidualNode
 from contact_estimation.ros.conversions import seconds_to_stamp, wrench_stamped
 from contact_estimation.ros.node_main import StartupError

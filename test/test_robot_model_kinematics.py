@@ -3,7 +3,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from contact_estimation.core.robot_model import LINK_FRAME, RobotModel, RobotModelError
+from contact_estimation.core.robot.robot_model import LINK_FRAME, RobotModel, RobotModelError
 
 
 @pytest.fixture(scope='module', params=['panda', 'ur5'])

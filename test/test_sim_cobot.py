@@ -1,4 +1,5 @@
-"""The MuJoCo simulated cobot (core/sim/) and its reference motions (core/trajectory.py).
+"""The MuJoCo simulated cobot (core/sim/) and its reference motions
+(core/identification/trajectory.py).
 
 The simulation must obey the model the estimators assume, M q̈ + C q̇ + g + f(q̇) = τ + τ_ext
 (RobotModel.rnea + seed 001 eq. 23 friction), with τ_ext = Σ J(p)ᵀ F of its ground truth.
@@ -11,13 +12,17 @@ import open3d as o3d
 import pinocchio as pin
 import pytest
 
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.identification.trajectory import (
+    SmoothRandomTrajectory,
+    TimeScaler,
+    WaypointTrajectory,
+    make_trajectory,
+)
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.core.sim.cobot import SimulatedCobot, _friction_and_slope
 from contact_estimation.core.sim.config import LidarConfig, SimConfig
 from contact_estimation.core.sim.scenario import Scenario, ScenarioError
-from contact_estimation.core.surfaces import LinkSurfaces
-from contact_estimation.core.trajectory import (SmoothRandomTrajectory, TimeScaler,
-                                                WaypointTrajectory, make_trajectory)
 
 NOISELESS = dict(position_noise=0.0, velocity_noise=0.0, effort_noise=0.0,
                  ft_force_noise=0.0, ft_torque_noise=0.0)

@@ -20,7 +20,7 @@ from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Float64
 
 from contact_estimation import manifest
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.ros.conversions import cloud_to_xyz, stamp_to_seconds, wrench_to_arrays
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
@@ -318,7 +318,7 @@ def test_relative_scenario_path_is_resolved_in_the_share_directory(context):
 
 
 def test_the_identification_sweeps_run_from_the_parameters(context):
-    from contact_estimation.core.excitation import SweepTrajectory
+    from contact_estimation.core.identification.excitation import SweepTrajectory
     from contact_estimation.nodes.sim_cobot import SimCobot
     node = SimCobot(context=context, parameter_overrides=[
         Parameter('trajectory.type', value='sweeps')])

@@ -5,15 +5,15 @@ import re
 import numpy as np
 import pytest
 
-from contact_estimation.core.detector import CollisionDetector, DetectorConfig
-from contact_estimation.core.payload import Payload
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain.detector import CollisionDetector, DetectorConfig
+from contact_estimation.core.robot.payload import Payload
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.config import SimConfig
 from contact_estimation.core.sim.driver import DriverStream, DriverTiming, MotorCurrent
 from contact_estimation.core.sim.harness import closed_loop, record_on_simulator
 from contact_estimation.core.sim.scenario import Scenario, ScenarioError
-from contact_estimation.core.trajectory import WaypointTrajectory, make_trajectory
+from contact_estimation.core.identification.trajectory import WaypointTrajectory, make_trajectory
 
 POSE = np.array([0.0, 0.3, 0.0, -1.8, 0.0, 2.1, 0.8])
 TOOL = Payload(5.0, (0.02, 0.0, 0.1))  # a 5 kg tool, 10 cm out from the flange

@@ -5,8 +5,8 @@ import numpy as np
 import open3d as o3d
 import pytest
 
-from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.surfaces import LinkSurfaces, SurfacesError
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces, SurfacesError
 
 URDF_DIR = os.path.join(os.path.dirname(__file__), '..', 'urdf')
 ROBOTS = {

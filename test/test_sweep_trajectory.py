@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 
 from contact_estimation.commands import identify as command
-from contact_estimation.core.excitation import SweepSettings, plan_sweeps
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.identification.excitation import SweepSettings, plan_sweeps
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.harness import simulator_config
 from contact_estimation.core.sim.scenario import Scenario, ScenarioError
-from contact_estimation.core.trajectory import TRAJECTORY_TYPES, make_trajectory
+from contact_estimation.core.identification.trajectory import TRAJECTORY_TYPES, make_trajectory
 
 SPATIAL = os.path.join(os.path.dirname(__file__), '..', 'urdf', 'spatial_6r.urdf')
 SPEC = {'type': 'sweeps', 'speeds': [0.2, 0.6], 'amplitude': 0.4, 'joints': ['joint2', 'joint4'],

@@ -4,9 +4,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from contact_estimation.core.detector import CollisionDetector, DetectorConfig
-from contact_estimation.core.time_scaling import (TimeScaling, TimeScalingConfig, combined_scaling,
-                                                  worth_publishing)
+from contact_estimation.core.chain.detector import CollisionDetector, DetectorConfig
+from contact_estimation.core.chain.time_scaling import (
+    TimeScaling,
+    TimeScalingConfig,
+    combined_scaling,
+    worth_publishing,
+)
 
 DT = 0.001
 MOTION = np.array([0.0, 0.3, -0.4])  # q̇ of the forward motion, |q̇| = 0.5 rad/s

@@ -12,11 +12,11 @@ import os
 import numpy as np
 import pytest
 
-from contact_estimation.core.detector import DetectorConfig
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain.detector import DetectorConfig
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.harness import simulate
 from contact_estimation.core.sim.scenario import Scenario
-from contact_estimation.core.time_scaling import TimeScalingConfig
+from contact_estimation.core.chain.time_scaling import TimeScalingConfig
 
 SCENARIOS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                          'config', 'scenarios')

@@ -3,7 +3,7 @@
 Reads the residual (τ_ext in the effort field, with q and q̇) of a free motion, from a
 recording (CSV or ROS 2 bag of the residual topic) or live from the residual topic for
 `--seconds`, and proposes ψ = ψ_0 + k_v|q̇| + k_a|q̈| per joint with a false-alarm margin
-(core/threshold_calibration.py): fitted on the first part of the recording, checked for
+(core/chain/threshold_calibration.py): fitted on the first part of the recording, checked for
 false alarms on the held-out rest. Prints a table, what the check promises in plain words
 (and how long a recording a given promise needs), and writes a parameter file for
 collision_detector (`collision_detector: ros__parameters:` form) with a section for
@@ -23,11 +23,11 @@ import numpy as np
 import yaml
 
 from contact_estimation import manifest
-from contact_estimation.core.detector import (ACCELERATION_WINDOW_DURATION, DEFAULTS,
+from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION, DEFAULTS,
                                               PERSISTENCE_RULES, ROLES)
-from contact_estimation.core.recording import RecordingError, read_recording
-from contact_estimation.core.robot_model import RobotModel, RobotModelError
-from contact_estimation.core.threshold_calibration import Calibration, calibrate
+from contact_estimation.core.identification.recording import RecordingError, read_recording
+from contact_estimation.core.robot.robot_model import RobotModel, RobotModelError
+from contact_estimation.core.chain.threshold_calibration import Calibration, calibrate
 
 NODE = 'collision_detector'
 # The node whose estimates the detector's thresholds gate (`gate_thresholds`).

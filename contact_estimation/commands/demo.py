@@ -29,8 +29,8 @@ import numpy as np
 import yaml
 
 from contact_estimation import manifest
-from contact_estimation.core.contact import Contact, contact_error
-from contact_estimation.core.detector import COLLISION, INVALID, STALE
+from contact_estimation.core.contact.contact import Contact, contact_error
+from contact_estimation.core.chain.detector import COLLISION, INVALID, STALE
 from contact_estimation.launcher import NodeSet, namespace_arguments, simulated_clock
 from contact_estimation.ros.conversions import stamp_to_seconds
 

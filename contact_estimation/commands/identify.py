@@ -17,12 +17,13 @@ On the simulated cobot (sim_cobot node), the same sweeps run from a scenario fil
 trajectory is
 
     trajectory:
-      type: sweeps         then any SweepSettings field (core/excitation.py): speeds,
+      type: sweeps         then any SweepSettings field (core/identification/excitation.py): speeds,
       speeds: [...]        amplitude, repetitions, joints (names), seed, acceleration,
       amplitude: 0.8       max_pass_time, …; plan's --speeds, --amplitude, --repetitions
                            and --seed set the keys of the same names
 
-(`plan --scenario FILE` writes one; the format is in core/trajectory.py; the simulated
+(`plan --scenario FILE` writes one; the format is in core/identification/trajectory.py; the
+simulated
 friction is the node's `friction` parameter).
 
 `fit` reads joint states (CSV or a ROS 2 bag, sqlite3 or mcap), keeps the constant-speed
@@ -32,7 +33,8 @@ Table 3 (ε per joint and model), and writes the YAML the residual node loads
 recording whose identified gravity is far from the robot description's (another robot).
 `payload` reads a short log (a few rest poses and slow motion between them, the flange
 turned and tilted) of the arm carrying its tool, fits the tool's mass and centre of mass
-(core/payload_identification.py) to what the arm's own model leaves of the torques (the URDF,
+(core/identification/payload_identification.py) to what the arm's own model leaves of the torques
+(the URDF,
 or with --model-file the arm's identified gravity and friction), prints how well the log
 determines each value, and writes them as a parameter file (the same payload block for
 residual_node and ft_contact_estimator) to pass with the others (`contact-estimation up
@@ -50,19 +52,36 @@ import sys
 import numpy as np
 import yaml
 
-from contact_estimation.core import friction as friction_models
-from contact_estimation.core.excitation import SweepSettings, plan_sweeps
-from contact_estimation.core.identification import (MAX_GRAVITY_DEVIATION, IdentificationError,
-                                                    identify, in_time_order, recording_kind)
-from contact_estimation.core.identified_model import IdentifiedModel
-from contact_estimation.core.motion_identification import (INERTIA_CHOICES, SPEED_BANDS,
-                                                           MotionIdentification, MotionSettings,
-                                                           identify_motion)
-from contact_estimation.core.payload_identification import PayloadFit, identify_payload
-from contact_estimation.core.recording import (STORAGES, RecordingError, read_recording,
-                                               write_bag, write_csv)
-from contact_estimation.core.residual import StaticTerms
-from contact_estimation.core.robot_model import RobotModelError, RobotModel
+from contact_estimation.core.chain import friction as friction_models
+from contact_estimation.core.chain.residual import StaticTerms
+from contact_estimation.core.identification.excitation import SweepSettings, plan_sweeps
+from contact_estimation.core.identification.identification import (
+    MAX_GRAVITY_DEVIATION,
+    IdentificationError,
+    identify,
+    in_time_order,
+    recording_kind,
+)
+from contact_estimation.core.identification.identified_model import IdentifiedModel
+from contact_estimation.core.identification.motion_identification import (
+    INERTIA_CHOICES,
+    SPEED_BANDS,
+    MotionIdentification,
+    MotionSettings,
+    identify_motion,
+)
+from contact_estimation.core.identification.payload_identification import (
+    PayloadFit,
+    identify_payload,
+)
+from contact_estimation.core.identification.recording import (
+    STORAGES,
+    RecordingError,
+    read_recording,
+    write_bag,
+    write_csv,
+)
+from contact_estimation.core.robot.robot_model import RobotModel, RobotModelError
 from contact_estimation.core.sim.harness import record_on_simulator, simulator_config
 
 BAD_INPUT = 2

@@ -242,7 +242,7 @@ def _stamp_ns(header) -> int:
 def _summary(outcome: Outcome, found) -> str:
     """Inputs, stops and their causes, and each estimator's estimates (against the truth
     when `found`, the output bag's BagContacts, has it) with the sensors it used."""
-    from contact_estimation.core.contact import contact_error
+    from contact_estimation.core.contact.contact import contact_error
     lines = ['Inputs replayed: ' + ', '.join(f'{t} {n}' for t, n in outcome.inputs.items())]
     lines.append('\nStops (s since the first input; cause):')
     for t, message in outcome.events:

@@ -1,8 +1,8 @@
 """collision_detector: τ_ext → stop signal, collision events, rviz markers, time scaling.
 
-Runs the detector of core/detector.py (seed 001 eq. 7, role and speed-dependent thresholds
+Runs the detector of core/chain/detector.py (seed 001 eq. 7, role and speed-dependent thresholds
 capped at `threshold_max`, latched, fail-safe) on every residual and the reaction of
-core/time_scaling.py (seed 003 eqs. 8–11). Two outputs, two meanings:
+core/chain/time_scaling.py (seed 003 eqs. 8–11). Two outputs, two meanings:
 - stop (std_msgs/Bool, True = stop), the latched safety signal: reliable and transient-local,
   published on every change and as a heartbeat; it stays True after a collision until
   `~/reset` (or `hold_time`), and a controller must treat a missing heartbeat as stop;
@@ -23,7 +23,7 @@ Fail-safe: before the first residual, after `input_timeout` without one (or a ga
 between two), while the listener reports stale joint states, and on a non-finite residual,
 stop is True. A message of the wrong size is dropped and counted; it does not restart the
 timeout, so a stream of them stops the arm within `input_timeout`. So does a residual stamped
-more than 1 s ahead of this node's clock (dropped and counted: core/stamps.py). An unexpected
+more than 1 s ahead of this node's clock (dropped and counted: core/chain/stamps.py). An unexpected
 error in any callback latches a `node_fault` stop (ros/guard.py). The stop's heartbeat is a
 thread of its own (ros/heartbeat.py): no backlog of residuals delays it.
 """
@@ -38,13 +38,13 @@ from std_msgs.msg import Bool, Float64
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.detector import (ACCELERATION_WINDOW_DURATION, COLLISION,
+from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION, COLLISION,
                                               DEFAULTS, FAULT, INVALID, RENAMED, STALE, WAITING,
                                               AccelerationEstimate, DetectorConfig,
                                               DetectorState, event_stamped_by_residual)
-from contact_estimation.core.detector import CollisionDetector as Detector
-from contact_estimation.core.sample import JointSample
-from contact_estimation.core.time_scaling import (TimeScaling, TimeScalingConfig,
+from contact_estimation.core.chain.detector import CollisionDetector as Detector
+from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.chain.time_scaling import (TimeScaling, TimeScalingConfig,
                                                   worth_publishing)
 from contact_estimation.ros.collision_messages import collision_event, collision_markers
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
@@ -264,7 +264,7 @@ class CollisionDetector(SuiteNode):
                 {name: self.value(name) for name in durations})
 
     def _acceleration_of(self, t: float, position: np.ndarray | None):
-        """q̈ for the acceleration term when the thresholds use it (core/detector.py
+        """q̈ for the acceleration term when the thresholds use it (core/chain/detector.py
         AccelerationEstimate has the rules); None without positions."""
         if position is None:
             return None

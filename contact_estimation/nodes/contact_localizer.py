@@ -4,11 +4,11 @@ Every sensor at once (core/fused_contact.FusedContactEstimator; seeds 000 and 00
 residual τ_ext (project sign, τ_ext = J(p)ᵀF for a force F ON the robot at p), the
 compensated base wrench [F; p × F] that ft_contact_estimator publishes on `base_wrench`
 (used when its stamp is within `wrench_max_age` of the residual's) and the lidar cloud's
-obstacles (core/lidar_fusion.py, a prior on the link and the point), it finds the link, the
+obstacles (core/contact/lidar_fusion.py, a prior on the link and the point), it finds the link, the
 point on its surface and the force in the friction cone that explain them all; the
 diagnostics say which sensors the estimate used (`source`) and its ambiguity.
 
-When (core/localization_schedule.py): while a contact is present, some |τ_ext,i| over
+When (core/contact/localization_schedule.py): while a contact is present, some |τ_ext,i| over
 `gate_thresholds` (the detector's thresholds by default; a hand guiding the arm raises no
 stop but gets estimates), at most `max_rate` per second, on the residual just received,
 never queueing work. The cloud is converted to the base frame when it arrives (refused from
@@ -42,23 +42,39 @@ from geometry_msgs.msg import PointStamped, WrenchStamped
 from sensor_msgs.msg import JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.fused_contact import (LIDAR, FusedContact, FusedContactError,
-                                                   FusedContactEstimator, SensorNoise)
-from contact_estimation.core.lidar_fusion import CloudError, LidarFusion, Obstacles, PoseHistory
-from contact_estimation.core.localization_schedule import (DEFAULTS, LOCALIZER_DEFAULTS,
-                                                           LocalizationSchedule)
-from contact_estimation.core.sample import JointSample
-from contact_estimation.core.surfaces import LinkSurfaces, SurfacesError
-from contact_estimation.ros.conversions import (point_stamped, stamp_to_seconds,
-                                                wrench_stamped)
+from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.contact.fused_contact import (
+    LIDAR,
+    FusedContact,
+    FusedContactError,
+    FusedContactEstimator,
+    SensorNoise,
+)
+from contact_estimation.core.contact.lidar_fusion import (
+    CloudError,
+    LidarFusion,
+    Obstacles,
+    PoseHistory,
+)
+from contact_estimation.core.contact.localization_schedule import (
+    DEFAULTS,
+    LOCALIZER_DEFAULTS,
+    LocalizationSchedule,
+)
+from contact_estimation.core.robot.surfaces import LinkSurfaces, SurfacesError
+from contact_estimation.ros.conversions import point_stamped, stamp_to_seconds, wrench_stamped
 from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateError, JointStateReader
 from contact_estimation.ros.localization_messages import estimate_markers, estimate_values
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.qos import CLOUD_QOS
-from contact_estimation.ros.sensor_frames import (SensorFrame, SensorMessageError,
-                                                  cloud_config, cloud_in_base_frame,
-                                                  declare_cloud_parameters)
+from contact_estimation.ros.sensor_frames import (
+    SensorFrame,
+    SensorMessageError,
+    cloud_config,
+    cloud_in_base_frame,
+    declare_cloud_parameters,
+)
 from contact_estimation.ros.suite_node import SuiteNode
 from contact_estimation.ros.worker import LatestWorker
 
@@ -119,7 +135,7 @@ class ContactLocalizerNode(SuiteNode):
 
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:
-        """The localizer's parameters, with the defaults of core/localization_schedule.py
+        """The localizer's parameters, with the defaults of core/contact/localization_schedule.py
         (and through it ContactLocalizer's: the fused estimator takes the same), the base
         wrench's; ros/sensor_frames.py declares `cloud.*` and `lidar.*`."""
         d, k, loc = self.declare, DEFAULTS, LOCALIZER_DEFAULTS

@@ -40,19 +40,19 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.ft_contact import (COMPENSATIONS, CONVENTIONS, SURFACE_MODELS,
+from contact_estimation.core.contact.ft_contact import (COMPENSATIONS, CONVENTIONS, SURFACE_MODELS,
                                                 MomentumWrenchObserver,
                                                 BaseWrenchCompensator, FtContact,
                                                 FtContactError, FtContactLocator, SensorMount,
                                                 make_surfaces)
-from contact_estimation.core.ft_contact_stream import (DEFAULTS, RENAMED, FtInputError,
+from contact_estimation.core.contact.ft_contact_stream import (DEFAULTS, RENAMED, FtInputError,
                                                        RestingWindow, RunningRms,
                                                        StampPairing, check_reading,
                                                        load_ellipsoids, load_offset,
                                                        save_offset)
-from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
-from contact_estimation.core.sample import JointSample
-from contact_estimation.core.surfaces import LinkSurfaces
+from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp,
                                                 wrench_stamped, wrench_to_arrays)
 from contact_estimation.ros.diagnostics import OK, WARN

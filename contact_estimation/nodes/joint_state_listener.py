@@ -5,7 +5,7 @@ each with a subset of the joints) and publishes, per complete sample, a JointSta
 joint order: position (rad), velocity (rad/s, estimated where the driver gives none) and
 effort = joint torque (N·m, converted from motor current if asked), with the stamp of the
 input. Bad messages are dropped and counted on /diagnostics
-(core/joint_state_conditioning.py has the rules). `input_stale` is True while no sample went
+(core/chain/joint_state_conditioning.py has the rules). `input_stale` is True while no sample went
 out for `input_timeout` seconds (and before the first one): the detector stops the robot on it.
 In composed mode (contact_estimation/composed.py) each sample (core/sample.JointSample) goes
 to residual_node, ft_contact_estimator and proximity_monitor, and input_stale to
@@ -30,10 +30,10 @@ import sys
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
-from contact_estimation.core.joint_state_conditioning import (
+from contact_estimation.core.chain.joint_state_conditioning import (
     DEFAULTS, RENAMED, TIMING_DROPS, WARNINGS, JointStateConditioner,
     Transmission, Watchdog)
-from contact_estimation.core.sample import JointSample
+from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.input_rate import InputRateLog, TimeSettings

@@ -1,10 +1,10 @@
 """proximity_monitor: robot spheres against people and objects → stop and speed scale before
-contact (seed 002, core/proximity.py).
+contact (seed 002, core/contact/proximity.py).
 
 Inputs: the listener's joint state (q, q̇), a tracked skeleton (geometry_msgs/PoseArray, one
 pose per keypoint in `keypoint_names` order, COCO-17 by default; an empty array: nobody
 tracked) and the lidar cloud. The cloud goes through the contact localizer's pipeline
-(core/lidar_fusion.py: base frame, workspace crop, voxels, self-filter at the arm's pose at
+(core/contact/lidar_fusion.py: base frame, workspace crop, voxels, self-filter at the arm's pose at
 the cloud's stamp, DBSCAN); its clusters are the objects when no person is tracked. Frames:
 the base frame, `skeleton.frame` / `lidar.frame` with their pose as parameters, or TF
 (ros/sensor_frames.py).
@@ -26,10 +26,10 @@ Fail-safe: stop before the first joint state, when none came for `joint_state_ti
 states' clock) or invalid (NaN keypoints, a wrong count, an empty cloud, an unknown frame:
 a clear message, counted on /diagnostics). A stop beside something that stays (the margin
 never clears) is released by `~/reset` (std_srvs/Trigger); after it the arm may only move
-away (core/proximity.py: Reset).
+away (core/contact/proximity.py: Reset).
 
 Issue 19: a message stamped more than 1 s ahead of this node's clock is dropped and counted
-(core/stamps.py: it never counts as fresh); clouds are decoded and clustered on a worker
+(core/chain/stamps.py: it never counts as fresh); clouds are decoded and clustered on a worker
 thread (ros/worker.py) and the check takes the objects it finds, so the 100 Hz check is never
 held by a cloud; the stop's heartbeat is a thread of its own (ros/heartbeat.py); an
 unexpected error in any callback stops for FAULT_HOLD s (ros/guard.py).
@@ -48,13 +48,13 @@ from std_msgs.msg import Bool, Float64
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.lidar_fusion import CloudError, LidarFusion, PoseHistory
-from contact_estimation.core.proximity import (CLUSTERS, DEFAULT_PARTS, DEFAULTS, SKELETON,
+from contact_estimation.core.contact.lidar_fusion import CloudError, LidarFusion, PoseHistory
+from contact_estimation.core.contact.proximity import (CLUSTERS, DEFAULT_PARTS, DEFAULTS, SKELETON,
                                                BoxPart, HumanModel, ProximityConfig,
                                                ProximityMonitor, ProximityResult)
-from contact_estimation.core.sample import JointSample
-from contact_estimation.core.surfaces import LinkSurfaces, SurfacesError
-from contact_estimation.core.time_scaling import worth_publishing
+from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.robot.surfaces import LinkSurfaces, SurfacesError
+from contact_estimation.core.chain.time_scaling import worth_publishing
 from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.heartbeat import Heartbeat
@@ -167,7 +167,7 @@ class ProximityMonitorNode(SuiteNode):
 
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:
-        """Every parameter, with the defaults of core/proximity.py (ProximityConfig,
+        """Every parameter, with the defaults of core/contact/proximity.py (ProximityConfig,
         DEFAULTS, DEFAULT_PARTS) and CloudConfig (ros/sensor_frames.py declares those)."""
         d, k, ro = self.declare, DEFAULTS, {'read_only': True}
         d('check_rate', k['check_rate'], 'checks per second on the latest joint state, Hz '

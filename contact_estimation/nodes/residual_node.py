@@ -1,10 +1,10 @@
 """residual_node: joint state (position, velocity, torque) → external joint torque τ_ext.
 
 Reads the listener's conditioned joint state (model joint order, effort = joint torque),
-runs one of the residuals of core/residual.py and publishes τ_ext (N·m, project sign:
+runs one of the residuals of core/chain/residual.py and publishes τ_ext (N·m, project sign:
 τ_ext = J(p)ᵀF for a force F on the robot) as a JointState whose effort is τ_ext, with the
 stamp of the sample it came from. With a wrist F/T sensor (force/position hybrid tasks,
-seed 001 §3.1) the measured task wrench is removed (core/wrist_wrench.py has the rules), so
+seed 001 §3.1) the measured task wrench is removed (core/chain/wrist_wrench.py has the rules), so
 that only unintended contacts remain. `process_joint_state` is the one sample's work: its
 subscription calls it, or the listener directly in composed mode (contact_estimation/
 composed.py); the sample, now with τ_ext, goes on to the detector and the estimators, and is
@@ -19,12 +19,14 @@ import numpy as np
 from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
 
-from contact_estimation.core import friction, payload, residual, wrist_wrench
-from contact_estimation.core.identified_model import IdentifiedModel, ModelFileError
-from contact_estimation.core.payload import Payload
-from contact_estimation.core.residual import Residual, SampleOrderError, make_residual
-from contact_estimation.core.sample import JointSample
-from contact_estimation.core.wrist_wrench import WristWrench, WristWrenchRejected
+from contact_estimation.core.chain import friction, residual, wrist_wrench
+
+from contact_estimation.core.robot import payload
+from contact_estimation.core.identification.identified_model import IdentifiedModel, ModelFileError
+from contact_estimation.core.robot.payload import Payload
+from contact_estimation.core.chain.residual import Residual, SampleOrderError, make_residual
+from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.chain.wrist_wrench import WristWrench, WristWrenchRejected
 from contact_estimation.ros.conversions import stamp_to_seconds, wrench_to_arrays
 from contact_estimation.ros.diagnostics import OK
 from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
@@ -69,8 +71,8 @@ class ResidualNode(SuiteNode):
 
     # ------------------------------------------------------------------ parameters
     def _declare_residual_parameters(self) -> None:
-        """Every parameter, with the defaults of core/residual.py, core/payload.py and
-        core/wrist_wrench.py."""
+        """Every parameter, with the defaults of core/chain/residual.py, core/robot/payload.py and
+        core/chain/wrist_wrench.py."""
         r, w = residual.DEFAULTS, wrist_wrench.DEFAULTS
         self.declare('model', r['model'],
                      'residual: fast (seed 001 eq. 9, g + f only), rnea (inverse dynamics, '

@@ -44,14 +44,14 @@ from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Float64
 
 from contact_estimation import manifest
-from contact_estimation.core.payload import Payload
+from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.sim.cobot import SimulatedCobot, SimulationError
 from contact_estimation.core.sim.config import LidarConfig, SimConfig
 from contact_estimation.core.sim.driver import DriverStream, DriverTiming, MotorCurrent
 from contact_estimation.core.sim.realtime import DEFAULTS, Lockstep, ScalingTimeout
 from contact_estimation.core.sim.scenario import Scenario, ScenarioError
-from contact_estimation.core.time_scaling import combined_scaling
-from contact_estimation.core.trajectory import TRAJECTORY_TYPES, make_trajectory
+from contact_estimation.core.chain.time_scaling import combined_scaling
+from contact_estimation.core.identification.trajectory import TRAJECTORY_TYPES, make_trajectory
 from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp, stamp_to_seconds,
                                                 wrench_stamped, xyz_to_cloud)
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN

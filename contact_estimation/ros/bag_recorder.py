@@ -18,7 +18,7 @@ from rclpy.node import Node
 from rclpy.serialization import deserialize_message
 
 from contact_estimation import manifest
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.ros.qos import SENSOR_QOS
 from contact_estimation.suite_bag import (DEFAULT_TF_RATE, SuiteBag,
                                           remove_earlier_bag, suite_topics)

@@ -9,7 +9,7 @@ from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from visualization_msgs.msg import Marker, MarkerArray
 
-from contact_estimation.core.detector import COLLISION, NONE, WAITING, DetectorState
+from contact_estimation.core.chain.detector import COLLISION, NONE, WAITING, DetectorState
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN, level_byte
 from contact_estimation.ros.markers import cleared, marker

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from contact_estimation.core.joint_state_conditioning import StepStatistics, timing_report
+from contact_estimation.core.chain.joint_state_conditioning import StepStatistics, timing_report
 
 RATE_PERIOD = 1.0   # s between measurements
 RATE_CHANGE = 0.25  # a rate this much off the last logged one is logged again

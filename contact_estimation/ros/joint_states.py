@@ -6,7 +6,7 @@ from typing import Sequence
 import numpy as np
 from sensor_msgs.msg import JointState
 
-from contact_estimation.core.joint_order import JointOrder
+from contact_estimation.core.chain.joint_order import JointOrder
 
 FIELDS = ('position', 'velocity', 'effort')
 

@@ -14,7 +14,7 @@ from builtin_interfaces.msg import Duration, Time
 from geometry_msgs.msg import Point
 from visualization_msgs.msg import Marker, MarkerArray
 
-from contact_estimation.core.contact_localization import ContactEstimate
+from contact_estimation.core.contact.contact_localization import ContactEstimate
 from contact_estimation.ros.markers import contact_markers, deleted, marker
 
 MARKER_NS = 'contact_estimate'

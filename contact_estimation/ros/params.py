@@ -54,10 +54,10 @@ def on_change(node: Node, apply: Callable[[dict[str, Any]], str | None]) -> None
 
 
 def declare_payload(node: Node, read_only: bool):
-    """Declare `payload.mass`, `payload.centre_of_mass`, `payload.link` (core/payload.py's
+    """Declare `payload.mass`, `payload.centre_of_mass`, `payload.link` (core/robot/payload.py's
     defaults) and return the Payload they describe (ValueError if bad). residual_node and
     ft_contact_estimator share them, so one parameter file block configures both."""
-    from contact_estimation.core.payload import DEFAULTS, Payload
+    from contact_estimation.core.robot.payload import DEFAULTS, Payload
     declare(node, 'payload.mass', DEFAULTS['payload.mass'], 'mass of the tool or part on '
             'payload.link, kg (0 = none): part of the arm, so carrying it is not a contact',
             0.0, 1000.0, read_only)
@@ -77,7 +77,7 @@ def declare_robot(node: Node):
     Raises StartupError with the reason when the model cannot be loaded; logs a warning when
     its collision geometry could not be (nodes that need link surfaces then refuse).
     """
-    from contact_estimation.core.robot_model import RobotModel, RobotModelError
+    from contact_estimation.core.robot.robot_model import RobotModel, RobotModelError
     from contact_estimation.ros.node_main import StartupError
     robot = declare(node, 'robot', 'panda',
                     'example-robot-data name (panda, ur5, ...) or URDF file path', read_only=True)

@@ -9,7 +9,7 @@ from scipy.spatial.transform import Rotation
 from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
 
-from contact_estimation.core.proximity import Body, ProximityResult
+from contact_estimation.core.contact.proximity import Body, ProximityResult
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN, level_byte
 
 ROBOT_NS, BODIES_NS = 'proximity_robot', 'proximity_bodies'

@@ -15,7 +15,7 @@ import numpy as np
 from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
 
-from contact_estimation.core.lidar_fusion import CloudConfig, to_base_frame
+from contact_estimation.core.contact.lidar_fusion import CloudConfig, to_base_frame
 from contact_estimation.ros.conversions import cloud_to_xyz
 
 try:  # a ROS distribution has it; the PyPI wheels do not
@@ -156,7 +156,8 @@ _CLOUD_PARAMETERS = {
 
 
 def declare_cloud_parameters(node, skip: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """Declare `cloud.<field>` for CloudConfig's fields (core/lidar_fusion.py) but `skip`, at
+    """Declare `cloud.<field>` for CloudConfig's fields (core/contact/lidar_fusion.py) but `skip`,
+    at
     CloudConfig's defaults; returns the names declared."""
     declared = []
     for field, (description, low, high) in _CLOUD_PARAMETERS.items():

@@ -41,7 +41,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
 from contact_estimation import manifest
-from contact_estimation.core.stamps import stamp_problem
+from contact_estimation.core.chain.stamps import stamp_problem
 from contact_estimation.ros import params
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ProblemCounter
@@ -166,7 +166,7 @@ class SuiteNode(Node):
 
     def believed(self, stamp, source: str) -> float | None:
         """The stamp (s) of a message from `source` when it is believable on this node's
-        clock (core/stamps.py), else None: the message is to be dropped, and it is counted
+        clock (core/chain/stamps.py), else None: the message is to be dropped, and it is counted
         and logged here."""
         t = stamp_to_seconds(stamp)
         problem = stamp_problem(t, self.get_clock().now().nanoseconds * 1e-9)

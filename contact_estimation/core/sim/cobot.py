@@ -24,13 +24,13 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from contact_estimation.core import friction
-from contact_estimation.core.contact import Contact
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain import friction
+from contact_estimation.core.contact.contact import Contact
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.config import SimConfig
 from contact_estimation.core.sim.mjcf import ROBOT_PREFIX, build_mjcf
 from contact_estimation.core.sim.scenario import Scenario
-from contact_estimation.core.trajectory import TimeScaler
+from contact_estimation.core.identification.trajectory import TimeScaler
 
 INTEGRATORS = {'implicitfast': mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
                'implicit': mujoco.mjtIntegrator.mjINT_IMPLICIT,

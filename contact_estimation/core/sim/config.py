@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pinocchio as pin
 
-from contact_estimation.core.payload import Payload
+from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.sim.driver import MotorCurrent
 
 

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from contact_estimation.core.detector import CollisionDetector
-from contact_estimation.core.recording import JointRecording
-from contact_estimation.core.residual import make_residual
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain.detector import CollisionDetector
+from contact_estimation.core.identification.recording import JointRecording
+from contact_estimation.core.chain.residual import make_residual
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.config import DEFAULT_FRICTION, SimConfig
 from contact_estimation.core.sim.driver import DriverStream, DriverTiming
-from contact_estimation.core.time_scaling import TimeScaling, TimeScalingConfig
-from contact_estimation.core.trajectory import make_trajectory
+from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
+from contact_estimation.core.identification.trajectory import make_trajectory
 
 
 def closed_loop(sim, residual, detector=None, scaling: TimeScaling | None = None,

@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.config import SimConfig
 from contact_estimation.core.sim.mjcf import build_mjcf
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import yaml
 
-from contact_estimation.core.payload import Payload
-from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.trajectory import make_trajectory
+from contact_estimation.core.robot.payload import Payload
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.identification.trajectory import make_trajectory
 
 SHAPES = {'box': 3, 'sphere': 1, 'capsule': 2, 'cylinder': 2}  # MuJoCo geom sizes
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 
 JOINT_STATE_TYPE = 'sensor_msgs/msg/JointState'
 DEFAULT_TOPIC = '/joint_states'

@@ -28,7 +28,7 @@ import numpy as np
 import open3d as o3d
 from scipy.spatial.distance import cdist
 
-from contact_estimation.core.surfaces import LinkSurfaces
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 
 
 # Points tried first, per link, for its nearest obstacle point (nearest bounds first); the
@@ -189,7 +189,7 @@ class LidarFusion:
 
     def _lower_bounds(self, q: np.ndarray, points: np.ndarray) -> np.ndarray:
         """A lower bound of every point's distance to every link (N×L): the distance to the
-        nearest of the link's enclosing spheres (core/surfaces.py: every surface point is in
+        nearest of the link's enclosing spheres (core/robot/surfaces.py: every surface point is in
         one of them), 0 inside. Exact distances (ray-casting scenes, ~2 µs a pair) are then
         needed only where a bound leaves the answer open."""
         gaps = cdist(points, self.surfaces.sphere_centres(q)) - self.surfaces.sphere_radii

@@ -1,7 +1,7 @@
 """What the ft_contact_estimator node does between messages, without ROS: its defaults, the
 checks of a raw F/T reading, the pairing of streams by stamp, the resting check of the `~/zero`
 service, the offset and ellipsoid files, and the
-compensation residual in free motion. The estimate itself is core/ft_contact.py (seed 004).
+compensation residual in free motion. The estimate itself is core/contact/ft_contact.py (seed 004).
 
 Times are stamps in seconds (the samples' own clock), never sample counts: real drivers
 publish at ~100 Hz with jitter, F/T sensors often faster.
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from contact_estimation.core.ft_contact import (ROBOT_ON_SENSOR, BaseWrenchCompensator,
+from contact_estimation.core.contact.ft_contact import (ROBOT_ON_SENSOR, BaseWrenchCompensator,
                                                 Ellipsoid, FtContactError)
 
 DEFAULTS: dict[str, Any] = {

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
 
 POSITION, FORCE = 'position', 'force'
 ROLES = (POSITION, FORCE)

@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import open3d as o3d
 
-from contact_estimation.core.payload import Payload
-from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.surfaces import LinkSurfaces
+from contact_estimation.core.robot.payload import Payload
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 
 ROBOT_ON_SENSOR = 'robot_on_sensor'
 MOUNT_ON_ROBOT = 'mount_on_robot'

@@ -13,7 +13,7 @@
 3. `gravity_basis` + `fit_gravity`: G(q) = H_G(q) π_G over the base parameters of the gravity
    regressor (seed 001 eqs. 16–22 for any serial arm): pinocchio's joint-torque regressor at
    q̇ = q̈ = 0, mass and first-moment columns, reduced by a rank-revealing QR; π_G = H⁺ τ_G.
-4. `fit_friction`: each friction model of core/friction.py per joint by bounded nonlinear
+4. `fit_friction`: each friction model of core/chain/friction.py per joint by bounded nonlinear
    least squares from several starts (`starting_points`); ε = residual sum of squares
    (seed 001 Table 3). A model is fitted only to a joint swept at no fewer distinct speeds
    than it has parameters (`distinct_speeds`); otherwise it is flagged, not fitted.
@@ -30,11 +30,15 @@ import pinocchio as pin
 from scipy.linalg import qr
 from scipy.optimize import least_squares
 
-from contact_estimation.core import friction as friction_models
-from contact_estimation.core.identified_model import (GRAVITY_PARAMETERS, GravityBasis,
-                                                      IdentifiedModel, robot_structure)
-from contact_estimation.core.recording import JointRecording
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain import friction as friction_models
+from contact_estimation.core.identification.identified_model import (
+    GRAVITY_PARAMETERS,
+    GravityBasis,
+    IdentifiedModel,
+    robot_structure,
+)
+from contact_estimation.core.identification.recording import JointRecording
+from contact_estimation.core.robot.robot_model import RobotModel
 
 
 class IdentificationError(ValueError):
@@ -397,7 +401,7 @@ def starting_points(model: friction_models.FrictionModel, level: float, speeds: 
     `speeds` (rad/s, v_min … v_max).
 
     The first is a physically sensible guess; the others are random, each parameter drawn
-    according to its unit (core/friction.py):
+    according to its unit (core/chain/friction.py):
     - N·m (amplitudes): uniform in [0, 2·level];
     - N·m·s/rad (viscous): uniform in [0, 2·level / v_max];
     - s/rad (rate constants γ inside tanh(γ v)): log-uniform in [0.1 / v_max, 10 / v_min],
@@ -520,7 +524,8 @@ def in_time_order(recording: JointRecording) -> tuple[JointRecording, int]:
 def recording_kind(recording: JointRecording, robot: RobotModel,
                    detection: PassDetection = PassDetection()) -> tuple[str, str]:
     """'sweeps' when every joint has forward/backward constant-speed passes at two or more
-    speeds (seed 001's input, and the best one), else 'motion' (core/motion_identification.py);
+    speeds (seed 001's input, and the best one), else 'motion'
+    (core/identification/motion_identification.py);
     and why."""
     passes = find_passes(recording, detection)
     data = match_passes(recording, passes, detection)

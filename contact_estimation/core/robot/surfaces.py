@@ -29,7 +29,7 @@ import pinocchio as pin
 from scipy.spatial import ConvexHull
 from scipy.spatial.distance import cdist
 
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 
 # Edges around every circle of a cylinder, sphere or capsule: 32 keeps the mesh within
 # 0.5 % of the radius of the true surface.

@@ -13,7 +13,8 @@ along its path.
     type: waypoints        minimum-jerk segments, at rest at each waypoint
       waypoints: [[...], ...]   m rows of n joint angles (rad), within the limits
       durations: [...]          m − 1 segment durations (s)
-    type: sweeps           the identification sweeps of seed 001 §2.1 (core/excitation.py,
+    type: sweeps           the identification sweeps of seed 001 §2.1
+    (core/identification/excitation.py,
                            the plan `contact-estimation identify plan` writes), then holds home
       speeds: [0.01, ...]  plateau speeds (rad/s); default 12 log-spaced from 0.01 to 1
       amplitude: 0.8       Q (rad): each joint sweeps its centre ± Q
@@ -29,8 +30,8 @@ from dataclasses import fields
 
 import numpy as np
 
-from contact_estimation.core.excitation import SweepSettings, plan_sweeps
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.identification.excitation import SweepSettings, plan_sweeps
+from contact_estimation.core.robot.robot_model import RobotModel
 
 
 def bounded_limits(robot: RobotModel, margin: float) -> tuple[np.ndarray, np.ndarray]:
@@ -188,7 +189,7 @@ def make_trajectory(robot: RobotModel, spec: dict):
 
 
 def _sweeps(robot: RobotModel, options: dict):
-    """The identification sweeps of core/excitation.py for a `type: sweeps` spec."""
+    """The identification sweeps of core/identification/excitation.py for a `type: sweeps` spec."""
     known = {f.name for f in fields(SweepSettings)}
     if set(options) - known:
         raise ValueError(f'a sweeps trajectory takes {sorted(known)}, got unknown '

@@ -11,7 +11,8 @@
 Friction opposes motion: in M q̈ + C q̇ + g + f(q̇) = τ + τ_ext it is on the dissipative side.
 
 Each parameter's unit says what kind of quantity it is, which is what the multi-start fits of
-core/identification.py use to draw starting points: N·m an amplitude, s/rad a rate constant
+core/identification/identification.py use to draw starting points: N·m an amplitude, s/rad a rate
+constant
 (inside tanh), rad/s a characteristic speed, N·m·s/rad a viscous coefficient.
 
 A model with k parameters needs friction measured at no fewer than k distinct speeds

@@ -6,9 +6,9 @@ A point force F acting ON the robot at the point p of link k explains (project s
 - the external joint torques τ_ext = J_k(p)ᵀF: n equations (seed 000 eq. 3);
 - the compensated base wrench [f; m] = [F; p × F] at the base origin, base frame: 6
   equations (seed 004 eqs. 4-6 and 20, after `BaseWrenchCompensator` or
-  `MomentumWrenchObserver` of core/ft_contact.py);
+  `MomentumWrenchObserver` of core/contact/ft_contact.py);
 - and a lidar obstacle next to the link says where the contact probably is: a prior on
-  the link and the point (seed 000 §5, `LinkProximity` of core/lidar_fusion.py).
+  the link and the point (seed 000 §5, `LinkProximity` of core/contact/lidar_fusion.py).
 
 `FusedContactEstimator.estimate` scores every candidate link and surface point against all
 the equations it has at once: each equation weighted by its sensor's noise, the force the
@@ -41,12 +41,12 @@ import open3d as o3d
 from scipy.spatial import cKDTree
 from scipy.stats import chi2 as chi_square
 
-from contact_estimation.core.contact_localization import (_tangent_basis, project_to_cone,
+from contact_estimation.core.contact.contact_localization import (_tangent_basis, project_to_cone,
                                                           spatial_link_range, torque_maps)
-from contact_estimation.core.ft_contact import _cross, line_of_action
-from contact_estimation.core.lidar_fusion import LinkProximity
-from contact_estimation.core.robot_model import RobotModel
-from contact_estimation.core.surfaces import LinkSurfaces
+from contact_estimation.core.contact.ft_contact import _cross, line_of_action
+from contact_estimation.core.contact.lidar_fusion import LinkProximity
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 
 # The sensors an estimate can use (`FusedContact.sensors`).
 TORQUE = 'torque'
@@ -186,7 +186,7 @@ class FusedContactEstimator:
     contact_distance (m): an obstacle farther from a link is not next to it; prior_radius
     (m): how far the contact may be from the obstacle's point on the link.
     normal_preference κ: a prior that forces lie near the surface normal, cost
-    2κ(1 − cos θ) in χ² units (seed 004's normal preference, as in core/ft_contact.py).
+    2κ(1 − cos θ) in χ² units (seed 004's normal preference, as in core/contact/ft_contact.py).
     seeds_per_link: surface samples kept per candidate link; refined: seeds refined.
     ambiguity: the posterior cost margin of the candidates (χ² units; by default the 99 %
     likelihood region of the point's two surface coordinates).

@@ -2,7 +2,7 @@
 
 The arm's own model (URDF, or an identified gravity and friction: `StaticTerms`) explains
 the torque of the bare arm; what is left, r = τ − (M q̈ + C q̇ + g + f), is the payload's
-(core/payload.py): r = Y_body(q, q̇, q̈) π, with Y_body that of the tip link's body. Its four
+(core/robot/payload.py): r = Y_body(q, q̇, q̈) π, with Y_body that of the tip link's body. Its four
 gravity parameters θ = (m, m·c') are fitted by linear least squares over every sample and
 joint, with the payload's small rotational inertia m(|c'|²1 − c'c'ᵀ) taken from the previous
 estimate (a fixed point, `ROUNDS` rounds). q̈ is the zero-phase (centred) smoothed derivative of
@@ -22,10 +22,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.ndimage import uniform_filter1d
 
-from contact_estimation.core.identification import IdentificationError, check_recording
-from contact_estimation.core.payload import GRAVITY_PARAMETERS, Payload, body_regressor
-from contact_estimation.core.recording import JointRecording
-from contact_estimation.core.residual import StaticTerms
+from contact_estimation.core.chain.residual import StaticTerms
+from contact_estimation.core.identification.identification import (
+    IdentificationError,
+    check_recording,
+)
+from contact_estimation.core.identification.recording import JointRecording
+from contact_estimation.core.robot.payload import GRAVITY_PARAMETERS, Payload, body_regressor
 
 ROUNDS = 4                    # fixed-point rounds for the payload's rotational inertia
 ACCELERATION_SMOOTHING = 0.05  # s, centred moving average over the differentiated velocity

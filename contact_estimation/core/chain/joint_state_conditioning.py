@@ -40,10 +40,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from contact_estimation.core.joint_order import JointOrder
-from contact_estimation.core.sample import JointSample
-# The stamp problem kinds are among the kinds below (core/stamps.py checks every input).
-from contact_estimation.core.stamps import (FUTURE_STAMP, MAX_FUTURE, ZERO_STAMP,  # noqa: F401
+from contact_estimation.core.chain.joint_order import JointOrder
+from contact_estimation.core.chain.sample import JointSample
+# The stamp problem kinds are among the kinds below (core/chain/stamps.py checks every input).
+from contact_estimation.core.chain.stamps import (FUTURE_STAMP, MAX_FUTURE, ZERO_STAMP,  # noqa: F401
                                             stamp_problem)
 
 # The one source of the conditioning defaults, by joint_state_listener parameter name (the

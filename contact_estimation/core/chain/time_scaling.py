@@ -7,7 +7,7 @@ q_d(t_i) = q(t_{i-1} + f_S Δt) (eq. 9). f_S is 1 with no external torque (track
 (it yields backwards along its path), with a constant α setting the sensitivity; motion
 resumes by itself when the contact ends (its Fig. 14). Eqs. 8–9 are the controller's part
 (core/trajectory.TimeScaler plays the simulated cobot's reference that way); this module
-computes f_S. It follows the contact itself, not the latched stop of core/detector.py: the
+computes f_S. It follows the contact itself, not the latched stop of core/chain/detector.py: the
 stop stays raised until it is reset, while f_S lets the arm go on once the contact is over.
 
 The piecewise f_S of eqs. 10–11 is an image missing from the seed's text, so the law is ours.
@@ -188,7 +188,7 @@ def worth_publishing(value: float, last_sent: float | None) -> bool:
 
 def combined_scaling(time_scaling: float, speed_scale: float) -> float:
     """What a controller plays the trajectory at, given the detector's f_S (this module) and
-    the proximity monitor's speed scale s in [0, 1] (core/proximity.py): min(f_S, s) while
+    the proximity monitor's speed scale s in [0, 1] (core/contact/proximity.py): min(f_S, s) while
     f_S ≥ 0. While the arm yields (f_S < 0, back along its path, pushed by a person) it is
     f_S·s: the arm goes back no faster than s of its nominal speed and holds at s = 0, since
     the path it came along may be where the monitor now sees someone. Either way its size

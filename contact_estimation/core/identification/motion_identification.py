@@ -1,7 +1,8 @@
 """Gravity and friction identification from a log of ordinary free motion (seed 001 §2,
 extended from its constant-speed sweeps to the full inverse-dynamics model).
 
-Seed 001 identifies from constant-speed sweeps (core/identification.py), where the inertial
+Seed 001 identifies from constant-speed sweeps (core/identification/identification.py), where the
+inertial
 terms vanish (eq. 9). Ordinary work motion accelerates, so the whole model of seed 001 eq. 6
 is fitted; in the project's sign (M q̈ + C q̇ + g + f(q̇) = τ + τ_ext, τ_ext = 0 in free
 motion):
@@ -9,7 +10,7 @@ motion):
     τ = Y(q, q̇, q̈) π + f(q̇; γ)
 
 with Y pinocchio's joint-torque regressor (`computeJointTorqueRegressor`, the ten dynamic
-parameters of every body) and f a friction model of core/friction.py on every joint (the
+parameters of every body) and f a friction model of core/chain/friction.py on every joint (the
 continuous model of seed 001 eq. 23, Coulomb–viscous, Stribeck).
 
 1. `motion_samples`: the log on a uniform time grid (real drivers' stamps jitter), q̈ the
@@ -26,7 +27,7 @@ continuous model of seed 001 eq. 23, Coulomb–viscous, Stribeck).
    in the description's inertia would leak into the gravity and friction estimates. It keeps
    the description's otherwise (slow motion leaves the inertia undetermined, and only noise
    would come of fitting it). Either way the model file holds G and f: the residual node
-   takes M and C from the description (core/residual.py).
+   takes M and C from the description (core/chain/residual.py).
 3. Friction is linear in its amplitudes (γ₁, γ₄, γ₆ of eq. 23; Coulomb, static and viscous
    levels) and nonlinear in its rate constants (γ₂, γ₃, γ₅) and characteristic speeds: a
    separable least-squares problem, solved by variable projection (`least_squares` over the
@@ -49,17 +50,26 @@ from scipy.optimize import least_squares, lsq_linear
 from scipy.signal import savgol_filter
 from scipy.stats import f as f_distribution
 
-from contact_estimation.core import friction as friction_models
-from contact_estimation.core.identification import (MAX_GRAVITY_DEVIATION, FrictionFit,
-                                                     IdentificationError, base_parameters,
-                                                     check_gravity_plausible, check_recording,
-                                                     condition_number,
-                                                     gravity_basis, identified_model,
-                                                     starting_points)
-from contact_estimation.core.identified_model import (DYNAMIC_PARAMETERS, GravityBasis,
-                                                      IdentifiedModel)
-from contact_estimation.core.recording import JointRecording
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain import friction as friction_models
+from contact_estimation.core.identification.identification import (
+    MAX_GRAVITY_DEVIATION,
+    FrictionFit,
+    IdentificationError,
+    base_parameters,
+    check_gravity_plausible,
+    check_recording,
+    condition_number,
+    gravity_basis,
+    identified_model,
+    starting_points,
+)
+from contact_estimation.core.identification.identified_model import (
+    DYNAMIC_PARAMETERS,
+    GravityBasis,
+    IdentifiedModel,
+)
+from contact_estimation.core.identification.recording import JointRecording
+from contact_estimation.core.robot.robot_model import RobotModel
 
 # Speed bands of the coverage report, rad/s: 12 log-spaced from 0.005 to 2 (ratio 1.65). A band
 # in which a joint moved for `band_time` counts as one distinct speed, the sweeps' rule

@@ -1,6 +1,6 @@
 """When the contact localizer node estimates. No ROS.
 
-An estimate (core/contact_localization.py) costs milliseconds, the residual comes at up to
+An estimate (core/contact/contact_localization.py) costs milliseconds, the residual comes at up to
 1 kHz, and the machine also runs the 1 kHz detection chain. So the node estimates
 - only while a contact is present: some |τ_ext,i| over its gate ψ_i (by default the
   detector's position thresholds, seed 001 eq. 7 without its n samples in a row: an estimate
@@ -18,8 +18,8 @@ import inspect
 
 import numpy as np
 
-from contact_estimation.core import detector
-from contact_estimation.core.contact_localization import ContactLocalizer
+from contact_estimation.core.chain import detector
+from contact_estimation.core.contact.contact_localization import ContactLocalizer
 
 DEFAULTS = {
     'gate_thresholds': [float(detector.DEFAULTS['thresholds_position'])],  # N·m

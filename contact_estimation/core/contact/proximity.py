@@ -10,7 +10,7 @@ checked only between objects (robot vs each body part, never a part against anot
 one signal per body part, 0 go on / 1 stop, so a collision of the right hand does not stop the
 left. It inflates the radii for a pre-contact buffer. Here:
 
-- The robot's spheres are `LinkSurfaces.spheres` (core/surfaces.py), which enclose the links.
+- The robot's spheres are `LinkSurfaces.spheres` (core/robot/surfaces.py), which enclose the links.
 - A body part's spheres enclose the capsule of its radius on its segment (`HumanModel`); a
   lidar cluster's spheres enclose its points (`cluster_spheres`); the trunk is a box.
 - The inflation is a protective separation distance in the spirit of ISO/TS 15066 speed and
@@ -60,7 +60,7 @@ from typing import Sequence
 import numpy as np
 from scipy.spatial import cKDTree
 
-from contact_estimation.core.surfaces import LinkSurfaces
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 
 # The keypoints of the COCO-17 skeleton, in its order (most 2-D/3-D pose trackers use it).
 COCO_17 = ('nose', 'left_eye', 'right_eye', 'left_ear', 'right_ear', 'left_shoulder',

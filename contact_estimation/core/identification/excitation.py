@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import minimize
 
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 
 # Default plateau speeds: 12 log-spaced from 0.01 to 1 rad/s (ratio ≈ 1.52), so that the
 # friction models (6 parameters for seed 001 eq. 23) are fitted over the Stribeck region at

@@ -10,7 +10,7 @@ machine or of PTP/NTP-synchronised machines differ by far less). The clock is th
 (simulated time when use_sim_time is on).
 
 Stamps behind the clock are not refused here: the listener accepts a driver whose clock is
-behind (a restarted simulator, an unsynchronised controller: core/joint_state_conditioning.py
+behind (a restarted simulator, an unsynchronised controller: core/chain/joint_state_conditioning.py
 takes a new time base), so the nodes downstream must too. An old stamp makes its input stale
 by every node's own rule (timeouts, body_timeout, stamp pairing), and stale input stops.
 """

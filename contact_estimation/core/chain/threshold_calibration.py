@@ -35,7 +35,7 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.stats import chi2
 
-from contact_estimation.core.detector import (ACCELERATION_WINDOW_DURATION, DEFAULTS,
+from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION, DEFAULTS,
                                               PERSISTENCE_RULES, AccelerationEstimate,
                                               accumulate_evidence, is_collision, thresholds)
 

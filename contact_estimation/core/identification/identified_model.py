@@ -2,7 +2,7 @@
 
 `contact-estimation identify fit` writes it; the residual node loads it and evaluates, at the
 slow constant speeds of eq. 9, τ_ext = G(q) + f(q̇) − τ: the project's sign (M q̈ + C q̇ + g +
-f = τ + τ_ext, τ_ext acting on the robot, core/residual.py). Seed 001 eq. 9 writes the
+f = τ + τ_ext, τ_ext acting on the robot, core/chain/residual.py). Seed 001 eq. 9 writes the
 opposite sign, τ_e = τ − f(q̇) − G(q), from its eq. 5.
 
 Gravity is linear in a minimal parameter set: G(q) = H_G(q) π_G (seed 001 eqs. 18, 22). Here
@@ -30,8 +30,8 @@ import numpy as np
 import pinocchio as pin
 import yaml
 
-from contact_estimation.core import friction as friction_models
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain import friction as friction_models
+from contact_estimation.core.robot.robot_model import RobotModel
 
 FORMAT = 'contact_estimation/identified_model'
 VERSION = 1

@@ -14,8 +14,8 @@ and its gravity torque is the first four columns at q̇ = q̈ = 0. `identify_pay
 four gravity parameters (m, m·c') by linear least squares on the torque residual a
 recording leaves with the arm's own model, with the small rotational term taken from the
 previous estimate (a fixed point reached in a few rounds), and says how well the recording
-determines each of them. The residual (core/residual.py), the F/T base-wrench compensation
-(core/ft_contact.py) and the simulated cobot (core/sim) all take a `Payload`.
+determines each of them. The residual (core/chain/residual.py), the F/T base-wrench compensation
+(core/contact/ft_contact.py) and the simulated cobot (core/sim) all take a `Payload`.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 
 # The one source of the payload defaults, by parameter name: residual_node and
 # ft_contact_estimator declare the same `payload.*` with these (one user YAML block serves

@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from contact_estimation.core import friction
-from contact_estimation.core.joint_state_conditioning import DerivativeEstimator
-from contact_estimation.core.payload import Payload
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.chain import friction
+from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.robot.payload import Payload
+from contact_estimation.core.robot.robot_model import RobotModel
 
 if TYPE_CHECKING:
-    from contact_estimation.core.identified_model import IdentifiedModel
+    from contact_estimation.core.identification.identified_model import IdentifiedModel
 
 MODELS = ('fast', 'rnea', 'momentum_observer')
 
@@ -70,7 +70,7 @@ class StaticTerms:
 
     `robot_model` is the arm without the payload. `friction_params` is n×k (one row per
     joint) or k values shared by every joint, k being the number of parameters of
-    `friction_model` (core/friction.py).
+    `friction_model` (core/chain/friction.py).
     """
 
     def __init__(self, robot_model: RobotModel, identified: IdentifiedModel | None = None,
@@ -193,7 +193,7 @@ class InverseDynamicsResidual(Residual):
     """Seed 001 eq. 6 / seed 003 eq. 7, project sign: τ_ext = M q̈ + C q̇ + g + f − τ.
 
     q̈ comes from `acceleration`, a DerivativeEstimator of the joint positions
-    (core/joint_state_conditioning.py), restarted with the residual after a gap.
+    (core/chain/joint_state_conditioning.py), restarted with the residual after a gap.
     """
 
     def __init__(self, terms, gap_threshold, acceleration: DerivativeEstimator):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from contact_estimation.core.robot_model import RobotModel
+from contact_estimation.core.robot.robot_model import RobotModel
 
 # The one source of the wrist-wrench defaults, by residual_node parameter name
 # (config/residual_node.yaml ships the same values: test/test_node_defaults.py).

@@ -1,0 +1,1 @@
+"""The robot: its model (pinocchio), its payload and its link surfaces, ROS-free."""
