@@ -21,8 +21,8 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
-from contact_estimation.core.contact.contact_localization import (PlanarLocalizer, force_at_point,
-                                                          solve_planar)
+from contact_estimation.core.contact.planar_localization import (PlanarLocalizer,
+                                                                 force_at_point, solve_planar)
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 

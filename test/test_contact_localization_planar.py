@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from contact_estimation.core.contact.contact_localization import (
-    SOURCE_LIDAR_FALLBACK, SOURCE_NONE, SOURCE_TORQUE, SOURCE_TORQUE_LIDAR, LocalizationError,
-    PlanarLocalizer, contour_candidates, solve_planar)
+    SOURCE_LIDAR_FALLBACK, SOURCE_NONE, SOURCE_TORQUE, SOURCE_TORQUE_LIDAR, LocalizationError)
+from contact_estimation.core.contact.planar_localization import (PlanarLocalizer,
+                                                                 contour_candidates,
+                                                                 solve_planar)
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 
