@@ -2,9 +2,8 @@
 
     PYTHONPATH=$PWD nice -n 10 python benchmarks/soak.py --minutes 10
 
-The pipeline (listener, residual, detector: one process, pipeline mode) and the F/T
-estimator, contact localizer and proximity monitor (a process each) run as `contact-estimation
-up --pipeline` starts them. Two driver processes publish what a cell would:
+The six core nodes run composed in one process, as `contact-estimation up` starts them. Two
+driver processes publish what a cell would:
 - joint states at 1 kHz of a Panda in free motion (every joint a sine, the effort its inverse
   dynamics, so that the residual is ~0 and no stop is due), and the wrist F/T readings of that
   motion at 1 kHz, both stamped with the wall clock;
@@ -45,7 +44,7 @@ from contact_estimation.core.robot.robot_model import RobotModel  # noqa: E402
 from contact_estimation.ros.conversions import seconds_to_stamp, xyz_to_cloud  # noqa: E402
 from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS  # noqa: E402
 from contact_estimation.ros.spinning import spin_until  # noqa: E402
-from contact_estimation.ros.testing import (node_process, pipeline_process,  # noqa: E402
+from contact_estimation.ros.testing import (composed_process,  # noqa: E402
                                             ros_context)
 
 RATE = 1000.0          # Hz: joint states and F/T readings
@@ -53,7 +52,7 @@ SENSOR_RATE = 10.0     # Hz: skeletons and clouds
 PERIOD = 20.0          # s: the motion repeats exactly (every joint's frequency is k / PERIOD)
 CONTRACT = 0.150       # s: the README's "stop after 150 ms without a stop message"
 Q0 = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
-SEPARATE = ('ft_contact_estimator', 'contact_localizer', 'proximity_monitor')
+SENSOR_NODES = ('ft_contact_estimator', 'contact_localizer', 'proximity_monitor')
 
 
 def cell_cloud(rng, count: int) -> np.ndarray:
@@ -109,7 +108,7 @@ def _drive(streams: CellStreams, seconds: float, reports, part: str) -> None:
     try:
         with ros_context() as context:
             node = rclpy.create_node(f'soak_{part}_driver', context=context)
-            spec = {name: manifest.node(name) for name in ('joint_state_listener', *SEPARATE)}
+            spec = {name: manifest.node(name) for name in ('joint_state_listener', *SENSOR_NODES)}
             if part == 'arm':
                 joints = node.create_publisher(JointState, spec['joint_state_listener'].topic(
                     'joint_states'), PIPELINE_QOS)
@@ -189,11 +188,9 @@ def soak(minutes: float, cloud: str, cloud_points: int, warmup: float = 5.0) -> 
     log = lambda name: os.path.join(LOG_DIR, f'{name}_soak.log')  # noqa: E731
     stops = {'collision_detector': StopRecord(), 'proximity_monitor': StopRecord()}
     with ExitStack() as stack:
-        pipeline = manifest.pipeline()
-        procs = {pipeline.name: stack.enter_context(pipeline_process(
-            log_path=log(pipeline.name)))}
-        procs |= {name: stack.enter_context(node_process(name, log_path=log(name)))
-                  for name in SEPARATE}
+        together = manifest.composed()
+        procs = {together.name: stack.enter_context(composed_process(
+            log_path=log(together.name)))}
         context = stack.enter_context(ros_context())
         node = rclpy.create_node('soak_monitor', context=context)
         stack.callback(node.destroy_node)
