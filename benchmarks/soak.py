@@ -213,6 +213,12 @@ def soak(minutes: float, cloud: str, cloud_points: int, warmup: float = 5.0) -> 
         if not spin_until(executor, lambda: all(r.times for r in stops.values()), 60.0):
             raise RuntimeError(f'no stop heartbeat: exit codes '
                                f'{ {n: p.poll() for n, p in procs.items()} }, logs in {LOG_DIR}')
+        others = {name: node.count_publishers(manifest.node(name).topic('stop')) - 1
+                  for name in stops}
+        if any(others.values()):  # a graph of someone else's on this ROS domain
+            raise RuntimeError(f'other publishers of the stops on ROS_DOMAIN_ID '
+                               f'{os.environ["ROS_DOMAIN_ID"]}: {others}; set '
+                               'CONTACT_ESTIMATION_TEST_DOMAIN to a free one')
         spawn = multiprocessing.get_context('spawn')
         reports = spawn.Queue()
         for part in ('arm', 'sensors'):
