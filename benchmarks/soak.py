@@ -15,7 +15,8 @@ This process listens to both stops. A controller keeping the README's contract s
 (heartbeats at 20 Hz: 50 ms apart) would have stopped the arm. Reported: for each stop, its
 gaps over 150 ms and the longest, how often it was raised; each node process's resident
 memory over the run. The gaps are measured in this process, which shares the machine: its own
-delays count in them (an upper bound).
+delays count in them (an upper bound); "at the same time" counts those that overlap a gap of
+the other stop (two processes silent at once: this process or the whole machine stalled).
 """
 from __future__ import annotations
 
@@ -162,16 +163,28 @@ class StopRecord:
         self.times.append(time.monotonic())
         self.values.append(msg.data)
 
-    def row(self, name: str, since: float) -> str:
+    def measured(self, since: float) -> tuple[np.ndarray, np.ndarray]:
         times = np.array(self.times)
-        values = np.array(self.values, dtype=bool)
         keep = times >= since
-        times, values = times[keep], values[keep]
-        gaps = np.diff(times)
+        return times[keep], np.array(self.values, dtype=bool)[keep]
+
+    def gaps(self, since: float) -> np.ndarray:
+        """(start, end) of every gap over the contract between two messages."""
+        times, _ = self.measured(since)
+        over = np.flatnonzero(np.diff(times) > CONTRACT)
+        return np.column_stack([times[over], times[over + 1]])
+
+    def row(self, name: str, since: float, other: np.ndarray) -> str:
+        """`other`: the other stop's gaps; a gap that overlaps one of them is the monitor's
+        (this process) or the whole machine's, not this node's."""
+        times, values = self.measured(since)
+        gaps = self.gaps(since)
+        shared = sum(bool(np.any((other[:, 0] < end) & (other[:, 1] > start)))
+                     for start, end in gaps)
         raised = int(np.count_nonzero(values[1:] & ~values[:-1]))
-        longest = 1e3 * gaps.max() if len(gaps) else float('nan')
+        longest = 1e3 * np.diff(times).max() if len(times) > 1 else float('nan')
         rate = len(times) / (times[-1] - times[0]) if len(times) > 1 else float('nan')
-        return (f'{name:18s} | {rate:6.1f} | {np.count_nonzero(gaps > CONTRACT):13d} | '
+        return (f'{name:18s} | {rate:6.1f} | {len(gaps):13d} | {shared:12d} | '
                 f'{longest:11.0f} | {raised:6d} | {100 * values.mean():16.1f}')
 
 
@@ -210,6 +223,12 @@ def soak(minutes: float, cloud: str, cloud_points: int, warmup: float = 5.0) -> 
         if not spin_until(executor, lambda: all(r.times for r in stops.values()), 60.0):
             raise RuntimeError(f'no stop heartbeat: exit codes '
                                f'{ {n: p.poll() for n, p in procs.items()} }, logs in {LOG_DIR}')
+        others = {name: node.count_publishers(manifest.node(name).topic('stop')) - 1
+                  for name in stops}
+        if any(others.values()):  # a graph of someone else's on this ROS domain
+            raise RuntimeError(f'other publishers of the stops on ROS_DOMAIN_ID '
+                               f'{os.environ["ROS_DOMAIN_ID"]}: {others}; set '
+                               'CONTACT_ESTIMATION_TEST_DOMAIN to a free one')
         spawn = multiprocessing.get_context('spawn')
         reports = spawn.Queue()
         for part in ('arm', 'sensors'):
@@ -237,6 +256,7 @@ def soak(minutes: float, cloud: str, cloud_points: int, warmup: float = 5.0) -> 
                        {n: rss_mib(p.pid) for n, p in procs.items()}))
         exited = {n: p.returncode for n, p in procs.items() if p.poll() is not None}
     names = list(procs)
+    gaps = [record.gaps(measure_from) for record in stops.values()]
     rows = [f'{t:6.0f} | ' + ' | '.join(f'{m[n]:{len(n)}.0f}' for n in names)
             for t, m in memory]
     return '\n\n'.join([
@@ -245,8 +265,10 @@ def soak(minutes: float, cloud: str, cloud_points: int, warmup: float = 5.0) -> 
         f'{machine().split(", load average")[0]}; load average before the run {load_before}, '
         f'after it {", ".join(f"{x:.2f}" for x in os.getloadavg())}; heartbeats the nodes '
         f'sent as stop because they had fallen behind (late_heartbeats): {late}',
-        table('stop               | msg/s  | gaps > 150 ms | longest, ms | raised | % of time '
-              'raised', [r.row(n, measure_from) for n, r in stops.items()]),
+        table('stop               | msg/s  | gaps > 150 ms | at same time |'
+              ' longest, ms | raised | % of time raised',
+              [record.row(name, measure_from, gaps[1 - k]) for k, (name, record)
+               in enumerate(stops.items())]),
         table('   t, s | ' + ' | '.join(names) + '  (RSS, MiB)', rows),
         f'node processes that exited: {exited or "none"}'])
 

@@ -14,6 +14,7 @@ the thread's messages and the node's, so a beat read before a change is never se
 from __future__ import annotations
 
 import threading
+import time
 from typing import Callable
 
 from std_msgs.msg import Bool
@@ -55,7 +56,13 @@ class Heartbeat:
         self._thread.join(timeout=5.0)
 
     def _run(self) -> None:
-        while not self._closed.wait(self._period):
+        """Beats on a fixed schedule (not a sleep after each: the rate would fall short by
+        the time a beat takes); after a stall, the schedule starts over."""
+        due = time.monotonic()
+        while True:
+            due = max(due + self._period, time.monotonic())
+            if self._closed.wait(due - time.monotonic()):
+                return
             try:
                 self.beat()
             except Exception:  # noqa: BLE001 -- the node is gone; silence means stop
