@@ -279,7 +279,9 @@ def test_no_input_ends_a_node_or_lowers_a_stop_and_valid_input_brings_the_output
         'a service call was never answered'
     assert not unexpected(nodes.values()), unexpected(nodes.values())
     for name, stops in fuzzer.stops.items():
-        assert len(stops) >= ROUNDS * ROUND_SECONDS * 10, f'{name}: heartbeat missing'
+        # A heartbeat that stopped gives none; 20 Hz gives 20 a second: a tenth of that, so
+        # that a machine too busy to keep the rate does not fail this (soak.py measures it).
+        assert len(stops) >= ROUNDS * ROUND_SECONDS * 2, f'{name}: heartbeat missing'
         assert all(stops), f'{name} lowered its stop while every input was bad'
     assert rss[-1] - rss[0] < 64, f'memory kept growing: {rss} MiB'
 

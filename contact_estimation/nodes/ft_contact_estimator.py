@@ -241,6 +241,7 @@ class FtContactEstimator(SuiteNode):
         self._compensate(self._readings.add_primary(t, reading))
 
     def _on_joint_state(self, msg: JointState) -> None:
+        self._arrival('joint_state')  # the stream is alive, whatever this message is worth
         t = self.believed(msg.header.stamp, 'joint state')
         if t is None:
             return
@@ -297,6 +298,7 @@ class FtContactEstimator(SuiteNode):
                 self.problems.report(err.kind, f'compensated wrench: {err}')
 
     def _on_residual(self, msg: JointState) -> None:
+        self._arrival('residual')
         try:
             order = self._joint_states.order(msg)
         except JointStateError as err:
