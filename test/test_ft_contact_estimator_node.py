@@ -141,8 +141,10 @@ def harness(context, tmp_path):
     made = []
 
     def make(**overrides):
-        # Every sample located (1 kHz), so that each can be checked.
-        made.append(Harness(context, tmp_path, **{'max_rate': 1000.0, **overrides}))
+        # Every reading compensated and every sample located (1 kHz), so that each can be
+        # checked.
+        made.append(Harness(context, tmp_path, **{'max_rate': 1000.0,
+                                                  'compensation_rate': 1000.0, **overrides}))
         return made[-1]
     yield make
     for h in made:

@@ -29,7 +29,6 @@ import importlib
 import os
 import struct
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -80,9 +79,6 @@ class Replay:
     on_publish: object  # (topic, message type name, msg) → None
     subscribers: dict[str, list] = field(default_factory=dict)
     timers: list = field(default_factory=list)
-    # The stop's heartbeat publishes from a thread of its own (ros/heartbeat.py): one
-    # publication at a time into the output bag.
-    publishing: threading.Lock = field(default_factory=threading.Lock)
 
     def step(self, stamp_ns: int, topic: str | None = None, msg=None) -> None:
         """Set every node's ROS time to `stamp_ns`, fire the timers due, then deliver `msg`
@@ -125,6 +121,7 @@ def build(context, parameter_files: list[str], on_publish) -> Replay:
 
     from contact_estimation import composed
     from contact_estimation.ros.handover import Output
+    from contact_estimation.ros.heartbeat import Heartbeat
 
     clock = ReplayTime()
     core = manifest.selected(with_sim=False)
@@ -153,9 +150,14 @@ def build(context, parameter_files: list[str], on_publish) -> Replay:
                 subscription.callback)
         for publisher in node.publishers:
             publisher.publish = _forwarder(replay, publisher)
-        for value in vars(node).values():  # streams published only while listened to
-            if isinstance(value, Output):
+        for value in vars(node).values():
+            if isinstance(value, Output):  # streams published only while listened to
                 value.listened = True
+            if isinstance(value, Heartbeat):
+                # Its thread beats on the wall clock, which a replay does not have (it would
+                # also write into the bag beside this thread); every change of the stop is
+                # still published by the node.
+                value.close()
     return replay
 
 
@@ -164,9 +166,8 @@ def _forwarder(replay: Replay, publisher):
     type_name = _type_name(publisher.msg_type)
 
     def publish(msg) -> None:
-        with replay.publishing:
-            replay.on_publish(topic, type_name, msg)
-            replay.deliver(topic, msg)
+        replay.on_publish(topic, type_name, msg)
+        replay.deliver(topic, msg)
     return publish
 
 

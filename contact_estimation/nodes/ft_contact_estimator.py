@@ -93,6 +93,8 @@ class FtContactEstimator(SuiteNode):
         self._arrived: dict[str, float] = {}   # stream → wall time of its last message
         self._markers_at: float | None = None  # stamp of the markers shown; None: none shown
         self._located_at = -np.inf             # stamp of the newest pair located
+        self._compensated_at = -np.inf         # stamp of the newest reading compensated
+        self._compensation_period = 1.0 / self.value('compensation_rate') - _STAMP_SLACK
 
         self._base_wrench = self.output('base_wrench', WrenchStamped, only_when_listened=True)
         self._point_pub = self.publisher('point', PointStamped)
@@ -173,6 +175,10 @@ class FtContactEstimator(SuiteNode):
           'the newest residual paired with its compensated wrench is located at this rate '
           '(each estimate costs ~0.4 ms of CPU); every reading is still compensated',
           0.1, 1000.0, **ro)
+        d('compensation_rate', k['compensation_rate'], 'most F/T readings compensated per '
+          'second (Hz); a faster sensor\'s readings in between are skipped (the momentum '
+          'observer takes any step): at 1 kHz, every reading cost the estimation thread '
+          'more than it had', 1.0, 10000.0, **ro)
         d('input_timeout', k['input_timeout'], 'a stream silent this long (s, wall clock) '
           'while the other arrives is reported; nothing is estimated meanwhile', 0.01, 60.0,
           **ro)
@@ -232,6 +238,9 @@ class FtContactEstimator(SuiteNode):
         t = self.believed(msg.header.stamp, 'F/T reading')
         if t is None:  # one reading stamped in 2038 would hold every later one unpaired
             return
+        if 0.0 <= t - self._compensated_at < self._compensation_period:
+            return  # skipped: at most compensation_rate readings a second
+        self._compensated_at = t
         reading = np.concatenate(wrench_to_arrays(msg))
         try:
             check_reading(reading, *self._limits)

@@ -40,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     'acceleration_filter.window_duration': 0.04,  # s of joint states in the q̈ fit
     'localizer_timeout': 0.1,                     # s: a localizer link older is not used
     'max_rate': 100.0,                            # Hz: most point estimates per second
+    'compensation_rate': 250.0,                   # Hz: most readings compensated per second
     'input_timeout': 0.5,                         # s (wall) without a stream → reported
     'zero.duration': 0.5,                         # s of rest averaged by ~/zero
     'zero.rest_speed': 0.01,                      # rad/s: every joint slower is at rest
