@@ -13,9 +13,9 @@ from rclpy.signals import SignalHandlerOptions
 from rclpy.node import Node
 
 try:  # rclpy ≥ 9 (Kilted): callbacks dispatched in C++
-    from rclpy.experimental import EventsExecutor as _FastExecutor
+    from rclpy.experimental import EventsExecutor as FastExecutor
 except ImportError:  # older distributions
-    _FastExecutor = SingleThreadedExecutor
+    FastExecutor = SingleThreadedExecutor
 
 # How long one spin_once may block: the loop checks for shutdown this often.
 SPIN_PERIOD = 0.1  # s
@@ -56,7 +56,7 @@ def run(make_nodes: Callable[[], Nodes], args: list[str] | None = None) -> int:
         gc.freeze()
         executors = []
         for group in groups:
-            executors.append(_FastExecutor())
+            executors.append(FastExecutor())
             for node in group:
                 executors[-1].add_node(node)
         if len(executors) > 1:
