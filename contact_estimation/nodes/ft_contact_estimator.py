@@ -70,7 +70,25 @@ _FREE_MOTION_WINDOW = 1.0  # s of stamps in the free-motion compensation residua
 # Composed mode: joint states and residuals wait in a mailbox emptied this often (s), on this
 # node's thread, never on the 1 kHz chain's; it holds 0.5 s of samples at 1 kHz.
 _SAMPLES_PERIOD = 0.005
-_STAMP_SLACK = 1e-6  # s: stamps one period apart (to rounding) are one period apart
+
+
+class RateSlots:
+    """At most `rate` stamps a second, the same ones whoever replays the stream: a stamp is
+    taken when it is the first in its slot of 1/rate s of the stamps' own time axis (not
+    1/rate after the last one taken, which would depend on where the stream started). A
+    stamp in an earlier slot (a restarted clock) is taken too."""
+
+    def __init__(self, rate: float):
+        self.rate = float(rate)
+        self._slot = None
+
+    def take(self, t: float) -> bool:
+        slot = int(np.floor(t * self.rate + 1e-6))  # + 1 µs: a stamp on a slot edge
+        if slot == self._slot:
+            return False
+        self._slot = slot
+        return True
+
 _SAMPLES_CAPACITY = 500
 
 
@@ -92,9 +110,8 @@ class FtContactEstimator(SuiteNode):
         self._localized: tuple[float, str, np.ndarray] | None = None  # stamp, link, point
         self._arrived: dict[str, float] = {}   # stream → wall time of its last message
         self._markers_at: float | None = None  # stamp of the markers shown; None: none shown
-        self._located_at = -np.inf             # stamp of the newest pair located
-        self._compensated_at = -np.inf         # stamp of the newest reading compensated
-        self._compensation_period = 1.0 / self.value('compensation_rate') - _STAMP_SLACK
+        self._locating = RateSlots(self.value('max_rate'))
+        self._compensating = RateSlots(self.value('compensation_rate'))
 
         self._base_wrench = self.output('base_wrench', WrenchStamped, only_when_listened=True)
         self._point_pub = self.publisher('point', PointStamped)
@@ -238,9 +255,8 @@ class FtContactEstimator(SuiteNode):
         t = self.believed(msg.header.stamp, 'F/T reading')
         if t is None:  # one reading stamped in 2038 would hold every later one unpaired
             return
-        if 0.0 <= t - self._compensated_at < self._compensation_period:
+        if not self._compensating.take(t):
             return  # skipped: at most compensation_rate readings a second
-        self._compensated_at = t
         reading = np.concatenate(wrench_to_arrays(msg))
         try:
             check_reading(reading, *self._limits)
@@ -344,13 +360,12 @@ class FtContactEstimator(SuiteNode):
 
     # ------------------------------------------------------------------- estimate
     def _locate(self, pairs: list[tuple]) -> None:
-        """The contact of the newest residual paired with its compensated wrench, at most
-        `max_rate` times per second of stamps (the pairs in between are not estimated; a
-        stamp older than the last one located, a restarted clock, is located at once)."""
-        for t, tau_ext, _, (q, wrench) in pairs[-1:]:
-            if 0.0 <= t - self._located_at < 1.0 / self.value('max_rate') - _STAMP_SLACK:
+        """The contact of each residual paired with its compensated wrench that is the first
+        of its slot of 1/max_rate s (RateSlots: the same samples live and in a replay); the
+        pairs in between are not estimated."""
+        for t, tau_ext, _, (q, wrench) in pairs:
+            if not self._locating.take(t):
                 continue
-            self._located_at = t
             localized = self._localized
             if localized and abs(localized[0] - t) > self.value('localizer_timeout'):
                 localized = None
