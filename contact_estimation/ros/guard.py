@@ -1,7 +1,7 @@
 """No message, timer or service call ends a node: every callback of a SuiteNode runs guarded.
 
 rclpy lets an exception escape a callback out of the executor's spin, and the process exits
-(in composed or pipeline mode, every node of the process with it). A node catches the
+(in composed mode, every node of the process with it). A node catches the
 problems it expects (bad messages: counted, logged, dropped); `CallbackGuard.wrap` catches
 the rest, so that a bug met by one odd message cannot take the safety function down:
 
