@@ -40,8 +40,11 @@ def point_stamped(stamp: Time, frame_id: str, point) -> PointStamped:
     return msg
 
 
-_XYZ_FIELDS = [PointField(name=n, offset=4 * i, datatype=PointField.FLOAT32, count=1)
-               for i, n in enumerate('xyz')]
+def _xyz_fields() -> list[PointField]:
+    """Fields of their own for each cloud: a reader that edits one cloud's fields must not
+    change every later cloud's."""
+    return [PointField(name=n, offset=4 * i, datatype=PointField.FLOAT32, count=1)
+            for i, n in enumerate('xyz')]
 
 
 def xyz_to_cloud(stamp: Time, frame_id: str, points: np.ndarray) -> PointCloud2:
@@ -50,7 +53,7 @@ def xyz_to_cloud(stamp: Time, frame_id: str, points: np.ndarray) -> PointCloud2:
     msg = PointCloud2()
     msg.header.stamp, msg.header.frame_id = stamp, frame_id
     msg.height, msg.width = 1, len(points)
-    msg.fields = _XYZ_FIELDS
+    msg.fields = _xyz_fields()
     msg.is_bigendian = False
     msg.point_step, msg.row_step = 12, 12 * len(points)
     msg.is_dense = bool(np.isfinite(points).all())
