@@ -6,6 +6,7 @@ import pytest
 from contact_estimation.core.contact.ft_contact import BaseWrenchCompensator, FtContactError
 from contact_estimation.core.contact.ft_contact_stream import (
     FtInputError,
+    RateSlots,
     RestingWindow,
     RunningRms,
     StampPairing,
@@ -91,3 +92,18 @@ def test_running_rms_forgets_old_samples():
     rms.add(0.0, np.array([10.0, 0, 0, 1.0, 0, 0]))
     assert rms.add(0.5, np.zeros(6)) == pytest.approx((np.sqrt(50.0), np.sqrt(0.5)))
     assert rms.add(1.6, np.array([3.0, 4.0, 0, 0, 0, 0])) == pytest.approx((5.0, 0.0))
+
+
+def test_rate_slots_take_the_first_stamp_of_each_slot_whatever_the_start():
+    stamps = 1000.0 + np.arange(0, 40) * 1e-3  # 1 kHz, 4 ms slots (250 Hz)
+
+    def taken(start: int) -> list:
+        slots = RateSlots(250.0)
+        return [t for t in stamps[start:] if slots.take(t)]
+    every_slot = taken(0)
+    assert np.allclose(np.diff(every_slot), 4e-3) and len(every_slot) == 10
+    for start in (1, 3):  # a stream joined later: its first stamp, then the same ones
+        assert taken(start)[0] == stamps[start] and taken(start)[1:] == every_slot[1:]
+    slots = RateSlots(250.0)
+    assert slots.take(1000.0) and not slots.take(1000.001)
+    assert slots.take(999.0)  # a restarted clock: taken at once

@@ -46,7 +46,7 @@ from contact_estimation.core.contact.ft_contact import (COMPENSATIONS, CONVENTIO
                                                 FtContactError, FtContactLocator, SensorMount,
                                                 make_surfaces)
 from contact_estimation.core.contact.ft_contact_stream import (DEFAULTS, RENAMED, FtInputError,
-                                                       RestingWindow, RunningRms,
+                                                       RateSlots, RestingWindow, RunningRms,
                                                        StampPairing, check_reading,
                                                        load_ellipsoids, load_offset,
                                                        save_offset)
@@ -70,25 +70,6 @@ _FREE_MOTION_WINDOW = 1.0  # s of stamps in the free-motion compensation residua
 # Composed mode: joint states and residuals wait in a mailbox emptied this often (s), on this
 # node's thread, never on the 1 kHz chain's; it holds 0.5 s of samples at 1 kHz.
 _SAMPLES_PERIOD = 0.005
-
-
-class RateSlots:
-    """At most `rate` stamps a second, the same ones whoever replays the stream: a stamp is
-    taken when it is the first in its slot of 1/rate s of the stamps' own time axis (not
-    1/rate after the last one taken, which would depend on where the stream started). A
-    stamp in an earlier slot (a restarted clock) is taken too."""
-
-    def __init__(self, rate: float):
-        self.rate = float(rate)
-        self._slot = None
-
-    def take(self, t: float) -> bool:
-        slot = int(np.floor(t * self.rate + 1e-6))  # + 1 µs: a stamp on a slot edge
-        if slot == self._slot:
-            return False
-        self._slot = slot
-        return True
-
 _SAMPLES_CAPACITY = 500
 
 
@@ -188,10 +169,9 @@ class FtContactEstimator(SuiteNode):
         d('localizer_timeout', k['localizer_timeout'], "the contact localizer's link is used "
           'while its point is at most this older or newer than the sample (s)', 0.0, 10.0,
           **ro)
-        d('max_rate', k['max_rate'], 'most point estimates per second (Hz): in a contact, '
-          'the newest residual paired with its compensated wrench is located at this rate '
-          '(each estimate costs ~0.4 ms of CPU); every reading is still compensated',
-          0.1, 1000.0, **ro)
+        d('max_rate', k['max_rate'], 'most point estimates per second (Hz): in a contact, the '
+          'first residual of each 1/max_rate s of stamps paired with its compensated wrench '
+          'is located (each estimate costs ~0.4 ms of CPU)', 0.1, 1000.0, **ro)
         d('compensation_rate', k['compensation_rate'], 'most F/T readings compensated per '
           'second (Hz); a faster sensor\'s readings in between are skipped (the momentum '
           'observer takes any step): at 1 kHz, every reading cost the estimation thread '
@@ -275,11 +255,15 @@ class FtContactEstimator(SuiteNode):
         except JointStateError as err:
             self.problems.report(err.kind, str(err))
             return
-        self.process_joint_state(JointSample(t, q, v, None))
+        self._pair_joint_state(JointSample(t, q, v, None))
 
     def process_joint_state(self, sample: JointSample) -> None:
-        """One joint state, paired with the F/T reading of its stamp."""
+        """One joint state handed over in composed mode (its message arrived meanwhile)."""
         self._arrival('joint_state')
+        self._pair_joint_state(sample)
+
+    def _pair_joint_state(self, sample: JointSample) -> None:
+        """One joint state, paired with the F/T reading of its stamp."""
         t, q = sample.t, sample.q
         # q̈ only for the acceleration compensation: the momentum observer needs none.
         acceleration = None if self._observer else self._acceleration_at(t, q)
@@ -336,10 +320,11 @@ class FtContactEstimator(SuiteNode):
             return
         t = self.believed(msg.header.stamp, 'residual')
         if t is not None:
-            self.process_residual(JointSample(t, None, None, None, tau_ext))
+            self._locate(self._residuals.add_primary(t, tau_ext))
 
     def process_residual(self, sample: JointSample) -> None:
-        """One residual, paired with the compensated wrench of its stamp."""
+        """One residual handed over in composed mode, paired with the compensated wrench of
+        its stamp."""
         self._arrival('residual')
         self._locate(self._residuals.add_primary(sample.t, sample.tau_ext))
 

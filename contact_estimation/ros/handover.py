@@ -47,11 +47,14 @@ class Mailbox:
 
     def __init__(self, capacity: int):
         self._samples: deque = deque(maxlen=capacity)
-        self.capacity = capacity
         self.overflowed = 0
 
+    @property
+    def capacity(self) -> int:
+        return self._samples.maxlen
+
     def put(self, sample) -> None:
-        if len(self._samples) == self._samples.maxlen:
+        if len(self._samples) == self.capacity:
             self.overflowed += 1
         self._samples.append(sample)
 

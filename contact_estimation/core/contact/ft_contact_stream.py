@@ -82,6 +82,25 @@ def check_reading(reading: np.ndarray, force_limit: float, torque_limit: float) 
                            f'{force_limit:g} N, {torque_limit:g} N·m): dropped')
 
 
+class RateSlots:
+    """At most `rate` stamps a second, the same ones whoever replays the stream: a stamp is
+    taken when it is the first in its slot of 1/rate s of the stamps' own time axis (not
+    1/rate after the last one taken, which would depend on where the stream started). A
+    stamp in an earlier slot (a restarted clock) is taken too."""
+
+    def __init__(self, rate: float):
+        self.rate = float(rate)
+        self._slot = None
+
+    def take(self, t: float) -> bool:
+        # + a millionth of a slot: a stamp on a slot edge (to rounding) opens that slot
+        slot = int(np.floor(t * self.rate + 1e-6))
+        if slot == self._slot:
+            return False
+        self._slot = slot
+        return True
+
+
 class StampPairing:
     """Pairs each sample of a primary stream with the sample of a secondary stream nearest in
     stamp, within `tolerance` seconds; a secondary sample may serve several primaries.
