@@ -57,8 +57,8 @@ WARMUP = 3.0
 PERIOD, CONTACT = 0.25, 0.05  # s: a contact every 0.25 s, lasting 0.05 s
 LINK, POINT = 'panda_link5', (0.0, 0.06, -0.12)  # on the forearm, link frame (m)
 FORCE = (0.0, 60.0, -30.0)   # N ON the robot, base frame: 5-20 N·m on joints 1-4
-DETECTOR = {'hold_time': 0.1, 'time_scaling_resume_delay': 0.05,
-            'time_scaling_recovery_rate': 100.0}
+DETECTOR = {'hold_time': 0.1, 'time_scaling.resume_delay': 0.05,
+            'time_scaling.recovery_rate': 100.0}
 NODES = {name: DETECTOR if name == 'collision_detector' else {}
          for name in manifest.composed().nodes}
 

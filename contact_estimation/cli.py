@@ -5,6 +5,7 @@
     contact-estimation identify ...                 dynamics identification (seed 001)
     contact-estimation calibrate ...                detector thresholds from free motion
     contact-estimation replay BAG [--config FILE]   the suite on a recording, faster than real time
+    contact-estimation parameters [NODE ...]        every node's parameters (docs/parameters.md)
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ COMMANDS = {
     'calibrate': ('contact_estimation.commands.calibrate', 'propose detector thresholds'),
     'replay': ('contact_estimation.commands.replay',
                'run the suite on a recorded bag, as fast as the CPU allows'),
+    'parameters': ('contact_estimation.commands.parameters',
+                   "print every node's parameter table"),
 }
 
 

@@ -156,8 +156,8 @@ def test_collision_stops_latches_and_reset_is_refused_until_it_is_over(rig):
     assert detector.problems.counts['collision'] == 1
 
 
-@pytest.mark.parametrize('rig', [{'input_timeout': 1.0, 'time_scaling_resume_delay': 0.05,
-                                  'time_scaling_recovery_rate': 7.0}], indirect=True)
+@pytest.mark.parametrize('rig', [{'input_timeout': 1.0, 'time_scaling.resume_delay': 0.05,
+                                  'time_scaling.recovery_rate': 7.0}], indirect=True)
 def test_every_stop_change_has_an_event_and_f_s_lands_exactly_on_0_and_1(rig):
     _, probe, executor = rig
     # Start-up: the stop went False when the residuals arrived, and an event says so.
@@ -238,11 +238,11 @@ def test_nan_residual_stops_and_wrong_sizes_are_counted(rig):
 
 def test_heartbeat_repeats_an_unchanged_stop(rig):
     detector, probe, executor = rig
-    count, late = len(probe.stops), detector._heartbeat.late
+    count, late = len(probe.stops), detector.stop_signal.late
     assert spin_until(executor, lambda: len(probe.stops) >= count + 5, TIMEOUT)
     # False, but for the beats that found the detector's last decision too old to vouch
     # for (this test's executor stalled by a loaded machine): those say stop (fail-safe).
-    assert probe.stops[count:].count(True) <= detector._heartbeat.late - late
+    assert probe.stops[count:].count(True) <= detector.stop_signal.late - late
     assert False in probe.stops[count:]
 
 

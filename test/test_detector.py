@@ -1,16 +1,13 @@
 """The ROS-free collision detector: seed 001 eq. 7 in seconds (consecutive and weighted
 persistence), roles, dynamic thresholds, latch, fail-safe, irregular and out-of-order stamps."""
-import os
 
 import numpy as np
 import pytest
 
-import yaml
 
-from contact_estimation.core.chain.detector import (COLLISION, DEFAULTS, FORCE, INVALID, POSITION,
+from contact_estimation.core.chain.detector import (COLLISION, FORCE, INVALID, POSITION,
                                               STALE, WAITING, WEIGHTED, CollisionDetector,
                                               DetectorConfig)
-from contact_estimation.core.chain.time_scaling import TimeScalingConfig
 
 NAMES = ('j1', 'j2', 'j3')
 DT = 0.001
@@ -296,21 +293,3 @@ def test_fast_motion_cannot_raise_the_threshold_past_its_cap():
 def test_bad_parameters_are_refused_with_the_parameter_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         DetectorConfig.build(NAMES, **kwargs)
-
-
-def test_the_shipped_parameter_file_uses_the_core_defaults():
-    """One source of defaults: core DEFAULTS and TimeScalingConfig; the parameter file
-    config/collision_detector.yaml ships them."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        'config', 'collision_detector.yaml')
-    with open(path) as f:
-        shipped = yaml.safe_load(f)['collision_detector']['ros__parameters']
-    names = {'roles': 'joint_roles'}
-    for field, default in DEFAULTS.items():
-        value = shipped[names.get(field, field)]
-        assert value == (default if np.isscalar(value) else [default]), field
-    scaling = TimeScalingConfig()
-    for field in ('alpha', 'push_threshold', 'push_hysteresis', 'push_filter_time',
-                  'yield_rate', 'recovery_rate', 'resume_delay'):
-        assert shipped[f'time_scaling_{field}'] == getattr(scaling, field), field
-

@@ -6,7 +6,8 @@ import pytest
 from sensor_msgs.msg import JointState
 
 from contact_estimation.core.chain.joint_order import JointOrder
-from contact_estimation.ros.joint_states import JointStateError, JointStateReader
+from contact_estimation.core.input_rejected import InputRejected
+from contact_estimation.ros.joint_states import JointStateReader
 
 MODEL = ['a', 'b', 'c']
 
@@ -60,10 +61,28 @@ def test_reader_field_is_none_without_one_value_per_name():
     (JointStateReader(MODEL), _message(['a', 'b'], [1.0, 2.0]), 'wrong_joints'),
     (JointStateReader(MODEL, model_order_only=True), _message(['c', 'b', 'a'], [1.0] * 3),
      'wrong_joints'),
-    (JointStateReader(MODEL), _message(MODEL, [1.0] * 3, velocity=[0.0]), 'wrong_sizes'),
+    (JointStateReader(MODEL), _message(MODEL, [1.0] * 3, velocity=[0.0]), 'wrong_size'),
     (JointStateReader(MODEL), _message(MODEL, [1.0, np.nan, 1.0]), 'not_finite'),
 ])
 def test_reader_refuses_what_it_cannot_use_with_the_kind_of_problem(reader, msg, kind):
-    with pytest.raises(JointStateError) as err:
+    with pytest.raises(InputRejected) as err:
         reader.read(msg)
     assert err.value.kind == kind
+
+
+def test_reader_gives_none_for_an_optional_field_missing_or_not_finite():
+    reader = JointStateReader(MODEL)
+    msg = _message(MODEL, [1.0, np.nan, 1.0], velocity=[], effort=[1.0, 2.0, 3.0])
+    q, v, tau = reader.read(msg, required=('effort',), optional=('position', 'velocity'))
+    assert q is None and v is None
+    np.testing.assert_array_equal(tau, [1.0, 2.0, 3.0])
+
+
+def test_reader_passes_a_required_field_that_is_not_finite_when_asked_to():
+    """The detector stops on a NaN residual: it must get it, not lose it as dropped."""
+    reader = JointStateReader(MODEL)
+    msg = _message(MODEL, [1.0] * 3, effort=[1.0, np.inf, 3.0])
+    with pytest.raises(InputRejected):
+        reader.read(msg, required=('effort',))
+    _, _, tau = reader.read(msg, required=('effort',), finite=False)
+    assert np.isinf(tau[1])

@@ -9,6 +9,7 @@ from contact_estimation.core.contact.lidar_fusion import (
     PoseHistory,
     to_base_frame,
 )
+from contact_estimation.core.robot.pose import rotation_from_quaternion, rotation_from_rpy
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 
@@ -36,14 +37,25 @@ def ball(centre, radius, rng, count=400):
 
 
 def test_sensor_frame_to_base_frame():
-    quarter_turn_about_z = [0.0, 0.0, np.sin(np.pi / 4), np.cos(np.pi / 4)]
+    quarter_turn_about_z = rotation_from_rpy([0.0, 0.0, np.pi / 2])
     moved = to_base_frame(np.array([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]), [0.5, 0.0, 1.0],
                           quarter_turn_about_z)
     np.testing.assert_allclose(moved, [[0.5, 1.0, 1.0], [-1.5, 0.0, 1.0]], atol=1e-12)
-    with pytest.raises(CloudError, match='invalid sensor pose'):
-        to_base_frame(np.zeros((1, 3)), [0, 0, 0], [0, 0, 0, 0])
-    with pytest.raises(CloudError, match='quaternion'):
-        to_base_frame(np.zeros((1, 3)), [0, 0, 0], [0, 0, 1])
+
+
+def test_a_mounting_is_roll_pitch_yaw_about_fixed_axes_as_in_urdf():
+    """R = R_z(yaw) R_y(pitch) R_x(roll): pinocchio's rpyToMatrix, which reads URDF."""
+    import pinocchio as pin
+    rpy = [0.3, -0.7, 2.0]
+    np.testing.assert_allclose(rotation_from_rpy(rpy), pin.rpy.rpyToMatrix(*rpy), atol=1e-12)
+    quaternion = [0.0, 0.0, np.sin(np.pi / 4), np.cos(np.pi / 4)]
+    np.testing.assert_allclose(rotation_from_quaternion(quaternion),
+                               rotation_from_rpy([0.0, 0.0, np.pi / 2]), atol=1e-12)
+    for bad in ([0.0, 0.0], [0.0, np.nan, 0.0], [0.0, 0.0, 0.0, 1.0]):
+        with pytest.raises(ValueError, match='lidar.rpy takes 3 finite numbers'):
+            rotation_from_rpy(bad, 'lidar.rpy')
+    with pytest.raises(ValueError, match='quaternion'):
+        rotation_from_quaternion([0.0, 0.0, 0.0, 0.0])
 
 
 def test_obstacle_next_to_a_link_is_found_and_the_robot_dropped(surfaces):

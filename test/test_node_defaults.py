@@ -1,13 +1,16 @@
-"""Every node's declared parameter defaults (taken from core) are what config/ ships."""
-import importlib
-import inspect
+"""Every node's parameter table (ros/params.py) is what it declares, what config/ ships and
+what docs/parameters.md shows."""
+import array
+import os
 
 import pytest
 import yaml
 
 from contact_estimation import manifest
+from contact_estimation.commands.parameters import markdown, node_class
 from contact_estimation.ros.node_main import StartupError
-from contact_estimation.ros.suite_node import SuiteNode
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Parameters rclpy declares on every node itself.
 _RCLPY_PARAMETERS = {'use_sim_time', 'start_type_description_service'}
@@ -24,37 +27,45 @@ def _flat(tree: dict, prefix: str = '') -> dict:
     return flat
 
 
-def _node_class(spec) -> type:
-    module = importlib.import_module(spec.module)
-    classes = [c for c in vars(module).values() if inspect.isclass(c)
-               and issubclass(c, SuiteNode) and c.__module__ == module.__name__]
-    assert len(classes) == 1, f'{spec.module}: one SuiteNode per node module'
-    return classes[0]
-
-
 @pytest.mark.parametrize('name', sorted(manifest.nodes()))
-def test_the_shipped_parameter_file_holds_every_parameter_at_its_default(context, name):
+def test_the_shipped_parameter_file_holds_every_parameter_of_the_table_at_its_default(name):
     spec = manifest.node(name)
     with open(spec.parameters_path()) as f:
         shipped = _flat(yaml.safe_load(f)[name]['ros__parameters'])
-    node = _node_class(spec)(context=context)  # no parameter file: the declared defaults
+    table = node_class(name).PARAMETERS
+    assert set(shipped) == set(table.names), name
+    for parameter, value in shipped.items():
+        assert value == table[parameter].default, \
+            f'{name}: {parameter} ships {value!r}, the table says {table[parameter].default!r}'
+
+
+@pytest.mark.parametrize('name', sorted(manifest.nodes()))
+def test_a_node_declares_its_table_and_nothing_else(context, name):
+    node = node_class(name)(context=context)  # no parameter file: the declared defaults
     try:
         declared = {n: node.get_parameter(n).value
                     for n in node._parameters if n not in _RCLPY_PARAMETERS}
     finally:
         node.destroy_node()
-    assert set(shipped) == set(declared), name
-    for parameter, value in shipped.items():
-        default = declared[parameter]
-        assert value == (list(default) if isinstance(default, (list, tuple)) else default), \
-            f'{name}: {parameter} ships {value!r}, the node declares {default!r}'
+    table = node_class(name).PARAMETERS
+    assert set(declared) == set(table.names)
+    for parameter, value in declared.items():
+        assert (list(value) if isinstance(value, (list, tuple, array.array)) else value) \
+            == table[parameter].default, parameter
+
+
+def test_docs_parameters_md_is_the_tables_as_generated():
+    path = os.path.join(ROOT, 'docs', 'parameters.md')
+    with open(path, encoding='utf-8') as f:
+        assert f.read() == markdown(sorted(manifest.nodes())), \
+            'run: contact-estimation parameters --write docs/parameters.md'
 
 
 @pytest.mark.parametrize('name', sorted(manifest.nodes()))
 def test_every_node_starts_with_its_shipped_parameter_file(context, name):
     """No parameter of config/<node>.yaml is unknown to the node (it would be refused)."""
     spec = manifest.node(name)
-    node = _node_class(spec)(context=context,
+    node = node_class(name)(context=context,
                              cli_args=['--ros-args', '--params-file', spec.parameters_path()])
     try:
         assert node.unknown_parameters() == []
@@ -77,7 +88,7 @@ def test_a_parameter_the_node_does_not_have_refuses_the_start(context, tmp_path,
     path.write_text(yaml.safe_dump({name: {'ros__parameters': {
         **renamed, 'threshold_of_everything': 3.0, 'robot': 'panda'}}}))
     with pytest.raises(StartupError) as refused:
-        _node_class(manifest.node(name))(context=context,
+        node_class(name)(context=context,
                                          cli_args=['--ros-args', '--params-file', str(path)])
     message = str(refused.value)
     old_name = next(iter(_flat(renamed)))

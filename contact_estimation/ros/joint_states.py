@@ -1,4 +1,9 @@
-"""sensor_msgs/JointState ↔ arrays in model joint order: the one place every node does it."""
+"""sensor_msgs/JointState ↔ arrays in model joint order: the one place every node does it.
+
+Every node reads a joint state or a residual (a JointState whose effort is τ_ext) with
+`JointStateReader.read`; what it cannot use is InputRejected (core/input_rejected.py) with
+the same kind in every node: 'wrong_joints', 'wrong_size' or 'not_finite'.
+"""
 from __future__ import annotations
 
 from typing import Sequence
@@ -7,16 +12,10 @@ import numpy as np
 from sensor_msgs.msg import JointState
 
 from contact_estimation.core.chain.joint_order import JointOrder
+from contact_estimation.core.input_rejected import (NOT_FINITE, WRONG_JOINTS, WRONG_SIZE,
+                                                    InputRejected)
 
 FIELDS = ('position', 'velocity', 'effort')
-
-
-class JointStateError(ValueError):
-    """A joint state a node cannot use; `kind` is the problem's count on /diagnostics."""
-
-    def __init__(self, kind: str, detail: str):
-        super().__init__(detail)
-        self.kind = kind
 
 
 class JointStateReader:
@@ -40,18 +39,18 @@ class JointStateReader:
         return self._order.cached
 
     def order(self, msg: JointState) -> np.ndarray:
-        """Rows of the message's values in model order; JointStateError 'wrong_joints'."""
+        """Rows of the message's values in model order; InputRejected 'wrong_joints'."""
         if self._model_order_only:
             if list(msg.name) == self.joint_names:
                 return self._identity
-            raise JointStateError('wrong_joints', f'joint state for {list(msg.name)}, expected '
-                                  f'{self.joint_names} in that order: dropped')
+            raise InputRejected(WRONG_JOINTS, f'joint state for {list(msg.name)}, expected '
+                                f'{self.joint_names} in that order: dropped')
         if not msg.name:
             return self._identity
         order = self._order.map(msg.name).model_order
         if order is None:
-            raise JointStateError('wrong_joints', f'joint state for {list(msg.name)} lacks '
-                                  f'some of {self.joint_names}: dropped')
+            raise InputRejected(WRONG_JOINTS, f'joint state for {list(msg.name)} lacks '
+                                f'some of {self.joint_names}: dropped')
         return order
 
     def field(self, msg: JointState, name: str, order: np.ndarray) -> np.ndarray | None:
@@ -61,17 +60,30 @@ class JointStateReader:
             return None
         return np.asarray(values, dtype=float)[order]
 
-    def read(self, msg: JointState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(q, q̇, τ) in model order, all finite; JointStateError 'wrong_joints',
-        'wrong_sizes' or 'not_finite' otherwise."""
+    def read(self, msg: JointState, required: tuple[str, ...] = FIELDS,
+             optional: tuple[str, ...] = (), finite: bool = True
+             ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+        """(q, q̇, τ) in model order. A `required` field must have one value per joint, and
+        be finite when `finite`; an `optional` one is None when it has not, or is not
+        finite; a field in neither is None. InputRejected 'wrong_joints', 'wrong_size' or
+        'not_finite' otherwise."""
         order = self.order(msg)
-        arrays = [self.field(msg, name, order) for name in FIELDS]
-        if any(a is None for a in arrays):
-            raise JointStateError('wrong_sizes', f'joint state with '
-                                  f'{[len(getattr(msg, n)) for n in FIELDS]} '
-                                  f'positions/velocities/efforts for {len(order)} joints: dropped')
-        if not all(np.isfinite(a).all() for a in arrays):
-            raise JointStateError('not_finite', 'joint state with NaN/inf: dropped')
+        arrays = []
+        for name in FIELDS:
+            values = (self.field(msg, name, order)
+                      if name in required or name in optional else None)
+            if name in required:
+                if values is None:
+                    raise InputRejected(WRONG_SIZE, f'joint state with '
+                                        f'{[len(getattr(msg, n)) for n in FIELDS]} '
+                                        f'positions/velocities/efforts for {len(order)} '
+                                        f'joints, needs {"/".join(required)}: dropped')
+                if finite and not np.isfinite(values).all():
+                    raise InputRejected(NOT_FINITE, f'joint state with NaN/inf in {name}: '
+                                        'dropped')
+            elif values is not None and not np.isfinite(values).all():
+                values = None
+            arrays.append(values)
         return arrays[0], arrays[1], arrays[2]
 
 

@@ -1,33 +1,158 @@
-"""Declared parameters with descriptors and ranges, validated at start and at run time."""
+"""One declarative parameter table per node: the declaration, the validation and the docs.
+
+generate_parameter_library's idea, in Python (it is not on PyPI): each node lists its
+parameters once, a `Parameter` row each (name, default, description, range, read-only, and
+the core field it feeds). `ParameterTable.declare` declares them all on the node (rclpy then
+refuses values out of range, naming the parameter), `fields` builds the core config from their
+values, `markdown` writes docs/parameters.md, and test/test_node_defaults.py checks
+config/<node>.yaml against the table. A new parameter is one row.
+
+Names are grouped with dots (`time_scaling.alpha`); a table's `renamed` maps old names to new
+ones, so that a parameter file with an old name is refused with the new one (ros/suite_node.py).
+A default is the core's: omitted, it is the dataclass default of the field the row feeds.
+"""
 from __future__ import annotations
 
-from typing import Any, Callable
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 SetParametersResult)
 from rclpy.node import Node
 
+_FROM_FIELD = object()  # a row's default is the dataclass default of its field
 
-def declare(node: Node, name: str, default: Any, description: str,
-            low: float | None = None, high: float | None = None,
-            read_only: bool = False) -> Any:
-    """Declare `name` with a descriptor (and a range for numbers); return its value.
 
-    Out-of-range values from a parameter file are refused by rclpy at declaration, with
-    a message naming the parameter and the range.
-    """
-    descriptor = ParameterDescriptor(description=description, read_only=read_only)
-    if low is not None and high is not None:
-        if isinstance(default, bool):
-            pass
-        elif isinstance(default, int):
-            descriptor.integer_range = [
-                IntegerRange(from_value=int(low), to_value=int(high), step=0)]
-        elif isinstance(default, float):
-            descriptor.floating_point_range = [
-                FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)]
-        descriptor.additional_constraints = f'{low} <= {name} <= {high}'
-    return node.declare_parameter(name, default, descriptor).value
+@dataclass(frozen=True)
+class Parameter:
+    """One parameter: `field` = (core config class, field name) it feeds, or None when the
+    node itself uses it (a rate, a timeout of its own)."""
+
+    name: str
+    description: str
+    default: Any = _FROM_FIELD
+    range: tuple[float, float] | None = None
+    read_only: bool = False
+    field: tuple[type, str] | None = None
+
+    def __post_init__(self):
+        default = self.default
+        if default is _FROM_FIELD:
+            default = _field_default(self.name, self.field)
+        if isinstance(default, tuple):
+            default = list(default)
+        if isinstance(default, list) and not default:
+            raise ValueError(f'{self.name}: an empty list default has no ROS type')
+        object.__setattr__(self, 'default', default)
+
+    @property
+    def type_name(self) -> str:
+        """Its ROS parameter type, as `ros2 param describe` names it."""
+        sample = self.default[0] if isinstance(self.default, list) else self.default
+        name = {bool: 'bool', int: 'integer', float: 'double', str: 'string'}[type(sample)]
+        return f'{name} array' if isinstance(self.default, list) else name
+
+    def descriptor(self) -> ParameterDescriptor:
+        descriptor = ParameterDescriptor(description=self.description, read_only=self.read_only)
+        if self.range is not None:
+            low, high = self.range
+            if isinstance(self.default, bool):
+                pass
+            elif isinstance(self.default, int):
+                descriptor.integer_range = [
+                    IntegerRange(from_value=int(low), to_value=int(high), step=0)]
+            elif isinstance(self.default, float):
+                descriptor.floating_point_range = [
+                    FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)]
+            descriptor.additional_constraints = f'{low} <= {self.name} <= {high}'
+        return descriptor
+
+
+def _field_default(name: str, field: tuple[type, str] | None) -> Any:
+    if field is None:
+        raise ValueError(f'{name}: a parameter of the node itself needs a default')
+    config, field_name = field
+    for f in dataclasses.fields(config):
+        if f.name == field_name:
+            if f.default is not dataclasses.MISSING:
+                return f.default
+            if f.default_factory is not dataclasses.MISSING:
+                return f.default_factory()
+            raise ValueError(f'{name}: {config.__name__}.{field_name} has no default')
+    raise ValueError(f'{name}: {config.__name__} has no field {field_name!r}')
+
+
+class ParameterTable:
+    """A node's parameters, in the order they are declared and documented; tables add up
+    (`ROBOT + PAYLOAD + ...`), their `renamed` maps merge."""
+
+    def __init__(self, *rows: Parameter, renamed: Mapping[str, str] | None = None):
+        self.rows = tuple(rows)
+        self.renamed = dict(renamed or {})
+        self._by_name = {row.name: row for row in self.rows}
+        if len(self._by_name) != len(self.rows):
+            raise ValueError('a parameter table names a parameter twice')
+
+    def __add__(self, other: 'ParameterTable') -> 'ParameterTable':
+        return ParameterTable(*self.rows, *other.rows, renamed={**self.renamed, **other.renamed})
+
+    def __getitem__(self, name: str) -> Parameter:
+        return self._by_name[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._by_name
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._by_name)
+
+    def defaults(self) -> dict[str, Any]:
+        return {row.name: row.default for row in self.rows}
+
+    def declare(self, node: Node) -> None:
+        """Declare every row on `node`: a value from a parameter file out of the row's range
+        is refused by rclpy (ParameterException naming the parameter and the range)."""
+        for row in self.rows:
+            node.declare_parameter(row.name, row.default, row.descriptor())
+
+    def values(self, node: Node, changes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Every row's value on `node`, with the `changes` of a run-time set applied."""
+        changes = changes or {}
+        return {name: changes[name] if name in changes else node.get_parameter(name).value
+                for name in self._by_name}
+
+    def feeding(self, config: type) -> tuple[str, ...]:
+        """The names of the rows that feed a field of `config`."""
+        return tuple(row.name for row in self.rows
+                     if row.field is not None and row.field[0] is config)
+
+    def fields(self, config: type, values: Mapping[str, Any]) -> dict[str, Any]:
+        """{field: value} of the rows feeding `config`, from parameter `values` by name: the
+        keyword arguments that build it (its own validation then runs once, in core)."""
+        return {row.field[1]: values[row.name] for row in self.rows
+                if row.field is not None and row.field[0] is config}
+
+    def build(self, config: type, values: Mapping[str, Any]):
+        """`config(**fields(config, values))`: ValueError from core on a bad value."""
+        return config(**self.fields(config, values))
+
+    def markdown(self) -> str:
+        """The table as docs/parameters.md shows it."""
+        lines = ['| parameter | type | default | range | description |',
+                 '|---|---|---|---|---|']
+        for row in self.rows:
+            low_high = '' if row.range is None else f'{row.range[0]:g} … {row.range[1]:g}'
+            fed = '' if row.field is None else f' → `{row.field[0].__name__}.{row.field[1]}`'
+            read_only = ' *(read-only)*' if row.read_only else ''
+            description = row.description.replace('|', '\\|')
+            lines.append(f'| `{row.name}` | {row.type_name} | `{row.default!r}` | {low_high} '
+                         f'| {description}{read_only}{fed} |')
+        if self.renamed:
+            lines.append('')
+            lines.append('Renamed (a parameter file with the old name is refused): ' + ', '.join(
+                f'`{old}` → `{new}`' for old, new in self.renamed.items()) + '.')
+        return '\n'.join(lines)
 
 
 def on_change(node: Node, apply: Callable[[dict[str, Any]], str | None]) -> None:
@@ -53,43 +178,49 @@ def on_change(node: Node, apply: Callable[[dict[str, Any]], str | None]) -> None
     node.add_on_set_parameters_callback(callback)
 
 
-def declare_payload(node: Node, read_only: bool):
-    """Declare `payload.mass`, `payload.centre_of_mass`, `payload.link` (core/robot/payload.py's
-    defaults) and return the Payload they describe (ValueError if bad). residual_node and
-    ft_contact_estimator share them, so one parameter file block configures both."""
-    from contact_estimation.core.robot.payload import DEFAULTS, Payload
-    declare(node, 'payload.mass', DEFAULTS['payload.mass'], 'mass of the tool or part on '
-            'payload.link, kg (0 = none): part of the arm, so carrying it is not a contact',
-            0.0, 1000.0, read_only)
-    declare(node, 'payload.centre_of_mass', list(DEFAULTS['payload.centre_of_mass']),
-            'payload centre of mass, m, in the frame of payload.link (contact-estimation '
-            'identify payload estimates it and the mass)', read_only=read_only)
-    declare(node, 'payload.link', DEFAULTS['payload.link'], "link carrying the payload "
-            "('' = tip_link)", read_only=read_only)
-    return Payload.from_parameters({name: node.get_parameter(name).value for name in DEFAULTS})
+def _robot_table() -> ParameterTable:
+    return ParameterTable(
+        Parameter('robot', 'example-robot-data name (panda, ur5, ...) or URDF file path',
+                  'panda', read_only=True),
+        Parameter('robot_description', 'URDF XML string (as robot_state_publisher takes '
+                  'it); wins over robot', '', read_only=True),
+        Parameter('base_link', "first link of the chain ('' = the robot's usual base)", '',
+                  read_only=True),
+        Parameter('tip_link', "last link of the chain ('' = the robot's usual tip)", '',
+                  read_only=True))
 
 
-def declare_robot(node: Node):
-    """Declare `robot`, `robot_description`, `base_link`, `tip_link` and load the RobotModel.
+# Every node that needs the arm's model has these: one parameter file section (or
+# robot_state_publisher's `robot_description`) configures them all.
+ROBOT = _robot_table()
 
-    Every node that needs the arm's model shares these four parameters, so one parameter
-    file section (or `robot_description` from robot_state_publisher) configures them all.
-    Raises StartupError with the reason when the model cannot be loaded; logs a warning when
-    its collision geometry could not be (nodes that need link surfaces then refuse).
-    """
+
+def payload_table(read_only: bool) -> ParameterTable:
+    """`payload.*` (core/robot/payload.Payload): residual_node, ft_contact_estimator and
+    sim_cobot have the same rows, so one parameter file block configures all three."""
+    from contact_estimation.core.robot.payload import Payload
+    return ParameterTable(
+        Parameter('payload.mass', 'mass of the tool or part on payload.link, kg (0 = none): '
+                  'part of the arm, so carrying it is not a contact', range=(0.0, 1000.0),
+                  read_only=read_only, field=(Payload, 'mass')),
+        Parameter('payload.centre_of_mass', 'payload centre of mass, m, in the frame of '
+                  'payload.link (contact-estimation identify payload estimates it and the '
+                  'mass)', read_only=read_only,
+                  field=(Payload, 'centre_of_mass')),
+        Parameter('payload.link', "link carrying the payload ('' = tip_link)",
+                  read_only=read_only, field=(Payload, 'link')))
+
+
+def load_robot(node: Node):
+    """The RobotModel the ROBOT parameters (declared) name; StartupError with the reason
+    when it cannot be loaded; a warning when its collision geometry could not be (nodes that
+    need link surfaces then refuse)."""
     from contact_estimation.core.robot.robot_model import RobotModel, RobotModelError
     from contact_estimation.ros.node_main import StartupError
-    robot = declare(node, 'robot', 'panda',
-                    'example-robot-data name (panda, ur5, ...) or URDF file path', read_only=True)
-    description = declare(node, 'robot_description', '',
-                          'URDF XML string (as robot_state_publisher takes it); wins over robot',
-                          read_only=True)
-    base_link = declare(node, 'base_link', '',
-                        "first link of the chain ('' = the robot's usual base)", read_only=True)
-    tip_link = declare(node, 'tip_link', '',
-                       "last link of the chain ('' = the robot's usual tip)", read_only=True)
+    values = ROBOT.values(node)
     try:
-        model = RobotModel.load(description or robot, base_link, tip_link)
+        model = RobotModel.load(values['robot_description'] or values['robot'],
+                                values['base_link'], values['tip_link'])
     except (RobotModelError, OSError) as err:
         raise StartupError(f'{node.get_name()}: cannot load the robot: {err}') from err
     if model.geometry_error:

@@ -3,78 +3,77 @@ parameters that every node reading a lidar or a tracker shares (the contact loca
 proximity monitor).
 
 A message's frame_id is the base frame, the frame named by `<prefix>.frame` whose pose in
-the base frame `<prefix>.position` and `<prefix>.orientation` give, or any frame TF knows
-when tf2_ros is installed (a ROS distribution has it; the PyPI wheels do not).
+the base frame `<prefix>.position` and `<prefix>.rpy` give (core/robot/pose.py: the one
+mounting convention of every sensor), or any frame TF knows when tf2_ros is installed (a ROS
+distribution has it; the PyPI wheels do not). What cannot be used is InputRejected.
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
 
 from contact_estimation.core.contact.lidar_fusion import CloudConfig, to_base_frame
+from contact_estimation.core.input_rejected import (BAD_CLOUD, CLOUD_TOO_LARGE, NOT_FINITE,
+                                                    UNKNOWN_FRAME, InputRejected)
+from contact_estimation.core.robot.pose import (position, rotation_from_quaternion,
+                                                rotation_from_rpy)
 from contact_estimation.ros.conversions import cloud_to_xyz
+from contact_estimation.ros.params import Parameter, ParameterTable
 
 try:  # a ROS distribution has it; the PyPI wheels do not
     import tf2_ros
 except ImportError:
     tf2_ros = None
 
-IDENTITY = ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])  # translation, quaternion x y z w
-CLOUD_DEFAULTS = dataclasses.asdict(CloudConfig())
+IDENTITY = (np.zeros(3), np.eye(3))  # translation, rotation
 
 
-class SensorMessageError(ValueError):
-    """A sensor message a node cannot use; `kind` is the problem's count on /diagnostics."""
-
-    def __init__(self, kind: str, detail: str):
-        super().__init__(detail)
-        self.kind = kind
+def sensor_frame_table(prefix: str, sensor: str) -> ParameterTable:
+    """`<prefix>.frame`, `<prefix>.position`, `<prefix>.rpy`: where a sensor is mounted."""
+    return ParameterTable(
+        Parameter(f'{prefix}.frame', f"the {sensor}'s frame_id, whose pose the next two give "
+                  "('' = none: messages in the base frame, or frames TF knows)", ''),
+        Parameter(f'{prefix}.position', f'{sensor} origin x y z in the base frame, m',
+                  [0.0, 0.0, 0.0]),
+        Parameter(f'{prefix}.rpy', f'{sensor} orientation in the base frame: roll, pitch, yaw '
+                  'about the fixed x, y, z axes, rad (as a URDF origin)', [0.0, 0.0, 0.0]),
+        renamed={f'{prefix}.orientation': f'{prefix}.rpy'})  # a quaternion before
 
 
 class SensorFrame:
-    """Where the frames of one sensor's messages are in the base frame.
-
-    Declares `<prefix>.frame`, `<prefix>.position` (x y z, m) and `<prefix>.orientation`
-    (quaternion x y z w) on `node`, a SuiteNode; `apply(changes)` takes new values at run
-    time (CloudError when they are no pose), or `proposed(changes)` checks them and
-    `use(proposed)` takes them.
+    """Where the frames of one sensor's messages are in the base frame, from the
+    `sensor_frame_table(prefix, sensor)` parameters of `node`, a SuiteNode. `apply(changes)`
+    takes new values at run time (ValueError when they are no pose), or `proposed(changes)`
+    checks them and `use(proposed)` takes them.
     """
 
     def __init__(self, node, prefix: str, sensor: str):
         self._node, self._prefix, self._sensor = node, prefix, sensor
-        node.declare(f'{prefix}.frame', '', f"the {sensor}'s frame_id, whose pose the next "
-                     "two give ('' = none: messages in the base frame, or frames TF knows)")
-        node.declare(f'{prefix}.position', list(IDENTITY[0]),
-                     f'{sensor} origin x y z in the base frame, m')
-        node.declare(f'{prefix}.orientation', list(IDENTITY[1]),
-                     f'{sensor} orientation in the base frame, quaternion x y z w')
-        self.parameters = tuple(f'{prefix}.{name}' for name in ('frame', 'position',
-                                                                  'orientation'))
+        self.parameters = sensor_frame_table(prefix, sensor).names
         self._tf_buffer = None  # made on the first message in a frame only TF knows
         self.apply({})
 
     def apply(self, changes: dict[str, Any]) -> None:
-        """Take the pose parameters with `changes` applied; CloudError on a bad pose."""
+        """Take the pose parameters with `changes` applied; ValueError on a bad pose."""
         self.use(self.proposed(changes))
 
     def proposed(self, changes: dict[str, Any]) -> tuple[str, tuple]:
         """(frame, pose) of the parameters with `changes` applied, not yet in use (`use`),
         so that a node checks every changed parameter before it changes anything;
-        CloudError on a bad pose."""
+        ValueError on a bad pose."""
         value = lambda name: changes.get(name, self._node.value(name))  # noqa: E731
-        frame, position, orientation = (value(name) for name in self.parameters)
-        to_base_frame(np.zeros((0, 3)), position, orientation)  # CloudError on a bad pose
-        return frame.lstrip('/'), (list(position), list(orientation))
+        frame, xyz, rpy = (value(name) for name in self.parameters)
+        return frame.lstrip('/'), (position(xyz, self.parameters[1]),
+                                   rotation_from_rpy(rpy, self.parameters[2]))
 
     def use(self, proposed: tuple[str, tuple]) -> None:
         self.frame, self.pose = proposed
 
     def to_base(self, header: Header, points: np.ndarray) -> np.ndarray:
-        """Points (N×3) in the message's frame → base frame; SensorMessageError
+        """Points (N×3) in the message's frame → base frame; InputRejected
         'unknown_frame' when the frame's pose is not known."""
         return to_base_frame(points, *self._pose_of(header))
 
@@ -86,8 +85,8 @@ class SensorFrame:
         if self.frame and frame == self.frame:
             return self.pose
         if tf2_ros is None:
-            raise SensorMessageError(
-                'unknown_frame', f'{self._sensor} message in frame {frame!r}: neither the base '
+            raise InputRejected(
+                UNKNOWN_FRAME, f'{self._sensor} message in frame {frame!r}: neither the base '
                 f'frame {base!r} nor {self._prefix}.frame {self.frame!r} (and no tf2_ros to '
                 'look it up)')
         return self._tf_pose(header, frame)
@@ -104,73 +103,57 @@ class SensorFrame:
             transform = self._tf_buffer.lookup_transform(
                 base, frame, Time.from_msg(header.stamp)).transform
         except tf2_ros.TransformException as err:
-            raise SensorMessageError('unknown_frame', f'{self._sensor} message in frame '
-                                     f'{frame!r}: no transform to {base!r} ({err})') from err
+            raise InputRejected(UNKNOWN_FRAME, f'{self._sensor} message in frame {frame!r}: '
+                                f'no transform to {base!r} ({err})') from err
         t, r = transform.translation, transform.rotation
-        return [t.x, t.y, t.z], [r.x, r.y, r.z, r.w]
+        return np.array([t.x, t.y, t.z]), rotation_from_quaternion([r.x, r.y, r.z, r.w])
 
 
 def cloud_in_base_frame(msg: PointCloud2, frame: SensorFrame, max_points: int) -> np.ndarray:
-    """A PointCloud2 → its finite points (N×3) in the base frame. SensorMessageError
+    """A PointCloud2 → its finite points (N×3) in the base frame. InputRejected
     'cloud_too_large' (`check_cloud_size`), 'unknown_frame', 'bad_cloud' (no x, y, z or
-    truncated) or 'cloud_not_finite' (points, none of them finite). An empty cloud gives no
+    truncated) or 'not_finite' (points, none of them finite). An empty cloud gives no
     points."""
     check_cloud_size(msg, max_points)
     try:
         points = cloud_to_xyz(msg)
     except ValueError as err:
-        raise SensorMessageError('bad_cloud', str(err)) from err
+        raise InputRejected(BAD_CLOUD, str(err)) from err
     size = msg.width * msg.height
     if size and not len(points):
-        raise SensorMessageError('cloud_not_finite', f'cloud of {size} points, none of them '
-                                 'finite')
+        raise InputRejected(NOT_FINITE, f'cloud of {size} points, none of them finite')
     return frame.to_base(msg.header, points)
 
 
 def check_cloud_size(msg: PointCloud2, max_points: int) -> None:
-    """SensorMessageError 'cloud_too_large' when the cloud declares more than `max_points`
+    """InputRejected 'cloud_too_large' when the cloud declares more than `max_points`
     points, rows or columns (a cloud of width 0 × height 2 000 000 holds no point but took
     seconds row by row), or carries more data than that many of its points: refused from the
     header, before anything is decoded."""
     size = msg.width * msg.height
     most_bytes = max_points * max(msg.point_step, 1)
     if max(size, msg.width, msg.height) > max_points or len(msg.data) > most_bytes:
-        raise SensorMessageError('cloud_too_large', f'cloud of {msg.width} × {msg.height} '
-                                 f'points in {len(msg.data)} bytes exceeds cloud.max_points '
-                                 f'= {max_points} (of {msg.point_step} bytes each)')
+        raise InputRejected(CLOUD_TOO_LARGE, f'cloud of {msg.width} × {msg.height} points '
+                            f'in {len(msg.data)} bytes exceeds cloud.max_points = '
+                            f'{max_points} (of {msg.point_step} bytes each)')
 
 
-# CloudConfig field → description and range of its `cloud.<field>` parameter.
-_CLOUD_PARAMETERS = {
-    'workspace_min': ('the cloud is cropped to the box from here (x y z, m, base frame; its z '
-                      'cuts the floor)', None, None),
-    'workspace_max': ('... to here (x y z, m)', None, None),
-    'voxel_size': ('voxel grid of the cloud, m', 1e-3, 1.0),
-    'self_margin': ("points this close to the robot are its own, m (covers the pose's error "
-                    "at the cloud's stamp)", 0.0, 1.0),
-    'cluster_eps': ('DBSCAN neighbourhood, m', 1e-3, 1.0),
-    'cluster_min_points': ('DBSCAN core size', 1, 1000),
-    'max_points': ('larger clouds are refused', 1, 10_000_000),
-    'max_age': ('processed obstacles older than this are stale, s', 1e-3, 60.0),
-}
+_CLOUD_ROWS = (  # CloudConfig field, description, range
+    ('workspace_min', 'the cloud is cropped to the box from here (x y z, m, base frame; its z '
+     'cuts the floor)', None),
+    ('workspace_max', '... to here (x y z, m)', None),
+    ('voxel_size', 'voxel grid of the cloud, m', (1e-3, 1.0)),
+    ('self_margin', "points this close to the robot are its own, m (covers the pose's error "
+     "at the cloud's stamp)", (0.0, 1.0)),
+    ('cluster_eps', 'DBSCAN neighbourhood, m', (1e-3, 1.0)),
+    ('cluster_min_points', 'DBSCAN core size', (1, 1000)),
+    ('max_points', 'larger clouds are refused', (1, 10_000_000)),
+    ('max_age', 'processed obstacles older than this are stale, s', (1e-3, 60.0)),
+)
 
 
-def declare_cloud_parameters(node, skip: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """Declare `cloud.<field>` for CloudConfig's fields (core/contact/lidar_fusion.py) but `skip`,
-    at
-    CloudConfig's defaults; returns the names declared."""
-    declared = []
-    for field, (description, low, high) in _CLOUD_PARAMETERS.items():
-        if field in skip:
-            continue
-        default = CLOUD_DEFAULTS[field]
-        node.declare(f'cloud.{field}', list(default) if isinstance(default, tuple) else default,
-                     description, low, high)
-        declared.append(f'cloud.{field}')
-    return tuple(declared)
-
-
-def cloud_config(value: Callable[[str], Any], declared: tuple[str, ...]) -> CloudConfig:
-    """CloudConfig from the `declared` cloud parameters (the rest at their defaults);
-    CloudError when the values are unusable."""
-    return CloudConfig(**{name.split('.', 1)[1]: value(name) for name in declared})
+def cloud_table(skip: tuple[str, ...] = ()) -> ParameterTable:
+    """`cloud.<field>` for CloudConfig's fields (core/contact/lidar_fusion.py) but `skip`."""
+    return ParameterTable(*(
+        Parameter(f'cloud.{field}', description, range=bounds, field=(CloudConfig, field))
+        for field, description, bounds in _CLOUD_ROWS if field not in skip))

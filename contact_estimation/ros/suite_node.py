@@ -2,11 +2,14 @@
 topics and its translation only.
 
     class MyNode(SuiteNode):
+        PARAMETERS = ROBOT + ParameterTable(          # ros/params.py: one row each
+            Parameter('gain', 'what it does, unit', range=(0.0, 10.0),
+                      field=(CoreConfig, 'gain')))   # default: CoreConfig's
+
         def __init__(self, **kwargs):
-            super().__init__('my_node', **kwargs)      # manifest entry, robot, diagnostics
-            with self.starting():                      # bad parameters → StartupError
-                self.declare('gain', DEFAULTS['gain'], 'what it does, unit', 0.0, 10.0)
-                self.method = CoreMethod(self.value('gain'))
+            super().__init__('my_node', **kwargs)      # parameters, robot, diagnostics
+            with self.starting():                      # bad values → StartupError
+                self.method = CoreMethod(self.PARAMETERS.build(CoreConfig, self.values()))
             self.publisher('estimate', PointStamped)
             self.subscribe('joint_state', JointState, self._on_joint_state)
 
@@ -22,13 +25,14 @@ Watchdogs and schedules read `seconds()`: simulated time when the node runs with
 use_sim_time (a simulator that falls behind slows the whole graph together), else the
 monotonic clock.
 
-Defaults come from core (one source: the core module's DEFAULTS or config dataclass), and
-config/<node>.yaml ships the same values (test/test_node_defaults.py checks every node).
+The node's `PARAMETERS` table (ros/params.py) is declared here, before anything else; its
+defaults come from core, and config/<node>.yaml ships the same values
+(test/test_node_defaults.py checks every node against its table).
 
 A parameter file (or override) that sets a parameter the node does not declare makes it
 refuse to start: rclpy would keep the value without complaint and the node run without it,
-while the user believes it is in force. A node whose parameters were renamed sets `RENAMED`
-(old name → new name, from core next to its DEFAULTS) so that the refusal names the new one.
+while the user believes it is in force. A table's `renamed` (old name → new name) makes the
+refusal name the new one.
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ from rclpy.qos import QoSProfile
 from contact_estimation import manifest
 from contact_estimation.core.chain.stamps import stamp_problem
 from contact_estimation.ros import params
+from contact_estimation.ros.params import ROBOT, ParameterTable
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ProblemCounter
 from contact_estimation.ros.guard import CallbackGuard
@@ -56,14 +61,18 @@ class SuiteNode(Node):
     loaded), `problems` (counts and status on its diagnostics topic). `handover` is given in
     composed mode: the samples its in-process peers pass it by function call."""
 
-    RENAMED: dict[str, str] = {}  # old parameter name → the new one
+    PARAMETERS: ParameterTable = ROBOT  # every parameter of the node (ros/params.py)
 
     def __init__(self, name: str, handover: Handover | None = None, **kwargs):
         self.guard = CallbackGuard(self)  # before Node.__init__: it creates services
         super().__init__(name, **kwargs)
         self.spec = manifest.node(name)
         self._handover = handover
-        self.robot = params.declare_robot(self)  # StartupError when it cannot be loaded
+        try:
+            self.PARAMETERS.declare(self)
+        except ParameterException as err:
+            raise StartupError(f'{name}: {err}') from err
+        self.robot = params.load_robot(self)  # StartupError when it cannot be loaded
         self.problems = ProblemCounter(self, topic=self.spec.topic('diagnostics'),
                                        hardware_id=self.robot.name)
 
@@ -88,16 +97,23 @@ class SuiteNode(Node):
         declare, with its new name where it was renamed."""
         # rclpy has no public accessor for the overrides it holds for undeclared names.
         given = sorted(set(self._parameter_overrides) - set(self._parameters))
-        return [f'{name} (renamed: now {self.RENAMED[name]})' if name in self.RENAMED
-                else name for name in given]
+        renamed = self.PARAMETERS.renamed
+        return [f'{name} (renamed: now {renamed[name]})' if name in renamed else name
+                for name in given]
 
     def declare(self, name: str, default: Any, description: str, low: float | None = None,
                 high: float | None = None, read_only: bool = False) -> Any:
-        """params.declare on this node."""
-        return params.declare(self, name, default, description, low, high, read_only)
+        """One parameter outside the table (nodes not yet on a table)."""
+        row = params.Parameter(name, description, default,
+                               None if low is None else (low, high), read_only)
+        return self.declare_parameter(name, row.default, row.descriptor()).value
 
     def value(self, name: str) -> Any:
         return self.get_parameter(name).value
+
+    def values(self, changes: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Every parameter of the table by name, with run-time `changes` applied."""
+        return self.PARAMETERS.values(self, changes)
 
     def seconds(self) -> float:
         """Now, s, on the clock of this node's watchdogs and schedules: simulated time under

@@ -57,6 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.per_joint import per_joint
 
 POSITION, FORCE = 'position', 'force'
 ROLES = (POSITION, FORCE)
@@ -104,29 +105,6 @@ RENAMED = {
 NONE, COLLISION, STALE, INVALID, WAITING = ('', 'collision', 'stale_input', 'invalid_residual',
                                             'waiting')
 FAULT = 'node_fault'  # the node met an unexpected error (ros/guard.py): latched like a collision
-
-
-def per_joint(name: str, value, n_joints: int, low: float = 0.0, strict: bool = False,
-              unit: str = '', high: float = np.inf, high_name: str = '') -> np.ndarray:
-    """`value` (a scalar, or 1 or `n_joints` values) as an `n_joints` float array, validated.
-
-    Raises ValueError naming the parameter when the count is wrong or a value is not finite,
-    below `low` (or equal to it when `strict`) or above `high` (the parameter `high_name`).
-    """
-    array = np.atleast_1d(np.asarray(value, dtype=float)).ravel()
-    if array.size == 1:
-        array = np.full(n_joints, array[0])
-    if array.size != n_joints:
-        raise ValueError(f'{name}: expected 1 or {n_joints} values (one per joint), '
-                         f'got {array.size}')
-    for i, x in enumerate(array):
-        if not np.isfinite(x) or x < low or (strict and x == low):
-            bound = f'> {low:g}' if strict else f'>= {low:g}'
-            raise ValueError(f'{name}[{i}] = {x:g}{unit} is invalid: must be finite and {bound}')
-        if x > high:
-            raise ValueError(f'{name}[{i}] = {x:g}{unit} is above {high_name} = {high:g}: it '
-                             f'would switch detection off (raise {high_name} to allow it)')
-    return array
 
 
 def joint_roles(roles, n_joints: int) -> tuple[str, ...]:
@@ -221,16 +199,16 @@ class DetectorConfig:
         config = cls(
             joint_names=names,
             thresholds_position=per_joint('thresholds_position', p['thresholds_position'], n,
-                                          strict=True, unit=' N·m', **limit),
+                                          low=0.0, strict=True, unit=' N·m', **limit),
             thresholds_force=per_joint('thresholds_force', p['thresholds_force'], n,
-                                       strict=True, unit=' N·m', **limit),
+                                       low=0.0, strict=True, unit=' N·m', **limit),
             roles=joint_roles(p['roles'], n),
             persistence=p['persistence'], persistence_time=float(p['persistence_time']),
-            speed_gain=per_joint('speed_gain', p['speed_gain'], n, unit=' N·m·s/rad',
+            speed_gain=per_joint('speed_gain', p['speed_gain'], n, low=0.0, unit=' N·m·s/rad',
                                  **limit),
-            acceleration_gain=per_joint('acceleration_gain', p['acceleration_gain'], n,
+            acceleration_gain=per_joint('acceleration_gain', p['acceleration_gain'], n, low=0.0,
                                         unit=' N·m·s²/rad', **limit),
-            threshold_max=per_joint('threshold_max', p['threshold_max'], n, strict=True,
+            threshold_max=per_joint('threshold_max', p['threshold_max'], n, low=0.0, strict=True,
                                     unit=' N·m', **limit),
             threshold_ceiling=ceiling,
             hold_time=float(p['hold_time']), reset_quiet_time=float(p['reset_quiet_time']),

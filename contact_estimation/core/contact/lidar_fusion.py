@@ -94,21 +94,11 @@ class CloudConfig:
             raise CloudError('cluster_min_points and max_points must be at least 1')
 
 
-def to_base_frame(points: np.ndarray, translation, quaternion) -> np.ndarray:
+def to_base_frame(points: np.ndarray, translation, rotation) -> np.ndarray:
     """Sensor-frame points (N×3) → base frame, given the sensor's pose in the base frame:
-    translation (x, y, z, m) and orientation quaternion (x, y, z, w, as in ROS)."""
-    translation = np.asarray(translation, dtype=float)
-    quaternion = np.asarray(quaternion, dtype=float)
-    if translation.shape != (3,) or quaternion.shape != (4,):
-        raise CloudError('a sensor pose is a translation (x, y, z) and a quaternion (x, y, z, w)')
-    norm = np.linalg.norm(quaternion)
-    if not np.isfinite(norm) or norm < 1e-6 or not np.isfinite(translation).all():
-        raise CloudError(f'invalid sensor pose {translation.tolist()} {quaternion.tolist()}')
-    x, y, z, w = quaternion / norm
-    rotation = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                         [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                         [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
-    return np.asarray(points, dtype=float).reshape(-1, 3) @ rotation.T + translation
+    translation (x, y, z, m) and rotation (3×3, core/robot/pose.py makes it from rpy)."""
+    return (np.asarray(points, dtype=float).reshape(-1, 3) @ np.asarray(rotation).T
+            + np.asarray(translation, dtype=float))
 
 
 class PoseHistory:

@@ -20,6 +20,7 @@ import numpy as np
 
 from contact_estimation.core.chain import detector
 from contact_estimation.core.contact.contact_localization import ContactLocalizer
+from contact_estimation.core.per_joint import per_joint
 
 DEFAULTS = {
     'gate_thresholds': [float(detector.DEFAULTS['thresholds_position'])],  # N·m
@@ -41,9 +42,9 @@ class LocalizationSchedule:
 
     def __init__(self, gate_thresholds, n_joints: int, max_rate: float,
                  threshold_ceiling: float = DEFAULTS['threshold_ceiling']):
-        self.thresholds = detector.per_joint('gate_thresholds', gate_thresholds, n_joints,
-                                             strict=True, unit=' N·m', high=threshold_ceiling,
-                                             high_name='threshold_ceiling')
+        self.thresholds = per_joint('gate_thresholds', gate_thresholds, n_joints,
+                                    low=0.0, strict=True, unit=' N·m', high=threshold_ceiling,
+                                    high_name='threshold_ceiling')
         if not np.isfinite(max_rate) or max_rate <= 0:
             raise ValueError(f'max_rate = {max_rate} Hz: must be > 0')
         self.interval = 1.0 / max_rate

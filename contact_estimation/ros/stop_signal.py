@@ -1,0 +1,84 @@
+"""The stop contract a controller follows, written once for every node with a stop (the
+collision detector, the proximity monitor); README "The stop contract" states it for users.
+
+- `stop` (std_msgs/Bool, True = stop): reliable and transient local (a controller that starts
+  late gets it at once), published on every change and as a heartbeat from a thread of its
+  own (ros/heartbeat.py), which says stop when the node's own decisions fall behind. A
+  controller treats `Heartbeat.MISSED` missed beats as stop.
+- a speed scale (std_msgs/Float64: the detector's f_S, the proximity monitor's speed scale),
+  published when it moves enough to matter (core/chain/time_scaling.worth_publishing: no
+  chatter) and repeated at the heartbeat rate.
+- `~/reset` (std_srvs/Trigger): the node's `reset()` says whether the stop may clear, and
+  why not.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from std_msgs.msg import Bool, Float64
+from std_srvs.srv import Trigger
+
+from contact_estimation.core.chain.time_scaling import worth_publishing
+from contact_estimation.ros.heartbeat import Heartbeat
+from contact_estimation.ros.params import Parameter, ParameterTable
+from contact_estimation.ros.qos import STOP_QOS
+
+STOP_PARAMETERS = ParameterTable(
+    Parameter('heartbeat_rate', 'the stop and the speed scale are repeated this often, Hz (a '
+              f'controller treats {Heartbeat.MISSED} missed beats as stop)', 20.0, (1.0, 1000.0),
+              read_only=True))
+
+
+class StopSignal:
+    """The stop, speed scale and ~/reset of `node` (a SuiteNode whose table has
+    STOP_PARAMETERS): topic `stop` and topic `scale_key` of its nodes.yaml entry.
+    `reset()` returns (cleared, message)."""
+
+    def __init__(self, node, scale_key: str, reset: Callable[[], tuple[bool, str]]):
+        self._node, self._reset = node, reset
+        rate = node.value('heartbeat_rate')
+        self.stop: bool | None = None        # the node's decision (None before the first)
+        self.scale: float | None = None      # the speed scale last published
+        self._scale_pub = node.publisher(scale_key, Float64)
+        self._heartbeat = Heartbeat(node.publisher('stop', Bool, STOP_QOS), rate,
+                                    lambda: self.stop, node.seconds,
+                                    f'{node.get_name()} heartbeat')
+        node.create_service(Trigger, '~/reset', self._on_reset)
+        node.create_timer(1.0 / rate, self._repeat)
+
+    def decide(self, stop: bool) -> bool:
+        """The node's stop now (it is watching); published at once when it changed, which
+        is returned."""
+        self._heartbeat.decision()
+        changed = stop != self.stop
+        self.stop = stop
+        if changed:
+            self._heartbeat.beat()
+        return changed
+
+    def publish_scale(self, value: float) -> None:
+        """The speed scale, published when worth it (the heartbeat repeats it)."""
+        if worth_publishing(value, self.scale):
+            self.scale = value
+            self._scale_pub.publish(Float64(data=value))
+
+    @property
+    def late(self) -> int:
+        """Beats that said stop because the node's decision was too old (ros/heartbeat.py)."""
+        return self._heartbeat.late
+
+    def _repeat(self) -> None:
+        self._node.problems.values['late_heartbeats'] = str(self.late)
+        if self.scale is not None:
+            self._scale_pub.publish(Float64(data=self.scale))
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
+        response.success, response.message = self._reset()
+        if response.success:  # rclpy wants one severity per logging call site
+            self._node.get_logger().info(f'~/reset: {response.message}')
+        else:
+            self._node.get_logger().warning(f'~/reset: {response.message}')
+        return response
+
+    def close(self) -> None:
+        self._heartbeat.close()
