@@ -42,15 +42,17 @@ import numpy as np
 
 from contact_estimation.core.chain.joint_order import JointOrder
 from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core import input_rejected
 # The stamp problem kinds are among the kinds below (core/chain/stamps.py checks every input).
 from contact_estimation.core.chain.stamps import (FUTURE_STAMP, MAX_FUTURE, ZERO_STAMP,  # noqa: F401
                                             stamp_problem)
 from contact_estimation.core.per_joint import per_joint
 
-# Problem kinds (the keys counted on /diagnostics).
-NON_FINITE = 'non_finite'
-LENGTH_MISMATCH = 'length_mismatch'
-UNKNOWN_JOINT = 'unknown_joint'
+# Problem kinds (the keys counted on /diagnostics): those every node meets have the names of
+# core/input_rejected.py, the others are the listener's own.
+NON_FINITE = input_rejected.NOT_FINITE
+LENGTH_MISMATCH = input_rejected.WRONG_SIZE
+UNKNOWN_JOINT = input_rejected.WRONG_JOINTS
 MISSING_JOINTS = 'missing_joints'
 DUPLICATE_JOINT = 'duplicate_joint'
 REPEATED_STAMP = 'repeated_stamp'
