@@ -27,7 +27,7 @@ from contact_estimation.core.chain.wrist_wrench import WristWrench, WristWrenchC
 from contact_estimation.core.identification.identified_model import IdentifiedModel, ModelFileError
 from contact_estimation.core.input_rejected import WRONG_SIZE, InputRejected
 from contact_estimation.core.robot.payload import Payload
-from contact_estimation.ros.conversions import stamp_to_seconds, wrench_to_arrays
+from contact_estimation.ros.conversions import wrench_to_arrays
 from contact_estimation.ros.diagnostics import OK
 from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
 from contact_estimation.ros.joint_states import JointStateReader, JointStateWriter
@@ -148,15 +148,15 @@ class ResidualNode(SuiteNode):
             self.problems.report(err.kind, str(err))
 
     def _on_joint_state(self, msg: JointState) -> None:
-        if self.believed(msg.header.stamp, 'joint state') is None:  # never a new time base
+        t = self.believed(msg.header.stamp, 'joint state')
+        if t is None:  # never a new time base
             return
         try:
             q, v, tau = self._joint_states.read(msg)
         except InputRejected as err:
             self.problems.report(err.kind, str(err))
             return
-        self.process_joint_state(JointSample(stamp_to_seconds(msg.header.stamp), q, v, tau,
-                                             stamp=msg.header.stamp,
+        self.process_joint_state(JointSample(t, q, v, tau, stamp=msg.header.stamp,
                                              frame_id=msg.header.frame_id))
 
     def process_joint_state(self, sample: JointSample) -> None:
