@@ -122,10 +122,7 @@ def offline_stops(robot: RobotModel, stream: PandaStream, stamps: list[float]) -
     DETECTOR) run through core/ alone on these samples and stamps, with the stop cleared as
     hold_time clears it."""
     conditioner = JointStateConditioner.for_robot(robot)
-    d = residual.DEFAULTS
-    model = residual.make_residual(d['model'], robot, None, d['friction_model'],
-                                   list(d['friction_parameters']), list(d['observer_gain']),
-                                   d['gap_threshold'], d['acceleration_filter.window_duration'])
+    model = residual.ResidualConfig().residual(robot)
     detector = CollisionDetector(DetectorConfig.build(robot.joint_names,
                                                       hold_time=DETECTOR['hold_time']))
     names, stopped, triggers = stream.names, False, []

@@ -1,7 +1,7 @@
 """A real driver's timing through the listener's conditioner and the residual, without ROS.
 
 ~100 Hz with stamps 4-10 ms apart, a few lost messages and a few that arrive out of order,
-all with the shipped defaults (core DEFAULTS): every reordered message is dropped and counted
+all with the shipped defaults (core's): every reordered message is dropped and counted
 once, nothing is a gap or a restart, and the residual is the external torque.
 """
 import numpy as np

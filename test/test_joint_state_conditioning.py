@@ -4,7 +4,7 @@ import pytest
 
 from contact_estimation.core.chain import joint_state_conditioning as jsc
 from contact_estimation.core.chain.joint_state_conditioning import (
-    DerivativeEstimator, JointStateConditioner, Transmission, Watchdog)
+    ConditioningConfig, DerivativeEstimator, JointStateConditioner, Transmission, Watchdog)
 from contact_estimation.core.robot.robot_model import RobotModel
 
 DT = 1e-3
@@ -250,8 +250,8 @@ def test_values_just_inside_the_hard_bounds_go_out(panda):
 
 
 def test_effort_bound_applies_to_the_joint_torque_after_conversion(panda):
-    transmission = Transmission.create(panda.n, [0.1], [100.0], effort_is_current=True)
-    conditioner = JointStateConditioner.for_robot(panda, transmission=transmission)
+    conditioner = JointStateConditioner.for_robot(panda, torque_constants=[0.1],
+                                                  gear_ratios=[100.0], effort_is_current=True)
     current = np.zeros(panda.n)
     current[0] = 30.0  # A: 300 N·m at the joint, beyond 3 × 87 N·m
     result = receive(conditioner, T0, *full_message(panda, home(panda), np.zeros(panda.n), current))
@@ -366,8 +366,8 @@ def test_motor_current_becomes_joint_torque(panda):
     k_m = np.linspace(0.05, 0.11, panda.n)   # N·m/A
     gear = np.linspace(50, 160, panda.n)
     current = np.linspace(-2, 2, panda.n)    # A
-    transmission = Transmission.create(panda.n, k_m, gear, effort_is_current=True)
-    conditioner = JointStateConditioner.for_robot(panda, transmission=transmission)
+    conditioner = JointStateConditioner.for_robot(panda, torque_constants=k_m, gear_ratios=gear,
+                                                  effort_is_current=True)
     result = receive(conditioner, T0, *full_message(panda, home(panda), np.zeros(panda.n), current))
     np.testing.assert_allclose(result.sample.tau, gear * k_m * current)  # eqs. 1–2
     np.testing.assert_allclose(result.sample.q, home(panda))
@@ -375,8 +375,8 @@ def test_motor_current_becomes_joint_torque(panda):
 
 def test_motor_side_positions_and_velocities_are_divided_by_the_gear_ratio(panda):
     gear = 100.0
-    transmission = Transmission.create(panda.n, gear_ratios=[gear], positions_are_motor_side=True)
-    conditioner = JointStateConditioner.for_robot(panda, transmission=transmission)
+    conditioner = JointStateConditioner.for_robot(panda, gear_ratios=[gear],
+                                                  positions_are_motor_side=True)
     q, v = home(panda), np.full(panda.n, 0.2)
     result = receive(conditioner, T0, *full_message(panda, gear * q, gear * v))
     np.testing.assert_allclose(result.sample.q, q)  # eq. 3
@@ -387,7 +387,8 @@ def test_motor_side_positions_and_velocities_are_divided_by_the_gear_ratio(panda
                                                ([np.nan], [1.0])])
 def test_transmission_refuses_bad_constants(constants, ratios):
     with pytest.raises(ValueError):
-        Transmission.create(7, constants, ratios)
+        Transmission.create(7, ConditioningConfig(torque_constants=constants,
+                                                  gear_ratios=ratios))
 
 
 # ---------------------------------------------------------------- derivatives

@@ -8,7 +8,8 @@ from contact_estimation.core.chain.detector import (COLLISION, INVALID, NONE, ST
                                               event_stamped_by_residual)
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.realtime import ScalingTimeout
-from contact_estimation.core.chain.wrist_wrench import WristWrench, WristWrenchRejected
+from contact_estimation.core.chain.wrist_wrench import WristWrench
+from contact_estimation.core.input_rejected import InputRejected
 
 DT = 1e-3
 
@@ -73,12 +74,12 @@ def test_wrist_wrench_is_removed_while_current_in_the_projects_sign(panda):
 
 
 @pytest.mark.parametrize('frame, force, kind', [
-    ('panda_hand', [0.0, 0.0, 1.0], 'wrist_wrench_frame'),
-    ('panda_link8', [np.nan, 0.0, 1.0], 'wrist_wrench_not_finite')])
+    ('panda_hand', [0.0, 0.0, 1.0], 'unknown_frame'),
+    ('panda_link8', [np.nan, 0.0, 1.0], 'not_finite')])
 def test_a_wrench_that_breaks_a_rule_is_refused_and_the_last_good_one_kept(panda, frame,
                                                                           force, kind):
     wrist = WristWrench(panda, 'panda_link8', timeout=0.05, on_robot=True)
-    with pytest.raises(WristWrenchRejected) as err:
+    with pytest.raises(InputRejected) as err:
         wrist.receive(10.0, frame, force, np.zeros(3))
     assert err.value.kind == kind
     assert wrist.joint_torque(10.0, np.zeros(panda.n)) is None

@@ -225,9 +225,10 @@ def test_identified_model_replaces_gravity_and_friction(panda, tmp_path):
 def test_bad_settings_are_refused_with_a_message(panda):
     with pytest.raises(ValueError, match='unknown residual model'):
         make_residual('kalman', panda)
-    with pytest.raises(ValueError, match='coulomb_viscous friction needs 2 parameters'):
+    with pytest.raises(ValueError, match=r'friction_parameters \(coulomb_viscous: .*\): '
+                       'expected 2 or 7 × 2 values'):
         make_residual('fast', panda, None, 'coulomb_viscous', [0.1, 0.2, 0.3])
-    with pytest.raises(ValueError, match='observer gains'):
+    with pytest.raises(ValueError, match=r'observer_gain\[1\] = -1 1/s is invalid'):
         make_residual('momentum_observer', panda, observer_gain=[50.0, -1.0, 5, 5, 5, 5, 5])
     with pytest.raises(ValueError, match='gap_threshold'):
         make_residual('fast', panda, gap_threshold=0.0)

@@ -31,16 +31,16 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from contact_estimation.core.chain.joint_state_conditioning import (
-    DEFAULTS, RENAMED, TIMING_DROPS, WARNINGS, JointStateConditioner,
-    Transmission, Watchdog)
+    TIMING_DROPS, WARNINGS, ConditioningConfig, JointStateConditioner, Watchdog)
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
 from contact_estimation.ros.joint_states import JointStateWriter
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.suite_node import SuiteNode
+from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable
 from contact_estimation.ros.qos import STOP_QOS
+from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'joint_state_listener'
 
@@ -51,14 +51,51 @@ WATCHDOG_PERIOD = 0.01   # s
 HEARTBEAT_PERIOD = 0.1   # s
 
 
+def _conditioning(name: str, description: str, field: str = '', **row) -> Parameter:
+    """A row feeding ConditioningConfig's `field` (by default the field `name`), at its
+    default."""
+    return Parameter(name, description, field=(ConditioningConfig, field or name), **row)
+
+
+PARAMETERS = ROBOT + ParameterTable(
+    _conditioning('effort_is_current', 'the effort field is motor current (A): joint torque = '
+                  'G_m k_m i (seed 001 eqs. 1-2)'),
+    _conditioning('positions_are_motor_side', 'positions and velocities are motor-side: '
+                  'divided by G_m (seed 001 eq. 3)'),
+    _conditioning('torque_constants', 'motor torque constants k_m (N·m/A): one value for all '
+                  'joints or one per joint'),
+    _conditioning('gear_ratios', 'gear ratios G_m (motor/joint): one value for all joints or '
+                  'one per joint'),
+    _conditioning('velocity_filter.window_duration', 'time span (s) of the least-squares fit '
+                  'that estimates velocity the driver omits (at least 3 samples whatever the '
+                  'rate)', 'velocity_window', range=(0.001, 1.0)),
+    _conditioning('merge_window', 'largest stamp difference (s) between joint-state parts '
+                  'merged into one sample', range=(0.0, 1.0)),
+    _conditioning('gap_threshold', 'input pause (s) after which the velocity filter restarts',
+                  range=(0.001, 10.0)),
+    _conditioning('input_timeout', 'time (s) without a valid sample after which input_stale '
+                  'goes True; also how long stamps must keep going back before a new time '
+                  'base is accepted', 'time_reset_after', range=(0.001, 10.0)),
+    _conditioning('max_future', "largest time (s) a stamp may be ahead of this node's clock",
+                  range=(0.001, 3600.0)),
+    _conditioning('limit_margin', 'distance (rad or m) beyond a joint limit before it is '
+                  'reported (warning)', range=(0.0, 3.2)),
+    _conditioning('hard_limit_margin', 'distance (rad or m) beyond a joint limit at which a '
+                  'message is dropped (at least limit_margin)', range=(0.0, 10.0)),
+    _conditioning('velocity_limit_factor', 'a message is dropped when |velocity| exceeds this '
+                  'times the URDF limit', range=(1.0, 100.0)),
+    _conditioning('effort_limit_factor', 'a message is dropped when |joint torque| exceeds '
+                  'this times the URDF limit', range=(1.0, 100.0)),
+    renamed={'velocity_filter.window': 'velocity_filter.window_duration'})  # samples → s
+
+
 class JointStateListener(SuiteNode):
-    RENAMED = RENAMED
+    PARAMETERS = PARAMETERS
 
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
-        self._watchdog = Watchdog(timeout=DEFAULTS['input_timeout'])
+        self._watchdog = Watchdog(timeout=self.value('input_timeout'))
         with self.starting():
-            self._declare_conditioning_parameters()
             self._configure({})
         self.on_parameter_change(self._configure)
         self._joint_names = list(self.robot.joint_names)
@@ -76,66 +113,16 @@ class JointStateListener(SuiteNode):
             f'{self.spec.topic("joint_states")}, publishing {self.spec.topic("joint_state")}')
 
     # ------------------------------------------------------------------ parameters
-    def _declare_conditioning_parameters(self) -> None:
-        """Every parameter, with the defaults of core/joint_state_conditioning.DEFAULTS."""
-        declare, k = self.declare, DEFAULTS
-        declare('effort_is_current', k['effort_is_current'],
-                'the effort field is motor current (A): joint torque = G_m k_m i '
-                '(seed 001 eqs. 1-2)')
-        declare('positions_are_motor_side', k['positions_are_motor_side'],
-                'positions and velocities are motor-side: divided by G_m (seed 001 eq. 3)')
-        declare('torque_constants', list(k['torque_constants']),
-                'motor torque constants k_m (N·m/A): one value for all joints or one per joint')
-        declare('gear_ratios', list(k['gear_ratios']),
-                'gear ratios G_m (motor/joint): one value for all joints or one per joint')
-        declare('velocity_filter.window_duration', k['velocity_filter.window_duration'],
-                'time span (s) of the least-squares fit that estimates velocity the driver '
-                'omits (at least 3 samples whatever the rate)', 0.001, 1.0)
-        declare('merge_window', k['merge_window'],
-                'largest stamp difference (s) between joint-state parts merged into one sample',
-                0.0, 1.0)
-        declare('gap_threshold', k['gap_threshold'],
-                'input pause (s) after which the velocity filter restarts', 0.001, 10.0)
-        declare('input_timeout', k['input_timeout'],
-                'time (s) without a valid sample after which input_stale goes True; also how '
-                'long stamps must keep going back before a new time base is accepted',
-                0.001, 10.0)
-        declare('max_future', k['max_future'],
-                'largest time (s) a stamp may be ahead of this node\'s clock', 0.001, 3600.0)
-        declare('limit_margin', k['limit_margin'],
-                'distance (rad or m) beyond a joint limit before it is reported (warning)',
-                0.0, 3.2)
-        declare('hard_limit_margin', k['hard_limit_margin'],
-                'distance (rad or m) beyond a joint limit at which a message is dropped '
-                '(at least limit_margin)', 0.0, 10.0)
-        declare('velocity_limit_factor', k['velocity_limit_factor'],
-                'a message is dropped when |velocity| exceeds this times the URDF limit',
-                1.0, 100.0)
-        declare('effort_limit_factor', k['effort_limit_factor'],
-                'a message is dropped when |joint torque| exceeds this times the URDF limit',
-                1.0, 100.0)
-
     def _configure(self, changed: dict) -> None:
         """Build the conditioner from the parameters, with `changed` values taking precedence.
 
         Any change restarts merging and the derivative filter. Raises ValueError on values
         that do not fit the robot (a run-time change is then refused).
         """
-        def value(name):
-            return changed[name] if name in changed else self.value(name)
-
-        transmission = Transmission.create(
-            self.robot.n, value('torque_constants'), value('gear_ratios'),
-            value('effort_is_current'), value('positions_are_motor_side'))
+        values = self.values(changed)
         self._conditioner = JointStateConditioner.for_robot(
-            self.robot, transmission=transmission,
-            velocity_window=value('velocity_filter.window_duration'),
-            merge_window=value('merge_window'), gap_threshold=value('gap_threshold'),
-            limit_margin=value('limit_margin'), hard_limit_margin=value('hard_limit_margin'),
-            velocity_limit_factor=value('velocity_limit_factor'),
-            effort_limit_factor=value('effort_limit_factor'), max_future=value('max_future'),
-            time_reset_after=value('input_timeout'))
-        self._watchdog.timeout = value('input_timeout')
+            self.robot, PARAMETERS.build(ConditioningConfig, values))
+        self._watchdog.timeout = values['input_timeout']
 
     # ----------------------------------------------------------------- messages
     def _on_joint_states(self, msg: JointState) -> None:

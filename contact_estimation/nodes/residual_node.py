@@ -19,26 +19,66 @@ import numpy as np
 from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
 
-from contact_estimation.core.chain import friction, residual, wrist_wrench
-
-from contact_estimation.core.robot import payload
-from contact_estimation.core.identification.identified_model import IdentifiedModel, ModelFileError
-from contact_estimation.core.robot.payload import Payload
-from contact_estimation.core.chain.residual import Residual, SampleOrderError, make_residual
+from contact_estimation.core.chain import friction
+from contact_estimation.core.chain.residual import (MAX_OBSERVER_GAIN, Residual, ResidualConfig,
+                                                    SampleOrderError)
 from contact_estimation.core.chain.sample import JointSample
-from contact_estimation.core.chain.wrist_wrench import WristWrench, WristWrenchRejected
-from contact_estimation.ros.conversions import stamp_to_seconds, wrench_to_arrays
+from contact_estimation.core.chain.wrist_wrench import WristWrench, WristWrenchConfig
+from contact_estimation.core.identification.identified_model import IdentifiedModel, ModelFileError
+from contact_estimation.core.input_rejected import WRONG_SIZE, InputRejected
+from contact_estimation.core.robot.payload import Payload
+from contact_estimation.ros.conversions import wrench_to_arrays
 from contact_estimation.ros.diagnostics import OK
 from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
-from contact_estimation.ros.joint_states import JointStateError, JointStateReader, JointStateWriter
+from contact_estimation.ros.joint_states import JointStateReader, JointStateWriter
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.params import declare_payload
+from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, payload_table
 from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'residual_node'
 
+
+def _residual(name: str, description: str, field: str = '', **row) -> Parameter:
+    """A row feeding ResidualConfig's `field` (by default the field `name`), at its default."""
+    return Parameter(name, description, field=(ResidualConfig, field or name), **row)
+
+
+def _wrist(field: str, description: str, **row) -> Parameter:
+    """A `wrist_wrench.<field>` row feeding WristWrenchConfig (its default)."""
+    return Parameter(f'wrist_wrench.{field}', description, field=(WristWrenchConfig, field),
+                     **row)
+
+
+PARAMETERS = ROBOT + ParameterTable(
+    _residual('model', 'residual: fast (seed 001 eq. 9, g + f only), rnea (inverse dynamics, '
+              'seed 003 eq. 7) or momentum_observer (no acceleration needed)'),
+    _residual('model_file', 'identified gravity + friction YAML; "" = URDF gravity and the '
+              'friction below'),
+    _residual('friction_model', f'friction model without model_file: '
+              f'{", ".join(friction.MODELS)}'),
+    _residual('friction_parameters', 'friction parameters without model_file: k values for '
+              'every joint, or n×k flat (row per joint, model joint order)'),
+    _residual('observer_gain', 'momentum observer gain K_O, 1/s (time constant 1/K_O): one '
+              f'value or one per joint, each > 0 and <= {MAX_OBSERVER_GAIN:g}'),
+    _residual('acceleration_filter.window_duration', 'time span (s) of the least-squares fit '
+              'giving q̈ for the rnea residual (at least 3 samples whatever the rate; lag about '
+              'half of it)', 'acceleration_window', range=(0.001, 1.0)),
+    _residual('gap_threshold', 'a longer pause in the input (s) restarts the residual',
+              range=(1e-4, 10.0)),
+) + payload_table(read_only=False) + ParameterTable(
+    _wrist('enabled', 'remove the wrench measured by a wrist F/T sensor (intended task force)'),
+    _wrist('link', 'link whose frame the wrist wrench is given in ("" = tip_link)'),
+    _wrist('timeout', 'a wrist wrench further than this (s) from the joint state stamp is not '
+           'used (the task force then counts as a contact: fail safe)', range=(1e-3, 10.0)),
+    _wrist('on_robot', 'true: the sensor reports the wrench the environment exerts on the '
+           'robot; false: the wrench the tool exerts on the environment'),
+    renamed={'wrist_link': 'wrist_wrench.link',
+             **{f'wrist_wrench_{field}': f'wrist_wrench.{field}'
+                for field in ('enabled', 'timeout', 'on_robot')}})
+
 # Parameters that choose and tune the residual; any change rebuilds it (and restarts it).
-_RESIDUAL_PARAMETERS = (*residual.DEFAULTS, *payload.DEFAULTS, *wrist_wrench.DEFAULTS)
+_REBUILT = frozenset(PARAMETERS.feeding(ResidualConfig) + PARAMETERS.feeding(Payload)
+                     + PARAMETERS.feeding(WristWrenchConfig))
 
 
 @dataclass
@@ -51,11 +91,12 @@ class _Setup:
 
 
 class ResidualNode(SuiteNode):
+    PARAMETERS = PARAMETERS
+
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         with self.starting():
-            self._declare_residual_parameters()
-            self._setup = self._build({n: self.value(n) for n in _RESIDUAL_PARAMETERS})
+            self._setup = self._build(self.values())
         self._joint_names = list(self.robot.joint_names)
         self._joint_states = JointStateReader(self._joint_names, model_order_only=True)
         self.problems.set_status(OK, self._setup.description)
@@ -70,70 +111,26 @@ class ResidualNode(SuiteNode):
                                f'{self.spec.topic("residual")}')
 
     # ------------------------------------------------------------------ parameters
-    def _declare_residual_parameters(self) -> None:
-        """Every parameter, with the defaults of core/chain/residual.py, core/robot/payload.py and
-        core/chain/wrist_wrench.py."""
-        r, w = residual.DEFAULTS, wrist_wrench.DEFAULTS
-        self.declare('model', r['model'],
-                     'residual: fast (seed 001 eq. 9, g + f only), rnea (inverse dynamics, '
-                     'seed 003 eq. 7) or momentum_observer (no acceleration needed)')
-        self.declare('model_file', r['model_file'],
-                     'identified gravity + friction YAML; "" = URDF gravity and the '
-                     'friction below')
-        self.declare('friction_model', r['friction_model'],
-                     f'friction model without model_file: {", ".join(friction.MODELS)}')
-        self.declare('friction_parameters', list(r['friction_parameters']),
-                     'friction parameters without model_file: k values for every joint, or '
-                     'n×k flat (row per joint, model joint order)')
-        self.declare('observer_gain', list(r['observer_gain']),
-                     'momentum observer gain K_O, 1/s (time constant 1/K_O): one value or one '
-                     f'per joint, each > 0 and <= {residual.MAX_OBSERVER_GAIN:g}')
-        self.declare('acceleration_filter.window_duration',
-                     r['acceleration_filter.window_duration'],
-                     'time span (s) of the least-squares fit giving q̈ for the rnea residual '
-                     '(at least 3 samples whatever the rate; lag about half of it)', 0.001, 1.0)
-        self.declare('gap_threshold', r['gap_threshold'],
-                     'a longer pause in the input (s) restarts the residual', 1e-4, 10.0)
-        declare_payload(self, read_only=False)
-        self.declare('wrist_wrench_enabled', w['wrist_wrench_enabled'],
-                     'remove the wrench measured by a wrist F/T sensor (intended task force)')
-        self.declare('wrist_link', w['wrist_link'],
-                     'link whose frame the wrist wrench is given in ("" = tip_link)')
-        self.declare('wrist_wrench_timeout', w['wrist_wrench_timeout'],
-                     'a wrist wrench further than this (s) from the joint state stamp is not '
-                     'used (the task force then counts as a contact: fail safe)', 1e-3, 10.0)
-        self.declare('wrist_wrench_on_robot', w['wrist_wrench_on_robot'],
-                     'true: the sensor reports the wrench the environment exerts on the '
-                     'robot; false: the wrench the tool exerts on the environment')
-
     def _build(self, values: dict) -> _Setup:
         """The residual these parameter values describe; ValueError/ModelFileError if bad."""
-        identified = None
-        if values['model_file']:
-            identified = IdentifiedModel.load(values['model_file'], self.robot)
-        tool = Payload.from_parameters(values)
-        built = make_residual(
-            values['model'], self.robot, identified, values['friction_model'],
-            list(values['friction_parameters']), list(values['observer_gain']),
-            values['gap_threshold'], values['acceleration_filter.window_duration'], tool)
-        wrist = None
-        if values['wrist_wrench_enabled']:
-            wrist = WristWrench(self.robot, values['wrist_link'] or self.robot.tip_link,
-                                values['wrist_wrench_timeout'],
-                                values['wrist_wrench_on_robot'])
-        source = (f'identified model {values["model_file"]}' if identified else
-                  f'URDF gravity, {values["friction_model"]} friction')
+        config = PARAMETERS.build(ResidualConfig, values)
+        identified = (IdentifiedModel.load(config.model_file, self.robot)
+                      if config.model_file else None)
+        tool = PARAMETERS.build(Payload, values)
+        built = config.residual(self.robot, identified, tool)
+        wrist = PARAMETERS.build(WristWrenchConfig, values).wrist(self.robot)
+        source = (f'identified model {config.model_file}' if identified else
+                  f'URDF gravity, {config.friction_model} friction')
         carried = (f', {tool.mass:g} kg payload at {list(tool.centre_of_mass)} m in '
                    f'{tool.carrier(self.robot)}' if tool else '')
         removed = f', wrist wrench at {wrist.link} removed' if wrist else ''
-        return _Setup(built, f'{values["model"]} residual ({source}{carried}{removed})', wrist)
+        return _Setup(built, f'{config.model} residual ({source}{carried}{removed})', wrist)
 
     def _on_parameter_change(self, changes: dict) -> str | None:
-        if not any(name in _RESIDUAL_PARAMETERS for name in changes):
+        if _REBUILT.isdisjoint(changes):
             return None
-        values = {n: self.value(n) for n in _RESIDUAL_PARAMETERS} | changes
         try:
-            self._setup = self._build(values)
+            self._setup = self._build(self.values(changes))
         except (ValueError, ModelFileError) as err:
             return str(err)
         self.problems.set_status(OK, self._setup.description)
@@ -147,19 +144,19 @@ class ResidualNode(SuiteNode):
             return
         try:
             self._setup.wrist.receive(t, msg.header.frame_id, *wrench_to_arrays(msg))
-        except WristWrenchRejected as err:
+        except InputRejected as err:
             self.problems.report(err.kind, str(err))
 
     def _on_joint_state(self, msg: JointState) -> None:
-        if self.believed(msg.header.stamp, 'joint state') is None:  # never a new time base
+        t = self.believed(msg.header.stamp, 'joint state')
+        if t is None:  # never a new time base
             return
         try:
             q, v, tau = self._joint_states.read(msg)
-        except JointStateError as err:
+        except InputRejected as err:
             self.problems.report(err.kind, str(err))
             return
-        self.process_joint_state(JointSample(stamp_to_seconds(msg.header.stamp), q, v, tau,
-                                             stamp=msg.header.stamp,
+        self.process_joint_state(JointSample(t, q, v, tau, stamp=msg.header.stamp,
                                              frame_id=msg.header.frame_id))
 
     def process_joint_state(self, sample: JointSample) -> None:
@@ -170,7 +167,7 @@ class ResidualNode(SuiteNode):
         The listener calls this directly in composed mode; `_on_joint_state` otherwise.
         """
         if sample.tau is None:
-            self.problems.report('wrong_sizes', 'joint state without joint torques: dropped')
+            self.problems.report(WRONG_SIZE, 'joint state without joint torques: dropped')
             return
         t, q, v, tau = sample.t, sample.q, sample.v, sample.tau
         setup = self._setup

@@ -35,44 +35,24 @@ Rules:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
 
 from contact_estimation.core.chain.joint_order import JointOrder
 from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core import input_rejected
 # The stamp problem kinds are among the kinds below (core/chain/stamps.py checks every input).
 from contact_estimation.core.chain.stamps import (FUTURE_STAMP, MAX_FUTURE, ZERO_STAMP,  # noqa: F401
                                             stamp_problem)
+from contact_estimation.core.per_joint import per_joint
 
-# The one source of the conditioning defaults, by joint_state_listener parameter name (the
-# node declares with these, the constructors below default to them, and
-# config/joint_state_listener.yaml ships the same values: test/test_node_defaults.py).
-DEFAULTS = {
-    'effort_is_current': False,
-    'positions_are_motor_side': False,
-    'torque_constants': (1.0,),     # k_m, N·m/A: one value for all joints or one per joint
-    'gear_ratios': (1.0,),          # G_m, motor turns per joint turn
-    # Times in seconds, not samples, so that they mean the same at 1 kHz and at 100 Hz.
-    'velocity_filter.window_duration': 0.02,  # s of samples in the velocity fit (at least 3)
-    'merge_window': 0.001,          # s
-    'gap_threshold': 0.05,          # s; 5 periods at 100 Hz: one lost message is no gap
-    'input_timeout': 0.05,          # s; also how long stamps go back before a new time base
-    'max_future': MAX_FUTURE,       # s
-    'limit_margin': 0.05,           # rad or m
-    'hard_limit_margin': 0.5,       # rad or m
-    'velocity_limit_factor': 2.0,
-    'effort_limit_factor': 3.0,
-}
-# joint_state_listener parameters that were renamed (old → new): a parameter file with an old
-# name is refused with the new one (ros/suite_node.py), not silently ignored.
-RENAMED = {'velocity_filter.window': 'velocity_filter.window_duration'}  # samples → s
-
-# Problem kinds (the keys counted on /diagnostics).
-NON_FINITE = 'non_finite'
-LENGTH_MISMATCH = 'length_mismatch'
-UNKNOWN_JOINT = 'unknown_joint'
+# Problem kinds (the keys counted on /diagnostics): those every node meets have the names of
+# core/input_rejected.py, the others are the listener's own.
+NON_FINITE = input_rejected.NOT_FINITE
+LENGTH_MISMATCH = input_rejected.WRONG_SIZE
+UNKNOWN_JOINT = input_rejected.WRONG_JOINTS
 MISSING_JOINTS = 'missing_joints'
 DUPLICATE_JOINT = 'duplicate_joint'
 REPEATED_STAMP = 'repeated_stamp'
@@ -284,6 +264,37 @@ class Watchdog:
 
 
 @dataclass(frozen=True)
+class ConditioningConfig:
+    """How joint states are converted and checked: joint_state_listener's parameters, and
+    the one source of their defaults (its parameter table takes them; config/
+    joint_state_listener.yaml ships the same values: test/test_node_defaults.py).
+
+    Times in seconds, not samples, so that they mean the same at 1 kHz and at 100 Hz.
+    """
+
+    effort_is_current: bool = False         # effort is motor current, A (seed 001 eqs. 1-2)
+    positions_are_motor_side: bool = False  # positions are motor angles (seed 001 eq. 3)
+    torque_constants: tuple[float, ...] = (1.0,)  # k_m, N·m/A: one for all joints or per joint
+    gear_ratios: tuple[float, ...] = (1.0,)       # G_m, motor turns per joint turn
+    velocity_window: float = 0.02   # s of samples in the velocity fit (at least 3)
+    merge_window: float = 0.001     # s
+    gap_threshold: float = 0.05     # s; 5 periods at 100 Hz: one lost message is no gap
+    time_reset_after: float = 0.05  # s stamps go back before a new time base is accepted
+    max_future: float = MAX_FUTURE  # s
+    limit_margin: float = 0.05      # rad or m
+    hard_limit_margin: float = 0.5  # rad or m
+    velocity_limit_factor: float = 2.0
+    effort_limit_factor: float = 3.0
+
+    def __post_init__(self):
+        if self.hard_limit_margin < self.limit_margin:
+            raise ValueError(f'hard_limit_margin ({self.hard_limit_margin}) must be at least '
+                             f'limit_margin ({self.limit_margin})')
+        for name in ('torque_constants', 'gear_ratios'):
+            object.__setattr__(self, name, tuple(float(x) for x in getattr(self, name)))
+
+
+@dataclass(frozen=True)
 class Transmission:
     """Motor-side readings → joint-side values through the gearbox (seed 001 eqs. 1–3).
 
@@ -297,24 +308,16 @@ class Transmission:
     positions_are_motor_side: bool = False
 
     @classmethod
-    def create(cls, n: int, torque_constants: Sequence[float] = DEFAULTS['torque_constants'],
-               gear_ratios: Sequence[float] = DEFAULTS['gear_ratios'],
-               effort_is_current: bool = DEFAULTS['effort_is_current'],
-               positions_are_motor_side: bool = DEFAULTS['positions_are_motor_side'],
-               ) -> 'Transmission':
-        """Per-joint constants from lists of length 1 (same for all joints) or n."""
-        per_joint = []
-        for name, values in (('torque_constants', torque_constants), ('gear_ratios', gear_ratios)):
-            values = np.asarray(values, dtype=float).ravel()
-            if values.size not in (1, n):
-                raise ValueError(f'{name} needs 1 or {n} values (one per joint), got {values.size}')
-            if not np.all(np.isfinite(values)) or np.any(values <= 0.0):
-                # A negative one turns every push into a pull (the residual's sign flips):
-                # a drive that counts the other way is the driver's sign convention to fix.
-                raise ValueError(f'{name} must be finite and > 0, got {values.tolist()}')
-            per_joint.append(np.broadcast_to(values, (n,)).copy())
-        return cls(per_joint[0], per_joint[1], bool(effort_is_current),
-                   bool(positions_are_motor_side))
+    def create(cls, n: int, config: 'ConditioningConfig') -> 'Transmission':
+        """The constants of `config` for `n` joints (one value for all or one per joint).
+
+        A negative or zero one is refused: it would turn every push into a pull (the
+        residual's sign flips); a drive that counts the other way is the driver's sign
+        convention to fix.
+        """
+        return cls(per_joint('torque_constants', config.torque_constants, n, 0.0, strict=True),
+                   per_joint('gear_ratios', config.gear_ratios, n, 0.0, strict=True),
+                   bool(config.effort_is_current), bool(config.positions_are_motor_side))
 
     def joint_position(self, value: np.ndarray, joints: np.ndarray) -> np.ndarray:
         """Position or velocity of model joints `joints` on the joint side (eq. 3)."""
@@ -340,41 +343,33 @@ class JointStateConditioner:
                  position_limits: tuple[np.ndarray, np.ndarray] | None = None,
                  velocity_limits: np.ndarray | None = None,
                  effort_limits: np.ndarray | None = None,
-                 transmission: Transmission | None = None,
-                 velocity_window: float = DEFAULTS['velocity_filter.window_duration'],
-                 merge_window: float = DEFAULTS['merge_window'],
-                 gap_threshold: float = DEFAULTS['gap_threshold'],
-                 limit_margin: float = DEFAULTS['limit_margin'],
-                 hard_limit_margin: float = DEFAULTS['hard_limit_margin'],
-                 velocity_limit_factor: float = DEFAULTS['velocity_limit_factor'],
-                 effort_limit_factor: float = DEFAULTS['effort_limit_factor'],
-                 max_future: float = DEFAULTS['max_future'],
-                 time_reset_after: float = DEFAULTS['input_timeout']):
+                 config: ConditioningConfig = ConditioningConfig()):
         self.joint_names = list(joint_names)
         n = len(self.joint_names)
-        if hard_limit_margin < limit_margin:
-            raise ValueError(f'hard_limit_margin ({hard_limit_margin}) must be at least '
-                             f'limit_margin ({limit_margin})')
+        self.config = config
         self._order = JointOrder(self.joint_names, ignored_joints, cache_size=16)
         lower, upper = position_limits or (np.full(n, -np.inf), np.full(n, np.inf))
         lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
-        self._lower, self._upper = lower - limit_margin, upper + limit_margin
-        self._hard_lower, self._hard_upper = lower - hard_limit_margin, upper + hard_limit_margin
-        self._max_velocity = _bound(velocity_limits, velocity_limit_factor, n)
-        self._max_effort = _bound(effort_limits, effort_limit_factor, n)
-        self.transmission = transmission or Transmission.create(n)
-        self.merge_window = float(merge_window)
-        self.gap_threshold = float(gap_threshold)
-        self.max_future = float(max_future)
-        self.time_reset_after = float(time_reset_after)
-        self.estimator = DerivativeEstimator(duration=velocity_window)
+        self._lower, self._upper = lower - config.limit_margin, upper + config.limit_margin
+        self._hard_lower = lower - config.hard_limit_margin
+        self._hard_upper = upper + config.hard_limit_margin
+        self._max_velocity = _bound(velocity_limits, config.velocity_limit_factor, n)
+        self._max_effort = _bound(effort_limits, config.effort_limit_factor, n)
+        self.transmission = Transmission.create(n, config)
+        self.merge_window = float(config.merge_window)
+        self.gap_threshold = float(config.gap_threshold)
+        self.max_future = float(config.max_future)
+        self.time_reset_after = float(config.time_reset_after)
+        self.estimator = DerivativeEstimator(duration=config.velocity_window)
         self.reset()
 
     @classmethod
-    def for_robot(cls, model, **settings) -> 'JointStateConditioner':
-        """Conditioner for a `RobotModel`: its chain, its limits, its other URDF joints ignored."""
+    def for_robot(cls, model, config: ConditioningConfig = ConditioningConfig(),
+                  **changes) -> 'JointStateConditioner':
+        """Conditioner for a `RobotModel`: its chain, its limits, its other URDF joints
+        ignored; `config` with `changes` (ConditioningConfig fields) applied."""
         return cls(model.joint_names, model.urdf_joint_names, model.position_limits,
-                   model.velocity_limits, model.effort_limits, **settings)
+                   model.velocity_limits, model.effort_limits, replace(config, **changes))
 
     def reset(self) -> None:
         n = len(self.joint_names)

@@ -25,12 +25,14 @@ taken for a collision.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from contact_estimation.core.chain import friction
 from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
 
@@ -39,24 +41,42 @@ if TYPE_CHECKING:
 
 MODELS = ('fast', 'rnea', 'momentum_observer')
 
-# The one source of the residual's defaults, by residual_node parameter name (the node
-# declares with these, make_residual defaults to them, config/residual_node.yaml ships the
-# same values: test/test_node_defaults.py).
-DEFAULTS = {
-    'model': 'momentum_observer',
-    'model_file': '',                     # '' = URDF gravity and the friction below
-    'friction_model': 'coulomb_viscous',
-    'friction_parameters': (0.0, 0.0),
-    'observer_gain': (50.0,),             # 1/s, one value or one per joint
-    # Times in seconds, not samples, so that they mean the same at 1 kHz and at 100 Hz.
-    'acceleration_filter.window_duration': 0.02,  # s of samples in the q̈ fit (rnea)
-    'gap_threshold': 0.05,                # s; 5 periods at 100 Hz: one lost message is no gap
-}
-
 # 1/s: the observer's residual follows τ_ext within ~1/K_O s; beyond this (1 ms) it is the
 # raw, unfiltered difference of noisy terms, and 1e308 is no filter at all (as the F/T
 # estimator's observer_gain range).
 MAX_OBSERVER_GAIN = 1000.0
+
+
+@dataclass(frozen=True)
+class ResidualConfig:
+    """Which residual, and its settings: residual_node's parameters, and the one source of
+    their defaults (its parameter table and `make_residual` take them; config/
+    residual_node.yaml ships the same values: test/test_node_defaults.py)."""
+
+    model: str = 'momentum_observer'      # one of MODELS
+    model_file: str = ''                  # identified model YAML; '' = URDF gravity, friction
+    friction_model: str = 'coulomb_viscous'
+    friction_parameters: tuple[float, ...] = (0.0, 0.0)  # k for all joints, or n×k
+    observer_gain: tuple[float, ...] = (50.0,)           # 1/s, one value or one per joint
+    # Times in seconds, not samples, so that they mean the same at 1 kHz and at 100 Hz.
+    acceleration_window: float = 0.02     # s of samples in the q̈ fit (rnea)
+    gap_threshold: float = 0.05           # s; 5 periods at 100 Hz: one lost message is no gap
+
+    def __post_init__(self):
+        for name in ('friction_parameters', 'observer_gain'):
+            value = getattr(self, name)
+            object.__setattr__(self, name, tuple(float(x) for x in np.ravel(value)))
+
+    def residual(self, robot_model: RobotModel, identified_model: IdentifiedModel | None = None,
+                 payload: Payload = Payload()) -> 'Residual':
+        """The residual these settings describe (`identified_model` loaded from model_file
+        by the caller)."""
+        return make_residual(self.model, robot_model, identified_model, self.friction_model,
+                             self.friction_parameters, self.observer_gain, self.gap_threshold,
+                             self.acceleration_window, payload)
+
+
+_DEFAULT = ResidualConfig()
 
 
 class SampleOrderError(ValueError):
@@ -74,26 +94,17 @@ class StaticTerms:
     """
 
     def __init__(self, robot_model: RobotModel, identified: IdentifiedModel | None = None,
-                 friction_model: str = 'coulomb_viscous', friction_params=(0.0, 0.0),
-                 payload: Payload = Payload()):
+                 friction_model: str = _DEFAULT.friction_model,
+                 friction_params=_DEFAULT.friction_parameters, payload: Payload = Payload()):
         self.robot = payload.carried_by(robot_model)
         self._payload = payload
         self._identified = identified
         if identified is not None:
             return
         model = friction.get(friction_model)
-        params = np.asarray(friction_params, dtype=float)
-        k = len(model.parameters)
-        if params.size == k:
-            params = np.tile(params.ravel(), (robot_model.n, 1))
-        if params.size != robot_model.n * k:
-            raise ValueError(
-                f'{friction_model} friction needs {k} parameters ({", ".join(model.parameters)}) '
-                f'for all joints or {robot_model.n}×{k} = {robot_model.n * k} (one row per '
-                f'joint), got {params.size}')
-        params = params.reshape(robot_model.n, k)
-        if not np.isfinite(params).all():
-            raise ValueError('friction parameters must be finite')
+        params = per_joint(f'friction_parameters ({friction_model}: '
+                           f'{", ".join(model.parameters)})', friction_params, robot_model.n,
+                           width=len(model.parameters))
         self._friction_model, self._friction_params = model, params
 
     def gravity(self, q: np.ndarray) -> np.ndarray:
@@ -228,15 +239,8 @@ class MomentumObserver(Residual):
     def __init__(self, terms, gap_threshold, gain):
         super().__init__(terms, gap_threshold)
         n = self.robot.n
-        gain = np.asarray(gain, dtype=float).ravel()
-        if gain.size not in (1, n):
-            raise ValueError(f'observer gain needs 1 value or {n} (one per joint), '
-                             f'got {gain.size}')
-        if not (np.isfinite(gain).all() and (gain > 0.0).all()
-                and (gain <= MAX_OBSERVER_GAIN).all()):
-            raise ValueError(f'observer gains must be > 0 and at most {MAX_OBSERVER_GAIN:g} 1/s, '
-                             f'got {gain.tolist()}')
-        self.gain = np.broadcast_to(gain, (n,)).copy()
+        self.gain = per_joint('observer_gain', gain, n, 0.0, strict=True, unit=' 1/s',
+                              high=MAX_OBSERVER_GAIN)
         self._r = np.zeros(n)
         self._p = self._beta = None
 
@@ -261,11 +265,11 @@ class MomentumObserver(Residual):
 
 def make_residual(kind: str, robot_model: RobotModel,
                   identified_model: IdentifiedModel | None = None,
-                  friction_model: str = DEFAULTS['friction_model'],
-                  friction_params=DEFAULTS['friction_parameters'],
-                  observer_gain=DEFAULTS['observer_gain'],
-                  gap_threshold: float = DEFAULTS['gap_threshold'],
-                  acceleration_window: float = DEFAULTS['acceleration_filter.window_duration'],
+                  friction_model: str = _DEFAULT.friction_model,
+                  friction_params=_DEFAULT.friction_parameters,
+                  observer_gain=_DEFAULT.observer_gain,
+                  gap_threshold: float = _DEFAULT.gap_threshold,
+                  acceleration_window: float = _DEFAULT.acceleration_window,
                   payload: Payload = Payload()) -> Residual:
     """The residual `kind` ('fast', 'rnea' or 'momentum_observer') of `robot_model` (the
     bare arm) carrying `payload`.

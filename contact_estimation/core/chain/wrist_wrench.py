@@ -11,26 +11,29 @@ counts as a contact):
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from contact_estimation.core.input_rejected import NOT_FINITE, UNKNOWN_FRAME, InputRejected
 from contact_estimation.core.robot.robot_model import RobotModel
 
-# The one source of the wrist-wrench defaults, by residual_node parameter name
-# (config/residual_node.yaml ships the same values: test/test_node_defaults.py).
-DEFAULTS = {
-    'wrist_wrench_enabled': False,
-    'wrist_link': '',               # '' = the chain's tip link
-    'wrist_wrench_timeout': 0.05,   # s between wrench and joint-state stamps
-    'wrist_wrench_on_robot': True,  # False: the sensor reports tool-on-environment
-}
 
+@dataclass(frozen=True)
+class WristWrenchConfig:
+    """residual_node's `wrist_wrench.*` parameters, and the one source of their defaults (its
+    parameter table takes them; config/residual_node.yaml ships the same values)."""
 
-class WristWrenchRejected(ValueError):
-    """A wrench that breaks a rule; `kind` is the problem's count on /diagnostics."""
+    enabled: bool = False
+    link: str = ''            # '' = the chain's tip link
+    timeout: float = 0.05     # s between wrench and joint-state stamps
+    on_robot: bool = True     # False: the sensor reports tool-on-environment
 
-    def __init__(self, kind: str, detail: str):
-        super().__init__(detail)
-        self.kind = kind
+    def wrist(self, robot: RobotModel) -> 'WristWrench | None':
+        """The WristWrench these settings describe; None when disabled."""
+        if not self.enabled:
+            return None
+        return WristWrench(robot, self.link or robot.tip_link, self.timeout, self.on_robot)
 
 
 class WristWrench:
@@ -43,14 +46,14 @@ class WristWrench:
         self._latest: tuple[float, np.ndarray, np.ndarray] | None = None
 
     def receive(self, t: float, frame_id: str, force, torque) -> None:
-        """Keep a wrench stamped `t` (s); WristWrenchRejected when it breaks a rule."""
+        """Keep a wrench stamped `t` (s); InputRejected ('unknown_frame', 'not_finite') when
+        it breaks a rule."""
         if frame_id and frame_id != self.link:
-            raise WristWrenchRejected('wrist_wrench_frame', f'wrist wrench in frame '
-                                      f'{frame_id!r}, expected {self.link!r}: dropped')
+            raise InputRejected(UNKNOWN_FRAME, f'wrist wrench in frame {frame_id!r}, expected '
+                                f'{self.link!r}: dropped')
         force, torque = np.asarray(force, dtype=float), np.asarray(torque, dtype=float)
         if not (np.isfinite(force).all() and np.isfinite(torque).all()):
-            raise WristWrenchRejected('wrist_wrench_not_finite',
-                                      'wrist wrench with NaN/inf: dropped')
+            raise InputRejected(NOT_FINITE, 'wrist wrench with NaN/inf: dropped')
         self._latest = (t, self._sign * force, self._sign * torque)
 
     def joint_torque(self, t: float, q: np.ndarray) -> np.ndarray | None:

@@ -26,15 +26,6 @@ import pinocchio as pin
 
 from contact_estimation.core.robot.robot_model import RobotModel
 
-# The one source of the payload defaults, by parameter name: residual_node and
-# ft_contact_estimator declare the same `payload.*` with these (one user YAML block serves
-# both), their config/*.yaml ship them (test/test_node_defaults.py).
-DEFAULTS = {
-    'payload.mass': 0.0,                          # kg; 0 = no payload
-    'payload.centre_of_mass': (0.0, 0.0, 0.0),    # m, in the frame of payload.link
-    'payload.link': '',                           # '' = the robot's tip link
-}
-
 _PARAMETERS_PER_BODY = 10   # pinocchio's dynamic parameter vector per body
 GRAVITY_PARAMETERS = 4      # m, m·c'_x, m·c'_y, m·c'_z
 
@@ -44,9 +35,9 @@ class Payload:
     """A tool or a held part: a point mass `mass` (kg) at `centre_of_mass` (m) in the frame
     of `link` ('' = the robot's tip link)."""
 
-    mass: float = DEFAULTS['payload.mass']
-    centre_of_mass: tuple[float, float, float] = DEFAULTS['payload.centre_of_mass']
-    link: str = DEFAULTS['payload.link']
+    mass: float = 0.0                                         # kg; 0 = no payload
+    centre_of_mass: tuple[float, float, float] = (0.0, 0.0, 0.0)  # m, in link's frame
+    link: str = ''                                            # '' = the robot's tip link
 
     def __post_init__(self):
         centre = np.asarray(self.centre_of_mass, dtype=float).ravel()
@@ -82,12 +73,6 @@ class Payload:
         zero = np.zeros(robot.n)
         return (body_regressor(robot, self.carrier(robot), q, zero, zero)[:, :GRAVITY_PARAMETERS]
                 @ self.parameters(robot)[:GRAVITY_PARAMETERS])
-
-    @classmethod
-    def from_parameters(cls, values) -> 'Payload':
-        """The payload the `payload.*` parameter values (a mapping by name) describe."""
-        return cls(values['payload.mass'], tuple(values['payload.centre_of_mass']),
-                   values['payload.link'])
 
     @classmethod
     def from_gravity_parameters(cls, robot: RobotModel, values) -> 'Payload':
