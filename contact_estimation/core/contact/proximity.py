@@ -69,16 +69,7 @@ COCO_17 = ('nose', 'left_eye', 'right_eye', 'left_ear', 'right_ear', 'left_shoul
 
 SKELETON, CLUSTERS = 'skeleton', 'clusters'
 
-# The proximity_monitor node's own parameters (the monitor's are ProximityConfig's).
-DEFAULTS = {
-    'check_rate': 100.0,           # Hz: checks on the latest joint state (each ~0.4-0.8 ms)
-    'joint_state_timeout': 0.1,    # s without a joint state → stop
-    'heartbeat_rate': 20.0,        # Hz: the stop repeated
-    'display_rate': 5.0,           # Hz: markers and part statuses (and on every stop change)
-    'keypoint_names': list(COCO_17),
-    'sphere_spacing': 0.02,        # m between body sphere centres (HumanModel)
-    'robot_sphere_spacing': 0.05,  # m of link axis per robot sphere (LinkSurfaces)
-}
+SPHERE_SPACING = 0.02  # m between a body part's sphere centres (HumanModel)
 # Time step of the finite difference that turns q̇ into sphere velocities (s): v = (c(q + h q̇) −
 # c(q)) / h, exact to O(h |q̇|² · reach), far below the lidar's noise.
 _VELOCITY_STEP = 1e-3
@@ -167,7 +158,7 @@ class HumanModel:
 
     def __init__(self, parts: Sequence[SegmentPart | BoxPart] = DEFAULT_PARTS,
                  keypoint_names: Sequence[str] = COCO_17,
-                 sphere_spacing: float = DEFAULTS['sphere_spacing']):
+                 sphere_spacing: float = SPHERE_SPACING):
         self.parts = tuple(parts)
         self.keypoint_names = tuple(keypoint_names)
         self.sphere_spacing = float(sphere_spacing)
