@@ -252,12 +252,13 @@ class ProximityMonitorNode(SuiteNode):
         try:
             keypoints = self._skeleton_frame.to_base(msg.header, keypoints.reshape(-1, 3))
         except InputRejected as err:
-            self.problems.report(err.kind, f'{err}: stop')
+            self.problems.report(err.kind, f'skeleton: {err}: stop')
             self.monitor.reject(t, SKELETON, str(err))
             return
-        problem = self.monitor.set_skeleton(t, keypoints)
-        if problem:
-            self.problems.report('invalid_skeleton', f'{problem}: stop')
+        try:
+            self.monitor.set_skeleton(t, keypoints)  # a rejected one stops while fresh
+        except InputRejected as err:
+            self.problems.report(err.kind, f'skeleton: {err}: stop')
 
     def _on_cloud(self, msg: PointCloud2) -> None:
         """The cloud, refused from its header if too large, goes with the arm's pose at its
