@@ -20,6 +20,8 @@ a heartbeat: a controller treats a missing heartbeat as stop), speed scale in [0
 (std_msgs/Float64, on change and with the heartbeat: the controller takes the smaller of it
 and the detector's f_S), one status per body part and one for the robot (DiagnosticArray),
 and markers (robot spheres coloured by distance, the bodies by signal) at `display_rate`.
+The stop, the speed scale, their heartbeat and `~/reset` are the controller's contract,
+written once for this node and the collision detector (ros/stop_signal.py).
 
 Fail-safe: stop before the first joint state, when none came for `joint_state_timeout`
 (wall time), when the skeleton or clouds are stale (`body_timeout`, by stamps on the joint
@@ -31,7 +33,7 @@ away (core/contact/proximity.py: Reset).
 Issue 19: a message stamped more than 1 s ahead of this node's clock is dropped and counted
 (core/chain/stamps.py: it never counts as fresh); clouds are decoded and clustered on a worker
 thread (ros/worker.py) and the check takes the objects it finds, so the 100 Hz check is never
-held by a cloud; the stop's heartbeat is a thread of its own (ros/heartbeat.py); an
+held by a cloud; the stop's heartbeat is a thread of its own (ros/stop_signal.py); an
 unexpected error in any callback stops for FAULT_HOLD s (ros/guard.py).
 """
 from __future__ import annotations
