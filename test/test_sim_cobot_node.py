@@ -300,6 +300,8 @@ def _check_joint_states_content(messages, robot) -> None:
     ({'publish_rate': 300.0, 'driver.period_jitter': 0.004}, 'shorter than one physics step'),
     ({'payload.mass': 1.0, 'payload.link': 'nowhere'}, 'nowhere'),
     ({'payload.centre_of_mass': [0.0]}, 'payload.centre_of_mass must be 3 finite values'),
+    ({'lidar.rpy': [0.0, 0.35]}, 'lidar.rpy takes 3 finite numbers'),
+    ({'lidar.position': [1.5, 0.0]}, 'lidar.position takes 3 finite numbers'),
 ])
 def test_node_refuses_bad_parameters_with_a_clear_message(context, overrides, message):
     from contact_estimation.nodes.sim_cobot import SimCobot

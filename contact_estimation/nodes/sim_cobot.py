@@ -221,6 +221,8 @@ class SimCobot(SuiteNode):
 
     # ------------------------------------------------------------------ parameters
     def _make_simulation(self) -> SimulatedCobot:
+        """The simulation of the parameters: the core configs built from their rows
+        (ValueError naming the parameter on a bad value), a scenario's settings winning."""
         v = self.value
         rate = v('rate')
         jitters = v('driver.period_jitter') > 0
