@@ -32,7 +32,7 @@ from dataclasses import replace
 import numpy as np
 
 from contact_estimation.core.contact.lidar_fusion import LidarFusion
-from contact_estimation.core.contact.proximity import (DEFAULT_PARTS, DEFAULTS, HumanModel,
+from contact_estimation.core.contact.proximity import (DEFAULT_PARTS, HumanModel,
                                                ProximityConfig, ProximityMonitor,
                                                standing_skeleton)
 from contact_estimation.core.robot.robot_model import RobotModel
@@ -41,6 +41,7 @@ from contact_estimation.core.sim.config import LidarConfig, SimConfig
 from contact_estimation.core.sim.scenario import Obstacle, Scenario
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.core.identification.trajectory import make_trajectory
+from contact_estimation.nodes.proximity_monitor import PARAMETERS
 
 SEED_ROBOT_SPACING = 0.0202  # m: the Panda in 119 spheres, seed 002's robot
 ARM_SPACING = 0.021          # m: upper arm, forearm and hand in 32 spheres (the seed's arm: 33)
@@ -51,7 +52,7 @@ SWEEP = {'type': 'waypoints', 'waypoints': [SWEEP_START.tolist(),
 BALL_RADIUS = 0.06
 LIDAR = LidarConfig(rows=80, columns=256, rpy=(0.0, 0.8, np.pi), vertical_fov=1.0,
                     horizontal_fov=1.6)
-CHECK_PERIOD = 1.0 / DEFAULTS['check_rate']  # s, the node's check period
+CHECK_PERIOD = 1.0 / PARAMETERS['check_rate'].default  # s, the node's check period
 # The node adds its check period to the reaction time; the ball does not move.
 STATIC_OBSTACLES = ProximityConfig(object_speed=0.0,
                                    reaction_time=ProximityConfig().reaction_time + CHECK_PERIOD)

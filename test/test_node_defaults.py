@@ -81,7 +81,9 @@ def test_every_node_starts_with_its_shipped_parameter_file(context, name):
     ('joint_state_listener', {'velocity_filter': {'window': 20}},
      'velocity_filter.window_duration'),
     ('residual_node', {'wrist_wrench_timeout': 0.1}, 'wrist_wrench.timeout'),
-    ('residual_node', {'wrist_link': 'panda_link8'}, 'wrist_wrench.link')])
+    ('residual_node', {'wrist_link': 'panda_link8'}, 'wrist_wrench.link'),
+    ('proximity_monitor', {'lidar': {'orientation': [0.0, 0.0, 0.0, 1.0]}}, 'lidar.rpy'),
+    ('sim_cobot', {'time_scaling_timeout': 0.5}, 'time_scaling.timeout')])
 def test_a_parameter_the_node_does_not_have_refuses_the_start(context, tmp_path, name,
                                                               renamed, new_name):
     """rclpy keeps a value for an undeclared name without complaint: a user's old parameter

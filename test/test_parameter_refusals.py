@@ -31,7 +31,7 @@ def test_a_refused_set_changes_nothing_in_the_proximity_monitor(context, good):
     monitor = make(ProximityMonitorNode, 'proximity_monitor', context)
     try:
         before = monitor.monitor.config
-        assert refused(monitor, **good, **{'lidar.orientation': [0.0, 0.0, 0.0, 0.0]})
+        assert refused(monitor, **good, **{'lidar.rpy': [0.0, 0.0, 0.0, 0.0]})
         assert monitor.monitor.config is before
         name, value = next(iter(good.items()))
         assert monitor.value(name) != value

@@ -1,5 +1,6 @@
 """Proximity monitor (seed 002): known geometry, protective distance, per-part signals,
 fail-safe."""
+import contextlib
 import os
 from dataclasses import replace
 
@@ -10,6 +11,7 @@ import pytest
 from contact_estimation.core.contact.proximity import (
     CLUSTERS, COCO_17, SKELETON, HumanModel, ProximityConfig, ProximityConfigError,
     ProximityMonitor, SegmentPart, cluster_spheres, standing_skeleton)
+from contact_estimation.core.input_rejected import InputRejected
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 
@@ -38,7 +40,8 @@ def verdict(surfaces, config, q, velocity, clusters=None, keypoints=None, t=0.0)
     if clusters is not None:
         monitor.set_clusters(t, clusters)
     if keypoints is not None:
-        monitor.set_skeleton(t, keypoints)
+        with contextlib.suppress(InputRejected):  # rejected: the verdict says why
+            monitor.set_skeleton(t, keypoints)
     return monitor.update(t, q, velocity)
 
 
@@ -277,9 +280,11 @@ def test_nan_keypoint_fails_safe_naming_it(planar):
     keypoints = person(np.array([3.0, 0, 0.3]))
     keypoints[COCO_17.index('left_wrist')] = np.nan
     monitor = ProximityMonitor(planar)
-    problem = monitor.set_skeleton(0.0, keypoints)
+    with pytest.raises(InputRejected) as rejected:
+        monitor.set_skeleton(0.0, keypoints)
     result = monitor.update(0.0, STILL, STILL)
-    assert 'left_wrist' in problem and result.problem == problem
+    assert rejected.value.kind == 'not_finite' and 'left_wrist' in str(rejected.value)
+    assert result.problem == f'invalid skeleton: {rejected.value}'
     assert result.stop and result.speed_scale == 0 and all(result.body_stop)
     assert result.body_names == list(monitor.human.part_names)
 

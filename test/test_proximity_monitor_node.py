@@ -142,17 +142,18 @@ def test_a_hand_at_the_gripper_stops_that_part_only_and_a_far_person_lets_it_go(
     assert not any(probe.signals().values())
 
 
-@pytest.mark.parametrize('keypoints, words', [
+@pytest.mark.parametrize('keypoints, words, kind', [
     (lambda hand: np.where(np.arange(17)[:, None] == COCO_17.index('left_wrist'), np.nan,
-                           standing_skeleton(hand + [3.0, 0, 0])), 'left_wrist'),
-    (lambda hand: standing_skeleton(hand + [3.0, 0, 0])[:15], 'expected 17 keypoints')])
-def test_a_nan_or_short_skeleton_stops_and_says_why(rig, keypoints, words):
+                           standing_skeleton(hand + [3.0, 0, 0])), 'left_wrist', 'not_finite'),
+    (lambda hand: standing_skeleton(hand + [3.0, 0, 0])[:15], 'expected 17 keypoints',
+     'wrong_size')])
+def test_a_nan_or_short_skeleton_stops_and_says_why(rig, keypoints, words, kind):
     monitor, probe, executor = rig
     probe.keypoints = standing_skeleton(hand_position(monitor) + [3.0, 0.0, 0.0])
     assert until(executor, lambda: probe.stop() is False)
     probe.keypoints = keypoints(hand_position(monitor))
     assert until(executor, lambda: stopped_with(probe, words))
-    assert monitor.problems.counts['invalid_skeleton'] >= 1
+    assert monitor.problems.counts[kind] >= 1
 
 
 def test_a_skeleton_in_an_unknown_frame_stops(rig):

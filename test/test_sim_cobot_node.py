@@ -5,6 +5,7 @@ forearm from 1 s on and puts a box in the lidar's view; discovery between proces
 seconds on a loaded machine, so the ground truth around a push that starts and ends is checked
 with the node in this process (same rclpy context: no discovery delay).
 """
+import re
 import time
 
 import numpy as np
@@ -161,7 +162,7 @@ def test_holds_when_the_time_scaling_stream_stops(context):
     from contact_estimation.nodes.sim_cobot import SimCobot
     listener = Listener(context)
     node = SimCobot(context=context, parameter_overrides=[
-        Parameter('publish_rate', value=50.0), Parameter('time_scaling_timeout', value=0.5)])
+        Parameter('publish_rate', value=50.0), Parameter('time_scaling.timeout', value=0.5)])
     listener.executor.add_node(node)
     sent = []
 
@@ -201,7 +202,7 @@ def test_plays_the_smaller_of_time_scaling_and_proximity_speed_scale(context):
     proximity = listener.node.create_publisher(Float64, SPEC.topic('proximity_speed_scale'),
                                                PIPELINE_QOS)
     node = SimCobot(context=context, parameter_overrides=[
-        Parameter('publish_rate', value=50.0), Parameter('time_scaling_timeout', value=5.0)])
+        Parameter('publish_rate', value=50.0), Parameter('time_scaling.timeout', value=5.0)])
     listener.executor.add_node(node)
 
     def played(time_scaling: float, speed_scale: float) -> float:
@@ -291,13 +292,16 @@ def _check_joint_states_content(messages, robot) -> None:
     ({'scenario': '/nonexistent/scenario.yaml'}, 'No such file'),
     ({'scenario': 'config/scenarios/demo.yaml', 'robot': 'ur5'}, "written for robot 'panda'"),
     ({'publish_rate': 300.0}, 'must divide rate'),
-    ({'friction': [0.1, 1.0]}, 'friction takes 6 values'),
+    ({'friction': [0.1, 1.0]}, re.escape('friction: expected 6 or 7 × 6 values (one for '
+                                         'every joint or one per joint), got 2')),
     ({'driver.effort': 'current'}, 'driver.effort must be one of'),
     ({'driver.effort': 'motor_current', 'driver.gear_ratios': [100.0, 50.0]},
-     'gear ratios take one value for every joint or 7'),
+     re.escape('driver.gear_ratios: expected 1 or 7 values')),
     ({'publish_rate': 300.0, 'driver.period_jitter': 0.004}, 'shorter than one physics step'),
     ({'payload.mass': 1.0, 'payload.link': 'nowhere'}, 'nowhere'),
-    ({'payload.centre_of_mass': [0.0]}, 'payload.centre_of_mass takes 3 numbers'),
+    ({'payload.centre_of_mass': [0.0]}, 'payload.centre_of_mass must be 3 finite values'),
+    ({'lidar.rpy': [0.0, 0.35]}, 'lidar.rpy takes 3 finite numbers'),
+    ({'lidar.position': [1.5, 0.0]}, 'lidar.position takes 3 finite numbers'),
 ])
 def test_node_refuses_bad_parameters_with_a_clear_message(context, overrides, message):
     from contact_estimation.nodes.sim_cobot import SimCobot

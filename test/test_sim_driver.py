@@ -52,11 +52,14 @@ def test_effort_from_motor_current_lies_on_the_current_grid_around_the_joint_tor
 
 
 def test_motor_current_refuses_bad_constants(robot):
-    with pytest.raises(ValueError, match='torque constants must be positive'):
+    with pytest.raises(ValueError, match=re.escape('driver.torque_constants[1] = -0.1 is '
+                                                   'invalid: must be finite and > 0')):
         MotorCurrent(torque_constants=(0.1, -0.1))
     with pytest.raises(ValueError, match='noise'):
         MotorCurrent(noise=float('nan'))
-    with pytest.raises(ValueError, match='gear ratios take one value for every joint or 7'):
+    with pytest.raises(ValueError, match=re.escape('driver.gear_ratios: expected 1 or 7 values '
+                                                   '(one for every joint or one per joint), '
+                                                   'got 2')):
         SimulatedCobot(robot, WaypointTrajectory([POSE], []),
                        config=SimConfig(motor_current=MotorCurrent(gear_ratios=(100.0, 50.0))))
 

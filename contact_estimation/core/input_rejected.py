@@ -13,8 +13,9 @@ BAD_CLOUD = 'bad_cloud'              # a PointCloud2 without x, y, z or truncate
 CLOUD_TOO_LARGE = 'cloud_too_large'  # more points than cloud.max_points
 EMPTY_CLOUD = 'empty_cloud'          # a cloud without points where one is needed
 NO_POSE = 'no_pose'                  # no joint state near enough the message's stamp
+IMPLAUSIBLE = 'implausible'          # finite, but no real input: a keypoint 1 km away
 KINDS = (WRONG_JOINTS, WRONG_SIZE, NOT_FINITE, UNKNOWN_FRAME, BAD_CLOUD, CLOUD_TOO_LARGE,
-         EMPTY_CLOUD, NO_POSE)
+         EMPTY_CLOUD, NO_POSE, IMPLAUSIBLE)
 
 
 class InputRejected(ValueError):

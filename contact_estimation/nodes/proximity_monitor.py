@@ -20,6 +20,8 @@ a heartbeat: a controller treats a missing heartbeat as stop), speed scale in [0
 (std_msgs/Float64, on change and with the heartbeat: the controller takes the smaller of it
 and the detector's f_S), one status per body part and one for the robot (DiagnosticArray),
 and markers (robot spheres coloured by distance, the bodies by signal) at `display_rate`.
+The stop, the speed scale, their heartbeat and `~/reset` are the controller's contract,
+written once for this node and the collision detector (ros/stop_signal.py).
 
 Fail-safe: stop before the first joint state, when none came for `joint_state_timeout`
 (wall time), when the skeleton or clouds are stale (`body_timeout`, by stamps on the joint
@@ -31,7 +33,7 @@ away (core/contact/proximity.py: Reset).
 Issue 19: a message stamped more than 1 s ahead of this node's clock is dropped and counted
 (core/chain/stamps.py: it never counts as fresh); clouds are decoded and clustered on a worker
 thread (ros/worker.py) and the check takes the objects it finds, so the 100 Hz check is never
-held by a cloud; the stop's heartbeat is a thread of its own (ros/heartbeat.py); an
+held by a cloud; the stop's heartbeat is a thread of its own (ros/stop_signal.py); an
 unexpected error in any callback stops for FAULT_HOLD s (ros/guard.py).
 """
 from __future__ import annotations
@@ -44,28 +46,29 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseArray
 from sensor_msgs.msg import JointState, PointCloud2
-from std_msgs.msg import Bool, Float64
-from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.contact.lidar_fusion import CloudError, LidarFusion, PoseHistory
-from contact_estimation.core.contact.proximity import (CLUSTERS, DEFAULT_PARTS, DEFAULTS, SKELETON,
-                                               BoxPart, HumanModel, ProximityConfig,
-                                               ProximityMonitor, ProximityResult)
 from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.contact.lidar_fusion import (CloudConfig, CloudError, LidarFusion,
+                                                          PoseHistory)
+from contact_estimation.core.contact.proximity import (CLUSTERS, COCO_17, DEFAULT_PARTS,
+                                                       SKELETON, SPHERE_SPACING, BoxPart,
+                                                       HumanModel, ProximityConfig,
+                                                       ProximityMonitor, ProximityResult,
+                                                       SegmentPart)
+from contact_estimation.core.input_rejected import EMPTY_CLOUD, NO_POSE, InputRejected
 from contact_estimation.core.robot.surfaces import LinkSurfaces, SurfacesError
-from contact_estimation.core.chain.time_scaling import worth_publishing
 from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
-from contact_estimation.ros.heartbeat import Heartbeat
-from contact_estimation.ros.joint_states import JointStateError, JointStateReader
+from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.node_main import run
+from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable
 from contact_estimation.ros.proximity_messages import ProximityMarkers, part_statuses
-from contact_estimation.ros.qos import CLOUD_QOS, STOP_QOS
-from contact_estimation.ros.sensor_frames import (SensorFrame, SensorMessageError,
-                                                  check_cloud_size, cloud_config,
-                                                  cloud_in_base_frame,
-                                                  declare_cloud_parameters)
+from contact_estimation.ros.qos import CLOUD_QOS
+from contact_estimation.ros.sensor_frames import (SensorFrame, check_cloud_size,
+                                                  cloud_in_base_frame, cloud_table,
+                                                  sensor_frame_table)
+from contact_estimation.ros.stop_signal import STOP_PARAMETERS, StopSignal
 from contact_estimation.ros.suite_node import SuiteNode
 from contact_estimation.ros.worker import LatestWorker
 
@@ -74,77 +77,100 @@ NAME = 'proximity_monitor'
 # the last one: what the node knows meanwhile is unknown; checks resume after it.
 FAULT_HOLD = 1.0
 
-# ProximityConfig field → description and range of its parameter.
-_CONFIG_PARAMETERS = {
-    'reaction_time': ('T_r, s: sensing and the stop reaching the arm (the check period '
-                      '1/check_rate is added to it)', 0.0, 5.0),
-    'stopping_time': ("T_s, s: the arm's stop from speed (stopping distance v_r T_s / 2)",
-                      0.0, 5.0),
-    'human_speed': ('v_h, m/s: how fast a tracked body part may approach (ISO 13855: 1.6)',
-                    0.0, 10.0),
-    'object_speed': ('m/s: how fast a lidar object may approach (0: the cell holds only '
-                     'fixtures)', 0.0, 10.0),
-    'intrusion_distance': ('C, m: reach past the modelled body surface', 0.0, 2.0),
-    'position_uncertainty': ('Z, m: sensing and robot position errors', 0.0, 1.0),
-    'slowdown_distance': ('m beyond the protective distance over which the speed scale falls '
-                          'from 1 to 0', 1e-3, 5.0),
-    'release_distance': ('m: a stop releases only with every margin above this ...',
-                         0.0, 2.0),
-    'release_time': ('s: ... for this long', 0.0, 60.0),
-    'recovery_rate': ('1/s: the speed scale rises at most this fast', 1e-3, 100.0),
-    'reset_tolerance': ('m: after ~/reset, how much nearer (in margin) than it has been '
-                        'since the reset a robot sphere may get before the stop returns',
-                        0.0, 0.5),
-    'reset_speed_scale': ('speed scale after ~/reset while still inside the protective '
-                          'distance (to move away slowly)', 0.0, 1.0),
-    'body_timeout': ('s: a skeleton or cloud older than this (by stamp, on the joint '
-                     "states' clock) is stale: stop", 1e-3, 10.0),
-    'voxel_size': ('m: lidar cluster → spheres of about this size', 1e-3, 1.0),
-    'report_range': ('m: distances are exact at least this far (farther: inf)', 0.0, 10.0),
-}
-_CONFIG_DEFAULTS = ProximityConfig()
+def _monitor(field: str, description: str, low: float, high: float) -> Parameter:
+    """A row feeding ProximityConfig's `field` (its default), changeable at run time."""
+    return Parameter(field, description, range=(low, high), field=(ProximityConfig, field))
+
+
+def _part_rows(part: SegmentPart | BoxPart) -> tuple[Parameter, ...]:
+    """`parts.<name>.*`: the size of one of core DEFAULT_PARTS, at its default."""
+    if isinstance(part, BoxPart):
+        return (Parameter(f'parts.{part.name}.half_depth', f'{part.name}: half its thickness, '
+                          'm', part.half_depth, (0.01, 1.0), read_only=True),
+                Parameter(f'parts.{part.name}.padding', f'{part.name}: added to its width and '
+                          'height, m', part.padding, (0.0, 1.0), read_only=True))
+    return (Parameter(f'parts.{part.name}.radius', f'{part.name}: radius, m', part.radius,
+                      (0.005, 1.0), read_only=True),)
+
+
+PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
+    Parameter('check_rate', 'checks per second on the latest joint state, Hz (each ~0.4-0.8 ms '
+              'of CPU); 1/check_rate is added to reaction_time', 100.0, (1.0, 1000.0),
+              read_only=True),
+    Parameter('joint_state_timeout', 'no joint state for this long (wall time) → stop, s', 0.1,
+              (1e-3, 10.0)),
+    Parameter('display_rate', 'markers and part statuses per second, Hz (and on every change '
+              'of a stop)', 5.0, (0.1, 100.0), read_only=True),
+    Parameter('robot_sphere_spacing', 'length of link axis covered by one robot sphere, m',
+              0.05, (5e-3, 0.5), read_only=True),
+    _monitor('reaction_time', 'T_r, s: sensing and the stop reaching the arm (the check '
+             'period 1/check_rate is added to it)', 0.0, 5.0),
+    _monitor('stopping_time', "T_s, s: the arm's stop from speed (stopping distance "
+             'v_r T_s / 2)', 0.0, 5.0),
+    _monitor('human_speed', 'v_h, m/s: how fast a tracked body part may approach (ISO 13855: '
+             '1.6)', 0.0, 10.0),
+    _monitor('object_speed', 'm/s: how fast a lidar object may approach (0: the cell holds '
+             'only fixtures)', 0.0, 10.0),
+    _monitor('intrusion_distance', 'C, m: reach past the modelled body surface', 0.0, 2.0),
+    _monitor('position_uncertainty', 'Z, m: sensing and robot position errors', 0.0, 1.0),
+    _monitor('slowdown_distance', 'm beyond the protective distance over which the speed '
+             'scale falls from 1 to 0', 1e-3, 5.0),
+    _monitor('release_distance', 'm: a stop releases only with every margin above this ...',
+             0.0, 2.0),
+    _monitor('release_time', 's: ... for this long', 0.0, 60.0),
+    _monitor('recovery_rate', '1/s: the speed scale rises at most this fast', 1e-3, 100.0),
+    _monitor('reset_tolerance', 'm: after ~/reset, how much nearer (in margin) than it has '
+             'been since the reset a robot sphere may get before the stop returns', 0.0, 0.5),
+    _monitor('reset_speed_scale', 'speed scale after ~/reset while still inside the '
+             'protective distance (to move away slowly)', 0.0, 1.0),
+    _monitor('body_timeout', 's: a skeleton or cloud older than this (by stamp, on the joint '
+             "states' clock) is stale: stop", 1e-3, 10.0),
+    _monitor('voxel_size', 'm: lidar cluster → spheres of about this size', 1e-3, 1.0),
+    _monitor('report_range', 'm: distances are exact at least this far (farther: inf)',
+             0.0, 10.0),
+    Parameter('keypoint_names', "the skeleton's keypoints in the order of its poses (COCO-17 "
+              'by default)', list(COCO_17), read_only=True),
+    Parameter('sphere_spacing', 'most distance between the sphere centres of a body part, m',
+              SPHERE_SPACING, (1e-3, 0.5), read_only=True),
+    *(row for part in DEFAULT_PARTS for row in _part_rows(part))) + sensor_frame_table(
+        'skeleton', 'skeleton') + sensor_frame_table('lidar', 'lidar') + cloud_table(
+            skip=('max_age',))
+assert set(PARAMETERS.feeding(ProximityConfig)) == {
+    f.name for f in dataclasses.fields(ProximityConfig)}
 
 # Composed mode: joint states wait in a mailbox emptied this often (s), on this node's
 # thread; it holds 0.1 s of samples at 1 kHz (clouds look up the pose at their stamp).
 _SAMPLES_PERIOD = 0.005
 _SAMPLES_CAPACITY = 100
-assert set(_CONFIG_PARAMETERS) == {f.name for f in dataclasses.fields(ProximityConfig)}
 
 
 class ProximityMonitorNode(SuiteNode):
+    PARAMETERS = PARAMETERS
+
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         with self.starting():
-            self._declare_parameters()
             self._skeleton_frame = SensorFrame(self, 'skeleton', 'skeleton')
             self._lidar_frame = SensorFrame(self, 'lidar', 'lidar')
-            self._cloud_parameters = declare_cloud_parameters(self, skip=('max_age',))
             try:
                 surfaces = LinkSurfaces(self.robot,
                                         sphere_spacing=self.value('robot_sphere_spacing'))
             except SurfacesError as err:
                 raise ValueError(f'the proximity monitor needs link geometry: {err}') from err
             self.monitor = ProximityMonitor(surfaces, self._config({}), self._human())
-            self.fusion = LidarFusion(surfaces, cloud_config(self.value,
-                                                             self._cloud_parameters))
+            self.fusion = LidarFusion(surfaces, PARAMETERS.build(CloudConfig, self.values()))
         self._joint_states = JointStateReader(self.robot.joint_names, model_order_only=True)
         self._history = PoseHistory(self.value('body_timeout'))  # joint states by stamp
         self._latest: tuple[JointSample, float] | None = None  # sample, arrival (seconds())
         self._t = 0.0                    # stamp of the latest joint state used (s)
         self._result: ProximityResult | None = None
-        self._scale_sent: float | None = None
         self._display_period = 1.0 / self.value('display_rate')
         self._displayed = -np.inf        # monotonic time of the last markers and statuses
         self._markers = ProximityMarkers(self.robot.base_link, surfaces.sphere_radii,
                                          self.monitor.config.report_range,
                                          3.0 * self._display_period)
 
-        self._stop_pub = self.publisher('stop', Bool, STOP_QOS)
-        self._stop_heartbeat = Heartbeat(
-            self._stop_pub, self.value('heartbeat_rate'),
-            lambda: None if self._result is None else self._result.stop,
-            self.seconds, f'{NAME} heartbeat')
-        self._scale_pub = self.publisher('speed_scale', Float64)
+        self.stop_signal = StopSignal(self, 'speed_scale', self._reset)
         self._parts_pub = self.publisher('parts', DiagnosticArray)
         self._marker_pub = self.publisher('markers', MarkerArray)
         self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state,
@@ -152,9 +178,7 @@ class ProximityMonitorNode(SuiteNode):
         self.subscribe('skeleton', PoseArray, self._on_skeleton)
         self._cloud_worker = LatestWorker(self._clusters, f'{NAME} clouds')
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
-        self.create_service(Trigger, '~/reset', self._on_reset)
         self.create_timer(1.0 / self.value('check_rate'), self._check)
-        self.create_timer(1.0 / self.value('heartbeat_rate'), self._heartbeat)
         self.on_parameter_change(self._on_parameter_change)
         self._publish(self.monitor.fail(0.0, 'waiting for joint states'))
         self.get_logger().info(
@@ -166,60 +190,29 @@ class ProximityMonitorNode(SuiteNode):
             f'stop on {self.spec.topic("stop")}')
 
     # ------------------------------------------------------------------ parameters
-    def _declare_parameters(self) -> None:
-        """Every parameter, with the defaults of core/contact/proximity.py (ProximityConfig,
-        DEFAULTS, DEFAULT_PARTS) and CloudConfig (ros/sensor_frames.py declares those)."""
-        d, k, ro = self.declare, DEFAULTS, {'read_only': True}
-        d('check_rate', k['check_rate'], 'checks per second on the latest joint state, Hz '
-          '(each ~0.4-0.8 ms of CPU); 1/check_rate is added to reaction_time', 1.0, 1000.0,
-          **ro)
-        d('joint_state_timeout', k['joint_state_timeout'], 'no joint state for this long '
-          '(wall time) → stop, s', 1e-3, 10.0)
-        d('heartbeat_rate', k['heartbeat_rate'], 'the stop and speed scale are repeated at '
-          'this rate, Hz', 1.0, 1000.0, **ro)
-        d('display_rate', k['display_rate'], 'markers and part statuses per second, Hz (and '
-          'on every change of a stop)', 0.1, 100.0, **ro)
-        d('keypoint_names', list(k['keypoint_names']), "the skeleton's keypoints in the "
-          'order of its poses (COCO-17 by default)', **ro)
-        d('sphere_spacing', k['sphere_spacing'], 'most distance between the sphere centres '
-          'of a body part, m', 1e-3, 0.5, **ro)
-        d('robot_sphere_spacing', k['robot_sphere_spacing'], 'length of link axis covered '
-          'by one robot sphere, m', 5e-3, 0.5, **ro)
-        for name, (description, low, high) in _CONFIG_PARAMETERS.items():
-            d(name, getattr(_CONFIG_DEFAULTS, name), description, low, high)
-        for part in DEFAULT_PARTS:
-            if isinstance(part, BoxPart):
-                d(f'parts.{part.name}.half_depth', part.half_depth, f'{part.name}: half its '
-                  'thickness, m', 0.01, 1.0, **ro)
-                d(f'parts.{part.name}.padding', part.padding, f'{part.name}: added to its '
-                  'width and height, m', 0.0, 1.0, **ro)
-            else:
-                d(f'parts.{part.name}.radius', part.radius, f'{part.name}: radius, m',
-                  0.005, 1.0, **ro)
-
     def _human(self) -> HumanModel:
-        parts = [dataclasses.replace(part, half_depth=self.value(f'parts.{part.name}.half_depth'),
-                                     padding=self.value(f'parts.{part.name}.padding'))
-                 if isinstance(part, BoxPart) else
-                 dataclasses.replace(part, radius=self.value(f'parts.{part.name}.radius'))
+        """DEFAULT_PARTS at the sizes of their `parts.*` rows."""
+        parts = [dataclasses.replace(part, **{row.name.rsplit('.', 1)[1]: self.value(row.name)
+                                              for row in _part_rows(part)})
                  for part in DEFAULT_PARTS]
         return HumanModel(parts, self.value('keypoint_names'), self.value('sphere_spacing'))
 
     def _config(self, changes: dict) -> ProximityConfig:
         """ProximityConfig from the parameters with `changes`, the check period added to the
         reaction time (a body may come that much nearer before the next check)."""
-        values = {n: changes.get(n, self.value(n)) for n in _CONFIG_PARAMETERS}
-        values['reaction_time'] += 1.0 / self.value('check_rate')
-        return ProximityConfig(**values)
+        fields = PARAMETERS.fields(ProximityConfig, self.values(changes))
+        fields['reaction_time'] += 1.0 / self.value('check_rate')
+        return ProximityConfig(**fields)
 
     def _on_parameter_change(self, changes: dict) -> str | None:
         """Protective distance, signals, cloud processing and sensor poses change at run
         time, all or nothing: everything is built from the proposed values first (a bad one
         raises and refuses the set), and only then put in use."""
         changed = set(changes)
-        config = self._config(changes) if changed & set(_CONFIG_PARAMETERS) else None
-        cloud = (cloud_config(lambda n: changes.get(n, self.value(n)), self._cloud_parameters)
-                 if changed & set(self._cloud_parameters) else None)
+        config = (self._config(changes) if changed & set(PARAMETERS.feeding(ProximityConfig))
+                  else None)
+        cloud = (PARAMETERS.build(CloudConfig, self.values(changes))
+                 if changed & set(PARAMETERS.feeding(CloudConfig)) else None)
         poses = [(frame, frame.proposed(changes))
                  for frame in (self._skeleton_frame, self._lidar_frame)
                  if changed & set(frame.parameters)]
@@ -241,14 +234,9 @@ class ProximityMonitorNode(SuiteNode):
         if t is None:
             return
         try:
-            order = self._joint_states.order(msg)
-        except JointStateError as err:
+            q, v, _ = self._joint_states.read(msg, required=('position', 'velocity'))
+        except InputRejected as err:
             self.problems.report(err.kind, f'{err}: stop if it lasts')
-            return
-        q, v = (self._joint_states.field(msg, name, order) for name in ('position', 'velocity'))
-        if q is None or v is None or not (np.isfinite(q).all() and np.isfinite(v).all()):
-            self.problems.report('wrong_sizes', 'joint state without a finite position and '
-                                 'velocity per joint: dropped, stop if it lasts')
             return
         self.process_joint_state(JointSample(t, q, v, None))
 
@@ -265,13 +253,14 @@ class ProximityMonitorNode(SuiteNode):
         keypoints = np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses])
         try:
             keypoints = self._skeleton_frame.to_base(msg.header, keypoints.reshape(-1, 3))
-        except SensorMessageError as err:
-            self.problems.report(err.kind, f'{err}: stop')
+        except InputRejected as err:
+            self.problems.report(err.kind, f'skeleton: {err}: stop')
             self.monitor.reject(t, SKELETON, str(err))
             return
-        problem = self.monitor.set_skeleton(t, keypoints)
-        if problem:
-            self.problems.report('invalid_skeleton', f'{problem}: stop')
+        try:
+            self.monitor.set_skeleton(t, keypoints)  # a rejected one stops while fresh
+        except InputRejected as err:
+            self.problems.report(err.kind, f'skeleton: {err}: stop')
 
     def _on_cloud(self, msg: PointCloud2) -> None:
         """The cloud, refused from its header if too large, goes with the arm's pose at its
@@ -284,7 +273,7 @@ class ProximityMonitorNode(SuiteNode):
         try:
             check_cloud_size(msg, self.fusion.config.max_points)
             q = self._pose_at(t)
-        except (SensorMessageError, JointStateError) as err:
+        except InputRejected as err:
             self._reject_cloud(t, err)
             return
         self._cloud_worker.submit((t, msg, q, self.fusion))
@@ -295,9 +284,9 @@ class ProximityMonitorNode(SuiteNode):
         try:
             points = cloud_in_base_frame(msg, self._lidar_frame, fusion.config.max_points)
             if not len(points):
-                raise SensorMessageError('empty_cloud', 'empty cloud: the lidar sees nothing')
+                raise InputRejected(EMPTY_CLOUD, 'empty cloud: the lidar sees nothing')
             return t, fusion.update(t, q, points).clusters, None
-        except (SensorMessageError, CloudError) as err:
+        except (InputRejected, CloudError) as err:
             return t, None, err
 
     def _take_clusters(self) -> None:
@@ -323,25 +312,21 @@ class ProximityMonitorNode(SuiteNode):
 
     def _pose_at(self, t: float) -> np.ndarray:
         """The joint positions stamped nearest t (the cloud's robot points are removed at
-        the pose it saw); SensorMessageError 'no_pose' when none is near enough."""
+        the pose it saw); InputRejected 'no_pose' when none is near enough."""
         sample = self._history.at(t)
         if sample is None:
-            raise SensorMessageError('no_pose', f'no usable joint state within '
+            raise InputRejected(NO_POSE, f'no usable joint state within '
                                      f'{self._history.span:g} s of the cloud stamp {t:.3f}')
         return sample.q
 
-    def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
+    def _reset(self) -> tuple[bool, str]:
+        """~/reset (ros/stop_signal.py): the monitor says whether the stop may be released."""
         was_stopped = self._result is not None and self._result.stop
         refusal = self.monitor.reset()
-        response.success = not refusal
-        response.message = refusal or ('stop released: the arm may move away slowly; coming '
-                                       'nearer stops it again' if was_stopped else 'not stopped')
-        # One call site per severity: rclpy refuses a call site whose severity changes.
         if refusal:
-            self.get_logger().warning(f'~/reset: {response.message}')
-        else:
-            self.get_logger().info(f'~/reset: {response.message}')
-        return response
+            return False, refusal
+        return True, ('stop released: the arm may move away slowly; coming nearer stops it '
+                      'again' if was_stopped else 'not stopped')
 
     # ------------------------------------------------------------------ the check
     def _check(self) -> None:
@@ -378,15 +363,11 @@ class ProximityMonitorNode(SuiteNode):
         """The stop on change, the speed scale when worth it, statuses and markers at the
         display rate and on any change of a stop."""
         previous, self._result = self._result, result
-        self._stop_heartbeat.decision()
-        changed = (previous is None or result.stop != previous.stop
-                   or result.part_signals() != previous.part_signals())
-        if previous is None or result.stop != previous.stop:
-            self._stop_heartbeat.beat()
+        stop_changed = self.stop_signal.decide(result.stop)
+        changed = stop_changed or result.part_signals() != previous.part_signals()
+        if stop_changed:
             self._on_stop_change(result, first=previous is None)
-        if worth_publishing(result.speed_scale, self._scale_sent):
-            self._scale_sent = result.speed_scale
-            self._scale_pub.publish(Float64(data=result.speed_scale))
+        self.stop_signal.publish_scale(result.speed_scale)
         now = self.seconds()
         if changed or now - self._displayed >= self._display_period:
             self._displayed = now
@@ -410,15 +391,8 @@ class ProximityMonitorNode(SuiteNode):
             self.problems.counts['stops'] += 1
             self.get_logger().error(f'proximity stop: {_reason(result)}')
 
-    def _heartbeat(self) -> None:
-        """The speed scale again; the stop's heartbeat is a thread (ros/heartbeat.py), which
-        no backlog of messages delays."""
-        self.problems.values['late_heartbeats'] = str(self._stop_heartbeat.late)
-        if self._scale_sent is not None:
-            self._scale_pub.publish(Float64(data=self._scale_sent))
-
     def destroy_node(self):
-        for thread in ('_stop_heartbeat', '_cloud_worker'):  # not when it refused to start
+        for thread in ('stop_signal', '_cloud_worker'):  # not when it refused to start
             if hasattr(self, thread):
                 getattr(self, thread).close()
         return super().destroy_node()

@@ -9,7 +9,7 @@ The arm follows the trajectory of the parameters or of the scenario file, played
 time scaling f_S it receives (seed 003 eq. 8), combined with the proximity monitor's speed
 scale s when one is published (core/time_scaling.combined_scaling: min(f_S, s), and a yield
 f_S < 0 slowed to f_S·s). Each plays at 1 until its first value arrives; from then on, no
-value for `time_scaling_timeout` means 0 (hold) until one arrives again: the node that sends
+value for `time_scaling.timeout` means 0 (hold) until one arrives again: the node that sends
 it may be dead, and a controller must not go on at the last speed it was told
 (docs/collision_events.md says the same to real controllers).
 
@@ -34,6 +34,7 @@ Either is reported on /diagnostics (`fell_behind`).
 from __future__ import annotations
 
 import array
+import inspect
 import sys
 import time
 
@@ -46,32 +47,143 @@ from std_msgs.msg import Float64
 from contact_estimation import manifest
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.sim.cobot import SimulatedCobot, SimulationError
-from contact_estimation.core.sim.config import LidarConfig, SimConfig
+from contact_estimation.core.sim.config import DEFAULT_FRICTION, LidarConfig, SimConfig
 from contact_estimation.core.sim.driver import DriverStream, DriverTiming, MotorCurrent
-from contact_estimation.core.sim.realtime import DEFAULTS, Lockstep, ScalingTimeout
+from contact_estimation.core.sim.realtime import Lockstep, ScalingTimeout
 from contact_estimation.core.sim.scenario import Scenario, ScenarioError
 from contact_estimation.core.chain.time_scaling import combined_scaling
-from contact_estimation.core.identification.trajectory import TRAJECTORY_TYPES, make_trajectory
+from contact_estimation.core.identification.trajectory import (TRAJECTORY_TYPES,
+                                                               SmoothRandomTrajectory,
+                                                               make_trajectory)
 from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp, stamp_to_seconds,
                                                 wrench_stamped, xyz_to_cloud)
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.node_main import run
+from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, payload_table
 from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'sim_cobot'
 
 LOAD_PERIOD = 1.0     # s between CPU load figures on /diagnostics
 EFFORT_SOURCES = ('joint_torque', 'motor_current')  # driver.effort
+# SmoothRandomTrajectory's keyword defaults: those of the `trajectory.*` rows.
+_SMOOTH_RANDOM = inspect.signature(SmoothRandomTrajectory).parameters
+
+
+def _sim(name: str, field: str, description: str, *bounds: float) -> Parameter:
+    """A read-only row feeding SimConfig's `field` (its default)."""
+    return Parameter(name, description, range=bounds or None, read_only=True,
+                     field=(SimConfig, field))
+
+
+def _lidar(field: str, description: str, *bounds: float) -> Parameter:
+    """A read-only `lidar.<field>` row feeding LidarConfig (its default)."""
+    return Parameter(f'lidar.{field}', description, range=bounds or None, read_only=True,
+                     field=(LidarConfig, field))
+
+
+def _driver(name: str, config: type, field: str, description: str, *bounds: float) -> Parameter:
+    """A read-only `driver.<name>` row feeding MotorCurrent or DriverTiming (its default)."""
+    return Parameter(f'driver.{name}', description, range=bounds or None, read_only=True,
+                     field=(config, field))
+
+
+def _node(name: str, description: str, default, *bounds: float) -> Parameter:
+    """A read-only row of the node itself."""
+    return Parameter(name, description, default, bounds or None, read_only=True)
+
+
+PARAMETERS = ROBOT + ParameterTable(
+    _node('rate', 'physics rate (Hz): one MuJoCo step every 1/rate s', 1.0 / SimConfig.timestep,
+          100.0, 5000.0),
+    _node('publish_rate', 'joint state, F/T and ground-truth rate (Hz); divides rate', 1000.0,
+          1.0, 5000.0),
+    _node('timer_period', 'wall time (s) between stepping calls; each steps and publishes what '
+          'is due (a 1 kHz rclpy timer costs more than the physics)', 0.005, 0.0005, 0.1),
+    _node('max_catch_up', 'most wall time (s) one timer call catches up; more is skipped and '
+          'reported', 0.05, 0.001, 1.0),
+    _node('publish_clock', 'publish /clock (simulated time) and never skip time: run every '
+          'other node with use_sim_time, and a machine that cannot keep up slows the whole '
+          'graph together', False),
+    _node('lockstep.lead', 'with publish_clock: most simulated time (s) the simulation runs '
+          "ahead of the listener's output (well within the suite's input timeouts, >= 0.05 "
+          's); 0 = never wait', 0.02, 0.0, 10.0),
+    _node('lockstep.timeout', 'wall time (s) the simulation waits for the listener before it '
+          'goes on without it', 10.0, 0.01, 60.0),
+    _node('time_scaling.timeout', 'once an f_S (or a proximity speed scale) has arrived, none '
+          'for this long means hold (0), s (both are repeated at 20 Hz: 3 periods)', 0.15,
+          0.005, 10.0),
+    _node('scenario', "scenario YAML (forces, obstacles, trajectory); relative paths from the "
+          "package share directory; '' = none", ''),
+    _node('trajectory.type', f'one of {TRAJECTORY_TYPES} (a scenario trajectory wins)',
+          TRAJECTORY_TYPES[0]),
+    _node('trajectory.seed', 'smooth_random and sweeps: random seed',
+          _SMOOTH_RANDOM['seed'].default, 0, 2 ** 31 - 1),
+    _node('trajectory.speed_scale', 'smooth_random: peak speed / velocity limit',
+          _SMOOTH_RANDOM['speed_scale'].default, 0.01, 1.0),
+    _node('trajectory.amplitude', 'smooth_random: share of the room to the limits used',
+          _SMOOTH_RANDOM['amplitude'].default, 0.01, 1.0),
+    _node('trajectory.margin', 'smooth_random: distance (rad) kept from the limits',
+          _SMOOTH_RANDOM['margin'].default, 0.0, 1.5),
+    _node('trajectory.waypoints', 'waypoints: m × n joint positions (rad), row after row',
+          [0.0]),
+    _node('trajectory.durations', 'waypoints: m − 1 segment durations (s)', [1.0]),
+    Parameter('friction', 'joint friction γ1 … γ6 (seed 001 eq. 23) for every joint, or 6 × n '
+              'row after row', list(DEFAULT_FRICTION), read_only=True,
+              field=(SimConfig, 'friction')),
+    _sim('controller.natural_frequency', 'natural_frequency', 'computed-torque closed-loop ω_n '
+         '(rad/s)', 1.0, 200.0),
+    _sim('controller.damping_ratio', 'damping_ratio', 'computed-torque damping ratio',
+         0.1, 5.0),
+    _sim('controller.friction_compensation', 'friction_compensation', 'share of the friction '
+         'fed forward', 0.0, 1.0),
+    _sim('noise.position', 'position_noise', 'joint position noise σ (rad)', 0.0, 0.1),
+    _sim('noise.velocity', 'velocity_noise', 'joint velocity noise σ (rad/s)', 0.0, 1.0),
+    _sim('noise.effort', 'effort_noise', 'joint torque noise σ (N·m)', 0.0, 10.0),
+    _sim('noise.ft_force', 'ft_force_noise', 'F/T force noise σ (N)', 0.0, 100.0),
+    _sim('noise.ft_torque', 'ft_torque_noise', 'F/T torque noise σ (N·m)', 0.0, 10.0),
+    _sim('noise.seed', 'noise_seed', "noise random seed (also of the driver's timing)",
+         0, 2 ** 31 - 1),
+    _node('driver.effort', f'one of {EFFORT_SOURCES}: a joint torque sensor (τ + noise.effort) '
+          'or the motor current (τ = G_m k_m i_m, seed 001 eqs. 1-2)', EFFORT_SOURCES[0]),
+    _driver('torque_constants', MotorCurrent, 'torque_constants', 'motor_current: k_m (N·m/A), '
+            'one for every joint or one per joint'),
+    _driver('gear_ratios', MotorCurrent, 'gear_ratios', 'motor_current: G_m (motor turns per '
+            'joint turn), one for every joint or one per joint'),
+    _driver('current_noise', MotorCurrent, 'noise', 'motor_current: current noise σ (A)',
+            0.0, 100.0),
+    _driver('current_resolution', MotorCurrent, 'resolution', 'motor_current: ADC step of the '
+            'current (A); 0 = continuous', 0.0, 10.0),
+    _driver('period_jitter', DriverTiming, 'period_jitter', 'each joint-state period is '
+            '1/publish_rate ± this (s, uniform, whole physics steps); > 0: publish_rate need '
+            'not divide rate', 0.0, 1.0),
+    _driver('reorder_probability', DriverTiming, 'reorder_probability', 'share of joint '
+            'states published right after the next one (out of order)', 0.0, 1.0),
+    ) + payload_table(read_only=True) + ParameterTable(
+    _node('lidar.rate', 'scan rate (Hz); divides rate', 10.0, 0.1, 100.0),
+    _lidar('position', 'lidar origin x y z (m, base frame)'),
+    _lidar('rpy', 'lidar roll pitch yaw (rad, base frame, fixed axes); its x axis looks '
+           'forward'),
+    _lidar('rows', 'rays per column', 1, 1024),
+    _lidar('columns', 'rays per row', 1, 4096),
+    _lidar('vertical_fov', 'vertical field of view (rad)', 0.0, 3.1),
+    _lidar('horizontal_fov', 'horizontal field of view (rad)', 0.0, 6.3),
+    _lidar('max_range', 'farthest hit (m)', 0.1, 100.0),
+    _lidar('range_noise', 'range noise σ (m)', 0.0, 1.0),
+    _lidar('floor', 'a floor plane the lidar sees'),
+    _lidar('floor_height', 'floor height (m, base frame)', -10.0, 10.0),
+    renamed={'time_scaling_timeout': 'time_scaling.timeout'})
 
 
 class SimCobot(SuiteNode):
+    PARAMETERS = PARAMETERS
+
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         with self.starting():
-            self._declare_parameters()
             self.sim = self._make_simulation()
             self._driver = self._make_driver()
-            self._scaling_watch = {key: ScalingTimeout(self.value('time_scaling_timeout'))
+            self._scaling_watch = {key: ScalingTimeout(self.value('time_scaling.timeout'))
                                    for key in _SCALINGS}
         self._scaling = dict.fromkeys(_SCALINGS, 1.0)  # latest f_S and s
         rate = self.value('rate')
@@ -108,103 +220,9 @@ class SimCobot(SuiteNode):
             f'{len(self.sim.scenario.obstacles)} obstacles')
 
     # ------------------------------------------------------------------ parameters
-    def _declare_parameters(self) -> None:
-        d, k, sim = self.declare, DEFAULTS, SimConfig()
-        ro = {'read_only': True}
-        d('rate', 1.0 / sim.timestep, 'physics rate (Hz): one MuJoCo step every 1/rate s',
-          100.0, 5000.0, **ro)
-        d('publish_rate', k['publish_rate'],
-          'joint state, F/T and ground-truth rate (Hz); divides rate',
-          1.0, 5000.0, **ro)
-        d('timer_period', k['timer_period'], 'wall time (s) between stepping calls; each steps and '
-          'publishes what is due (a 1 kHz rclpy timer costs more than the physics)',
-          0.0005, 0.1, **ro)
-        d('max_catch_up', k['max_catch_up'],
-          'most wall time (s) one timer call catches up; more is '
-          'skipped and reported', 0.001, 1.0, **ro)
-        d('publish_clock', k['publish_clock'], 'publish /clock (simulated time) and never skip '
-          'time: run every other node with use_sim_time, and a machine that cannot keep up '
-          'slows the whole graph together', **ro)
-        d('lockstep.lead', k['lockstep.lead'], 'with publish_clock: most simulated time (s) '
-          "the simulation runs ahead of the listener's output; 0 = never wait", 0.0, 10.0,
-          **ro)
-        d('lockstep.timeout', k['lockstep.timeout'], 'wall time (s) the simulation waits for '
-          'the listener before it goes on without it', 0.01, 60.0, **ro)
-        d('time_scaling_timeout', k['time_scaling_timeout'], 'once an f_S (or a proximity speed '
-          'scale) has arrived, none for this long means hold (0), s (both are repeated at '
-          '20 Hz: 3 periods)', 0.005, 10.0, **ro)
-        d('scenario', '', "scenario YAML (forces, obstacles, trajectory); relative paths "
-          "from the package share directory; '' = none", **ro)
-        d('trajectory.type', 'smooth_random', f'one of {TRAJECTORY_TYPES} (a scenario '
-          'trajectory wins)', **ro)
-        d('trajectory.seed', 0, 'smooth_random and sweeps: random seed', 0, 2 ** 31 - 1,
-          **ro)
-        d('trajectory.speed_scale', 0.3, 'smooth_random: peak speed / velocity limit',
-          0.01, 1.0, **ro)
-        d('trajectory.amplitude', 0.5, 'smooth_random: share of the room to the limits used',
-          0.01, 1.0, **ro)
-        d('trajectory.margin', 0.2, 'smooth_random: distance (rad) kept from the limits',
-          0.0, 1.5, **ro)
-        d('trajectory.waypoints', [0.0], 'waypoints: m × n joint positions (rad), row '
-          'after row', **ro)
-        d('trajectory.durations', [1.0], 'waypoints: m − 1 segment durations (s)', **ro)
-        d('friction', sim.friction.ravel().tolist(), 'joint friction γ1 … γ6 (seed 001 '
-          'eq. 23) for every joint, or 6 × n row after row', **ro)
-        d('controller.natural_frequency', sim.natural_frequency,
-          'computed-torque closed-loop ω_n (rad/s)',
-          1.0, 200.0, **ro)
-        d('controller.damping_ratio', sim.damping_ratio, 'computed-torque damping ratio',
-          0.1, 5.0, **ro)
-        d('controller.friction_compensation', sim.friction_compensation,
-          'share of the friction fed forward',
-          0.0, 1.0, **ro)
-        d('noise.position', sim.position_noise, 'joint position noise σ (rad)', 0.0, 0.1, **ro)
-        d('noise.velocity', sim.velocity_noise, 'joint velocity noise σ (rad/s)', 0.0, 1.0, **ro)
-        d('noise.effort', sim.effort_noise, 'joint torque noise σ (N·m)', 0.0, 10.0, **ro)
-        d('noise.ft_force', sim.ft_force_noise, 'F/T force noise σ (N)', 0.0, 100.0, **ro)
-        d('noise.ft_torque', sim.ft_torque_noise, 'F/T torque noise σ (N·m)', 0.0, 10.0, **ro)
-        d('noise.seed', sim.noise_seed, 'noise random seed (also of the driver\'s timing)',
-          0, 2 ** 31 - 1, **ro)
-        current, timing, payload = MotorCurrent(), DriverTiming(), sim.payload
-        d('driver.effort', EFFORT_SOURCES[0], f'one of {EFFORT_SOURCES}: a joint torque sensor '
-          '(τ + noise.effort) or the motor current (τ = G_m k_m i_m, seed 001 eqs. 1-2)', **ro)
-        d('driver.torque_constants', list(current.torque_constants), 'motor_current: k_m '
-          '(N·m/A), one for every joint or one per joint', **ro)
-        d('driver.gear_ratios', list(current.gear_ratios), 'motor_current: G_m (motor turns '
-          'per joint turn), one for every joint or one per joint', **ro)
-        d('driver.current_noise', current.noise, 'motor_current: current noise σ (A)',
-          0.0, 100.0, **ro)
-        d('driver.current_resolution', current.resolution, 'motor_current: ADC step of the '
-          'current (A); 0 = continuous', 0.0, 10.0, **ro)
-        d('driver.period_jitter', timing.period_jitter, 'each joint-state period is '
-          '1/publish_rate ± this (s, uniform, whole physics steps); > 0: publish_rate need '
-          'not divide rate', 0.0, 1.0, **ro)
-        d('driver.reorder_probability', timing.reorder_probability, 'share of joint states '
-          'published right after the next one (out of order)', 0.0, 1.0, **ro)
-        d('payload.mass', payload.mass, 'kg carried at payload.centre_of_mass; the arm\'s '
-          'controller compensates it (a scenario payload wins)', 0.0, 1000.0, **ro)
-        d('payload.centre_of_mass', list(payload.centre_of_mass), 'payload centre of mass '
-          '(m, in the frame of payload.link)', **ro)
-        d('payload.link', payload.link, "link carrying the payload ('' = the tip link, the "
-          "flange)", **ro)
-        lidar = sim.lidar
-        d('lidar.rate', 10.0, 'scan rate (Hz); divides rate', 0.1, 100.0, **ro)
-        d('lidar.position', list(lidar.position), 'lidar origin x y z (m, base frame)', **ro)
-        d('lidar.rpy', list(lidar.rpy), 'lidar roll pitch yaw (rad, base frame); its x '
-          'axis looks forward', **ro)
-        d('lidar.rows', lidar.rows, 'rays per column', 1, 1024, **ro)
-        d('lidar.columns', lidar.columns, 'rays per row', 1, 4096, **ro)
-        d('lidar.vertical_fov', lidar.vertical_fov, 'vertical field of view (rad)',
-          0.0, 3.1, **ro)
-        d('lidar.horizontal_fov', lidar.horizontal_fov, 'horizontal field of view (rad)',
-          0.0, 6.3, **ro)
-        d('lidar.max_range', lidar.max_range, 'farthest hit (m)', 0.1, 100.0, **ro)
-        d('lidar.range_noise', lidar.range_noise, 'range noise σ (m)', 0.0, 1.0, **ro)
-        d('lidar.floor', lidar.floor, 'a floor plane the lidar sees', **ro)
-        d('lidar.floor_height', lidar.floor_height, 'floor height (m, base frame)',
-          -10.0, 10.0, **ro)
-
     def _make_simulation(self) -> SimulatedCobot:
+        """The simulation of the parameters: the core configs built from their rows
+        (ValueError naming the parameter on a bad value), a scenario's settings winning."""
         v = self.value
         rate = v('rate')
         jitters = v('driver.period_jitter') > 0
@@ -225,45 +243,21 @@ class SimCobot(SuiteNode):
             trajectory = make_trajectory(self.robot, spec)
         except (KeyError, TypeError) as err:
             raise ValueError(f'bad trajectory parameters: {err}') from err
-        lidar = LidarConfig(
-            position=tuple(v('lidar.position')), rpy=tuple(v('lidar.rpy')),
-            rows=v('lidar.rows'), columns=v('lidar.columns'),
-            vertical_fov=v('lidar.vertical_fov'), horizontal_fov=v('lidar.horizontal_fov'),
-            max_range=v('lidar.max_range'), range_noise=v('lidar.range_noise'),
-            floor=v('lidar.floor'), floor_height=v('lidar.floor_height'))
-        for name in ('lidar.position', 'lidar.rpy'):
-            if len(v(name)) != 3:
-                raise ValueError(f'{name} takes 3 numbers, got {v(name)}')
-        friction = np.asarray(v('friction'), dtype=float)
-        if friction.size % 6:
-            raise ValueError(f'friction takes 6 values (γ1 … γ6) or 6 per joint, '
-                             f'got {friction.size}')
+        values = self.values()
         effort = v('driver.effort')
         if effort not in EFFORT_SOURCES:
             raise ValueError(f'driver.effort must be one of {EFFORT_SOURCES}, got {effort!r}')
-        motor_current = None if effort == 'joint_torque' else MotorCurrent(
-            tuple(v('driver.torque_constants')), tuple(v('driver.gear_ratios')),
-            v('driver.current_noise'), v('driver.current_resolution'))
-        if len(v('payload.centre_of_mass')) != 3:
-            raise ValueError(f'payload.centre_of_mass takes 3 numbers, got '
-                             f'{v("payload.centre_of_mass")}')
-        payload = Payload(v('payload.mass'), tuple(v('payload.centre_of_mass')),
-                          v('payload.link'))
-        config = SimConfig(
-            timestep=1.0 / rate, friction=friction.reshape(-1, 6),
-            natural_frequency=v('controller.natural_frequency'),
-            damping_ratio=v('controller.damping_ratio'),
-            friction_compensation=v('controller.friction_compensation'),
-            position_noise=v('noise.position'), velocity_noise=v('noise.velocity'),
-            effort_noise=v('noise.effort'), ft_force_noise=v('noise.ft_force'),
-            ft_torque_noise=v('noise.ft_torque'), noise_seed=v('noise.seed'),
-            motor_current=motor_current, payload=payload, lidar=lidar)
+        motor_current = (None if effort == 'joint_torque'
+                         else PARAMETERS.build(MotorCurrent, values))
+        config = SimConfig(timestep=1.0 / rate, motor_current=motor_current,
+                           payload=PARAMETERS.build(Payload, values),
+                           lidar=PARAMETERS.build(LidarConfig, values),
+                           **PARAMETERS.fields(SimConfig, values))
         return SimulatedCobot(self.robot, trajectory, scenario, config)
 
     def _make_driver(self) -> DriverStream:
         """When joint states are sampled and in which order they leave (core/sim/driver.py)."""
-        timing = DriverTiming(self.value('driver.period_jitter'),
-                              self.value('driver.reorder_probability'))
+        timing = PARAMETERS.build(DriverTiming, self.values())
         return DriverStream(1.0 / self.value('publish_rate'), self.sim.dt, timing,
                             seed=self.value('noise.seed'))
 
@@ -406,7 +400,7 @@ class SimCobot(SuiteNode):
         silent = [key for key, watch in self._scaling_watch.items() if watch.holding]
         if silent:
             self.problems.set_status(WARN, f'holding: no {" or ".join(silent)} for more than '
-                                     f'{self.value("time_scaling_timeout") * 1e3:.0f} ms')
+                                     f'{self.value("time_scaling.timeout") * 1e3:.0f} ms')
         elif behind > behind_before:
             self.problems.set_status(WARN, 'falling behind the wall clock')
         else:

@@ -60,6 +60,8 @@ from typing import Sequence
 import numpy as np
 from scipy.spatial import cKDTree
 
+from contact_estimation.core.input_rejected import (IMPLAUSIBLE, NOT_FINITE, WRONG_SIZE,
+                                                    InputRejected)
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 
 # The keypoints of the COCO-17 skeleton, in its order (most 2-D/3-D pose trackers use it).
@@ -69,16 +71,7 @@ COCO_17 = ('nose', 'left_eye', 'right_eye', 'left_ear', 'right_ear', 'left_shoul
 
 SKELETON, CLUSTERS = 'skeleton', 'clusters'
 
-# The proximity_monitor node's own parameters (the monitor's are ProximityConfig's).
-DEFAULTS = {
-    'check_rate': 100.0,           # Hz: checks on the latest joint state (each ~0.4-0.8 ms)
-    'joint_state_timeout': 0.1,    # s without a joint state → stop
-    'heartbeat_rate': 20.0,        # Hz: the stop repeated
-    'display_rate': 5.0,           # Hz: markers and part statuses (and on every stop change)
-    'keypoint_names': list(COCO_17),
-    'sphere_spacing': 0.02,        # m between body sphere centres (HumanModel)
-    'robot_sphere_spacing': 0.05,  # m of link axis per robot sphere (LinkSurfaces)
-}
+SPHERE_SPACING = 0.02  # m between a body part's sphere centres (HumanModel)
 # Time step of the finite difference that turns q̇ into sphere velocities (s): v = (c(q + h q̇) −
 # c(q)) / h, exact to O(h |q̇|² · reach), far below the lidar's noise.
 _VELOCITY_STEP = 1e-3
@@ -92,10 +85,6 @@ MAX_SEGMENT_LENGTH = 5.0
 
 class ProximityConfigError(ValueError):
     """A proximity parameter or body model is unusable."""
-
-
-class ProximityInputError(ValueError):
-    """A skeleton, cluster or robot state cannot be used (the monitor stops on it)."""
 
 
 # ------------------------------------------------------------------------ human body
@@ -167,7 +156,7 @@ class HumanModel:
 
     def __init__(self, parts: Sequence[SegmentPart | BoxPart] = DEFAULT_PARTS,
                  keypoint_names: Sequence[str] = COCO_17,
-                 sphere_spacing: float = DEFAULTS['sphere_spacing']):
+                 sphere_spacing: float = SPHERE_SPACING):
         self.parts = tuple(parts)
         self.keypoint_names = tuple(keypoint_names)
         self.sphere_spacing = float(sphere_spacing)
@@ -200,22 +189,28 @@ class HumanModel:
                     f'> 0, the span ascending (the padding >= 0): {part}')
 
     def bodies(self, keypoints) -> list[Body]:
-        """The body parts of one person (ProximityInputError on a wrong count or a NaN keypoint
-        that some part uses; keypoints no part uses, e.g. knees and ankles, may be NaN)."""
-        points = np.asarray(keypoints, dtype=float)
+        """The body parts of one person. InputRejected 'wrong_size' on a wrong count,
+        'not_finite' on a keypoint that is no number or NaN and that some part uses (keypoints
+        no part uses, e.g. knees and ankles, may be NaN), 'implausible' on one too far away or
+        a part too long."""
+        try:
+            points = np.asarray(keypoints, dtype=float)
+        except (TypeError, ValueError) as err:
+            raise InputRejected(NOT_FINITE, f'skeleton keypoints are not numbers: {err}') from err
         if points.shape != (len(self.keypoint_names), 3):
-            raise ProximityInputError(
-                f'skeleton has shape {points.shape}, expected {len(self.keypoint_names)} '
-                f'keypoints × 3 (order: {", ".join(self.keypoint_names)})')
+            raise InputRejected(
+                WRONG_SIZE, f'skeleton has shape {points.shape}, expected '
+                f'{len(self.keypoint_names)} keypoints × 3 (order: '
+                f'{", ".join(self.keypoint_names)})')
         bad = self._used[~np.isfinite(points[self._used]).all(axis=1)]
         if len(bad):
-            raise ProximityInputError('skeleton keypoints not finite: '
-                                      + ', '.join(self.keypoint_names[i] for i in bad))
+            raise InputRejected(NOT_FINITE, 'skeleton keypoints not finite: '
+                                + ', '.join(self.keypoint_names[i] for i in bad))
         far = self._used[np.abs(points[self._used]).max(axis=1) > MAX_KEYPOINT_DISTANCE]
         if len(far):
-            raise ProximityInputError(f'skeleton keypoints farther than '
-                                      f'{MAX_KEYPOINT_DISTANCE:g} m: '
-                                      + ', '.join(self.keypoint_names[i] for i in far))
+            raise InputRejected(IMPLAUSIBLE, f'skeleton keypoints farther than '
+                                f'{MAX_KEYPOINT_DISTANCE:g} m: '
+                                + ', '.join(self.keypoint_names[i] for i in far))
         return [self._segment(part, points) if isinstance(part, SegmentPart)
                 else self._box(part, points) for part in self.parts]
 
@@ -230,8 +225,8 @@ class HumanModel:
         a, b = a + part.span[0] * (b - a), a + part.span[1] * (b - a)
         length = float(np.linalg.norm(b - a))
         if length > MAX_SEGMENT_LENGTH:
-            raise ProximityInputError(f'body part {part.name!r} is {length:.3g} m long '
-                                      f'(a human segment is < {MAX_SEGMENT_LENGTH:g} m)')
+            raise InputRejected(IMPLAUSIBLE, f'body part {part.name!r} is {length:.3g} m long '
+                                f'(a human segment is < {MAX_SEGMENT_LENGTH:g} m)')
         count = int(np.ceil(length / self.sphere_spacing)) + 1
         gap = length / max(count - 1, 1)
         centres = a + np.linspace(0.0, 1.0, count)[:, None] * (b - a)
@@ -422,18 +417,19 @@ class ProximityMonitor:
         self._t: float | None = None
 
     # ------------------------------------------------------------------ inputs
-    def set_skeleton(self, t: float, keypoints) -> str:
+    def set_skeleton(self, t: float, keypoints) -> None:
         """One person's keypoints (K×3, `human.keypoint_names` order) or an empty array (nobody
-        tracked). Returns the problem ('' if none): it stops the robot while it is fresh."""
+        tracked). An unusable skeleton (`HumanModel.bodies`) is rejected, which stops the
+        robot while it is fresh, and its InputRejected raised for the caller to count."""
         if np.size(keypoints) == 0:
             self._skeleton = _BodySet(t, SKELETON, [])
-            return ''
+            return
         try:
             self._skeleton = _BodySet(t, SKELETON, list(self.human.part_names),
                                       self.human.bodies(keypoints))
-        except (TypeError, ValueError) as err:  # ProximityInputError, or not numbers at all
-            return self.reject(t, SKELETON, f'invalid skeleton: {err}')
-        return ''
+        except InputRejected as err:
+            self.reject(t, SKELETON, f'invalid skeleton: {err}')
+            raise
 
     def reject(self, t: float, source: str, problem: str) -> str:
         """The input of `source` (SKELETON or CLUSTERS) at t is unusable for `problem` (e.g.

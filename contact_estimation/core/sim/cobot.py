@@ -26,6 +26,7 @@ import numpy as np
 
 from contact_estimation.core.chain import friction
 from contact_estimation.core.contact.contact import Contact
+from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.config import SimConfig
 from contact_estimation.core.sim.mjcf import ROBOT_PREFIX, build_mjcf
@@ -71,11 +72,8 @@ class SimulatedCobot:
         if config.integrator not in INTEGRATORS:
             raise ValueError(f'integrator must be one of {sorted(INTEGRATORS)} '
                              f'(RK4 cannot split a step to apply the control)')
-        rows = np.atleast_2d(np.asarray(config.friction, dtype=float))
-        if rows.shape not in ((1, 6), (robot.n, 6)):
-            raise ValueError(f'friction takes 6 parameters (seed 001 eq. 23) for every joint '
-                             f'or 6 × {robot.n}, got {rows.size}')
-        self._friction = np.broadcast_to(rows, (robot.n, 6)).T  # 6 × n: γ_k of every joint
+        # 6 × n: γ_k of every joint (seed 001 eq. 23: 6 for every joint or 6 per joint)
+        self._friction = per_joint('friction', config.friction, robot.n, width=6).T
         if config.motor_current is not None:
             self._torque_per_ampere = config.motor_current.torque_per_ampere(robot.n)
         self.mjcf = build_mjcf(robot, self.scenario.obstacles, config)

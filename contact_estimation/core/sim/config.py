@@ -5,16 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pinocchio as pin
 
 from contact_estimation.core.robot.payload import Payload
+from contact_estimation.core.robot.pose import position, rotation_from_rpy
 from contact_estimation.core.sim.driver import MotorCurrent
 
 
 @dataclass
 class LidarConfig:
     """Rays from `position` (base frame); the lidar's x axis looks forward, rotated by `rpy`
-    (roll, pitch, yaw, REP 103). `rows` × `columns` rays spread over the vertical and
+    (roll, pitch, yaw about the fixed axes: core/robot/pose.py, the one mounting convention).
+    `rows` × `columns` rays spread over the vertical and
     horizontal fields of view (rad)."""
 
     position: tuple = (1.5, 0.0, 1.0)
@@ -28,13 +29,19 @@ class LidarConfig:
     floor: bool = True          # a floor plane the lidar sees (the arm never touches it)
     floor_height: float = 0.0   # m, in the base frame
 
+    def __post_init__(self):
+        """ValueError naming lidar.position or lidar.rpy unless 3 finite numbers each."""
+        self.position = tuple(position(self.position, 'lidar.position'))
+        rotation_from_rpy(self.rpy, 'lidar.rpy')
+        self.rpy = tuple(float(angle) for angle in self.rpy)
+
     def directions(self) -> np.ndarray:
         """Unit ray directions (rows·columns × 3) in the base frame."""
         elevation = np.linspace(-self.vertical_fov / 2, self.vertical_fov / 2, self.rows)
         azimuth = np.linspace(-self.horizontal_fov / 2, self.horizontal_fov / 2, self.columns)
         el, az = (a.ravel() for a in np.meshgrid(elevation, azimuth, indexing='ij'))
         local = np.stack([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)], axis=1)
-        return local @ pin.rpy.rpyToMatrix(*self.rpy).T
+        return local @ rotation_from_rpy(self.rpy, 'lidar.rpy').T
 
 
 DEFAULT_FRICTION = (0.3, 40.0, 4.0, 1.0, 40.0, 0.2)  # seed 001 eq. 23: γ1 … γ6, every joint

@@ -17,12 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-def _positive(values, what: str) -> np.ndarray:
-    array = np.atleast_1d(np.asarray(values, dtype=float))
-    if array.ndim != 1 or array.size == 0 or not np.all(np.isfinite(array) & (array > 0)):
-        raise ValueError(f'{what} must be positive finite numbers, got {values!r}')
-    return array
+from contact_estimation.core.per_joint import per_joint
 
 
 @dataclass(frozen=True)
@@ -35,8 +30,8 @@ class MotorCurrent:
     resolution: float = 0.01          # A, the current's ADC step; 0: continuous
 
     def __post_init__(self):
-        _positive(self.torque_constants, 'torque constants')
-        _positive(self.gear_ratios, 'gear ratios')
+        for name, values in self._per_joint():  # each > 0 (their count: torque_per_ampere)
+            per_joint(name, values, max(np.size(values), 1), low=0.0, strict=True)
         for name in ('noise', 'resolution'):
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0):
@@ -44,12 +39,14 @@ class MotorCurrent:
 
     def torque_per_ampere(self, joints: int) -> np.ndarray:
         """G_m k_m of every joint (N·m of joint torque per A of motor current)."""
-        k_m, g_m = np.asarray(self.torque_constants, float), np.asarray(self.gear_ratios, float)
-        for values, what in ((k_m, 'torque constants'), (g_m, 'gear ratios')):
-            if values.size not in (1, joints):
-                raise ValueError(f'{what} take one value for every joint or {joints}, '
-                                 f'got {values.size}')
-        return np.broadcast_to(g_m * k_m, (joints,)).copy()
+        k_m, g_m = (per_joint(name, values, joints, low=0.0, strict=True)
+                    for name, values in self._per_joint())
+        return g_m * k_m
+
+    def _per_joint(self) -> tuple[tuple[str, tuple], ...]:
+        """The settings given one for every joint or one per joint, by parameter name."""
+        return (('driver.torque_constants', self.torque_constants),
+                ('driver.gear_ratios', self.gear_ratios))
 
     def measured_torque(self, tau: np.ndarray, torque_per_ampere: np.ndarray,
                         standard_normal: np.ndarray) -> np.ndarray:

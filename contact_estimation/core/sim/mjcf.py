@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pinocchio as pin
 
+from contact_estimation.core.robot.pose import rotation_from_rpy
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.config import SimConfig
 from contact_estimation.core.sim.scenario import Obstacle
@@ -101,7 +102,7 @@ def build_mjcf(robot: RobotModel, obstacles: list[Obstacle], config: SimConfig) 
     for obstacle in obstacles:
         ET.SubElement(world, 'geom', name=OBSTACLE_PREFIX + obstacle.name, type=obstacle.shape,
                       size=_fmt(obstacle.size), pos=_fmt(obstacle.position),
-                      quat=_quat(pin.rpy.rpyToMatrix(*obstacle.rpy)),
+                      quat=_quat(rotation_from_rpy(obstacle.rpy, f'obstacle {obstacle.name} rpy')),
                       contype='0', conaffinity='1', rgba='0.8 0.3 0.2 0.6')
 
     bodies = {0: world}

@@ -1,4 +1,4 @@
-"""Playing the simulated cobot against the wall clock: the sim node's pacing defaults and the
+"""Playing the simulated cobot against the wall clock: the lockstep with the suite and the
 hold when the time scaling f_S stops coming.
 
 A follower of f_S (seed 003 eq. 8: t_i = t_{i−1} + f_S Δt) plays at f_S = 1 until the first
@@ -7,20 +7,6 @@ arrives again: the detector that sends it may be dead, and a controller must not
 the last speed it was told (docs/collision_events.md says the same to real controllers).
 """
 from __future__ import annotations
-
-# The one source of the sim node's pacing defaults, by sim_cobot parameter name (the
-# physics and sensor defaults are SimConfig's and LidarConfig's; config/sim_cobot.yaml ships
-# the same values: test/test_node_defaults.py).
-DEFAULTS = {
-    'publish_rate': 1000.0,          # Hz, joint states, F/T and ground truth
-    'timer_period': 0.005,           # s between stepping calls (each runs the steps due)
-    'max_catch_up': 0.05,            # s; a longer lag behind the wall clock is skipped
-    'publish_clock': False,          # True: /clock is simulated time, and no time is skipped
-    'lockstep.lead': 0.02,           # s the sim may run ahead of the listener (publish_clock):
-                                     # well within the suite's input timeouts (≥ 0.05 s)
-    'lockstep.timeout': 10.0,        # s (wall) it waits for the listener before going on
-    'time_scaling_timeout': 0.15,    # s: 3 periods of the detector's 20 Hz heartbeat
-}
 
 
 class Lockstep:
@@ -60,9 +46,9 @@ class ScalingTimeout:
     Times are seconds on one monotonic clock chosen by the caller.
     """
 
-    def __init__(self, timeout: float = DEFAULTS['time_scaling_timeout']):
+    def __init__(self, timeout: float):
         if not timeout > 0.0:
-            raise ValueError(f'time_scaling_timeout must be > 0 s, got {timeout}')
+            raise ValueError(f'time_scaling.timeout must be > 0 s, got {timeout}')
         self.timeout = float(timeout)
         self._received: float | None = None  # time of the latest f_S
         self.holding = False                 # f_S timed out and none came since
