@@ -63,7 +63,7 @@ from contact_estimation.core.contact.localization_schedule import (
     LocalizationSchedule,
     ScheduleConfig,
 )
-from contact_estimation.core.input_rejected import NOT_FINITE, InputRejected
+from contact_estimation.core.input_rejected import IMPLAUSIBLE, InputRejected
 from contact_estimation.core.robot.surfaces import LinkSurfaces, SurfacesError
 from contact_estimation.ros.conversions import point_stamped, stamp_to_seconds, wrench_stamped
 from contact_estimation.ros.diagnostics import OK, WARN
@@ -274,7 +274,7 @@ class ContactLocalizerNode(SuiteNode):
                     estimate = alone
                     self.problems.values['base_wrench'] = 'not used: inconsistent with τ_ext'
         except FusedContactError as err:  # read finite: values too large to be measured
-            self.problems.report(NOT_FINITE, f'{err}: no estimate')
+            self.problems.report(IMPLAUSIBLE, f'{err}: no estimate')
             return
         seconds = time.perf_counter() - start
         self.problems.traffic['estimates'] += 1

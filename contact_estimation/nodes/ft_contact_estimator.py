@@ -160,7 +160,7 @@ class FtContactEstimator(SuiteNode):
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         with self.starting():
-            self._build(PARAMETERS.build(FtEstimatorConfig, self.values()))
+            self._build(self.values())
         config = self.config
         self._joint_states = JointStateReader(self.robot.joint_names, model_order_only=True)
         self._readings = StampPairing(config.stamp_tolerance)   # wrench ↔ joint state
@@ -196,10 +196,10 @@ class FtContactEstimator(SuiteNode):
             f'{self.spec.topic("base_wrench")} and {self.spec.topic("point")}')
 
     # ------------------------------------------------------------------ parameters
-    def _build(self, config: FtEstimatorConfig) -> None:
-        """Compensator and locator from the parameters; ValueError (FtContactError) if bad."""
-        self.config = config
-        values = self.values()
+    def _build(self, values: dict) -> None:
+        """Settings, compensator and locator from the parameter `values`; ValueError
+        (FtContactError) if bad."""
+        self.config = config = PARAMETERS.build(FtEstimatorConfig, values)
         self._sensor_frame = config.sensor_frame_id or self.robot.base_link
         offset = load_offset(config.offset_file)
         self._compensator = BaseWrenchCompensator(
