@@ -41,7 +41,7 @@ from contact_estimation.core.contact.ft_contact import (COMPENSATIONS, SURFACE_M
                                                 BaseWrenchCompensator,
                                                 FtContactLocator, MomentumWrenchObserver,
                                                 make_surfaces)
-from contact_estimation.core.contact.ft_contact_stream import DEFAULTS
+from contact_estimation.core.contact.ft_contact_stream import FtEstimatorConfig
 from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
 from contact_estimation.core.chain.residual import make_residual
 from contact_estimation.core.robot.robot_model import RobotModel
@@ -52,8 +52,8 @@ from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.core.identification.trajectory import make_trajectory
 
 NOISE = [(0.1, 0.01), (0.5, 0.05)]  # N, N·m
-ACCELERATION_WINDOW = DEFAULTS['acceleration_filter.window_duration']  # s of positions in the q̈ fit
-OBSERVER_GAIN = DEFAULTS['observer_gain']  # 1/s, momentum observer of the base wrench
+ACCELERATION_WINDOW = FtEstimatorConfig.acceleration_window  # s of positions in the q̈ fit
+OBSERVER_GAIN = FtEstimatorConfig.observer_gain  # 1/s, momentum observer of the base wrench
 THRESHOLD = 0.5                      # N·m, contacted-joint threshold on |τ_ext|
 DURATION, RAMP, GAP, SETTLE, EVERY = 0.3, 0.05, 0.15, 0.1, 5  # s, s, s, s, steps
 CONE = np.deg2rad(30.0)

@@ -37,10 +37,12 @@ import ft_contact
 import numpy as np
 from localization_panda import MU, LidarScene, contact_cases
 
-from contact_estimation.core.contact.contact_localization import ContactLocalizer
+from contact_estimation.core.contact.contact_localization import (ContactLocalizer,
+                                                                  LocalizerConfig)
 from contact_estimation.core.contact.ft_contact import (
     BaseWrenchCompensator,
     FtContactLocator,
+    FtLocatorConfig,
     MeshSurfaces,
     MomentumWrenchObserver,
 )
@@ -205,10 +207,11 @@ def main() -> None:
     noise = SensorNoise(TORQUE_NOISE, FORCE_NOISE, MOMENT_NOISE)
     fused = FusedContactEstimator(surfaces, mu=MU, noise=noise,
                                   contact_distance=CONTACT_DISTANCE, prior_radius=PRIOR_RADIUS)
-    localizer = ContactLocalizer(surfaces, mu=MU, delta_tau=4 * TORQUE_NOISE,
-                                 delta_w=5 * TORQUE_NOISE, contact_distance=CONTACT_DISTANCE,
-                                 prior_radius=PRIOR_RADIUS)
-    ft_locator = FtContactLocator(MeshSurfaces(surfaces), residual_noise=TORQUE_NOISE)
+    localizer = ContactLocalizer(surfaces, LocalizerConfig(
+        mu=MU, delta_tau=4 * TORQUE_NOISE, delta_w=5 * TORQUE_NOISE,
+        contact_distance=CONTACT_DISTANCE, prior_radius=PRIOR_RADIUS))
+    ft_locator = FtContactLocator(MeshSurfaces(surfaces),
+                                  FtLocatorConfig(residual_noise=TORQUE_NOISE))
 
     count, table = static_contacts(robot, surfaces, fused, localizer, ft_locator, per_link)
     print(f'{count} contacts on links 2-7 ({per_link} per link), 10-60 N, μ = {MU}; '

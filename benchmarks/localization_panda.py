@@ -20,7 +20,8 @@ import time
 import mujoco
 import numpy as np
 
-from contact_estimation.core.contact.contact_localization import ContactLocalizer
+from contact_estimation.core.contact.contact_localization import (ContactLocalizer,
+                                                                  LocalizerConfig)
 from contact_estimation.core.contact.lidar_fusion import CloudConfig, LidarFusion
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
@@ -117,8 +118,9 @@ def main() -> None:
           f' rays')
     for sigma in NOISE:
         # The lidar rows are ~5 cm apart at the arm: obstacles within 20 cm count, a loose prior.
-        localizer = ContactLocalizer(surfaces, mu=MU, delta_tau=4 * sigma, delta_w=5 * sigma,
-                                     contact_distance=0.2, prior_radius=0.08)
+        localizer = ContactLocalizer(surfaces, LocalizerConfig(
+            mu=MU, delta_tau=4 * sigma, delta_w=5 * sigma, contact_distance=0.2,
+            prior_radius=0.08))
         rows, times = [], []
         for (q, link, point, force, _), proximity, seen in zip(cases, proximities, sight):
             rotation, _ = robot.link_pose(q, link)

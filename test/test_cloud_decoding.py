@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import PointCloud2, PointField
 
+from contact_estimation.core.input_rejected import InputRejected
 from contact_estimation.ros.conversions import cloud_to_xyz, seconds_to_stamp, xyz_to_cloud
-from contact_estimation.ros.sensor_frames import SensorMessageError, check_cloud_size
+from contact_estimation.ros.sensor_frames import check_cloud_size
 
 
 def organised(points: np.ndarray, height: int, padding: int) -> PointCloud2:
@@ -46,7 +47,7 @@ def test_rows_shorter_than_their_points_are_refused():
 def test_a_cloud_whose_header_declares_too_much_is_refused_at_once(width, height, data):
     msg = xyz_to_cloud(seconds_to_stamp(1.0), 'base', np.zeros((0, 3)))
     msg.width, msg.height, msg.data = width, height, data
-    with pytest.raises(SensorMessageError) as refused:
+    with pytest.raises(InputRejected) as refused:
         check_cloud_size(msg, max_points=1000)
     assert refused.value.kind == 'cloud_too_large'
 

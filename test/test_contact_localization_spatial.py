@@ -9,7 +9,7 @@ import pytest
 
 from contact_estimation.core.contact.contact_localization import (
     SOURCE_LIDAR_FALLBACK, SOURCE_NONE, SOURCE_TORQUE, SOURCE_TORQUE_LIDAR, ContactLocalizer,
-    LocalizationError)
+    LocalizationError, LocalizerConfig)
 from contact_estimation.core.contact.lidar_fusion import LinkProximity
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
@@ -31,8 +31,8 @@ def truth(robot):
 @pytest.fixture(scope='module')
 def localizer(robot):
     """Exact torques: δ_w only covers the point's last fractions of a millimetre."""
-    return ContactLocalizer(LinkSurfaces(robot, point_spacing=0.02), mu=MU, delta_tau=1e-3,
-                            delta_w=0.01)
+    return ContactLocalizer(LinkSurfaces(robot, point_spacing=0.02),
+                            LocalizerConfig(mu=MU, delta_tau=1e-3, delta_w=0.01))
 
 
 def inward_force(rng, inward, magnitude, mu=MU):
@@ -91,7 +91,7 @@ def test_ambiguity_is_reported_and_the_cloud_resolves_it(robot, truth):
     """Link 3 loads 3 joints: many points explain τ; an obstacle seen next to the true point
     picks the link and, with it, the point."""
     surfaces = LinkSurfaces(robot, point_spacing=0.02)
-    localizer = ContactLocalizer(surfaces, mu=MU, delta_tau=0.05, delta_w=0.3)
+    localizer = ContactLocalizer(surfaces, LocalizerConfig(mu=MU, delta_tau=0.05, delta_w=0.3))
     rng = np.random.default_rng(5)
     q, point, force, tau = exposed_contact(robot, truth, rng, 'panda_link3')
     alone = localizer.estimate(q, tau)
@@ -147,4 +147,4 @@ def test_bad_input_is_a_clear_error(localizer):
         localizer.estimate(np.zeros(7), np.zeros(6))
     assert localizer.estimate(np.zeros(7), np.zeros(7)).source == SOURCE_NONE
     with pytest.raises(LocalizationError, match='positive'):
-        ContactLocalizer(localizer.surfaces, delta_w=0)
+        ContactLocalizer(localizer.surfaces, LocalizerConfig(delta_w=0))

@@ -13,6 +13,7 @@ from visualization_msgs.msg import MarkerArray
 from contact_estimation import manifest
 from contact_estimation.commands import calibrate as calibrate_command
 from contact_estimation.core.contact.lidar_fusion import to_base_frame
+from contact_estimation.core.robot.pose import rotation_from_rpy
 from contact_estimation.nodes.contact_localizer import ContactLocalizerNode
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds, xyz_to_cloud
 from contact_estimation.ros.localization_messages import MARKER_NS, OBSTACLE_ID
@@ -27,8 +28,8 @@ TIMEOUT = 20.0
 Q = np.array([0.3, -0.4, 0.2, -2.0, 0.3, 1.8, 0.5])
 LINK = 'panda_link6'
 FORCE = 30.0  # N, along the inward normal
-# A lidar frame 1.5 m in front of the robot, turned 90° about z (quaternion x y z w).
-LIDAR_POSITION, LIDAR_ORIENTATION = [1.5, 0.0, 0.4], [0.0, 0.0, np.sqrt(0.5), np.sqrt(0.5)]
+# A lidar frame 1.5 m in front of the robot, turned 90° about z (roll, pitch, yaw).
+LIDAR_POSITION, LIDAR_RPY = [1.5, 0.0, 0.4], [0.0, 0.0, np.pi / 2]
 
 
 class Probe(Node):
@@ -157,7 +158,7 @@ def test_no_estimate_below_the_gate(rig):
 
 
 @pytest.mark.parametrize('rig', [{'lidar.frame': 'lidar', 'lidar.position': LIDAR_POSITION,
-                                  'lidar.orientation': LIDAR_ORIENTATION}], indirect=True)
+                                  'lidar.rpy': LIDAR_RPY}], indirect=True)
 def test_a_fresh_cloud_in_the_lidar_frame_joins_a_stale_one_does_not(rig):
     node, probe, executor = rig
     point, normal, _, tau = contact(node)
@@ -165,7 +166,7 @@ def test_a_fresh_cloud_in_the_lidar_frame_joins_a_stale_one_does_not(rig):
     base = obstacle_cloud(node, point, normal)
     # The same points in the lidar frame: the inverse of its pose.
     sensor = to_base_frame(base - LIDAR_POSITION, [0.0, 0.0, 0.0],
-                           [0.0, 0.0, -LIDAR_ORIENTATION[2], LIDAR_ORIENTATION[3]])
+                           rotation_from_rpy(LIDAR_RPY).T)
 
     def send(age: float):
         stamp = seconds_to_stamp(stamp_to_seconds(probe.get_clock().now().to_msg()) - age)
@@ -209,7 +210,7 @@ def _million_points(cloud):
 
 @pytest.mark.parametrize('spoil, kind', [
     (_cloud_without_xyz, 'bad_cloud'), (_truncated, 'bad_cloud'),
-    (_all_nan, 'cloud_not_finite'), (_unknown_frame, 'unknown_frame'),
+    (_all_nan, 'not_finite'), (_unknown_frame, 'unknown_frame'),
     (_million_points, 'cloud_too_large')])
 def test_a_bad_cloud_is_counted_and_not_used(rig, spoil, kind):
     node, probe, executor = rig

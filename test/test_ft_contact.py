@@ -5,7 +5,7 @@ import pytest
 from contact_estimation.core.contact.ft_contact import (MOUNT_ON_ROBOT, SURFACE_MODELS,
                                                 BaseWrenchCompensator,
                                                 Ellipsoid, EllipsoidSurfaces, FtContactError,
-                                                FtContactLocator,
+                                                FtContactLocator, FtLocatorConfig,
                                                 MomentumWrenchObserver, SensorMount,
                                                 compatible_wrenches, contacted_joint,
                                                 line_of_action, make_surfaces)
@@ -292,22 +292,23 @@ def test_bodies_that_explain_the_wrench_about_as_well_are_candidates(panda, surf
         if len(entered) >= 2:
             break
     tau_ext = panda.point_jacobian(q, link, points[i]).T @ force
-    every = FtContactLocator(model, ambiguity_margin=1e9).locate_from_residual(q, wrench,
-                                                                               tau_ext, 0.3)
-    one = FtContactLocator(model, ambiguity_margin=0.0).locate_from_residual(q, wrench,
-                                                                            tau_ext, 0.3)
+    every = FtContactLocator(model, FtLocatorConfig(ambiguity_margin=1e9)
+                             ).locate_from_residual(q, wrench, tau_ext, 0.3)
+    one = FtContactLocator(model, FtLocatorConfig(ambiguity_margin=0.0)
+                           ).locate_from_residual(q, wrench, tau_ext, 0.3)
     assert one.candidates == (one.link,) and every.link == one.link
     np.testing.assert_allclose(every.point_base, one.point_base)
     assert every.candidates[0] == every.link and len(every.candidates) == len(entered)
     assert sorted(panda.link_joint[c] for c in every.candidates) == entered
     with pytest.raises(FtContactError, match='ambiguity_margin'):
-        FtContactLocator(model, ambiguity_margin=-1.0)
+        FtContactLocator(model, FtLocatorConfig(ambiguity_margin=-1.0))
 
 
 def test_a_push_the_joints_hardly_feel_is_found_by_its_force(panda, surfaces):
     """A push on panda_link1 towards joint 1's axis loads no joint: the sensor's force alone
     says a contact is present, from `presence_force` on."""
-    locator = FtContactLocator(make_surfaces('mesh', surfaces), presence_force=10.0)
+    locator = FtContactLocator(make_surfaces('mesh', surfaces),
+                               FtLocatorConfig(presence_force=10.0))
     q = np.array([0.0, -0.3, 0.0, -2.0, 0.0, 1.8, 0.8])
     points, normals = surfaces.surface_points('panda_link1')
     rotation, origin = panda.link_pose(q, 'panda_link1')
@@ -327,7 +328,7 @@ def test_a_push_the_joints_hardly_feel_is_found_by_its_force(panda, surfaces):
             assert estimate.link == 'panda_link1'
             assert np.linalg.norm(estimate.point_base - point) < 0.01
     with pytest.raises(FtContactError, match='presence_force'):
-        FtContactLocator(locator.model, min_force=5.0, presence_force=2.0)
+        FtContactLocator(locator.model, FtLocatorConfig(min_force=5.0, presence_force=2.0))
 
 
 def test_contact_in_the_simulation_is_found_on_its_link(panda, surfaces):

@@ -5,7 +5,6 @@ import pytest
 
 from contact_estimation.core.contact.ft_contact import BaseWrenchCompensator, FtContactError
 from contact_estimation.core.contact.ft_contact_stream import (
-    FtInputError,
     RateSlots,
     RestingWindow,
     RunningRms,
@@ -15,6 +14,7 @@ from contact_estimation.core.contact.ft_contact_stream import (
     load_offset,
     save_offset,
 )
+from contact_estimation.core.input_rejected import InputRejected
 from contact_estimation.core.robot.robot_model import RobotModel
 
 
@@ -28,7 +28,7 @@ def test_pairing_waits_for_the_nearest_secondary_and_drops_what_cannot_pair():
     assert pairing.add_primary(0.0105, 'r2') == []        # after the newest: waits
     assert pairing.add_secondary(0.020, 'q2') == [(0.0105, 'r2', 0.010, 'q1')]
     assert pairing.add_primary(0.015, 'r3') == [] and pairing.unmatched == [(0.015, 'r3')]
-    with pytest.raises(FtInputError, match='before'):
+    with pytest.raises(InputRejected, match='before'):
         pairing.add_secondary(0.019, 'late')
     # a reading whose joint states never come is dropped once `history` has passed
     assert pairing.add_primary(0.5, 'r4') == []
@@ -44,7 +44,7 @@ def test_readings_are_checked():
     for kind, reading in (('not_finite', [np.nan, 0, 0, 0, 0, 0]), ('zero_reading', [0] * 6),
                           ('saturated', [0, 0, -2500.0, 0, 0, 0]),
                           ('saturated', [0, 0, -100.0, 0, 450.0, 0])):
-        with pytest.raises(FtInputError) as err:
+        with pytest.raises(InputRejected) as err:
             check_reading(np.array(reading, dtype=float), 2500.0, 400.0)
         assert err.value.kind == kind
 

@@ -78,6 +78,8 @@ def test_every_node_starts_with_its_shipped_parameter_file(context, name):
     ('collision_detector', {'acceleration_window': 20}, 'acceleration_filter.window_duration'),
     ('ft_contact_estimator', {'acceleration_window': 0.04},
      'acceleration_filter.window_duration'),
+    ('ft_contact_estimator', {'sensor': {'orientation_rpy': [0.0, 0.0, 0.0]}}, 'sensor.rpy'),
+    ('contact_localizer', {'lidar': {'orientation': [0.0, 0.0, 0.0, 1.0]}}, 'lidar.rpy'),
     ('joint_state_listener', {'velocity_filter': {'window': 20}},
      'velocity_filter.window_duration'),
     ('residual_node', {'wrist_wrench_timeout': 0.1}, 'wrist_wrench.timeout'),

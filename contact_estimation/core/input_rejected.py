@@ -14,8 +14,11 @@ CLOUD_TOO_LARGE = 'cloud_too_large'  # more points than cloud.max_points
 EMPTY_CLOUD = 'empty_cloud'          # a cloud without points where one is needed
 NO_POSE = 'no_pose'                  # no joint state near enough the message's stamp
 IMPLAUSIBLE = 'implausible'          # finite, but no real input: a keypoint 1 km away
+OUT_OF_ORDER = 'out_of_order'        # stamped before the last one of its stream
+SATURATED = 'saturated'              # a sensor reading at or beyond its range
+ZERO_READING = 'zero_reading'        # a sensor reading exactly zero: not measuring
 KINDS = (WRONG_JOINTS, WRONG_SIZE, NOT_FINITE, UNKNOWN_FRAME, BAD_CLOUD, CLOUD_TOO_LARGE,
-         EMPTY_CLOUD, NO_POSE, IMPLAUSIBLE)
+         EMPTY_CLOUD, NO_POSE, IMPLAUSIBLE, OUT_OF_ORDER, SATURATED, ZERO_READING)
 
 
 class InputRejected(ValueError):

@@ -26,14 +26,15 @@ wrench was used, ambiguity and fit residual. Data that no single point contact e
 within the noise publish no point: the status says so.
 
 The cloud's frame_id is the base frame, `lidar.frame` (pose from `lidar.position` and
-`lidar.orientation`), or any frame TF knows when tf2_ros is installed. Bad input (a cloud
-without x/y/z, truncated, all NaN, in an unknown frame or too large; a residual of the wrong
-size, joints or with NaN) is dropped with a throttled, counted message; a cloud older than
-`cloud.max_age` at the residual's stamp is not used: the estimate is torque only and the
-diagnostics say why.
+`lidar.rpy`, core/robot/pose.py), or any frame TF knows when tf2_ros is installed. Bad input
+(a cloud without x/y/z, truncated, all NaN, in an unknown frame or too large; a residual of
+the wrong size, joints or with NaN: ros/joint_states.py) is dropped with a throttled message,
+counted under its kind (core/input_rejected.py); a cloud older than `cloud.max_age` at the
+residual's stamp is not used: the estimate is torque only and the diagnostics say why.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 
@@ -43,6 +44,7 @@ from sensor_msgs.msg import JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
 from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.contact.contact_localization import LocalizerConfig
 from contact_estimation.core.contact.fused_contact import (
     LIDAR,
     FusedContact,
@@ -51,43 +53,90 @@ from contact_estimation.core.contact.fused_contact import (
     SensorNoise,
 )
 from contact_estimation.core.contact.lidar_fusion import (
+    CloudConfig,
     CloudError,
     LidarFusion,
     Obstacles,
     PoseHistory,
 )
 from contact_estimation.core.contact.localization_schedule import (
-    DEFAULTS,
-    LOCALIZER_DEFAULTS,
     LocalizationSchedule,
+    ScheduleConfig,
 )
+from contact_estimation.core.input_rejected import IMPLAUSIBLE, InputRejected
 from contact_estimation.core.robot.surfaces import LinkSurfaces, SurfacesError
 from contact_estimation.ros.conversions import point_stamped, stamp_to_seconds, wrench_stamped
 from contact_estimation.ros.diagnostics import OK, WARN
-from contact_estimation.ros.joint_states import JointStateError, JointStateReader
+from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.localization_messages import estimate_markers, estimate_values
 from contact_estimation.ros.node_main import run
+from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable
 from contact_estimation.ros.qos import CLOUD_QOS
 from contact_estimation.ros.sensor_frames import (
     SensorFrame,
-    SensorMessageError,
-    cloud_config,
     cloud_in_base_frame,
-    declare_cloud_parameters,
+    cloud_table,
+    sensor_frame_table,
 )
 from contact_estimation.ros.suite_node import SuiteNode
 from contact_estimation.ros.worker import LatestWorker
 
 NAME = 'contact_localizer'
 
+
+
+def _schedule(field: str, description: str, **row) -> Parameter:
+    """A row feeding ScheduleConfig's `field` (its default)."""
+    return Parameter(field, description, field=(ScheduleConfig, field), **row)
+
+
+def _localizer(field: str, description: str, **row) -> Parameter:
+    """A row feeding LocalizerConfig's `field` (its default)."""
+    return Parameter(field, description, field=(LocalizerConfig, field), **row)
+
+
+def _noise(field: str, description: str, **row) -> Parameter:
+    """A `wrench_noise.<field>` row feeding SensorNoise (its default)."""
+    return Parameter(f'wrench_noise.{field}', description, field=(SensorNoise, field), **row)
+
+
+PARAMETERS = ROBOT + ParameterTable(
+    _schedule('gate_thresholds', 'estimate while some |τ_ext,i| exceeds this, N·m: one value '
+              "or one per joint (default: the detector's ψ_0)"),
+    _schedule('threshold_ceiling', 'N·m: gate thresholds above this are refused (they would '
+              'never let an estimate through); raise it explicitly for a stronger arm',
+              range=(1.0, 1e4)),
+    _schedule('max_rate', 'most estimates per second, Hz (each costs ms of CPU)',
+              range=(0.1, 1000.0)),
+    Parameter('point_spacing', 'distance between the surface samples the localizer scores, m '
+              '(finer: slower, the refinement does the rest)', 0.02, (0.002, 0.2),
+              read_only=True),
+    _localizer('mu', 'friction coefficient μ of the contact (seed 000 eq. 6)',
+               range=(0.01, 5.0)),
+    _localizer('normal_slack', 'widens the friction cone by the error of a mesh normal, rad '
+               '(< π/2 − atan μ)', range=(0.0, 1.5)),
+    _localizer('delta_tau', 'δ_τ of seed 000 eq. 13: a joint torque below this counts as '
+               'zero, N·m', range=(1e-4, 100.0)),
+    _localizer('delta_w', 'δ_w of seed 000 eq. 13, and the fit residual that counts as '
+               'explained, N·m (a few times the residual noise; the torque noise is δ_w/5)',
+               range=(1e-4, 100.0)),
+    _localizer('contact_distance', 'an obstacle farther than this from every link is not the '
+               'contact, m', range=(1e-3, 2.0)),
+    _localizer('prior_radius', "how far the contact may lie from the cloud's obstacle point, "
+               'm', range=(1e-3, 2.0)),
+    _localizer('refine', 'best samples refined on the surface per estimate', range=(1, 100)),
+    _noise('force', 'standard deviation of the compensated base force per axis, N',
+           range=(1e-4, 100.0)),
+    _noise('moment', 'standard deviation of the compensated base moment per axis, N·m',
+           range=(1e-4, 100.0)),
+    Parameter('wrench_max_age', 'a base wrench stamped farther than this from the residual '
+              'is not used, s (ft_contact_estimator publishes one per F/T reading)', 0.05,
+              (1e-4, 10.0)),
+) + cloud_table() + sensor_frame_table('lidar', 'lidar')
 # Parameters that build the localizer and the schedule: a change of any rebuilds them (the
 # link surfaces, `point_spacing`, are built once).
-_LOCALIZER_PARAMETERS = (*LOCALIZER_DEFAULTS, 'gate_thresholds', 'max_rate',
-                         'threshold_ceiling', 'wrench_noise.force', 'wrench_noise.moment')
-# The base wrench's noise per axis by default (N, N·m), and how far its stamp may be from the
-# residual's (s; ft_contact_estimator publishes one per F/T reading).
-_WRENCH_DEFAULTS = {'wrench_noise.force': SensorNoise().force,
-                    'wrench_noise.moment': SensorNoise().moment, 'wrench_max_age': 0.05}
+_REBUILT_BY = (*PARAMETERS.feeding(ScheduleConfig), *PARAMETERS.feeding(LocalizerConfig),
+               *PARAMETERS.feeding(SensorNoise))
 
 # Composed mode: the newest residual is taken this often (s), on this node's thread; a
 # contact lasts far longer, and estimates come at most `max_rate` per second anyway.
@@ -95,19 +144,19 @@ _LATEST_RESIDUAL_PERIOD = 0.005
 
 
 class ContactLocalizerNode(SuiteNode):
+    PARAMETERS = PARAMETERS
+
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         with self.starting():
-            self._declare_parameters()
-            self._cloud_parameters = declare_cloud_parameters(self)
             self.lidar = SensorFrame(self, 'lidar', 'lidar')
             try:
                 self.surfaces = LinkSurfaces(self.robot, self.value('point_spacing'))
             except SurfacesError as err:
                 raise ValueError(f'the localizer needs link surfaces: {err}') from err
             self.localizer, self.schedule = self._build_localizer({})
-            self.fusion = LidarFusion(self.surfaces, cloud_config(self.value,
-                                                                  self._cloud_parameters))
+            self.fusion = LidarFusion(self.surfaces, PARAMETERS.build(CloudConfig,
+                                                                      self.values()))
         self._residuals = JointStateReader(self.robot.joint_names)
         self._history = PoseHistory(self.fusion.config.max_age)
         self._cloud: tuple[float, np.ndarray] | None = None  # latest: stamp, base-frame points
@@ -134,66 +183,28 @@ class ContactLocalizerNode(SuiteNode):
             f'most {self.value("max_rate"):g} Hz')
 
     # ------------------------------------------------------------------ parameters
-    def _declare_parameters(self) -> None:
-        """The localizer's parameters, with the defaults of core/contact/localization_schedule.py
-        (and through it ContactLocalizer's: the fused estimator takes the same), the base
-        wrench's; ros/sensor_frames.py declares `cloud.*` and `lidar.*`."""
-        d, k, loc = self.declare, DEFAULTS, LOCALIZER_DEFAULTS
-        d('gate_thresholds', list(k['gate_thresholds']), 'estimate while some |τ_ext,i| '
-          'exceeds this, N·m: one value or one per joint (default: the detector\'s ψ_0)')
-        d('threshold_ceiling', k['threshold_ceiling'], 'N·m: gate thresholds above this are '
-          'refused (they would never let an estimate through); raise it explicitly for a '
-          'stronger arm', 1.0, 1e4)
-        d('max_rate', k['max_rate'], 'most estimates per second, Hz (each costs ms of CPU)',
-          0.1, 1000.0)
-        d('point_spacing', k['point_spacing'], 'distance between the surface samples the '
-          'localizer scores, m (finer: slower, the refinement does the rest)', 0.002, 0.2,
-          read_only=True)
-        d('mu', loc['mu'], 'friction coefficient μ of the contact (seed 000 eq. 6)', 0.01, 5.0)
-        d('normal_slack', loc['normal_slack'], 'widens the friction cone by the error of a '
-          'mesh normal, rad (< π/2 − atan μ)', 0.0, 1.5)
-        d('delta_tau', loc['delta_tau'], 'δ_τ of seed 000 eq. 13: a joint torque below this '
-          'counts as zero, N·m', 1e-4, 100.0)
-        d('delta_w', loc['delta_w'], 'δ_w of seed 000 eq. 13, and the fit residual that '
-          'counts as explained, N·m (a few times the residual noise)', 1e-4, 100.0)
-        d('contact_distance', loc['contact_distance'], 'an obstacle farther than this from '
-          'every link is not the contact, m', 1e-3, 2.0)
-        d('prior_radius', loc['prior_radius'], 'how far the contact may lie from the '
-          "cloud's obstacle point, m", 1e-3, 2.0)
-        d('refine', loc['refine'], 'best samples refined on the surface per estimate', 1, 100)
-        w = _WRENCH_DEFAULTS
-        d('wrench_noise.force', w['wrench_noise.force'], 'standard deviation of the '
-          'compensated base force per axis, N', 1e-4, 100.0)
-        d('wrench_noise.moment', w['wrench_noise.moment'], 'standard deviation of the '
-          'compensated base moment per axis, N·m', 1e-4, 100.0)
-        d('wrench_max_age', w['wrench_max_age'], 'a base wrench stamped farther than this from '
-          'the residual is not used, s', 1e-4, 10.0)
-
     def _build_localizer(self, changes: dict
                          ) -> tuple[FusedContactEstimator, LocalizationSchedule]:
         """Estimator and schedule from the parameters with `changes` applied; ValueError
-        (FusedContactError) on a bad value. The torque noise is δ_w/5 (δ_w: 5 σ_τ)."""
-        def value(name):
-            return changes.get(name, self.value(name))
-        settings = {n: value(n) for n in LOCALIZER_DEFAULTS}
-        noise = SensorNoise(settings['delta_w'] / 5, value('wrench_noise.force'),
-                            value('wrench_noise.moment'))
-        return (FusedContactEstimator(self.surfaces, noise=noise,
-                                      refined=settings.pop('refine'), **settings),
-                LocalizationSchedule(value('gate_thresholds'), self.robot.n, value('max_rate'),
-                                     value('threshold_ceiling')))
+        (FusedContactError, LocalizationError) on a bad value. The torque noise is δ_w/5
+        (δ_w: 5 σ_τ)."""
+        values = self.values(changes)
+        settings = PARAMETERS.build(LocalizerConfig, values)
+        noise = SensorNoise(settings.delta_w / 5, **PARAMETERS.fields(SensorNoise, values))
+        return (FusedContactEstimator(self.surfaces, noise=noise, **dataclasses.asdict(settings)),
+                LocalizationSchedule(PARAMETERS.build(ScheduleConfig, values), self.robot.n))
 
     def _on_parameter_change(self, changes: dict) -> str | None:
         """Rebuild what the changed parameters describe, all or nothing: a ValueError
         (CloudError, FusedContactError) refuses the change (ros/params.on_change)."""
         changed = set(changes)
-        built = (self._build_localizer(changes) if changed & set(_LOCALIZER_PARAMETERS)
+        built = self._build_localizer(changes) if changed & set(_REBUILT_BY) else None
+        fusion = (LidarFusion(self.surfaces, PARAMETERS.build(CloudConfig, self.values(changes)))
+                  if changed & set(PARAMETERS.feeding(CloudConfig)) else None)
+        lidar = (self.lidar.proposed(changes) if changed & set(self.lidar.parameters)
                  else None)
-        fusion = (LidarFusion(self.surfaces, cloud_config(
-            lambda name: changes.get(name, self.value(name)), self._cloud_parameters))
-            if changed & set(self._cloud_parameters) else None)
-        if changed & set(self.lidar.parameters):
-            self.lidar.apply(changes)
+        if lidar:
+            self.lidar.use(lidar)
         if built:
             self.localizer, self.schedule = built
         if fusion:
@@ -211,7 +222,7 @@ class ContactLocalizerNode(SuiteNode):
             return
         try:
             points = cloud_in_base_frame(msg, self.lidar, self.fusion.config.max_points)
-        except SensorMessageError as err:
+        except InputRejected as err:
             self.problems.report(err.kind, f'{err}: dropped')
             return
         self._cloud = (t, points)
@@ -223,21 +234,12 @@ class ContactLocalizerNode(SuiteNode):
         self._base_wrench = msg
 
     def _on_residual(self, msg: JointState) -> None:
+        """A residual (τ_ext in its effort) with the positions it was computed at."""
         self.problems.traffic['residuals_received'] += 1
         try:
-            order = self._residuals.order(msg)
-        except JointStateError as err:
-            self.problems.report(err.kind, str(err))
-            return
-        tau = self._residuals.field(msg, 'effort', order)
-        q = self._residuals.field(msg, 'position', order)
-        if tau is None or q is None:
-            self.problems.report('wrong_size', f'residual with {len(msg.effort)} efforts and '
-                                 f'{len(msg.position)} positions for {len(order)} joints: '
-                                 'dropped')
-            return
-        if not (np.isfinite(tau).all() and np.isfinite(q).all()):
-            self.problems.report('not_finite', 'residual with NaN/inf: dropped')
+            q, _, tau = self._residuals.read(msg, required=('position', 'effort'))
+        except InputRejected as err:
+            self.problems.report(err.kind, f'residual: {err}')
             return
         t = self.believed(msg.header.stamp, 'residual')
         if t is None:  # never the newest pose: the history would stop trimming
@@ -271,8 +273,8 @@ class ContactLocalizerNode(SuiteNode):
                 if alone.consistent:
                     estimate = alone
                     self.problems.values['base_wrench'] = 'not used: inconsistent with τ_ext'
-        except FusedContactError as err:
-            self.problems.report('bad_residual', f'{err}: no estimate')
+        except FusedContactError as err:  # read finite: values too large to be measured
+            self.problems.report(IMPLAUSIBLE, f'{err}: no estimate')
             return
         seconds = time.perf_counter() - start
         self.problems.traffic['estimates'] += 1

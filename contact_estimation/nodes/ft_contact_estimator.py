@@ -35,31 +35,32 @@ import sys
 
 import numpy as np
 from geometry_msgs.msg import PointStamped, WrenchStamped
-from scipy.spatial.transform import Rotation
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.contact.ft_contact import (COMPENSATIONS, CONVENTIONS, SURFACE_MODELS,
-                                                MomentumWrenchObserver,
-                                                BaseWrenchCompensator, FtContact,
-                                                FtContactError, FtContactLocator, SensorMount,
-                                                make_surfaces)
-from contact_estimation.core.contact.ft_contact_stream import (DEFAULTS, RENAMED, FtInputError,
-                                                       RateSlots, RestingWindow, RunningRms,
-                                                       StampPairing, check_reading,
-                                                       load_ellipsoids, load_offset,
-                                                       save_offset)
 from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
 from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.contact.ft_contact import (COMPENSATIONS, CONVENTIONS,
+                                                        SURFACE_MODELS, BaseWrenchCompensator,
+                                                        FtContact, FtContactError,
+                                                        FtContactLocator, FtLocatorConfig,
+                                                        MomentumWrenchObserver, make_surfaces)
+from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig, RateSlots,
+                                                               RestingWindow, RunningRms,
+                                                               StampPairing, check_reading,
+                                                               load_ellipsoids, load_offset,
+                                                               save_offset)
+from contact_estimation.core.input_rejected import InputRejected
+from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp,
                                                 wrench_stamped, wrench_to_arrays)
 from contact_estimation.ros.diagnostics import OK, WARN
-from contact_estimation.ros.joint_states import JointStateError, JointStateReader
+from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.markers import contact_markers, deleted
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.params import declare_payload
+from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, payload_table
 from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'ft_contact_estimator'
@@ -73,26 +74,105 @@ _SAMPLES_PERIOD = 0.005
 _SAMPLES_CAPACITY = 500
 
 
+def _ft(name: str, field: str, description: str, **row) -> Parameter:
+    """A read-only row feeding FtEstimatorConfig's `field` (its default)."""
+    return Parameter(name, description, field=(FtEstimatorConfig, field), read_only=True,
+                     **row)
+
+
+def _locator(field: str, description: str, **row) -> Parameter:
+    """A read-only row feeding FtLocatorConfig's `field` (its default)."""
+    return Parameter(field, description, field=(FtLocatorConfig, field), read_only=True,
+                     **row)
+
+
+PARAMETERS = ROBOT + ParameterTable(
+    _ft('sensor.frame_id', 'sensor_frame_id', "frame_id of the F/T readings; others are "
+        "dropped ('' = the robot's base link)"),
+    _ft('sensor.reports', 'sensor_reports', f'one of {CONVENTIONS}: the wrench of the robot '
+        'on the sensor (the sim cobot) or of the mount on the robot'),
+    _ft('sensor.position', 'sensor_position', 'the point the sensor refers its moments to, '
+        'x y z in the base frame, m'),
+    _ft('sensor.rpy', 'sensor_rpy', "the sensor's axes in the base frame: roll, pitch, yaw "
+        'about the fixed x, y, z axes, rad (as a URDF origin)'),
+    _ft('sensor.force_limit', 'force_limit', 'a force component this large (N) is '
+        'saturated: the reading is dropped', range=(1.0, 1e5)),
+    _ft('sensor.torque_limit', 'torque_limit', 'a moment component this large (N·m) is '
+        'saturated: the reading is dropped', range=(0.1, 1e4)),
+    renamed={'sensor.orientation_rpy': 'sensor.rpy'},
+) + payload_table(read_only=True) + ParameterTable(
+    _ft('surface_model', 'surface_model', f'one of {SURFACE_MODELS}: the collision meshes, '
+        'or one ellipsoid per link (seed 004 eq. 23)'),
+    _ft('ellipsoid_file', 'ellipsoid_file', 'YAML of ellipsoids per link (centre, '
+        "semi_axes, optional axes) for surface_model ellipsoid; '' = fitted to the meshes"),
+    _locator('singular_ratio', 'seed 004 claim 6: a 5-equation subsystem whose divisor is '
+             'below this share of its vector is dropped', range=(0.0, 0.5)),
+    _locator('min_force', 'a weaker contact force (N) gives no estimate: its line of action '
+             'is too uncertain', range=(0.1, 1000.0)),
+    _locator('presence_force', "a contact force this large (N) is a contact even when no "
+             "joint's |τ_ext| reaches contact_threshold (a push on the first link loads no "
+             'joint but the first, about its axis only); ≥ min_force', range=(0.1, 1000.0)),
+    _ft('contact_threshold', 'contact_threshold', '|τ_ext| (N·m) at which a joint counts as '
+        'loaded by a contact (seed 004 current constraint): one value for every joint or '
+        'one per joint'),
+    _locator('residual_noise', "σ of τ_ext in a steady contact (N·m): how much a body's "
+             'misfit to the residual counts in choosing it', range=(0.001, 10.0)),
+    _locator('normal_preference', 'κ: how strongly a body where the force meets the surface '
+             'near its normal is preferred when the residual cannot tell (0 = not at all)',
+             range=(0.0, 100.0)),
+    _locator('ambiguity_margin', 'every body whose score is within this of the best one (a '
+             'likelihood ratio of e^margin) is listed on /diagnostics as a candidate '
+             '(candidate_links): the body is then ambiguous', range=(0.0, 100.0)),
+    _ft('stamp_tolerance', 'stamp_tolerance', 'most time between the stamps of a reading and '
+        'the joint state it is paired with (s)', range=(0.0, 1.0)),
+    _ft('compensation', 'compensation', f'one of {COMPENSATIONS}: the reaction of the moving '
+        'arm from its momentum (no q̈; a low pass of 1/observer_gain s) or from RNEA with q̈ '
+        'fitted over acceleration_filter.window_duration'),
+    _ft('observer_gain', 'observer_gain', 'bandwidth K of the momentum observer (1/s): the '
+        'compensated wrench follows a change within ~1/K s, noise averaged as long',
+        range=(0.1, 1000.0)),
+    _ft('acceleration_filter.window_duration', 'acceleration_window', 'time span of joint '
+        "states in the quadratic fit that gives q̈ for the arm's reaction (s; lag about "
+        'half)', range=(0.002, 1.0)),
+    _ft('localizer_timeout', 'localizer_timeout', "the contact localizer's link is used while "
+        'its point is at most this older or newer than the sample (s)', range=(0.0, 10.0)),
+    _ft('max_rate', 'max_rate', 'most point estimates per second (Hz): in a contact, the '
+        'first residual of each 1/max_rate s of stamps paired with its compensated wrench is '
+        'located (each estimate costs ~0.4 ms of CPU)', range=(0.1, 1000.0)),
+    _ft('compensation_rate', 'compensation_rate', 'most F/T readings compensated per second '
+        "(Hz); a faster sensor's readings in between are skipped (the momentum observer "
+        'takes any step): at 1 kHz, every reading cost the estimation thread more than it '
+        'had', range=(1.0, 10000.0)),
+    _ft('input_timeout', 'input_timeout', 'a stream silent this long (s, wall clock) while the '
+        'other arrives is reported; nothing is estimated meanwhile', range=(0.01, 60.0)),
+    _ft('zero.duration', 'zero_duration', '~/zero averages this long a rest (s)',
+        range=(0.01, 60.0)),
+    _ft('zero.rest_speed', 'zero_rest_speed', 'the arm is at rest while every joint is '
+        'slower than this (rad/s)', range=(1e-5, 1.0)),
+    _ft('offset_file', 'offset_file', "where ~/zero stores the sensor offset and the node "
+        "reads it at start ('' = not stored)"),
+    renamed={'acceleration_window': 'acceleration_filter.window_duration'})
+
+
 class FtContactEstimator(SuiteNode):
-    RENAMED = RENAMED
+    PARAMETERS = PARAMETERS
 
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         with self.starting():
-            self._declare_parameters()
-            self._build()
+            self._build(self.values())
+        config = self.config
         self._joint_states = JointStateReader(self.robot.joint_names, model_order_only=True)
-        self._readings = StampPairing(self.value('stamp_tolerance'))   # wrench ↔ joint state
-        self._residuals = StampPairing(self.value('stamp_tolerance'))  # residual ↔ compensated
-        self._acceleration = DerivativeEstimator(
-            duration=self.value('acceleration_filter.window_duration'))
-        self._resting = RestingWindow(self.value('zero.duration'), self.value('zero.rest_speed'))
+        self._readings = StampPairing(config.stamp_tolerance)   # wrench ↔ joint state
+        self._residuals = StampPairing(config.stamp_tolerance)  # residual ↔ compensated
+        self._acceleration = DerivativeEstimator(duration=config.acceleration_window)
+        self._resting = RestingWindow(config.zero_duration, config.zero_rest_speed)
         self._free_motion = RunningRms(_FREE_MOTION_WINDOW)
         self._localized: tuple[float, str, np.ndarray] | None = None  # stamp, link, point
         self._arrived: dict[str, float] = {}   # stream → wall time of its last message
         self._markers_at: float | None = None  # stamp of the markers shown; None: none shown
-        self._locating = RateSlots(self.value('max_rate'))
-        self._compensating = RateSlots(self.value('compensation_rate'))
+        self._locating = RateSlots(config.max_rate)
+        self._compensating = RateSlots(config.compensation_rate)
 
         self._base_wrench = self.output('base_wrench', WrenchStamped, only_when_listened=True)
         self._point_pub = self.publisher('point', PointStamped)
@@ -116,110 +196,32 @@ class FtContactEstimator(SuiteNode):
             f'{self.spec.topic("base_wrench")} and {self.spec.topic("point")}')
 
     # ------------------------------------------------------------------ parameters
-    def _declare_parameters(self) -> None:
-        d, k = self.declare, DEFAULTS
-        ro = {'read_only': True}
-        d('sensor.frame_id', k['sensor.frame_id'], "frame_id of the F/T readings; others are "
-          "dropped ('' = the robot's base link)", **ro)
-        d('sensor.reports', k['sensor.reports'], f'one of {CONVENTIONS}: the wrench of the '
-          'robot on the sensor (the sim cobot) or of the mount on the robot', **ro)
-        d('sensor.position', list(k['sensor.position']), 'the point the sensor refers its '
-          'moments to, in the base frame (m)', **ro)
-        d('sensor.orientation_rpy', list(k['sensor.orientation_rpy']), "the sensor's axes in "
-          'the base frame: fixed-axis roll, pitch, yaw (rad, REP 103)', **ro)
-        d('sensor.force_limit', k['sensor.force_limit'], 'a force component this large (N) '
-          'is saturated: the reading is dropped', 1.0, 1e5, **ro)
-        d('sensor.torque_limit', k['sensor.torque_limit'], 'a moment component this large '
-          '(N·m) is saturated: the reading is dropped', 0.1, 1e4, **ro)
-        self._payload = declare_payload(self, read_only=True)
-        d('surface_model', k['surface_model'], f'one of {SURFACE_MODELS}: the collision '
-          'meshes, or one ellipsoid per link (seed 004 eq. 23)', **ro)
-        d('ellipsoid_file', k['ellipsoid_file'], 'YAML of ellipsoids per link (centre, '
-          "semi_axes, optional axes) for surface_model ellipsoid; '' = fitted to the meshes",
-          **ro)
-        d('singular_ratio', k['singular_ratio'], 'seed 004 claim 6: a 5-equation subsystem '
-          'whose divisor is below this share of its vector is dropped', 0.0, 0.5, **ro)
-        d('min_force', k['min_force'], 'a weaker contact force (N) gives no estimate: its '
-          'line of action is too uncertain', 0.1, 1000.0, **ro)
-        d('presence_force', k['presence_force'], 'a contact force this large (N) is a contact '
-          "even when no joint's |τ_ext| reaches contact_threshold (a push on the first link "
-          'loads no joint but the first, about its axis only); ≥ min_force', 0.1, 1000.0, **ro)
-        d('contact_threshold', list(k['contact_threshold']), '|τ_ext| (N·m) at which a joint '
-          'counts as loaded by a contact (seed 004 current constraint): one or one per joint',
-          **ro)
-        d('residual_noise', k['residual_noise'], 'σ of τ_ext in a steady contact (N·m): '
-          'how much a body\'s misfit to the residual counts in choosing it', 0.001, 10.0, **ro)
-        d('normal_preference', k['normal_preference'], 'κ: how strongly a body where the '
-          'force meets the surface near its normal is preferred when the residual cannot '
-          'tell (0 = not at all)', 0.0, 100.0, **ro)
-        d('ambiguity_margin', k['ambiguity_margin'], 'every body whose score is within this '
-          'of the best one (a likelihood ratio of e^margin) is listed on /diagnostics as a '
-          'candidate (candidate_links): the body is then ambiguous', 0.0, 100.0, **ro)
-        d('stamp_tolerance', k['stamp_tolerance'], 'most time between the stamps of a '
-          'reading and the joint state it is paired with (s)', 0.0, 1.0, **ro)
-        d('compensation', k['compensation'], f'one of {COMPENSATIONS}: the reaction of the '
-          "moving arm from its momentum (no q̈; a low pass of 1/observer_gain s) or from "
-          'RNEA with q̈ fitted over acceleration_filter.window_duration', **ro)
-        d('observer_gain', k['observer_gain'], 'bandwidth K of the momentum observer (1/s): '
-          'the compensated wrench follows a change within ~1/K s, noise averaged as long',
-          0.1, 1000.0, **ro)
-        d('acceleration_filter.window_duration', k['acceleration_filter.window_duration'],
-          "time span of joint states in the quadratic fit that gives q̈ for the arm's "
-          'reaction (s; lag about half)', 0.002, 1.0, **ro)
-        d('localizer_timeout', k['localizer_timeout'], "the contact localizer's link is used "
-          'while its point is at most this older or newer than the sample (s)', 0.0, 10.0,
-          **ro)
-        d('max_rate', k['max_rate'], 'most point estimates per second (Hz): in a contact, the '
-          'first residual of each 1/max_rate s of stamps paired with its compensated wrench '
-          'is located (each estimate costs ~0.4 ms of CPU)', 0.1, 1000.0, **ro)
-        d('compensation_rate', k['compensation_rate'], 'most F/T readings compensated per '
-          'second (Hz); a faster sensor\'s readings in between are skipped (the momentum '
-          'observer takes any step): at 1 kHz, every reading cost the estimation thread '
-          'more than it had', 1.0, 10000.0, **ro)
-        d('input_timeout', k['input_timeout'], 'a stream silent this long (s, wall clock) '
-          'while the other arrives is reported; nothing is estimated meanwhile', 0.01, 60.0,
-          **ro)
-        d('zero.duration', k['zero.duration'], '~/zero averages this long a rest (s)',
-          0.01, 60.0, **ro)
-        d('zero.rest_speed', k['zero.rest_speed'], 'the arm is at rest while every joint '
-          'is slower than this (rad/s)', 1e-5, 1.0, **ro)
-        d('offset_file', k['offset_file'], "where ~/zero stores the sensor offset and the "
-          "node reads it at start ('' = not stored)", **ro)
-
-    def _build(self) -> None:
-        """Compensator and locator from the parameters; FtContactError/ValueError if bad."""
-        v = self.value
-        self._sensor_frame = v('sensor.frame_id') or self.robot.base_link
-        mount = SensorMount(v('sensor.reports'),
-                            Rotation.from_euler('xyz', v('sensor.orientation_rpy')).as_matrix(),
-                            v('sensor.position'))
-        offset = load_offset(v('offset_file'))
+    def _build(self, values: dict) -> None:
+        """Settings, compensator and locator from the parameter `values`; ValueError
+        (FtContactError) if bad."""
+        self.config = config = PARAMETERS.build(FtEstimatorConfig, values)
+        self._sensor_frame = config.sensor_frame_id or self.robot.base_link
+        offset = load_offset(config.offset_file)
         self._compensator = BaseWrenchCompensator(
-            self.robot, mount, self._payload,
+            self.robot, config.mount(), PARAMETERS.build(Payload, values),
             offset=np.zeros(6) if offset is None else offset)
-        if v('compensation') not in COMPENSATIONS:
-            raise FtContactError(f'compensation must be one of {COMPENSATIONS}, got '
-                                 f'{v("compensation")!r}')
-        self._observer = (MomentumWrenchObserver(self._compensator, v('observer_gain'))
-                          if v('compensation') == 'momentum_observer' else None)
-        self._threshold = np.asarray(v('contact_threshold'), dtype=float)
-        if self._threshold.size not in (1, self.robot.n) or np.any(self._threshold <= 0):
-            raise FtContactError(f'contact_threshold: one value or {self.robot.n}, all > 0 '
-                                 f'N·m, got {self._threshold.tolist()}')
-        ellipsoids = load_ellipsoids(v('ellipsoid_file')) if v('ellipsoid_file') else None
+        self._observer = (MomentumWrenchObserver(self._compensator, config.observer_gain)
+                          if config.compensation == 'momentum_observer' else None)
+        self._threshold = config.thresholds(self.robot.n)
+        ellipsoids = load_ellipsoids(config.ellipsoid_file) if config.ellipsoid_file else None
         self._locator = FtContactLocator(
-            make_surfaces(v('surface_model'), LinkSurfaces(self.robot), ellipsoids),
-            v('singular_ratio'), v('min_force'), v('residual_noise'), v('normal_preference'),
-            v('ambiguity_margin'), v('presence_force'))
-        self._limits = (v('sensor.force_limit'), v('sensor.torque_limit'))
+            make_surfaces(config.surface_model, LinkSurfaces(self.robot), ellipsoids),
+            PARAMETERS.build(FtLocatorConfig, values))
+        self._limits = (config.force_limit, config.torque_limit)
         self._offset_source = ('no stored offset' if offset is None else
-                               f'offset from {v("offset_file")}')
+                               f'offset from {config.offset_file}')
 
     @property
     def _description(self) -> str:
-        return (f'{self.value("surface_model")} surfaces, compensation '
-                f'{self.value("compensation")}, sensor '
-                f'{self.value("sensor.reports")} in {self._sensor_frame}, {self._offset_source}')
+        config = self.config
+        return (f'{config.surface_model} surfaces, compensation {config.compensation}, '
+                f'sensor {config.sensor_reports} in {self._sensor_frame}, '
+                f'{self._offset_source}')
 
     # -------------------------------------------------------------------- messages
     def _arrival(self, stream: str) -> None:
@@ -240,7 +242,7 @@ class FtContactEstimator(SuiteNode):
         reading = np.concatenate(wrench_to_arrays(msg))
         try:
             check_reading(reading, *self._limits)
-        except FtInputError as err:
+        except InputRejected as err:
             self.problems.report(err.kind, str(err))
             return
         self._compensate(self._readings.add_primary(t, reading))
@@ -252,8 +254,8 @@ class FtContactEstimator(SuiteNode):
             return
         try:
             q, v, _ = self._joint_states.read(msg)
-        except JointStateError as err:
-            self.problems.report(err.kind, str(err))
+        except InputRejected as err:
+            self.problems.report(err.kind, f'joint state: {err}')
             return
         self._pair_joint_state(JointSample(t, q, v, None))
 
@@ -269,7 +271,7 @@ class FtContactEstimator(SuiteNode):
         acceleration = None if self._observer else self._acceleration_at(t, q)
         try:
             pairs = self._readings.add_secondary(t, (q, sample.v, acceleration))
-        except FtInputError as err:
+        except InputRejected as err:
             self.problems.report(err.kind, str(err))
             return
         self._compensate(pairs)
@@ -303,20 +305,15 @@ class FtContactEstimator(SuiteNode):
             self._resting.add(t_joint, reading, q, v, self.robot.joint_names)
             try:  # with a faster sensor, the first reading of each joint state is located
                 self._locate(self._residuals.add_secondary(t_joint, (q, wrench)))
-            except FtInputError as err:
+            except InputRejected as err:
                 self.problems.report(err.kind, f'compensated wrench: {err}')
 
     def _on_residual(self, msg: JointState) -> None:
         self._arrival('residual')
         try:
-            order = self._joint_states.order(msg)
-        except JointStateError as err:
+            _, _, tau_ext = self._joint_states.read(msg, required=('effort',))
+        except InputRejected as err:
             self.problems.report(err.kind, f'residual: {err}')
-            return
-        tau_ext = self._joint_states.field(msg, 'effort', order)
-        if tau_ext is None or not np.isfinite(tau_ext).all():
-            self.problems.report('bad_residual', 'residual without one finite effort per '
-                                 'joint: dropped')
             return
         t = self.believed(msg.header.stamp, 'residual')
         if t is not None:
@@ -352,7 +349,7 @@ class FtContactEstimator(SuiteNode):
             if not self._locating.take(t):
                 continue
             localized = self._localized
-            if localized and abs(localized[0] - t) > self.value('localizer_timeout'):
+            if localized and abs(localized[0] - t) > self.config.localizer_timeout:
                 localized = None
             if localized:
                 estimate = self._locator.locate(q, wrench, self.robot.link_joint[localized[1]])
@@ -399,7 +396,7 @@ class FtContactEstimator(SuiteNode):
     def _watch_inputs(self) -> None:
         """Report a stream that stopped while the other goes on (nothing is estimated)."""
         now = self.seconds()
-        timeout = self.value('input_timeout')
+        timeout = self.config.input_timeout
         fresh = {s: now - self._arrived.get(s, -np.inf) <= timeout
                  for s in ('ft_wrench', 'joint_state', 'residual')}
         topic = self.spec.topic
@@ -421,12 +418,12 @@ class FtContactEstimator(SuiteNode):
         """The sensor offset from the arm at rest, stored in `offset_file`."""
         now = self.seconds()
         try:
-            if any(now - self._arrived.get(s, -np.inf) > self.value('input_timeout')
+            if any(now - self._arrived.get(s, -np.inf) > self.config.input_timeout
                    for s in ('ft_wrench', 'joint_state')):
                 raise FtContactError('no recent F/T reading and joint state: cannot tell '
                                      'whether the arm rests')
             offset = self._resting.offset(self._compensator)
-            path = self.value('offset_file')
+            path = self.config.offset_file
             if path:
                 path = save_offset(path, offset, self._sensor_frame,
                                    self.get_clock().now().nanoseconds * 1e-9)

@@ -149,6 +149,58 @@ def spatial_link_range(tau: np.ndarray, jacobians: np.ndarray, delta_tau: float,
     return int(loaded[-1]), k_max
 
 
+def moving_link_samples(surfaces: LinkSurfaces) -> tuple:
+    """The surface samples both localizers score: the links with a surface that a joint
+    moves, their joints, their index in `surfaces.links`, their samples in one array (S×3,
+    each in its link's frame), the inward normals there, the index (into the links) of each
+    sample's link, and how far refinement may slide a sample (the typical distance to the
+    next one, m)."""
+    robot = surfaces.robot
+    links = [link for link in surfaces.links if link in robot.link_joint]
+    samples = [surfaces.surface_points(link) for link in links]
+    points = np.vstack([p for p, _ in samples])
+    return (links, np.array([robot.link_joint[link] for link in links]),
+            np.array([surfaces.link_index(link) for link in links]), points,
+            -np.vstack([normals for _, normals in samples]),
+            np.repeat(np.arange(len(links)), [len(p) for p, _ in samples]),
+            float(np.median(cKDTree(points).query(points, k=2)[0][:, 1])))
+
+
+@dataclass(frozen=True)
+class LocalizerConfig:
+    """A contact localizer's settings (`ContactLocalizer`; the contact_localizer node gives
+    the same to `FusedContactEstimator`).
+
+    mu: friction coefficient (eq. 6); normal_slack (rad): widens the cone by the error of a
+    mesh facet's normal against the curved surface it stands for; delta_tau, delta_w (N·m):
+    eq. 13's tolerances, δ_w also the residual that counts as explained (a few times the
+    torque noise); contact_distance (m): an obstacle farther from every link is not the
+    contact; prior_radius (m): how far the contact may be from the cloud's point; refine:
+    samples refined per estimate.
+    """
+
+    mu: float = 0.5
+    normal_slack: float = 0.15
+    delta_tau: float = 0.3
+    delta_w: float = 0.5
+    contact_distance: float = 0.1
+    prior_radius: float = 0.05
+    refine: int = 4
+
+    def __post_init__(self):
+        if min(self.mu, self.delta_tau, self.delta_w, self.contact_distance,
+               self.prior_radius) <= 0 or self.refine < 1:
+            raise LocalizationError('mu, delta_tau, delta_w, contact_distance and prior_radius '
+                                    'must be positive, refine at least 1')
+        if not 0 <= self.normal_slack < np.pi / 2 - np.arctan(self.mu):
+            raise LocalizationError('normal_slack must be in [0, π/2 − atan μ)')
+
+    @property
+    def cone_mu(self) -> float:
+        """μ of the friction cone widened by `normal_slack`."""
+        return float(np.tan(np.arctan(self.mu) + self.normal_slack))
+
+
 class ContactLocalizer:
     """Seed 000 on a spatial arm: the link, point and force of one point contact from τ_ext.
 
@@ -163,42 +215,23 @@ class ContactLocalizer:
     against the torques' fit); when no point explains τ, the point is the cloud's on the
     nearest link and the force the torques' at it (the seed's fallback).
 
-    mu: friction coefficient (eq. 6); normal_slack (rad): widens the cone by the error of a
-    mesh facet's normal against the curved surface it stands for; delta_tau, delta_w (N·m):
-    eq. 13's tolerances, δ_w also the residual that counts as explained (a few times the
-    torque noise); contact_distance (m): an obstacle farther from every link is not the
-    contact; prior_radius (m): how far the contact may be from the cloud's point; refine:
-    samples refined per estimate.
+    `config`: `LocalizerConfig`.
     """
 
-    def __init__(self, surfaces: LinkSurfaces, mu: float = 0.5, normal_slack: float = 0.15,
-                 delta_tau: float = 0.3, delta_w: float = 0.5, contact_distance: float = 0.1,
-                 prior_radius: float = 0.05, refine: int = 4):
-        if min(mu, delta_tau, delta_w, contact_distance, prior_radius) <= 0 or refine < 1:
-            raise LocalizationError('mu, delta_tau, delta_w, contact_distance and prior_radius '
-                                    'must be positive, refine at least 1')
-        if not 0 <= normal_slack < np.pi / 2 - np.arctan(mu):
-            raise LocalizationError('normal_slack must be in [0, π/2 − atan μ)')
+    def __init__(self, surfaces: LinkSurfaces, config: LocalizerConfig = LocalizerConfig()):
         self.surfaces = surfaces
         self.robot: RobotModel = surfaces.robot
-        self.delta_tau, self.delta_w = delta_tau, delta_w
-        self.mu = float(np.tan(np.arctan(mu) + normal_slack))  # the widened cone's
-        self.contact_distance, self.prior_radius, self.refine = (contact_distance, prior_radius,
-                                                                 refine)
-        # Links with a surface that a joint moves, and their samples in one array.
-        self.links = [link for link in surfaces.links if link in self.robot.link_joint]
-        self.link_joint = np.array([self.robot.link_joint[link] for link in self.links])
-        self._surface_index = np.array([surfaces.link_index(link) for link in self.links])
-        samples = [surfaces.surface_points(link) for link in self.links]
-        self._points = np.vstack([p for p, _ in samples])
-        self._inward = -np.vstack([nrm for _, nrm in samples])
-        self._sample_link = np.repeat(np.arange(len(self.links)), [len(p) for p, _ in samples])
+        self.config = config
+        self.delta_tau, self.delta_w = config.delta_tau, config.delta_w
+        self.mu = config.cone_mu
+        self.contact_distance, self.prior_radius = config.contact_distance, config.prior_radius
+        self.refine = config.refine
+        (self.links, self.link_joint, self._surface_index, self._points, self._inward,
+         self._sample_link, self.slide) = moving_link_samples(surfaces)
         scenes = link_scenes(surfaces)
         self._scenes = [scenes[i] for i in self._surface_index]
         self._triangle_normals = [np.asarray(surfaces.mesh(link).triangle_normals)
                                   for link in self.links]
-        # How far refinement may slide a sample: the typical distance to the next sample.
-        self.slide = float(np.median(cKDTree(self._points).query(self._points, k=2)[0][:, 1]))
         # One kinematics pass per estimate: the surface links, then the joints' other links.
         self._frames = self.links + [link for link in self.robot.joint_links
                                      if link not in self.links]

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import open3d as o3d
 
+from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
@@ -266,8 +267,10 @@ def compatible_wrenches(force: np.ndarray, torque: np.ndarray,
 def contacted_joint(tau_ext: np.ndarray, threshold) -> int | None:
     """Seed 004's current constraint, with the torque residual for the current: the contact
     is on the body of the highest joint whose |τ_ext| exceeds `threshold` (N·m, one value
-    or one per joint) — a contact on body k loads joints ≤ k only. None: no joint does."""
-    above = np.flatnonzero(np.abs(tau_ext) > threshold)
+    or one per joint: core/per_joint.py) — a contact on body k loads joints ≤ k only. None:
+    no joint does."""
+    above = np.flatnonzero(np.abs(tau_ext) > per_joint('threshold', threshold, len(tau_ext),
+                                                       low=0.0, strict=True, unit=' N·m'))
     return int(above[-1]) if len(above) else None
 
 
@@ -532,38 +535,51 @@ class FtContact:
     candidates: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class FtLocatorConfig:
+    """`FtContactLocator`'s settings (the ft_contact_estimator's rows feed them).
+
+    `singular_ratio`: see `compatible_wrenches`. `min_force` (N): below it the line of
+    action is too uncertain, no estimate. `presence_force` (N): a contact even when no
+    joint's |τ_ext| reaches the threshold. `residual_noise` (N·m, σ of τ_ext),
+    `normal_preference` (κ) and `ambiguity_margin`: the body scores of
+    `FtContactLocator.locate_from_residual`.
+    """
+
+    singular_ratio: float = 0.1
+    min_force: float = 2.0
+    presence_force: float = 10.0
+    residual_noise: float = 0.1
+    normal_preference: float = 5.0
+    ambiguity_margin: float = 2.0
+
+    def __post_init__(self):
+        if not 0.0 <= self.singular_ratio < 1.0 / np.sqrt(3.0):
+            raise FtContactError(f'singular_ratio must be in [0, 1/√3), got '
+                                 f'{self.singular_ratio}')
+        if not self.min_force > 0.0:
+            raise FtContactError(f'min_force must be > 0 N, got {self.min_force}')
+        if not self.residual_noise > 0.0 or not self.normal_preference >= 0.0:
+            raise FtContactError(f'residual_noise must be > 0 N·m and normal_preference ≥ 0, '
+                                 f'got {self.residual_noise} and {self.normal_preference}')
+        if not self.ambiguity_margin >= 0.0:
+            raise FtContactError(f'ambiguity_margin must be ≥ 0, got {self.ambiguity_margin}')
+        if not self.presence_force >= self.min_force:
+            raise FtContactError(f'presence_force must be ≥ min_force ({self.min_force} N), '
+                                 f'got {self.presence_force}')
+
+
 class FtContactLocator:
     """Contact wrench at the base origin → contact point and force on one body.
 
-    `model`: an `EllipsoidSurfaces` or `MeshSurfaces`. `singular_ratio`: see
-    `compatible_wrenches`. `min_force` (N): below it the line of action is too uncertain,
-    no estimate.
+    `model`: an `EllipsoidSurfaces` or `MeshSurfaces`; `config`: `FtLocatorConfig`.
     """
 
-    def __init__(self, model: EllipsoidSurfaces | MeshSurfaces, singular_ratio: float = 0.1,
-                 min_force: float = 1.0, residual_noise: float = 0.1,
-                 normal_preference: float = 5.0, ambiguity_margin: float = 2.0,
-                 presence_force: float = 10.0):
-        if not 0.0 <= singular_ratio < 1.0 / np.sqrt(3.0):
-            raise FtContactError(f'singular_ratio must be in [0, 1/√3), got {singular_ratio}')
-        if not min_force > 0.0:
-            raise FtContactError(f'min_force must be > 0 N, got {min_force}')
-        if not residual_noise > 0.0 or not normal_preference >= 0.0:
-            raise FtContactError(f'residual_noise must be > 0 N·m and normal_preference ≥ 0, '
-                                 f'got {residual_noise} and {normal_preference}')
-        if not ambiguity_margin >= 0.0:
-            raise FtContactError(f'ambiguity_margin must be ≥ 0, got {ambiguity_margin}')
-        if not presence_force >= min_force:
-            raise FtContactError(f'presence_force must be ≥ min_force ({min_force} N), got '
-                                 f'{presence_force}')
+    def __init__(self, model: EllipsoidSurfaces | MeshSurfaces,
+                 config: FtLocatorConfig = FtLocatorConfig()):
         self.model = model
         self.robot = model.robot
-        self.singular_ratio = singular_ratio
-        self.min_force = min_force
-        self.residual_noise = residual_noise
-        self.normal_preference = normal_preference
-        self.ambiguity_margin = ambiguity_margin
-        self.presence_force = presence_force
+        self.config = config
         # Constant in each joint's body frame: the joint's axis and a point on it (for
         # `line_torques`), and the pose of every link of the model (for the estimate's frame).
         still = np.zeros(self.robot.n)
@@ -583,9 +599,10 @@ class FtContactLocator:
         [f_cB; τ_cB] (base origin, base frame, force on the robot); None when the force is
         below `min_force` or the body has no surface."""
         wrench = _vector(wrench, 6, 'contact wrench')
-        if np.linalg.norm(wrench[:3]) < self.min_force or not self.model.links(joint):
+        if np.linalg.norm(wrench[:3]) < self.config.min_force or not self.model.links(joint):
             return None
-        forces, torques = compatible_wrenches(wrench[:3], wrench[3:], self.singular_ratio)
+        forces, torques = compatible_wrenches(wrench[:3], wrench[3:],
+                                              self.config.singular_ratio)
         pose = self.robot.link_pose(q, self.robot.joint_links[joint])
         starts, headings, entries, _, _ = self._enter([pose], [joint],
                                                       *line_of_action(forces, torques))
@@ -626,9 +643,10 @@ class FtContactLocator:
         lowest = contacted_joint(tau_ext, threshold)
         wrench = _vector(wrench, 6, 'contact wrench')
         force = np.linalg.norm(wrench[:3])
-        if force < self.min_force or (lowest is None and force < self.presence_force):
+        settings = self.config
+        if force < settings.min_force or (lowest is None and force < settings.presence_force):
             return None
-        forces, torques = compatible_wrenches(wrench[:3], wrench[3:], self.singular_ratio)
+        forces, torques = compatible_wrenches(wrench[:3], wrench[3:], settings.singular_ratio)
         origins, directions = line_of_action(np.vstack([wrench[:3], forces]),
                                              np.vstack([wrench[3:], torques]))
         joints = self.model.joints
@@ -643,11 +661,11 @@ class FtContactLocator:
         unexplained = np.cumsum((tau_ext ** 2)[::-1])[::-1]
         misfit = np.append(explained[:-1] + unexplained[1:], explained[-1])[list(joints)]
         cosines = -np.einsum('bi,bi->b', normals[:, 0], headings[:, 0])
-        score = np.where(entered, misfit / (2.0 * self.residual_noise ** 2)
-                         + self.normal_preference * (1.0 - cosines), np.inf)
+        score = np.where(entered, misfit / (2.0 * settings.residual_noise ** 2)
+                         + settings.normal_preference * (1.0 - cosines), np.inf)
         order = np.argsort(score)
         b = int(order[0])
-        close = [int(c) for c in order if score[c] <= score[b] + self.ambiguity_margin]
+        close = [int(c) for c in order if score[c] <= score[b] + settings.ambiguity_margin]
         others = [self.model.links(joints[c])[links[c, 0]] for c in close[1:]]
         return self._contact(wrench, joints[b], poses[b], starts[b, 1:], headings[b, 1:],
                              entries[b, 1:], others)

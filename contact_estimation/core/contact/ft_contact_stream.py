@@ -1,4 +1,4 @@
-"""What the ft_contact_estimator node does between messages, without ROS: its defaults, the
+"""What the ft_contact_estimator node does between messages, without ROS: its settings, the
 checks of a raw F/T reading, the pairing of streams by stamp, the resting check of the `~/zero`
 service, the offset and ellipsoid files, and the
 compensation residual in free motion. The estimate itself is core/contact/ft_contact.py (seed 004).
@@ -10,45 +10,62 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import yaml
 
-from contact_estimation.core.contact.ft_contact import (ROBOT_ON_SENSOR, BaseWrenchCompensator,
-                                                Ellipsoid, FtContactError)
+from contact_estimation.core.contact.ft_contact import (COMPENSATIONS, ROBOT_ON_SENSOR,
+                                                        BaseWrenchCompensator, Ellipsoid,
+                                                        FtContactError, SensorMount)
+from contact_estimation.core.input_rejected import (NOT_FINITE, OUT_OF_ORDER, SATURATED,
+                                                    ZERO_READING, InputRejected)
+from contact_estimation.core.per_joint import per_joint
+from contact_estimation.core.robot.pose import position, rotation_from_rpy
 
-DEFAULTS: dict[str, Any] = {
-    'sensor.frame_id': '',                        # '' = the robot's base link
-    'sensor.reports': ROBOT_ON_SENSOR,            # or mount_on_robot (SensorMount)
-    'sensor.position': (0.0, 0.0, 0.0),           # m, o_S in the base frame
-    'sensor.orientation_rpy': (0.0, 0.0, 0.0),    # rad, R_BS as fixed-axis roll, pitch, yaw
-    'sensor.force_limit': 2500.0,                 # N per axis: at or beyond, saturated
-    'sensor.torque_limit': 400.0,                 # N·m per axis
-    'surface_model': 'mesh',                      # or ellipsoid (seed 004 eq. 23)
-    'ellipsoid_file': '',                         # '' = ellipsoids fitted to the meshes
-    'singular_ratio': 0.1,                        # claim 6: subsystems below it are dropped
-    'min_force': 2.0,                             # N: weaker contact forces give no estimate
-    'presence_force': 10.0,                       # N: a contact even with a quiet τ_ext
-    'contact_threshold': (0.5,),                  # N·m, |τ_ext| of a contacted joint
-    'residual_noise': 0.1,                        # N·m, σ of τ_ext (body scores)
-    'normal_preference': 5.0,                     # κ: prior for forces near the normal
-    'ambiguity_margin': 2.0,                      # score gap within which bodies are candidates
-    'stamp_tolerance': 0.005,                     # s between stamps of paired samples
-    'compensation': 'momentum_observer',          # or acceleration (q̈ fit + RNEA)
-    'observer_gain': 50.0,                        # 1/s: momentum observer's bandwidth
-    'acceleration_filter.window_duration': 0.04,  # s of joint states in the q̈ fit
-    'localizer_timeout': 0.1,                     # s: a localizer link older is not used
-    'max_rate': 100.0,                            # Hz: most point estimates per second
-    'compensation_rate': 250.0,                   # Hz: most readings compensated per second
-    'input_timeout': 0.5,                         # s (wall) without a stream → reported
-    'zero.duration': 0.5,                         # s of rest averaged by ~/zero
-    'zero.rest_speed': 0.01,                      # rad/s: every joint slower is at rest
-    'offset_file': '~/.ros/contact_estimation/ft_sensor_offset.yaml',
-}
-# ft_contact_estimator parameters that were renamed (old → new): a parameter file with an old
-# name is refused with the new one (ros/suite_node.py), not silently ignored.
-RENAMED = {'acceleration_window': 'acceleration_filter.window_duration'}  # as the others'
+
+@dataclass(frozen=True)
+class FtEstimatorConfig:
+    """The ft_contact_estimator's settings but the locator's (`FtLocatorConfig`) and the
+    payload's: the defaults of its parameter table (`sensor.*`, `zero.*` and
+    `acceleration_filter.window_duration` by the field names below)."""
+
+    sensor_frame_id: str = ''                      # '' = the robot's base link
+    sensor_reports: str = ROBOT_ON_SENSOR          # or mount_on_robot (SensorMount)
+    sensor_position: tuple = (0.0, 0.0, 0.0)       # m, o_S in the base frame
+    sensor_rpy: tuple = (0.0, 0.0, 0.0)            # rad, R_BS (core/robot/pose.py)
+    force_limit: float = 2500.0                    # N per axis: at or beyond, saturated
+    torque_limit: float = 400.0                    # N·m per axis
+    surface_model: str = 'mesh'                    # or ellipsoid (seed 004 eq. 23)
+    ellipsoid_file: str = ''                       # '' = ellipsoids fitted to the meshes
+    contact_threshold: tuple = (0.5,)              # N·m, |τ_ext| of a contacted joint
+    stamp_tolerance: float = 0.005                 # s between stamps of paired samples
+    compensation: str = 'momentum_observer'        # or acceleration (q̈ fit + RNEA)
+    observer_gain: float = 50.0                    # 1/s: momentum observer's bandwidth
+    acceleration_window: float = 0.04              # s of joint states in the q̈ fit
+    localizer_timeout: float = 0.1                 # s: a localizer link older is not used
+    max_rate: float = 100.0                        # Hz: most point estimates per second
+    compensation_rate: float = 250.0               # Hz: most readings compensated per second
+    input_timeout: float = 0.5                     # s (wall) without a stream → reported
+    zero_duration: float = 0.5                     # s of rest averaged by ~/zero
+    zero_rest_speed: float = 0.01                  # rad/s: every joint slower is at rest
+    offset_file: str = '~/.ros/contact_estimation/ft_sensor_offset.yaml'
+
+    def __post_init__(self):
+        if self.compensation not in COMPENSATIONS:
+            raise FtContactError(f'compensation must be one of {COMPENSATIONS}, got '
+                                 f'{self.compensation!r}')
+
+    def mount(self) -> SensorMount:
+        """The sensor's mounting (core/robot/pose.py's convention); ValueError if no pose."""
+        return SensorMount(self.sensor_reports, rotation_from_rpy(self.sensor_rpy, 'sensor.rpy'),
+                           position(self.sensor_position, 'sensor.position'))
+
+    def thresholds(self, n_joints: int) -> np.ndarray:
+        """`contact_threshold` for each of `n_joints` joints (core/per_joint.py), N·m."""
+        return per_joint('contact_threshold', self.contact_threshold, n_joints, low=0.0,
+                         strict=True, unit=' N·m')
+
 
 # How far back (s of stamps) samples are kept for pairing.
 PAIRING_HISTORY = 1.0
@@ -57,28 +74,20 @@ PAIRING_HISTORY = 1.0
 MAX_BUFFERED = 10_000
 
 
-class FtInputError(ValueError):
-    """An input the node drops; `kind` is its count on /diagnostics."""
-
-    def __init__(self, kind: str, detail: str):
-        super().__init__(detail)
-        self.kind = kind
-
-
 def check_reading(reading: np.ndarray, force_limit: float, torque_limit: float) -> None:
-    """FtInputError unless the raw reading [f; m] is usable: finite ('not_finite'), not all
+    """InputRejected unless the raw reading [f; m] is usable: finite ('not_finite'), not all
     zero ('zero_reading': a sensor that stopped measuring reads exactly 0, while an arm
     standing on it weighs), within the limits on every axis ('saturated')."""
     if reading.shape != (6,) or not np.isfinite(reading).all():
-        raise FtInputError('not_finite', f'F/T reading {reading.tolist()} is not finite: '
+        raise InputRejected(NOT_FINITE, f'F/T reading {reading.tolist()} is not finite: '
                            'dropped')
     if not np.any(reading):
-        raise FtInputError('zero_reading', 'F/T reading is exactly zero (sensor not '
+        raise InputRejected(ZERO_READING, 'F/T reading is exactly zero (sensor not '
                            'measuring?): dropped')
     over = np.flatnonzero(np.abs(reading) >= np.repeat([force_limit, torque_limit], 3))
     if len(over):
         axes = ', '.join(['fx', 'fy', 'fz', 'mx', 'my', 'mz'][i] for i in over)
-        raise FtInputError('saturated', f'F/T reading saturated on {axes} (limits '
+        raise InputRejected(SATURATED, f'F/T reading saturated on {axes} (limits '
                            f'{force_limit:g} N, {torque_limit:g} N·m): dropped')
 
 
@@ -130,7 +139,7 @@ class StampPairing:
 
     def add_secondary(self, t: float, item) -> list[tuple]:
         """Add a secondary sample. One at the last one's stamp is that sample again: ignored.
-        An earlier one is FtInputError 'out_of_order', unless it is `history` earlier: the
+        An earlier one is InputRejected 'out_of_order', unless it is `history` earlier: the
         clock restarted, and so does the pairing."""
         self.unmatched = []
         last = self._secondary[-1][0] if self._secondary else -np.inf
@@ -140,7 +149,7 @@ class StampPairing:
             self._secondary.clear()
             self._pending.clear()
         elif t < last:
-            raise FtInputError('out_of_order', f'stamp {t:.6f} before the last one '
+            raise InputRejected(OUT_OF_ORDER, f'stamp {t:.6f} before the last one '
                                f'({last:.6f}): dropped')
         self._secondary.append((t, item))
         while self._secondary[0][0] < t - self.history or len(self._secondary) > MAX_BUFFERED:

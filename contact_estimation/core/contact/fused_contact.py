@@ -34,15 +34,18 @@ passes through the axes of every joint between two entered links leaves both.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import open3d as o3d
-from scipy.spatial import cKDTree
 from scipy.stats import chi2 as chi_square
 
-from contact_estimation.core.contact.contact_localization import (_tangent_basis, project_to_cone,
-                                                          spatial_link_range, torque_maps)
+from contact_estimation.core.contact.contact_localization import (SOURCE_NONE, ContactEstimate,
+                                                                  _tangent_basis,
+                                                                  moving_link_samples,
+                                                                  project_to_cone,
+                                                                  spatial_link_range,
+                                                                  torque_maps)
 from contact_estimation.core.contact.ft_contact import _cross, line_of_action
 from contact_estimation.core.contact.lidar_fusion import LinkProximity
 from contact_estimation.core.robot.robot_model import RobotModel
@@ -84,6 +87,10 @@ _EXPOSURE_CHECKS = 24
 _IMPLAUSIBLE = 1e6
 
 
+# The fields of an estimate without a point.
+_NO_POINT = dict(link=None, point_link=None, point_base=None, force_link=None, force_base=None)
+
+
 class FusedContactError(ValueError):
     """Input or settings the fused estimator cannot use."""
 
@@ -104,44 +111,25 @@ class SensorNoise:
 
 
 @dataclass
-class FusedContact:
-    """One point contact: the force ON the robot at `point_*` of `link`, link and base frame.
-
-    `sensors`: those the estimate used (`TORQUE`, `FORCE_TORQUE`, `LIDAR`; the lidar only
-    when it saw an obstacle next to a candidate link). `link_range`: seed 000 eq. 13's
-    links with the torques, all links without. `candidates` (K×3, base frame) on
-    `candidate_links`: the points whose posterior cost is within the estimator's
-    `ambiguity` of the best, the estimate first. `chi2`: the weighted squared residual of
-    the `equations` used (torques, wrench) at the estimate; `consistent`: it is within
-    the noise (χ² test at 99.9 %, `equations` − 5 degrees of freedom). `residual` (N·m):
-    ‖τ − J(p)ᵀF‖ with the torques, else the base moment's ‖m − p × F‖. `link` is None
-    when no contact is present (`message` says why).
+class FusedContact(ContactEstimate):
+    """A `ContactEstimate` from several sensors: `source` names the `sensors` it used
+    (`TORQUE`, `FORCE_TORQUE`, `LIDAR`, joined by '+'; the lidar only when it saw an
+    obstacle next to a candidate link). `link_range`: seed 000 eq. 13's links with the
+    torques, all links without. `candidates`: the points whose posterior cost is within the
+    estimator's `ambiguity` of the best, the estimate first. `chi2`: the weighted squared
+    residual of the `equations` used (torques, wrench) at the estimate; `consistent`: it is
+    within the noise (χ² test at 99.9 %, `equations` − 5 degrees of freedom). `residual`
+    (N·m): ‖τ − J(p)ᵀF‖ with the torques, else the base moment's ‖m − p × F‖.
     """
 
-    link: str | None
-    point_link: np.ndarray | None
-    point_base: np.ndarray | None
-    force_link: np.ndarray | None
-    force_base: np.ndarray | None
-    sensors: tuple[str, ...]
-    link_range: tuple[str, str] | None
-    chi2: float
-    residual: float
-    equations: int
-    consistent: bool
-    candidates: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
-    candidate_links: list[str] = field(default_factory=list)
-    message: str = ''
+    sensors: tuple[str, ...] = ()
+    chi2: float = 0.0
+    equations: int = 0
 
-    @property
-    def found(self) -> bool:
-        """A point and a force are known."""
-        return self.link is not None
-
-    @property
-    def source(self) -> str:
-        """The sensors used, joined by '+' (e.g. 'torque+ft+lidar')."""
-        return '+'.join(self.sensors) or 'none'
+    @classmethod
+    def of(cls, sensors: tuple[str, ...], **fields) -> 'FusedContact':
+        """The estimate from `sensors`, its `source` named after them ('none': no sensor)."""
+        return cls(source='+'.join(sensors) or SOURCE_NONE, sensors=sensors, **fields)
 
     @property
     def ambiguous(self) -> bool:
@@ -187,7 +175,7 @@ class FusedContactEstimator:
     (m): how far the contact may be from the obstacle's point on the link.
     normal_preference κ: a prior that forces lie near the surface normal, cost
     2κ(1 − cos θ) in χ² units (seed 004's normal preference, as in core/contact/ft_contact.py).
-    seeds_per_link: surface samples kept per candidate link; refined: seeds refined.
+    seeds_per_link: surface samples kept per candidate link; refine: seeds refined.
     ambiguity: the posterior cost margin of the candidates (χ² units; by default the 99 %
     likelihood region of the point's two surface coordinates).
     """
@@ -196,12 +184,12 @@ class FusedContactEstimator:
                  noise: SensorNoise = SensorNoise(), delta_tau: float | None = None,
                  delta_w: float | None = None, min_force: float = 2.0,
                  contact_distance: float = 0.1, prior_radius: float = 0.05,
-                 normal_preference: float = 5.0, seeds_per_link: int = 2, refined: int = 8,
+                 normal_preference: float = 5.0, seeds_per_link: int = 2, refine: int = 8,
                  ambiguity: float = float(chi_square.ppf(0.99, 2))):
         if min(mu, min_force, contact_distance, prior_radius) <= 0 or min(seeds_per_link,
-                                                                           refined) < 1:
+                                                                           refine) < 1:
             raise FusedContactError('mu, min_force, contact_distance and prior_radius must be '
-                                    'positive, seeds_per_link and refined at least 1')
+                                    'positive, seeds_per_link and refine at least 1')
         if not 0 <= normal_slack < np.pi / 2 - np.arctan(mu):
             raise FusedContactError('normal_slack must be in [0, π/2 − atan μ)')
         if normal_preference < 0 or ambiguity < 0:
@@ -216,16 +204,9 @@ class FusedContactEstimator:
         self.delta_tau, self.delta_w = delta_tau, delta_w
         self.min_force, self.contact_distance = min_force, contact_distance
         self.prior_radius, self.normal_preference = prior_radius, normal_preference
-        self.seeds_per_link, self.refined, self.ambiguity = seeds_per_link, refined, ambiguity
-        self.links = [link for link in surfaces.links if link in self.robot.link_joint]
-        self.link_joint = np.array([self.robot.link_joint[link] for link in self.links])
-        self._surface_index = np.array([surfaces.link_index(link) for link in self.links])
-        samples = [surfaces.surface_points(link) for link in self.links]
-        self._points = np.vstack([p for p, _ in samples])
-        self._inward = -np.vstack([nrm for _, nrm in samples])
-        self._sample_link = np.repeat(np.arange(len(self.links)), [len(p) for p, _ in samples])
-        # How far a refinement round may slide a point: the typical distance between samples.
-        self.slide = float(np.median(cKDTree(self._points).query(self._points, k=2)[0][:, 1]))
+        self.seeds_per_link, self.refine, self.ambiguity = seeds_per_link, refine, ambiguity
+        (self.links, self.link_joint, self._surface_index, self._points, self._inward,
+         self._sample_link, self.slide) = moving_link_samples(surfaces)
         (self._scene, self._geometry_link, self._bounds, self._facet_normals,
          self._facet_offset) = self._combined_scene()
         self._shift = np.outer(np.arange(len(surfaces.links)), [_LINK_SPACING, 0.0, 0.0])
@@ -276,9 +257,9 @@ class FusedContactEstimator:
                        frame_jacobians[self._joint_frames])
         span = self._range(tau, wrench, joint_poses[2], noise)
         if span is None:
-            return FusedContact(None, None, None, None, None, (), None, 0.0, 0.0, 0, True,
-                                message='no joint torque reaches delta_tau and no base force '
-                                        'reaches min_force')
+            return FusedContact.of((), **_NO_POINT, link_range=None, residual=0.0,
+                                   consistent=True, message='no joint torque reaches delta_tau '
+                                   'and no base force reaches min_force')
         in_range = (self.link_joint >= span[0]) & (self.link_joint <= span[1])
         every_link = rotations[:len(self.surfaces.links)], origins[:len(self.surfaces.links)]
         rotations, origins = rotations[self._surface_index], origins[self._surface_index]
@@ -291,7 +272,7 @@ class FusedContactEstimator:
 
         # Seeds: where the lines of action enter the links of the range, the lidar's points
         # and samples: with the base wrench, the one nearest its line on each link it does
-        # not enter (every seed is refined); else the best of each link (the `refined` best
+        # not enter (every seed is refined); else the best of each link (the `refine` best
         # seeds are).
         links, points, inward = self._line_entries(
             self._lines(tau, wrench, joint_poses, span), rotations, origins, in_range)
@@ -317,11 +298,12 @@ class FusedContactEstimator:
             seeds = np.concatenate([self._best_per_link(links[:len(samples)],
                                                         cost[:len(samples)]),
                                     np.arange(len(samples), len(links))])
-            seeds = seeds[np.argsort(cost[seeds])[:self.refined]]
+            seeds = seeds[np.argsort(cost[seeds])[:self.refine]]
         if not len(seeds):
-            return FusedContact(None, None, None, None, None, sensors, span_links, 0.0, 0.0,
-                                data.equations, False, message='no surface point to try: no '
-                                'link of the range has a surface sample')
+            return FusedContact.of(sensors, **_NO_POINT, link_range=span_links, residual=0.0,
+                                   consistent=False, equations=data.equations,
+                                   message='no surface point to try: no link of the range has '
+                                   'a surface sample')
         links, points, inward = self._refine(data, links[seeds], points[seeds], inward[seeds])
         force, cost, chi2 = self._score(data, links, points, inward)
 
@@ -344,14 +326,16 @@ class FusedContactEstimator:
                                          point[None])[0] @ force[best]
         else:
             residual = wrench[3:] - np.cross(rotation @ point + origin, rotation @ force[best])
-        return FusedContact(
-            self.links[link], point, rotation @ point + origin, force[best],
-            rotation @ force[best], sensors, span_links, float(chi2[best]),
-            float(np.linalg.norm(residual)), data.equations, consistent,
-            candidates,
-            [self.links[i] for i in links[chosen]],
-            '' if consistent else f'no single point contact explains the data within the '
-                                  f'noise (χ² {chi2[best]:.1f} over {data.equations} equations)')
+        return FusedContact.of(
+            sensors, link=self.links[link], point_link=point,
+            point_base=rotation @ point + origin, force_link=force[best],
+            force_base=rotation @ force[best], link_range=span_links,
+            chi2=float(chi2[best]), residual=float(np.linalg.norm(residual)),
+            equations=data.equations, consistent=consistent, candidates=candidates,
+            candidate_links=[self.links[i] for i in links[chosen]],
+            message='' if consistent else f'no single point contact explains the data within '
+                                          f'the noise (χ² {chi2[best]:.1f} over '
+                                          f'{data.equations} equations)')
 
     # ------------------------------------------------------------------ pieces
     def _checked(self, q, tau, wrench, proximity):

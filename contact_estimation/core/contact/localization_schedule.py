@@ -9,47 +9,45 @@ An estimate (core/contact/contact_localization.py) costs milliseconds, the resid
   estimate: a machine slower than an estimate gets fewer estimates, never a queue of work,
   and estimates take at most d / (d + 1/max_rate) of a core (d: one estimate's time).
 
-DEFAULTS are the node's own parameters; ContactLocalizer's come from its own defaults
-(LOCALIZER_DEFAULTS), the cloud's and the lidar pose's from ros/sensor_frames.py.
+`ScheduleConfig` holds the schedule's settings (the node's rows feed it); ContactLocalizer's
+are core/contact/contact_localization.LocalizerConfig, the cloud's and the lidar pose's come
+from ros/sensor_frames.py.
 """
 from __future__ import annotations
 
-import inspect
+from dataclasses import dataclass
 
 import numpy as np
 
 from contact_estimation.core.chain import detector
-from contact_estimation.core.contact.contact_localization import ContactLocalizer
 from contact_estimation.core.per_joint import per_joint
 
-DEFAULTS = {
-    'gate_thresholds': [float(detector.DEFAULTS['thresholds_position'])],  # N·m
-    'max_rate': 20.0,         # Hz: 20 estimates of ~10 ms use 20 % of a core during a contact
-    # N·m: a larger gate threshold (1e308: never an estimate) is refused unless raised.
-    'threshold_ceiling': detector.DEFAULTS['threshold_ceiling'],
-    'point_spacing': 0.02,    # m between the surface samples the localizer scores
-}
 
-# ContactLocalizer's keyword parameters at their defaults (mu, delta_tau, delta_w, ...).
-LOCALIZER_DEFAULTS = {name: p.default for name, p in
-                      inspect.signature(ContactLocalizer).parameters.items()
-                      if p.default is not inspect.Parameter.empty}
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """gate_thresholds: ψ_i, N·m, one value or one per joint (the detector's position
+    thresholds by default); max_rate: most estimates a second (Hz: 20 estimates of ~10 ms
+    use 20 % of a core during a contact); threshold_ceiling (N·m): a larger gate threshold
+    (1e308: never an estimate) is refused unless this is raised."""
+
+    gate_thresholds: tuple = (float(detector.DEFAULTS['thresholds_position']),)
+    max_rate: float = 20.0
+    threshold_ceiling: float = detector.DEFAULTS['threshold_ceiling']
 
 
 class LocalizationSchedule:
     """`due(now, τ)`: a contact is present and the rate allows an estimate; `finished(now)`
     after each estimate. `now` is a monotonic clock (s): the limit guards the CPU."""
 
-    def __init__(self, gate_thresholds, n_joints: int, max_rate: float,
-                 threshold_ceiling: float = DEFAULTS['threshold_ceiling']):
-        self.thresholds = per_joint('gate_thresholds', gate_thresholds, n_joints,
-                                    low=0.0, strict=True, unit=' N·m', high=threshold_ceiling,
+    def __init__(self, config: ScheduleConfig, n_joints: int):
+        self.thresholds = per_joint('gate_thresholds', config.gate_thresholds, n_joints,
+                                    low=0.0, strict=True, unit=' N·m',
+                                    high=config.threshold_ceiling,
                                     high_name='threshold_ceiling')
-        if not np.isfinite(max_rate) or max_rate <= 0:
-            raise ValueError(f'max_rate = {max_rate} Hz: must be > 0')
-        self.interval = 1.0 / max_rate
+        if not np.isfinite(config.max_rate) or config.max_rate <= 0:
+            raise ValueError(f'max_rate = {config.max_rate} Hz: must be > 0')
+        self.interval = 1.0 / config.max_rate
         self._next = -np.inf
-
     def contact(self, tau: np.ndarray) -> bool:
         """Some |τ_ext,i| exceeds its gate ψ_i."""
         return bool(np.any(np.abs(tau) > self.thresholds))
