@@ -40,7 +40,7 @@ from contact_estimation.core.sim.scenario import PointForce, Scenario
 from contact_estimation.core.chain.threshold_calibration import accelerations, calibrate
 from contact_estimation.core.identification.trajectory import make_trajectory
 
-PERSISTENCE_TIME = DEFAULTS['persistence_time']
+PERSISTENCE_TIME = DEFAULTS.persistence_time
 MARGIN = 1.5
 SPACING, DURATION, RAMP = 1.0, 0.4, 0.01  # s, contact schedule
 LINKS = ['panda_link3', 'panda_link4', 'panda_link5', 'panda_link6', 'panda_link7']
@@ -227,7 +227,7 @@ def main(argv=None) -> int:
             cells.append(f'{found.size}/{per_level}, {p50:.0f} / {p95:.0f}')
         print(f'| {rate} | {rule} | {name} | {" | ".join(cells)} | {false_alarms} | {ignored} |')
     for rate, rule, name, config, results, _, _ in rows:
-        if (rate, rule, name) == ('1 kHz', DEFAULTS['persistence'], 'calibrated'):
+        if (rate, rule, name) == ('1 kHz', DEFAULTS.persistence, 'calibrated'):
             print(f'\nAt 1 kHz, calibrated thresholds, {rule} persistence (the default):')
             smallest_table(robot, config, results)
     return 0

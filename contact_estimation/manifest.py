@@ -147,7 +147,7 @@ def selected(with_sim: bool) -> list[NodeSpec]:
 
 
 def robot_source(parameter_files: list[str]) -> str:
-    """The robot the nodes load from these parameter files (ros/params.declare_robot's
+    """The robot the nodes load from these parameter files (ros/params.ROBOT's
     `robot_description`, else `robot`; a later file wins, any node's section counts)."""
     source = {'robot': '', 'robot_description': ''}
     for path in parameter_files:

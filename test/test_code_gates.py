@@ -60,3 +60,23 @@ def test_no_production_module_imports_the_test_helpers():
         m for m in _imports(path) if _under(m, TEST_HELPERS))
         for path in _modules(PACKAGE) if path != helpers}
     assert not {path: bad for path, bad in offences.items() if bad}
+
+
+def _calls(path: str, names: tuple[str, ...]) -> list[str]:
+    """`file:line name` of every call of a method or function called one of `names`."""
+    with open(path, encoding='utf-8') as f:
+        tree = ast.parse(f.read(), path)
+    return [f'{os.path.relpath(path, ROOT)}:{node.lineno} {name}'
+            for node in ast.walk(tree) if isinstance(node, ast.Call)
+            for name in [getattr(node.func, 'attr', getattr(node.func, 'id', None))]
+            if name in names]
+
+
+def test_parameters_are_declared_by_their_tables_only():
+    """One table per node (ros/params.py) is the one place a parameter is declared: a
+    `declare_parameter` elsewhere would be a parameter the docs, the shipped YAML and its
+    test do not know."""
+    tables = os.path.join(PACKAGE, 'ros', 'params.py')
+    offences = [call for path in _modules(PACKAGE) if path != tables
+                for call in _calls(path, ('declare_parameter', 'declare_parameters'))]
+    assert not offences

@@ -125,7 +125,7 @@ def test_collision_stops_latches_and_reset_is_refused_until_it_is_over(rig):
     stamp = stamp_to_seconds(probe.events[-1].header.stamp)
     over = [t for t, tau in probe.sent if tau[3] == -6.0]
     before = max(t for t, _ in probe.sent if t < over[0])
-    needed = 0.025 / (1.5 ** 2 if DEFAULTS['persistence'] == WEIGHTED else 1.0)
+    needed = 0.025 / (1.5 ** 2 if DEFAULTS.persistence == WEIGHTED else 1.0)
     assert stamp in over and needed - 1e-6 <= stamp - before < needed + 0.1
     assert float(values['stamp']) == pytest.approx(stamp, abs=1e-6)
     shown = spheres(probe.markers[-1])
@@ -348,7 +348,7 @@ def test_the_input_rate_and_what_the_time_settings_mean_at_it_are_reported(rig):
     rate = float(values['input_rate_hz'])
     steps = np.diff([t for t, _ in probe.sent])
     assert 1.0 / steps.max() <= rate <= 1.0 / steps.min()
-    persistence = DEFAULTS['persistence_time']
+    persistence = DEFAULTS.persistence_time
     said = values['time_settings']
     assert said.startswith('input at ') and 'input_timeout 1 s' in said
     periods = re.search(rf'persistence_time {persistence:g} s = ([\d.]+) periods', said)

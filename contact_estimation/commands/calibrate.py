@@ -109,12 +109,12 @@ def main(argv: list[str]) -> int:
                         help='ψ = margin × the free-motion envelope (>= 1)')
     parser.add_argument('--min-threshold', type=float, default=0.5, help='floor of ψ_0, N·m')
     parser.add_argument('--persistence', choices=PERSISTENCE_RULES,
-                        default=DEFAULTS['persistence'], help="eq. 7's persistence rule")
-    parser.add_argument('--persistence-time', type=float, default=DEFAULTS['persistence_time'],
+                        default=DEFAULTS.persistence, help="eq. 7's persistence rule")
+    parser.add_argument('--persistence-time', type=float, default=DEFAULTS.persistence_time,
                         help="eq. 7's persistence time, s")
     parser.add_argument('--holdout', type=float, default=0.5,
                         help='share of the recording (its end) held out to count false alarms')
-    parser.add_argument('--threshold-max', type=float, default=DEFAULTS['threshold_max'],
+    parser.add_argument('--threshold-max', type=float, default=DEFAULTS.threshold_max,
                         help='cap of ψ, N·m (the detector\'s threshold_max)')
     parser.add_argument('--acceleration-window', type=float,
                         default=ACCELERATION_WINDOW_DURATION,

@@ -42,7 +42,7 @@ from visualization_msgs.msg import MarkerArray
 from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION, COLLISION,
                                                     DEFAULTS, FAULT, INVALID, RENAMED, STALE,
                                                     WAITING, AccelerationEstimate,
-                                                    DetectorConfig, DetectorState,
+                                                    DetectorConfig, DetectorSettings, DetectorState,
                                                     event_stamped_by_residual)
 from contact_estimation.core.chain.detector import CollisionDetector as Detector
 from contact_estimation.core.chain.sample import JointSample
@@ -63,11 +63,12 @@ NAME = 'collision_detector'
 
 
 def _detector(name: str, description: str, **row) -> Parameter:
-    """A row feeding DetectorConfig's field `name`, at core/chain/detector.DEFAULTS."""
-    default = DEFAULTS[name]
+    """A row feeding DetectorSettings' field `name`, at its default (a list for the ones
+    given per joint)."""
+    default = getattr(DEFAULTS, name)
     if name in _PER_JOINT:
         default = [default]
-    return Parameter(name, description, default, field=(DetectorConfig, name), **row)
+    return Parameter(name, description, default, field=(DetectorSettings, name), **row)
 
 
 def _scaling(field: str, description: str, **row) -> Parameter:
@@ -84,8 +85,8 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
     _detector('thresholds_force', 'ψ_0 of force-controlled joints, N·m: one value or one per '
               'joint (seed 001: 8 N·m)'),
     Parameter('joint_roles', "each joint's role, 'position' or 'force' (one for all joints "
-              'or one per joint); switchable at run time', [DEFAULTS['roles']],
-              field=(DetectorConfig, 'roles')),
+              'or one per joint); switchable at run time', [DEFAULTS.roles],
+              field=(DetectorSettings, 'roles')),
     _detector('persistence', "seed 001 eq. 7's persistence rule: 'consecutive' (some joint "
               "over ψ for persistence_time) or 'weighted' (each sample counts Δt·(|τ_ext|/ψ)²: "
               'a strong hit needs less time)'),
@@ -170,12 +171,12 @@ class CollisionDetector(SuiteNode):
     # ------------------------------------------------------------------ parameters
     def _detector_config(self, changes: dict) -> DetectorConfig:
         return DetectorConfig.build(self.robot.joint_names, **PARAMETERS.fields(
-            DetectorConfig, self.values(changes)))
+            DetectorSettings, self.values(changes)))
 
     def _on_parameter_change(self, changes: dict) -> str | None:
         """Validate and apply detector and time-scaling parameters; a bad value is refused."""
         config = (self._detector_config(changes)
-                  if set(changes) & set(PARAMETERS.feeding(DetectorConfig)) else None)
+                  if set(changes) & set(PARAMETERS.feeding(DetectorSettings)) else None)
         scaling = (PARAMETERS.build(TimeScalingConfig, self.values(changes))
                    if set(changes) & set(PARAMETERS.feeding(TimeScalingConfig)) else None)
         if config is not None:

@@ -120,7 +120,7 @@ class BagRecorder:
 
 def robot_of(node: str, overrides: dict | None = None) -> RobotModel:
     """The robot model node `node` loads from its parameter file and `overrides` (its
-    `robot`, `robot_description`, `base_link`, `tip_link`, as ros/params.declare_robot)."""
+    `robot`, `robot_description`, `base_link`, `tip_link`, as ros/params.ROBOT)."""
     with open(manifest.node(node).parameters_path()) as f:
         values = yaml.safe_load(f)[node]['ros__parameters']
     values.update(overrides or {})

@@ -101,13 +101,6 @@ class SuiteNode(Node):
         return [f'{name} (renamed: now {renamed[name]})' if name in renamed else name
                 for name in given]
 
-    def declare(self, name: str, default: Any, description: str, low: float | None = None,
-                high: float | None = None, read_only: bool = False) -> Any:
-        """One parameter outside the table (nodes not yet on a table)."""
-        row = params.Parameter(name, description, default,
-                               None if low is None else (low, high), read_only)
-        return self.declare_parameter(name, row.default, row.descriptor()).value
-
     def value(self, name: str) -> Any:
         return self.get_parameter(name).value
 

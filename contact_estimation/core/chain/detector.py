@@ -71,25 +71,31 @@ TIME_TOLERANCE = 1e-6
 SEED_POSITION_THRESHOLD = 4.0
 SEED_FORCE_THRESHOLD = 8.0
 
-# The one source of the detector's defaults (the node declares its parameters with these;
-# config/collision_detector.yaml ships the same values, checked by its test).
-DEFAULTS = {
-    'thresholds_position': SEED_POSITION_THRESHOLD,
-    'thresholds_force': SEED_FORCE_THRESHOLD,
-    'roles': POSITION,
-    'persistence': 'weighted',   # benchmarks/detection.py: 2–3× faster on hits ≥ 8 N·m,
-                                 # no false alarm in 10 min (or 'consecutive': seed 001's)
-    'persistence_time': 0.025,   # T, s: seed 001's 25 ms window
-    'speed_gain': 0.0,
-    'acceleration_gain': 0.0,
-    'threshold_max': 15.0,       # N·m: a contact of 15 N·m joint torque is always seen
+@dataclass(frozen=True)
+class DetectorSettings:
+    """The detector's settings as a user gives them (a value for every joint or one per
+    joint), at their defaults: the one source (the node's table takes them; `DetectorConfig.
+    build` checks them and makes them per joint)."""
+
+    thresholds_position: float | tuple = SEED_POSITION_THRESHOLD  # ψ_0, N·m
+    thresholds_force: float | tuple = SEED_FORCE_THRESHOLD
+    roles: str | tuple = POSITION
+    # benchmarks/detection.py: 2–3× faster on hits ≥ 8 N·m, no false alarm in 10 min (or
+    # 'consecutive': seed 001's)
+    persistence: str = 'weighted'
+    persistence_time: float = 0.025   # T, s: seed 001's 25 ms window
+    speed_gain: float | tuple = 0.0
+    acceleration_gain: float | tuple = 0.0
+    threshold_max: float | tuple = 15.0  # N·m: a contact of 15 N·m joint torque is always seen
     # N·m: no ψ_0 or ψ_max above it, no gain whose term alone reaches it at 1 rad/s (1 rad/s²):
     # a value that switches detection off (1e308) is refused unless the user raises this.
-    'threshold_ceiling': 100.0,
-    'hold_time': 0.0,            # 0 = latched until reset()
-    'reset_quiet_time': 0.05,    # s with no joint over ψ before the stop may clear
-    'input_timeout': 0.1,
-}
+    threshold_ceiling: float = 100.0
+    hold_time: float = 0.0            # 0 = latched until reset()
+    reset_quiet_time: float = 0.05    # s with no joint over ψ before the stop may clear
+    input_timeout: float = 0.1
+
+
+DEFAULTS = DetectorSettings()
 # q̈ for the k_a |q̈| term (AccelerationEstimate): s of joint positions in the quadratic fit,
 # collision_detector's `acceleration_filter.window_duration` (q̈ lags by about half of it).
 ACCELERATION_WINDOW_DURATION = 0.02
@@ -170,12 +176,12 @@ class DetectorConfig:
 
     @classmethod
     def build(cls, joint_names, **parameters) -> 'DetectorConfig':
-        """Parameters by field name, missing ones from DEFAULTS; scalars (or single values)
-        apply to every joint. Raises ValueError naming the parameter on a bad value."""
-        unknown = set(parameters) - set(DEFAULTS)
+        """DetectorSettings fields by name, missing ones at their defaults; scalars (or single
+        values) apply to every joint. Raises ValueError naming the parameter on a bad value."""
+        unknown = set(parameters) - {f.name for f in dataclasses.fields(DetectorSettings)}
         if unknown:
             raise TypeError(f'unknown detector parameters: {", ".join(sorted(unknown))}')
-        p = {**DEFAULTS, **parameters}
+        p = {**dataclasses.asdict(DEFAULTS), **parameters}
         names = tuple(joint_names)
         n = len(names)
         if n == 0:

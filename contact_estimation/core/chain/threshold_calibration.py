@@ -210,10 +210,10 @@ def count_alarms(t: np.ndarray, ratio: np.ndarray, persistence: str,
 
 def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
               min_threshold: float = 0.5,
-              persistence: str = DEFAULTS['persistence'],
-              persistence_time: float = DEFAULTS['persistence_time'],
+              persistence: str = DEFAULTS.persistence,
+              persistence_time: float = DEFAULTS.persistence_time,
               acceleration_window: float = ACCELERATION_WINDOW_DURATION, holdout: float = 0.5,
-              threshold_max=DEFAULTS['threshold_max'], use_speed: bool = True,
+              threshold_max=DEFAULTS.threshold_max, use_speed: bool = True,
               use_acceleration: bool = True, source: str = '') -> Calibration:
     """Propose thresholds from free motion: t (N,), q, q̇, τ_ext (N × n); fit on the first
     1 − `holdout` of the time, count false alarms on the rest.

@@ -30,9 +30,9 @@ class ScheduleConfig:
     use 20 % of a core during a contact); threshold_ceiling (N·m): a larger gate threshold
     (1e308: never an estimate) is refused unless this is raised."""
 
-    gate_thresholds: tuple = (float(detector.DEFAULTS['thresholds_position']),)
+    gate_thresholds: tuple = (float(detector.DEFAULTS.thresholds_position),)
     max_rate: float = 20.0
-    threshold_ceiling: float = detector.DEFAULTS['threshold_ceiling']
+    threshold_ceiling: float = detector.DEFAULTS.threshold_ceiling
 
 
 class LocalizationSchedule:
