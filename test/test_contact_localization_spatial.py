@@ -11,21 +11,9 @@ from contact_estimation.core.contact.contact_localization import (
     SOURCE_LIDAR_FALLBACK, SOURCE_NONE, SOURCE_TORQUE, SOURCE_TORQUE_LIDAR, ContactLocalizer,
     LocalizationError, LocalizerConfig)
 from contact_estimation.core.contact.lidar_fusion import LinkProximity
-from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 
 MU = 0.5
-
-
-@pytest.fixture(scope='module')
-def robot():
-    return RobotModel.load('panda')
-
-
-@pytest.fixture(scope='module')
-def truth(robot):
-    """A denser, differently seeded sampling: contact points the localizer never saw."""
-    return LinkSurfaces(robot, point_spacing=0.005, seed=7)
 
 
 @pytest.fixture(scope='module')

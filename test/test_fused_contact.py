@@ -20,24 +20,12 @@ from contact_estimation.core.contact.fused_contact import (
     SensorNoise,
 )
 from contact_estimation.core.contact.lidar_fusion import LinkProximity
-from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 
 # Near-exact data: the noise levels only cover the mesh's and the refinement's millimetre.
 EXACT = SensorNoise(torque=0.02, force=0.02, moment=0.005)
 # About what the sim cobot's momentum observers leave (benchmarks/fusion.py).
 REAL = SensorNoise(torque=0.1, force=0.2, moment=0.14)
-
-
-@pytest.fixture(scope='module')
-def robot():
-    return RobotModel.load('panda')
-
-
-@pytest.fixture(scope='module')
-def truth(robot):
-    """A denser, differently seeded sampling: contact points the estimator never saw."""
-    return LinkSurfaces(robot, point_spacing=0.005, seed=7)
 
 
 @pytest.fixture(scope='module')

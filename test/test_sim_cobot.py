@@ -35,11 +35,6 @@ ON_SURFACE = 1e-3
 
 
 @pytest.fixture(scope='module')
-def robot():
-    return RobotModel.load('panda')
-
-
-@pytest.fixture(scope='module')
 def planar():
     return RobotModel.load(PLANAR)
 

@@ -21,7 +21,6 @@ from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Float64
 
 from contact_estimation import manifest
-from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.ros.conversions import cloud_to_xyz, stamp_to_seconds, wrench_to_arrays
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
@@ -44,11 +43,6 @@ SCENARIO = {
 TYPES = {'joint_states': JointState, 'ft_wrench': WrenchStamped, 'lidar_points': PointCloud2,
          'true_contact_point': PointStamped, 'true_contact_wrench': WrenchStamped,
          'true_contact_torque': JointState, 'diagnostics': DiagnosticArray}
-
-
-@pytest.fixture(scope='module')
-def robot():
-    return RobotModel.load('panda')
 
 
 class Listener:

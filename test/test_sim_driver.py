@@ -7,7 +7,6 @@ import pytest
 
 from contact_estimation.core.chain.detector import CollisionDetector, DetectorConfig
 from contact_estimation.core.robot.payload import Payload
-from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.config import SimConfig
 from contact_estimation.core.sim.driver import DriverStream, DriverTiming, MotorCurrent
@@ -17,11 +16,6 @@ from contact_estimation.core.identification.trajectory import WaypointTrajectory
 
 POSE = np.array([0.0, 0.3, 0.0, -1.8, 0.0, 2.1, 0.8])
 TOOL = Payload(5.0, (0.02, 0.0, 0.1))  # a 5 kg tool, 10 cm out from the flange
-
-
-@pytest.fixture(scope='module')
-def robot():
-    return RobotModel.load('panda')
 
 
 def _measured_and_true(sim: SimulatedCobot, steps: int):
