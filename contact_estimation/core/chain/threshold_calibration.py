@@ -35,6 +35,7 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.stats import chi2
 
+from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION, DEFAULTS,
                                               PERSISTENCE_RULES, AccelerationEstimate,
                                               accumulate_evidence, is_collision, thresholds)
@@ -237,9 +238,7 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
     if not 0.0 < holdout < 1.0:
         raise ValueError(f'holdout = {holdout}: the share of the recording held out for the '
                          'check must be between 0 and 1')
-    cap = np.broadcast_to(np.asarray(threshold_max, dtype=float), (n_joints,)).copy()
-    if not np.all(cap > 0):
-        raise ValueError(f'threshold_max = {threshold_max} N·m: must be > 0')
+    cap = per_joint('threshold_max', threshold_max, n_joints, low=0.0, strict=True, unit=' N·m')
     if q.shape != (t.size, n_joints) or v.shape != q.shape or tau.shape != q.shape:
         raise ValueError(f'expected {t.size} samples of {n_joints} joints for q, q̇ and '
                          f'τ_ext, got {q.shape}, {v.shape}, {tau.shape}')
