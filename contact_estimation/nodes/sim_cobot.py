@@ -34,7 +34,6 @@ Either is reported on /diagnostics (`fell_behind`).
 from __future__ import annotations
 
 import array
-import inspect
 import sys
 import time
 
@@ -53,7 +52,7 @@ from contact_estimation.core.sim.realtime import Lockstep, ScalingTimeout
 from contact_estimation.core.sim.scenario import Scenario, ScenarioError
 from contact_estimation.core.chain.time_scaling import combined_scaling
 from contact_estimation.core.identification.trajectory import (TRAJECTORY_TYPES,
-                                                               SmoothRandomTrajectory,
+                                                               SmoothRandomSettings,
                                                                make_trajectory)
 from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp, stamp_to_seconds,
                                                 wrench_stamped, xyz_to_cloud)
@@ -66,8 +65,6 @@ NAME = 'sim_cobot'
 
 LOAD_PERIOD = 1.0     # s between CPU load figures on /diagnostics
 EFFORT_SOURCES = ('joint_torque', 'motor_current')  # driver.effort
-# SmoothRandomTrajectory's keyword defaults: those of the `trajectory.*` rows.
-_SMOOTH_RANDOM = inspect.signature(SmoothRandomTrajectory).parameters
 
 
 def _sim(name: str, field: str, description: str, *bounds: float) -> Parameter:
@@ -117,14 +114,14 @@ PARAMETERS = ROBOT + ParameterTable(
           "package share directory; '' = none", ''),
     _node('trajectory.type', f'one of {TRAJECTORY_TYPES} (a scenario trajectory wins)',
           TRAJECTORY_TYPES[0]),
-    _node('trajectory.seed', 'smooth_random and sweeps: random seed',
-          _SMOOTH_RANDOM['seed'].default, 0, 2 ** 31 - 1),
-    _node('trajectory.speed_scale', 'smooth_random: peak speed / velocity limit',
-          _SMOOTH_RANDOM['speed_scale'].default, 0.01, 1.0),
-    _node('trajectory.amplitude', 'smooth_random: share of the room to the limits used',
-          _SMOOTH_RANDOM['amplitude'].default, 0.01, 1.0),
-    _node('trajectory.margin', 'smooth_random: distance (rad) kept from the limits',
-          _SMOOTH_RANDOM['margin'].default, 0.0, 1.5),
+    Parameter('trajectory.seed', 'smooth_random and sweeps: random seed',
+              range=(0, 2 ** 31 - 1), read_only=True, field=(SmoothRandomSettings, 'seed')),
+    Parameter('trajectory.speed_scale', 'smooth_random: peak speed / velocity limit',
+              range=(0.01, 1.0), read_only=True, field=(SmoothRandomSettings, 'speed_scale')),
+    Parameter('trajectory.amplitude', 'smooth_random: share of the room to the limits used',
+              range=(0.01, 1.0), read_only=True, field=(SmoothRandomSettings, 'amplitude')),
+    Parameter('trajectory.margin', 'smooth_random: distance (rad) kept from the limits',
+              range=(0.0, 1.5), read_only=True, field=(SmoothRandomSettings, 'margin')),
     _node('trajectory.waypoints', 'waypoints: m × n joint positions (rad), row after row',
           [0.0]),
     _node('trajectory.durations', 'waypoints: m − 1 segment durations (s)', [1.0]),

@@ -26,7 +26,7 @@ along its path.
 """
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -45,6 +45,19 @@ def bounded_limits(robot: RobotModel, margin: float) -> tuple[np.ndarray, np.nda
     return lower, upper
 
 
+@dataclass(frozen=True)
+class SmoothRandomSettings:
+    """SmoothRandomTrajectory's settings at their defaults (the sim's `trajectory.*`)."""
+
+    seed: int = 0
+    speed_scale: float = 0.3   # peak speed / velocity limit
+    margin: float = 0.2        # rad kept from the limits
+    amplitude: float = 0.5     # share of the room to the limits used
+
+
+_SMOOTH = SmoothRandomSettings()
+
+
 class SmoothRandomTrajectory:
     """Endless smooth motion: per joint, a centre plus a sum of sinusoids.
 
@@ -54,8 +67,9 @@ class SmoothRandomTrajectory:
     bounds |q̇_i|. Every derivative is continuous. `center` defaults to the middle of the range.
     """
 
-    def __init__(self, robot: RobotModel, seed: int = 0, speed_scale: float = 0.3,
-                 margin: float = 0.2, amplitude: float = 0.5, components: int = 3,
+    def __init__(self, robot: RobotModel, seed: int = _SMOOTH.seed,
+                 speed_scale: float = _SMOOTH.speed_scale, margin: float = _SMOOTH.margin,
+                 amplitude: float = _SMOOTH.amplitude, components: int = 3,
                  center: np.ndarray | None = None):
         if not 0.0 < speed_scale <= 1.0:
             raise ValueError(f'speed_scale must be in (0, 1], got {speed_scale}')
