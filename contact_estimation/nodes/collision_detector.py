@@ -40,7 +40,7 @@ from std_msgs.msg import Bool
 from visualization_msgs.msg import MarkerArray
 
 from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION, COLLISION,
-                                                    DEFAULTS, FAULT, INVALID, RENAMED, STALE,
+                                                    DEFAULTS, FAULT, INVALID, STALE,
                                                     WAITING, AccelerationEstimate,
                                                     DetectorConfig, DetectorSettings, DetectorState,
                                                     event_stamped_by_residual)
@@ -77,6 +77,8 @@ def _scaling(field: str, description: str, **row) -> Parameter:
                      **row)
 
 
+_TIME_SCALING_FIELDS = ('alpha', 'push_threshold', 'push_hysteresis', 'push_filter_time',
+                        'yield_rate', 'recovery_rate', 'resume_delay')
 _PER_JOINT = ('thresholds_position', 'thresholds_force', 'speed_gain', 'acceleration_gain',
               'threshold_max')
 PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
@@ -129,9 +131,10 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
              'over, 1/s', range=(1e-3, 1000.0)),
     _scaling('resume_delay', 'f_S stays 0 this long after the residuals fall back under '
              'threshold, s', range=(0.0, 60.0)),
-    renamed={**RENAMED, **{f'time_scaling_{field}': f'time_scaling.{field}' for field in (
-        'alpha', 'push_threshold', 'push_hysteresis', 'push_filter_time', 'yield_rate',
-        'recovery_rate', 'resume_delay')}})
+    renamed={'consecutive_samples': 'persistence_time',                     # samples → s
+             'acceleration_window': 'acceleration_filter.window_duration',  # samples → s
+             **{f'time_scaling_{field}': f'time_scaling.{field}'
+                for field in _TIME_SCALING_FIELDS}})
 
 
 class CollisionDetector(SuiteNode):

@@ -99,12 +99,6 @@ DEFAULTS = DetectorSettings()
 # q̈ for the k_a |q̈| term (AccelerationEstimate): s of joint positions in the quadratic fit,
 # collision_detector's `acceleration_filter.window_duration` (q̈ lags by about half of it).
 ACCELERATION_WINDOW_DURATION = 0.02
-# collision_detector parameters that were renamed (old → new): a parameter file with an old
-# name is refused with the new one (ros/suite_node.py), not silently ignored.
-RENAMED = {
-    'consecutive_samples': 'persistence_time',                     # samples → s
-    'acceleration_window': 'acceleration_filter.window_duration',  # samples → s
-}
 
 # Why stop is raised (DetectorState.cause), and what is wrong with the input now
 # (DetectorState.input_problem).
