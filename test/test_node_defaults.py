@@ -28,12 +28,15 @@ def _flat(tree: dict, prefix: str = '') -> dict:
 
 
 @pytest.mark.parametrize('name', sorted(manifest.nodes()))
-def test_the_shipped_parameter_file_holds_every_parameter_of_the_table_at_its_default(name):
+def test_the_shipped_parameter_file_sets_parameters_of_the_table_at_their_defaults(name):
+    """config/<node>.yaml is the user's starting point: what it sets is the table's default.
+    A new parameter is one row of the table (docs/parameters.md lists every one); the file
+    need not repeat it."""
     spec = manifest.node(name)
     with open(spec.parameters_path()) as f:
         shipped = _flat(yaml.safe_load(f)[name]['ros__parameters'])
     table = node_class(name).PARAMETERS
-    assert set(shipped) == set(table.names), name
+    assert set(shipped) <= set(table.names), name
     for parameter, value in shipped.items():
         assert value == table[parameter].default, \
             f'{name}: {parameter} ships {value!r}, the table says {table[parameter].default!r}'

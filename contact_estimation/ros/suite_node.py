@@ -26,7 +26,7 @@ use_sim_time (a simulator that falls behind slows the whole graph together), els
 monotonic clock.
 
 The node's `PARAMETERS` table (ros/params.py) is declared here, before anything else; its
-defaults come from core, and config/<node>.yaml ships the same values
+defaults come from core, and what config/<node>.yaml sets is at those defaults
 (test/test_node_defaults.py checks every node against its table).
 
 A parameter file (or override) that sets a parameter the node does not declare makes it
