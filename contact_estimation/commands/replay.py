@@ -121,7 +121,7 @@ def build(context, parameter_files: list[str], on_publish) -> Replay:
 
     from contact_estimation import composed
     from contact_estimation.ros.handover import Output
-    from contact_estimation.ros.heartbeat import Heartbeat
+    from contact_estimation.ros.stop_signal import StopSignal
 
     clock = ReplayTime()
     core = manifest.selected(with_sim=False)
@@ -153,10 +153,10 @@ def build(context, parameter_files: list[str], on_publish) -> Replay:
         for value in vars(node).values():
             if isinstance(value, Output):  # streams published only while listened to
                 value.listened = True
-            if isinstance(value, Heartbeat):
-                # Its thread beats on the wall clock, which a replay does not have (it would
-                # also write into the bag beside this thread); every change of the stop is
-                # still published by the node.
+            if isinstance(value, StopSignal):
+                # Its heartbeat thread beats on the wall clock, which a replay does not have
+                # (and it would write into the bag beside this thread, corrupting it); every
+                # change of the stop is still published by the node.
                 value.close()
     return replay
 
