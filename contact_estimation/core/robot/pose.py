@@ -16,7 +16,7 @@ def rotation_from_rpy(rpy, name: str = 'rpy') -> np.ndarray:
     angles = np.asarray(rpy, dtype=float).ravel()
     if angles.shape != (3,) or not np.isfinite(angles).all():
         raise ValueError(f'{name} takes 3 finite numbers (roll, pitch, yaw in rad, about the '
-                         f'fixed x, y, z axes), got {list(np.atleast_1d(rpy))}')
+                         f'fixed x, y, z axes), got {angles.tolist()}')
     return Rotation.from_euler('xyz', angles).as_matrix()
 
 
@@ -25,7 +25,7 @@ def rotation_from_quaternion(quaternion) -> np.ndarray:
     q = np.asarray(quaternion, dtype=float).ravel()
     norm = np.linalg.norm(q) if q.shape == (4,) else 0.0
     if not np.isfinite(norm) or norm < 1e-6:
-        raise ValueError(f'not a rotation quaternion (x, y, z, w): {list(q)}')
+        raise ValueError(f'not a rotation quaternion (x, y, z, w): {q.tolist()}')
     return Rotation.from_quat(q / norm).as_matrix()
 
 
@@ -34,5 +34,5 @@ def position(xyz, name: str = 'position') -> np.ndarray:
     point = np.asarray(xyz, dtype=float).ravel()
     if point.shape != (3,) or not np.isfinite(point).all():
         raise ValueError(f'{name} takes 3 finite numbers (x, y, z in m), '
-                         f'got {list(np.atleast_1d(xyz))}')
+                         f'got {point.tolist()}')
     return point
