@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import open3d as o3d
 
-from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
@@ -267,10 +266,9 @@ def compatible_wrenches(force: np.ndarray, torque: np.ndarray,
 def contacted_joint(tau_ext: np.ndarray, threshold) -> int | None:
     """Seed 004's current constraint, with the torque residual for the current: the contact
     is on the body of the highest joint whose |τ_ext| exceeds `threshold` (N·m, one value
-    or one per joint: core/per_joint.py) — a contact on body k loads joints ≤ k only. None:
-    no joint does."""
-    above = np.flatnonzero(np.abs(tau_ext) > per_joint('threshold', threshold, len(tau_ext),
-                                                       low=0.0, strict=True, unit=' N·m'))
+    or one per joint, as FtEstimatorConfig.thresholds checked it once) — a contact on body k
+    loads joints ≤ k only. None: no joint does."""
+    above = np.flatnonzero(np.abs(tau_ext) > threshold)
     return int(above[-1]) if len(above) else None
 
 
