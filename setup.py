@@ -17,8 +17,9 @@ NODE_SCRIPTS = [
     'sim_cobot',
 ]
 
-# Composed mode (nodes.yaml `composed`): every core node in one process (the same entry).
-COMPOSED_SCRIPT = 'contact_estimation_composed'
+# Composed mode (nodes.yaml `composed`): the chain's process and the estimators' process (the
+# same entry).
+COMPOSED_SCRIPTS = ['contact_estimation_chain', 'contact_estimation_estimation']
 
 # ROS 2 Python wheels (ros-python-wheels, Kilted) for machines without a ROS distribution.
 # Kept in an extra so that a ROS install, which provides these itself, does not pull them.
@@ -74,7 +75,7 @@ setup(
     tests_require=['pytest'],
     entry_points={
         'console_scripts': [
-            f'{name} = {PACKAGE}.nodes.__main__:main' for name in [*NODE_SCRIPTS, COMPOSED_SCRIPT]
+            f'{name} = {PACKAGE}.nodes.__main__:main' for name in [*NODE_SCRIPTS, *COMPOSED_SCRIPTS]
         ] + ['contact-estimation = contact_estimation.cli:main'],
     },
 )

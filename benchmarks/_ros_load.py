@@ -34,7 +34,7 @@ from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_second
 from contact_estimation.ros.qos import PIPELINE_QOS
 from contact_estimation.ros.spinning import spin_for, spin_until
 from contact_estimation.ros.conversions import wrench_stamped
-from contact_estimation.ros.testing import composed_process, node_process, ros_context
+from contact_estimation.ros.testing import composed_processes, node_process, ros_context
 
 # s of listening after the last input: the last outputs and one more /diagnostics (1 Hz)
 # with the nodes' final message counts.
@@ -226,18 +226,19 @@ def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
     publish `stream.message(i, stamp)` on `input_topic` (and its F/T reading on
     `wrench_topic`, if given) at `stream.rate` Hz for warmup + duration s from a publisher
     process of its own, at real-time priority where the OS allows it (as a robot driver
-    runs). With `composed`, `nodes` are the composed ones and run in one process.
+    runs). With `composed`, `nodes` are the composed ones and run in their processes (the
+    chain at `priority`).
 
     Logs go to out/<process>_load.log. `progress(k)` is called every second of publishing.
     """
     os.makedirs(LOG_DIR, exist_ok=True)
-    together = manifest.composed()
+    together = manifest.composed_nodes()
     with ExitStack() as stack:
         if composed:
-            assert set(nodes) == set(together.nodes), f'composed mode runs {together.nodes}'
-            procs = {together.name: stack.enter_context(composed_process(
-                nodes, log_path=os.path.join(LOG_DIR, f'{together.name}_load.log'),
-                priority=priority))}
+            assert set(nodes) == set(together), f'composed mode runs {together}'
+            procs = stack.enter_context(composed_processes(
+                nodes, log_path=lambda name: os.path.join(LOG_DIR, f'{name}_load.log'),
+                priority=priority))
         else:
             procs = {name: stack.enter_context(node_process(
                 name, overrides=overrides, log_path=os.path.join(LOG_DIR, f'{name}_load.log'),
@@ -255,8 +256,9 @@ def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
         # discovery: the counts then compare with what was sent.
         inputs = {spec.topic(key) for spec in map(manifest.node, nodes)
                   for key in spec.subscribes}
-        if composed:  # handed over by function call, not subscribed to
-            inputs -= together.handed_over_topics()
+        if composed:  # handed over by function call or shared memory, not subscribed to
+            inputs -= manifest.handed_over_topics(together) | set(
+                manifest.shared_samples().topics)
         if not spin_until(executor, lambda: all(
                 node.count_publishers(out.topic) > 0 for out in outputs) and all(
                 node.count_subscribers(topic) > 0 for topic in inputs), 30.0):

@@ -60,7 +60,7 @@ FORCE = (0.0, 60.0, -30.0)   # N ON the robot, base frame: 5-20 N·m on joints 1
 DETECTOR = {'hold_time': 0.1, 'time_scaling.resume_delay': 0.05,
             'time_scaling.recovery_rate': 100.0}
 NODES = {name: DETECTOR if name == 'collision_detector' else {}
-         for name in manifest.composed().nodes}
+         for name in manifest.composed_nodes()}
 
 
 class Rises:

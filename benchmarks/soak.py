@@ -45,7 +45,7 @@ from contact_estimation.core.robot.robot_model import RobotModel  # noqa: E402
 from contact_estimation.ros.conversions import seconds_to_stamp, xyz_to_cloud  # noqa: E402
 from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS  # noqa: E402
 from contact_estimation.ros.spinning import spin_until  # noqa: E402
-from contact_estimation.ros.testing import (composed_process,  # noqa: E402
+from contact_estimation.ros.testing import (composed_processes,  # noqa: E402
                                             ros_context)
 
 RATE = 1000.0          # Hz: joint states and F/T readings
@@ -201,9 +201,7 @@ def soak(minutes: float, cloud: str, cloud_points: int, warmup: float = 5.0) -> 
     log = lambda name: os.path.join(LOG_DIR, f'{name}_soak.log')  # noqa: E731
     stops = {'collision_detector': StopRecord(), 'proximity_monitor': StopRecord()}
     with ExitStack() as stack:
-        together = manifest.composed()
-        procs = {together.name: stack.enter_context(composed_process(
-            log_path=log(together.name)))}
+        procs = stack.enter_context(composed_processes(log_path=log))
         context = stack.enter_context(ros_context())
         node = rclpy.create_node('soak_monitor', context=context)
         stack.callback(node.destroy_node)

@@ -1,33 +1,38 @@
-"""Composed mode, the default: every core node of nodes.yaml in one process, as ROS 2
-component containers do in C++.
+"""Composed mode, the default: the core nodes of nodes.yaml in two processes, as ROS 2
+component containers run nodes in C++.
 
-    python -m contact_estimation.nodes contact_estimation_composed \
+    python -m contact_estimation.nodes contact_estimation_chain \
         --ros-args --params-file config/<node>.yaml ...
+    python -m contact_estimation.nodes contact_estimation_estimation --ros-args ...
     (`contact-estimation up`, `ros2 launch contact_estimation contact_estimation.launch.py`)
 
 rclpy has no intra-process transport, so nodes in one process would still serialise, send
-and parse every 1 kHz message once per reader. Here they share a `Handover`
-(ros/handover.py): the listener hands each core.sample.JointSample to the residual node,
-which hands it, with τ_ext, to the detector, all by function call within the joint-state
-callback. Each stays a node of its own, with its name (so `--params-file` sections apply),
-parameters, diagnostics, services and timers, and publishes every topic it publishes in
-separate mode, with the same stamps and QoS, for anyone who subscribes.
+and parse every 1 kHz message once per reader. Here the nodes of a process share a
+`Handover` (ros/handover.py): the listener hands each core.chain.sample.JointSample to the
+residual node, which hands it, with τ_ext, to the detector, all by function call within the
+joint-state callback. Each stays a node of its own, with its name (so `--params-file`
+sections apply), parameters, diagnostics, services and timers.
 
-The nodes run on the threads nodes.yaml gives (`composed.threads`), each with its own
-executor: the 1 kHz chain that raises the torque stop on the first, the estimators and the
-proximity monitor, whose work takes milliseconds, on the second. They take the samples
-they need from mailboxes on their own thread (SuiteNode.receive's `period`), so an
-estimate never delays a stop. The interpreter switches threads every `SWITCH_INTERVAL`,
-so a sample waits at most that long for the other thread's Python code.
+Python threads share one interpreter lock, so a thread of its own would not keep an
+estimate's milliseconds from delaying a stop: the chain (listener, residual node, detector)
+is a process of its own, with one executor, at real-time priority when asked (nodes.yaml
+`realtime`). It writes every sample into shared memory (core/chain/sample_ring.py); the
+estimation process takes them in batches (ros/sample_feed.py), hands them to the F/T
+estimator, the localizer and the proximity monitor, and publishes the 1 kHz streams for
+anyone who subscribes. `build` with every node (the replay) hands everything over by
+function call in one process: the same samples in the same order.
 """
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 from contact_estimation import manifest
+from contact_estimation.core.chain.sample_ring import SampleRingWriter, ring_name
 from contact_estimation.ros.handover import Handover
 from contact_estimation.ros.node_main import run
+from contact_estimation.ros.sample_feed import SampleFeed
 from contact_estimation.ros.suite_node import SuiteNode
 
 
@@ -38,35 +43,71 @@ def node_class(name: str) -> type[SuiteNode]:
                 and issubclass(c, SuiteNode) and c.__module__ == module.__name__)
 
 
-def build(names: tuple[str, ...] | None = None, **node_kwargs) -> list[list[SuiteNode]]:
-    """The composed nodes (`names`, default all of nodes.yaml `composed`), wired by a
-    Handover, grouped by thread; `node_kwargs` go to every node (context, cli_args...).
+def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
+          **node_kwargs) -> list[SuiteNode]:
+    """The nodes `names` (default: every composed node) in this process, wired by a Handover;
+    `node_kwargs` go to every node (context, cli_args...). With `shared_memory` (a composed
+    process of nodes.yaml) the shared samples cross to the nodes of the other process:
+    written when their source is here and some reader is not, taken when the source is
+    elsewhere.
 
     Built from the last to the first, so that what a node hands over while starting (the
     listener's first input_stale) reaches its readers, as a transient-local topic would.
     """
-    spec = manifest.composed()
-    names = names or spec.nodes
-    handover = Handover(spec.handed_over_topics(names))
+    names = tuple(names or manifest.composed_nodes())
+    shared = manifest.shared_samples()
+    readers = {n for n in manifest.composed_nodes()
+               if _read(n) & set(shared.topics)}
+    source_here = shared.source in _published(names)
+    writes = shared_memory and source_here and not readers <= set(names)
+    feeds = shared_memory and not source_here and bool(readers & set(names))
+    handed_over = manifest.handed_over_topics(names)
+    if writes or feeds:
+        handed_over |= {shared.source} if writes else set(shared.topics)
+    handover = Handover(handed_over, frozenset(shared.topics) if writes else frozenset())
     built: dict[str, SuiteNode] = {}
     try:
         for name in reversed(names):
             built[name] = node_class(name)(handover=handover, **node_kwargs)
+        nodes = [built[n] for n in names]
+        if writes:
+            _write_samples(nodes, handover, shared.source)
+        if feeds:
+            nodes[0].closing(SampleFeed(nodes[0], handover, ring_name(nodes[0].get_namespace()),
+                                        shared.topics, shared.source).close)
+        unreceived = handover.unreceived()
+        if unreceived:
+            raise RuntimeError(f'composed: nobody in the process reads {unreceived}')
     except BaseException:
         for node in built.values():
             node.destroy_node()
         raise
-    unreceived = handover.unreceived()
-    if unreceived:
-        for node in built.values():
-            node.destroy_node()
-        raise RuntimeError(f'composed: nobody in the process reads {unreceived}')
-    return [[built[n] for n in thread if n in built] for thread in spec.threads.values()
-            if any(n in built for n in thread)]
+    return nodes
+
+
+def _read(name: str) -> set[str]:
+    spec = manifest.node(name)
+    return {spec.topic(key) for key in spec.subscribes}
+
+
+def _published(names: tuple[str, ...]) -> set[str]:
+    return {manifest.node(n).topic(key) for n in names for key in manifest.node(n).publishes}
+
+
+def _write_samples(nodes: list[SuiteNode], handover: Handover, source: str) -> None:
+    """Every sample handed over on `source`, also into the shared memory of this suite."""
+    writer = SampleRingWriter(ring_name(nodes[0].get_namespace()), nodes[0].robot.n)
+    handover.receivers(source).append(writer.write)
+    nodes[0].closing(writer.close)
 
 
 def main(args=None):
-    return run(build, args)
+    """Run the composed process that the command line names (its console script, or the
+    argument after `python -m contact_estimation.nodes`)."""
+    argv = sys.argv if args is None else args
+    names = {p.name for p in manifest.composed()}
+    name = next(os.path.basename(a) for a in argv if os.path.basename(a) in names)
+    return run(lambda: build(manifest.composed_process(name).nodes, shared_memory=True), args)
 
 
 if __name__ == '__main__':

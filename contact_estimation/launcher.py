@@ -3,10 +3,10 @@
 Each node runs `python -m contact_estimation.nodes <name> --ros-args -r __node:=<name>
 --params-file config/<name>.yaml [--params-file EXTRA] [-p key:=value]`; a later parameter
 file overrides an earlier one, so one user file with sections for several nodes works.
-In composed mode (the default) the core nodes run in one process, `python -m
-contact_estimation.nodes contact_estimation_composed --ros-args --params-file
-config/<node>.yaml ... [--params-file EXTRA]`: each node takes its own section of every
-file, by name. (contact_estimation/nodes/
+In composed mode (the default) the core nodes run in two processes (nodes.yaml `composed`),
+`python -m contact_estimation.nodes contact_estimation_chain --ros-args --params-file
+config/<node>.yaml ... [--params-file EXTRA]` and the same for contact_estimation_estimation:
+each node takes its own section of every file, by name. (contact_estimation/nodes/
 __main__.py: a process stopped while it still imports exits quietly with code 0.)
 """
 from __future__ import annotations
@@ -38,17 +38,17 @@ def node_command(name: str, params_file: str | None = None,
     return cmd
 
 
-def composed_command(extra_params_files: tuple[str, ...] = (), namespace: str = '',
+def composed_command(spec: manifest.ComposedSpec, extra_params_files: tuple[str, ...] = (),
+                     namespace: str = '',
                      node_params_files: tuple[str, ...] | None = None) -> list[str]:
-    """The command line that runs the composed nodes in one process with this interpreter:
-    each node's parameter file (`node_params_files`, default config/<node>.yaml), then the
+    """The command line that runs the composed process `spec` with this interpreter: each of
+    its nodes' parameter file (`node_params_files`, default config/<node>.yaml), then the
     extra ones.
 
     No `__node` remap (it would rename every node of the process) and no `-p` (it would set
     the parameter on every node that declares it): per-node values go in a parameter file
     (`parameter_file`).
     """
-    spec = manifest.composed()
     cmd = _entry_command(spec) + namespace_arguments(namespace)
     if node_params_files is None:
         node_params_files = tuple(manifest.node(n).parameters_path() for n in spec.nodes)
@@ -111,6 +111,15 @@ def simulated_clock() -> dict[str, dict[str, object]]:
     return overrides
 
 
+def realtime(process: str) -> bool:
+    """Whether `process` (a composed process or a node) runs at the priority the user gives:
+    the chain's process (nodes.yaml `realtime`), or in separate mode the chain's nodes."""
+    for spec in manifest.composed():
+        if process == spec.name or process in spec.nodes:
+            return spec.realtime
+    return False
+
+
 def realtime_prefix(priority: int) -> list[str]:
     """The command prefix that runs a process at SCHED_FIFO `priority` (none for 0): chrt
     fails at once, with the OS's reason, where real-time priority is not allowed."""
@@ -142,15 +151,16 @@ def stop_process(proc: subprocess.Popen, grace: float = 5.0) -> int:
 
 @dataclass
 class NodeSet:
-    """A group of manifest nodes running as child processes: `names` are node names, or the
+    """A group of manifest nodes running as child processes: `names` are node names, or a
     composed process's name (manifest.processes) for its nodes in one process.
-    `overrides` are parameter values by node name."""
+    `overrides` are parameter values by node name. `priority` is given to the processes that
+    raise a stop from every sample (nodes.yaml `realtime`; every node in separate mode)."""
 
     names: list[str]
     extra_params_files: tuple[str, ...] = ()
     overrides: dict[str, dict[str, object]] = field(default_factory=dict)
     log_dir: str | None = None
-    priority: int = 0          # SCHED_FIFO priority (chrt -f) of every process; 0: normal
+    priority: int = 0          # SCHED_FIFO priority (chrt -f) of the chain; 0: normal
     namespace: str = ''        # ROS namespace of every node ('' = the root)
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     _reported: set[str] = field(default_factory=set)
@@ -163,14 +173,15 @@ class NodeSet:
             if self.log_dir:
                 os.makedirs(self.log_dir, exist_ok=True)
                 out = open(os.path.join(self.log_dir, f'{name}.log'), 'w')
+            priority = self.priority if realtime(name) else 0
             self.processes[name] = subprocess.Popen(
-                realtime_prefix(self.priority) + self._command(name), stdout=out,
+                realtime_prefix(priority) + self._command(name), stdout=out,
                 stderr=subprocess.STDOUT)
 
     def _command(self, name: str) -> list[str]:
-        composed = manifest.composed()
+        composed = next((p for p in manifest.composed() if p.name == name), None)
         extra = tuple(map(self._placed, self.extra_params_files))
-        if name != composed.name:
+        if composed is None:
             return node_command(name, self._placed(manifest.node(name).parameters_path()),
                                 overrides=self.overrides.get(name), extra_params_files=extra,
                                 namespace=self.namespace)
@@ -178,7 +189,7 @@ class NodeSet:
         if overrides:
             self._scratch_files.append(parameter_file(overrides))
             extra += (self._placed(self._scratch_files[-1]),)
-        return composed_command(extra, self.namespace, tuple(
+        return composed_command(composed, extra, self.namespace, tuple(
             self._placed(manifest.node(n).parameters_path()) for n in composed.nodes))
 
     def _placed(self, path: str) -> str:

@@ -57,12 +57,15 @@ class NodeSpec:
 
 @dataclass(frozen=True)
 class ComposedSpec:
-    """Composed mode: `nodes` in one process (console script `executable`), each handing its
-    samples to the nodes that read them by function call (contact_estimation/composed.py),
-    on the `threads` (name → nodes) that nodes.yaml gives."""
+    """One composed process (nodes.yaml `composed`): `nodes` in one process (console script
+    `executable`), each handing its samples to the nodes that read them in the process by
+    function call (contact_estimation/composed.py); `realtime`: the process `up --priority`
+    and launch `priority:=` run at SCHED_FIFO (the chain that raises the stop)."""
 
+    key: str
     executable: str
-    threads: dict[str, tuple[str, ...]]
+    nodes: tuple[str, ...]
+    realtime: bool = False
 
     @property
     def name(self) -> str:
@@ -74,20 +77,27 @@ class ComposedSpec:
         return f'{PACKAGE}.composed'
 
     @property
-    def nodes(self) -> tuple[str, ...]:
-        return tuple(n for thread in self.threads.values() for n in thread)
-
-    @property
     def node_names(self) -> tuple[str, ...]:
         return self.nodes
 
-    def handed_over_topics(self, names: tuple[str, ...] | None = None) -> set[str]:
-        """Topics one of the nodes (`names`, default all) publishes and another reads:
-        passed by function call."""
-        specs = [node(name) for name in names or self.nodes]
-        published = {s.topic(key) for s in specs for key in s.publishes}
-        read = {s.topic(key) for s in specs for key in s.subscribes}
-        return published & read
+
+@dataclass(frozen=True)
+class SharedSamples:
+    """The joint samples one composed process hands to another through shared memory
+    (core/chain/sample_ring.py): what `source` (a topic) hands over in its process, every
+    reader of `topics` in another process receives."""
+
+    source: str
+    topics: tuple[str, ...]
+
+
+def handed_over_topics(names: tuple[str, ...]) -> set[str]:
+    """Topics one of the nodes `names` publishes and another of them reads: passed by
+    function call when they run in one process."""
+    specs = [node(name) for name in names]
+    published = {s.topic(key) for s in specs for key in s.publishes}
+    read = {s.topic(key) for s in specs for key in s.subscribes}
+    return published & read
 
 
 Process = NodeSpec | ComposedSpec
@@ -118,10 +128,27 @@ def node(name: str) -> NodeSpec:
 
 
 @lru_cache(maxsize=1)
-def composed() -> ComposedSpec:
-    raw = _declarations()['composed']
-    return ComposedSpec(raw['executable'],
-                        {name: tuple(nodes) for name, nodes in raw['threads'].items()})
+def composed() -> tuple[ComposedSpec, ...]:
+    """The composed processes, in nodes.yaml order (the chain first)."""
+    return tuple(ComposedSpec(key, raw['executable'], tuple(raw['nodes']),
+                              bool(raw.get('realtime', False)))
+                 for key, raw in _declarations()['composed']['processes'].items())
+
+
+def composed_nodes() -> tuple[str, ...]:
+    """Every node that runs composed, in process order."""
+    return tuple(name for process in composed() for name in process.nodes)
+
+
+def composed_process(name: str) -> ComposedSpec:
+    """The composed process named `name` (its executable)."""
+    return next(p for p in composed() if p.name == name)
+
+
+@lru_cache(maxsize=1)
+def shared_samples() -> SharedSamples:
+    raw = _declarations()['composed']['shared_samples']
+    return SharedSamples(raw['source'], tuple(raw['topics']))
 
 
 def share_directory() -> str:
@@ -160,15 +187,15 @@ def robot_source(parameter_files: list[str]) -> str:
 
 
 def processes(with_sim: bool, separate: bool = False) -> list[Process]:
-    """What to start, one entry per process: the `selected` nodes, the composed ones in one
-    process (where the first of them stands) unless `separate`."""
+    """What to start, one entry per process: the `selected` nodes, each composed process
+    where its first node stands, unless `separate`."""
     if separate:
         return list(selected(with_sim))
-    together = composed()
     result: list[Process] = []
     for spec in selected(with_sim):
-        if spec.name not in together.nodes:
+        process = next((p for p in composed() if spec.name in p.nodes), None)
+        if process is None:
             result.append(spec)
-        elif spec.name == together.nodes[0]:
-            result.append(together)
+        elif spec.name == process.nodes[0]:
+            result.append(process)
     return result

@@ -6,13 +6,13 @@
 
 The nodes, their executables and parameter files come from contact_estimation/nodes.yaml
 (read through contact_estimation.manifest), the same list `contact-estimation up` starts.
-The core nodes run composed in one process (nodes.yaml `composed`: the same nodes, names and
-parameters; each takes its own section of the parameter files); separate:=true starts one
-process per node instead. namespace:=NS puts every node in namespace NS (every topic but
-/diagnostics moves with it, and the simulated /clock: one suite per arm in one graph); with
-sim:=true every node runs on the simulator's clock (use_sim_time). priority:=N runs them at
-SCHED_FIFO priority N (chrt -f N), below
-the robot driver's (README, Real-time priority).
+The core nodes run composed in two processes, the chain and the estimators (nodes.yaml
+`composed`: the same nodes, names and parameters; each takes its own section of the
+parameter files); separate:=true starts one process per node instead. namespace:=NS puts
+every node in namespace NS (every topic but /diagnostics moves with it, and the simulated
+/clock: one suite per arm in one graph); with sim:=true every node runs on the simulator's
+clock (use_sim_time). priority:=N runs the chain that raises the stop at SCHED_FIFO priority
+N (chrt -f N), below the robot driver's (README, Real-time priority).
 rviz:=true also starts rviz2 with rviz/contact_estimation.rviz and, for its robot model,
 robot_state_publisher with the URDF of the robot the nodes load; each only where the
 distribution has it.
@@ -46,11 +46,10 @@ def _parameter_files(spec: manifest.Process, context) -> list[str]:
 
 
 def _nodes(context):
-    from contact_estimation.launcher import realtime_prefix, simulated_clock
+    from contact_estimation.launcher import realtime, realtime_prefix, simulated_clock
 
     started = []
     priority = int(LaunchConfiguration('priority').perform(context) or 0)
-    prefix = {'prefix': ' '.join(realtime_prefix(priority))} if priority else {}
     namespace = LaunchConfiguration('namespace').perform(context).strip('/')
     placed = ({'namespace': namespace, 'remappings': [('/clock', f'/{namespace}/clock')]}
               if namespace else {})
@@ -60,6 +59,8 @@ def _nodes(context):
         # A name would rename every node of the composed process: only a node gets one.
         named = {'name': spec.name} if isinstance(spec, manifest.NodeSpec) else {}
         on_clock = [clock[n] for n in spec.node_names if n in clock][:1]
+        prefix = ({'prefix': ' '.join(realtime_prefix(priority))}
+                  if priority and realtime(spec.name) else {})
         started.append(Node(package=manifest.PACKAGE, executable=spec.executable,
                             output='screen',
                             parameters=_parameter_files(spec, context) + on_clock,
@@ -109,13 +110,13 @@ def generate_launch_description():
         DeclareLaunchArgument('rviz', default_value='false',
                               description='also start rviz2 (and robot_state_publisher)'),
         DeclareLaunchArgument('priority', default_value='0',
-                              description='SCHED_FIFO priority of the suite (chrt -f), below '
-                                          "the driver's; 0 = normal"),
+                              description='SCHED_FIFO priority of the chain that raises the '
+                                          "stop (chrt -f), below the driver's; 0 = normal"),
         DeclareLaunchArgument('namespace', default_value='',
                               description='ROS namespace of every node (one suite per arm)'),
         DeclareLaunchArgument('separate', default_value='false',
                               description='one process per node instead of the core nodes '
-                                          'composed in one process'),
+                                          'composed in two processes'),
         OpaqueFunction(function=_nodes),
         OpaqueFunction(function=_viewers),
     ])

@@ -66,27 +66,33 @@ def _has_started(log_path) -> bool:
     return log_path.exists() and '[INFO]' in log_path.read_text()
 
 
-def test_up_runs_the_core_nodes_composed_in_one_process_and_stops_cleanly(tmp_path):
+def test_up_runs_the_core_nodes_composed_in_two_processes_and_stops_cleanly(tmp_path):
     logs = tmp_path / 'logs'
     proc = _cli('up', '--log-dir', str(logs))
-    together = manifest.composed()
-    log = logs / f'{together.name}.log'
-    others = [s.name for s in manifest.selected(with_sim=False) if s.name not in together.nodes]
+    processes = manifest.composed()
+    together = manifest.composed_nodes()
+    others = [s.name for s in manifest.selected(with_sim=False) if s.name not in together]
     deadline = time.monotonic() + 60
+
+    def started(process) -> bool:
+        log = logs / f'{process.name}.log'
+        return log.exists() and all(f'[{name}]' in log.read_text() for name in process.nodes)
+
     # Each node logs one [INFO] line with its own name when it has started; Ctrl-C only
     # once all have (a node still importing would die of the KeyboardInterrupt).
-    while not (log.exists() and all(f'[{name}]' in log.read_text() for name in together.nodes)
+    while not (all(started(p) for p in processes)
                and all(_has_started(logs / f'{name}.log') for name in others)):
         assert proc.poll() is None, proc.communicate()[0]
         assert time.monotonic() < deadline, 'the node set did not start'
         time.sleep(0.1)
-    # One process for the composed nodes, one for each other node.
+    # One process for each composed process (the chain, the estimators), one for each other
+    # node.
     assert sorted(p.name for p in logs.iterdir()) == sorted(
-        f'{name}.log' for name in [together.name, *others])
+        f'{name}.log' for name in [*(p.name for p in processes), *others])
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
-    assert f'starting {together.name}' in out and 'exited' not in out, out
+    assert all(p.name in out for p in processes) and 'exited' not in out, out
 
 
 def test_up_refuses_a_missing_config_file(tmp_path):

@@ -35,11 +35,11 @@ def _separate(**kwargs):
 
 def _composed(names=None, **kwargs):
     """The composed nodes, all on one executor here (the test spins them)."""
-    return [node for thread in composed.build(names, **kwargs) for node in thread]
+    return composed.build(names, **kwargs)
 
 
 def _cli_args(*extra_files):
-    files = [manifest.node(n).parameters_path() for n in manifest.composed().nodes]
+    files = [manifest.node(n).parameters_path() for n in manifest.composed_nodes()]
     return ['--ros-args'] + [a for f in (*files, *extra_files) for a in ('--params-file', f)]
 
 

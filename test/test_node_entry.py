@@ -50,4 +50,4 @@ def test_the_entry_names_the_processes_it_starts_when_given_another_name():
                           capture_output=True, text=True, timeout=DEADLINE,
                           env=os.environ.copy())
     assert done.returncode == 2
-    assert 'collision_detector' in done.stderr and 'contact_estimation_composed' in done.stderr
+    assert 'collision_detector' in done.stderr and 'contact_estimation_chain' in done.stderr

@@ -150,13 +150,13 @@ def test_rviz_config_parses_and_names_only_topics_the_nodes_publish():
 
 
 def _console_scripts() -> set[str]:
-    """setup.py's NODE_SCRIPTS and COMPOSED_SCRIPT."""
+    """setup.py's NODE_SCRIPTS and COMPOSED_SCRIPTS."""
     tree = ast.parse(open(os.path.join(ROOT, 'setup.py')).read())
     values = {node.targets[0].id: ast.literal_eval(node.value) for node in ast.walk(tree)
               if isinstance(node, ast.Assign) and node.targets[0].id in ('NODE_SCRIPTS',
-                                                                          'COMPOSED_SCRIPT')}
-    assert len(values) == 2, 'setup.py lacks NODE_SCRIPTS or COMPOSED_SCRIPT'
-    return {*values['NODE_SCRIPTS'], values['COMPOSED_SCRIPT']}
+                                                                          'COMPOSED_SCRIPTS')}
+    assert len(values) == 2, 'setup.py lacks NODE_SCRIPTS or COMPOSED_SCRIPTS'
+    return {*values['NODE_SCRIPTS'], *values['COMPOSED_SCRIPTS']}
 
 
 @pytest.mark.parametrize('sim', ['true', 'false'])
@@ -179,28 +179,34 @@ def test_launch_starts_console_scripts_with_existing_parameter_files(sim):
 
 
 @pytest.mark.parametrize('sim', ['true', 'false'])
-def test_launch_runs_the_composed_nodes_in_one_process_by_default(sim):
+def test_launch_runs_the_composed_processes_by_default(sim):
     launched = _launched_nodes(sim, '/tmp/user.yaml')
-    together = manifest.composed()
-    assert together.executable in _console_scripts()
-    [process] = [n for n in launched if n['executable'] == together.executable]
-    assert 'name' not in process  # a name would rename every node of the process
-    # Each node's own parameter file (its section, by node name), then the user's; with the
-    # simulated cobot, every node on its clock.
-    expected = [manifest.node(n).parameters_path() for n in together.nodes]
-    assert process['parameters'] == expected + ['/tmp/user.yaml'] + (
-        [{'use_sim_time': True}] if sim == 'true' else [])
-    for name, params in zip(together.nodes, process['parameters']):
-        with open(params) as f:
-            assert 'ros__parameters' in yaml.safe_load(f)[name]
-    others = {n['name'] for n in launched if n is not process}
-    assert others.isdisjoint(together.nodes)
-    assert others | set(together.nodes) == {s.name for s in manifest.selected(sim == 'true')}
+    for together in manifest.composed():
+        assert together.executable in _console_scripts()
+        [process] = [n for n in launched if n['executable'] == together.executable]
+        assert 'name' not in process  # a name would rename every node of the process
+        # Each node's own parameter file (its section, by node name), then the user's; with
+        # the simulated cobot, every node on its clock.
+        expected = [manifest.node(n).parameters_path() for n in together.nodes]
+        assert process['parameters'] == expected + ['/tmp/user.yaml'] + (
+            [{'use_sim_time': True}] if sim == 'true' else [])
+        for name, params in zip(together.nodes, process['parameters']):
+            with open(params) as f:
+                assert 'ros__parameters' in yaml.safe_load(f)[name]
+    executables = {p.executable for p in manifest.composed()}
+    others = {n['name'] for n in launched if n['executable'] not in executables}
+    composed = set(manifest.composed_nodes())
+    assert others.isdisjoint(composed)
+    assert others | composed == {s.name for s in manifest.selected(sim == 'true')}
 
 
-def test_launch_with_a_priority_runs_every_process_under_chrt():
-    launched = [a.kwargs for a in _launched('true', '', separate='true', priority='40')]
-    assert launched and all(n['prefix'] == 'chrt -f 40' for n in launched)
+@pytest.mark.parametrize('separate', ['true', 'false'])
+def test_launch_with_a_priority_runs_the_chain_and_nothing_else_under_chrt(separate):
+    launched = [a.kwargs for a in _launched('true', '', separate=separate, priority='40')]
+    chain = next(p for p in manifest.composed() if p.realtime)
+    prioritised = {n.get('name', n['executable']) for n in launched
+                   if n.get('prefix') == 'chrt -f 40'}
+    assert prioritised == (set(chain.nodes) if separate == 'true' else {chain.executable})
     assert all('prefix' not in a.kwargs for a in _launched('true', ''))
 
 

@@ -132,8 +132,8 @@ def build(context, parameter_files: list[str], on_publish) -> Replay:
     kwargs = {'context': context,
               'cli_args': ['--ros-args', *[a for f in files for a in ('--params-file', f)]],
               'parameter_overrides': [Parameter('use_sim_time', Parameter.Type.BOOL, True)]}
-    together = manifest.composed().nodes
-    nodes = [node for thread in composed.build(**kwargs) for node in thread]
+    together = manifest.composed_nodes()
+    nodes = composed.build(**kwargs)
     try:
         for spec in core:
             if spec.name not in together:

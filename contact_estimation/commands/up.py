@@ -23,11 +23,13 @@ def main(argv: list[str]) -> int:
                              '/diagnostics stays global): one suite per arm in one graph')
     parser.add_argument('--separate', action='store_true',
                         help='one process per node (e.g. for nodes on other machines) instead '
-                             'of every core node composed in one process (less CPU and '
-                             'latency, the same nodes, parameters and topics)')
+                             'of the core nodes composed in two processes, the chain and '
+                             'the estimators (less CPU and latency, the same nodes, '
+                             'parameters and topics)')
     parser.add_argument('--priority', type=int, default=0, metavar='N',
-                        help='run every process at real-time priority N (SCHED_FIFO, chrt -f '
-                             'N, 1-99), below the robot driver\'s; 0 (default): normal')
+                        help='run the chain that raises the stop at real-time priority N '
+                             '(SCHED_FIFO, chrt -f N, 1-99), below the robot driver\'s; 0 '
+                             '(default): normal')
     parser.add_argument('--log-dir', help='write each process\'s output to DIR/<name>.log')
     args = parser.parse_args(argv)
     for path in args.config:

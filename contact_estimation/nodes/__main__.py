@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(number, _stopped_while_starting)
     from contact_estimation import manifest
     argv = sys.argv if argv is None else argv
-    processes = {**manifest.nodes(), manifest.composed().name: manifest.composed()}
+    processes = {**manifest.nodes(), **{p.name: p for p in manifest.composed()}}
     name = os.path.basename(argv[0])
     if name not in processes:
         name = argv[1] if len(argv) > 1 else ''

@@ -157,6 +157,7 @@ class CollisionDetector(SuiteNode):
         self._rate = InputRateLog(self, self._time_settings)
 
         self.stop_signal = StopSignal(self, 'time_scaling', self._reset)
+        self.closing(self.stop_signal.close)
         # Transient local like the stop: a subscriber that starts late gets the last events.
         self._event_pub = self.publisher('events', DiagnosticArray, STOP_QOS)
         self._marker_pub = self.publisher('markers', MarkerArray)
@@ -345,11 +346,6 @@ class CollisionDetector(SuiteNode):
             origins, _ = self.robot.joint_axes(self._q)
         self._marker_pub.publish(collision_markers(state, self._names, origins,
                                                    self.robot.base_link, self._q_stamp))
-
-    def destroy_node(self):
-        if hasattr(self, 'stop_signal'):  # not when the node refused to start
-            self.stop_signal.close()
-        return super().destroy_node()
 
 
 def main(args=None):

@@ -138,11 +138,6 @@ PARAMETERS = ROBOT + ParameterTable(
 _REBUILT_BY = (*PARAMETERS.feeding(ScheduleConfig), *PARAMETERS.feeding(LocalizerConfig),
                *PARAMETERS.feeding(SensorNoise))
 
-# Composed mode: the newest residual is taken this often (s), on this node's thread; a
-# contact lasts far longer, and estimates come at most `max_rate` per second anyway.
-_LATEST_RESIDUAL_PERIOD = 0.005
-
-
 class ContactLocalizerNode(SuiteNode):
     PARAMETERS = PARAMETERS
 
@@ -166,8 +161,7 @@ class ContactLocalizerNode(SuiteNode):
         self._point_output = self.output('point', PointStamped)
         self._wrench_pub = self.publisher('wrench', WrenchStamped)
         self._marker_pub = self.publisher('markers', MarkerArray)
-        self.receive('residual', JointState, self._on_residual, self.process_residual,
-                     period=_LATEST_RESIDUAL_PERIOD)
+        self.receive('residual', JointState, self._on_residual, self.process_residual)
         self._cloud_worker = LatestWorker(self._process_cloud, f'{NAME} clouds')
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         # In composed mode ft_contact_estimator hands each compensated wrench over (one thread).
@@ -247,8 +241,9 @@ class ContactLocalizerNode(SuiteNode):
         self.process_residual(JointSample(t, q, None, None, tau, msg.header.stamp))
 
     def process_residual(self, sample: JointSample) -> None:
-        """One residual (every one in separate mode; in composed mode the newest every
-        `_LATEST_RESIDUAL_PERIOD`): the pose history, and an estimate when one is due."""
+        """One residual (every one, in stamp order): the pose history, and an estimate when
+        one is due by the stamps (core/contact/localization_schedule.py), so that a replay of
+        the same samples estimates on the same ones."""
         t, q, tau = sample.t, sample.q, sample.tau_ext
         self._history.add(t, q)
         if not self.schedule.due(self.seconds(), tau):

@@ -68,10 +68,6 @@ MARKER_NS = 'ft_contact'
 _MARKER_PERIOD = 0.05   # s of stamps between marker updates (rviz needs no more than 20 Hz)
 _WATCH_PERIOD = 0.1     # s (wall) between checks for missing streams
 _FREE_MOTION_WINDOW = 1.0  # s of stamps in the free-motion compensation residual
-# Composed mode: joint states and residuals wait in a mailbox emptied this often (s), on this
-# node's thread, never on the 1 kHz chain's; it holds 0.5 s of samples at 1 kHz.
-_SAMPLES_PERIOD = 0.005
-_SAMPLES_CAPACITY = 500
 
 
 def _ft(name: str, field: str, description: str, **row) -> Parameter:
@@ -183,8 +179,7 @@ class FtContactEstimator(SuiteNode):
         for key, on_message, on_sample in (
                 ('joint_state', self._on_joint_state, self.process_joint_state),
                 ('residual', self._on_residual, self.process_residual)):
-            self.receive(key, JointState, on_message, on_sample, period=_SAMPLES_PERIOD,
-                         capacity=_SAMPLES_CAPACITY)
+            self.receive(key, JointState, on_message, on_sample)
         self.receive('localizer_point', PointStamped, self._on_localizer_point,
                      self._on_localizer_point)
         self.create_service(Trigger, '~/zero', self._on_zero)

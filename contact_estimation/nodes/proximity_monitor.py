@@ -138,10 +138,6 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
 assert set(PARAMETERS.feeding(ProximityConfig)) == {
     f.name for f in dataclasses.fields(ProximityConfig)}
 
-# Composed mode: joint states wait in a mailbox emptied this often (s), on this node's
-# thread; it holds 0.1 s of samples at 1 kHz (clouds look up the pose at their stamp).
-_SAMPLES_PERIOD = 0.005
-_SAMPLES_CAPACITY = 100
 
 
 class ProximityMonitorNode(SuiteNode):
@@ -173,8 +169,7 @@ class ProximityMonitorNode(SuiteNode):
         self.stop_signal = StopSignal(self, 'speed_scale', self._reset)
         self._parts_pub = self.publisher('parts', DiagnosticArray)
         self._marker_pub = self.publisher('markers', MarkerArray)
-        self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state,
-                     period=_SAMPLES_PERIOD, capacity=_SAMPLES_CAPACITY)
+        self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state)
         self.subscribe('skeleton', PoseArray, self._on_skeleton)
         self._cloud_worker = LatestWorker(self._clusters, f'{NAME} clouds')
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)

@@ -4,20 +4,21 @@ that cost nothing while nobody listens.
 rclpy has no intra-process transport: two nodes in one process still serialise every message,
 hand it to DDS and parse it again. In composed mode (contact_estimation/composed.py) the
 nodes of one process share a `Handover`: a node that produces a topic another member reads
-hands each sample (a core.sample.JointSample, or the message itself for low-rate topics) to
-that member's receiver (`Output.hand_over`), and the reader does not subscribe to the topic.
-Every topic is still published, with the same stamps and QoS, for anyone else who
-subscribes. In separate mode (no Handover) the same node code publishes and subscribes as
-usual, so each node keeps one "process one sample" method that both modes call.
+hands each sample (a core.chain.sample.JointSample, or the message itself for low-rate
+topics) to that member's receiver (`Output.hand_over`), and the reader does not subscribe to
+the topic. Every topic is still published, with the same stamps and QoS, for anyone else who
+subscribes, by the process that holds it: a topic `relayed` by another process (the joint
+samples the estimation process receives through shared memory and publishes:
+ros/sample_feed.py) is not published here at all. In separate mode (no Handover) the same node
+code publishes and subscribes as usual, so each node keeps one "process one sample" method
+that both modes call.
 
-A receiver of the 1 kHz chain is called at once, on the producer's thread. A consumer that
-works at its own rate on another thread (the estimators, the proximity check) gets a
-`Mailbox` instead: putting a sample in costs a deque append, and the consumer takes what it
-needs on its own thread, so its milliseconds of work never delay the stop.
+A receiver is called at once, on the producer's thread, for every sample, in stamp order:
+which samples a consumer works on is its own rule, on the stamps (an estimator's rate), so a
+replay that hands over the same samples gets the same estimates.
 """
 from __future__ import annotations
 
-from collections import deque
 from typing import Callable
 
 from rclpy.event_handler import PublisherEventCallbacks, QoSPublisherMatchedInfo
@@ -26,10 +27,12 @@ from rclpy.qos import QoSProfile
 
 
 class Handover:
-    """The topics passed by function call inside one process, and their receivers."""
+    """The topics passed by function call inside one process, and their receivers;
+    `relayed`: topics this process hands over but another process publishes."""
 
-    def __init__(self, topics: set[str]):
+    def __init__(self, topics: set[str], relayed: frozenset[str] = frozenset()):
         self._receivers: dict[str, list[Callable]] = {topic: [] for topic in topics}
+        self.relayed = relayed
 
     def receivers(self, topic: str) -> list[Callable] | None:
         """The (growing) list of in-process receivers of `topic`; None if it is not handed over."""
@@ -38,34 +41,6 @@ class Handover:
     def unreceived(self) -> list[str]:
         """Handed-over topics nobody in the process receives (a wiring error)."""
         return [topic for topic, receivers in self._receivers.items() if not receivers]
-
-
-class Mailbox:
-    """The samples one consumer has not taken yet, at most `capacity` (the oldest go first
-    and are counted in `overflowed`). `put` may be called from any thread (deque appends
-    and pops are atomic); the consumer drains it on its own thread."""
-
-    def __init__(self, capacity: int):
-        self._samples: deque = deque(maxlen=capacity)
-        self.overflowed = 0
-
-    @property
-    def capacity(self) -> int:
-        return self._samples.maxlen
-
-    def put(self, sample) -> None:
-        if len(self._samples) == self.capacity:
-            self.overflowed += 1
-        self._samples.append(sample)
-
-    def take(self) -> list:
-        """Every sample waiting, oldest first."""
-        taken = []
-        while True:
-            try:
-                taken.append(self._samples.popleft())
-            except IndexError:
-                return taken
 
 
 class Output:
@@ -77,16 +52,18 @@ class Output:
     publisher's matched events (the subscription count, without asking the middleware per
     sample).
     Latched, low-rate topics (the stop, input_stale: transient local) are always published,
-    so that their last value is what a late subscriber gets.
+    so that their last value is what a late subscriber gets. A topic another process
+    publishes (`relayed`) has no publisher here and is never `listened`.
     """
 
     def __init__(self, node: Node, topic: str, msg_type, qos: QoSProfile,
-                 receivers: list[Callable], only_when_listened: bool):
+                 receivers: list[Callable], only_when_listened: bool, relayed: bool = False):
         events = PublisherEventCallbacks(matched=self._on_matched) if only_when_listened \
             else None
-        self.publisher = node.create_publisher(msg_type, topic, qos, event_callbacks=events)
+        self.publisher = None if relayed else node.create_publisher(
+            msg_type, topic, qos, event_callbacks=events)
         self.receivers = receivers
-        self.listened = not only_when_listened
+        self.listened = not (only_when_listened or relayed)
 
     def hand_over(self, sample) -> None:
         """Give this sample to every in-process receiver."""

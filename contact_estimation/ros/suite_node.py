@@ -51,7 +51,7 @@ from contact_estimation.ros.params import ROBOT, ParameterTable
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ProblemCounter
 from contact_estimation.ros.guard import CallbackGuard
-from contact_estimation.ros.handover import Handover, Mailbox, Output
+from contact_estimation.ros.handover import Handover, Output
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
 
@@ -75,6 +75,17 @@ class SuiteNode(Node):
         self.robot = params.load_robot(self)  # StartupError when it cannot be loaded
         self.problems = ProblemCounter(self, topic=self.spec.topic('diagnostics'),
                                        hardware_id=self.robot.name)
+        self._closers: list[Callable[[], None]] = []
+
+    def closing(self, close: Callable[[], None]) -> None:
+        """Call `close` when this node is destroyed (threads, shared memory), the last
+        registered first."""
+        self._closers.append(close)
+
+    def destroy_node(self):
+        while getattr(self, '_closers', None):
+            self._closers.pop()()
+        return super().destroy_node()
 
     @contextmanager
     def starting(self) -> Iterator[None]:
@@ -131,33 +142,15 @@ class SuiteNode(Node):
         return self.create_subscription(msg_type, self.spec.topic(key), callback, qos)
 
     def receive(self, key: str, msg_type, on_message: Callable, on_sample: Callable,
-                qos: QoSProfile = SENSOR_QOS, period: float | None = None,
-                capacity: int = 1) -> None:
-        """Read topic `key`: `on_sample(sample)` is called for what the node that produces it
-        in the same process hands over (composed mode), or else `on_message(msg)` by a
-        subscription.
-
-        With `period` None (the 1 kHz chain) the producer calls `on_sample` itself, on its
-        thread. With a `period` (s), for a node that works at its own rate on its own thread,
-        the producer only drops each sample in a Mailbox of `capacity` places (1: the newest
-        only), and this node's timer gives `on_sample` what is waiting every `period`.
-        """
+                qos: QoSProfile = SENSOR_QOS) -> None:
+        """Read topic `key`: `on_sample(sample)` is called for every sample a node of the same
+        process hands over (composed mode: on the producer's thread, or the shared-memory
+        feed's: ros/sample_feed.py), or else `on_message(msg)` by a subscription."""
         receivers = self._handover and self._handover.receivers(self.spec.topic(key))
         if receivers is None:
             self.subscribe(key, msg_type, on_message, qos)
-        elif period is None:
-            receivers.append(self.guard.wrap(on_sample, f'{key} (handed over)'))
         else:
-            mailbox = Mailbox(capacity)
-            receivers.append(mailbox.put)
-            guarded = self.guard.wrap(on_sample, f'{key} (handed over)')
-            self.create_timer(period, lambda: self._empty(mailbox, key, guarded))
-
-    def _empty(self, mailbox: Mailbox, key: str, on_sample: Callable) -> None:
-        for sample in mailbox.take():
-            on_sample(sample)
-        if mailbox.overflowed and mailbox.capacity > 1:
-            self.problems.values[f'{key}_samples_overflowed'] = str(mailbox.overflowed)
+            receivers.append(self.guard.wrap(on_sample, f'{key} (handed over)'))
 
     def create_subscription(self, msg_type, topic, callback, *args, **kwargs):
         """Every callback runs guarded (ros/guard.py): subscriptions, timers, services."""
@@ -195,5 +188,6 @@ class SuiteNode(Node):
         mode). `only_when_listened` for 1 kHz streams: see ros/handover.Output."""
         topic = self.spec.topic(key)
         receivers = self._handover and self._handover.receivers(topic)
+        relayed = bool(self._handover) and topic in self._handover.relayed
         return Output(self, topic, msg_type, qos, [] if receivers is None else receivers,
-                      only_when_listened)
+                      only_when_listened, relayed)

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-from contextlib import contextmanager
-from typing import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Callable, Iterator
 
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
+from contact_estimation import manifest
 from contact_estimation.launcher import (composed_command, node_command, parameter_file,
                                          realtime_prefix, stop_process)
 
@@ -68,16 +69,19 @@ def node_process(name: str, params_file: str | None = None,
 
 
 @contextmanager
-def composed_process(overrides: dict[str, dict[str, object]] | None = None,
-                     log_path: str | None = None,
-                     priority: int = 0) -> Iterator[subprocess.Popen]:
-    """Run the composed nodes in one process (composed mode) for the duration of the
-    block (at SCHED_FIFO `priority`, if not 0); `overrides` are parameter values by node
-    name."""
+def composed_processes(overrides: dict[str, dict[str, object]] | None = None,
+                       log_path: Callable[[str], str] | None = None,
+                       priority: int = 0) -> Iterator[dict[str, subprocess.Popen]]:
+    """Run the composed processes (composed mode: the chain at SCHED_FIFO `priority` if not
+    0, and the estimators) for the duration of the block, by process name; `overrides` are
+    parameter values by node name, `log_path(process)` where each logs."""
     extra = (parameter_file(overrides),) if overrides else ()
     try:
-        with _process(realtime_prefix(priority) + composed_command(extra), log_path) as proc:
-            yield proc
+        with ExitStack() as stack:
+            yield {spec.name: stack.enter_context(_process(
+                realtime_prefix(priority if spec.realtime else 0)
+                + composed_command(spec, extra), log_path and log_path(spec.name)))
+                for spec in manifest.composed()}
     finally:
         for path in extra:
             os.remove(path)

@@ -1,0 +1,203 @@
+"""Joint samples from the chain's process to the estimators' process through shared memory.
+No ROS.
+
+The 1 kHz chain (listener → residual → detector) runs in a process of its own so that no
+estimator can take its CPU or its interpreter lock (issue 26). The estimators need every
+sample it makes (q, q̇, τ, τ_ext with its stamp). Publishing them over DDS would cost the
+chain a serialisation per sample and the estimators a deserialisation per sample; here the
+chain writes each sample into a ring of fixed slots in shared memory (a few numpy copies)
+and the estimators' process reads what is new when it has time, in batches.
+
+One writer, any number of readers, no lock: each slot carries the sequence number of the
+sample in it, written before (negated: "being written") and after the data; a reader keeps
+a slot only if both read the same, so a slot overwritten while it was read is counted as
+lost, never half-read. A reader that falls more than `capacity` samples behind loses the
+oldest and counts them (`lost`): the ring is bounded, and nothing blocks the writer.
+
+The segment's name is the one thing both processes must agree on (`ring_name`: the ROS
+namespace and domain, so two arms on one host do not share one); the writer creates it
+anew at start, and a reader re-attaches when the writer was restarted (`generation`).
+"""
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from multiprocessing import shared_memory
+
+import numpy as np
+
+from contact_estimation.core.chain.sample import JointSample
+
+CAPACITY = 2048          # samples: 2 s at 1 kHz
+FRAME_BYTES = 64         # frame_id kept up to this many UTF-8 bytes
+_HEADER = 4              # int64: written count, generation, joints, capacity
+_FIXED = 6               # float64 per slot besides the arrays: seq, t, sec, nanosec, has_tau, seq
+
+
+def ring_name(namespace: str = '', domain: str | None = None) -> str:
+    """The shared-memory name of one suite's samples (namespace and ROS domain)."""
+    domain = os.environ.get('ROS_DOMAIN_ID', '0') if domain is None else domain
+    tag = re.sub(r'[^A-Za-z0-9]+', '_', namespace).strip('_') or 'root'
+    return f'contact_estimation_{domain}_{tag}_samples'
+
+
+def _slot_width(n: int) -> int:
+    return _FIXED + 4 * n + FRAME_BYTES // 8
+
+
+class _Layout:
+    """Views of a segment: header and slots."""
+
+    def __init__(self, memory: shared_memory.SharedMemory, n: int, capacity: int):
+        self.memory = memory
+        self.header = np.ndarray((_HEADER,), np.int64, memory.buf, 0)
+        width = _slot_width(n)
+        self.slots = np.ndarray((capacity, width), np.float64, memory.buf, _HEADER * 8)
+        self.n, self.capacity = n, capacity
+        a = 5  # q, q̇, τ, τ_ext after seq, t, sec, nanosec, has_tau
+        self.q, self.v = slice(a, a + n), slice(a + n, a + 2 * n)
+        self.tau, self.tau_ext = slice(a + 2 * n, a + 3 * n), slice(a + 3 * n, a + 4 * n)
+        self.frame = slice(a + 4 * n, a + 4 * n + FRAME_BYTES // 8)
+        self.seq_after = width - 1
+
+    def close(self) -> None:
+        del self.header, self.slots
+        self.memory.close()
+
+
+class SampleRingWriter:
+    """The chain's end: `write(sample)` for every sample with τ_ext."""
+
+    def __init__(self, name: str, n_joints: int, capacity: int = CAPACITY):
+        size = _HEADER * 8 + capacity * _slot_width(n_joints) * 8
+        try:  # a segment left by a writer that died: replaced
+            stale = shared_memory.SharedMemory(name)
+            stale.close()
+            stale.unlink()
+        except FileNotFoundError:
+            pass
+        memory = shared_memory.SharedMemory(name, create=True, size=size)
+        self._ring = _Layout(memory, n_joints, capacity)
+        self._ring.slots[:, 0] = 0.0
+        self._ring.header[:] = (0, secrets.randbits(62), n_joints, capacity)
+        self.name = name
+        self._frames: dict[str, np.ndarray] = {}
+
+    def write(self, sample: JointSample) -> None:
+        ring = self._ring
+        count = int(ring.header[0])
+        slot = ring.slots[count % ring.capacity]
+        seq = float(count + 1)
+        slot[0] = -seq
+        slot[1] = sample.t
+        sec, nanosec = _stamp_parts(sample)
+        slot[2], slot[3] = sec, nanosec
+        slot[4] = sample.tau is not None
+        slot[ring.q] = sample.q
+        slot[ring.v] = sample.v
+        if sample.tau is not None:
+            slot[ring.tau] = sample.tau
+        slot[ring.tau_ext] = sample.tau_ext
+        slot[ring.frame] = self._frame(sample.frame_id)
+        slot[ring.seq_after] = seq
+        slot[0] = seq
+        ring.header[0] = count + 1
+
+    def _frame(self, frame_id: str) -> np.ndarray:
+        if frame_id not in self._frames:
+            raw = frame_id.encode()[:FRAME_BYTES].ljust(FRAME_BYTES, b'\0')
+            if len(self._frames) > 16:
+                self._frames.clear()
+            self._frames[frame_id] = np.frombuffer(raw, np.float64).copy()
+        return self._frames[frame_id]
+
+    def close(self) -> None:
+        self._ring.close()
+        try:
+            self._ring.memory.unlink()
+        except FileNotFoundError:
+            pass
+
+
+class SampleRingReader:
+    """The estimators' end: `take()` gives the samples written since the last call, oldest
+    first, as JointSamples with τ_ext (stamp = (sec, nanosec); `make_stamp` turns it into
+    the caller's stamp type). `lost` counts samples overwritten before they were read."""
+
+    def __init__(self, name: str, make_stamp=None):
+        self.name = name
+        self._make_stamp = make_stamp or (lambda sec, nanosec: (sec, nanosec))
+        self._ring: _Layout | None = None
+        self._generation = None
+        self._next = 0
+        self.lost = 0
+
+    def attached(self) -> bool:
+        """Attach (again, if the writer was restarted); False while there is no writer."""
+        if self._ring is not None and int(self._ring.header[1]) == self._generation:
+            return True
+        self._detach()
+        try:
+            memory = shared_memory.SharedMemory(self.name)
+        except FileNotFoundError:
+            return False
+        _untrack(memory)
+        header = np.ndarray((_HEADER,), np.int64, memory.buf, 0)
+        count, generation, n, capacity = (int(x) for x in header)
+        del header
+        self._ring = _Layout(memory, n, capacity)
+        self._generation, self._next = generation, count
+        return True
+
+    def take(self) -> list[JointSample]:
+        if not self.attached():
+            return []
+        ring = self._ring
+        if int(ring.header[1]) != self._generation:
+            return []
+        count = int(ring.header[0])
+        if count - self._next > ring.capacity:
+            self.lost += count - self._next - ring.capacity
+            self._next = count - ring.capacity
+        samples = []
+        for index in range(self._next, count):
+            row = ring.slots[index % ring.capacity].copy()
+            if row[0] != index + 1 or row[ring.seq_after] != index + 1 \
+                    or ring.slots[index % ring.capacity, 0] != index + 1:
+                self.lost += 1
+                continue
+            frame = row[ring.frame].tobytes().rstrip(b'\0').decode(errors='replace')
+            samples.append(JointSample(
+                float(row[1]), row[ring.q], row[ring.v], row[ring.tau] if row[4] else None,
+                row[ring.tau_ext], self._make_stamp(int(row[2]), int(row[3])), frame))
+        self._next = count
+        return samples
+
+    def _detach(self) -> None:
+        if self._ring is not None:
+            self._ring.close()
+            self._ring = None
+
+    def close(self) -> None:
+        self._detach()
+
+
+def _stamp_parts(sample: JointSample) -> tuple[int, int]:
+    stamp = sample.stamp
+    if stamp is None:
+        ns = int(round(sample.t * 1e9))
+        return ns // 1_000_000_000, ns % 1_000_000_000
+    if isinstance(stamp, tuple):
+        return stamp
+    return stamp.sec, stamp.nanosec
+
+
+def _untrack(memory: shared_memory.SharedMemory) -> None:
+    """A reader must not unlink the writer's segment when it exits (Python < 3.13 registers
+    every attached segment with the resource tracker, which unlinks it at exit)."""
+    try:
+        from multiprocessing import resource_tracker
+        resource_tracker.unregister(memory._name, 'shared_memory')
+    except (ImportError, AttributeError, KeyError):
+        pass

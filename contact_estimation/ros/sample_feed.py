@@ -1,0 +1,64 @@
+"""The estimation process's end of the shared-memory joint samples (core/chain/sample_ring.py):
+it takes what the chain's process wrote, hands each sample to the nodes of this process that
+read the shared topics, and publishes those topics for anyone who subscribes.
+
+The chain's process writes every sample the residual node makes (q, q̇, τ, τ_ext, stamp) and
+publishes nothing at 1 kHz (issue 26): receiving, building and sending those messages would
+take the stop's CPU, and a user plotting the residual would slow the stop. Here one timer
+every `PERIOD` takes the new samples in a batch (never a timer per sample), in stamp order,
+so the estimators see exactly the samples a replay hands them; a reader that falls more
+than the ring's capacity behind counts what it lost on /diagnostics (`samples_lost`).
+"""
+from __future__ import annotations
+
+from builtin_interfaces.msg import Time
+from sensor_msgs.msg import JointState
+
+from contact_estimation.core.chain.sample_ring import SampleRingReader
+from contact_estimation.ros.handover import Handover, Output
+from contact_estimation.ros.joint_states import JointStateWriter
+from contact_estimation.ros.qos import PIPELINE_QOS
+from contact_estimation.ros.suite_node import SuiteNode
+
+PERIOD = 0.002  # s between takes: a sample waits at most this (plus the estimators' work)
+
+
+class SampleFeed:
+    """On `node` (a node of this process, whose timer and diagnostics it uses): the ring
+    named `name`, its samples handed to the receivers of `topics` in `handover` and
+    published on them (effort = τ on the joint-state topic, τ_ext on the residual one)."""
+
+    def __init__(self, node: SuiteNode, handover: Handover, name: str,
+                 topics: tuple[str, ...], residual_topic: str):
+        self._node = node
+        self._reader = SampleRingReader(name, lambda sec, nanosec: Time(sec=sec,
+                                                                        nanosec=nanosec))
+        self._writer = JointStateWriter(list(node.robot.joint_names))
+        self._outputs = [(Output(node, topic, JointState, PIPELINE_QOS,
+                                 handover.receivers(topic) or [], only_when_listened=True),
+                          topic == residual_topic) for topic in topics]
+        self._receivers = [receive for output, _ in self._outputs
+                           for receive in output.receivers]
+        self._reported_lost = 0
+        node.create_timer(PERIOD, self._take)
+
+    def _take(self) -> None:
+        samples = self._reader.take()
+        for sample in samples:
+            for receive in self._receivers:
+                receive(sample)
+        for output, residual in self._outputs:
+            if output.listened:
+                for sample in samples:
+                    output.publisher.publish(self._writer.write(
+                        sample.stamp, sample.frame_id, sample.q, sample.v,
+                        sample.tau_ext if residual else sample.tau))
+        if self._reader.lost != self._reported_lost:
+            self._node.problems.report('samples_lost', f'{self._reader.lost - self._reported_lost} '
+                                       'joint sample(s) overwritten in shared memory before this '
+                                       'process took them: it is behind the chain')
+            self._reported_lost = self._reader.lost
+            self._node.problems.values['samples_lost'] = str(self._reader.lost)
+
+    def close(self) -> None:
+        self._reader.close()
