@@ -25,9 +25,12 @@ Fail-safe: before the first residual, after `input_timeout` without one (or a ga
 between two), while the listener reports stale joint states, and on a non-finite residual,
 stop is True. A message of the wrong size is dropped and counted; it does not restart the
 timeout, so a stream of them stops the arm within `input_timeout`. So does a residual stamped
-more than 1 s ahead of this node's clock (dropped and counted: core/chain/stamps.py). An unexpected
-error in any callback latches a `node_fault` stop (ros/guard.py). The stop's heartbeat is a
-thread of its own (ros/heartbeat.py): no backlog of residuals delays it.
+more than 1 s ahead of or behind this node's clock (dropped and counted: core/chain/stamps.py).
+A residual decided on more than `max_lag` after its stamp (beyond the clocks' constant
+offset: core/chain/lag.py) latches a `behind` stop: the node is working through a backlog,
+and every decision comes that late. An unexpected error in any callback latches a
+`node_fault` stop (ros/guard.py). The stop's heartbeat is a thread of its own
+(ros/heartbeat.py).
 """
 from __future__ import annotations
 
@@ -39,12 +42,13 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION, COLLISION,
-                                                    DEFAULTS, FAULT, INVALID, STALE,
+from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION, BEHIND,
+                                                    COLLISION, DEFAULTS, FAULT, INVALID, STALE,
                                                     WAITING, AccelerationEstimate,
                                                     DetectorConfig, DetectorSettings, DetectorState,
                                                     event_stamped_by_residual)
 from contact_estimation.core.chain.detector import CollisionDetector as Detector
+from contact_estimation.core.chain.lag import MAX_LAG, ClockLag
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
 from contact_estimation.core.input_rejected import InputRejected
@@ -113,6 +117,10 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
               'joint was under threshold this long and for persistence_time, s',
               range=(0.0, 60.0)),
     _detector('input_timeout', 'no residual for this long → stop, s', range=(0.001, 10.0)),
+    Parameter('max_lag', 'a residual decided on later than this after its stamp (beyond the '
+              "constant offset between the driver's clock and this node's, learned) → stop "
+              "with cause 'behind': the node is behind its input, s", MAX_LAG, (0.001, 1.0),
+              read_only=True),
     Parameter('watchdog_rate', 'rate of the input timeout check, Hz: a stop for missing '
               'input comes at most input_timeout + 1/watchdog_rate late', 50.0, (10.0, 2000.0),
               read_only=True),
@@ -147,6 +155,7 @@ class CollisionDetector(SuiteNode):
             self.scaling = TimeScaling(PARAMETERS.build(TimeScalingConfig, self.values()))
             self._acceleration = AccelerationEstimate(
                 self.value('acceleration_filter.window_duration'))
+            self._lag = ClockLag(self.value('max_lag'))
         self._names = list(self.robot.joint_names)
         self._joint_states = JointStateReader(self._names)
         self._q: np.ndarray | None = None          # latest joint positions (markers)
@@ -224,6 +233,8 @@ class CollisionDetector(SuiteNode):
         if sample.q is not None:
             self._q, self._q_stamp = sample.q, stamp
         self._rate.add(t)
+        self._lag.update(self.get_clock().now().nanoseconds * 1e-9, t)
+        self.detector.set_behind(now, self._lag.reason(t) if self._lag.behind() else '')
         acceleration = self._acceleration_of(t, sample.q)
         state = self.detector.update(now, tau_ext, velocity, acceleration, stamp=t)
         if state.ignored:
@@ -309,7 +320,7 @@ class CollisionDetector(SuiteNode):
 
     def _on_stop_change(self, state: DetectorState, previous: DetectorState | None,
                         cleared_by: str) -> None:
-        if state.cause in (COLLISION, STALE, INVALID, FAULT):
+        if state.cause in (COLLISION, STALE, INVALID, FAULT, BEHIND):
             # Every stop is logged and counted (report() would throttle a second one).
             self.problems.counts[state.cause] += 1
             self.get_logger().error(f'stop: {state.reason}')

@@ -105,6 +105,7 @@ ACCELERATION_WINDOW_DURATION = 0.02
 NONE, COLLISION, STALE, INVALID, WAITING = ('', 'collision', 'stale_input', 'invalid_residual',
                                             'waiting')
 FAULT = 'node_fault'  # the node met an unexpected error (ros/guard.py): latched like a collision
+BEHIND = 'behind'     # the node decided on a sample too late (core/chain/lag.py): latched
 
 
 def joint_roles(roles, n_joints: int) -> tuple[str, ...]:
@@ -273,6 +274,7 @@ class CollisionDetector:
         self._last_stamp: float | None = None
         self._over = np.zeros(config.n, dtype=bool)
         self._invalid = False             # the last sample was not finite
+        self._behind = ''                 # why the last sample was decided on too late
         self._residuals = np.zeros(config.n)
         self._thresholds = config.base_thresholds
         self._last_input: float | None = None
@@ -362,6 +364,14 @@ class CollisionDetector:
         self._restart_runs()
         self._latch(now, FAULT, reason)
 
+    def set_behind(self, now: float, reason: str) -> None:
+        """Whether the node decided on its latest sample too late ('' = in time; else why:
+        core/chain/lag.py): a stop latched like stale input, since every decision comes as
+        late as the node is behind; a collision keeps its own cause. No reset while behind."""
+        self._behind = reason
+        if reason and self._latched_cause != COLLISION:
+            self._latch(now, BEHIND, reason)
+
     def stale(self, now: float) -> str:
         """Why the input is stale at `now` ('' when it is fresh)."""
         if self._input_stale:
@@ -388,6 +398,7 @@ class CollisionDetector:
         if stale:
             self._latch_stale(now, stale)
         elif (self._latched_cause and self.config.hold_time > 0 and not self._invalid
+              and not self._behind
               and now - self._last_unsafe >= self.config.hold_time and not self._not_quiet(now)):
             self._clear()
         problem = STALE if stale else INVALID if self._invalid else NONE
@@ -405,6 +416,8 @@ class CollisionDetector:
             return f'cannot reset: {stale}'
         if self._invalid:
             return 'cannot reset: the last residual was not finite'
+        if self._behind:
+            return f'cannot reset: {self._behind}'
         not_quiet = self._not_quiet(now)
         if not_quiet:
             return f'cannot reset: {not_quiet}'
@@ -511,7 +524,7 @@ class AccelerationEstimate:
 
 
 def event_stamped_by_residual(state: DetectorState) -> bool:
-    """True when a stop change came from a residual (collision, invalid residual): its event
-    carries that residual's joint-state stamp; the others (stale input, waiting, cleared) are
-    stamped by the node's clock."""
-    return state.cause in (COLLISION, INVALID)
+    """True when a stop change came from a residual (collision, invalid residual, decided on
+    too late): its event carries that residual's joint-state stamp; the others (stale input,
+    waiting, cleared) are stamped by the node's clock."""
+    return state.cause in (COLLISION, INVALID, BEHIND)

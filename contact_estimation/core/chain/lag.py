@@ -20,44 +20,33 @@ themselves:
 - up at most `drift` s per s (clock drift between synchronised hosts is far less than
   1e-4 = 100 ppm), so a backlog that builds up is never learned as an offset.
 
-A stamp more than `max_offset` behind the node's clock is refused outright (`past_stamp`),
-as core/chain/stamps.py refuses one ahead of it: such a sample was sent long ago (a replayed
-log, a clock set to 1970) and must never feed a watchdog.
+A stamp far behind the node's clock (more than `max_past`, 1 s) never gets here:
+core/chain/stamps.py refuses it as `past_stamp`, as one ahead of the clock, so the offset
+learned is at most that.
 """
 from __future__ import annotations
 
 import math
 from collections import deque
 
-PAST_STAMP, BEHIND = 'past_stamp', 'behind'
+BEHIND = 'behind'
 ROBUST_SAMPLES = 3
 MAX_LAG = 0.02      # s: the detector's default (issue 26)
-MAX_OFFSET = 1.0    # s: the listener's default max_future, the other way
 DRIFT = 1e-4        # s per s that the learned offset may rise
 
 
 class ClockLag:
     """`update(now, t)`: the lag (s) of the sample stamped `t` decided on at `now`, both on
-    the node's clock (ROS time); `past(now, t)` says why a stamp is too old, or None."""
+    the node's clock (ROS time)."""
 
-    def __init__(self, max_lag: float = MAX_LAG, max_offset: float = MAX_OFFSET,
-                 drift: float = DRIFT):
-        if not (max_lag > 0 and max_offset > 0 and drift >= 0):
-            raise ValueError(f'max_lag {max_lag}, max_offset {max_offset}, drift {drift}: '
-                             'must be > 0, > 0 and >= 0')
-        self.max_lag, self.max_offset, self.drift = max_lag, max_offset, drift
+    def __init__(self, max_lag: float = MAX_LAG, drift: float = DRIFT):
+        if not (max_lag > 0 and drift >= 0):
+            raise ValueError(f'max_lag {max_lag} s, drift {drift}: must be > 0 and >= 0')
+        self.max_lag, self.drift = max_lag, drift
         self.offset: float | None = None
         self.lag = 0.0
         self._recent: deque = deque(maxlen=ROBUST_SAMPLES)
         self._last_now = -math.inf
-
-    def past(self, now: float, t: float) -> str | None:
-        """Why the stamp `t` is too far behind `now` to believe, or None."""
-        if now - t > self.max_offset:
-            return (f'stamp {t:.6f} s is {now - t:.3f} s behind this node\'s clock (more than '
-                    f'{self.max_offset:g} s): sent long ago, or the sender\'s clock is not '
-                    'synchronised')
-        return None
 
     def update(self, now: float, t: float) -> float:
         """The lag of this sample (s, >= 0); learns the offset (module docstring)."""
@@ -80,8 +69,3 @@ class ClockLag:
         return (f'the sample stamped {t:.6f} s was decided on {self.lag * 1e3:.1f} ms late '
                 f'(beyond the {self.offset * 1e3:.1f} ms clock offset; max_lag '
                 f'{self.max_lag * 1e3:g} ms): this node is behind its input')
-
-    def restart(self) -> None:
-        """Forget the offset (the sender's time base changed)."""
-        self.offset = None
-        self._recent.clear()

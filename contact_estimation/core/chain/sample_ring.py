@@ -16,7 +16,9 @@ oldest and counts them (`lost`): the ring is bounded, and nothing blocks the wri
 
 The segment's name is the one thing both processes must agree on (`ring_name`: the ROS
 namespace and domain, so two arms on one host do not share one); the writer creates it
-anew at start, and a reader re-attaches when the writer was restarted (`generation`).
+anew at start (a random `generation`), and marks it closed when it stops. A reader that
+finds its segment closed, or sees no new sample for `IDLE_TAKES` takes (a writer killed
+without closing), opens the name again and follows a new writer from its first sample.
 """
 from __future__ import annotations
 
@@ -30,9 +32,11 @@ import numpy as np
 from contact_estimation.core.chain.sample import JointSample
 
 CAPACITY = 2048          # samples: 2 s at 1 kHz
+IDLE_TAKES = 100         # takes without a new sample before the reader looks for a new writer
 FRAME_BYTES = 64         # frame_id kept up to this many UTF-8 bytes
 _HEADER = 4              # int64: written count, generation, joints, capacity
 _FIXED = 6               # float64 per slot besides the arrays: seq, t, sec, nanosec, has_tau, seq
+_WRITTEN_HERE: set[str] = set()  # segments this process created (and will unlink)
 
 
 def ring_name(namespace: str = '', domain: str | None = None) -> str:
@@ -78,6 +82,7 @@ class SampleRingWriter:
         except FileNotFoundError:
             pass
         memory = shared_memory.SharedMemory(name, create=True, size=size)
+        _WRITTEN_HERE.add(name)
         self._ring = _Layout(memory, n_joints, capacity)
         self._ring.slots[:, 0] = 0.0
         self._ring.header[:] = (0, secrets.randbits(62), n_joints, capacity)
@@ -113,11 +118,13 @@ class SampleRingWriter:
         return self._frames[frame_id]
 
     def close(self) -> None:
+        self._ring.header[1] = 0  # closed: readers look for a new writer
         self._ring.close()
         try:
             self._ring.memory.unlink()
         except FileNotFoundError:
             pass
+        _WRITTEN_HERE.discard(self.name)
 
 
 class SampleRingReader:
@@ -131,32 +138,42 @@ class SampleRingReader:
         self._ring: _Layout | None = None
         self._generation = None
         self._next = 0
+        self._idle = 0
         self.lost = 0
 
     def attached(self) -> bool:
         """Attach (again, if the writer was restarted); False while there is no writer."""
-        if self._ring is not None and int(self._ring.header[1]) == self._generation:
+        if self._ring is not None and int(self._ring.header[1]) == self._generation \
+                and self._idle < IDLE_TAKES:
             return True
-        self._detach()
+        self._idle = 0
         try:
             memory = shared_memory.SharedMemory(self.name)
         except FileNotFoundError:
+            self._detach()
             return False
-        _untrack(memory)
+        if self.name not in _WRITTEN_HERE:
+            _untrack(memory)
         header = np.ndarray((_HEADER,), np.int64, memory.buf, 0)
         count, generation, n, capacity = (int(x) for x in header)
         del header
+        if generation == self._generation or generation == 0:
+            memory.close()
+            return self._ring is not None and generation != 0
+        first_writer = self._generation is None
+        self._detach()
         self._ring = _Layout(memory, n, capacity)
-        self._generation, self._next = generation, count
+        # The first writer from now on; a restarted one from its first sample.
+        self._generation = generation
+        self._next = count if first_writer else max(0, count - capacity)
         return True
 
     def take(self) -> list[JointSample]:
         if not self.attached():
             return []
         ring = self._ring
-        if int(ring.header[1]) != self._generation:
-            return []
         count = int(ring.header[0])
+        self._idle = self._idle + 1 if count == self._next else 0
         if count - self._next > ring.capacity:
             self.lost += count - self._next - ring.capacity
             self._next = count - ring.capacity
