@@ -26,7 +26,9 @@ written once for this node and the collision detector (ros/stop_signal.py).
 Fail-safe: stop before the first joint state, when none came for `joint_state_timeout`
 (wall time), when the skeleton or clouds are stale (`body_timeout`, by stamps on the joint
 states' clock) or invalid (NaN keypoints, a wrong count, an empty cloud, an unknown frame:
-a clear message, counted on /diagnostics). A stop beside something that stays (the margin
+a clear message, counted on /diagnostics), and when the latest joint state is older than
+`max_lag` at a check beyond the clocks' constant offset (`behind`: core/chain/lag.py). A
+stop beside something that stays (the margin
 never clears) is released by `~/reset` (std_srvs/Trigger); after it the arm may only move
 away (core/contact/proximity.py: Reset).
 
@@ -48,6 +50,7 @@ from geometry_msgs.msg import PoseArray
 from sensor_msgs.msg import JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
+from contact_estimation.core.chain.lag import BEHIND, ClockLag
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.contact.lidar_fusion import (CloudConfig, CloudError, LidarFusion,
                                                           PoseHistory)
@@ -93,12 +96,20 @@ def _part_rows(part: SegmentPart | BoxPart) -> tuple[Parameter, ...]:
                       (0.005, 1.0), read_only=True),)
 
 
+# The latest joint state may be this old at a check: the estimation process takes the
+# chain's samples every few ms, between estimates that take a few ms more.
+PROXIMITY_MAX_LAG = 0.05  # s
+
 PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
     Parameter('check_rate', 'checks per second on the latest joint state, Hz (each ~0.4-0.8 ms '
               'of CPU); 1/check_rate is added to reaction_time', 100.0, (1.0, 1000.0),
               read_only=True),
     Parameter('joint_state_timeout', 'no joint state for this long (wall time) → stop, s', 0.1,
               (1e-3, 10.0)),
+    Parameter('max_lag', 'the latest joint state older than this at a check (beyond the '
+              "constant offset between the driver's clock and this node's, learned) → stop "
+              "with the reason 'behind': the arm has moved since, s", PROXIMITY_MAX_LAG,
+              (1e-3, 1.0), read_only=True),
     Parameter('display_rate', 'markers and part statuses per second, Hz (and on every change '
               'of a stop)', 5.0, (0.1, 100.0), read_only=True),
     Parameter('robot_sphere_spacing', 'length of link axis covered by one robot sphere, m',
@@ -157,6 +168,7 @@ class ProximityMonitorNode(SuiteNode):
             self.fusion = LidarFusion(surfaces, PARAMETERS.build(CloudConfig, self.values()))
         self._joint_states = JointStateReader(self.robot.joint_names, model_order_only=True)
         self._history = PoseHistory(self.value('body_timeout'))  # joint states by stamp
+        self._lag = ClockLag(self.value('max_lag'))
         self._latest: tuple[JointSample, float] | None = None  # sample, arrival (seconds())
         self._t = 0.0                    # stamp of the latest joint state used (s)
         self._result: ProximityResult | None = None
@@ -341,6 +353,12 @@ class ProximityMonitorNode(SuiteNode):
                       f'(joint_state_timeout {self.value("joint_state_timeout")} s)')
             self.problems.report('stale_joint_states', reason)
             self._publish(self.monitor.fail(self._t, reason))
+            return
+        self._lag.update(self.get_clock().now().nanoseconds * 1e-9, sample.t)
+        if self._lag.behind():
+            reason = self._lag.reason(sample.t)
+            self.problems.report(BEHIND, reason)
+            self._publish(self.monitor.fail(self._t, f'{BEHIND}: {reason}'))
             return
         self._t = sample.t
         start = time.perf_counter()
