@@ -8,15 +8,16 @@ obstacles (core/contact/lidar_fusion.py, a prior on the link and the point), it 
 point on its surface and the force in the friction cone that explain them all; the
 diagnostics say which sensors the estimate used (`source`) and its ambiguity.
 
-When (core/contact/localization_schedule.py): while a contact is present, some |τ_ext,i| over
-`gate_thresholds` (the detector's thresholds by default; a hand guiding the arm raises no
-stop but gets estimates), at most `max_rate` per second, on the residual just received,
-never queueing work. The cloud is converted to the base frame when it arrives (refused from
-its header when too large) but processed (crop, voxels, self filter, clusters) only when an
-estimate needs it, with the arm's pose at the cloud's stamp, on a worker thread
-(ros/worker.py) so that it never holds the executor (in composed mode, the detector's stop):
-the estimate that asks for a new cloud uses the obstacles already processed, later ones the
-new cloud's.
+When (core/contact/localization_schedule.py): while a contact is present, some |τ_ext,i|
+over `gate_thresholds` (the detector's thresholds by default; a hand guiding the arm raises
+no stop but gets estimates), at most `max_rate` per second of stamps (fewer when an
+estimate takes longer), on the residual just received, never queueing work: the samples it
+estimates on are chosen by their stamps, as a replay chooses them. The cloud is converted
+to the base frame when it arrives (refused from its header when too large) but processed
+(crop, voxels, self filter, clusters) only when an estimate needs it, with the arm's pose
+at the cloud's stamp, on a worker thread (ros/worker.py) so that it never holds the
+executor (and, in its process, the proximity monitor's stop): the estimate that asks for a
+new cloud uses the obstacles already processed, later ones the new cloud's.
 
 Publishes per estimate, with the stamp of the residual sample and frame_id = the contacted
 link: the point (PointStamped, link frame), the force on the robot there (WrenchStamped,
@@ -246,12 +247,13 @@ class ContactLocalizerNode(SuiteNode):
         the same samples estimates on the same ones."""
         t, q, tau = sample.t, sample.q, sample.tau_ext
         self._history.add(t, q)
-        if not self.schedule.due(self.seconds(), tau):
+        if not self.schedule.due(t, tau):
             if not self.schedule.contact(tau):
                 self.problems.set_status(OK, 'no contact')
             return
+        start = time.perf_counter()
         self._estimate(t, q, tau, sample.stamp)
-        self.schedule.finished(self.seconds())
+        self.schedule.finished(t, time.perf_counter() - start)
 
     # ------------------------------------------------------------------ estimates
     def _estimate(self, t: float, q: np.ndarray, tau: np.ndarray, stamp) -> None:

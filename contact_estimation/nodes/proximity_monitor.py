@@ -52,6 +52,7 @@ from visualization_msgs.msg import MarkerArray
 
 from contact_estimation.core.chain.lag import BEHIND, ClockLag
 from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.chain.stamps import MAX_PAST
 from contact_estimation.core.contact.lidar_fusion import (CloudConfig, CloudError, LidarFusion,
                                                           PoseHistory)
 from contact_estimation.core.contact.proximity import (CLUSTERS, COCO_17, DEFAULT_PARTS,
@@ -237,7 +238,7 @@ class ProximityMonitorNode(SuiteNode):
         """Positions and velocities (no torques needed); a bad message, or one whose stamp is
         not believed, is not kept: it never becomes the newest time, so a stream of them
         ends in a stale stop."""
-        t = self.believed(msg.header.stamp, 'joint state')
+        t = self.believed(msg.header.stamp, 'joint state', MAX_PAST)
         if t is None:
             return
         try:

@@ -36,6 +36,7 @@ refusal name the new one.
 """
 from __future__ import annotations
 
+import math
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -166,12 +167,14 @@ class SuiteNode(Node):
                                       self.guard.wrap(callback, name, service=True),
                                       *args, **kwargs)
 
-    def believed(self, stamp, source: str) -> float | None:
+    def believed(self, stamp, source: str, max_past: float = math.inf) -> float | None:
         """The stamp (s) of a message from `source` when it is believable on this node's
         clock (core/chain/stamps.py), else None: the message is to be dropped, and it is counted
-        and logged here."""
+        and logged here. An input that feeds a watchdog (joint states, residuals) gives a
+        `max_past` too: a stamp that far behind the clock was sent long ago."""
         t = stamp_to_seconds(stamp)
-        problem = stamp_problem(t, self.get_clock().now().nanoseconds * 1e-9)
+        problem = stamp_problem(t, self.get_clock().now().nanoseconds * 1e-9,
+                                max_past=max_past)
         if problem is None:
             return t
         kind, why = problem

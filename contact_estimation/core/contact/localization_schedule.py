@@ -5,9 +5,11 @@ An estimate (core/contact/contact_localization.py) costs milliseconds, the resid
 - only while a contact is present: some |τ_ext,i| over its gate ψ_i (by default the
   detector's position thresholds, seed 001 eq. 7 without its n samples in a row: an estimate
   raises no stop, and a person guiding the arm by hand, which raises none, gets estimates);
-- at most `max_rate` times a second, the interval counted from the end of the previous
-  estimate: a machine slower than an estimate gets fewer estimates, never a queue of work,
-  and estimates take at most d / (d + 1/max_rate) of a core (d: one estimate's time).
+- at most `max_rate` times a second of sample stamps: the first sample at least 1/max_rate
+  after the previous estimate's, so that a replay of the same samples estimates on the same
+  ones (issue 26); and an estimate that took d s of CPU moves the next one at least d later,
+  so a machine slower than an estimate gets fewer estimates (it degrades by rate), never a
+  queue of work, and estimates take at most about half a core.
 
 `ScheduleConfig` holds the schedule's settings (the node's rows feed it); ContactLocalizer's
 are core/contact/contact_localization.LocalizerConfig, the cloud's and the lidar pose's come
@@ -36,8 +38,8 @@ class ScheduleConfig:
 
 
 class LocalizationSchedule:
-    """`due(now, τ)`: a contact is present and the rate allows an estimate; `finished(now)`
-    after each estimate. `now` is a monotonic clock (s): the limit guards the CPU."""
+    """`due(t, τ)`: a contact is present in the sample stamped `t` (s) and the rate allows an
+    estimate; `finished(t, took)` after the estimate on it, which took `took` s of CPU."""
 
     def __init__(self, config: ScheduleConfig, n_joints: int):
         self.thresholds = per_joint('gate_thresholds', config.gate_thresholds, n_joints,
@@ -52,8 +54,10 @@ class LocalizationSchedule:
         """Some |τ_ext,i| exceeds its gate ψ_i."""
         return bool(np.any(np.abs(tau) > self.thresholds))
 
-    def due(self, now: float, tau: np.ndarray) -> bool:
-        return now >= self._next and self.contact(tau)
+    def due(self, t: float, tau: np.ndarray) -> bool:
+        if t < self._next - self.interval - 1.0:  # the stamps went back (a new time base)
+            self._next = -np.inf
+        return t >= self._next and self.contact(tau)
 
-    def finished(self, now: float) -> None:
-        self._next = now + self.interval
+    def finished(self, t: float, took: float = 0.0) -> None:
+        self._next = t + max(self.interval, took)
