@@ -109,7 +109,7 @@ def test_a_message_cut_inside_its_last_field_is_refused_with_where():
 
 def test_a_huge_sequence_length_is_refused_before_anything_is_read():
     raw = bytearray(serialize_message(JointState(name=['a'])))
-    raw[16:20] = (2**32 - 1).to_bytes(4, 'little')  # the names' count
+    raw[20:24] = (2**32 - 1).to_bytes(4, 'little')  # the names' count
     with pytest.raises(ValueError, match='names of 4294967295 elements does not fit'):
         cdr.decode_joint_state(bytes(raw))
 
