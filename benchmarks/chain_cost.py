@@ -7,7 +7,9 @@ goes through the core objects the way the nodes build them from config/*.yaml:
 configured model, and each other model for comparison), `AccelerationEstimate` and
 `CollisionDetector.update` (collision_detector), `TimeScaling.react` (its f_S). Prints µs per
 sample per stage (median, p99) and the chain's total as % of one core at 1 kHz; rclpy's own
-receiving comes on top (issue 26: ~7–10 % of a core).
+receiving comes on top (issue 26: ~7–10 % of a core). A second table: µs to decode one
+message of the stream from its CDR bytes (a `raw=True` subscription) with ros/cdr.py
+against rclpy's deserialize_message.
 
     .venv/bin/python benchmarks/chain_cost.py [--seconds S] [--repeat N]
 """
@@ -21,6 +23,9 @@ import time
 
 import numpy as np
 import yaml
+from geometry_msgs.msg import WrenchStamped
+from rclpy.serialization import deserialize_message, serialize_message
+from sensor_msgs.msg import JointState
 
 from _ros_load import Contacts, PandaStream, machine, table
 from contact_estimation.core.chain.detector import (AccelerationEstimate, CollisionDetector,
@@ -32,6 +37,8 @@ from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingC
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.nodes import collision_detector, joint_state_listener, residual_node
+from contact_estimation.ros import cdr
+from contact_estimation.ros.conversions import seconds_to_stamp, wrench_stamped
 
 RATE = 1000.0
 CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'config')
@@ -115,6 +122,37 @@ def run(chain: Chain, stream: PandaStream, count: int) -> np.ndarray:
     return spent[:done]
 
 
+def decode_times(stream: PandaStream, count: int) -> list[str]:
+    """Rows of µs per decode (median, p99) of `count` messages of the stream."""
+    joint_states, wrenches = [], []
+    for i in range(count):
+        msg = JointState(name=stream.names, position=list(stream.q[i]) + stream._extra,
+                         velocity=list(stream.v[i]) + stream._extra,
+                         effort=list(stream.effort[i]) + stream._extra)
+        msg.header.stamp = seconds_to_stamp((i + 1) / RATE)
+        joint_states.append(serialize_message(msg))
+        wrenches.append(serialize_message(wrench_stamped(
+            msg.header.stamp, stream.base_link, stream.wrench[i, :3], stream.wrench[i, 3:])))
+    clock = time.perf_counter_ns
+    rows = []
+    for name, decode, messages in (
+            ('JointState: deserialize_message', lambda raw: deserialize_message(raw, JointState),
+             joint_states),
+            ('JointState: cdr.decode_joint_state', cdr.decode_joint_state, joint_states),
+            ('JointState: cdr.stamp_of', cdr.stamp_of, joint_states),
+            ('WrenchStamped: deserialize_message',
+             lambda raw: deserialize_message(raw, WrenchStamped), wrenches),
+            ('WrenchStamped: cdr.decode_wrench_stamped', cdr.decode_wrench_stamped, wrenches)):
+        spent = np.empty(count)
+        for i, raw in enumerate(messages):
+            start = clock()
+            decode(raw)
+            spent[i] = clock() - start
+        spent /= 1e3
+        rows.append(f'{name:40s} | {np.median(spent):9.2f} | {np.percentile(spent, 99):9.2f}')
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--seconds', type=float, default=20.0,
@@ -125,7 +163,7 @@ def main(argv=None) -> int:
     print(f'machine: {machine()}')
     robot = RobotModel.load('panda')
     count = int(args.seconds * RATE)
-    stream = PandaStream(robot, RATE, count, fingers=True, contacts=CONTACTS)
+    stream = PandaStream(robot, RATE, count, fingers=True, contacts=CONTACTS, wrenches=True)
 
     def best(chain_of) -> np.ndarray:
         runs = [run(chain_of(), stream, count) for _ in range(args.repeat)]
@@ -147,6 +185,11 @@ def main(argv=None) -> int:
             rows.insert(-1, f'{"residual (" + model + ")":28s} | {np.median(other):9.1f} | '
                         f'{np.percentile(other, 99):9.1f}')
     print(table('stage                        | µs median | µs p99', rows))
+    decoded = min(count, 5000)
+    print(f'\nDecoding one message of the stream ({len(stream.names)} joints), {decoded} '
+          'messages:\n')
+    print(table('decode                                   | µs median | µs p99',
+                decode_times(stream, decoded)))
     return 0
 
 

@@ -133,6 +133,28 @@ class _Reader:
         return np.frombuffer(self.raw, _FLOAT64, count, at)
 
 
+class _NameCache:
+    """A driver sends the same names in every message: the bytes of the last list read are
+    kept with the names, and the same bytes at the same offset (hence the same alignment)
+    are the same names, not decoded again."""
+
+    def __init__(self):
+        self._last: tuple[int, bytes, tuple[str, ...]] = (0, b'', ())
+
+    def read(self, reader: _Reader) -> tuple[str, ...]:
+        at, block, names = self._last  # one tuple: threads never see half of an update
+        start = reader.at
+        if start == at and reader.raw.startswith(block, at):
+            reader.at = at + len(block)
+            return names
+        names = tuple(reader.string('name') for _ in range(reader.count('names', 4)))
+        self._last = (start, reader.raw[start:reader.at], names)
+        return names
+
+
+_NAMES = _NameCache()
+
+
 def stamp_of(raw) -> float:
     """The header stamp (s) of a serialised stamped message, nothing else decoded."""
     reader = _Reader(raw, 'stamped message')
@@ -144,7 +166,7 @@ def decode_joint_state(raw) -> JointStateData:
     reader = _Reader(raw, 'JointState')
     stamp, sec, nanosec = reader.stamp()
     frame_id = reader.string('frame_id')
-    names = tuple(reader.string('name') for _ in range(reader.count('names', 4)))
+    names = _NAMES.read(reader)
     return JointStateData(stamp, sec, nanosec, frame_id, names, reader.float64s('position'),
                           reader.float64s('velocity'), reader.float64s('effort'))
 
