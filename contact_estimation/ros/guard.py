@@ -14,10 +14,16 @@ the rest, so that a bug met by one odd message cannot take the safety function d
   fields, instead of never answering.
 
 KeyboardInterrupt and SystemExit are not caught: they end the process on purpose.
+
+rclpy's executors look at a timer callback's signature on every call (`inspect.signature`,
+for a TimerInfo parameter), which would follow the wrapper to the callback each time. The
+wrapper carries the callback's signature, taken once at wrap time (`__signature__`), so
+that look-up ends at once, and rclpy sees the parameters the callback has.
 """
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 import traceback
 from typing import Any, Callable
@@ -43,6 +49,7 @@ class CallbackGuard:
             except Exception as err:  # noqa: BLE001 -- the point of the guard
                 self.failed(where, err)
                 return _refused(args[1], f'{type(err).__name__}: {err}') if service else None
+        guarded.__signature__ = inspect.signature(callback)
         return guarded
 
     def failed(self, where: str, err: Exception) -> None:

@@ -52,7 +52,9 @@ receipt time, which runs the timeouts, and the joint-state stamps for the sample
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -231,11 +233,13 @@ class DetectorConfig:
     def n(self) -> int:
         return len(self.joint_names)
 
-    @property
+    @cached_property
     def base_thresholds(self) -> np.ndarray:
-        """ψ_0 of each joint for its current role."""
+        """ψ_0 of each joint for its current role (read-only: worked out once)."""
         force = np.array([r == FORCE for r in self.roles])
-        return np.where(force, self.thresholds_force, self.thresholds_position)
+        base = np.where(force, self.thresholds_force, self.thresholds_position)
+        base.flags.writeable = False
+        return base
 
     def thresholds(self, velocity=None, acceleration=None) -> np.ndarray:
         """ψ of every joint at this q̇ and q̈ (module function `thresholds`)."""
@@ -273,6 +277,7 @@ class CollisionDetector:
         self._quiet_time = 0.0            # duration of the current run with no joint over ψ, s
         self._last_stamp: float | None = None
         self._over = np.zeros(config.n, dtype=bool)
+        self._over_any = False            # _over.any()
         self._invalid = False             # the last sample was not finite
         self._behind = ''                 # why the last sample was decided on too late
         self._residuals = np.zeros(config.n)
@@ -320,19 +325,21 @@ class CollisionDetector:
                                  f'(input_timeout {self.config.input_timeout:g} s)')
             dt = 0.0
         self._last_input = t
-        self._invalid = not np.isfinite(tau).all()
+        config = self.config
+        thresholds = config.thresholds(velocity, acceleration)  # finite and > 0
+        ratios = np.abs(tau) / thresholds
+        ratio = float(ratios.max())  # not finite exactly when some τ_ext is not
+        self._invalid = not math.isfinite(ratio)
         if self._invalid:
             self._restart_runs()
             self._latch(t, INVALID, f'non-finite residual on {self._joint_list(~np.isfinite(tau))}')
             return self.state(t)
-        self._residuals = tau
-        self._thresholds = self.config.thresholds(velocity, acceleration)
-        ratios = np.abs(tau) / self._thresholds
+        self._residuals, self._thresholds = tau, thresholds
         self._over = ratios > 1.0
-        config = self.config
-        self._evidence = accumulate_evidence(self._evidence, dt, float(ratios.max()),
+        self._over_any = ratio > 1.0
+        self._evidence = accumulate_evidence(self._evidence, dt, ratio,
                                              config.persistence, config.persistence_time)
-        if self._over.any():
+        if self._over_any:
             self._over_samples += 1
             self._over_time += dt
             self._quiet_time = 0.0
@@ -345,7 +352,7 @@ class CollisionDetector:
                                            | {int(i) for i in np.flatnonzero(self._over)}))
             if self._latched_cause != COLLISION:
                 self._latch(t, COLLISION, self._collision_reason())
-        if self._over.any() and self._latched_cause:
+        if self._over_any and self._latched_cause:
             self._last_unsafe = t  # hold_time counts from the last sample over threshold
         return self.state(t)
 
@@ -448,7 +455,7 @@ class CollisionDetector:
     def _not_quiet(self, now: float) -> str:
         """Why the residual is not quiet enough to clear a stop ('' when it is)."""
         needed = max(self.config.persistence_time, self.config.reset_quiet_time)
-        if self._over.any():
+        if self._over_any:
             return f'still over threshold on {self._joint_list(self._over)}'
         if self._quiet_time < needed - TIME_TOLERANCE:
             return (f'every joint must stay under threshold for {needed:g} s first (so far '
@@ -485,7 +492,7 @@ class CollisionDetector:
         return DetectorState(stop=stop, cause=cause if stop else NONE,
                              reason=reason if stop else '', colliding_joints=self._colliding,
                              residuals=self._residuals.copy(), thresholds=self._thresholds.copy(),
-                             over_threshold=bool(self._over.any()),
+                             over_threshold=self._over_any,
                              contact=self._contact(),
                              input_problem=problem)
 

@@ -336,8 +336,50 @@ class ConditionResult:
     problems: list[Problem] = field(default_factory=list)
 
 
+class _Layout:
+    """What one list of joint names means to a conditioner, worked out once per list.
+
+    At 1 kHz the same one or two lists come again and again: their problems (duplicates,
+    unknown names), where their values go, and the bounds those values must keep are the
+    same for every message. `joints`/`rows` keep the message's order (the problem texts name
+    joints in it); `at` selects the joints in model order (a slice when the message names
+    the whole chain), `rows` of the message in that order are `model_rows` (a slice when they
+    follow each other, as a driver's arm joints before its gripper's).
+    """
+
+    __slots__ = ('problems', 'joints', 'rows', 'model_rows', 'at', 'every', 'low', 'high',
+                 'unbounded', 'values')
+
+    def __init__(self, conditioner: 'JointStateConditioner', names: tuple[str, ...]):
+        mapping = conditioner._order.map(names)
+        self.problems: list[Problem] = []
+        if len(set(names)) != len(names):
+            repeated = sorted({n for n in names if names.count(n) > 1})
+            self.problems.append((DUPLICATE_JOINT, f'joint names listed twice: {repeated}'))
+        if mapping.unknown:
+            self.problems.append((UNKNOWN_JOINT, f'joints not in the robot model: '
+                                  f'{list(mapping.unknown)}'))
+        self.joints, self.rows = mapping.joints, mapping.rows
+        order = np.argsort(mapping.joints, kind='stable')
+        joints, rows = mapping.joints[order], mapping.rows[order]
+        consecutive = rows.size and np.array_equal(rows, np.arange(rows[0], rows[0] + rows.size))
+        self.model_rows = slice(rows[0], rows[0] + rows.size) if consecutive else rows
+        n = len(conditioner.joint_names)
+        self.every = not self.problems and np.array_equal(joints, np.arange(n))
+        self.at = slice(None) if self.every else joints
+        # Position within the soft limits (inside the hard ones: hard_limit_margin ≥
+        # limit_margin), |velocity| and |effort| within their bounds: nothing to say.
+        c = conditioner
+        self.low = np.stack([c._lower[joints], -c._max_velocity[joints], -c._max_effort[joints]])
+        self.high = np.stack([c._upper[joints], c._max_velocity[joints], c._max_effort[joints]])
+        self.unbounded = not (np.isfinite(self.low).all() and np.isfinite(self.high).all())
+        self.values = np.empty((3, joints.size))  # position, velocity, effort, joint side
+
+
 class JointStateConditioner:
     """JointState arrays → `ConditionResult` (see the module docstring for the rules)."""
+
+    LAYOUTS = 16  # name lists remembered (one or two per driver in practice)
 
     def __init__(self, joint_names: Sequence[str], ignored_joints: Sequence[str] = (),
                  position_limits: tuple[np.ndarray, np.ndarray] | None = None,
@@ -347,7 +389,8 @@ class JointStateConditioner:
         self.joint_names = list(joint_names)
         n = len(self.joint_names)
         self.config = config
-        self._order = JointOrder(self.joint_names, ignored_joints, cache_size=16)
+        self._order = JointOrder(self.joint_names, ignored_joints)
+        self._layouts: dict[tuple[str, ...], _Layout] = {}
         lower, upper = position_limits or (np.full(n, -np.inf), np.full(n, np.inf))
         lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
         self._lower, self._upper = lower - config.limit_margin, upper + config.limit_margin
@@ -374,11 +417,14 @@ class JointStateConditioner:
     def reset(self) -> None:
         n = len(self.joint_names)
         self._stamps = np.full(n, -np.inf)
+        self._latest = -np.inf                # the newest of _stamps
         self._stamp_objects: list[Any] = [None] * n
-        self._q = np.zeros(n)
-        self._v = np.full(n, np.nan)       # NaN: not provided by the driver
-        self._effort = np.full(n, np.nan)
+        self._values = np.zeros((3, n))      # position, velocity, effort of each joint
+        self._q, self._v, self._effort = self._values
+        self._v[:] = np.nan                   # NaN: not provided by the driver
+        self._effort[:] = np.nan
         self._pending = np.zeros(n, dtype=bool)
+        self._some_pending = False            # False: no joint is pending (quick check)
         self._backwards_since = np.full(n, np.nan)  # caller time its stamps first went back
         self._last_sample_t: float | None = None
         self.estimator.reset()
@@ -409,17 +455,50 @@ class JointStateConditioner:
                                  f'{field_name} values'))
         if problems:
             return result
-        mapping = self._order.map(names)
-        joints, rows, unknown = mapping.joints, mapping.rows, list(mapping.unknown)
-        if len(set(names)) != len(names):
-            repeated = sorted({n for n in names if names.count(n) > 1})
-            problems.append((DUPLICATE_JOINT, f'joint names listed twice: {repeated}'))
-        if unknown:
-            problems.append((UNKNOWN_JOINT, f'joints not in the robot model: {unknown}'))
-        if problems or joints.size == 0:
+        layout = self._layouts.get(names) or self._layout(names)
+        if layout.problems or layout.joints.size == 0:
+            problems += layout.problems
             return result  # an error, or only joints outside the chain (a gripper driver)
+        values = layout.values
+        for row, given in enumerate((position, velocity, effort)):
+            # 0 where not given: within every bound, and stored as "not given" below.
+            values[row] = given[layout.model_rows] if given.size else 0.0
+        tx, at = self.transmission, layout.at
+        if tx.positions_are_motor_side:
+            values[:2] = tx.joint_position(values[:2], at)
+        if tx.effort_is_current:
+            values[2] = tx.joint_torque(values[2], at)
+        # One quick check of the usual message (NaN fails the comparisons); the problems
+        # and their texts, when it fails, come from `_explain`.
+        within = (((values >= layout.low) & (values <= layout.high)).all()
+                  and (not layout.unbounded or np.isfinite(values).all()))
+        if not within:
+            self._explain(layout, position, velocity, effort, problems)
+        if problems or not self._stamp_in_order(t, layout, now, problems):
+            return result
+        given = velocity.size > 0, effort.size > 0
+        self._store(t, layout, *given, stamp, problems)
+        if layout.every or self._pending.all():
+            result.sample = self._complete_sample(
+                problems, given if within and layout.every else None)
+        return result
+
+    def _layout(self, names: tuple[str, ...]) -> _Layout:
+        if len(self._layouts) >= self.LAYOUTS:
+            self._layouts.pop(next(iter(self._layouts)))
+        layout = self._layouts[names] = _Layout(self, names)
+        return layout
+
+    def _names(self, joints: np.ndarray) -> list[str]:
+        return [self.joint_names[j] for j in joints]
+
+    def _explain(self, layout: _Layout, position, velocity, effort, problems) -> None:
+        """The problems of values that failed the quick checks, joints in message order:
+        `NON_FINITE`, else `IMPLAUSIBLE` (none: only the soft position limits were passed)."""
+        joints = layout.joints
         position, velocity, effort = (
-            values[rows] if values.size else values for values in (position, velocity, effort))
+            values[layout.rows] if values.size else values
+            for values in (position, velocity, effort))
         for field_name, values in (('position', position), ('velocity', velocity),
                                    ('effort', effort)):
             bad = ~np.isfinite(values)
@@ -427,22 +506,12 @@ class JointStateConditioner:
                 problems.append((NON_FINITE, f'{field_name} of {self._names(joints[bad])} '
                                  f'is {values[bad].tolist()}'))
         if problems:
-            return result
+            return
         tx = self.transmission
         position = tx.joint_position(position, joints)
         velocity = tx.joint_position(velocity, joints) if velocity.size else velocity
         effort = tx.joint_torque(effort, joints) if effort.size else effort
         self._check_plausible(joints, position, velocity, effort, problems)
-        if problems or not self._stamp_in_order(t, joints, now, problems):
-            return result
-        self._store(t, joints, position, velocity, effort, stamp, problems)
-        if self._pending.all():
-            result.sample = self._complete_sample(problems)
-        return result
-
-    def _names(self, joints: np.ndarray) -> list[str]:
-        return [self.joint_names[j] for j in joints]
-
     def _check_plausible(self, joints, position, velocity, effort, problems) -> None:
         """`IMPLAUSIBLE` for joint-side values far beyond what the URDF allows."""
         outside = ((position < self._hard_lower[joints]) |
@@ -463,13 +532,14 @@ class JointStateConditioner:
                                  f'{bound[joints[beyond]].tolist()} (the URDF limit × '
                                  f'{field_name}_limit_factor)'))
 
-    def _stamp_in_order(self, t, joints, now, problems) -> bool:
+    def _stamp_in_order(self, t, layout: _Layout, now, problems) -> bool:
         """False, with the problem, for a stamp not newer than its joints' last one.
 
         Stamps that have kept going back for `time_reset_after` seconds of the caller's clock
         are a new time base (a driver restart): everything restarts and the message is taken.
         """
-        previous = self._stamps[joints].max()
+        joints = layout.at
+        previous = self._latest if layout.every else self._stamps[joints].max()
         if t > previous:
             return True
         if t == previous:
@@ -490,9 +560,12 @@ class JointStateConditioner:
         return True
 
     # ---------------------------------------------------------------- merging
-    def _store(self, t, joints, position, velocity, effort, stamp, problems) -> None:
-        """Keep the joint-side values of `joints` until every chain joint has been refreshed."""
-        if self._pending[joints].any():
+    def _store(self, t, layout: _Layout, velocity: bool, effort: bool, stamp,
+               problems) -> None:
+        """Keep the joint-side values of the message's joints (`layout.values`; `velocity`,
+        `effort`: whether it gave them) until every chain joint has been refreshed."""
+        joints = layout.at
+        if self._some_pending and self._pending[joints].any():
             missing = ~self._pending
             if missing.any():
                 problems.append((MISSING_JOINTS,
@@ -500,46 +573,59 @@ class JointStateConditioner:
                                  'before the next message of the other joints'))
             self._pending[:] = False
         self._stamps[joints] = t
+        self._latest = max(self._latest, t)
         self._backwards_since[joints] = np.nan
-        for j in joints:
-            self._stamp_objects[j] = stamp
-        self._q[joints] = position
-        self._v[joints] = velocity if velocity.size else np.nan
-        self._effort[joints] = effort if effort.size else np.nan
+        if layout.every:
+            self._stamp_objects = [stamp] * len(self.joint_names)
+        else:
+            for j in joints:
+                self._stamp_objects[j] = stamp
+        self._values[:, joints] = layout.values
+        if not velocity:
+            self._v[joints] = np.nan
+        if not effort:
+            self._effort[joints] = np.nan
         self._pending[joints] = True
+        self._some_pending = True
 
-    def _complete_sample(self, problems: list[Problem]) -> JointSample | None:
-        """Every joint refreshed: emit if the parts are aligned in time."""
-        newest = int(np.argmax(self._stamps))
+    def _complete_sample(self, problems: list[Problem],
+                         whole: tuple[bool, bool] | None = None) -> JointSample | None:
+        """Every joint refreshed: emit if the parts are aligned in time. `whole`: one message
+        gave every joint (one stamp: nothing to align), its positions within the limits, and
+        whether it gave (velocity, effort)."""
+        newest = 0 if whole else int(np.argmax(self._stamps))
         t = self._stamps[newest]
-        spread = t - self._stamps.min()
+        spread = 0.0 if whole else t - self._stamps.min()
         if spread > self.merge_window:
             problems.append((UNALIGNED_PARTS, f'joint state parts {1e3 * spread:.3f} ms apart, '
                              f'more than merge_window {1e3 * self.merge_window:.3f} ms'))
             self._pending = self._stamps >= t - self.merge_window
+            self._some_pending = bool(self._pending.any())
             return None
         self._pending[:] = False
+        self._some_pending = False
         if self._last_sample_t is not None and t - self._last_sample_t > self.gap_threshold:
             problems.append((GAP, f'{1e3 * (t - self._last_sample_t):.1f} ms without joint '
                              'states: velocity filter restarted'))
             self.estimator.reset()
         self._last_sample_t = t
-        q = self._q.copy()
-        v = self._v.copy()
-        missing = np.isnan(v)
-        if missing.any():
+        q, v, effort = self._values.copy()
+        missing = None if whole and whole[0] else np.isnan(v)
+        if missing is not None and missing.any():
             estimate, _ = self.estimator.update(t, q)
             if not self.estimator.ready:
                 return None  # a velocity must be estimated and the estimator is still filling
             v[missing] = estimate[missing]
         else:
             self.estimator.reset()  # unfed now, its window would later span a hole
-        outside = (q < self._lower) | (q > self._upper)
-        if outside.any():
-            problems.append((OUT_OF_LIMITS, f'{self._names(np.flatnonzero(outside))} at '
-                             f'{q[outside].round(4).tolist()} rad, beyond the limits'))
-        effort = None if np.isnan(self._effort).any() else self._effort.copy()
-        return JointSample(t=t, q=q, v=v, tau=effort, stamp=self._stamp_objects[newest])
+        if whole is None:
+            outside = (q < self._lower) | (q > self._upper)
+            if outside.any():
+                problems.append((OUT_OF_LIMITS, f'{self._names(np.flatnonzero(outside))} at '
+                                 f'{q[outside].round(4).tolist()} rad, beyond the limits'))
+        given = whole[1] if whole else not np.isnan(effort).any()
+        return JointSample(t=t, q=q, v=v, tau=effort if given else None,
+                           stamp=self._stamp_objects[newest])
 
 
 def _bound(limits: np.ndarray | None, factor: float, n: int) -> np.ndarray:

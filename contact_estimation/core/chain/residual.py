@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pinocchio as pin
 
 from contact_estimation.core.chain import friction
 from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
@@ -91,25 +92,34 @@ class StaticTerms:
     `robot_model` is the arm without the payload. `friction_params` is n×k (one row per
     joint) or k values shared by every joint, k being the number of parameters of
     `friction_model` (core/chain/friction.py).
+
+    Called at 1 kHz: pinocchio is called directly with only what each term needs (its
+    results are new arrays, nothing to copy), and friction whose parameters are all 0 is
+    not evaluated (`frictionless`).
     """
 
     def __init__(self, robot_model: RobotModel, identified: IdentifiedModel | None = None,
                  friction_model: str = _DEFAULT.friction_model,
                  friction_params=_DEFAULT.friction_parameters, payload: Payload = Payload()):
         self.robot = payload.carried_by(robot_model)
+        self._model, self._data = self.robot.model, self.robot.data
         self._payload = payload
         self._identified = identified
+        self.frictionless = False
         if identified is not None:
             return
         model = friction.get(friction_model)
         params = per_joint(f'friction_parameters ({friction_model}: '
                            f'{", ".join(model.parameters)})', friction_params, robot_model.n,
                            width=len(model.parameters))
-        self._friction_model, self._friction_params = model, params
+        # friction.joint_friction's call, its per-joint parameter columns taken once.
+        self._friction_function, self._friction_columns = model.function, tuple(params.T)
+        self.frictionless = not params.any()
 
     def gravity(self, q: np.ndarray) -> np.ndarray:
-        if self._identified is None:
-            return self.robot.gravity(q)  # the URDF's, payload included
+        if self._identified is None:  # the URDF's, payload included
+            return pin.computeGeneralizedGravity(self._model, self._data,
+                                                 self.robot.configuration(q))
         # The identified base parameters describe the arm as it was identified, bare.
         gravity = self._identified.gravity(self.robot, q)
         return gravity + self._payload.gravity(self.robot, q) if self._payload else gravity
@@ -117,14 +127,17 @@ class StaticTerms:
     def friction(self, v: np.ndarray) -> np.ndarray:
         if self._identified is not None:
             return self._identified.friction(v)
-        return friction.joint_friction(self._friction_model, self._friction_params, v)
+        return self._friction_function(np.asarray(v, dtype=float), *self._friction_columns)
 
     def inverse_dynamics(self, q: np.ndarray, v: np.ndarray, a: np.ndarray) -> np.ndarray:
         """M q̈ + C q̇ + g + f, N·m: the URDF's inertia (payload included) with these g and f."""
-        # rnea carries the URDF's gravity; swap in the configured one (identical without an
-        # identified model).
-        return (self.robot.rnea(q, v, a) - self.robot.gravity(q) + self.gravity(q)
-                + self.friction(v))
+        torque = pin.rnea(self._model, self._data, self.robot.configuration(q), v, a)
+        if self._identified is not None:
+            # rnea carries the URDF's gravity; swap in the identified one.
+            torque += self.gravity(q) - self.robot.gravity(q)
+        if not self.frictionless:
+            torque += self.friction(v)
+        return torque
 
 
 # ------------------------------------------------------------------------- sample clock
@@ -234,6 +247,9 @@ class MomentumObserver(Residual):
         r_k = e^{−K dt} r_{k−1} + (1 − e^{−K dt}) [(p_k − p_{k−1})/dt − β̄],
     β = τ + Cᵀq̇ − g − f averaged over the step (trapezoid). The first sample, and the
     first after a gap, set p(0) and r = 0.
+
+    Per sample: M from crba (its upper triangle, mirrored), C from computeCoriolisMatrix,
+    g from computeGeneralizedGravity; e^{−K dt} is computed again only when dt changes.
     """
 
     def __init__(self, terms, gap_threshold, gain):
@@ -241,21 +257,33 @@ class MomentumObserver(Residual):
         n = self.robot.n
         self.gain = per_joint('observer_gain', gain, n, 0.0, strict=True, unit=' 1/s',
                               high=MAX_OBSERVER_GAIN)
+        row, column = np.tril_indices(n, -1)
+        self._lower, self._upper = row * n + column, column * n + row
+        self._dt = None
         self._r = np.zeros(n)
         self._p = self._beta = None
 
     def _update(self, dt, t, q, v, tau):
-        p = self.robot.mass_matrix(q) @ v
-        beta = (tau + self.robot.coriolis_matrix(q, v).T @ v
-                - self.terms.gravity(q) - self.terms.friction(v))
+        model, data, terms = self.robot.model, self.robot.data, self.terms
+        configuration = self.robot.configuration(q)
+        mass = pin.crba(model, data, configuration)  # upper triangle
+        flat = mass.reshape(-1)
+        flat[self._lower] = flat[self._upper]
+        p = mass @ v
+        beta = tau + np.dot(v, pin.computeCoriolisMatrix(model, data, configuration, v))
+        beta -= terms.gravity(q)  # β = τ + Cᵀq̇ − g − f
+        if not terms.frictionless:
+            beta -= terms.friction(v)
         if dt is None:
             self._r = np.zeros(self.robot.n)
         else:
-            decay = np.exp(-self.gain * dt)
+            if dt != self._dt:
+                self._dt, self._decay = dt, np.exp(-self.gain * dt)
+                self._rise = 1.0 - self._decay
             drive = (p - self._p) / dt - 0.5 * (beta + self._beta)
-            self._r = decay * self._r + (1.0 - decay) * drive
+            self._r = self._decay * self._r + self._rise * drive
         self._p, self._beta = p, beta
-        return self._r.copy()
+        return self._r  # never written into: every step makes a new one
 
     def reset(self):
         super().reset()

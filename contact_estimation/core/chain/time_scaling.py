@@ -153,9 +153,9 @@ class TimeScaling:
         value = self.value
         if target < value and value > 0:
             value = 0.0  # seed 003: the arm holds at once
-        if value < 0 or target < 0:
+        if value < 0 or target < 0:  # here value ≤ 0, so the bounds are in order
             step = self.config.yield_rate * dt
-            return float(np.clip(target, value - step, min(value + step, 0.0)))
+            return float(min(max(target, value - step), min(value + step, 0.0)))
         return min(target, value + self.config.recovery_rate * dt)
 
     def _remember_direction(self, velocity) -> None:
@@ -167,8 +167,8 @@ class TimeScaling:
         if velocity is None or self.value < 1.0:
             return
         v = np.asarray(velocity, dtype=float)
-        speed = float(np.linalg.norm(v))
-        if np.isfinite(speed) and speed > self.config.min_speed:
+        speed = math.sqrt(v.dot(v))  # np.linalg.norm's formula, without its overhead
+        if math.isfinite(speed) and speed > self.config.min_speed:
             self.direction = v / speed
 
 
