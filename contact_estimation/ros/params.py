@@ -260,7 +260,7 @@ def payload_table(read_only: bool) -> ParameterTable:
                   read_only=read_only, field=(Payload, 'mass')),
         Parameter('payload.centre_of_mass', 'payload centre of mass, m, in the frame of '
                   'payload.link (contact-estimation identify payload estimates it and the '
-                  'mass)', read_only=read_only,
+                  'mass)', range=(-10.0, 10.0), read_only=read_only,
                   field=(Payload, 'centre_of_mass')),
         Parameter('payload.link', "link carrying the payload ('' = tip_link)",
                   read_only=read_only, field=(Payload, 'link')))
