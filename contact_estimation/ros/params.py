@@ -198,7 +198,7 @@ class ParameterGuard:
     while nobody publishes /clock: the node's time would stand still, and with it every
     timeout), then asks `apply({name: value})`, the node's own check and use of the values
     (None to accept or a message to refuse). A refused set leaves every parameter as it was;
-    the message goes back to the caller (`ros2 param set`)."""
+    the message, which names the values refused, goes back to the caller (`ros2 param set`)."""
 
     def __init__(self, node: Node, table: ParameterTable):
         self._node, self._table = node, table
@@ -228,6 +228,8 @@ class ParameterGuard:
             if problems is not None:
                 problems.report(f'unexpected_{type(err).__name__}',
                                 f'parameter change refused: {problem}')
+        if problem and not any(name in problem for name in changes):  # say what was refused
+            problem = ', '.join(f'{k} = {v!r}' for k, v in changes.items()) + f': {problem}'
         if problem:
             self._node.get_logger().error(f'parameter change refused: {problem}')
         return SetParametersResult(successful=not problem, reason=problem or '')

@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterator
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
+from rclpy.parameter import Parameter as RclpyParameter
 from rclpy.qos import QoSProfile
 
 from contact_estimation import manifest
@@ -108,13 +109,20 @@ class SuiteNode(Node):
     def set_parameters_atomically(self, parameter_list) -> SetParametersResult:
         """rclpy's (every remote set comes here), but a parameter this node does not have is
         refused by name, with its new name where it was renamed (rclpy raises 'undeclared
-        parameter(s): []', naming none)."""
+        parameter(s): []', naming none), and so is a value of the wrong type (rclpy: 'Wrong
+        parameter type, expected 1 got 4') or none (which would delete the parameter)."""
         unknown = self.PARAMETERS.unknown(sorted({p.name for p in parameter_list}
                                                  - set(self._parameters)))
         if unknown:
             return SetParametersResult(successful=False, reason=(
                 f'{self.get_name()} has no parameter {", ".join(unknown)}: nothing set '
                 '(`ros2 param list` shows its parameters)'))
+        wrong = [f'{p.name} = {p.value!r} refused: a {p.type_.name.lower()}, not the '
+                 f'{RclpyParameter.Type(self.describe_parameter(p.name).type).name.lower()} '
+                 'it takes (nor can it be deleted)' for p in parameter_list
+                 if p.type_.value != self.describe_parameter(p.name).type]
+        if wrong:
+            return SetParametersResult(successful=False, reason='; '.join(wrong))
         return super().set_parameters_atomically(parameter_list)
 
     def value(self, name: str) -> Any:
