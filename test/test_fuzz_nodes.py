@@ -89,12 +89,13 @@ class Fuzzer(Node):
         self.flood = self.create_client(Trigger, '/collision_detector/reset',
                                         qos_profile=SERVICE_QOS)
         self.extra = 0  # messages the extra subscribers received
-        for node, key in (('joint_state_listener', 'joint_state'), ('residual_node', 'residual'),
-                          ('ft_contact_estimator', 'base_wrench')):
-            kind = WrenchStamped if key == 'base_wrench' else JointState
-            for _ in range(5):
-                self.create_subscription(kind, topic(node, key), self._count_extra,
-                                         PIPELINE_QOS)
+        self.extra_subscriptions = [
+            self.create_subscription(WrenchStamped if key == 'base_wrench' else JointState,
+                                     topic(node, key), self._count_extra, PIPELINE_QOS)
+            for node, key in (('joint_state_listener', 'joint_state'),
+                              ('residual_node', 'residual'),
+                              ('ft_contact_estimator', 'base_wrench'))
+            for _ in range(5)]
         self.create_timer(0.005, self._joint_states)
         self.create_timer(0.02, self._sensors)
 
@@ -194,7 +195,7 @@ class Fuzzer(Node):
 
     def hostile(self) -> None:
         """Issue 27's round: two 400 000-point clouds, a 10 000-pose skeleton, a burst of
-        10 000 joint states and 200 resets at once."""
+        10 000 (non-finite) joint states and 200 resets at once."""
         stamp = seconds_to_stamp(self.now())
         points = self.rng.uniform(-1.0, 1.0, size=(400_000, 3))
         for _ in range(2):
@@ -202,8 +203,8 @@ class Fuzzer(Node):
         skeleton = PoseArray(poses=[Pose() for _ in range(10_000)])
         skeleton.header.stamp, skeleton.header.frame_id = stamp, self.robot.base_link
         self.pub['skeleton'].publish(skeleton)
-        burst = JointState(name=self.names, position=Q.tolist(), velocity=[0.0] * len(Q),
-                           effort=[0.0] * len(Q))
+        burst = JointState(name=self.names, position=[float('nan')] * len(Q),  # still bad
+                           velocity=[0.0] * len(Q), effort=[0.0] * len(Q))
         for k in range(10_000):
             burst.header.stamp = seconds_to_stamp(self.now() - 1.0 + k * 1e-4)
             self.pub['joint_states'].publish(burst)
@@ -337,6 +338,8 @@ def test_no_input_ends_a_node_or_lowers_a_stop_and_valid_input_brings_the_output
     for name, stops in fuzzer.stops.items():
         assert all(stops), f'{name} lowered its stop while every input was bad'
     assert fuzzer.extra > 0, 'the extra subscribers heard nothing'
+    for subscription in fuzzer.extra_subscriptions:  # they share this test's one executor
+        fuzzer.destroy_subscription(subscription)
     for node in ('proximity_monitor', 'contact_localizer'):
         assert nodes[node].problems.counts['future_stamp'] + nodes[node].problems.counts[
             'zero_stamp'] > 0
