@@ -158,7 +158,8 @@ _CLOUD_ROWS = (  # CloudConfig field, description, range
 
 # Points of a cloud decoded and processed at most (issue 27). open3d's voxel grid and DBSCAN
 # keep the interpreter lock for their whole call, ~2-3 ms per 1 000 points on a loaded 2-core
-# machine (benchmarks/hostile.py): every thread of the process, the stop's heartbeat with
+# machine (a thread ticking every 1 ms beside them waits that long; benchmarks/hostile.py
+# has the heartbeat gaps that result): every thread of the process, the stop's heartbeat with
 # them, waits that long. 10 000 points keep each call to tens of ms; a 32 × 128 lidar fits.
 BUDGET_POINTS = 10_000
 
