@@ -54,3 +54,16 @@ def test_a_cloud_whose_header_declares_too_much_is_refused_at_once(width, height
 
 def test_a_cloud_of_the_allowed_size_passes():
     check_cloud_size(xyz_to_cloud(seconds_to_stamp(1.0), 'base', np.zeros((1000, 3))), 1000)
+
+
+def test_a_400000_point_cloud_is_decimated_to_its_budget_from_the_raw_bytes():
+    """Issue 27: every k-th point, picked before decoding, at most `budget` of them."""
+    points = np.random.default_rng(2).uniform(-1.0, 1.0, size=(400_000, 3)).astype(np.float32)
+    got = cloud_to_xyz(xyz_to_cloud(seconds_to_stamp(1.0), 'base', points), budget=10_000)
+    np.testing.assert_array_equal(got, points[::40].astype(np.float64))
+
+
+def test_an_organised_cloud_with_padded_rows_is_decimated_across_its_rows():
+    points = np.random.default_rng(3).normal(size=(60, 3))
+    got = cloud_to_xyz(organised(points, height=6, padding=5), budget=20)
+    np.testing.assert_array_equal(got, points[::3])

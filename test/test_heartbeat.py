@@ -19,6 +19,7 @@ def test_the_heartbeat_says_stop_while_the_node_is_late_and_its_decision_again_a
     clock = [100.0]  # the node's clock, s: moved by the test
     heartbeat = Heartbeat(node.create_publisher(Bool, '/heartbeat_test/stop', STOP_QOS), 50.0,
                           lambda: False, lambda: clock[0], 'heartbeat test')
+    heartbeat.SLOWEST_CLOCK = 1e-9  # only the node's clock, moved by the test, makes it late
     try:
         with spinning(context, node) as executor:
             assert spin_until(executor, lambda: len(stops) >= 5, TIMEOUT)
@@ -31,5 +32,23 @@ def test_the_heartbeat_says_stop_while_the_node_is_late_and_its_decision_again_a
             count = len(stops)
             assert spin_until(executor, lambda: len(stops) > count + 3, TIMEOUT)
             assert not any(stops[count + 1:])
+    finally:
+        heartbeat.close()
+
+
+def test_the_heartbeat_says_stop_when_the_nodes_clock_stands_still(context):
+    """Issue 27: on simulated time whose /clock stopped, the node's clock, timers and
+    timeouts stand still; the heartbeat judges on the monotonic clock too."""
+    node = Node('heartbeat_test', context=context)
+    stops = []
+    node.create_subscription(Bool, '/heartbeat_test/stop', lambda m: stops.append(m.data),
+                             STOP_QOS)
+    heartbeat = Heartbeat(node.create_publisher(Bool, '/heartbeat_test/stop', STOP_QOS), 200.0,
+                          lambda: False, lambda: 100.0, 'heartbeat test')
+    try:
+        with spinning(context, node) as executor:
+            # 3 periods of 5 ms / SLOWEST_CLOCK = 0.15 s of real time without a decision
+            assert spin_until(executor, lambda: stops and stops[-1] is True, TIMEOUT)
+            assert heartbeat.late >= 1
     finally:
         heartbeat.close()

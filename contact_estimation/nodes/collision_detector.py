@@ -88,9 +88,9 @@ _PER_JOINT = ('thresholds_position', 'thresholds_force', 'speed_gain', 'accelera
               'threshold_max')
 PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
     _detector('thresholds_position', 'ψ_0 of position-controlled joints, N·m: one value for '
-              'all joints or one per joint (seed 001: 4 N·m)'),
+              'all joints or one per joint (seed 001: 4 N·m)', range=(0.0, 1e4)),
     _detector('thresholds_force', 'ψ_0 of force-controlled joints, N·m: one value or one per '
-              'joint (seed 001: 8 N·m)'),
+              'joint (seed 001: 8 N·m)', range=(0.0, 1e4)),
     Parameter('joint_roles', "each joint's role, 'position' or 'force' (one for all joints "
               'or one per joint); switchable at run time', [DEFAULTS.roles],
               field=(DetectorSettings, 'roles')),
@@ -100,11 +100,12 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
     _detector('persistence_time', 'T of seed 001 eq. 7 on the joint-state stamps: over '
               'threshold this long (weighted: this much evidence) makes a collision, s',
               range=(0.001, 10.0)),
-    _detector('speed_gain', 'k_v, N·m per rad/s: ψ grows by k_v |q̇| (one or per joint)'),
+    _detector('speed_gain', 'k_v, N·m per rad/s: ψ grows by k_v |q̇| (one or per joint)',
+              range=(0.0, 1e4)),
     _detector('acceleration_gain', 'k_a, N·m per rad/s²: ψ grows by k_a |q̈| (one or per '
-              'joint)'),
+              'joint)', range=(0.0, 1e4)),
     _detector('threshold_max', 'ψ_max, N·m: cap of ψ so that fast motion never hides a '
-              'contact this strong (one or per joint, >= ψ_0)'),
+              'contact this strong (one or per joint, >= ψ_0)', range=(0.0, 1e4)),
     _detector('threshold_ceiling', 'N·m: thresholds, threshold_max and the gains (their term '
               'at 1 rad/s, 1 rad/s²) above this are refused, since they would switch '
               'detection off; raise it explicitly for a stronger arm', range=(1.0, 1e4)),
@@ -288,11 +289,16 @@ class CollisionDetector(SuiteNode):
             self._publish_markers(self._published)
 
     def _reset(self) -> tuple[bool, str]:
-        """~/reset (ros/stop_signal.py): the detector says whether the stop may clear."""
-        refusal = self.detector.reset(self.seconds())
+        """~/reset (ros/stop_signal.py): the detector says whether the stop may clear; the
+        reply tells what was then published (a stop raised again at once is a refusal)."""
+        now = self.seconds()
+        refusal = self.detector.reset(now)
         if refusal:
             return False, f'refused: {refusal}'
-        self._apply(self.detector.state(self.seconds()), cleared_by='reset')
+        state = self.detector.state(now)
+        self._apply(state, cleared_by='reset')
+        if state.stop:
+            return False, f'refused: still stopped after the reset: {state.reason}'
         return True, 'stop cleared'
 
     def fail_safe(self, reason: str) -> None:

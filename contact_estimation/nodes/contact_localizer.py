@@ -103,7 +103,7 @@ def _noise(field: str, description: str, **row) -> Parameter:
 
 PARAMETERS = ROBOT + ParameterTable(
     _schedule('gate_thresholds', 'estimate while some |τ_ext,i| exceeds this, N·m: one value '
-              "or one per joint (default: the detector's ψ_0)"),
+              "or one per joint (default: the detector's ψ_0)", range=(0.0, 1e4)),
     _schedule('threshold_ceiling', 'N·m: gate thresholds above this are refused (they would '
               'never let an estimate through); raise it explicitly for a stronger arm',
               range=(1.0, 1e4)),
@@ -216,7 +216,8 @@ class ContactLocalizerNode(SuiteNode):
         if t is None:
             return
         try:
-            points = cloud_in_base_frame(msg, self.lidar, self.fusion.config.max_points)
+            points = cloud_in_base_frame(msg, self.lidar, self.fusion.config.max_points,
+                                         self.value('cloud.budget_points'))
         except InputRejected as err:
             self.problems.report(err.kind, f'{err}: dropped')
             return

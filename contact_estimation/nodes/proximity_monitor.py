@@ -47,6 +47,7 @@ import time
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseArray
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
@@ -60,15 +61,17 @@ from contact_estimation.core.contact.proximity import (CLUSTERS, COCO_17, DEFAUL
                                                        HumanModel, ProximityConfig,
                                                        ProximityMonitor, ProximityResult,
                                                        SegmentPart)
-from contact_estimation.core.input_rejected import EMPTY_CLOUD, NO_POSE, InputRejected
+from contact_estimation.core.input_rejected import (EMPTY_CLOUD, NO_POSE, WRONG_SIZE,
+                                                    InputRejected)
 from contact_estimation.core.robot.surfaces import LinkSurfaces, SurfacesError
 from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable
-from contact_estimation.ros.proximity_messages import ProximityMarkers, part_statuses
-from contact_estimation.ros.qos import CLOUD_QOS
+from contact_estimation.ros.proximity_messages import (ProximityMarkers, part_statuses,
+                                                       pose_array_size)
+from contact_estimation.ros.qos import CLOUD_QOS, SENSOR_QOS
 from contact_estimation.ros.sensor_frames import (SensorFrame, check_cloud_size,
                                                   cloud_in_base_frame, cloud_table,
                                                   sensor_frame_table)
@@ -183,7 +186,9 @@ class ProximityMonitorNode(SuiteNode):
         self._parts_pub = self.publisher('parts', DiagnosticArray)
         self._marker_pub = self.publisher('markers', MarkerArray)
         self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state)
-        self.subscribe('skeleton', PoseArray, self._on_skeleton)
+        # Raw: a skeleton's size is checked before it is deserialised (`_on_skeleton`).
+        self.create_subscription(PoseArray, self.spec.topic('skeleton'), self._on_skeleton,
+                                 SENSOR_QOS, raw=True)
         self._cloud_worker = LatestWorker(self._clusters, f'{NAME} clouds')
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         self.create_timer(1.0 / self.value('check_rate'), self._check)
@@ -253,11 +258,27 @@ class ProximityMonitorNode(SuiteNode):
         self._latest = (sample, self.seconds())
         self._history.add(sample.t, sample)
 
-    def _on_skeleton(self, msg: PoseArray) -> None:
-        t = self.believed(msg.header.stamp, 'skeleton')
+    def _on_skeleton(self, raw: bytes) -> None:
+        """A serialised skeleton: one with more poses than there are keypoints is refused
+        (and stops while fresh) from its first bytes, before it costs anything; the rest is
+        deserialised and checked."""
+        try:
+            stamp, poses = pose_array_size(raw)
+        except ValueError as err:
+            self.problems.report(WRONG_SIZE, f'skeleton: {err}: dropped')
+            return
+        t = self.believed(stamp, 'skeleton')
         if t is None:  # dropped: never fresh for long, so the body timeout still stops
             return
         self.problems.traffic['skeletons_received'] += 1
+        keypoints = len(self.monitor.human.keypoint_names)
+        if poses > keypoints:
+            reason = (f'skeleton of {poses} poses, more than its {keypoints} keypoints '
+                      '(keypoint_names): refused unread')
+            self.problems.report(WRONG_SIZE, f'{reason}: stop')
+            self.monitor.reject(t, SKELETON, reason)
+            return
+        msg = deserialize_message(raw, PoseArray)
         keypoints = np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses])
         try:
             keypoints = self._skeleton_frame.to_base(msg.header, keypoints.reshape(-1, 3))
@@ -284,13 +305,15 @@ class ProximityMonitorNode(SuiteNode):
         except InputRejected as err:
             self._reject_cloud(t, err)
             return
-        self._cloud_worker.submit((t, msg, q, self.fusion))
+        self._cloud_worker.submit((t, msg, q, self.fusion,
+                                   self.value('cloud.budget_points')))
 
     def _clusters(self, job: tuple) -> tuple[float, list | None, Exception | None]:
         """On the cloud worker: (t, clusters, None), or (t, None, the expected error)."""
-        t, msg, q, fusion = job
+        t, msg, q, fusion, budget = job
         try:
-            points = cloud_in_base_frame(msg, self._lidar_frame, fusion.config.max_points)
+            points = cloud_in_base_frame(msg, self._lidar_frame, fusion.config.max_points,
+                                         budget)
             if not len(points):
                 raise InputRejected(EMPTY_CLOUD, 'empty cloud: the lidar sees nothing')
             return t, fusion.update(t, q, points).clusters, None
@@ -328,11 +351,15 @@ class ProximityMonitorNode(SuiteNode):
         return sample.q
 
     def _reset(self) -> tuple[bool, str]:
-        """~/reset (ros/stop_signal.py): the monitor says whether the stop may be released."""
+        """~/reset (ros/stop_signal.py): the monitor says whether the stop may be released;
+        the check then runs at once, so that the reply tells what it published."""
         was_stopped = self._result is not None and self._result.stop
         refusal = self.monitor.reset()
         if refusal:
             return False, refusal
+        self._check()
+        if self._result.stop:
+            return False, f'refused: still stopped after the reset: {_reason(self._result)}'
         return True, ('stop released: the arm may move away slowly; coming nearer stops it '
                       'again' if was_stopped else 'not stopped')
 

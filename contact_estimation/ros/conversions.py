@@ -66,8 +66,13 @@ _NUMPY_TYPES = {PointField.INT8: 'i1', PointField.UINT8: 'u1', PointField.INT16:
                 PointField.FLOAT32: 'f4', PointField.FLOAT64: 'f8'}
 
 
-def cloud_to_xyz(msg: PointCloud2) -> np.ndarray:
+def cloud_to_xyz(msg: PointCloud2, budget: int | None = None) -> np.ndarray:
     """PointCloud2 with x, y, z fields of any numeric type → N×3 float64, non-finite dropped.
+
+    With a `budget`, a cloud of more points is decimated first: every k-th point (k the
+    smallest stride that leaves at most `budget`) is picked from the raw bytes, and only
+    those are decoded, so that the work and memory of a cloud are bounded by the budget
+    whatever its size (issue 27: a 400 000-point cloud held the interpreter for seconds).
 
     Raises ValueError for a cloud without x, y, z, with fields of unknown type or outside its
     point, or whose sizes disagree with its data.
@@ -90,17 +95,16 @@ def cloud_to_xyz(msg: PointCloud2) -> np.ndarray:
                           'itemsize': msg.point_step})
     except ValueError as err:  # fields beyond point_step, or overlapping
         raise ValueError(f'cloud fields do not fit its point_step {msg.point_step}: {err}')
-    # Rows row_step bytes apart, each `width` points of point_step bytes: one strided view
-    # of the buffer, no Python loop over rows.
+    if count and msg.row_step < msg.width * msg.point_step:
+        raise ValueError(f'cloud rows of {msg.row_step} bytes cannot hold {msg.width} '
+                         f'points of {msg.point_step} bytes')
+    stride = 1 if budget is None or count <= budget else -(-count // budget)
+    # The picked points' bytes (rows row_step bytes apart, each `width` points of point_step
+    # bytes), gathered in one indexing: no Python loop over rows, nothing else copied.
+    picked = np.arange(0, count, stride, dtype=np.int64)
+    starts = picked // max(msg.width, 1) * msg.row_step + picked % max(msg.width, 1) * \
+        msg.point_step
     raw = np.frombuffer(msg.data, dtype=np.uint8)
-    if count == 0:
-        structured = np.zeros(0, dtype=dtype)
-    else:
-        if msg.row_step < msg.width * msg.point_step:
-            raise ValueError(f'cloud rows of {msg.row_step} bytes cannot hold {msg.width} '
-                             f'points of {msg.point_step} bytes')
-        rows = np.lib.stride_tricks.as_strided(raw, (msg.height, msg.width * msg.point_step),
-                                               (msg.row_step, 1), writeable=False)
-        structured = np.ascontiguousarray(rows).view(dtype).reshape(-1)
+    structured = raw[starts[:, None] + np.arange(msg.point_step)].view(dtype).reshape(-1)
     xyz = np.stack([structured[n].astype(np.float64) for n in 'xyz'], axis=-1)
     return xyz[np.isfinite(xyz).all(axis=1)]

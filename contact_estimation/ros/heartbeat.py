@@ -7,7 +7,10 @@ machine, a backlog of 1 kHz joint states held it for seconds (issue 19's soak: 2
 executor is doing, and says what the node can vouch for: the stop it decided last, or True
 (stop) when its last decision is older than three heartbeat periods, the silence a controller
 tolerates (its executor has fallen behind, so nobody is watching), on the `clock` of the
-node's watchdogs (under simulated time, a paused simulation is no delay). `beat()` is also how
+node's watchdogs (under simulated time, a simulation slower than real time is no delay). That
+clock may stand still (a simulated clock whose /clock stopped: the node's timers and its
+timeouts stop with it), so a decision is also too old after SLOWEST_CLOCK's share of that
+silence on the monotonic clock (issue 27). `beat()` is also how
 the node publishes a change: one lock orders
 the thread's messages and the node's, so a beat read before a change is never sent after it.
 """
@@ -24,6 +27,9 @@ class Heartbeat:
     """Publishes `decided()` (the node's stop, None before the first) on `publisher`."""
 
     MISSED = 3  # heartbeat periods of silence after which a controller stops (README)
+    # The node's clock may run this much slower than real time (a loaded simulation) before
+    # its decisions count as late on the monotonic clock: 1.5 s of real time at 20 Hz.
+    SLOWEST_CLOCK = 0.1
 
     def __init__(self, publisher, rate: float, decided: Callable[[], bool | None],
                  clock: Callable[[], float], name: str):
@@ -32,6 +38,7 @@ class Heartbeat:
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self.decided_at = clock()           # when the node last decided (`decision`)
+        self._decided_wall = time.monotonic()
         self.late = 0                       # beats that said stop because it was late
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -39,6 +46,7 @@ class Heartbeat:
     def decision(self) -> None:
         """The node has just decided its stop (it is watching)."""
         self.decided_at = self._clock()
+        self._decided_wall = time.monotonic()
 
     def beat(self) -> None:
         """Publish the stop now (on a change, and from the thread)."""
@@ -46,10 +54,16 @@ class Heartbeat:
             stop = self._decided()
             if stop is None:
                 return
-            if not stop and self._clock() - self.decided_at > self.MISSED * self._period:
+            if not stop and self._late():
                 stop = True
                 self.late += 1
             self._publisher.publish(Bool(data=stop))
+
+    def _late(self) -> bool:
+        """The node's decision is too old to vouch for, on its clock or on the monotonic."""
+        silence = self.MISSED * self._period
+        return (self._clock() - self.decided_at > silence
+                or time.monotonic() - self._decided_wall > silence / self.SLOWEST_CLOCK)
 
     def close(self) -> None:
         self._closed.set()

@@ -2,18 +2,22 @@
 
 generate_parameter_library's idea, in Python (it is not on PyPI): each node lists its
 parameters once, a `Parameter` row each (name, default, description, range, read-only, and
-the core field it feeds). `ParameterTable.declare` declares them all on the node (rclpy then
-refuses values out of range, naming the parameter), `fields` builds the core config from their
+the core field it feeds). `ParameterTable.declare` declares them all on the node (values out of
+range are refused, naming the parameter), `fields` builds the core config from their
 values, `markdown` writes docs/parameters.md, and test/test_node_defaults.py checks
 config/<node>.yaml against the table. A new parameter is one row.
 
 Names are grouped with dots (`time_scaling.alpha`); a table's `renamed` maps old names to new
 ones, so that a parameter file with an old name is refused with the new one (ros/suite_node.py).
 A default is the core's: omitted, it is the dataclass default of the field the row feeds.
+
+A row's range bounds a number, or each element of an array (rclpy checks only scalars; the
+elements are checked here, at start and by `ParameterGuard` at run time, naming the value).
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -65,8 +69,23 @@ class Parameter:
             elif isinstance(self.default, float):
                 descriptor.floating_point_range = [
                     FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)]
-            descriptor.additional_constraints = f'{low} <= {self.name} <= {high}'
+            each = 'each element of ' if isinstance(self.default, list) else ''
+            descriptor.additional_constraints = f'{low} <= {each}{self.name} <= {high}'
         return descriptor
+
+    def out_of_range(self, value: Any) -> str | None:
+        """Why the elements of array `value` break this row's range (None when they do not,
+        or for a scalar: rclpy checks those against the descriptor)."""
+        if self.range is None or not isinstance(value, (list, tuple)) or isinstance(
+                self.default, bool) or not isinstance(self.default, list):
+            return None
+        low, high = self.range
+        bad = [x for x in value if isinstance(x, (int, float)) and not (
+            math.isfinite(x) and low <= x <= high)]
+        if bad:
+            return (f'{self.name} = {list(value)}: {", ".join(f"{x:g}" for x in bad[:3])} '
+                    f'outside {low:g} … {high:g} (each element)')
+        return None
 
 
 def _field_default(name: str, field: tuple[type, str] | None) -> Any:
@@ -107,6 +126,18 @@ class ParameterTable:
     def names(self) -> tuple[str, ...]:
         return tuple(self._by_name)
 
+    def unknown(self, names) -> list[str]:
+        """Each of `names` (not in the table) as a refusal says it: with its new name where
+        it was renamed."""
+        return [f'{name} (renamed: now {self.renamed[name]})' if name in self.renamed else name
+                for name in names]
+
+    def out_of_range(self, values: Mapping[str, Any]) -> list[str]:
+        """Why array values by name break their rows' element ranges (ranges of scalars
+        rclpy checks itself)."""
+        return [problem for name, value in values.items() if name in self._by_name
+                for problem in [self._by_name[name].out_of_range(value)] if problem]
+
     def defaults(self) -> dict[str, Any]:
         return {row.name: row.default for row in self.rows}
 
@@ -115,6 +146,10 @@ class ParameterTable:
         is refused by rclpy (ParameterException naming the parameter and the range)."""
         for row in self.rows:
             node.declare_parameter(row.name, row.default, row.descriptor())
+        problems = self.out_of_range(self.values(node))
+        if problems:
+            from contact_estimation.ros.node_main import StartupError
+            raise StartupError(f'{node.get_name()}: {"; ".join(problems)}')
 
     def values(self, node: Node, changes: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Every row's value on `node`, with the `changes` of a run-time set applied."""
@@ -143,6 +178,8 @@ class ParameterTable:
                  '|---|---|---|---|---|']
         for row in self.rows:
             low_high = '' if row.range is None else f'{row.range[0]:g} … {row.range[1]:g}'
+            if low_high and isinstance(row.default, list):
+                low_high += ' each'
             fed = '' if row.field is None else f' → `{row.field[0].__name__}.{row.field[1]}`'
             read_only = ' *(read-only)*' if row.read_only else ''
             description = row.description.replace('|', '\\|')
@@ -155,27 +192,47 @@ class ParameterTable:
         return '\n'.join(lines)
 
 
-def on_change(node: Node, apply: Callable[[dict[str, Any]], str | None]) -> None:
-    """Call `apply({name: value})` on every run-time parameter change.
+class ParameterGuard:
+    """The one run-time check of a node's parameter sets, before anything changes: refuses
+    what no parameter may do (array elements outside their row's range; `use_sim_time` on
+    while nobody publishes /clock: the node's time would stand still, and with it every
+    timeout), then asks `apply({name: value})`, the node's own check and use of the values
+    (None to accept or a message to refuse). A refused set leaves every parameter as it was;
+    the message, which names the values refused, goes back to the caller (`ros2 param set`)."""
 
-    `apply` returns None to accept or a message to refuse; a refused change leaves every
-    parameter as it was and the message goes back to the caller (`ros2 param set`).
-    """
-    def callback(params) -> SetParametersResult:
+    def __init__(self, node: Node, table: ParameterTable):
+        self._node, self._table = node, table
+        self.apply: Callable[[dict[str, Any]], str | None] | None = None
+        node.add_on_set_parameters_callback(self._callback)
+
+    def refusals(self, changes: Mapping[str, Any]) -> list[str]:
+        """What no node accepts in `changes`, each saying what and why."""
+        problems = self._table.out_of_range(changes)
+        clock = self._node.resolve_topic_name('/clock')
+        if changes.get('use_sim_time') is True and not self._node.count_publishers(clock):
+            problems.append(f'use_sim_time = true refused: nobody publishes {clock}, so this '
+                            "node's time would stand still and no timeout would fire (start "
+                            'the clock first)')
+        return problems
+
+    def _callback(self, params) -> SetParametersResult:
+        changes = {p.name: p.value for p in params}
         try:
-            problem = apply({p.name: p.value for p in params})
+            problem = '; '.join(self.refusals(changes)) or (
+                self.apply(changes) if self.apply else None)
         except (ValueError, TypeError) as err:
             problem = str(err)
         except Exception as err:  # noqa: BLE001 -- a set must never end the node (ros/guard.py)
             problem = f'unexpected {type(err).__name__}: {err}'
-            problems = getattr(node, 'problems', None)  # a SuiteNode's counter
+            problems = getattr(self._node, 'problems', None)  # a SuiteNode's counter
             if problems is not None:
                 problems.report(f'unexpected_{type(err).__name__}',
                                 f'parameter change refused: {problem}')
+        if problem and not any(name in problem for name in changes):  # say what was refused
+            problem = ', '.join(f'{k} = {v!r}' for k, v in changes.items()) + f': {problem}'
         if problem:
-            node.get_logger().error(f'parameter change refused: {problem}')
-        return SetParametersResult(successful=problem is None, reason=problem or '')
-    node.add_on_set_parameters_callback(callback)
+            self._node.get_logger().error(f'parameter change refused: {problem}')
+        return SetParametersResult(successful=not problem, reason=problem or '')
 
 
 def _robot_table() -> ParameterTable:
@@ -205,7 +262,7 @@ def payload_table(read_only: bool) -> ParameterTable:
                   read_only=read_only, field=(Payload, 'mass')),
         Parameter('payload.centre_of_mass', 'payload centre of mass, m, in the frame of '
                   'payload.link (contact-estimation identify payload estimates it and the '
-                  'mass)', read_only=read_only,
+                  'mass)', range=(-10.0, 10.0), read_only=read_only,
                   field=(Payload, 'centre_of_mass')),
         Parameter('payload.link', "link carrying the payload ('' = tip_link)",
                   read_only=read_only, field=(Payload, 'link')))

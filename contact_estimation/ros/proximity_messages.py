@@ -1,5 +1,8 @@
-"""The proximity monitor's ProximityResult → part statuses (DiagnosticArray) and rviz markers."""
+"""The proximity monitor's ProximityResult → part statuses (DiagnosticArray) and rviz markers;
+a serialised skeleton's stamp and size, read before it is deserialised."""
 from __future__ import annotations
+
+import struct
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
@@ -138,3 +141,18 @@ def _point(xyz) -> Point:
 
 def _colour(rgb, alpha: float = 0.6) -> ColorRGBA:
     return ColorRGBA(r=float(rgb[0]), g=float(rgb[1]), b=float(rgb[2]), a=alpha)
+
+
+def pose_array_size(raw: bytes) -> tuple[Time, int]:
+    """The header stamp and the number of poses of a serialised geometry_msgs/PoseArray (CDR),
+    read from its first bytes: a skeleton of 10 000 poses is refused before rclpy builds
+    30 000 Python objects from it (issue 27). ValueError when `raw` is too short."""
+    try:
+        order = '<' if raw[1] == 1 else '>'  # the encapsulation: CDR little or big endian
+        sec, nanosec, frame_length = struct.unpack_from(order + 'iII', raw, 4)
+        at = 16 + frame_length
+        at += -(at - 4) % 4  # aligned from the end of the 4-byte encapsulation
+        (count,) = struct.unpack_from(order + 'I', raw, at)
+    except (IndexError, struct.error) as err:
+        raise ValueError(f'a PoseArray of {len(raw)} bytes is truncated') from err
+    return Time(sec=sec, nanosec=nanosec), count

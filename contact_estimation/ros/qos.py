@@ -26,3 +26,9 @@ PIPELINE_QOS = QoSProfile(
 STOP_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=10,
     reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+# Service requests (~/reset, ...): rclpy's default keeps the last 10, so a flood of 200 calls
+# at once lost 190 with no answer (issue 27); every request waiting is kept and answered.
+SERVICE_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=1000,
+    reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)

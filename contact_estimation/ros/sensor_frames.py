@@ -9,6 +9,7 @@ distribution has it; the PyPI wheels do not). What cannot be used is InputReject
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -37,9 +38,10 @@ def sensor_frame_table(prefix: str, sensor: str) -> ParameterTable:
         Parameter(f'{prefix}.frame', f"the {sensor}'s frame_id, whose pose the next two give "
                   "('' = none: messages in the base frame, or frames TF knows)", ''),
         Parameter(f'{prefix}.position', f'{sensor} origin x y z in the base frame, m',
-                  [0.0, 0.0, 0.0]),
+                  [0.0, 0.0, 0.0], (-100.0, 100.0)),
         Parameter(f'{prefix}.rpy', f'{sensor} orientation in the base frame: roll, pitch, yaw '
-                  'about the fixed x, y, z axes, rad (as a URDF origin)', [0.0, 0.0, 0.0]),
+                  'about the fixed x, y, z axes, rad (as a URDF origin)', [0.0, 0.0, 0.0],
+                  (-2 * math.pi, 2 * math.pi)),
         renamed={f'{prefix}.orientation': f'{prefix}.rpy'})  # a quaternion before
 
 
@@ -109,14 +111,16 @@ class SensorFrame:
         return np.array([t.x, t.y, t.z]), rotation_from_quaternion([r.x, r.y, r.z, r.w])
 
 
-def cloud_in_base_frame(msg: PointCloud2, frame: SensorFrame, max_points: int) -> np.ndarray:
-    """A PointCloud2 → its finite points (N×3) in the base frame. InputRejected
-    'cloud_too_large' (`check_cloud_size`), 'unknown_frame', 'bad_cloud' (no x, y, z or
-    truncated) or 'not_finite' (points, none of them finite). An empty cloud gives no
-    points."""
+def cloud_in_base_frame(msg: PointCloud2, frame: SensorFrame, max_points: int,
+                        budget: int) -> np.ndarray:
+    """A PointCloud2 → its finite points (N×3) in the base frame, at most `budget` of them
+    (`cloud.budget_points`: a larger cloud is decimated from its raw bytes, before decoding:
+    ros/conversions.cloud_to_xyz). InputRejected 'cloud_too_large' (`check_cloud_size`),
+    'unknown_frame', 'bad_cloud' (no x, y, z or truncated) or 'not_finite' (points, none of
+    them finite). An empty cloud gives no points."""
     check_cloud_size(msg, max_points)
     try:
-        points = cloud_to_xyz(msg)
+        points = cloud_to_xyz(msg, budget)
     except ValueError as err:
         raise InputRejected(BAD_CLOUD, str(err)) from err
     size = msg.width * msg.height
@@ -140,8 +144,8 @@ def check_cloud_size(msg: PointCloud2, max_points: int) -> None:
 
 _CLOUD_ROWS = (  # CloudConfig field, description, range
     ('workspace_min', 'the cloud is cropped to the box from here (x y z, m, base frame; its z '
-     'cuts the floor)', None),
-    ('workspace_max', '... to here (x y z, m)', None),
+     'cuts the floor)', (-100.0, 100.0)),
+    ('workspace_max', '... to here (x y z, m)', (-100.0, 100.0)),
     ('voxel_size', 'voxel grid of the cloud, m', (1e-3, 1.0)),
     ('self_margin', "points this close to the robot are its own, m (covers the pose's error "
      "at the cloud's stamp)", (0.0, 1.0)),
@@ -152,8 +156,20 @@ _CLOUD_ROWS = (  # CloudConfig field, description, range
 )
 
 
+# Points of a cloud decoded and processed at most (issue 27). open3d's voxel grid and DBSCAN
+# keep the interpreter lock for their whole call, ~2-3 ms per 1 000 points on a loaded 2-core
+# machine (a thread ticking every 1 ms beside them waits that long; benchmarks/hostile.py
+# has the heartbeat gaps that result): every thread of the process, the stop's heartbeat with
+# them, waits that long. 10 000 points keep each call to tens of ms; a 32 × 128 lidar fits.
+BUDGET_POINTS = 10_000
+
+
 def cloud_table(skip: tuple[str, ...] = ()) -> ParameterTable:
-    """`cloud.<field>` for CloudConfig's fields (core/contact/lidar_fusion.py) but `skip`."""
+    """`cloud.<field>` for CloudConfig's fields (core/contact/lidar_fusion.py) but `skip`,
+    and `cloud.budget_points`."""
     return ParameterTable(*(
         Parameter(f'cloud.{field}', description, range=bounds, field=(CloudConfig, field))
-        for field, description, bounds in _CLOUD_ROWS if field not in skip))
+        for field, description, bounds in _CLOUD_ROWS if field not in skip), Parameter(
+        'cloud.budget_points', 'a cloud of more points is decimated to this many (every k-th '
+        'point, picked before decoding): the longest the cloud work holds the interpreter, '
+        'and with it the stop heartbeat, grows with it', BUDGET_POINTS, (100, 1_000_000)))

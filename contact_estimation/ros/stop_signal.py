@@ -9,7 +9,9 @@ collision detector, the proximity monitor); README "The stop contract" states it
   published when it moves enough to matter (core/chain/time_scaling.worth_publishing: no
   chatter) and repeated at the heartbeat rate.
 - `~/reset` (std_srvs/Trigger): the node's `reset()` says whether the stop may clear, and
-  why not.
+  why not; it answers success only when the stop it then published is False (the reply and
+  the published stop never disagree: issue 27), and its requests are queued deep enough for
+  a flood of calls (ros/qos.SERVICE_QOS).
 """
 from __future__ import annotations
 
@@ -74,6 +76,9 @@ class StopSignal:
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
         response.success, response.message = self._reset()
+        if response.success and self.stop is not False:  # the contract, whatever the node
+            response.success = False
+            response.message = f'refused: the stop is still raised ({response.message})'
         if response.success:  # rclpy wants one severity per logging call site
             self._node.get_logger().info(f'~/reset: {response.message}')
         else:

@@ -23,7 +23,9 @@ mode; both call the same "process one sample" method of the node.
 
 Watchdogs and schedules read `seconds()`: simulated time when the node runs with
 use_sim_time (a simulator that falls behind slows the whole graph together), else the
-monotonic clock.
+monotonic clock, continuous when use_sim_time changes at run time
+(core/chain/watchdog_clock.py); use_sim_time cannot be switched on while nobody publishes
+/clock (ros/params.ParameterGuard).
 
 The node's `PARAMETERS` table (ros/params.py) is declared here, before anything else; its
 defaults come from core, and what config/<node>.yaml sets is at those defaults
@@ -32,7 +34,7 @@ defaults come from core, and what config/<node>.yaml sets is at those defaults
 A parameter file (or override) that sets a parameter the node does not declare makes it
 refuse to start: rclpy would keep the value without complaint and the node run without it,
 while the user believes it is in force. A table's `renamed` (old name → new name) makes the
-refusal name the new one.
+refusal name the new one, at start and at run time (`set_parameters_atomically`).
 """
 from __future__ import annotations
 
@@ -41,12 +43,15 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
+from rclpy.parameter import Parameter as RclpyParameter
 from rclpy.qos import QoSProfile
 
 from contact_estimation import manifest
 from contact_estimation.core.chain.stamps import stamp_problem
+from contact_estimation.core.chain.watchdog_clock import WatchdogClock
 from contact_estimation.ros import params
 from contact_estimation.ros.params import ROBOT, ParameterTable
 from contact_estimation.ros.conversions import stamp_to_seconds
@@ -54,7 +59,7 @@ from contact_estimation.ros.diagnostics import ProblemCounter
 from contact_estimation.ros.guard import CallbackGuard
 from contact_estimation.ros.handover import Handover, Output
 from contact_estimation.ros.node_main import StartupError
-from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
+from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, SERVICE_QOS
 
 
 class SuiteNode(Node):
@@ -67,12 +72,14 @@ class SuiteNode(Node):
     def __init__(self, name: str, handover: Handover | None = None, **kwargs):
         self.guard = CallbackGuard(self)  # before Node.__init__: it creates services
         super().__init__(name, **kwargs)
+        self._watchdog_clock = WatchdogClock()
         self.spec = manifest.node(name)
         self._handover = handover
         try:
             self.PARAMETERS.declare(self)
         except ParameterException as err:
             raise StartupError(f'{name}: {err}') from err
+        self._parameter_guard = params.ParameterGuard(self, self.PARAMETERS)
         self.robot = params.load_robot(self)  # StartupError when it cannot be loaded
         self.problems = ProblemCounter(self, topic=self.spec.topic('diagnostics'),
                                        hardware_id=self.robot.name)
@@ -108,10 +115,27 @@ class SuiteNode(Node):
         """Each parameter given to this node (parameter file, override) that it did not
         declare, with its new name where it was renamed."""
         # rclpy has no public accessor for the overrides it holds for undeclared names.
-        given = sorted(set(self._parameter_overrides) - set(self._parameters))
-        renamed = self.PARAMETERS.renamed
-        return [f'{name} (renamed: now {renamed[name]})' if name in renamed else name
-                for name in given]
+        return self.PARAMETERS.unknown(sorted(set(self._parameter_overrides)
+                                              - set(self._parameters)))
+
+    def set_parameters_atomically(self, parameter_list) -> SetParametersResult:
+        """rclpy's (every remote set comes here), but a parameter this node does not have is
+        refused by name, with its new name where it was renamed (rclpy raises 'undeclared
+        parameter(s): []', naming none), and so is a value of the wrong type (rclpy: 'Wrong
+        parameter type, expected 1 got 4') or none (which would delete the parameter)."""
+        unknown = self.PARAMETERS.unknown(sorted({p.name for p in parameter_list}
+                                                 - set(self._parameters)))
+        if unknown:
+            return SetParametersResult(successful=False, reason=(
+                f'{self.get_name()} has no parameter {", ".join(unknown)}: nothing set '
+                '(`ros2 param list` shows its parameters)'))
+        wrong = [f'{p.name} = {p.value!r} refused: a {p.type_.name.lower()}, not the '
+                 f'{RclpyParameter.Type(self.describe_parameter(p.name).type).name.lower()} '
+                 'it takes (nor can it be deleted)' for p in parameter_list
+                 if p.type_.value != self.describe_parameter(p.name).type]
+        if wrong:
+            return SetParametersResult(successful=False, reason='; '.join(wrong))
+        return super().set_parameters_atomically(parameter_list)
 
     def value(self, name: str) -> Any:
         return self.get_parameter(name).value
@@ -126,12 +150,14 @@ class SuiteNode(Node):
         hide a timeout)."""
         clock = self.get_clock()
         if clock.ros_time_is_active:
-            return clock.now().nanoseconds * 1e-9
-        return time.monotonic()
+            ns = clock.now().nanoseconds  # 0: no /clock received yet
+            return self._watchdog_clock.read('ros', ns * 1e-9 if ns else None)
+        return self._watchdog_clock.read('monotonic', time.monotonic())
 
     def on_parameter_change(self, apply: Callable[[dict[str, Any]], str | None]) -> None:
-        """params.on_change on this node: `apply` returns None to accept, or why not."""
-        params.on_change(self, apply)
+        """`apply({name: value})` on every run-time set that passes the table's checks
+        (ros/params.ParameterGuard): None to accept, or why not."""
+        self._parameter_guard.apply = apply
 
     def publisher(self, key: str, msg_type, qos: QoSProfile = PIPELINE_QOS):
         """A publisher on the topic nodes.yaml gives this node under `key`."""
@@ -163,6 +189,8 @@ class SuiteNode(Node):
         return super().create_timer(period, guarded, *args, **kwargs)
 
     def create_service(self, srv_type, name, callback, *args, **kwargs):
+        """Guarded, and with a request queue that holds a flood (ros/qos.SERVICE_QOS)."""
+        kwargs.setdefault('qos_profile', SERVICE_QOS)
         return super().create_service(srv_type, name,
                                       self.guard.wrap(callback, name, service=True),
                                       *args, **kwargs)
