@@ -102,7 +102,7 @@ def _noise(field: str, description: str, **row) -> Parameter:
 
 PARAMETERS = ROBOT + ParameterTable(
     _schedule('gate_thresholds', 'estimate while some |τ_ext,i| exceeds this, N·m: one value '
-              "or one per joint (default: the detector's ψ_0)"),
+              "or one per joint (default: the detector's ψ_0)", per_joint=1),
     _schedule('threshold_ceiling', 'N·m: gate thresholds above this are refused (they would '
               'never let an estimate through); raise it explicitly for a stronger arm',
               range=(1.0, 1e4)),

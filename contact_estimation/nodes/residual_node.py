@@ -59,7 +59,7 @@ PARAMETERS = ROBOT + ParameterTable(
     _residual('friction_parameters', 'friction parameters without model_file: k values for '
               'every joint, or n×k flat (row per joint, model joint order)'),
     _residual('observer_gain', 'momentum observer gain K_O, 1/s (time constant 1/K_O): one '
-              f'value or one per joint, each > 0 and <= {MAX_OBSERVER_GAIN:g}'),
+              f'value or one per joint, each > 0 and <= {MAX_OBSERVER_GAIN:g}', per_joint=1),
     _residual('acceleration_filter.window_duration', 'time span (s) of the least-squares fit '
               'giving q̈ for the rnea residual (at least 3 samples whatever the rate; lag about '
               'half of it)', 'acceleration_window', range=(0.001, 1.0)),
