@@ -1,13 +1,17 @@
 """Start manifest nodes as processes, as `ros2 launch` would, for pip installs.
 
 Each node runs `python -m contact_estimation.nodes <name> --ros-args -r __node:=<name>
---params-file config/<name>.yaml [--params-file EXTRA] [-p key:=value]`; a later parameter
-file overrides an earlier one, so one user file with sections for several nodes works.
+--params-file config/<name>.yaml --params-file config/robot.yaml [--params-file EXTRA]
+[-p key:=value]`; a later parameter file overrides an earlier one, so one user file with
+sections for several nodes works; config/robot.yaml's `/**` section gives every node the
+robot (after the nodes' files: rcl applies sections in the order their names first appear,
+and `-p` values join the `/**` one, so they win over the nodes' files).
 In composed mode (the default) the core nodes run in two processes (nodes.yaml `composed`),
 `python -m contact_estimation.nodes contact_estimation_chain --ros-args --params-file
-config/<node>.yaml ... [--params-file EXTRA]` and the same for contact_estimation_estimation:
-each node takes its own section of every file, by name. (contact_estimation/nodes/
-__main__.py: a process stopped while it still imports exits quietly with code 0.)
+config/<node>.yaml ... --params-file config/robot.yaml [--params-file EXTRA]` and the same
+for contact_estimation_estimation: each node takes its own section of every file, by name.
+(contact_estimation/nodes/__main__.py: a process stopped while it still imports exits
+quietly with code 0.)
 """
 from __future__ import annotations
 
@@ -31,7 +35,8 @@ def node_command(name: str, params_file: str | None = None,
     """The command line that runs node `name` with this interpreter (in `namespace`)."""
     spec = manifest.node(name)
     cmd = _entry_command(spec) + ['-r', f'__node:={name}'] + namespace_arguments(namespace)
-    for path in (params_file or spec.parameters_path(), *extra_params_files):
+    for path in (params_file or spec.parameters_path(), manifest.robot_parameters_path(),
+                 *extra_params_files):
         cmd += ['--params-file', path]
     for key, value in (overrides or {}).items():
         cmd += ['-p', f'{key}:={param_literal(value)}']
@@ -42,8 +47,8 @@ def composed_command(spec: manifest.ComposedSpec, extra_params_files: tuple[str,
                      namespace: str = '',
                      node_params_files: tuple[str, ...] | None = None) -> list[str]:
     """The command line that runs the composed process `spec` with this interpreter: each of
-    its nodes' parameter file (`node_params_files`, default config/<node>.yaml), then the
-    extra ones.
+    its nodes' parameter file (`node_params_files`, default config/<node>.yaml),
+    config/robot.yaml, then the extra ones.
 
     No `__node` remap (it would rename every node of the process) and no `-p` (it would set
     the parameter on every node that declares it): per-node values go in a parameter file
@@ -52,7 +57,7 @@ def composed_command(spec: manifest.ComposedSpec, extra_params_files: tuple[str,
     cmd = _entry_command(spec) + namespace_arguments(namespace)
     if node_params_files is None:
         node_params_files = tuple(manifest.node(n).parameters_path() for n in spec.nodes)
-    for path in (*node_params_files, *extra_params_files):
+    for path in (*node_params_files, manifest.robot_parameters_path(), *extra_params_files):
         cmd += ['--params-file', path]
     return cmd
 

@@ -173,17 +173,59 @@ def selected(with_sim: bool) -> list[NodeSpec]:
     return [spec for spec in nodes().values() if spec.group in groups]
 
 
-def robot_source(parameter_files: list[str]) -> str:
-    """The robot the nodes load from these parameter files (ros/params.ROBOT's
-    `robot_description`, else `robot`; a later file wins, any node's section counts)."""
-    source = {'robot': '', 'robot_description': ''}
+ROBOT_KEYS = ('robot', 'robot_description', 'base_link', 'tip_link')  # ros/params.ROBOT
+WILDCARD = '/**'  # a parameter file section for every node
+
+
+def robot_parameters_path() -> str:
+    """config/robot.yaml: the suite's robot in a `/**` section, passed to every process
+    after the nodes' own files and before the user's."""
+    return share_path('config', 'robot.yaml')
+
+
+def suite_robot(parameter_files: list[str], node_names: tuple[str, ...] | None = None
+                ) -> dict[str, str]:
+    """The robot parameters (ROBOT_KEYS) every node loads from `parameter_files` (the
+    nodes' files, config/robot.yaml, then the user's), as rcl reads them there: the last
+    `/**` value, over the nodes' own sections (rcl applies the sections in the order their
+    names first appear, and every node's own file comes before config/robot.yaml).
+
+    A node section of `node_names` (default all) that sets a robot states the robot it was
+    made for (`calibrate` and `identify` write one): ValueError, naming the file, the node
+    and both robots, when that is not the suite's.
+    """
+    names = set(node_names or nodes())
+    suite: dict[str, str] = {}
+    made_for: list[tuple[str, str, dict[str, str]]] = []  # (file, node, its robot keys)
     for path in parameter_files:
         with open(path, encoding='utf-8') as f:
             sections = yaml.safe_load(f) or {}
-        for section in sections.values():
-            parameters = (section or {}).get('ros__parameters', {})
-            source.update({k: parameters[k] for k in source if parameters.get(k)})
-    return source['robot_description'] or source['robot']
+        for section, content in sections.items():
+            given = {k: str(v) for k, v in
+                     ((content or {}).get('ros__parameters') or {}).items() if k in ROBOT_KEYS}
+            node_name = str(section).rstrip('/').split('/')[-1]
+            if node_name in ('**', '*'):
+                suite.update(given)
+            elif given and node_name in names:
+                made_for.append((path, node_name, given))
+    for path, node_name, given in made_for:
+        theirs = _robot_named({**suite, **given})
+        if theirs != _robot_named(suite):
+            raise ValueError(
+                f'{path} was made for {theirs} (its {node_name} section says so), but the '
+                f'suite\'s robot is {_robot_named(suite)}: set the robot once for every '
+                'node (`up --robot NAME`, launch robot:=NAME, or robot: under `/**:` in your '
+                'parameter file) and give only files made for it (`calibrate --robot NAME` '
+                'and `identify ... --robot NAME` write them)')
+    return {key: suite.get(key, '') for key in ROBOT_KEYS}
+
+
+def _robot_named(values: dict[str, str]) -> str:
+    """How robot parameters name the arm, for comparing and for messages."""
+    name = ('the URDF in robot_description' if values.get('robot_description')
+            else values.get('robot', ''))
+    chain = [values.get(k, '') for k in ('base_link', 'tip_link')]
+    return name + (f' ({chain[0] or "base"} → {chain[1] or "tip"})' if any(chain) else '')
 
 
 def processes(with_sim: bool, separate: bool = False) -> list[Process]:

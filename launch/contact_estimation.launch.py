@@ -3,20 +3,28 @@
     ros2 launch contact_estimation contact_estimation.launch.py [sim:=true] [params_file:=FILE]
                                                                 [rviz:=true] [separate:=true]
                                                                 [priority:=N] [namespace:=NS]
+                                                                [robot:=NAME|URDF]
+                                                                [robot_description:=XML]
 
 The nodes, their executables and parameter files come from contact_estimation/nodes.yaml
 (read through contact_estimation.manifest), the same list `contact-estimation up` starts.
 The core nodes run composed in two processes, the chain and the estimators (nodes.yaml
 `composed`: the same nodes, names and parameters; each takes its own section of the
-parameter files); separate:=true starts one process per node instead. namespace:=NS puts
-every node in namespace NS (every topic but /diagnostics moves with it, and the simulated
-/clock: one suite per arm in one graph); with sim:=true every node runs on the simulator's
-clock (use_sim_time). priority:=N runs the chain that raises the stop at SCHED_FIFO priority
-N (chrt -f N), below the robot driver's (README, Real-time priority).
+parameter files); separate:=true starts one process per node instead. Every process reads
+its nodes' files, the robot from config/robot.yaml (`/**`), then params_file; robot:= (an
+example-robot-data name or a URDF path) or robot_description:= (the URDF XML) set it for
+every node, and files whose node sections name another robot are refused
+(manifest.suite_robot). namespace:=NS puts every node in namespace NS (every topic but
+/diagnostics moves with it, and the simulated /clock: one suite per arm in one graph); with
+sim:=true every node runs on the simulator's clock (use_sim_time). priority:=N runs the
+chain that raises the stop at SCHED_FIFO priority N (chrt -f N), below the robot driver's
+(README, Real-time priority).
 rviz:=true also starts rviz2 with rviz/contact_estimation.rviz and, for its robot model,
 robot_state_publisher with the URDF of the robot the nodes load; each only where the
 distribution has it.
 """
+import os
+
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
@@ -29,15 +37,30 @@ def _flag(context, name: str) -> bool:
     return LaunchConfiguration(name).perform(context).lower() in ('true', '1', 'yes')
 
 
-def _parameter_files(spec: manifest.Process, context) -> list[str]:
-    """The parameter file of each node the process runs, then the user's; in a namespace,
-    copies whose sections name the nodes there (launcher.placed_in_namespace)."""
+def _robot_argument_file(context) -> list[str]:
+    """A `/**` parameter file with robot:= and robot_description:= when given."""
+    from contact_estimation.launcher import parameter_file
+    values = {key: LaunchConfiguration(key).perform(context)
+              for key in ('robot', 'robot_description')}
+    values = {key: value for key, value in values.items() if value}
+    if not values:
+        return []
+    if values.get('robot', '').endswith('.urdf'):
+        values['robot'] = os.path.abspath(values['robot'])
+    return [parameter_file({manifest.WILDCARD: values})]
+
+
+def _parameter_files(spec: manifest.Process, context, robot_file: list[str]) -> list[str]:
+    """The parameter file of each node the process runs, config/robot.yaml, the user's, then
+    `robot_file` (robot:=); in a namespace, copies whose sections name the nodes there
+    (launcher.placed_in_namespace)."""
     import tempfile
 
     from contact_estimation.launcher import placed_in_namespace
     user_file = LaunchConfiguration('params_file').perform(context)
     files = ([manifest.node(name).parameters_path() for name in spec.node_names]
-             + ([user_file] if user_file else []))
+             + [manifest.robot_parameters_path()] + ([user_file] if user_file else [])
+             + robot_file)
     namespace = LaunchConfiguration('namespace').perform(context).strip('/')
     if not namespace:
         return files
@@ -55,7 +78,14 @@ def _nodes(context):
               if namespace else {})
     sim = _flag(context, 'sim')
     clock = simulated_clock() if sim else {}
-    for spec in manifest.processes(sim, _flag(context, 'separate')):
+    robot_file = _robot_argument_file(context)
+    processes = manifest.processes(sim, _flag(context, 'separate'))
+    # Every node the same robot: refused here, naming the files, before anything starts.
+    names = tuple(n for spec in processes for n in spec.node_names)
+    user_file = LaunchConfiguration('params_file').perform(context)
+    manifest.suite_robot([manifest.robot_parameters_path()]
+                         + ([user_file] if user_file else []) + robot_file, names)
+    for spec in processes:
         # A name would rename every node of the composed process: only a node gets one.
         named = {'name': spec.name} if isinstance(spec, manifest.NodeSpec) else {}
         on_clock = [clock[n] for n in spec.node_names if n in clock][:1]
@@ -63,7 +93,7 @@ def _nodes(context):
                   if priority and realtime(spec.name) else {})
         started.append(Node(package=manifest.PACKAGE, executable=spec.executable,
                             output='screen',
-                            parameters=_parameter_files(spec, context) + on_clock,
+                            parameters=_parameter_files(spec, context, robot_file) + on_clock,
                             **named, **prefix, **placed))
     return started
 
@@ -84,8 +114,11 @@ def _viewers(context):
     actions = []
     if _installed('robot_state_publisher'):
         from contact_estimation.core.robot.robot_model import RobotModel
-        files = _parameter_files(manifest.node('residual_node'), context)
-        urdf = RobotModel.load(manifest.robot_source(files)).urdf_xml
+        files = _parameter_files(manifest.node('residual_node'), context,
+                                 _robot_argument_file(context))
+        robot = manifest.suite_robot(files, ('residual_node',))
+        urdf = RobotModel.load(robot['robot_description'] or robot['robot'],
+                               robot['base_link'], robot['tip_link']).urdf_xml
         actions.append(Node(package='robot_state_publisher', executable='robot_state_publisher',
                             name='robot_state_publisher', output='screen',
                             parameters=[{'robot_description': urdf}]))
@@ -114,6 +147,12 @@ def generate_launch_description():
                                           "stop (chrt -f), below the driver's; 0 = normal"),
         DeclareLaunchArgument('namespace', default_value='',
                               description='ROS namespace of every node (one suite per arm)'),
+        DeclareLaunchArgument('robot', default_value='',
+                              description="every node's robot: an example-robot-data name "
+                                          "(ur5) or a URDF path ('' = config/robot.yaml, "
+                                          'then params_file)'),
+        DeclareLaunchArgument('robot_description', default_value='',
+                              description="every node's robot as URDF XML (wins over robot)"),
         DeclareLaunchArgument('separate', default_value='false',
                               description='one process per node instead of the core nodes '
                                           'composed in two processes'),

@@ -6,8 +6,9 @@ import yaml
 from contact_estimation.commands import calibrate as command
 from contact_estimation.core.chain.detector import CollisionDetector, DetectorConfig
 from contact_estimation.core.identification.recording import JointRecording, write_csv
-from contact_estimation.core.chain.threshold_calibration import (calibrate, count_alarms, envelope,
-                                                           hours_needed, rate_upper_bound)
+from contact_estimation.core.chain.threshold_calibration import (calibrate, caps_from_effort,
+                                                                 count_alarms, envelope,
+                                                                 hours_needed, rate_upper_bound)
 
 JOINTS = [f'panda_joint{i}' for i in range(1, 8)]
 DT = 0.001
@@ -138,12 +139,19 @@ def test_command_writes_a_parameter_file_the_detector_accepts(tmp_path, capsys):
     csv = tmp_path / 'free.csv'
     write_csv(csv, JointRecording(JOINTS, t, q, v, tau))
     out = tmp_path / 'thresholds.yaml'
-    assert command.main([str(csv), '--margin', '2', '-o', str(out), '--role', 'force']) == 0
+    assert command.main([str(csv), '-o', str(out), '--role', 'force']) == 0
     printed = capsys.readouterr().out
     assert 'peak/ψ' in printed and 'held out' in printed
     assert 'we are 95 % sure that false alarms come at most' in printed
     assert 'to promise at most 1 false alarm per hour takes about 6.0 h' in printed
-    params = yaml.safe_load(out.read_text())['collision_detector']['ros__parameters']
+    written = yaml.safe_load(out.read_text())
+    # made for the Panda (the default --robot): a suite with another robot refuses the file
+    assert written['contact_localizer']['ros__parameters']['robot'] == 'panda'
+    params = written['collision_detector']['ros__parameters']
+    assert params.pop('robot') == 'panda'
+    # the cap from the Panda's URDF: 0.33 of 87 N·m, of 12 N·m on the wrist
+    assert params['threshold_max'] == [28.71] * 4 + [3.96] * 3
+    assert 'this recording (0.00 h) is too short to promise it' in printed
     assert set(params) == {'thresholds_force', 'speed_gain', 'acceleration_gain',
                            'threshold_max', 'persistence', 'persistence_time',
                            'acceleration_filter.window_duration'}
@@ -164,3 +172,10 @@ def test_command_reports_bad_input_and_exits_1(tmp_path, capsys):
     write_csv(csv, JointRecording(JOINTS, t, q, v, tau))
     assert command.main([str(csv), '--margin', '0.5']) == 1
     assert 'margin' in capsys.readouterr().err
+
+
+def test_the_cap_is_a_share_of_each_joint_s_effort_limit_with_the_fixed_value_as_fallback():
+    caps = caps_from_effort([300.0, 150.0, 50.0, 0.0, np.inf, 1000.0], 0.25)
+    np.testing.assert_allclose(caps, [75.0, 37.5, 12.5, 15.0, 15.0, 100.0])
+    with pytest.raises(ValueError, match='effort fraction'):
+        caps_from_effort([87.0], 0.0)

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import yaml
+
 from contact_estimation import manifest
 from contact_estimation.commands.demo import STARTUP_TIMEOUT, WALL_DEADLINE
 from contact_estimation.ros.testing import isolate_ros_domain
@@ -41,3 +43,23 @@ def test_demo_runs_every_node_reports_their_topics_and_the_reaction_and_writes_a
     localization = proc.stdout.split('Contact estimates against the ground truth')[1]
     assert 'link right in' in localization, proc.stdout
     assert (out_dir / 'demo.png').stat().st_size > 10_000
+
+
+def test_the_demo_on_a_6_joint_arm_detects_and_locates_the_push(tmp_path):
+    """`demo --robot ur5`: the robot given once reaches every node and the simulated UR5
+    (config/scenarios/demo_ur5.yaml pushes its forearm); stop, reaction and estimates."""
+    isolate_ros_domain()
+    out_dir = tmp_path / 'demo_ur5'
+    proc = subprocess.run(
+        [sys.executable, '-m', 'contact_estimation', 'demo', '--robot', 'ur5', '--out',
+         str(out_dir)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=os.environ.copy(), timeout=STARTUP_TIMEOUT + WALL_DEADLINE + 60)
+    assert proc.returncode == 0, proc.stdout
+    assert 'verdict: no stop before the push' in proc.stdout, proc.stdout
+    events = proc.stdout.split('Collision detector events')[1].split('Reaction')[0]
+    assert any(f'collision: {joint}' in events for joint in (
+        'shoulder_lift_joint', 'elbow_joint')), proc.stdout
+    localization = proc.stdout.split('Contact estimates against the ground truth')[1]
+    assert 'link right in' in localization, proc.stdout
+    with open(out_dir / 'recording_parameters.yaml') as f:
+        assert yaml.safe_load(f)['/**']['ros__parameters'] == {'robot': 'ur5'}

@@ -19,6 +19,8 @@ import yaml
 from contact_estimation import manifest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A user's parameter file (the launch file reads the robot from every file it passes).
+USER_FILE = os.path.join(ROOT, 'config', 'collision_detector.yaml')
 
 
 class _Recorder:
@@ -68,7 +70,7 @@ def _launch_stand_ins(installed: set[str]) -> dict:
 
 def _launched(sim: str, params_file: str, rviz: str = 'false',
               installed: frozenset = frozenset(), separate: str = 'false',
-              priority: str = '0', namespace: str = '') -> list[_Recorder]:
+              priority: str = '0', namespace: str = '', robot: str = '') -> list[_Recorder]:
     """The actions the launch file's OpaqueFunctions return for these arguments, with
     `installed` the ROS packages the ament index knows."""
     path = os.path.join(ROOT, 'launch', 'contact_estimation.launch.py')
@@ -82,9 +84,10 @@ def _launched(sim: str, params_file: str, rviz: str = 'false',
         description = module.generate_launch_description()
         _LaunchConfiguration.values = {'sim': sim, 'params_file': params_file, 'rviz': rviz,
                                        'separate': separate, 'priority': priority,
-                                       'namespace': namespace}
+                                       'namespace': namespace, 'robot': robot,
+                                       'robot_description': ''}
         declared = {a.args[0] for a in description if a.args}
-        assert declared == {'sim', 'params_file', 'rviz', 'separate', 'priority', 'namespace'}
+        assert declared == set(_LaunchConfiguration.values)
         opaque = [a for a in description if 'function' in a.kwargs]
         return [action for a in opaque for action in a.kwargs['function'](None)]
     finally:
@@ -95,8 +98,10 @@ def _launched(sim: str, params_file: str, rviz: str = 'false',
                 sys.modules[key] = value
 
 
-def _launched_nodes(sim: str, params_file: str, separate: str = 'false') -> list[dict]:
-    return [action.kwargs for action in _launched(sim, params_file, separate=separate)]
+def _launched_nodes(sim: str, params_file: str, separate: str = 'false',
+                    robot: str = '') -> list[dict]:
+    return [action.kwargs for action in _launched(sim, params_file, separate=separate,
+                                                  robot=robot)]
 
 
 def test_rviz_starts_rviz2_with_the_config_and_robot_state_publisher_with_the_urdf():
@@ -169,10 +174,12 @@ def test_launch_starts_console_scripts_with_existing_parameter_files(sim):
         assert node['executable'] in scripts, f'{node["executable"]} is not a console script'
         files = [p for p in node['parameters'] if isinstance(p, str)]
         assert files and all(isinstance(p, dict) for p in node['parameters'][len(files):])
+        assert files[1] == manifest.robot_parameters_path()
         for params in files:
             assert os.path.isfile(params), f'{node["name"]}: {params} does not exist'
             with open(params) as f:
-                assert 'ros__parameters' in yaml.safe_load(f)[node['name']]
+                section = '/**' if params == files[1] else node['name']
+                assert 'ros__parameters' in yaml.safe_load(f)[section]
     names = {n['name'] for n in launched}
     assert ('sim_cobot' in names) == (sim == 'true')
     assert names >= {'joint_state_listener', 'residual_node', 'collision_detector'}
@@ -180,15 +187,16 @@ def test_launch_starts_console_scripts_with_existing_parameter_files(sim):
 
 @pytest.mark.parametrize('sim', ['true', 'false'])
 def test_launch_runs_the_composed_processes_by_default(sim):
-    launched = _launched_nodes(sim, '/tmp/user.yaml')
+    launched = _launched_nodes(sim, USER_FILE)
     for together in manifest.composed():
         assert together.executable in _console_scripts()
         [process] = [n for n in launched if n['executable'] == together.executable]
         assert 'name' not in process  # a name would rename every node of the process
-        # Each node's own parameter file (its section, by node name), then the user's; with
-        # the simulated cobot, every node on its clock.
+        # Each node's own parameter file (its section, by node name), the suite's robot
+        # (`/**`), then the user's; with the simulated cobot, every node on its clock.
         expected = [manifest.node(n).parameters_path() for n in together.nodes]
-        assert process['parameters'] == expected + ['/tmp/user.yaml'] + (
+        assert process['parameters'] == expected + [manifest.robot_parameters_path(),
+                                                    USER_FILE] + (
             [{'use_sim_time': True}] if sim == 'true' else [])
         for name, params in zip(together.nodes, process['parameters']):
             with open(params) as f:
@@ -220,12 +228,33 @@ def test_launch_in_a_namespace_moves_every_process_and_its_clock():
     # /sim_cobot only, and the suite would run on its defaults without a word.
     with open(sim['parameters'][0]) as f:
         assert list(yaml.safe_load(f)) == ['/left/sim_cobot']
+    with open(sim['parameters'][1]) as f:
+        assert list(yaml.safe_load(f)) == ['/**']  # every node in every namespace
+
+
+def test_launch_robot_argument_sets_every_node_s_robot_after_the_user_file():
+    for node in _launched_nodes('true', USER_FILE, separate='true', robot='ur5'):
+        files = [p for p in node['parameters'] if isinstance(p, str)]
+        assert files[-2] == USER_FILE
+        with open(files[-1]) as f:
+            assert yaml.safe_load(f) == {'/**': {'ros__parameters': {'robot': 'ur5'}}}
+
+
+def test_launch_refuses_a_file_made_for_another_robot(tmp_path):
+    made_for_ur5 = tmp_path / 'thresholds.yaml'
+    made_for_ur5.write_text(yaml.safe_dump({'collision_detector': {'ros__parameters': {
+        'robot': 'ur5', 'thresholds_position': [3.0] * 6}}}))
+    with pytest.raises(ValueError, match="made for ur5 .*collision_detector.*suite's robot is "
+                                         'panda'):
+        _launched_nodes('false', str(made_for_ur5))
+    assert _launched_nodes('false', str(made_for_ur5), robot='ur5')
 
 
 def test_launch_passes_the_user_parameter_file_after_the_defaults():
-    for node in _launched_nodes('false', '/tmp/user.yaml', separate='true'):
-        assert node['parameters'][-1] == '/tmp/user.yaml'
-        assert len(node['parameters']) == 2
+    for node in _launched_nodes('false', USER_FILE, separate='true'):
+        assert node['parameters'][-1] == USER_FILE
+        assert node['parameters'][1] == manifest.robot_parameters_path()
+        assert len(node['parameters']) == 3
 
 
 def test_launch_and_runner_start_the_same_nodes():
@@ -235,7 +264,8 @@ def test_launch_and_runner_start_the_same_nodes():
         assert launched == {s.name for s in manifest.selected(sim)}
     for spec in manifest.nodes().values():
         cmd = node_command(spec.name)
-        assert cmd[cmd.index('--params-file') + 1] == spec.parameters_path()
+        files = [cmd[i + 1] for i, a in enumerate(cmd) if a == '--params-file']
+        assert files == [spec.parameters_path(), manifest.robot_parameters_path()]
 
 
 def test_every_manifest_node_has_a_module_with_main_and_declared_topics():

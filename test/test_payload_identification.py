@@ -72,6 +72,7 @@ def test_identify_payload_writes_the_residual_and_ft_node_parameter_file(panda, 
     written = yaml.safe_load(out.read_text())
     loaded = written['residual_node']['ros__parameters']['payload']
     assert written['ft_contact_estimator']['ros__parameters']['payload'] == loaded
+    assert written['residual_node']['ros__parameters']['robot'] == 'panda'  # made for it
     assert loaded['link'] == 'panda_hand'
     assert loaded['mass'] == pytest.approx(TOOL.mass, abs=0.05)
     np.testing.assert_allclose(loaded['centre_of_mass'], TOOL.centre_of_mass, atol=0.005)

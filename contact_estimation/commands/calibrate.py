@@ -27,7 +27,8 @@ from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION
                                               PERSISTENCE_RULES, ROLES)
 from contact_estimation.core.identification.recording import RecordingError, read_recording
 from contact_estimation.core.robot.robot_model import RobotModel, RobotModelError
-from contact_estimation.core.chain.threshold_calibration import Calibration, calibrate
+from contact_estimation.core.chain.threshold_calibration import (EFFORT_FRACTION, Calibration,
+                                                                 calibrate, caps_from_effort)
 
 NODE = 'collision_detector'
 # The node whose estimates the detector's thresholds gate (`gate_thresholds`).
@@ -76,8 +77,10 @@ def record_live(robot: RobotModel, seconds: float):
     return table[:, 0], table[:, 1:1 + n], table[:, 1 + n:1 + 2 * n], table[:, 1 + 2 * n:]
 
 
-def parameter_file(calibration: Calibration, role: str) -> str:
-    """The YAML text of the proposed parameters, with a comment saying where they come from."""
+def parameter_file(calibration: Calibration, role: str, robot: str) -> str:
+    """The YAML text of the proposed parameters, with a comment saying where they come from
+    and, in each section, the `robot` they were made for (a suite with another robot refuses
+    the file: manifest.suite_robot)."""
     c = calibration
     header = (f'# Proposed by `contact-estimation calibrate` from {c.source}:\n'
               f'# fitted on {c.fit_duration:.1f} s of free motion, margin {c.margin:g} (every '
@@ -85,12 +88,12 @@ def parameter_file(calibration: Calibration, role: str) -> str:
               f'held out: {c.false_alarms} false alarms → at most '
               f'{c.false_alarm_bound_per_hour:.3g} per hour (95 %, exact Poisson bound)\n'
               f'# for motions like the recorded ones.\n'
-              f'# Joint order: {", ".join(c.joint_names)}.\n')
+              f'# Made for robot {robot}; joint order: {", ".join(c.joint_names)}.\n')
     parameters = calibration.parameters(role)
-    body = {NODE: {'ros__parameters': parameters},
+    body = {NODE: {'ros__parameters': {'robot': robot, **parameters}},
             # a copy: the same list twice would be a YAML alias, which ROS refuses
             LOCALIZER: {'ros__parameters': {
-                'gate_thresholds': list(parameters[f'thresholds_{role}'])}}}
+                'robot': robot, 'gate_thresholds': list(parameters[f'thresholds_{role}'])}}}
     return header + yaml.safe_dump(body, sort_keys=False, default_flow_style=None)
 
 
@@ -114,8 +117,13 @@ def main(argv: list[str]) -> int:
                         help="eq. 7's persistence time, s")
     parser.add_argument('--holdout', type=float, default=0.5,
                         help='share of the recording (its end) held out to count false alarms')
-    parser.add_argument('--threshold-max', type=float, default=DEFAULTS.threshold_max,
-                        help='cap of ψ, N·m (the detector\'s threshold_max)')
+    parser.add_argument('--threshold-max', type=float,
+                        help="cap of ψ, N·m, for every joint (the detector's threshold_max; "
+                             'default: --effort-fraction of each joint\'s URDF effort limit)')
+    parser.add_argument('--effort-fraction', type=float, default=EFFORT_FRACTION,
+                        help="without --threshold-max, ψ_max of each joint = this share of "
+                             "its effort limit in the URDF (the fixed "
+                             f"{DEFAULTS.threshold_max:g} N·m where the URDF has none)")
     parser.add_argument('--acceleration-window', type=float,
                         default=ACCELERATION_WINDOW_DURATION,
                         help="s of positions in the q̈ fit (the detector's "
@@ -141,13 +149,15 @@ def main(argv: list[str]) -> int:
             min_threshold=args.min_threshold, persistence=args.persistence,
             persistence_time=args.persistence_time,
             acceleration_window=args.acceleration_window, holdout=args.holdout,
-            threshold_max=args.threshold_max, use_speed=not args.no_speed,
+            threshold_max=(args.threshold_max if args.threshold_max is not None else
+                           caps_from_effort(robot.effort_limits, args.effort_fraction)),
+            use_speed=not args.no_speed,
             use_acceleration=not args.no_acceleration, source=where)
     except (RecordingError, RobotModelError, ValueError, OSError) as err:
         print(f'contact-estimation calibrate: {err}', file=sys.stderr)
         return 1
     print(calibration.table())
-    text = parameter_file(calibration, args.role)
+    text = parameter_file(calibration, args.role, args.robot)
     if args.output:
         with open(args.output, 'w', encoding='utf-8') as f:
             f.write(text)

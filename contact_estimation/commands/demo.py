@@ -29,12 +29,13 @@ import numpy as np
 import yaml
 
 from contact_estimation import manifest
+from contact_estimation.commands.up import robot_files
 from contact_estimation.core.contact.contact import Contact, contact_error
 from contact_estimation.core.chain.detector import COLLISION, INVALID, STALE
 from contact_estimation.launcher import NodeSet, namespace_arguments, simulated_clock
 from contact_estimation.ros.conversions import stamp_to_seconds
 
-DEFAULT_SCENARIO = 'config/scenarios/demo.yaml'
+DEFAULT_SCENARIO = 'config/scenarios/demo.yaml'  # the Panda's; another robot's: demo_<robot>.yaml
 STARTUP_TIMEOUT = 30.0  # s for every node to import, start and connect
 WALL_DEADLINE = 180.0   # s of wall time after start-up: the end if the simulation stalls
 SIM = 'sim_cobot'
@@ -385,8 +386,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--seconds', type=float, default=30.0,
                         help='most simulated time to watch (s); the demo ends sooner, as soon '
                              'as the scenario has played out')
-    parser.add_argument('--scenario', default=DEFAULT_SCENARIO,
-                        help='scenario file for the simulated cobot')
+    parser.add_argument('--robot', metavar='NAME|URDF',
+                        help="every node's and the simulated cobot's robot, as `up --robot` "
+                             '(default: config/robot.yaml, the Panda)')
+    parser.add_argument('--scenario',
+                        help='scenario file for the simulated cobot (default: '
+                             f'{DEFAULT_SCENARIO}, or config/scenarios/demo_<robot>.yaml with '
+                             '--robot)')
     parser.add_argument('--out', default='out/demo', help='folder for the plot and node logs')
     parser.add_argument('--separate', action='store_true',
                         help='one process per node, as `contact-estimation up --separate`, '
@@ -394,6 +400,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--namespace', default='', metavar='NS',
                         help='run the simulated arm and its suite in ROS namespace NS')
     args = parser.parse_args(argv)
+    if args.scenario is None:
+        args.scenario = (f'config/scenarios/demo_{args.robot}.yaml' if args.robot
+                         else DEFAULT_SCENARIO)
     scenario = args.scenario if os.path.isabs(args.scenario) else manifest.share_path(args.scenario)
     if not os.path.isfile(scenario):
         parser.error(f'--scenario {args.scenario}: no such file')
@@ -416,8 +425,9 @@ def main(argv: list[str]) -> int:
     # wait set would make them lose a third of the samples (the recording then has gaps).
     executor = FastExecutor(context=context)
     executor.add_node(monitor.node)
+    robot = {'robot': args.robot} if args.robot else {}
     recorder = BagRecorder.for_suite(context, os.path.join(args.out, 'recording'),
-                                     args.namespace)
+                                     args.namespace, overrides=robot)
     executor.add_node(recorder.node)
     processes = manifest.processes(with_sim=True, separate=args.separate)
     overrides = simulated_clock()
@@ -426,9 +436,11 @@ def main(argv: list[str]) -> int:
     # The lidar sees the cell's fixtures, no person: objects that do not move (a real cell
     # tracks people or keeps the default 1.6 m/s, the speed of a person it missed).
     overrides['proximity_monitor']['object_speed'] = 0.0
-    nodes = NodeSet([spec.name for spec in processes], overrides=overrides,
+    robot_file = robot_files([], args.robot)  # a `/**` file with --robot
+    nodes = NodeSet([spec.name for spec in processes], tuple(robot_file), overrides=overrides,
                     log_dir=os.path.join(args.out, 'logs'), namespace=args.namespace)
-    write_parameters(nodes.overrides, os.path.join(args.out, 'recording_parameters.yaml'))
+    write_parameters({**nodes.overrides, **({manifest.WILDCARD: robot} if robot else {})},
+                     os.path.join(args.out, 'recording_parameters.yaml'))
     print(f'demo: starting {", ".join(nodes.names)}; scenario {args.scenario}', flush=True)
     nodes.start()
     try:
@@ -442,6 +454,8 @@ def main(argv: list[str]) -> int:
                       if spec.name in nodes.processes and nodes.processes[spec.name].poll()
                       is not None}
         nodes.stop()
+        for path in robot_file:
+            os.remove(path)
         executor.shutdown()
         recorder.close()
         monitor.node.destroy_node()

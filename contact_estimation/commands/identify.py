@@ -214,21 +214,24 @@ def _payload(args) -> int:
     fit = identify_payload(StaticTerms(robot, identified), recording)
     print(fit.summary())
     write_payload_parameters(args.out, fit, args.recording,
-                             args.model_file or f'URDF of {args.robot}, no friction')
+                             args.model_file or f'URDF of {args.robot}, no friction',
+                             args.robot)
     print(f'wrote {args.out}: load it with the other parameter files '
           f'(contact-estimation up --config {args.out}), or copy its payload block into yours')
     return 0
 
 
-def write_payload_parameters(path, fit: PayloadFit, source: str, arm_model: str) -> None:
+def write_payload_parameters(path, fit: PayloadFit, source: str, arm_model: str,
+                             robot: str) -> None:
     """The fit as a parameter file for residual_node and ft_contact_estimator (the same
-    payload block), with how it was made in comments."""
+    payload block), with how it was made in comments and the `robot` it was made for (a
+    suite with another robot refuses it: manifest.suite_robot)."""
     payload = fit.payload
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
     comments = [f'Payload identified by contact-estimation identify payload, {date}',
                 f'from {os.path.abspath(source)}; arm model: {arm_model}.',
                 *fit.summary().splitlines()]
-    block = {'payload': {'mass': round(payload.mass, 4),
+    block = {'robot': robot, 'payload': {'mass': round(payload.mass, 4),
                          'centre_of_mass': [round(x, 5) for x in payload.centre_of_mass],
                          'link': fit.tip_link}}
     parameters = {node: {'ros__parameters': block}

@@ -128,7 +128,9 @@ def build(context, parameter_files: list[str], on_publish) -> Replay:
     for spec in core:  # their time.monotonic() is the replay's
         importlib.import_module(spec.module).time = clock
     importlib.import_module('contact_estimation.ros.diagnostics').time = clock
-    files = [spec.parameters_path() for spec in core] + list(parameter_files)
+    files = ([spec.parameters_path() for spec in core] + [manifest.robot_parameters_path()]
+             + list(parameter_files))
+    manifest.suite_robot(files, tuple(spec.name for spec in core))  # one robot, or why not
     kwargs = {'context': context,
               'cli_args': ['--ros-args', *[a for f in files for a in ('--params-file', f)]],
               'parameter_overrides': [Parameter('use_sim_time', Parameter.Type.BOOL, True)]}
@@ -416,7 +418,11 @@ def main(argv: list[str]) -> int:
     rclpy.init(context=context, args=[])
     replay = None
     try:
-        replay = build(context, [os.path.abspath(p) for p in args.config], sink)
+        try:
+            replay = build(context, [os.path.abspath(p) for p in args.config], sink)
+        except ValueError as err:  # files made for different robots (manifest.suite_robot)
+            print(f'replay: {err}', file=sys.stderr)
+            return 1
         robot = replay.nodes[0].robot
         with SuiteBag(out_bag, robot) as bag:
             sink.open(bag)

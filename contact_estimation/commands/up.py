@@ -7,7 +7,8 @@ import os
 import signal
 
 from contact_estimation import manifest
-from contact_estimation.launcher import NodeSet, simulated_clock, wait_for_processes
+from contact_estimation.launcher import (NodeSet, parameter_file, simulated_clock,
+                                         wait_for_processes)
 
 
 def main(argv: list[str]) -> int:
@@ -15,6 +16,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--config', action='append', default=[], metavar='FILE',
                         help='parameter file (node_name: ros__parameters: form) applied over '
                              'the defaults; may be given several times')
+    parser.add_argument('--robot', metavar='NAME|URDF',
+                        help="every node's robot: an example-robot-data name (panda, ur5) or "
+                             'a URDF file (default: config/robot.yaml, then --config files)')
     parser.add_argument('--sim', action='store_true',
                         help='also start the simulated cobot in place of a real arm; every '
                              'node then runs on its clock (use_sim_time)')
@@ -37,8 +41,17 @@ def main(argv: list[str]) -> int:
             parser.error(f'--config {path}: no such file')
     if not 0 <= args.priority <= 99:
         parser.error(f'--priority {args.priority}: must be 0 (normal) or 1-99')
-    names = [spec.name for spec in manifest.processes(args.sim, args.separate)]
-    nodes = NodeSet(names, tuple(os.path.abspath(p) for p in args.config), log_dir=args.log_dir,
+    files = robot_files(args.config, args.robot)
+    processes = manifest.processes(args.sim, args.separate)
+    started = tuple(n for spec in processes for n in spec.node_names)
+    try:
+        manifest.suite_robot([manifest.robot_parameters_path()] + files, started)
+    except ValueError as err:
+        if args.robot:
+            os.remove(files[-1])
+        parser.error(str(err))
+    names = [spec.name for spec in processes]
+    nodes = NodeSet(names, tuple(files), log_dir=args.log_dir,
                     priority=args.priority, namespace=args.namespace,
                     overrides=simulated_clock() if args.sim else {})
     print(f'[contact-estimation] starting {", ".join(names)} (Ctrl-C stops them)', flush=True)
@@ -50,7 +63,19 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print('[contact-estimation] stopping', flush=True)
     codes = nodes.stop()
+    if args.robot:
+        os.remove(files[-1])
     failed = {n: c for n, c in codes.items() if c not in (0, -signal.SIGINT)}
     for name, code in failed.items():
         print(f'[contact-estimation] node {name} exited with code {code}', flush=True)
     return 1 if failed else 0
+
+
+def robot_files(config: list[str], robot: str | None) -> list[str]:
+    """The user's parameter files (absolute), then, with `robot`, a temporary `/**` file
+    setting it for every node (the caller removes it)."""
+    files = [os.path.abspath(p) for p in config]
+    if robot:
+        robot = os.path.abspath(robot) if os.path.isfile(robot) else robot
+        files.append(parameter_file({manifest.WILDCARD: {'robot': robot}}))
+    return files

@@ -72,7 +72,7 @@ def _detector(name: str, description: str, **row) -> Parameter:
     given per joint)."""
     default = getattr(DEFAULTS, name)
     if name in _PER_JOINT:
-        default = [default]
+        default, row = [default], {'per_joint': 1, **row}
     return Parameter(name, description, default, field=(DetectorSettings, name), **row)
 
 
@@ -93,7 +93,7 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
               'joint (seed 001: 8 N·m)', range=(0.0, 1e4)),
     Parameter('joint_roles', "each joint's role, 'position' or 'force' (one for all joints "
               'or one per joint); switchable at run time', [DEFAULTS.roles],
-              field=(DetectorSettings, 'roles')),
+              field=(DetectorSettings, 'roles'), per_joint=1),
     _detector('persistence', "seed 001 eq. 7's persistence rule: 'consecutive' (some joint "
               "over ψ for persistence_time) or 'weighted' (each sample counts Δt·(|τ_ext|/ψ)²: "
               'a strong hit needs less time)'),

@@ -103,7 +103,7 @@ def _noise(field: str, description: str, **row) -> Parameter:
 
 PARAMETERS = ROBOT + ParameterTable(
     _schedule('gate_thresholds', 'estimate while some |τ_ext,i| exceeds this, N·m: one value '
-              "or one per joint (default: the detector's ψ_0)", range=(0.0, 1e4)),
+              "or one per joint (default: the detector's ψ_0)", range=(0.0, 1e4), per_joint=1),
     _schedule('threshold_ceiling', 'N·m: gate thresholds above this are refused (they would '
               'never let an estimate through); raise it explicitly for a stronger arm',
               range=(1.0, 1e4)),

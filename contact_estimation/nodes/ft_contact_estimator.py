@@ -110,7 +110,7 @@ PARAMETERS = ROBOT + ParameterTable(
              'joint but the first, about its axis only); ≥ min_force', range=(0.1, 1000.0)),
     _ft('contact_threshold', 'contact_threshold', '|τ_ext| (N·m) at which a joint counts as '
         'loaded by a contact (seed 004 current constraint): one value for every joint or '
-        'one per joint'),
+        'one per joint', per_joint=1),
     _locator('residual_noise', "σ of τ_ext in a steady contact (N·m): how much a body's "
              'misfit to the residual counts in choosing it', range=(0.001, 10.0)),
     _locator('normal_preference', 'κ: how strongly a body where the force meets the surface '

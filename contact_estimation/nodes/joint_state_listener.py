@@ -64,9 +64,9 @@ PARAMETERS = ROBOT + ParameterTable(
     _conditioning('positions_are_motor_side', 'positions and velocities are motor-side: '
                   'divided by G_m (seed 001 eq. 3)'),
     _conditioning('torque_constants', 'motor torque constants k_m (N·m/A): one value for all '
-                  'joints or one per joint', range=(0.0, 1e3)),
+                  'joints or one per joint', range=(0.0, 1e3), per_joint=1),
     _conditioning('gear_ratios', 'gear ratios G_m (motor/joint): one value for all joints or '
-                  'one per joint', range=(0.0, 1e5)),
+                  'one per joint', range=(0.0, 1e5), per_joint=1),
     _conditioning('velocity_filter.window_duration', 'time span (s) of the least-squares fit '
                   'that estimates velocity the driver omits (at least 3 samples whatever the '
                   'rate)', 'velocity_window', range=(0.001, 1.0)),

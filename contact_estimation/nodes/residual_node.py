@@ -60,7 +60,7 @@ PARAMETERS = ROBOT + ParameterTable(
               'every joint, or n×k flat (row per joint, model joint order)', range=(-1e4, 1e4)),
     _residual('observer_gain', 'momentum observer gain K_O, 1/s (time constant 1/K_O): one '
               f'value or one per joint, each > 0 and <= {MAX_OBSERVER_GAIN:g}',
-              range=(0.0, MAX_OBSERVER_GAIN)),
+              range=(0.0, MAX_OBSERVER_GAIN), per_joint=1),
     _residual('acceleration_filter.window_duration', 'time span (s) of the least-squares fit '
               'giving q̈ for the rnea residual (at least 3 samples whatever the rate; lag about '
               'half of it)', 'acceleration_window', range=(0.001, 1.0)),

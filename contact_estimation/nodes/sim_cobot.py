@@ -127,7 +127,7 @@ PARAMETERS = ROBOT + ParameterTable(
     _node('trajectory.durations', 'waypoints: m − 1 segment durations (s)', [1.0]),
     Parameter('friction', 'joint friction γ1 … γ6 (seed 001 eq. 23) for every joint, or 6 × n '
               'row after row', list(DEFAULT_FRICTION), read_only=True,
-              field=(SimConfig, 'friction')),
+              field=(SimConfig, 'friction'), per_joint=6),
     _sim('controller.natural_frequency', 'natural_frequency', 'computed-torque closed-loop ω_n '
          '(rad/s)', 1.0, 200.0),
     _sim('controller.damping_ratio', 'damping_ratio', 'computed-torque damping ratio',

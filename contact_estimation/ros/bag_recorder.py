@@ -119,13 +119,14 @@ class BagRecorder:
 
 
 def robot_of(node: str, overrides: dict | None = None) -> RobotModel:
-    """The robot model node `node` loads from its parameter file and `overrides` (its
-    `robot`, `robot_description`, `base_link`, `tip_link`, as ros/params.ROBOT)."""
-    with open(manifest.node(node).parameters_path()) as f:
-        values = yaml.safe_load(f)[node]['ros__parameters']
-    values.update(overrides or {})
-    return RobotModel.load(values.get('robot_description') or values.get('robot', 'panda'),
-                           values.get('base_link', ''), values.get('tip_link', ''))
+    """The robot model node `node` loads from config/robot.yaml, its parameter file and
+    `overrides` (its `robot`, `robot_description`, `base_link`, `tip_link`, as
+    ros/params.ROBOT)."""
+    values = manifest.suite_robot([manifest.node(node).parameters_path(),
+                                   manifest.robot_parameters_path()], (node,))
+    values.update({k: v for k, v in (overrides or {}).items() if k in manifest.ROBOT_KEYS})
+    return RobotModel.load(values['robot_description'] or values['robot'],
+                           values['base_link'], values['tip_link'])
 
 
 def write_parameters(overrides: dict[str, dict], path: str | os.PathLike) -> None:

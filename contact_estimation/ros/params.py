@@ -39,6 +39,7 @@ class Parameter:
     range: tuple[float, float] | None = None
     read_only: bool = False
     field: tuple[type, str] | None = None
+    per_joint: int = 0  # values per joint (a list of one, or of this many per joint); 0: not
 
     def __post_init__(self):
         default = self.default
@@ -284,3 +285,23 @@ def load_robot(node: Node):
         node.get_logger().warning(f'robot {model.name!r} without link geometry: '
                                   f'{model.geometry_error}')
     return model
+
+
+def check_joint_counts(node: Node, table: ParameterTable, robot) -> None:
+    """StartupError naming the node, the parameter and the fix when a per-joint parameter
+    (a row with `per_joint`) has neither one value (`per_joint` of them) nor one per joint
+    of `robot`: a file sized for another arm."""
+    from contact_estimation.ros.node_main import StartupError
+    values = ROBOT.values(node)
+    source = 'robot_description' if values['robot_description'] else values['robot']
+    for row in table.rows:
+        if not row.per_joint:
+            continue
+        count = len(node.get_parameter(row.name).value)
+        if count not in (row.per_joint, row.per_joint * robot.n):
+            raise StartupError(
+                f'{node.get_name()}: {row.name} has {count} values but {robot.name} has '
+                f'{robot.n} joints: give {row.per_joint}, or {row.per_joint * robot.n} '
+                f'({row.per_joint} per joint, in the order {", ".join(robot.joint_names)}); '
+                f'a file `contact-estimation calibrate` or `identify` made for another arm: '
+                f'make it again with --robot {source}')

@@ -81,6 +81,7 @@ class SuiteNode(Node):
             raise StartupError(f'{name}: {err}') from err
         self._parameter_guard = params.ParameterGuard(self, self.PARAMETERS)
         self.robot = params.load_robot(self)  # StartupError when it cannot be loaded
+        params.check_joint_counts(self, self.PARAMETERS, self.robot)  # sized for this arm
         self.problems = ProblemCounter(self, topic=self.spec.topic('diagnostics'),
                                        hardware_id=self.robot.name)
         self._closers: list[Callable[[], None]] = []

@@ -14,7 +14,10 @@ linear programme solved by cutting planes, so hours of data stay cheap), is mult
 false-alarm margin m ≥ 1: ψ = m·e, with b raised past the LP's tolerance so that the margin
 holds exactly: no fitting sample has |τ_ext| ≥ ψ/m. ψ is evaluated by detector.thresholds,
 the detector's own formula, with its cap ψ_max (`threshold_max`); a fit that needs ψ above the
-cap on the recorded motion is refused (raise the cap, or record slower motion).
+cap on the recorded motion is refused (raise the cap, or record slower motion). By default the
+cap comes from the arm (`caps_from_effort`): EFFORT_FRACTION of each joint's effort limit in
+the URDF (a 150 N·m joint gets 49.5 N·m, a 12 N·m wrist 3.96 N·m), the detector's fixed 15 N·m where
+the URDF gives none, never above its threshold_ceiling.
 
 Check: eq. 7 (the detector's persistence rule and time) runs on the held-out part, which the
 fit has not seen, and counts k false alarms in its T hours. The promise is the exact one-sided
@@ -42,6 +45,22 @@ from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION
 
 BINS = 24          # histogram bins per axis for the envelope LP
 CONFIDENCE = 0.95  # of the false-alarm promise
+EFFORT_FRACTION = 0.33  # ψ_max = this share of a joint's URDF effort limit (calibrate's default)
+AIM_PER_HOUR = 1.0  # the false-stop rate the promise aims at
+
+
+def caps_from_effort(effort_limits, fraction: float = EFFORT_FRACTION,
+                     fallback: float = DEFAULTS.threshold_max,
+                     ceiling: float = DEFAULTS.threshold_ceiling) -> np.ndarray:
+    """ψ_max per joint: `fraction` of its effort limit (N·m), `fallback` where the URDF
+    gives none (0 or not finite), at most `ceiling` (the detector refuses more)."""
+    if not (np.isfinite(fraction) and 0.0 < fraction <= 1.0):
+        raise ValueError(f'effort fraction = {fraction}: must be in (0, 1] (ψ_max = fraction × '
+                         "the joint's effort limit)")
+    limits = np.asarray(effort_limits, dtype=float)
+    given = np.isfinite(limits) & (limits > 0)
+    caps = np.where(given, fraction * np.where(given, limits, 0.0), fallback)
+    return np.minimum(caps, ceiling)
 
 
 def rate_upper_bound(alarms: int, hours: float) -> float:
@@ -97,11 +116,30 @@ class Calibration:
                 'persistence_time': float(self.persistence_time),
                 'acceleration_filter.window_duration': float(self.acceleration_window)}
 
+    def aim(self) -> str:
+        """Whether the check shows at most AIM_PER_HOUR false stops per hour and, if the
+        recording is too short to, how long a recording it takes."""
+        rate, need = self.false_alarm_bound_per_hour, self.recording_needed(AIM_PER_HOUR)
+        recorded = (self.fit_duration + self.heldout_duration) / 3600.0
+        if self.false_alarms:
+            return (f'Aim (at most {AIM_PER_HOUR:g} false stop per hour): NOT MET: the held-out '
+                    f'part raised {self.false_alarms} false stop(s). Record the fast motions '
+                    'the arm will make in the fitting part too (the speed and acceleration '
+                    'terms then fit them), or raise --margin.')
+        if rate <= AIM_PER_HOUR:
+            return (f'Aim (at most {AIM_PER_HOUR:g} false stop per hour): met, {rate:.3g} per '
+                    'hour at most (95 %).')
+        return (f'Aim (at most {AIM_PER_HOUR:g} false stop per hour): this recording '
+                f'({recorded:.2f} h) is too short to promise it, though its held-out part '
+                f'raised no false stop: record about {need / 3600.0:.1f} h of free motion '
+                f'({need / 3600.0 - recorded:.1f} h more; `calibrate --live --seconds '
+                f'{need:.0f}`, or a bag that long) and calibrate on it.')
+
     def promise(self) -> str:
         """What the thresholds promise, in plain words."""
         rate = self.false_alarm_bound_per_hour
         need = self.recording_needed(1.0)
-        return (
+        return self.aim() + ' ' + (
             f'Promise: the thresholds were fitted on the first {self.fit_duration:.1f} s of '
             f'the recording and then run, with the {self._rule()}, '
             f'on the last {self.heldout_duration:.1f} s, which they had not seen: '
@@ -268,7 +306,8 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
     for i in np.flatnonzero(needed > cap):
         raise ValueError(f'{names[i]}: the recorded free motion needs ψ up to {needed[i]:.2f} '
                          f'N·m (margin {margin:g}), above threshold_max = {cap[i]:g} N·m: '
-                         'raise threshold_max or record (and run) slower motion')
+                         'raise it (calibrate --effort-fraction, or --threshold-max) or record '
+                         '(and run) slower motion')
     psi_fit = thresholds(base, speed_gain, acceleration_gain, cap, v[fit], a[fit])
     psi_held = thresholds(base, speed_gain, acceleration_gain, cap, v[held], a[held])
     return Calibration(
