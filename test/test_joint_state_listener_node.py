@@ -207,23 +207,31 @@ def test_a_warning_after_an_error_does_not_stop_the_node(harness):
 
 
 def test_driver_restart_is_taken_as_a_new_time_base_after_input_timeout(harness):
-    """Stamps jump 100 s back and stay there: rejected until input_timeout has passed on the
-    node's clock (input_stale goes True meanwhile), then taken as the new time base."""
+    """Stamps jump 0.5 s back and stay behind (a driver restarted with its clock behind, still
+    within max_past): rejected until input_timeout has passed on the node's clock
+    (input_stale goes True meanwhile), then taken as the new time base."""
     pub = harness.publisher()
     t0 = time.time()
     pub.publish(joint_state(t0))
     assert harness.spin_until(lambda: len(harness.outputs) == 1 and harness.stale
                               and harness.stale[-1] is False)
     fresh = len(harness.stale)
-    restarted = t0 - 100.0
-    assert harness.feed_until(pub, lambda k: joint_state(restarted + k * DT),
+    assert harness.feed_until(pub, lambda k: joint_state(min(time.time() - 0.5, t0 - 1e-3)),
                               lambda: harness.count(jsc.TIME_RESET) >= 1)
     assert harness.count(jsc.TIME_RESET) == 1
     assert harness.count(jsc.OUT_OF_ORDER_STAMP) >= 1
     assert True in harness.stale[fresh:]  # stale while the old time base was defended
-    new_base = [out for out in harness.outputs[1:]
-                if stamp_to_seconds(out.header.stamp) < t0 - 50.0]
-    assert new_base and len(new_base) == len(harness.outputs) - 1
+    assert harness.spin_until(lambda: len(harness.outputs) > 1)
+    assert all(stamp_to_seconds(out.header.stamp) < t0 for out in harness.outputs[1:])
+
+
+def test_a_driver_whose_stamps_are_long_past_is_refused_and_never_feeds_the_watchdog(harness):
+    """Joint states stamped 1970 + 1000 s, advancing (issue 27): refused as past_stamp, so
+    input_stale stays True."""
+    pub = harness.publisher()
+    assert harness.feed_until(pub, lambda k: joint_state(1000.0 + k * DT),
+                              lambda: harness.count(jsc.PAST_STAMP) >= 50)
+    assert harness.outputs == [] and not any(s is False for s in harness.stale)
 
 
 def test_watchdog_flags_stale_input_and_clears_when_input_resumes(harness):

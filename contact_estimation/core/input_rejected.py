@@ -17,8 +17,9 @@ IMPLAUSIBLE = 'implausible'          # finite, but no real input: a keypoint 1 k
 OUT_OF_ORDER = 'out_of_order'        # stamped before the last one of its stream
 SATURATED = 'saturated'              # a sensor reading at or beyond its range
 ZERO_READING = 'zero_reading'        # a sensor reading exactly zero: not measuring
+MALFORMED = 'malformed'              # bytes that are not the message they claim to be
 KINDS = (WRONG_JOINTS, WRONG_SIZE, NOT_FINITE, UNKNOWN_FRAME, BAD_CLOUD, CLOUD_TOO_LARGE,
-         EMPTY_CLOUD, NO_POSE, IMPLAUSIBLE, OUT_OF_ORDER, SATURATED, ZERO_READING)
+         EMPTY_CLOUD, NO_POSE, IMPLAUSIBLE, OUT_OF_ORDER, SATURATED, ZERO_READING, MALFORMED)
 
 
 class InputRejected(ValueError):

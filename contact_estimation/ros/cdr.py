@@ -24,7 +24,7 @@ How a node uses it (instead of the message type's callback):
         try:
             state = cdr.decode_joint_state(raw)
         except ValueError as err:
-            self.problems.report('malformed', str(err))   # counted, never a crash
+            self.problems.report(MALFORMED, str(err))   # counted, never a crash
             return
         ... state.stamp, state.names, state.position ...
 

@@ -164,10 +164,12 @@ class SuiteNode(Node):
         """A publisher on the topic nodes.yaml gives this node under `key`."""
         return self.create_publisher(msg_type, self.spec.topic(key), qos)
 
-    def subscribe(self, key: str, msg_type, callback, qos: QoSProfile = SENSOR_QOS):
+    def subscribe(self, key: str, msg_type, callback, qos: QoSProfile = SENSOR_QOS,
+                  raw: bool = False):
         """A subscription to the topic nodes.yaml gives this node under `key` (best effort
-        by default: it hears best-effort and reliable publishers alike)."""
-        return self.create_subscription(msg_type, self.spec.topic(key), callback, qos)
+        by default: it hears best-effort and reliable publishers alike); `raw`: the callback
+        gets the serialised bytes (ros/cdr.py decodes the 1 kHz ones cheaper than rclpy)."""
+        return self.create_subscription(msg_type, self.spec.topic(key), callback, qos, raw=raw)
 
     def receive(self, key: str, msg_type, on_message: Callable, on_sample: Callable,
                 qos: QoSProfile = SENSOR_QOS) -> None:

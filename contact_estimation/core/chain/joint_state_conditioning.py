@@ -20,10 +20,12 @@ Rules:
   a warning (`OUT_OF_LIMITS`).
 - Stamps: each joint's stamps must increase. A stamp more than `max_future` ahead of the
   caller's clock (`now`) is an error, so one bad stamp cannot make every later good one look
-  old. Stamps that keep going back (a driver restart) are errors until they have done so for
-  `time_reset_after` seconds of the caller's clock; then the new time base is accepted and
-  everything restarts (`TIME_RESET`). Meanwhile no sample goes out, so the caller's watchdog
-  reports the input stale: the fail-safe direction.
+  old; so is one more than `max_past` behind it (a log played live, a clock set to 1970:
+  such samples never feed the caller's watchdog). Stamps that keep going back (a driver
+  restart) are errors until they have done so for `time_reset_after` seconds of the caller's
+  clock; then the new time base is accepted and everything restarts (`TIME_RESET`).
+  Meanwhile no sample goes out, so the caller's watchdog reports the input stale: the fail-
+  safe direction.
 - Merging: each chain joint keeps its latest value and stamp. A sample goes out when every
   chain joint has been refreshed since the last sample and the refreshed stamps lie within
   `merge_window` seconds of each other; its stamp is the newest of them. A message that
@@ -44,8 +46,8 @@ from contact_estimation.core.chain.joint_order import JointOrder
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core import input_rejected
 # The stamp problem kinds are among the kinds below (core/chain/stamps.py checks every input).
-from contact_estimation.core.chain.stamps import (FUTURE_STAMP, MAX_FUTURE, ZERO_STAMP,  # noqa: F401
-                                            stamp_problem)
+from contact_estimation.core.chain.stamps import (  # noqa: F401
+    FUTURE_STAMP, MAX_FUTURE, MAX_PAST, PAST_STAMP, ZERO_STAMP, stamp_problem)
 from contact_estimation.core.per_joint import per_joint
 
 # Problem kinds (the keys counted on /diagnostics): those every node meets have the names of
@@ -281,6 +283,7 @@ class ConditioningConfig:
     gap_threshold: float = 0.05     # s; 5 periods at 100 Hz: one lost message is no gap
     time_reset_after: float = 0.05  # s stamps go back before a new time base is accepted
     max_future: float = MAX_FUTURE  # s
+    max_past: float = MAX_PAST      # s
     limit_margin: float = 0.05      # rad or m
     hard_limit_margin: float = 0.5  # rad or m
     velocity_limit_factor: float = 2.0
@@ -402,6 +405,7 @@ class JointStateConditioner:
         self.merge_window = float(config.merge_window)
         self.gap_threshold = float(config.gap_threshold)
         self.max_future = float(config.max_future)
+        self.max_past = float(config.max_past)
         self.time_reset_after = float(config.time_reset_after)
         self.estimator = DerivativeEstimator(duration=config.velocity_window)
         self.reset()
@@ -444,7 +448,7 @@ class JointStateConditioner:
         position = np.asarray(position, dtype=float)
         velocity = np.asarray(velocity, dtype=float)
         effort = np.asarray(effort, dtype=float)
-        stamp_refused = stamp_problem(t, now, self.max_future)
+        stamp_refused = stamp_problem(t, now, self.max_future, self.max_past)
         if stamp_refused:
             problems.append(stamp_refused)
         for field_name, values, optional in (('position', position, False),
