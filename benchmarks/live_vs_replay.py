@@ -4,11 +4,12 @@ same samples as `contact-estimation replay` of the same inputs, its own algorith
 1. Contacts on the simulated cobot (core/sim, ROS-free): the Panda in smooth random motion,
    one contact every slot, on links 2-7, 10-80 N. Pushes of 0.5-2 s ramping in 20-50 ms
    (`ft_contact.random_push`: within 30° of the inward normal, turning with the link), and
-   impacts: a link at speed brushes a fixed ball set beside its path (its depth sized, in a
-   second simulation, for the drawn peak force). Recorded at 1 kHz: joint states (the sim's
-   noise), the base F/T readings, the lidar's clouds (10 Hz), and the truth: per sample the
-   strongest true contact (link, point, force), per contact its onset (the first sample over
-   ONSET_FORCE) and link (the most force over its slot).
+   impacts: a link running head-on into a ball set in its path LEAD s before, which gives
+   way (is taken away) IMPACT s later; the ball's softness (MuJoCo's contact time constant)
+   is sized, over two more simulations, for the drawn peak force. Recorded at 1 kHz: joint
+   states (the sim's noise), the base F/T readings, the lidar's clouds (10 Hz), and the
+   truth: per sample the strongest true contact (link, point, force), per contact its onset
+   (the first sample over ONSET_FORCE) and link (the most force over its slot).
 2. Live: the suite started the README's way, `contact-estimation up --config PARAMETERS
    [--priority N]` (composed; PARAMETERS: the residual models the sim's friction, as
    `identify` would give it, and each stop clears HOLD_TIME after its contact, so that every
@@ -45,6 +46,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+import mujoco
 import numpy as np
 from ft_contact import random_push
 from tqdm import tqdm
@@ -59,6 +61,7 @@ from contact_estimation.core.identification.trajectory import make_trajectory
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.core.sim.cobot import SimulatedCobot
+from contact_estimation.core.sim.mjcf import OBSTACLE_PREFIX
 from contact_estimation.core.sim.scenario import Obstacle, Scenario
 from contact_estimation.ros.bag_recorder import message_class, write_parameters
 from contact_estimation.ros.conversions import seconds_to_stamp
@@ -74,11 +77,13 @@ FORCE = (10.0, 80.0)   # N
 PUSH_DURATION, PUSH_RAMP = (0.5, 2.0), (0.02, 0.05)  # s
 IMPACT_WINDOW = 1.0    # s of motion in which an impact's moment is chosen
 BALL = 0.03            # m, radius of an impact's ball
-CLEARANCE = 0.03       # m the arm's path keeps from a ball away from its impact
+LEAD, IMPACT = 0.05, 0.03  # s an impact's ball is in place before and after the link hits
+CANDIDATES = 40        # brushes tried per impact
 ONSET_FORCE = 1.0      # N: a contact begins at its first sample with more true force
 MAX_LAG = 0.02         # s: issue 26's max_lag
 HOLD_TIME = 0.1        # s: the detector releases the stop this long after a contact
 BEHIND = 'behind'      # collision event cause: the suite fell behind (issue 26)
+PARKED = np.array([0.0, 0.0, -100.0])  # m: where a ball waits, out of reach
 MOTION = {'type': 'smooth_random', 'seed': 3, 'speed_scale': 0.4, 'amplitude': 0.5}
 DETECTOR, RESIDUAL = manifest.node('collision_detector'), manifest.node('residual_node')
 ESTIMATORS = {'localizer': manifest.node('contact_localizer'),
@@ -89,8 +94,9 @@ SUBSCRIBER_RUNS = {False: 'without subscriber', True: 'residual subscribed'}
 # ---------------------------------------------------------------------- the recording
 @dataclass
 class Impact:
-    """A link brushing a ball at `time`: the ball's centre sits `depth` inside the surface
-    point `point` (link frame) of `link`, along its outward normal, at that moment."""
+    """A link running into a ball at `time`: the ball touches the surface point `point`
+    (link frame) of `link` then, along its outward normal, and gives way IMPACT s later;
+    `softness`: its contact time constant (s, MuJoCo's solref)."""
 
     time: float
     link: str
@@ -98,11 +104,14 @@ class Impact:
     at: np.ndarray      # the point at `time`, base frame
     normal: np.ndarray  # its outward normal then, base frame
     target: float       # N, the peak force aimed at
-    depth: float = 0.006
+    softness: float = 0.02
 
     def ball(self, k: int) -> Obstacle:
         return Obstacle(f'ball{k}', 'sphere', (BALL,),
-                        self.at + (BALL - self.depth) * self.normal)
+                        self.at + BALL * self.normal)
+
+    def placed(self, t: float) -> bool:
+        return -LEAD <= t - self.time <= IMPACT
 
 
 @dataclass
@@ -134,8 +143,8 @@ class Recording:
 
 def impact_candidates(robot, surfaces, trajectory, start: float) -> list[Impact]:
     """Moments and surface points of links 2-7 in [start, start + IMPACT_WINDOW] moving
-    along the surface (within 17° of it) at speed, fastest first: where a ball beside the
-    path is brushed rather than pushed through."""
+    into their outward normal (within 45° of it), CANDIDATES of the fastest quarter, fastest
+    first: where a ball in the path is hit head-on."""
     found = []
     for t in np.arange(start, start + IMPACT_WINDOW, 0.02):
         q, v, _ = trajectory.sample(t)
@@ -147,61 +156,65 @@ def impact_candidates(robot, surfaces, trajectory, start: float) -> list[Impact]
             velocity = (points @ later.T + moved - at) / 1e-3
             normal = normals @ rotation.T
             speed = np.linalg.norm(velocity, axis=1)
-            along = np.abs(np.sum(normal * velocity, axis=1)) < 0.3 * speed
-            for i in np.flatnonzero(along):
+            ahead = np.sum(normal * velocity, axis=1) > 0.7 * speed
+            for i in np.flatnonzero(ahead):
                 found.append((speed[i], Impact(t, link, points[i], at[i], normal[i], 0.0)))
     found.sort(key=lambda item: -item[0])
-    return [impact for _, impact in found]
+    fastest = found[:len(found) // 4]  # spread over them: neighbours fail together
+    return [impact for _, impact in fastest[::max(1, len(fastest) // CANDIDATES)]]
 
 
-def clear_path(surfaces, trajectory, seconds: float, impacts: list[Impact]) -> np.ndarray:
-    """Whether each impact's ball stays CLEARANCE off the arm's reference path except within
-    0.3 s of its moment."""
-    balls = np.array([impact.ball(0).position for impact in impacts])
-    moments = np.array([impact.time for impact in impacts])
-    clear = np.ones(len(impacts), dtype=bool)
-    for t in np.arange(0.0, seconds, 0.02):
-        distance = surfaces.closest_points(trajectory.sample(t)[0], balls).distance
-        clear &= (distance > BALL + CLEARANCE) | (np.abs(moments - t) < 0.3)
-    return clear
+def first_clear(surfaces, trajectory, candidates: list[Impact]) -> Impact | None:
+    """The first candidate whose ball no part of the arm's reference path touches before
+    its moment (from LEAD s before)."""
+    for impact in candidates:
+        ball = impact.ball(0).position
+        if all(surfaces.closest_points(trajectory.sample(impact.time - t)[0], ball).distance[0]
+               > BALL + 0.002 for t in (LEAD, LEAD / 2)):
+            return impact
+    return None
 
 
 def plan(robot, surfaces, trajectory, count: int, rng) -> tuple[list, list[Impact], float]:
     """Every third contact (the second of three) an impact, the others pushes, one after
     another with GAP between; returns the pushes, the impacts and the recording's length."""
-    pushes, impacts, candidates, t = [], [], [], SETTLE
+    pushes, impacts, t = [], [], SETTLE
     for k in range(count):
         if k % 3 == 1:
-            candidates.append(impact_candidates(robot, surfaces, trajectory, t)[:12])
-            t += IMPACT_WINDOW + GAP
+            impact = first_clear(surfaces, trajectory,
+                                 impact_candidates(robot, surfaces, trajectory, t))
+            if impact is None:
+                raise RuntimeError(f'no clear impact from {t:.1f} s: try another --seed')
+            impact.target = rng.uniform(*FORCE)
+            impacts.append(impact)
+            t = impact.time + GAP
         else:
             push = random_push(surfaces, rng, LINKS, FORCE, t, rng.uniform(*PUSH_DURATION),
                                rng.uniform(*PUSH_RAMP))
             pushes.append(push)
             t += push.duration + GAP
-    flat = [impact for group in candidates for impact in group]
-    clear = iter(clear_path(surfaces, trajectory, t, flat)) if flat else iter(())
-    for group in candidates:
-        fits = [impact for impact in group if next(clear)]
-        if not fits:
-            raise RuntimeError(f'no clear impact near {group[0].time:.1f} s: try another '
-                               'MOTION seed')
-        fits[0].target = rng.uniform(*FORCE)
-        impacts.append(fits[0])
     return pushes, impacts, t
 
 
 def simulate(robot, pushes, impacts: list[Impact], seconds: float, progress) -> dict:
-    """The sim cobot through the scenario: per sample q, q̇, τ, F/T reading and strongest
+    """The sim cobot through the pushes and impacts (each ball in place only near its moment:
+    the arm's motion comes back everywhere): per sample q, q̇, τ, F/T reading and strongest
     true contact; a lidar cloud every LIDAR_EVERY samples."""
-    scenario = Scenario(forces=pushes, obstacles=[imp.ball(k) for k, imp in enumerate(impacts)])
-    sim = SimulatedCobot(robot, make_trajectory(robot, MOTION), scenario)
+    balls = [impact.ball(k) for k, impact in enumerate(impacts)]
+    sim = SimulatedCobot(robot, make_trajectory(robot, MOTION), Scenario(forces=pushes,
+                                                                          obstacles=balls))
+    geoms = [mujoco.mj_name2id(sim.model, mujoco.mjtObj.mjOBJ_GEOM, OBSTACLE_PREFIX + b.name)
+             for b in balls]
+    for impact, geom in zip(impacts, geoms):
+        sim.model.geom_solref[geom, 0] = impact.softness
     steps = int(seconds * RATE)
     out = {name: np.zeros((steps, size)) for name, size in
            (('q', robot.n), ('v', robot.n), ('tau', robot.n), ('wrench', 6), ('point', 3),
             ('force', 3))}
     out['link'], out['clouds'] = [''] * steps, {}
     for i in range(steps):
+        for impact, ball, geom in zip(impacts, balls, geoms):  # in place only near its moment
+            sim.model.geom_pos[geom] = ball.position if impact.placed(i / RATE) else PARKED
         sim.step()
         out['q'][i], out['v'][i], out['tau'][i] = sim.joint_state()
         out['wrench'][i] = np.concatenate(sim.ft_wrench())
@@ -218,19 +231,21 @@ def simulate(robot, pushes, impacts: list[Impact], seconds: float, progress) -> 
 
 
 def record(robot, count: int, seed: int) -> Recording:
-    """`count` contacts on the sim cobot; impacts sized by a first simulation's peaks."""
+    """`count` contacts on the sim cobot; impacts sized by two simulations' peaks (the
+    softer the ball, the weaker the hit)."""
     surfaces = LinkSurfaces(robot, point_spacing=0.02)
     trajectory = make_trajectory(robot, MOTION)
     pushes, impacts, seconds = plan(robot, surfaces, trajectory, count, np.random.default_rng(seed))
-    with tqdm(total=2 * int(seconds), unit='s', desc='simulating contacts') as bar:
-        for sizing in (True, False):
+    with tqdm(total=3 * int(seconds), unit='s', desc='simulating contacts') as bar:
+        for sizing in (True, True, False):
             run = simulate(robot, pushes, impacts, seconds, bar.update)
             for impact in impacts if sizing else ():
-                near = slice(int((impact.time - 0.3) * RATE), int((impact.time + 0.3) * RATE))
+                near = slice(int((impact.time - LEAD) * RATE),
+                             int((impact.time + IMPACT + 0.05) * RATE))
                 peak = np.linalg.norm(run['force'][near], axis=1).max()
-                impact.depth = float(np.clip(impact.depth * (impact.target / peak if peak > 0
-                                                             else 2.0), 5e-4, 0.02))
-    starts = sorted([(p.start, 'push') for p in pushes] + [(i.time - 0.3, 'impact')
+                impact.softness = float(np.clip(impact.softness * (
+                    peak / impact.target if peak > 0 else 0.5), 0.004, 0.5))
+    starts = sorted([(p.start, 'push') for p in pushes] + [(i.time - LEAD, 'impact')
                                                            for i in impacts])
     size = np.linalg.norm(run['force'], axis=1)
     bounds = [int((s - 0.3) * RATE) for s, _ in starts] + [len(size)]
