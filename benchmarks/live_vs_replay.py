@@ -525,28 +525,28 @@ def report(recording: Recording, live_run: LiveRun, live_scored: list[Scored],
         for scored in (replayed, live_scored):
             stopped = [scored[k].stop for k in pick if scored[k].stop_stamp is not None]
             cells.append(f'{len(stopped)} of {len(pick)}, {_ms(stopped, 50, 95)} ms')
-        rows.append(f'{kind + "es" if kind == "push" else kind + "s":8s}: stopped, stop after '
-                    f'onset p50 / p95     | {cells[0]:28s} | {cells[1]}')
+        rows.append((f'{kind}{"es" if kind == "push" else "s"}: stopped, stop after onset '
+                     'p50 / p95', *cells))
     both = [(lv, rp) for lv, rp in zip(live_scored, replayed)
             if lv.stop_stamp is not None and rp.stop_stamp is not None]
-    same = sum(lv.stop_stamp == rp.stop_stamp for lv, rp in both)
     delays = [lv.stop - rp.stop for lv, rp in both]
-    rows += [f'the same stop sample as the replay              | {"":28s} | {same} of {len(both)}',
-             f'live − replay, p50 / p95 / max, ms              | {"":28s} | '
-             f'{_ms(delays, 50, 95, 100)}',
-             f'late: > replay + {MAX_LAG * 1e3:.0f} ms, no behind stop first | {"":28s} | '
-             f'{sum(late(lv, rp) for lv, rp in zip(live_scored, replayed))}',
-             f'`{BEHIND}` stops                                   | {"":28s} | '
-             f'{sum(cause == BEHIND for _, _, cause in live_run.seen.events)}']
+    rows += [('the same stop sample as the replay', '',
+              f'{sum(lv.stop_stamp == rp.stop_stamp for lv, rp in both)} of {len(both)}'),
+             ('live − replay, p50 / p95 / max, ms', '', _ms(delays, 50, 95, 100)),
+             (f'late: > replay + {MAX_LAG * 1e3:.0f} ms, no behind stop first', '',
+              str(sum(late(lv, rp) for lv, rp in zip(live_scored, replayed)))),
+             (f'`{BEHIND}` stops', '',
+              str(sum(cause == BEHIND for _, _, cause in live_run.seen.events)))]
     for label in ESTIMATORS:
-        rows.append(f'{label:9s}: right link, point median, first est. | '
-                    f'{_estimator(replayed, label):28s} | {_estimator(live_scored, label)}')
+        rows.append((f'{label}: right link, point median, first estimate p50',
+                     _estimator(replayed, label), _estimator(live_scored, label)))
     if live_run.lags is not None:
-        lags = live_run.lags
-        rows.append(f'the user\'s residual plot: received, lag p50 / p99 / max | {"":28s} | '
-                    f'{lags.size}, {_ms(lags, 50, 99, 100)} ms')
-    text = f'\n{title}\n' + table(f'{"":48s} | {"replay (the oracle)":28s} | live at 1 kHz',
-                                  rows)
+        rows.append(('the user\'s residual plot: received, lag p50 / p99 / max', '',
+                     f'{live_run.lags.size}, {_ms(live_run.lags, 50, 99, 100)} ms'))
+    width = [max(len(row[i]) for row in rows) for i in range(2)]
+    text = f'\n{title}\n' + table(
+        f'{"":{width[0]}s} | {"replay (the oracle)":{width[1]}s} | live at 1 kHz',
+        [f'{a:{width[0]}s} | {b:{width[1]}s} | {c}' for a, b, c in rows])
     per_contact = []
     for k, (truth, lv, rp) in enumerate(zip(recording.contacts, live_scored, replayed)):
         onset = live_run.run.stamps[truth.onset]
@@ -554,11 +554,11 @@ def report(recording: Recording, live_run: LiveRun, live_scored: list[Scored],
                  else f'{(lv.stop_stamp - rp.stop_stamp) * 1e-6:+.0f}')
         per_contact.append(
             f'{k:3d} | {truth.kind:6s} | {truth.link:11s} | {truth.peak:5.1f} | '
-            f'{onset - live_run.run.stamps[0]:7.3f} | {1e3 * rp.stop:6.1f} | '
-            f'{1e3 * lv.stop:6.1f} | {shift:>6s} | {1e3 * (lv.stop - rp.stop):+7.1f} | '
+            f'{onset - live_run.run.stamps[0]:8.3f} | {1e3 * rp.stop:6.1f} | '
+            f'{1e3 * lv.stop:6.1f} | {shift:>6s} | {1e3 * (lv.stop - rp.stop):+13.1f} | '
             f'{"yes" if lv.behind else "":6s} | {"LATE" if late(lv, rp) else ""}')
     text += '\n\nper contact (ms after the onset; stop sample: live − replay, ms of stamps)\n'
-    return text + table('  k | kind   | link        | |F|, N | onset, s | replay | live   | '
+    return text + table('  k | kind   | link        |  F, N | onset, s | replay | live   | '
                         'sample | live − replay | behind | late', per_contact)
 
 
