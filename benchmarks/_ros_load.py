@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import platform
 import queue
+import subprocess
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ import numpy as np
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from geometry_msgs.msg import WrenchStamped
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import JointState, PointCloud2
 
 from contact_estimation import manifest
 from contact_estimation.core.robot.robot_model import RobotModel
@@ -33,7 +34,7 @@ from contact_estimation.core.identification.trajectory import SmoothRandomTrajec
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.qos import PIPELINE_QOS
 from contact_estimation.ros.spinning import spin_for, spin_until
-from contact_estimation.ros.conversions import wrench_stamped
+from contact_estimation.ros.conversions import wrench_stamped, xyz_to_cloud
 from contact_estimation.ros.testing import composed_processes, node_process, ros_context
 
 # s of listening after the last input: the last outputs and one more /diagnostics (1 Hz)
@@ -96,48 +97,29 @@ class Contacts:
         return np.arange(0, count, int(self.period * rate))
 
 
-class PandaStream:
-    """Joint states of a Panda in smooth motion, as the franka driver publishes them, and the
-    base F/T sensor's readings (robot on sensor, as sim_cobot's) of the same samples.
+class JointStream:
+    """Joint states of `count` samples at `rate`, as a robot driver publishes them, with the
+    base F/T sensor's readings (`wrench`: count × 6, force and torque, or None) and lidar
+    clouds (`clouds`: sample index → N × 3 points, base frame) of the same samples.
 
-    Position, velocity and effort of the 7 arm joints (effort = the URDF inverse dynamics of
-    the motion, so the residual is ~0 without a contact) plus the two finger joints,
-    precomputed for `count` samples at `rate` so that publishing costs only the message.
-    Picklable: the publisher process gets it whole.
+    Precomputed so that publishing costs only the message; picklable: the publisher process
+    gets it whole. With `fingers`, the two finger joints of the franka driver are appended.
     """
 
     FINGERS = ['panda_finger_joint1', 'panda_finger_joint2']
 
-    def __init__(self, robot: RobotModel, rate: float, count: int, fingers: bool = True,
-                 contacts: Contacts | None = None, wrenches: bool = False):
-        trajectory = SmoothRandomTrajectory(robot, seed=0, speed_scale=0.3, amplitude=0.5)
-        samples = [trajectory.sample(i / rate) for i in range(count)]
-        self.rate = rate
-        self.q = np.array([s[0] for s in samples])
-        self.v = np.array([s[1] for s in samples])
-        self.effort = np.array([robot.rnea(*s) for s in samples])
-        self.wrench = (np.array([np.concatenate(robot.base_wrench(*s)) for s in samples])
-                       if wrenches else None)
+    def __init__(self, robot: RobotModel, rate: float, q: np.ndarray, v: np.ndarray,
+                 effort: np.ndarray, wrench: np.ndarray | None = None,
+                 clouds: dict[int, np.ndarray] | None = None, fingers: bool = True):
+        self.rate, self.q, self.v, self.effort, self.wrench = rate, q, v, effort, wrench
+        self.clouds = clouds or {}
         self.base_link = robot.base_link
-        if contacts is not None:
-            touched = np.flatnonzero([contacts.active(i, rate) for i in range(count)])
-            if contacts.link:
-                self._touch(robot, contacts, touched)
-            else:
-                self.effort[touched, contacts.joint] += contacts.offset
         extra = len(self.FINGERS) if fingers else 0
         self.names = list(robot.joint_names) + (self.FINGERS if fingers else [])
         self._extra = [0.0] * extra
 
-    def _touch(self, robot: RobotModel, contacts: Contacts, touched: np.ndarray) -> None:
-        force = np.asarray(contacts.force, dtype=float)
-        for i in touched:
-            jacobian = robot.jacobian(self.q[i], contacts.link, np.asarray(contacts.point))
-            self.effort[i] -= jacobian[:3].T @ force  # τ + τ_ext = τ_model, τ_ext = JᵀF
-            if self.wrench is not None:
-                rotation, position = robot.link_pose(self.q[i], contacts.link)
-                at = rotation @ np.asarray(contacts.point) + position
-                self.wrench[i] += np.concatenate([force, np.cross(at, force)])
+    def __len__(self) -> int:
+        return len(self.q)
 
     def message(self, i: int, stamp) -> JointState:
         msg = JointState(name=self.names)
@@ -149,10 +131,50 @@ class PandaStream:
         return msg
 
     def wrench_message(self, i: int, stamp) -> WrenchStamped | None:
-        """The base F/T reading of sample i (None without `wrenches`)."""
+        """The base F/T reading of sample i (None without wrenches)."""
         if self.wrench is None:
             return None
         return wrench_stamped(stamp, self.base_link, self.wrench[i, :3], self.wrench[i, 3:])
+
+    def cloud_message(self, i: int, stamp) -> PointCloud2 | None:
+        """The lidar cloud taken at sample i (None: no scan then)."""
+        points = self.clouds.get(i)
+        return None if points is None else xyz_to_cloud(stamp, self.base_link, points)
+
+
+class PandaStream(JointStream):
+    """Joint states of a Panda in smooth motion, as the franka driver publishes them, and the
+    base F/T sensor's readings (robot on sensor, as sim_cobot's) of the same samples.
+
+    Position, velocity and effort of the 7 arm joints (effort = the URDF inverse dynamics of
+    the motion, so the residual is ~0 without a contact) plus the two finger joints.
+    """
+
+    def __init__(self, robot: RobotModel, rate: float, count: int, fingers: bool = True,
+                 contacts: Contacts | None = None, wrenches: bool = False):
+        trajectory = SmoothRandomTrajectory(robot, seed=0, speed_scale=0.3, amplitude=0.5)
+        samples = [trajectory.sample(i / rate) for i in range(count)]
+        super().__init__(
+            robot, rate, np.array([s[0] for s in samples]), np.array([s[1] for s in samples]),
+            np.array([robot.rnea(*s) for s in samples]),
+            np.array([np.concatenate(robot.base_wrench(*s)) for s in samples])
+            if wrenches else None, fingers=fingers)
+        if contacts is not None:
+            touched = np.flatnonzero([contacts.active(i, rate) for i in range(count)])
+            if contacts.link:
+                self._touch(robot, contacts, touched)
+            else:
+                self.effort[touched, contacts.joint] += contacts.offset
+
+    def _touch(self, robot: RobotModel, contacts: Contacts, touched: np.ndarray) -> None:
+        force = np.asarray(contacts.force, dtype=float)
+        for i in touched:
+            jacobian = robot.jacobian(self.q[i], contacts.link, np.asarray(contacts.point))
+            self.effort[i] -= jacobian[:3].T @ force  # τ + τ_ext = τ_model, τ_ext = JᵀF
+            if self.wrench is not None:
+                rotation, position = robot.link_pose(self.q[i], contacts.link)
+                at = rotation @ np.asarray(contacts.point) + position
+                self.wrench[i] += np.concatenate([force, np.cross(at, force)])
 
 
 class StampLatencies:
@@ -218,7 +240,17 @@ class LoadResult:
     HEADER = '   sent |   lost           | p50, ms | p99, ms | max, ms'
 
 
-def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
+@dataclass(frozen=True)
+class DriverTopics:
+    """Where the driver publishes: joint states, and the base F/T readings and lidar clouds
+    if given ('' = not published)."""
+
+    joint_states: str
+    wrench: str = ''
+    cloud: str = ''
+
+
+def run_load(nodes: dict[str, dict], stream: JointStream, input_topic: str,
              outputs: list[Output], duration: float, warmup: float = 2.0,
              progress=None, composed: bool = False, wrench_topic: str = '',
              priority: int = 0) -> Run:
@@ -243,6 +275,29 @@ def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
             procs = {name: stack.enter_context(node_process(
                 name, overrides=overrides, log_path=os.path.join(LOG_DIR, f'{name}_load.log'),
                 priority=priority)) for name, overrides in nodes.items()}
+        # Every output and every node's inputs connected, so that no input is lost to
+        # discovery: the counts then compare with what was sent.
+        inputs = {spec.topic(key) for spec in map(manifest.node, nodes)
+                  for key in spec.subscribes}
+        if composed:  # handed over by function call or shared memory, not subscribed to
+            inputs -= manifest.handed_over_topics(together) | set(
+                manifest.shared_samples().topics)
+        return drive(procs, {name: proc.pid for name, proc in procs.items()}, stream,
+                     DriverTopics(input_topic, wrench_topic), outputs, inputs, duration,
+                     warmup, progress, LOG_DIR)
+
+
+def drive(procs: dict[str, subprocess.Popen], pids: dict[str, int], stream: JointStream,
+          topics: DriverTopics, outputs: list[Output], inputs: set[str], duration: float,
+          warmup: float, progress=None, logs: str = LOG_DIR) -> Run:
+    """Once every `outputs` topic has a publisher and every `inputs` topic a subscriber,
+    publish `stream` on `topics` at `stream.rate` Hz for warmup + duration s from a publisher
+    process of its own (`_publish`), listening to `outputs` here, then DRAIN s more.
+
+    `procs` are the nodes' processes (an exit fails the run, see `logs`); `pids` the
+    processes whose CPU use the Run reports, by name.
+    """
+    with ExitStack() as stack:
         context = stack.enter_context(ros_context())
         node = rclpy.create_node('load_monitor', context=context)
         executor = SingleThreadedExecutor(context=context)
@@ -252,23 +307,15 @@ def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
         for out in outputs:
             node.create_subscription(out.msg_type, out.topic,
                                      lambda msg, cb=out.callback: cb(msg, time.time()), out.qos)
-        # Every output and every node's inputs connected, so that no input is lost to
-        # discovery: the counts then compare with what was sent.
-        inputs = {spec.topic(key) for spec in map(manifest.node, nodes)
-                  for key in spec.subscribes}
-        if composed:  # handed over by function call or shared memory, not subscribed to
-            inputs -= manifest.handed_over_topics(together) | set(
-                manifest.shared_samples().topics)
         if not spin_until(executor, lambda: all(
                 node.count_publishers(out.topic) > 0 for out in outputs) and all(
                 node.count_subscribers(topic) > 0 for topic in inputs), 30.0):
             raise RuntimeError('nodes did not come up: exit codes '
-                               f'{ {n: p.poll() for n, p in procs.items()} }, logs in {LOG_DIR}')
-        pids = {name: proc.pid for name, proc in procs.items()} | {'monitor': os.getpid()}
+                               f'{ {n: p.poll() for n, p in procs.items()} }, logs in {logs}')
         spawn = multiprocessing.get_context('spawn')
         reports = spawn.Queue()
         publisher = spawn.Process(target=_publish, daemon=True, args=(
-            stream, input_topic, wrench_topic, duration, warmup, pids, reports))
+            stream, topics, duration, warmup, pids | {'monitor': os.getpid()}, reports))
         publisher.start()
         stack.callback(publisher.join, 5.0)
         deadline = time.monotonic() + warmup + duration + 60.0
@@ -290,7 +337,7 @@ def run_load(nodes: dict[str, dict], stream: PandaStream, input_topic: str,
         spin_for(executor, DRAIN)
         exited = {n: p.returncode for n, p in procs.items() if p.poll() is not None}
         if exited:
-            raise RuntimeError(f'nodes exited under load: {exited}, logs in {LOG_DIR}')
+            raise RuntimeError(f'nodes exited under load: {exited}, logs in {logs}')
     return run
 
 
@@ -304,9 +351,10 @@ def realtime_priority(priority: int = REALTIME_PRIORITY) -> str:
     return f'SCHED_FIFO {priority}'
 
 
-def _publish(stream: PandaStream, topic: str, wrench_topic: str, duration: float,
-             warmup: float, pids: dict[str, int], reports) -> None:
-    """The publisher process: input i at start + i / rate, stamped with the wall clock.
+def _publish(stream: JointStream, topics: DriverTopics, duration: float, warmup: float,
+             pids: dict[str, int], reports) -> None:
+    """The publisher process: input i (and its F/T reading and cloud, if any) at start +
+    i / rate, stamped with the wall clock.
 
     Reports to the monitor through `reports`: 1 per second published (progress), then the Run
     (CPU of every process over the measured period), or the exception that stopped it.
@@ -315,13 +363,15 @@ def _publish(stream: PandaStream, topic: str, wrench_topic: str, duration: float
         priority = realtime_priority()
         with ros_context() as context:
             node = rclpy.create_node('load_publisher', context=context)
-            publisher = node.create_publisher(JointState, topic, PIPELINE_QOS)
-            wrenches = (node.create_publisher(WrenchStamped, wrench_topic, PIPELINE_QOS)
-                        if wrench_topic else None)
+            publisher = node.create_publisher(JointState, topics.joint_states, PIPELINE_QOS)
+            wrenches = (node.create_publisher(WrenchStamped, topics.wrench, PIPELINE_QOS)
+                        if topics.wrench else None)
+            clouds = (node.create_publisher(PointCloud2, topics.cloud, PIPELINE_QOS)
+                      if topics.cloud else None)
             deadline = time.monotonic() + 30.0
             while publisher.get_subscription_count() == 0:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f'no subscriber on {topic}')
+                    raise RuntimeError(f'no subscriber on {topics.joint_states}')
                 time.sleep(0.05)
             clocks = {name: CpuClock(pid) for name, pid in pids.items()}
             clocks['load publisher'] = CpuClock(os.getpid())
@@ -341,6 +391,9 @@ def _publish(stream: PandaStream, topic: str, wrench_topic: str, duration: float
                 publisher.publish(stream.message(i, stamp))
                 if wrenches is not None:
                     wrenches.publish(stream.wrench_message(i, stamp))
+                cloud = stream.cloud_message(i, stamp) if clouds is not None else None
+                if cloud is not None:
+                    clouds.publish(cloud)
                 run.stamps.append(now)
                 run.published += 1
                 if cpu_start is not None:

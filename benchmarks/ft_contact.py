@@ -63,20 +63,24 @@ MOTION = {'type': 'smooth_random', 'seed': 5, 'speed_scale': 0.3}
 def random_pushes(robot, surfaces, rng, count: int) -> list[PointForce]:
     """`count` pushes at surface samples of the moving links, into the surface."""
     links = [link for link in surfaces.links if link in robot.link_joint]
-    pushes = []
-    for k in range(count):
-        link = links[rng.integers(len(links))]
-        points, normals = surfaces.surface_points(link)
-        i = rng.integers(len(points))
-        inward = -normals[i]
-        side = np.cross(inward, rng.normal(size=3))
-        side /= np.linalg.norm(side)
-        angle = rng.uniform(0.0, CONE)
-        direction = np.cos(angle) * inward + np.sin(angle) * side
-        pushes.append(PointForce(link, points[i], rng.uniform(5.0, 60.0) * direction,
-                                 start=0.2 + k * (DURATION + GAP), duration=DURATION,
-                                 ramp=RAMP, frame='link'))
-    return pushes
+    return [random_push(surfaces, rng, links, (5.0, 60.0), start=0.2 + k * (DURATION + GAP),
+                        duration=DURATION, ramp=RAMP) for k in range(count)]
+
+
+def random_push(surfaces, rng, links: list[str], force: tuple[float, float], start: float,
+                duration: float, ramp: float) -> PointForce:
+    """A push on one of `links` at a random surface sample, within `CONE` of the inward
+    normal, of a random size within `force` (N), turning with the link."""
+    link = links[rng.integers(len(links))]
+    points, normals = surfaces.surface_points(link)
+    i = rng.integers(len(points))
+    inward = -normals[i]
+    side = np.cross(inward, rng.normal(size=3))
+    side /= np.linalg.norm(side)
+    angle = rng.uniform(0.0, CONE)
+    direction = np.cos(angle) * inward + np.sin(angle) * side
+    return PointForce(link, points[i], rng.uniform(*force) * direction, start=start,
+                      duration=duration, ramp=ramp, frame='link')
 
 
 def steps(robot, scenario, config, seconds):

@@ -183,7 +183,7 @@ def _key(msg) -> tuple[float, str]:
     return stamp_to_seconds(msg.header.stamp), msg.header.frame_id
 
 
-def _residual_matching_the_sim() -> dict:
+def residual_matching_the_sim() -> dict:
     """residual_node parameters that model the simulated joints' friction (seed 001 eq. 23).
 
     On a real arm these come from `contact-estimation identify`; the demo knows the truth.
@@ -432,7 +432,7 @@ def main(argv: list[str]) -> int:
     processes = manifest.processes(with_sim=True, separate=args.separate)
     overrides = simulated_clock()
     overrides[SIM]['scenario'] = scenario
-    overrides['residual_node'].update(_residual_matching_the_sim())
+    overrides['residual_node'].update(residual_matching_the_sim())
     # The lidar sees the cell's fixtures, no person: objects that do not move (a real cell
     # tracks people or keeps the default 1.6 m/s, the speed of a person it missed).
     overrides['proximity_monitor']['object_speed'] = 0.0
