@@ -51,11 +51,11 @@ from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig
                                                                StampPairing, check_reading,
                                                                load_ellipsoids, load_offset,
                                                                save_offset)
-from contact_estimation.core.input_rejected import InputRejected
+from contact_estimation.core.input_rejected import MALFORMED, InputRejected
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.surfaces import LinkSurfaces
-from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp,
-                                                wrench_stamped, wrench_to_arrays)
+from contact_estimation.ros import cdr
+from contact_estimation.ros.conversions import point_stamped, seconds_to_stamp, wrench_stamped
 from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.markers import contact_markers, deleted
@@ -174,7 +174,7 @@ class FtContactEstimator(SuiteNode):
         self._point_pub = self.publisher('point', PointStamped)
         self._wrench_pub = self.publisher('wrench', WrenchStamped)
         self._marker_pub = self.publisher('markers', MarkerArray)
-        self.subscribe('ft_wrench', WrenchStamped, self._on_wrench)
+        self.subscribe('ft_wrench', WrenchStamped, self._on_wrench, raw=True)
         # Composed mode: every joint state and residual, taken on this node's thread.
         for key, on_message, on_sample in (
                 ('joint_state', self._on_joint_state, self.process_joint_state),
@@ -222,19 +222,24 @@ class FtContactEstimator(SuiteNode):
     def _arrival(self, stream: str) -> None:
         self._arrived[stream] = self.seconds()
 
-    def _on_wrench(self, msg: WrenchStamped) -> None:
+    def _on_wrench(self, raw: bytes) -> None:
+        """One F/T reading (1 kHz and more), from its bytes (ros/cdr.py): its stamp first, so
+        that a reading the rate skips is never decoded."""
         self._arrival('ft_wrench')
-        if msg.header.frame_id != self._sensor_frame:
-            self.problems.report('unknown_frame', f'F/T reading in frame '
-                                 f'{msg.header.frame_id!r}, expected {self._sensor_frame!r} '
-                                 '(sensor.frame_id): dropped')
+        try:
+            t = self.believable(cdr.stamp_of(raw), 'F/T reading')
+            # One reading stamped in 2038 would hold every later one unpaired.
+            if t is None or not self._compensating.take(t):
+                return  # or skipped: at most compensation_rate readings a second
+            msg = cdr.decode_wrench_stamped(raw)
+        except ValueError as err:
+            self.problems.report(MALFORMED, f'F/T reading: {err}: dropped')
             return
-        t = self.believed(msg.header.stamp, 'F/T reading')
-        if t is None:  # one reading stamped in 2038 would hold every later one unpaired
+        if msg.frame_id != self._sensor_frame:
+            self.problems.report('unknown_frame', f'F/T reading in frame {msg.frame_id!r}, '
+                                 f'expected {self._sensor_frame!r} (sensor.frame_id): dropped')
             return
-        if not self._compensating.take(t):
-            return  # skipped: at most compensation_rate readings a second
-        reading = np.concatenate(wrench_to_arrays(msg))
+        reading = np.concatenate((msg.force, msg.torque))
         try:
             check_reading(reading, *self._limits)
         except InputRejected as err:

@@ -203,7 +203,10 @@ class SuiteNode(Node):
         clock (core/chain/stamps.py), else None: the message is to be dropped, and it is counted
         and logged here. An input that feeds a watchdog (joint states, residuals) gives a
         `max_past` too: a stamp that far behind the clock was sent long ago."""
-        t = stamp_to_seconds(stamp)
+        return self.believable(stamp_to_seconds(stamp), source, max_past)
+
+    def believable(self, t: float, source: str, max_past: float = math.inf) -> float | None:
+        """`believed` for a stamp already in seconds."""
         problem = stamp_problem(t, self.get_clock().now().nanoseconds * 1e-9,
                                 max_past=max_past)
         if problem is None:
