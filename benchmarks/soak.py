@@ -2,7 +2,8 @@
 
     PYTHONPATH=$PWD nice -n 10 python benchmarks/soak.py --minutes 10
 
-The six core nodes run composed in one process, as `contact-estimation up` starts them. Two
+The six core nodes run composed in their two processes, as `contact-estimation up` starts
+them. Two
 driver processes publish what a cell would:
 - joint states at 1 kHz of a Panda in free motion (every joint a sine, the effort its inverse
   dynamics, so that the residual is ~0 and no stop is due), and the wrist F/T readings of that
