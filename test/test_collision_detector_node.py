@@ -305,16 +305,19 @@ def node(context):
 
 def feed_parabola(node, t0: float, samples: int, stamp_offset: float = 0.0,
                   acceleration: float = 2.0) -> None:
-    """Residuals at 1 kHz of a motion with q̈ = `acceleration` on every joint."""
+    """Residuals at 1 kHz of a motion with q̈ = `acceleration` on every joint, the motion's
+    time t0 + k ms stamped on the node's clock (t0 = 100 s: now)."""
+    base = node.stamp_base = getattr(node, 'stamp_base', time.time())
     for k in range(samples):
-        t = t0 + k * 1e-3
-        node._on_residual(residual_message(t + stamp_offset, [0.5 * acceleration * t * t] * 7))
+        stamp = base + (t0 + k * 1e-3 - 100.0) + stamp_offset
+        t = (stamp - base) - stamp_offset + 100.0  # the motion's time as the stamp gives it
+        node._on_residual(residual_message(stamp, [0.5 * acceleration * t * t] * 7))
 
 
 def test_acceleration_term_restarts_after_a_stamp_going_back(node):
     feed_parabola(node, 100.0, 40)
     np.testing.assert_allclose(node._published.thresholds, 4.0 + 2.0, atol=0.05)
-    feed_parabola(node, 100.04, 40, stamp_offset=-5.0)  # the driver's clock jumps back 5 s
+    feed_parabola(node, 100.04, 40, stamp_offset=-0.5)  # the driver's clock jumps back 0.5 s
     assert node.problems.counts['stamp_order'] == 1
     np.testing.assert_allclose(node._published.thresholds, 4.0 + 2.0, atol=0.05)
 

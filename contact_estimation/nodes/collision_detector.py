@@ -50,7 +50,6 @@ from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION
 from contact_estimation.core.chain.detector import CollisionDetector as Detector
 from contact_estimation.core.chain.lag import MAX_LAG, ClockLag
 from contact_estimation.core.chain.sample import JointSample
-from contact_estimation.core.chain.stamps import MAX_PAST
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
 from contact_estimation.core.input_rejected import InputRejected
 from contact_estimation.ros.collision_messages import collision_event, collision_markers
@@ -208,7 +207,8 @@ class CollisionDetector(SuiteNode):
         """A residual message → process_residual. Positions and velocities (residual_node
         copies them from its joint state) are optional; a NaN τ_ext is passed on: the
         detector stops on it."""
-        if self.believed(msg.header.stamp, 'residual', MAX_PAST) is None:  # the timeout stops
+        # Not fed: the timeout stops. (One stamped long ago is taken, and is `behind`.)
+        if self.believed(msg.header.stamp, 'residual') is None:
             return
         try:
             q, v, tau_ext = self._joint_states.read(msg, required=('effort',),
