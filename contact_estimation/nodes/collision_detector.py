@@ -166,6 +166,8 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
            'impact', range=(0.001, 10.0)),
     _touch('max_opposing_speed', 'moving into the contact faster than this (−τ_extᵀq̇/‖τ_ext‖) '
            'makes it an impact, rad/s', range=(0.001, 100.0)),
+    _touch('settle_time', 'for this long after a touch is decided only touch.max_torque can '
+           "make it an impact (the arm's own hold jolts τ_ext), s", range=(0.0, 10.0)),
     Parameter('touch.max_torque', 'a touch over this joint torque (one value or one per '
               'joint: the maximum touch force as joint torque) becomes an impact, N·m',
               [TouchConfig.max_torque], range=(0.0, 1e4), field=(TouchConfig, 'max_torque'),

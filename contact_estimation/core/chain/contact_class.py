@@ -27,6 +27,9 @@ explicit rules with physical bounds, conservative by construction:
   the motion); a guiding hand pushes along it or meets a slow arm;
 - size: a joint over `max_torque` (N·m, the second, higher joint threshold that stands for
   a maximum touch force) is an impact.
+For `settle_time` after a touch is decided only the size counts: f_S then holds the arm at
+once (seed 003), and that jolt of its own reaches τ_ext as a fast, rough change
+(benchmarks/touch_classification.py: without it, a quarter of the touches became impacts).
 
 A contact starts when r reaches `onset_ratio` and ends when it falls back under it. Its class
 is decided at the sample eq. 7 fires (the same sample the stop is latched on with touch off,
@@ -61,6 +64,7 @@ class TouchConfig:
     max_roughness: float = 0.1         # RMS of r about that line (in ψ) above this: impact
     max_opposing_speed: float = 0.5    # rad/s: moving into the contact faster is an impact
     max_torque: float | tuple = 10.0   # N·m per joint: a touch beyond this is an impact
+    settle_time: float = 0.15          # s after a touch is decided: only max_torque counts
 
     def __post_init__(self):
         for name in ('onset_ratio', 'max_rise_rate', 'slope_time', 'window', 'max_roughness',
@@ -68,6 +72,8 @@ class TouchConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f'touch.{name} = {value}: must be finite and > 0')
+        if not (math.isfinite(self.settle_time) and self.settle_time >= 0):
+            raise ValueError(f'touch.settle_time = {self.settle_time}: must be finite and >= 0')
         if self.onset_ratio >= 1.0:
             raise ValueError(f'touch.onset_ratio = {self.onset_ratio}: must be < 1 (a '
                              'contact starts before eq. 7 can fire)')
@@ -109,6 +115,7 @@ class ContactClassifier:
         self._impact_rule = ''            # the first rule that fired in this contact
         self._rise = self._roughness = self._opposing = self._share = 0.0
         self._power = 0.0
+        self._decided = 0.0               # stamp of the decision
 
     def update(self, t: float, tau_ext: np.ndarray, ratios: np.ndarray,
                velocity: np.ndarray | None) -> ContactDecision | None:
@@ -141,10 +148,12 @@ class ContactClassifier:
         config = self.config
         ts, rs = np.array(self._history).T
         recent = ts >= t - config.slope_time
-        if recent.sum() >= 2:
-            self._rise = max(self._rise, _fit_line(ts[recent], rs[recent])[0])
-        if ts.size >= 3:
-            self._roughness = max(self._roughness, _fit_line(ts, rs)[1])
+        # Not while the arm's own hold settles: f_S to 0 at once (seed 003) jolts τ_ext.
+        if not (self.kind == TOUCH and t - self._decided < config.settle_time):
+            if recent.sum() >= 2:
+                self._rise = max(self._rise, _fit_line(ts[recent], rs[recent])[0])
+            if ts.size >= 3:
+                self._roughness = max(self._roughness, _fit_line(ts, rs)[1])
         self._power = 0.0
         if velocity is not None:
             self._power = float(np.dot(tau_ext, velocity))
@@ -167,7 +176,7 @@ class ContactClassifier:
             self._impact_rule = (f'{self._share:.2f} × touch.max_torque')
 
     def _decide(self, t: float, kind: str, reason: str) -> ContactDecision:
-        self.kind = kind
+        self.kind, self._decided = kind, t
         return ContactDecision(kind, reason, self._onset, t, self._rise, self._roughness,
                                self._opposing, self._power, self._share)
 
