@@ -284,8 +284,8 @@ def test_bad_parameters_are_refused_at_run_time(rig):
     results = detector.set_parameters([Parameter('joint_roles', value=['force'])])
     assert results[0].successful
     probe.residual[0] = 6.0  # over 4 N·m but under the force threshold of 8 N·m
-    count = len(probe.scaling)
-    assert spin_until(executor, lambda: len(probe.scaling) > count + 100, TIMEOUT)
+    count = len(probe.sent)  # residuals, every 2 ms: far longer than eq. 7's 25 ms
+    assert spin_until(executor, lambda: len(probe.sent) > count + 200, TIMEOUT)
     assert probe.stops[-1] is False
 
 
