@@ -154,7 +154,8 @@ def contacts(robot, surfaces, config, count, seed):
                 np.linalg.norm(estimate.force_base - true_force) / np.linalg.norm(true_force),
                 estimate.link == truth.link,
                 robot.link_joint[estimate.link] == robot.link_joint[truth.link], elapsed,
-                truth.link in estimate.candidates, len(estimate.candidates)))
+                truth.link in (estimate.link, *estimate.ambiguous_with),
+                1 + len(estimate.ambiguous_with)))
     return {key: np.array(r, dtype=float) for key, r in rows.items()}
 
 

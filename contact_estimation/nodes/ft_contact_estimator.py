@@ -43,7 +43,7 @@ from contact_estimation.core.chain.joint_state_conditioning import DerivativeEst
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.contact.ft_contact import (COMPENSATIONS, CONVENTIONS,
                                                         SURFACE_MODELS, BaseWrenchCompensator,
-                                                        FtContact, FtContactError,
+                                                        FtContactError,
                                                         FtContactLocator, FtLocatorConfig,
                                                         MomentumWrenchObserver, make_surfaces)
 from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig, RateSlots,
@@ -51,14 +51,16 @@ from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig
                                                                StampPairing, check_reading,
                                                                load_ellipsoids, load_offset,
                                                                save_offset)
+from contact_estimation.core.contact.contact import Contact
 from contact_estimation.core.input_rejected import MALFORMED, InputRejected
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.ros import cdr
-from contact_estimation.ros.conversions import point_stamped, seconds_to_stamp, wrench_stamped
+from contact_estimation.ros.contact_messages import contact_messages
+from contact_estimation.ros.conversions import seconds_to_stamp, wrench_stamped
 from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateReader
-from contact_estimation.ros.markers import contact_markers, deleted
+from contact_estimation.ros.markers import deleted
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, payload_table
 from contact_estimation.ros.suite_node import SuiteNode
@@ -371,24 +373,25 @@ class FtContactEstimator(SuiteNode):
             self._marker_pub.publish(MarkerArray(markers=deleted(MARKER_NS, (0, 1))))
         self.problems.set_status(OK, f'{self._description}; no contact')
 
-    def _publish_contact(self, t: float, q: np.ndarray, estimate: FtContact,
+    def _publish_contact(self, t: float, q: np.ndarray, estimate: Contact,
                          localized: tuple | None) -> None:
         stamp = seconds_to_stamp(t)
-        self._point_pub.publish(point_stamped(stamp, estimate.link, estimate.point))
-        self._wrench_pub.publish(wrench_stamped(stamp, estimate.link, estimate.force,
-                                                np.zeros(3)))
+        drawn = self._markers_at is None or t - self._markers_at >= _MARKER_PERIOD
+        point, wrench, markers = contact_messages(estimate, stamp, MARKER_NS if drawn else None)
+        self._point_pub.publish(point)
+        self._wrench_pub.publish(wrench)
         self.problems.traffic['estimates_published'] += 1
-        if self._markers_at is None or t - self._markers_at >= _MARKER_PERIOD:
+        if drawn:
             self._markers_at = t
-            self._marker_pub.publish(MarkerArray(markers=contact_markers(
-                MARKER_NS, estimate.point, estimate.force, estimate.link, stamp)))
+            self._marker_pub.publish(MarkerArray(markers=markers))
         if localized:
             rotation, position = self.robot.link_pose(q, localized[1])
             distance = np.linalg.norm(rotation @ localized[2] + position - estimate.point_base)
             self.problems.values['distance_to_localizer_point'] = f'{distance * 1e3:.1f} mm'
-        self.problems.values['candidate_links'] = ', '.join(estimate.candidates)
-        ambiguous = (f' (ambiguous: or {", ".join(estimate.candidates[1:])})'
-                     if len(estimate.candidates) > 1 else '')
+        self.problems.values['candidate_links'] = ', '.join((estimate.link,
+                                                              *estimate.ambiguous_with))
+        ambiguous = (f' (ambiguous: or {", ".join(estimate.ambiguous_with)})'
+                     if estimate.ambiguous_with else '')
         self.problems.set_status(OK, f'{self._description}; contact on {estimate.link}'
                                  f'{ambiguous}, {np.linalg.norm(estimate.force):.1f} N')
 

@@ -54,7 +54,8 @@ from contact_estimation.core.chain.time_scaling import combined_scaling
 from contact_estimation.core.identification.trajectory import (TRAJECTORY_TYPES,
                                                                SmoothRandomSettings,
                                                                make_trajectory)
-from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp, stamp_to_seconds,
+from contact_estimation.ros.contact_messages import contact_messages
+from contact_estimation.ros.conversions import (seconds_to_stamp, stamp_to_seconds,
                                                 wrench_stamped, xyz_to_cloud)
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.node_main import run
@@ -379,10 +380,9 @@ class SimCobot(SuiteNode):
         self._truth_msg.effort = _doubles(sim.true_external_torque())
         self._pub['true_contact_torque'].publish(self._truth_msg)
         for contact in sim.true_contacts():
-            self._pub['true_contact_point'].publish(
-                point_stamped(stamp, contact.link, contact.point))
-            self._pub['true_contact_wrench'].publish(
-                wrench_stamped(stamp, contact.link, contact.force, np.zeros(3)))
+            point, wrench, _ = contact_messages(contact, stamp)
+            self._pub['true_contact_point'].publish(point)
+            self._pub['true_contact_wrench'].publish(wrench)
 
     def _report_load(self, now: float) -> None:
         """CPU share of this process and simulated time on /diagnostics; WARN while behind."""

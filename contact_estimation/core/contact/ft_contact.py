@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import open3d as o3d
 
+from contact_estimation.core.contact.contact import Contact
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
@@ -516,24 +517,6 @@ def _bodies(robot: RobotModel, per_link: dict) -> dict[int, tuple[list[str], lis
 
 # ------------------------------------------------------------------------ estimate
 @dataclass(frozen=True)
-class FtContact:
-    """One contact estimate: `point` and `force` (on the robot) in the frame of `link`,
-    the same in the base frame, and how it was found: `subsystems` of claim 6 kept,
-    `on_line` (False: no line met the body; the surface point nearest the line instead).
-    `candidates`: the links of every body that explains the wrench about as well, `link`
-    first (`locate_from_residual`; more than one: the body is ambiguous)."""
-
-    link: str
-    point: np.ndarray
-    force: np.ndarray
-    point_base: np.ndarray
-    force_base: np.ndarray
-    subsystems: int
-    on_line: bool
-    candidates: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class FtLocatorConfig:
     """`FtContactLocator`'s settings (the ft_contact_estimator's rows feed them).
 
@@ -592,7 +575,7 @@ class FtContactLocator:
         self._placements = {link: pose for links_, poses in _bodies(self.robot, links).values()
                             for link, pose in zip(links_, poses)}
 
-    def locate(self, q: np.ndarray, wrench: np.ndarray, joint: int) -> FtContact | None:
+    def locate(self, q: np.ndarray, wrench: np.ndarray, joint: int) -> Contact | None:
         """The contact on the body of `joint` (index in model order) for the contact wrench
         [f_cB; τ_cB] (base origin, base frame, force on the robot); None when the force is
         below `min_force` or the body has no surface."""
@@ -607,7 +590,7 @@ class FtContactLocator:
         return self._contact(wrench, joint, pose, starts[0], headings[0], entries[0])
 
     def locate_from_residual(self, q: np.ndarray, wrench: np.ndarray, tau_ext: np.ndarray,
-                             threshold) -> FtContact | None:
+                             threshold) -> Contact | None:
         """The contact, its body chosen with the torque residual τ_ext (project sign).
 
         Seed 004's current constraint says a contact is present (some |τ_ext| exceeds
@@ -633,7 +616,7 @@ class FtContactLocator:
         `contacted_joint`, its surface point nearest the line (None when no joint is loaded). Every
         body whose score is
         within `ambiguity_margin` of the least (a likelihood ratio of e^margin) is a
-        candidate: its link where the line enters it goes into `candidates`, best first.
+        candidate: its link where the line enters it goes into `ambiguous_with`, best first.
 
         One cast serves all: the least-squares line (scores) and claim 6's subsystem lines
         (the point), each in every body's frame.
@@ -681,7 +664,7 @@ class FtContactLocator:
         return starts, headings, entries, links, normals
 
     def _contact(self, wrench, joint, pose, origins, directions, entries,
-                 others=()) -> FtContact:
+                 others=()) -> Contact:
         """The contact on the body of `joint` (pose (R, p)) from claim 6's lines (N×3, body
         frame) and where they enter it: the mean entry projected onto the surface, or the
         surface point nearest the last line when none enters. `others`: the links of the
@@ -696,10 +679,9 @@ class FtContactLocator:
         body_rotation, body_position = pose
         rotation, position = self._placements[link]  # the link in the body frame
         force = wrench[:3]
-        return FtContact(link, rotation.T @ (point[0] - position),
-                         rotation.T @ (force @ body_rotation),
-                         body_rotation @ point[0] + body_position, force.copy(), len(origins),
-                         bool(hit.any()), (link, *others))
+        return Contact(link, rotation.T @ (point[0] - position),
+                       rotation.T @ (force @ body_rotation),
+                       body_rotation @ point[0] + body_position, force.copy(), tuple(others))
 
     def line_torques(self, q: np.ndarray, wrench: np.ndarray, bodies=None) -> np.ndarray:
         """τ_i = J_iᵀ[f; m] for every joint i: the joint torques the contact wrench would
