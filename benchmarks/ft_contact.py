@@ -42,7 +42,7 @@ from contact_estimation.core.contact.ft_contact import (COMPENSATIONS, SURFACE_M
                                                 FtContactLocator, MomentumWrenchObserver,
                                                 make_surfaces)
 from contact_estimation.core.contact.ft_contact_stream import FtEstimatorConfig
-from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.chain.residual import make_residual
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot

@@ -9,7 +9,7 @@ from contact_estimation.core.contact.ft_contact import (MOUNT_ON_ROBOT, SURFACE_
                                                 MomentumWrenchObserver, SensorMount,
                                                 compatible_wrenches, contacted_joint,
                                                 line_of_action, make_surfaces)
-from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot

@@ -39,7 +39,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.contact.ft_contact import (COMPENSATIONS, CONVENTIONS,
                                                         SURFACE_MODELS, BaseWrenchCompensator,

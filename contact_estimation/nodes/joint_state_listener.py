@@ -32,8 +32,9 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from contact_estimation.core.chain.joint_state_conditioning import (
-    TIMING_DROPS, WARNINGS, ConditioningConfig, JointStateConditioner, Watchdog)
+    TIMING_DROPS, WARNINGS, ConditioningConfig, JointStateConditioner)
 from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.chain.watchdog_clock import Watchdog
 from contact_estimation.core.input_rejected import MALFORMED
 from contact_estimation.ros import cdr
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
