@@ -37,10 +37,11 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from contact_estimation.core.contact.ft_contact import (COMPENSATIONS, SURFACE_MODELS,
-                                                BaseWrenchCompensator,
-                                                FtContactLocator, MomentumWrenchObserver,
-                                                make_surfaces)
+from contact_estimation.core.contact.ft_compensation import (COMPENSATIONS,
+                                                             BaseWrenchCompensator,
+                                                             MomentumWrenchObserver)
+from contact_estimation.core.contact.ft_contact import FtContactLocator
+from contact_estimation.core.robot.body_surfaces import SURFACE_MODELS, make_surfaces
 from contact_estimation.core.contact.ft_contact_stream import FtEstimatorConfig
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.chain.residual import make_residual

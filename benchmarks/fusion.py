@@ -39,13 +39,10 @@ from localization_panda import MU, LidarScene, contact_cases
 
 from contact_estimation.core.contact.contact_localization import (ContactLocalizer,
                                                                   LocalizerConfig)
-from contact_estimation.core.contact.ft_contact import (
-    BaseWrenchCompensator,
-    FtContactLocator,
-    FtLocatorConfig,
-    MeshSurfaces,
-    MomentumWrenchObserver,
-)
+from contact_estimation.core.contact.ft_compensation import (BaseWrenchCompensator,
+                                                             MomentumWrenchObserver)
+from contact_estimation.core.contact.ft_contact import FtContactLocator, FtLocatorConfig
+from contact_estimation.core.robot.body_surfaces import MeshSurfaces
 from contact_estimation.core.contact.fused_contact import FusedContactEstimator, SensorNoise
 from contact_estimation.core.contact.lidar_fusion import CloudConfig, LidarFusion
 from contact_estimation.core.robot.robot_model import RobotModel

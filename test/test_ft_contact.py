@@ -2,13 +2,15 @@
 import numpy as np
 import pytest
 
-from contact_estimation.core.contact.ft_contact import (MOUNT_ON_ROBOT, SURFACE_MODELS,
-                                                BaseWrenchCompensator,
-                                                Ellipsoid, EllipsoidSurfaces, FtContactError,
-                                                FtContactLocator, FtLocatorConfig,
-                                                MomentumWrenchObserver, SensorMount,
-                                                compatible_wrenches, contacted_joint,
-                                                line_of_action, make_surfaces)
+from contact_estimation.core.contact.ft_compensation import (MOUNT_ON_ROBOT,
+                                                             BaseWrenchCompensator,
+                                                             FtContactError,
+                                                             MomentumWrenchObserver, SensorMount)
+from contact_estimation.core.contact.ft_contact import (FtContactLocator, FtLocatorConfig,
+                                                        compatible_wrenches, contacted_joint,
+                                                        line_of_action)
+from contact_estimation.core.robot.body_surfaces import (SURFACE_MODELS, Ellipsoid,
+                                                         EllipsoidSurfaces, make_surfaces)
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel

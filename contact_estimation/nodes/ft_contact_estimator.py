@@ -3,11 +3,11 @@
 Reads the 6-axis F/T sensor under the arm's base and the conditioned joint state, paired by
 stamp (`stamp_tolerance`), and removes the sensor's offset, the arm's weight and the
 reaction of its motion (`compensation`: by default from the arm's momentum,
-core/ft_contact.MomentumWrenchObserver, a low pass of 1/`observer_gain` s that needs no q̈;
-or core/ft_contact.BaseWrenchCompensator with q̈ from a fit over
+core/contact/ft_compensation.MomentumWrenchObserver, a low pass of 1/`observer_gain` s that
+needs no q̈; or its BaseWrenchCompensator with q̈ from a fit over
 `acceleration_filter.window_duration` s): what is left, the contact wrench at the base origin, goes
 out on `base_wrench` (base frame, the reading's stamp) for every reading. With the torque
-residual of the same joint state it is located (core/ft_contact.FtContactLocator): while a
+residual of the same joint state it is located (core/contact/ft_contact.FtContactLocator): while a
 contact is present, `point` and `wrench` (the joint state's stamp; frame_id = the contacted
 link; the point in that link's frame, the force ON the robot in that frame, no moment about
 the point) and a sphere and arrow in the namespace `ft_contact` of the markers. The body
@@ -41,11 +41,11 @@ from visualization_msgs.msg import MarkerArray
 
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.chain.sample import JointSample
-from contact_estimation.core.contact.ft_contact import (COMPENSATIONS, CONVENTIONS,
-                                                        SURFACE_MODELS, BaseWrenchCompensator,
-                                                        FtContactError,
-                                                        FtContactLocator, FtLocatorConfig,
-                                                        MomentumWrenchObserver, make_surfaces)
+from contact_estimation.core.contact.ft_compensation import (COMPENSATIONS, CONVENTIONS,
+                                                             BaseWrenchCompensator,
+                                                             FtContactError,
+                                                             MomentumWrenchObserver)
+from contact_estimation.core.contact.ft_contact import FtContactLocator, FtLocatorConfig
 from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig, RateSlots,
                                                                RestingWindow, RunningRms,
                                                                StampPairing, check_reading,
@@ -54,6 +54,7 @@ from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig
 from contact_estimation.core.contact.contact import Contact
 from contact_estimation.core.input_rejected import MALFORMED, InputRejected
 from contact_estimation.core.robot.payload import Payload
+from contact_estimation.core.robot.body_surfaces import SURFACE_MODELS, make_surfaces
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.ros import cdr
 from contact_estimation.ros.contact_messages import contact_messages

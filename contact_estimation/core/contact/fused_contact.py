@@ -6,7 +6,7 @@ A point force F acting ON the robot at the point p of link k explains (project s
 - the external joint torques τ_ext = J_k(p)ᵀF: n equations (seed 000 eq. 3);
 - the compensated base wrench [f; m] = [F; p × F] at the base origin, base frame: 6
   equations (seed 004 eqs. 4-6 and 20, after `BaseWrenchCompensator` or
-  `MomentumWrenchObserver` of core/contact/ft_contact.py);
+  `MomentumWrenchObserver` of core/contact/ft_compensation.py);
 - and a lidar obstacle next to the link says where the contact probably is: a prior on
   the link and the point (seed 000 §5, `LinkProximity` of core/contact/lidar_fusion.py).
 
@@ -46,7 +46,8 @@ from contact_estimation.core.contact.contact_localization import (_tangent_basis
                                                                   project_to_cone,
                                                                   spatial_link_range,
                                                                   torque_maps)
-from contact_estimation.core.contact.ft_contact import _cross, line_of_action
+from contact_estimation.core.contact.ft_compensation import cross
+from contact_estimation.core.contact.ft_contact import line_of_action
 from contact_estimation.core.contact.lidar_fusion import LinkProximity
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
@@ -417,7 +418,7 @@ class FusedContactEstimator:
         mixed = data.cd[links] @ skews
         gram = data.cc[links] + mixed + np.transpose(mixed, (0, 2, 1)) + (
             np.transpose(skews, (0, 2, 1)) @ (data.dd[links] @ skews))
-        rhs = data.cb[links] + _cross(data.db[links], points)
+        rhs = data.cb[links] + cross(data.db[links], points)
         # Torques alone on a link with few joints before it (or a point whose Jacobian loses
         # rank) leave a family of forces: a faint penalty on the tangential force takes the
         # one nearest the normal, the one the friction cone (eq. 6) is most likely to keep.
@@ -456,12 +457,12 @@ class FusedContactEstimator:
         centres = np.einsum('lij,lj->li', rotations, bounds[:, :3]) + origins
         spread = (noise.moment + noise.force * (np.linalg.norm(centres, axis=1)
                                                 + bounds[:, 3])) / size
-        away = np.linalg.norm(_cross(centres - start, direction), axis=1)
+        away = np.linalg.norm(cross(centres - start, direction), axis=1)
         samples = np.flatnonzero((sampled & (away <= bounds[:, 3] + self.slide + 4 * spread))
                                  [self._sample_link])
         owner = self._sample_link[samples]
         lever = np.einsum('kij,kj->ki', rotations[owner], self._points[samples]) + origins[owner]
-        away = np.linalg.norm(_cross(lever - start, direction), axis=1)
+        away = np.linalg.norm(cross(lever - start, direction), axis=1)
         near = away <= self.slide + 4 * spread[owner]
         return samples[near], away[near]
 
@@ -483,7 +484,7 @@ class FusedContactEstimator:
             if rank < 6 or np.linalg.norm(solution[:3]) < self.min_force:
                 continue
             force = rotations[joint] @ solution[:3]
-            moment = rotations[joint] @ solution[3:] + _cross(origins[joint], force)
+            moment = rotations[joint] @ solution[3:] + cross(origins[joint], force)
             lines.append(line_of_action(force, moment))
         return lines
 
