@@ -20,8 +20,8 @@ from rclpy.serialization import deserialize_message
 from contact_estimation import manifest
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.ros.qos import SENSOR_QOS
-from contact_estimation.suite_bag import (DEFAULT_TF_RATE, SuiteBag,
-                                          remove_earlier_bag, suite_topics)
+from contact_estimation.suite_bag import (DEFAULT_TF_RATE, SuiteBag, remove_earlier_bag,
+                                          stamp_ns, suite_topics)
 
 
 TRUTH_MARKERS = '/sim/contact/markers'
@@ -106,9 +106,8 @@ class BagRecorder:
                 self.bag.write(TRUTH_MARKERS, MARKER_ARRAY, log_ns, markers)
             return
         msg = deserialize_message(cdr, self._joint_state_class)
-        stamp = msg.header.stamp
-        self.bag.write_joint_state(log_ns, stamp.sec * 1_000_000_000 + stamp.nanosec,
-                                   list(msg.name), msg.position, cdr, topic)
+        self.bag.write_joint_state(log_ns, stamp_ns(msg), list(msg.name), msg.position, cdr,
+                                   topic)
 
     def close(self) -> None:
         """Finish the bag (metadata.yaml) and leave the graph."""
