@@ -1,6 +1,6 @@
 """contact_localizer: τ_ext (+ a lidar cloud) → which link was hit, where and how hard.
 
-Every sensor at once (core/fused_contact.FusedContactEstimator; seeds 000 and 004): for the
+Every sensor at once (core/contact/fused_contact.FusedContactEstimator; seeds 000 and 004): for the
 residual τ_ext (project sign, τ_ext = J(p)ᵀF for a force F ON the robot at p), the
 compensated base wrench [F; p × F] that ft_contact_estimator publishes on `base_wrench`
 (used when its stamp is within `wrench_max_age` of the residual's) and the lidar cloud's
@@ -192,7 +192,7 @@ class ContactLocalizerNode(SuiteNode):
 
     def _on_parameter_change(self, changes: dict) -> str | None:
         """Rebuild what the changed parameters describe, all or nothing: a ValueError
-        (CloudError, FusedContactError) refuses the change (ros/params.on_change)."""
+        (CloudError, FusedContactError) refuses the change (ros/suite_node.on_parameter_change)."""
         changed = set(changes)
         built = self._build_localizer(changes) if changed & set(_REBUILT_BY) else None
         fusion = (LidarFusion(self.surfaces, PARAMETERS.build(CloudConfig, self.values(changes)))

@@ -7,7 +7,7 @@ truth goes on its own topics: per contacted link, the contact point and force (l
 only while a contact exists) and, with every joint state, the true τ_ext as JointState effort.
 The arm follows the trajectory of the parameters or of the scenario file, played back at the
 time scaling f_S it receives (seed 003 eq. 8), combined with the proximity monitor's speed
-scale s when one is published (core/time_scaling.combined_scaling: min(f_S, s), and a yield
+scale s when one is published (core/chain/time_scaling.combined_scaling: min(f_S, s), and a yield
 f_S < 0 slowed to f_S·s). Each plays at 1 until its first value arrives; from then on, no
 value for `time_scaling.timeout` means 0 (hold) until one arrives again: the node that sends
 it may be dead, and a controller must not go on at the last speed it was told

@@ -115,7 +115,7 @@ class BaseWrenchCompensator:
     """Seed 004 eq. 20 solved for the contact wrench: reading − offset − (f₀ + f_Bd, τ₀ + τ_Bd).
 
     The arm's wrench comes from `robot` (its URDF or identified inertial parameters) carrying
-    `payload` (core/payload.Payload, the residual's too). `offset` is the sensor's own reading
+    `payload` (core/robot/payload.Payload, the residual's too). `offset` is the sensor's own reading
     with nothing on it, in its frame (`resting_offset` measures it; keeping it across
     restarts is the caller's job).
     """
