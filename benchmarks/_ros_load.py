@@ -167,14 +167,22 @@ class PandaStream(JointStream):
                 self.effort[touched, contacts.joint] += contacts.offset
 
     def _touch(self, robot: RobotModel, contacts: Contacts, touched: np.ndarray) -> None:
-        force = np.asarray(contacts.force, dtype=float)
         for i in touched:
-            jacobian = robot.jacobian(self.q[i], contacts.link, np.asarray(contacts.point))
-            self.effort[i] -= jacobian[:3].T @ force  # τ + τ_ext = τ_model, τ_ext = JᵀF
+            tau_ext, wrench = contact_effect(robot, self.q[i], contacts)
+            self.effort[i] -= tau_ext  # τ + τ_ext = τ_model
             if self.wrench is not None:
-                rotation, position = robot.link_pose(self.q[i], contacts.link)
-                at = rotation @ np.asarray(contacts.point) + position
-                self.wrench[i] += np.concatenate([force, np.cross(at, force)])
+                self.wrench[i] += wrench
+
+
+def contact_effect(robot: RobotModel, q: np.ndarray, contacts: Contacts
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """What the physical contact of `contacts` does at q: τ_ext = J(p)ᵀF, and the wrench
+    [F; p × F] it adds on a base F/T sensor (base frame)."""
+    force = np.asarray(contacts.force, dtype=float)
+    jacobian = robot.jacobian(q, contacts.link, np.asarray(contacts.point))
+    rotation, position = robot.link_pose(q, contacts.link)
+    at = rotation @ np.asarray(contacts.point) + position
+    return jacobian[:3].T @ force, np.concatenate([force, np.cross(at, force)])
 
 
 class StampLatencies:

@@ -1,8 +1,10 @@
 """Soak: the whole suite for N minutes at 1 kHz; heartbeat gaps, memory and stops (issue 19).
 
-    PYTHONPATH=$PWD nice -n 10 python benchmarks/soak.py --minutes 10
+    PYTHONPATH=$PWD nice -n 10 python benchmarks/soak.py --minutes 10 [--contact-every 5]
+                                                         [--subscribe-residual]
 
-The six core nodes run composed in one process, as `contact-estimation up` starts them. Two
+The six core nodes run composed in their two processes, as `contact-estimation up` starts
+them. Two
 driver processes publish what a cell would:
 - joint states at 1 kHz of a Panda in free motion (every joint a sine, the effort its inverse
   dynamics, so that the residual is ~0 and no stop is due), and the wrist F/T readings of that
@@ -10,6 +12,11 @@ driver processes publish what a cell would:
 - an empty skeleton (nobody tracked) and a lidar cloud of `--cloud-points` points (43 000 by
   default) at 10 Hz each: a cell (floor, wall, table, a person beside it) or, with
   `--cloud uniform`, points strewn through the workspace (the worst case for the processing).
+With `--contact-every S`, a push of CONTACT s (FORCE on the forearm, ramping in RAMP s)
+every S s: the measured torques and the F/T readings carry it (τ_ext = J(p)ᵀF), so the
+detector stops (and clears HOLD_TIME after) and the estimators work as in a real contact
+(issue 26: a 50 ms contact hides what a 1 s push shows). With `--subscribe-residual`, this
+process also subscribes to the 1 kHz residual, as a user plotting it would.
 This process listens to both stops. A controller keeping the README's contract stops after
 150 ms without a stop message, so every gap over 150 ms between two messages of a stop
 (heartbeats at 20 Hz: 50 ms apart) would have stopped the arm. Reported: for each stop, its
@@ -37,7 +44,7 @@ from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Bool
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _ros_load import LOG_DIR, machine, table  # noqa: E402
+from _ros_load import LOG_DIR, Contacts, contact_effect, machine, table  # noqa: E402
 
 from contact_estimation import manifest  # noqa: E402
 from contact_estimation.core.contact.ft_compensation import SensorMount  # noqa: E402
@@ -53,6 +60,9 @@ SENSOR_RATE = 10.0     # Hz: skeletons and clouds
 PERIOD = 20.0          # s: the motion repeats exactly (every joint's frequency is k / PERIOD)
 CONTRACT = 0.150       # s: the README's "stop after 150 ms without a stop message"
 Q0 = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
+CONTACT, RAMP, HOLD_TIME = 1.0, 0.03, 0.5   # s
+PUSH = Contacts(joint=3, offset=0.0, period=PERIOD, duration=CONTACT, link='panda_link5',
+                point=(0.0, 0.06, -0.12), force=(0.0, 40.0, -20.0))  # N on the robot, base frame
 SENSOR_NODES = ('ft_contact_estimator', 'contact_localizer', 'proximity_monitor')
 
 
@@ -85,7 +95,8 @@ class CellStreams:
     """One period of the motion (joint states and F/T readings) and a cloud, precomputed so
     that publishing costs only the message; picklable for the driver process."""
 
-    def __init__(self, robot: RobotModel, cloud: str, cloud_points: int):
+    def __init__(self, robot: RobotModel, cloud: str, cloud_points: int,
+                 contact_every: float = 0.0):
         t = np.arange(int(PERIOD * RATE)) / RATE
         cycles = np.array([1, 2, 1, 3, 2, 3, 4])          # per PERIOD: commensurate
         omega = 2 * np.pi * cycles / PERIOD
@@ -94,9 +105,18 @@ class CellStreams:
         self.v = amplitude * omega * np.cos(np.outer(t, omega))
         a = -amplitude * omega ** 2 * np.sin(np.outer(t, omega))
         self.effort = np.array([robot.rnea(q, v, acc) for q, v, acc in zip(self.q, self.v, a)])
+        base = np.array([np.concatenate(robot.base_wrench(q, v, acc))
+                         for q, v, acc in zip(self.q, self.v, a)])
+        if contact_every:
+            # The push's force: a ramp up and down of RAMP s, every `contact_every` s.
+            since = t % contact_every
+            scale = np.clip(np.minimum(since, CONTACT - since) / RAMP, 0.0, 1.0)
+            for i in np.flatnonzero(scale > 0):
+                tau_ext, wrench = contact_effect(robot, self.q[i], PUSH)
+                self.effort[i] -= scale[i] * tau_ext
+                base[i] += scale[i] * wrench
         mount = SensorMount()
-        self.wrench = np.array([mount.from_base(np.concatenate(robot.base_wrench(q, v, acc)))
-                                for q, v, acc in zip(self.q, self.v, a)])
+        self.wrench = np.array([mount.from_base(w) for w in base])
         self.names = list(robot.joint_names)
         self.base = robot.base_link
         self.cloud = CLOUDS[cloud](np.random.default_rng(0), cloud_points)
@@ -152,6 +172,23 @@ def _drive(streams: CellStreams, seconds: float, reports, part: str) -> None:
         reports.put(err)
 
 
+def _plot_residual(seconds: float, received) -> None:
+    """A user's plot of the 1 kHz residual: subscribes for `seconds`, counts what arrives."""
+    with ros_context() as context:
+        node = rclpy.create_node('soak_residual_plot', context=context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+
+        def count(_msg) -> None:
+            received.value += 1
+        node.create_subscription(JointState, manifest.node('residual_node').topic('residual'),
+                                 count, PIPELINE_QOS)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            executor.spin_once(timeout_sec=0.1)
+        node.destroy_node()
+
+
 class StopRecord:
     """Receipt times (monotonic) and values of one stop topic."""
 
@@ -193,15 +230,19 @@ def rss_mib(pid: int) -> float:
         return next(int(line.split()[1]) for line in f if line.startswith('VmRSS')) / 1024
 
 
-def soak(minutes: float, cloud: str, cloud_points: int, warmup: float = 5.0) -> str:
+def soak(minutes: float, cloud: str, cloud_points: int, contact_every: float = 0.0,
+         subscribe_residual: bool = False, warmup: float = 5.0) -> str:
     load_before = ', '.join(f'{x:.2f}' for x in os.getloadavg())
     robot = RobotModel.load('panda')
-    streams = CellStreams(robot, cloud, cloud_points)
+    if contact_every and PERIOD % contact_every:
+        raise ValueError(f'--contact-every {contact_every}: must divide {PERIOD:g} s')
+    streams = CellStreams(robot, cloud, cloud_points, contact_every)
     os.makedirs(LOG_DIR, exist_ok=True)
     log = lambda name: os.path.join(LOG_DIR, f'{name}_soak.log')  # noqa: E731
     stops = {'collision_detector': StopRecord(), 'proximity_monitor': StopRecord()}
     with ExitStack() as stack:
-        procs = stack.enter_context(composed_processes(log_path=log))
+        procs = stack.enter_context(composed_processes(
+            {'collision_detector': {'hold_time': HOLD_TIME}}, log_path=log))
         context = stack.enter_context(ros_context())
         node = rclpy.create_node('soak_monitor', context=context)
         stack.callback(node.destroy_node)
@@ -218,6 +259,7 @@ def soak(minutes: float, cloud: str, cloud_points: int, warmup: float = 5.0) -> 
             node.create_subscription(Bool, manifest.node(name).topic('stop'), record, STOP_QOS)
         node.create_subscription(DiagnosticArray, manifest.node('proximity_monitor').topic(
             'diagnostics'), on_diagnostics, PIPELINE_QOS)
+
         if not spin_until(executor, lambda: all(r.times for r in stops.values()), 60.0):
             raise RuntimeError(f'no stop heartbeat: exit codes '
                                f'{ {n: p.poll() for n, p in procs.items()} }, logs in {LOG_DIR}')
@@ -234,6 +276,12 @@ def soak(minutes: float, cloud: str, cloud_points: int, warmup: float = 5.0) -> 
                 streams, warmup + 60 * minutes, reports, part))
             driver.start()
             stack.callback(driver.join, 5.0)
+        residuals = spawn.Value('q', 0)
+        if subscribe_residual:  # a process of its own, as a plotting tool would be
+            plot = spawn.Process(target=_plot_residual, daemon=True,
+                                 args=(warmup + 60 * minutes, residuals))
+            plot.start()
+            stack.callback(plot.join, 10.0)
         measure_from = time.monotonic() + warmup
         memory: list[tuple[float, dict[str, float]]] = []
         next_sample, finished = measure_from, set()
@@ -260,7 +308,10 @@ def soak(minutes: float, cloud: str, cloud_points: int, warmup: float = 5.0) -> 
     return '\n\n'.join([
         f'{minutes:g} min at {RATE:.0f} Hz (joint states + F/T), skeleton and '
         f'{cloud_points}-point {cloud} cloud at {SENSOR_RATE:.0f} Hz; '
-        f'{machine().split(", load average")[0]}; load average before the run {load_before}, '
+        + (f'a {CONTACT:g} s push every {contact_every:g} s; ' if contact_every else '')
+        + (f'the residual subscribed ({residuals.value} received); ' if subscribe_residual
+           else '')
+        + f'{machine().split(", load average")[0]}; load average before the run {load_before}, '
         f'after it {", ".join(f"{x:.2f}" for x in os.getloadavg())}; heartbeats the nodes '
         f'sent as stop because they had fallen behind (late_heartbeats): {late}',
         table('stop               | msg/s  | gaps > 150 ms | at same time |'
@@ -278,8 +329,13 @@ def main() -> None:
                         help='a cell (floor, wall, table, person) or points strewn through '
                         'the workspace (the worst case)')
     parser.add_argument('--cloud-points', type=int, default=43_000)
+    parser.add_argument('--contact-every', type=float, default=0.0, metavar='S',
+                        help=f'a {CONTACT:g} s push every S s (a divisor of {PERIOD:g}); 0: none')
+    parser.add_argument('--subscribe-residual', action='store_true',
+                        help='subscribe to the 1 kHz residual too, as a user plotting it')
     args = parser.parse_args()
-    print(soak(args.minutes, args.cloud, args.cloud_points))
+    print(soak(args.minutes, args.cloud, args.cloud_points, args.contact_every,
+               args.subscribe_residual))
 
 
 if __name__ == '__main__':

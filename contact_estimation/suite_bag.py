@@ -202,6 +202,8 @@ def messages(path: str | os.PathLike, topics: list[str] | None = None
     store = typestore()
     with AnyReader([Path(path)], default_typestore=store) as reader:
         connections = [c for c in reader.connections if topics is None or c.topic in topics]
+        if not connections:  # rosbags reads every connection when given none
+            return
         for connection, log_ns, raw in reader.messages(connections=connections):
             yield connection.topic, connection.msgtype, log_ns, reader.deserialize(
                 raw, connection.msgtype)

@@ -39,6 +39,7 @@ class Probe(Node):
         self.position = np.full(len(JOINTS), 0.1)
         self.sent: list[tuple[float, np.ndarray]] = []  # (stamp, residual) as published
         self.streaming = True
+        self.ramp: tuple[int, float, float] | None = None  # (joint, N·m/s, to N·m) per stamp
         self.names, self.size = JOINTS, len(JOINTS)
         self.stops, self.events, self.markers, self.scaling = [], [], [], []
         self._residual_pub = self.create_publisher(JointState, SPEC.topic('residual'),
@@ -62,6 +63,11 @@ class Probe(Node):
                          position=[float(x) for x in self.position[:self.size]],
                          velocity=[0.0] * self.size)
         msg.header.stamp = self.get_clock().now().to_msg()
+        if self.ramp is not None and self.sent:
+            joint, rate, peak = self.ramp
+            step = rate * (stamp_to_seconds(msg.header.stamp) - self.sent[-1][0])
+            self.residual[joint] = min(peak, self.residual[joint] + step)
+            msg.effort = [float(x) for x in self.residual[:self.size]]
         self.sent.append((stamp_to_seconds(msg.header.stamp), self.residual.copy()))
         self._residual_pub.publish(msg)
 
@@ -181,6 +187,25 @@ def test_every_stop_change_has_an_event_and_f_s_lands_exactly_on_0_and_1(rig):
     assert probe.scaling[-2:] == [1.0, 1.0]
 
 
+@pytest.mark.parametrize('rig', [{'input_timeout': 1.0, 'touch.enabled': True}], indirect=True)
+def test_a_touch_holds_without_a_stop_and_becomes_an_impact_beyond_max_torque(rig):
+    _, probe, executor = rig
+    probe.ramp = (3, 10.0, 8.0)  # 2.5 ψ per second to 2 ψ: a hand, not a hit
+    assert spin_until(executor, lambda: probe.events, TIMEOUT)
+    values = {kv.key: kv.value for kv in status(probe.events[-1]).values}
+    assert values['event'] == 'touch' and values['class'] == 'touch'
+    assert status(probe.events[-1]).level == DiagnosticStatus.WARN
+    assert 0.0 < float(values['class.decision_time']) and float(values['class.rise_rate']) < 12
+    assert spin_until(executor, lambda: probe.scaling and probe.scaling[-1] == 0.0, TIMEOUT)
+    assert probe.stops[-1] is False  # held by f_S, the stop not latched
+    probe.ramp = (3, 1000.0, 12.0)  # beyond touch.max_torque (10 N·m)
+    assert spin_until(executor, lambda: probe.stops[-1] is True, TIMEOUT)
+    assert spin_until(executor, lambda: len(probe.events) >= 2, TIMEOUT)
+    values = {kv.key: kv.value for kv in status(probe.events[-1]).values}
+    assert values['event'] == 'collision' and values['class'] == 'impact'
+    assert values['class.reason'].startswith('touch became an impact')
+
+
 def diagnostics(probe) -> list:
     """The detector's statuses on /diagnostics, as they arrive."""
     statuses = []
@@ -259,8 +284,8 @@ def test_bad_parameters_are_refused_at_run_time(rig):
     results = detector.set_parameters([Parameter('joint_roles', value=['force'])])
     assert results[0].successful
     probe.residual[0] = 6.0  # over 4 N·m but under the force threshold of 8 N·m
-    count = len(probe.scaling)
-    assert spin_until(executor, lambda: len(probe.scaling) > count + 100, TIMEOUT)
+    count = len(probe.sent)  # residuals, every 2 ms: far longer than eq. 7's 25 ms
+    assert spin_until(executor, lambda: len(probe.sent) > count + 200, TIMEOUT)
     assert probe.stops[-1] is False
 
 
@@ -305,16 +330,19 @@ def node(context):
 
 def feed_parabola(node, t0: float, samples: int, stamp_offset: float = 0.0,
                   acceleration: float = 2.0) -> None:
-    """Residuals at 1 kHz of a motion with q̈ = `acceleration` on every joint."""
+    """Residuals at 1 kHz of a motion with q̈ = `acceleration` on every joint, the motion's
+    time t0 + k ms stamped on the node's clock (t0 = 100 s: now)."""
+    base = node.stamp_base = getattr(node, 'stamp_base', time.time())
     for k in range(samples):
-        t = t0 + k * 1e-3
-        node._on_residual(residual_message(t + stamp_offset, [0.5 * acceleration * t * t] * 7))
+        stamp = base + (t0 + k * 1e-3 - 100.0) + stamp_offset
+        t = (stamp - base) - stamp_offset + 100.0  # the motion's time as the stamp gives it
+        node._on_residual(residual_message(stamp, [0.5 * acceleration * t * t] * 7))
 
 
 def test_acceleration_term_restarts_after_a_stamp_going_back(node):
     feed_parabola(node, 100.0, 40)
     np.testing.assert_allclose(node._published.thresholds, 4.0 + 2.0, atol=0.05)
-    feed_parabola(node, 100.04, 40, stamp_offset=-5.0)  # the driver's clock jumps back 5 s
+    feed_parabola(node, 100.04, 40, stamp_offset=-0.5)  # the driver's clock jumps back 0.5 s
     assert node.problems.counts['stamp_order'] == 1
     np.testing.assert_allclose(node._published.thresholds, 4.0 + 2.0, atol=0.05)
 

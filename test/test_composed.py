@@ -133,7 +133,7 @@ def test_composed_mode_gives_the_residual_and_stop_of_separate_mode(context, tmp
     # comparison is of the estimates and the collision, not of this machine's pace.
     patient = tmp_path / 'patient.yaml'
     patient.write_text(yaml.safe_dump({
-        LISTENER.name: {'ros__parameters': {'input_timeout': 10.0}},
+        LISTENER.name: {'ros__parameters': {'input_timeout': 10.0, 'max_past': 3600.0}},
         DETECTOR.name: {'ros__parameters': {'input_timeout': 10.0}}}))
     args = dict(context=context, cli_args=_cli_args(str(patient)))
     t0 = time.time() - 0.5  # the same stamps in both modes

@@ -186,11 +186,11 @@ def restart_stream(panda, conditioner, stamps, clock):
 def test_driver_restart_is_taken_as_a_new_time_base_after_time_reset_after(panda):
     conditioner = JointStateConditioner.for_robot(panda, time_reset_after=0.05)
     ticks = DT * np.arange(60)
-    results = restart_stream(panda, conditioner, T0 - 100.0 + ticks, T0 + ticks)
+    results = restart_stream(panda, conditioner, T0 - 0.5 + ticks, T0 + ticks)
     reset = next(k for k, r in enumerate(results) if kinds(r) == [jsc.TIME_RESET])
     assert reset in (50, 51)  # 50 ms after the first stamp that went back (float rounding)
     assert [kinds(r) for r in results[:reset]] == [[jsc.OUT_OF_ORDER_STAMP]] * reset
-    assert results[reset].sample.t == T0 - 100.0 + reset * DT
+    assert results[reset].sample.t == T0 - 0.5 + reset * DT
     assert all(r.problems == [] and r.sample is not None for r in results[reset + 1:])
 
 
@@ -202,7 +202,18 @@ def test_time_reset_waits_again_when_the_node_clock_went_back_too(panda):
     results = restart_stream(panda, conditioner, 1.0 + ticks, clock)
     reset = next(k for k, r in enumerate(results) if kinds(r) == [jsc.TIME_RESET])
     assert reset in (60, 61)  # 50 ms after the clock went back
-    assert [kinds(r) for r in results[:reset]] == [[jsc.OUT_OF_ORDER_STAMP]] * reset
+    # Until the clock went back, the stamps were far in its past: refused outright.
+    assert [kinds(r) for r in results[:reset]] == [[jsc.PAST_STAMP]] * 10 + [
+        [jsc.OUT_OF_ORDER_STAMP]] * (reset - 10)
+
+
+def test_a_driver_whose_stamps_are_long_past_is_refused_whatever_their_order(panda):
+    """Stamps from 1970 + 1000 s, advancing, on a clock of 2027 (issue 27): never a new
+    time base."""
+    conditioner = JointStateConditioner.for_robot(panda, time_reset_after=0.05)
+    ticks = DT * np.arange(200)
+    results = restart_stream(panda, conditioner, T0 + ticks, 1.8e9 + ticks)
+    assert all(kinds(r) == [jsc.PAST_STAMP] and r.sample is None for r in results)
 
 
 def test_single_late_messages_never_reset_the_time_base(panda):

@@ -285,8 +285,8 @@ def _check_joint_states_content(messages, robot) -> None:
     ({'scenario': '/nonexistent/scenario.yaml'}, 'No such file'),
     ({'scenario': 'config/scenarios/demo.yaml', 'robot': 'ur5'}, "written for robot 'panda'"),
     ({'publish_rate': 300.0}, 'must divide rate'),
-    ({'friction': [0.1, 1.0]}, re.escape('friction: expected 6 or 7 × 6 values (one for '
-                                         'every joint or one per joint), got 2')),
+    ({'friction': [0.1, 1.0]}, re.escape('friction has 2 values but panda has 7 joints: '
+                                         'give 6, or 42 (6 per joint')),
     ({'driver.effort': 'current'}, 'driver.effort must be one of'),
     ({'driver.effort': 'motor_current', 'driver.gear_ratios': [100.0, 50.0]},
      re.escape('driver.gear_ratios: expected 1 or 7 values')),

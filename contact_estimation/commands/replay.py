@@ -81,16 +81,17 @@ class Replay:
     subscribers: dict[str, list] = field(default_factory=dict)
     timers: list = field(default_factory=list)
 
-    def step(self, stamp_ns: int, topic: str | None = None, msg=None) -> None:
+    def step(self, stamp_ns: int, topic: str | None = None, msg=None,
+             raw: bytes | None = None) -> None:
         """Set every node's ROS time to `stamp_ns`, fire the timers due, then deliver `msg`
-        (on `topic`) to the callbacks of the nodes that read it."""
+        (on `topic`; `raw`, its bytes) to the callbacks of the nodes that read it."""
         from rclpy.time import Time
         self.clock.now = stamp_ns * 1e-9
         for node in self.nodes:
             node.get_clock().set_ros_time_override(Time(nanoseconds=stamp_ns))
         self._fire_due_timers()
         if topic is not None:
-            self.deliver(topic, msg)
+            self.deliver(topic, msg, raw)
 
     def _fire_due_timers(self) -> None:
         """Call every timer due at the nodes' ROS time, the most overdue first, as an executor
@@ -105,9 +106,14 @@ class Replay:
                 timer.handle.call_timer_with_info()  # the next call: a period later
             timer.callback()
 
-    def deliver(self, topic: str, msg) -> None:
-        for callback in self.subscribers.get(topic, []):
-            callback(msg)
+    def deliver(self, topic: str, msg, raw: bytes | None = None) -> None:
+        """`msg` to the callbacks reading `topic`; its bytes (`raw`, or serialised here) to
+        those that read it raw (ros/cdr.py)."""
+        from rclpy.serialization import serialize_message
+        for callback, reads_raw in self.subscribers.get(topic, []):
+            if reads_raw and raw is None:
+                raw = serialize_message(msg)
+            callback(raw if reads_raw else msg)
 
     def close(self) -> None:
         for node in reversed(self.nodes):
@@ -150,7 +156,7 @@ def build(context, parameter_files: list[str], on_publish) -> Replay:
         replay.timers += node.timers
         for subscription in node.subscriptions:
             replay.subscribers.setdefault(subscription.topic_name, []).append(
-                subscription.callback)
+                (subscription.callback, subscription.topic_name in node.raw_topics))
         for publisher in node.publishers:
             publisher.publish = _forwarder(replay, publisher)
         for value in vars(node).values():
@@ -436,7 +442,7 @@ def main(argv: list[str]) -> int:
                     if markers is not None:
                         bag.write(TRUTH_MARKERS, MARKER_ARRAY, stamp, markers)
                 if topic not in TRUTH_TOPICS:
-                    replay.step(stamp, topic, msg)
+                    replay.step(stamp, topic, msg, raw)
             elapsed = time.perf_counter() - started
             cpu = time.process_time() - started_cpu
     finally:

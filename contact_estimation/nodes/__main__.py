@@ -1,4 +1,4 @@
-"""Start a node of nodes.yaml, or the composed process: `python -m contact_estimation.nodes
+"""Start a node of nodes.yaml, or a composed process: `python -m contact_estimation.nodes
 NAME [--ros-args ...]` (`contact-estimation up`), or NAME's console script (`ros2 launch`),
 which names it.
 

@@ -11,6 +11,10 @@ core/chain/time_scaling.py (seed 003 eqs. 8–11). Two outputs, two meanings:
   the arm is pushed back along its path, then back to 1 by itself, even while the stop is
   still latched, at limited rates (no chatter); it is 0 whenever the input is waiting, stale
   or invalid.
+With `touch.enabled` (off by default) each contact is classified impact or touch on the
+sample eq. 7 fires (core/chain/contact_class.py): a touch latches no stop (f_S holds and
+yields), an impact stops on the same sample as with touch off; each decision is a collision
+event with its evidence.
 The stop, f_S, their heartbeat and `~/reset` keep the controller's contract
 (ros/stop_signal.py), as the proximity monitor's do. Collision events are
 diagnostic_msgs/DiagnosticArray, one status each, header stamped with the joint-state time of
@@ -42,6 +46,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 from visualization_msgs.msg import MarkerArray
 
+from contact_estimation.core.chain.contact_class import TouchConfig
 from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION, BEHIND,
                                                     COLLISION, DEFAULTS, FAULT, INVALID, STALE,
                                                     WAITING, AccelerationEstimate,
@@ -50,7 +55,6 @@ from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION
 from contact_estimation.core.chain.detector import CollisionDetector as Detector
 from contact_estimation.core.chain.lag import MAX_LAG, ClockLag
 from contact_estimation.core.chain.sample import JointSample
-from contact_estimation.core.chain.stamps import MAX_PAST
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
 from contact_estimation.core.input_rejected import InputRejected
 from contact_estimation.ros.collision_messages import collision_event, collision_markers
@@ -74,6 +78,11 @@ def _detector(name: str, description: str, **row) -> Parameter:
     if name in _PER_JOINT:
         default, row = [default], {'per_joint': 1, **row}
     return Parameter(name, description, default, field=(DetectorSettings, name), **row)
+
+
+def _touch(field: str, description: str, **row) -> Parameter:
+    """A `touch.<field>` row feeding TouchConfig (its default)."""
+    return Parameter(f'touch.{field}', description, field=(TouchConfig, field), **row)
 
 
 def _scaling(field: str, description: str, **row) -> Parameter:
@@ -141,6 +150,27 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
              'over, 1/s', range=(1e-3, 1000.0)),
     _scaling('resume_delay', 'f_S stays 0 this long after the residuals fall back under '
              'threshold, s', range=(0.0, 60.0)),
+    _touch('enabled', 'classify each contact as impact or touch (core/chain/contact_class.py): '
+           'a touch latches no stop, f_S holds and yields (seed 003); off until you turn it '
+           'on (README, Touch)'),
+    _touch('onset_ratio', 'a contact starts when some |τ_ext,i| reaches this share of ψ_i',
+           range=(0.05, 0.99)),
+    _touch('max_rise_rate', 'τ_ext rising faster than this many ψ per second at any time of '
+           'a contact makes it an impact, 1/s', range=(0.1, 1000.0)),
+    _touch('slope_time', 'time span of the least-squares slope of the rise, s',
+           range=(0.002, 1.0)),
+    _touch('window', 'time span of the straight-line fit whose residual measures the '
+           'high-frequency content, s', range=(0.005, 1.0)),
+    _touch('max_roughness', 'RMS of |τ_ext|/ψ about that line above this makes a contact an '
+           'impact', range=(0.001, 10.0)),
+    _touch('max_opposing_speed', 'moving into the contact faster than this (−τ_extᵀq̇/‖τ_ext‖) '
+           'makes it an impact, rad/s', range=(0.001, 100.0)),
+    _touch('settle_time', 'for this long after a touch is decided only touch.max_torque can '
+           "make it an impact (the arm's own hold jolts τ_ext), s", range=(0.0, 10.0)),
+    Parameter('touch.max_torque', 'a touch over this joint torque (one value or one per '
+              'joint: the maximum touch force as joint torque) becomes an impact, N·m',
+              [TouchConfig.max_torque], range=(0.0, 1e4), field=(TouchConfig, 'max_torque'),
+              per_joint=1),
     renamed={'consecutive_samples': 'persistence_time',                     # samples → s
              'acceleration_window': 'acceleration_filter.window_duration',  # samples → s
              **{f'time_scaling_{field}': f'time_scaling.{field}'
@@ -153,7 +183,8 @@ class CollisionDetector(SuiteNode):
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         with self.starting():
-            self.detector = Detector(self._detector_config({}))
+            self.detector = Detector(self._detector_config({}),
+                                     PARAMETERS.build(TouchConfig, self.values()))
             self.scaling = TimeScaling(PARAMETERS.build(TimeScalingConfig, self.values()))
             self._acceleration = AccelerationEstimate(
                 self.value('acceleration_filter.window_duration'))
@@ -194,6 +225,10 @@ class CollisionDetector(SuiteNode):
                   if set(changes) & set(PARAMETERS.feeding(DetectorSettings)) else None)
         scaling = (PARAMETERS.build(TimeScalingConfig, self.values(changes))
                    if set(changes) & set(PARAMETERS.feeding(TimeScalingConfig)) else None)
+        touch = (PARAMETERS.build(TouchConfig, self.values(changes))
+                 if set(changes) & set(PARAMETERS.feeding(TouchConfig)) else None)
+        if touch is not None:
+            self.detector.configure_touch(touch)
         if config is not None:
             self.detector.configure(config)
             self.get_logger().info(f'thresholds now {np.round(config.base_thresholds, 3)} N·m, '
@@ -208,7 +243,8 @@ class CollisionDetector(SuiteNode):
         """A residual message → process_residual. Positions and velocities (residual_node
         copies them from its joint state) are optional; a NaN τ_ext is passed on: the
         detector stops on it."""
-        if self.believed(msg.header.stamp, 'residual', MAX_PAST) is None:  # the timeout stops
+        # Not fed: the timeout stops. (One stamped long ago is taken, and is `behind`.)
+        if self.believed(msg.header.stamp, 'residual') is None:
             return
         try:
             q, v, tau_ext = self._joint_states.read(msg, required=('effort',),
@@ -322,6 +358,11 @@ class CollisionDetector(SuiteNode):
             self._publish_scaling(now, state, tau_ext, velocity)
         if changed:
             self._on_stop_change(state, previous, cleared_by)
+        decision = state.decision
+        if decision is not None and not (changed and state.cause == COLLISION):
+            self._event_pub.publish(collision_event(
+                state, self._names, f'{decision.kind}: {decision.reason}', self._stamp,
+                self.robot.name, decision.kind))
         if state.colliding_joints != self._shown_joints:
             self._publish_markers(state)
 

@@ -71,7 +71,7 @@ from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable
 from contact_estimation.ros.proximity_messages import (ProximityMarkers, part_statuses,
                                                        pose_array_size)
-from contact_estimation.ros.qos import CLOUD_QOS, SENSOR_QOS
+from contact_estimation.ros.qos import CLOUD_QOS
 from contact_estimation.ros.sensor_frames import (SensorFrame, check_cloud_size,
                                                   cloud_in_base_frame, cloud_table,
                                                   sensor_frame_table)
@@ -187,8 +187,7 @@ class ProximityMonitorNode(SuiteNode):
         self._marker_pub = self.publisher('markers', MarkerArray)
         self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state)
         # Raw: a skeleton's size is checked before it is deserialised (`_on_skeleton`).
-        self.create_subscription(PoseArray, self.spec.topic('skeleton'), self._on_skeleton,
-                                 SENSOR_QOS, raw=True)
+        self.subscribe('skeleton', PoseArray, self._on_skeleton, raw=True)
         self._cloud_worker = LatestWorker(self._clusters, f'{NAME} clouds')
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         self.create_timer(1.0 / self.value('check_rate'), self._check)

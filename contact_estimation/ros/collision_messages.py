@@ -9,31 +9,46 @@ from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from visualization_msgs.msg import Marker, MarkerArray
 
+from contact_estimation.core.chain.contact_class import TOUCH
 from contact_estimation.core.chain.detector import COLLISION, NONE, WAITING, DetectorState
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN, level_byte
 from contact_estimation.ros.markers import cleared, marker
 
-_EVENT_LEVELS = {NONE: OK, WAITING: WARN}
+_EVENT_LEVELS = {NONE: OK, WAITING: WARN, TOUCH: WARN}
 MARKER_NS = 'collision'
 _SPHERE_SIZE = 0.12   # m
 _LABEL_HEIGHT = 0.05  # m, text size; the label floats one sphere size above the joint
 
 
 def collision_event(state: DetectorState, joint_names: Sequence[str], message: str,
-                    stamp: Time, hardware_id: str) -> DiagnosticArray:
-    """One DiagnosticArray with one status for a change of the stop: the cause, the stamp,
-    and for a collision each joint over threshold with its τ_ext and ψ."""
+                    stamp: Time, hardware_id: str, kind: str = '') -> DiagnosticArray:
+    """One DiagnosticArray with one status for a change of the stop (or, with `kind`, for a
+    contact's class decided without one: 'touch', or 'impact' before eq. 7 holds again): the
+    cause, the stamp, for a collision each joint over threshold with its τ_ext and ψ, and the
+    class decided at that sample with its evidence (touch.enabled)."""
+    cause = kind or state.cause
     event = DiagnosticStatus(name='collision', message=message, hardware_id=hardware_id,
-                             level=level_byte(_EVENT_LEVELS.get(state.cause, ERROR)))
-    joints = state.colliding_joints if state.cause == COLLISION else ()
-    event.values = [KeyValue(key='event', value=state.cause or 'cleared'),
+                             level=level_byte(_EVENT_LEVELS.get(cause, ERROR)))
+    joints = state.colliding_joints if state.cause == COLLISION and not kind else ()
+    event.values = [KeyValue(key='event', value=cause or 'cleared'),
                     KeyValue(key='stamp', value=f'{stamp_to_seconds(stamp):.9f}'),
                     KeyValue(key='joints', value=','.join(joint_names[i] for i in joints))]
     for i in joints:
         event.values += [
             KeyValue(key=f'{joint_names[i]}.residual', value=f'{state.residuals[i]:.4f}'),
             KeyValue(key=f'{joint_names[i]}.threshold', value=f'{state.thresholds[i]:.4f}')]
+    decision = state.decision
+    if decision is not None:
+        event.values += [KeyValue(key=key, value=value) for key, value in (
+            ('class', decision.kind), ('class.reason', decision.reason),
+            ('class.onset', f'{decision.onset:.9f}'),
+            ('class.decision_time', f'{decision.delay:.4f}'),
+            ('class.rise_rate', f'{decision.rise_rate:.2f}'),
+            ('class.roughness', f'{decision.roughness:.4f}'),
+            ('class.opposing_speed', f'{decision.opposing_speed:.3f}'),
+            ('class.power', f'{decision.power:.3f}'),
+            ('class.torque_share', f'{decision.torque_share:.3f}'))]
     array = DiagnosticArray(status=[event])
     array.header.stamp = stamp
     return array

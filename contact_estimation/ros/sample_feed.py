@@ -12,6 +12,7 @@ than the ring's capacity behind counts what it lost on /diagnostics (`samples_lo
 from __future__ import annotations
 
 from builtin_interfaces.msg import Time
+from rclpy.clock import Clock, ClockType
 from sensor_msgs.msg import JointState
 
 from contact_estimation.core.chain.sample_ring import SampleRingReader
@@ -40,7 +41,9 @@ class SampleFeed:
         self._receivers = [receive for output, _ in self._outputs
                            for receive in output.receivers]
         self._reported_lost = 0
-        node.create_timer(PERIOD, self._take)
+        # On the steady clock: on simulated time it would wait for a /clock that waits for
+        # these samples (the simulated cobot's lockstep follows the relayed joint states).
+        node.create_timer(PERIOD, self._take, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def _take(self) -> None:
         samples = self._reader.take()

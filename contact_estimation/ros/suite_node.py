@@ -85,6 +85,7 @@ class SuiteNode(Node):
         self.problems = ProblemCounter(self, topic=self.spec.topic('diagnostics'),
                                        hardware_id=self.robot.name)
         self._closers: list[Callable[[], None]] = []
+        self.raw_topics: set[str] = set()  # subscribed with raw=True: callbacks take bytes
 
     def closing(self, close: Callable[[], None]) -> None:
         """Call `close` when this node is destroyed (threads, shared memory), the last
@@ -169,7 +170,11 @@ class SuiteNode(Node):
         """A subscription to the topic nodes.yaml gives this node under `key` (best effort
         by default: it hears best-effort and reliable publishers alike); `raw`: the callback
         gets the serialised bytes (ros/cdr.py decodes the 1 kHz ones cheaper than rclpy)."""
-        return self.create_subscription(msg_type, self.spec.topic(key), callback, qos, raw=raw)
+        subscription = self.create_subscription(msg_type, self.spec.topic(key), callback, qos,
+                                                raw=raw)
+        if raw:
+            self.raw_topics.add(subscription.topic_name)
+        return subscription
 
     def receive(self, key: str, msg_type, on_message: Callable, on_sample: Callable,
                 qos: QoSProfile = SENSOR_QOS) -> None:

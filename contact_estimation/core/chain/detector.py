@@ -48,6 +48,13 @@ over ψ) for max(T, `reset_quiet_time`) seconds of samples, so a contact that is
 (a dip under ψ for a sample or two) cannot be reset away. Clearing keeps eq. 7's evidence.
 Times are seconds on one clock chosen by the caller (the node uses a monotonic clock for the
 receipt time, which runs the timeouts, and the joint-state stamps for the sample clock).
+
+Touch (issue 29, `TouchConfig.enabled`; core/chain/contact_class.py): each contact is
+classified on the sample eq. 7 fires, the sample the stop latches on with touch off. An
+impact (and anything the classifier is unsure of) latches it on that very sample, as without
+touch; a touch does not latch it, while eq. 7 still holds (`contact`: f_S holds and yields,
+seed 003). A touch that grows beyond a limit becomes an impact and latches the stop on that
+sample. With touch off no classifier runs and nothing differs.
 """
 from __future__ import annotations
 
@@ -58,6 +65,8 @@ from functools import cached_property
 
 import numpy as np
 
+from contact_estimation.core.chain.contact_class import (TOUCH, ContactClassifier, ContactDecision,
+                                                         TouchConfig)
 from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
 from contact_estimation.core.per_joint import per_joint
 
@@ -262,14 +271,19 @@ class DetectorState:
     contact: bool = False             # eq. 7 holds at the latest sample: a collision is going on
     input_problem: str = NONE         # WAITING, STALE or INVALID while the input is unusable now
     ignored: str = ''                 # why this sample was ignored (out of order), else ''
+    touch: bool = False               # eq. 7 holds on a contact classified as a touch (no stop)
+    decision: ContactDecision | None = None  # a contact's class decided at this sample
 
 
 class CollisionDetector:
     """Seed 001 eq. 7 with role thresholds, speed-dependent thresholds, persistence in
     seconds (consecutive or weighted), latching, fail-safe."""
 
-    def __init__(self, config: DetectorConfig):
+    def __init__(self, config: DetectorConfig, touch: TouchConfig = TouchConfig()):
         self.config = config
+        self.classifier: ContactClassifier | None = None
+        self.configure_touch(touch)
+        self._decision: ContactDecision | None = None  # made at the sample being taken
         self.out_of_order = 0             # samples ignored for a stamp not after the last one
         self._evidence = 0.0              # E of the current run over ψ, s
         self._over_samples = 0            # samples in that run
@@ -297,6 +311,10 @@ class CollisionDetector:
             raise ValueError(f'the detector has {self.config.n} joints, the new '
                              f'configuration {config.n}')
         self.config = config
+
+    def configure_touch(self, touch: TouchConfig) -> None:
+        """Touch classification on (a fresh classifier) or off (none runs)."""
+        self.classifier = ContactClassifier(touch, self.config.n) if touch.enabled else None
 
     # ------------------------------------------------------------------ inputs
     def update(self, t: float, tau_ext, velocity=None, acceleration=None,
@@ -335,6 +353,9 @@ class CollisionDetector:
             self._latch(t, INVALID, f'non-finite residual on {self._joint_list(~np.isfinite(tau))}')
             return self.state(t)
         self._residuals, self._thresholds = tau, thresholds
+        classifier, self._decision = self.classifier, None
+        if classifier is not None:
+            self._decision = classifier.update(stamp, tau, ratios, velocity)
         self._over = ratios > 1.0
         self._over_any = ratio > 1.0
         self._evidence = accumulate_evidence(self._evidence, dt, ratio,
@@ -346,15 +367,17 @@ class CollisionDetector:
         else:
             self._over_samples, self._over_time = 0, 0.0
             self._quiet_time += dt
-        if self._contact():
+        if self._contact() and not self._touching(stamp):
             # The joints of the latched collision: every joint over ψ while it lasts.
             self._colliding = tuple(sorted(set(self._colliding)
                                            | {int(i) for i in np.flatnonzero(self._over)}))
             if self._latched_cause != COLLISION:
                 self._latch(t, COLLISION, self._collision_reason())
+                if self._decision is not None:
+                    self._latched_reason += f'; {self._decision.kind}: {self._decision.reason}'
         if self._over_any and self._latched_cause:
             self._last_unsafe = t  # hold_time counts from the last sample over threshold
-        return self.state(t)
+        return self.state(t, self._decision)
 
     def set_input_stale(self, stale: bool) -> None:
         """The joint-state listener's watchdog: True while its input is stale.
@@ -388,8 +411,9 @@ class CollisionDetector:
                     f'(input_timeout {self.config.input_timeout:g} s)')
         return ''
 
-    def state(self, now: float) -> DetectorState:
-        """Apply the fail-safe and the hold-time release at `now`; the resulting state.
+    def state(self, now: float, decision: ContactDecision | None = None) -> DetectorState:
+        """Apply the fail-safe and the hold-time release at `now`; the resulting state (with
+        `decision`, the class decided at the sample just taken).
 
         Before the first residual, and while the listener has not yet reported fresh joint
         states, the stop is raised but not latched (nothing has failed yet); after that,
@@ -410,7 +434,7 @@ class CollisionDetector:
             self._clear()
         problem = STALE if stale else INVALID if self._invalid else NONE
         return self._make_state(bool(self._latched_cause), self._latched_cause,
-                                self._latched_reason, problem)
+                                self._latched_reason, problem, decision)
 
     def reset(self, now: float) -> str:
         """Clear a latched stop; refused (a message saying why) while unsafe, '' when done.
@@ -432,6 +456,17 @@ class CollisionDetector:
         return ''
 
     # ----------------------------------------------------------------- helpers
+    def _touching(self, stamp: float) -> bool:
+        """Eq. 7 holds at this sample: whether on a touch (the stop stays as it is). The class
+        is decided on the contact's first sample with eq. 7 holding; an impact is latched
+        on that same sample."""
+        classifier = self.classifier
+        if classifier is None:
+            return False
+        if not classifier.kind:
+            self._decision = classifier.decide(stamp)
+        return classifier.kind == TOUCH
+
     def _sample_step(self, stamp: float) -> float | None:
         """Δt of a sample stamped `stamp` (s), remembered as the last stamp; None when it is
         out of order. A step longer than `input_timeout` either way (a gap, a restarted time
@@ -488,13 +523,17 @@ class CollisionDetector:
                 f'{self._over_time * 1e3:.1f} ms ({config.persistence} persistence '
                 f'{config.persistence_time * 1e3:g} ms, seed 001 eq. 7)')
 
-    def _make_state(self, stop: bool, cause: str, reason: str, problem: str) -> DetectorState:
+    def _make_state(self, stop: bool, cause: str, reason: str, problem: str,
+                    decision: ContactDecision | None = None) -> DetectorState:
         return DetectorState(stop=stop, cause=cause if stop else NONE,
                              reason=reason if stop else '', colliding_joints=self._colliding,
                              residuals=self._residuals.copy(), thresholds=self._thresholds.copy(),
                              over_threshold=self._over_any,
                              contact=self._contact(),
-                             input_problem=problem)
+                             input_problem=problem,
+                             touch=self._contact() and self.classifier is not None
+                             and self.classifier.kind == TOUCH,
+                             decision=decision)
 
 
 class AccelerationEstimate:

@@ -1,11 +1,13 @@
 """The one value that passes between the nodes of the 1 kHz chain: a joint sample.
 
 The listener makes one per clean joint state; the residual node adds τ_ext to the same
-object and hands it on to the detector and the estimators. In composed mode (one process,
-contact_estimation/composed.py) it goes from node to node by function call; between
-processes it travels as a sensor_msgs/JointState (ros/joint_states.py: effort = τ, or τ_ext
-on the residual topic). A consumer keeps the object, never its arrays' contents: nobody
-writes into a sample after handing it on.
+object and hands it on to the detector and the estimators. In composed mode
+(contact_estimation/composed.py) it goes from node to node by function call within a
+process, and from the chain's process to the estimators' through shared memory
+(core/chain/sample_ring.py); between separate processes it travels as a
+sensor_msgs/JointState (ros/joint_states.py: effort = τ, or τ_ext on the residual topic). A
+consumer keeps the object, never its arrays' contents: nobody writes into a sample after
+handing it on.
 """
 from __future__ import annotations
 

@@ -1,0 +1,191 @@
+"""Impact or touch: collision classification of each contact the detector sees (issue 29).
+
+Haddadin, De Luca & Albu-Schäffer 2017 ("Robot collisions: a survey on detection,
+isolation, and identification", IEEE T-RO) split the collision event pipeline into
+detection, isolation, identification, classification and reaction; this module is the
+classification step, between seed 001 eq. 7 (core/chain/detector.py) and seed 003's reaction
+(core/chain/time_scaling.py). Like Golz, Osendorfer & Haddadin 2015 ("Using tactile sensation
+for learning contact knowledge: discriminate collision from physical interaction", ICRA) and
+Kouris, Dimeas & Aspragathos 2018 ("A frequency domain approach for contact type
+distinction in human–robot collaboration", IEEE RA-L), it uses proprioceptive features of
+how τ_ext rises and of its frequency content; unlike their learned classifiers it is a set of
+explicit rules with physical bounds, conservative by construction:
+
+- rise: r = max_i |τ_ext,i| / ψ_i (eq. 7's own ratio) rising faster than `max_rise_rate`
+  ψ/s at any time of the contact (least-squares slope over `slope_time`) is an impact. A hit
+  or a push that reaches ψ within 50 ms rises at about 1/50 ms = 20 ψ/s or more, also
+  through the momentum observer's lag (its step response starts at P/(ψ T_O) ≥ 50 ψ/s for
+  T_O = 20 ms); a hand ramps over 150 ms or more (Golz 2015, Kouris 2018: intended
+  contacts rise slowly), so only a strong hand, P/ψ > max_rise_rate × its ramp time, rises
+  as fast and is taken for an impact;
+- high frequency: the RMS of r about its straight-line fit over the last `window` seconds
+  (what a line cannot follow: content above about 1/window, the knee and ringing of a hit,
+  Kouris 2018's spectral cue) above `max_roughness` is an impact;
+- power: a contact that opposes the motion (τ_extᵀq̇ < 0) while the arm moves into it
+  faster than `max_opposing_speed` (v_o = −τ_extᵀq̇ / ‖τ_ext‖, rad/s) is an impact: a
+  person does not push against an arm moving that fast (Haddadin 2017: an impact opposes
+  the motion); a guiding hand pushes along it or meets a slow arm;
+- size: a joint over `max_torque` (N·m, the second, higher joint threshold that stands for
+  a maximum touch force) is an impact.
+For `settle_time` after a touch is decided only the size counts: f_S then holds the arm at
+once (seed 003), and that jolt of its own reaches τ_ext as a fast, rough change
+(benchmarks/touch_classification.py: without it, a quarter of the touches became impacts).
+
+A contact starts when r reaches `onset_ratio` and ends when it falls back under it. Its class
+is decided at the sample eq. 7 fires (the same sample the stop is latched on with touch off,
+so classification never delays an impact's stop): a touch only if no rule fired since its
+onset; unsure (any rule) is an impact. After that every sample is checked again: a touch
+that grows beyond a limit becomes an impact (and latches the stop); an impact never
+becomes a touch.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from contact_estimation.core.per_joint import per_joint
+
+IMPACT, TOUCH = 'impact', 'touch'
+
+
+@dataclass(frozen=True)
+class TouchConfig:
+    """collision_detector's `touch.*` parameters, at their defaults (benchmarks/
+    touch_classification.py measured them)."""
+
+    enabled: bool = False              # off on a real arm until a user turns it on
+    onset_ratio: float = 0.5           # a contact starts at r = max |τ_ext,i|/ψ_i this high
+    max_rise_rate: float = 12.0        # ψ/s: r rising faster is an impact
+    slope_time: float = 0.02           # s: span of the least-squares slope of r
+    window: float = 0.05               # s: span of the straight-line fit (high frequency)
+    max_roughness: float = 0.1         # RMS of r about that line (in ψ) above this: impact
+    max_opposing_speed: float = 0.5    # rad/s: moving into the contact faster is an impact
+    max_torque: float | tuple = 10.0   # N·m per joint: a touch beyond this is an impact
+    settle_time: float = 0.15          # s after a touch is decided: only max_torque counts
+
+    def __post_init__(self):
+        for name in ('onset_ratio', 'max_rise_rate', 'slope_time', 'window', 'max_roughness',
+                     'max_opposing_speed'):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f'touch.{name} = {value}: must be finite and > 0')
+        if not (math.isfinite(self.settle_time) and self.settle_time >= 0):
+            raise ValueError(f'touch.settle_time = {self.settle_time}: must be finite and >= 0')
+        if self.onset_ratio >= 1.0:
+            raise ValueError(f'touch.onset_ratio = {self.onset_ratio}: must be < 1 (a '
+                             'contact starts before eq. 7 can fire)')
+        if self.slope_time > self.window:
+            raise ValueError(f'touch.slope_time = {self.slope_time} s must not exceed '
+                             f'touch.window = {self.window} s')
+
+
+@dataclass(frozen=True)
+class ContactDecision:
+    """What was decided about one contact, with its evidence (collision events carry it)."""
+
+    kind: str               # IMPACT or TOUCH
+    reason: str             # the rule that made it an impact, or why it is a touch
+    onset: float            # s, stamp of the contact's first sample over onset_ratio
+    stamp: float            # s, stamp of the sample it was decided on
+    rise_rate: float        # ψ/s, fastest rise of r since the onset
+    roughness: float        # largest RMS of r about its line over `window`, in ψ
+    opposing_speed: float   # rad/s, fastest motion into the contact since the onset
+    power: float            # W, τ_extᵀq̇ at the decision (< 0: against the motion)
+    torque_share: float     # largest |τ_ext,i| / max_torque_i since the onset
+
+    @property
+    def delay(self) -> float:
+        """s from the contact's onset to this decision."""
+        return self.stamp - self.onset
+
+
+class ContactClassifier:
+    """Impact or touch for the contact going on, sample by sample (module docstring)."""
+
+    def __init__(self, config: TouchConfig, n_joints: int):
+        self.config = config
+        self.max_torque = per_joint('touch.max_torque', config.max_torque, n_joints, low=0.0,
+                                    strict=True, unit=' N·m')
+        self._history: deque = deque()   # (t, r) of the last `window` seconds
+        self._onset: float | None = None  # stamp of the contact's first sample, None: none
+        self.kind = ''                    # '' until decided, then TOUCH or IMPACT
+        self._impact_rule = ''            # the first rule that fired in this contact
+        self._rise = self._roughness = self._opposing = self._share = 0.0
+        self._power = 0.0
+        self._decided = 0.0               # stamp of the decision
+
+    def update(self, t: float, tau_ext: np.ndarray, ratios: np.ndarray,
+               velocity: np.ndarray | None) -> ContactDecision | None:
+        """One sample: τ_ext (N·m), |τ_ext,i|/ψ_i, q̇ (None: unknown). Returns a decision only
+        when a touch became an impact at this sample."""
+        r = float(ratios.max())
+        history = self._history
+        history.append((t, r))
+        while t - history[0][0] > self.config.window:
+            history.popleft()
+        if r < self.config.onset_ratio:
+            self._onset, self.kind, self._impact_rule = None, '', ''
+            return None
+        if self._onset is None:
+            self._onset = t
+            self._rise = self._roughness = self._opposing = self._share = 0.0
+        self._measure(t, tau_ext, velocity)
+        if self.kind == TOUCH and self._impact_rule:
+            return self._decide(t, IMPACT, f'touch became an impact: {self._impact_rule}')
+        return None
+
+    def decide(self, t: float) -> ContactDecision:
+        """Eq. 7 fired at `t` in this contact: impact or touch, once per contact."""
+        if self._impact_rule:
+            return self._decide(t, IMPACT, self._impact_rule)
+        return self._decide(t, TOUCH, 'slow, smooth rise within every touch limit')
+
+    def _measure(self, t: float, tau_ext: np.ndarray, velocity) -> None:
+        """The contact's evidence after this sample; the first rule it breaks is kept."""
+        config = self.config
+        ts, rs = np.array(self._history).T
+        recent = ts >= t - config.slope_time
+        # Not while the arm's own hold settles: f_S to 0 at once (seed 003) jolts τ_ext.
+        if not (self.kind == TOUCH and t - self._decided < config.settle_time):
+            if recent.sum() >= 2:
+                self._rise = max(self._rise, _fit_line(ts[recent], rs[recent])[0])
+            if ts.size >= 3:
+                self._roughness = max(self._roughness, _fit_line(ts, rs)[1])
+        self._power = 0.0
+        if velocity is not None:
+            self._power = float(np.dot(tau_ext, velocity))
+            size = math.sqrt(float(np.dot(tau_ext, tau_ext)))
+            if size > 0:
+                self._opposing = max(self._opposing, -self._power / size)
+        self._share = max(self._share, float((np.abs(tau_ext) / self.max_torque).max()))
+        if self._impact_rule:
+            return
+        if self._rise > config.max_rise_rate:
+            self._impact_rule = (f'rose at {self._rise:.1f} ψ/s > touch.max_rise_rate '
+                                 f'{config.max_rise_rate:g}')
+        elif self._roughness > config.max_roughness:
+            self._impact_rule = (f'high-frequency content {self._roughness:.3f} ψ RMS > '
+                                 f'touch.max_roughness {config.max_roughness:g}')
+        elif self._opposing > config.max_opposing_speed:
+            self._impact_rule = (f'against the motion at {self._opposing:.2f} rad/s > '
+                                 f'touch.max_opposing_speed {config.max_opposing_speed:g}')
+        elif self._share > 1.0:
+            self._impact_rule = (f'{self._share:.2f} × touch.max_torque')
+
+    def _decide(self, t: float, kind: str, reason: str) -> ContactDecision:
+        self.kind, self._decided = kind, t
+        return ContactDecision(kind, reason, self._onset, t, self._rise, self._roughness,
+                               self._opposing, self._power, self._share)
+
+
+def _fit_line(t: np.ndarray, r: np.ndarray) -> tuple[float, float]:
+    """Least-squares straight line through (t, r): its slope and the RMS of r about it."""
+    t = t - t.mean()
+    r = r - r.mean()
+    denominator = float(t.dot(t))
+    slope = float(t.dot(r)) / denominator if denominator > 0 else 0.0
+    residual = r - slope * t
+    return slope, math.sqrt(float(residual.dot(residual)) / len(residual))
