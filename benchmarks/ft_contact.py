@@ -37,12 +37,13 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from contact_estimation.core.contact.ft_contact import (COMPENSATIONS, SURFACE_MODELS,
-                                                BaseWrenchCompensator,
-                                                FtContactLocator, MomentumWrenchObserver,
-                                                make_surfaces)
+from contact_estimation.core.contact.ft_compensation import (COMPENSATIONS,
+                                                             BaseWrenchCompensator,
+                                                             MomentumWrenchObserver)
+from contact_estimation.core.contact.ft_contact import FtContactLocator
+from contact_estimation.core.robot.body_surfaces import SURFACE_MODELS, make_surfaces
 from contact_estimation.core.contact.ft_contact_stream import FtEstimatorConfig
-from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.chain.residual import make_residual
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
@@ -154,7 +155,8 @@ def contacts(robot, surfaces, config, count, seed):
                 np.linalg.norm(estimate.force_base - true_force) / np.linalg.norm(true_force),
                 estimate.link == truth.link,
                 robot.link_joint[estimate.link] == robot.link_joint[truth.link], elapsed,
-                truth.link in estimate.candidates, len(estimate.candidates)))
+                truth.link in (estimate.link, *estimate.ambiguous_with),
+                1 + len(estimate.ambiguous_with)))
     return {key: np.array(r, dtype=float) for key, r in rows.items()}
 
 

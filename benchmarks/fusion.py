@@ -39,13 +39,10 @@ from localization_panda import MU, LidarScene, contact_cases
 
 from contact_estimation.core.contact.contact_localization import (ContactLocalizer,
                                                                   LocalizerConfig)
-from contact_estimation.core.contact.ft_contact import (
-    BaseWrenchCompensator,
-    FtContactLocator,
-    FtLocatorConfig,
-    MeshSurfaces,
-    MomentumWrenchObserver,
-)
+from contact_estimation.core.contact.ft_compensation import (BaseWrenchCompensator,
+                                                             MomentumWrenchObserver)
+from contact_estimation.core.contact.ft_contact import FtContactLocator, FtLocatorConfig
+from contact_estimation.core.robot.body_surfaces import MeshSurfaces
 from contact_estimation.core.contact.fused_contact import FusedContactEstimator, SensorNoise
 from contact_estimation.core.contact.lidar_fusion import CloudConfig, LidarFusion
 from contact_estimation.core.robot.robot_model import RobotModel
@@ -91,20 +88,21 @@ def lidar_views(robot, surfaces, cases):
 
 
 def fused_view(estimate):
-    """(link, point, force, candidate links) of a `FusedContact`."""
-    return estimate.link, estimate.point_link, estimate.force_link, estimate.candidate_links
+    """(link, point, force, candidate links) of a fused `ContactEstimate`."""
+    return (*ft_view(estimate.contact)[:3], estimate.candidate_links)
 
 
 def localizer_view(estimate):
-    """The same of a `ContactEstimate` (its candidates are samples, not an ambiguity: none)."""
-    return estimate.link, estimate.point_link, estimate.force_link, None
+    """The same of a `ContactLocalizer`'s (its candidates are samples, not an ambiguity:
+    none)."""
+    return (*ft_view(estimate.contact)[:3], None)
 
 
 def ft_view(contact):
-    """The same of an `FtContact` (None: no estimate)."""
+    """The same of a `Contact` (None: no estimate)."""
     if contact is None:
         return None, None, None, []
-    return contact.link, contact.point, contact.force, list(contact.candidates)
+    return contact.link, contact.point, contact.force, [contact.link, *contact.ambiguous_with]
 
 
 def row(link, point, force, call, view):

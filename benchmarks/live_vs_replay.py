@@ -56,6 +56,7 @@ from _ros_load import (REALTIME_PRIORITY, DriverTopics, JointStream, Output, cpu
 from contact_estimation import manifest
 from contact_estimation.commands.demo import residual_matching_the_sim
 from contact_estimation.core.chain.detector import COLLISION
+from contact_estimation.core.chain.stamps import nanoseconds
 from contact_estimation.core.contact.contact import Contact, contact_error
 from contact_estimation.core.identification.trajectory import make_trajectory
 from contact_estimation.core.robot.robot_model import RobotModel
@@ -315,7 +316,7 @@ class Seen:
 
 
 def _ns(stamp) -> int:
-    return stamp.sec * 1_000_000_000 + stamp.nanosec
+    return nanoseconds(stamp.sec, stamp.nanosec)
 
 
 # ---------------------------------------------------------------------- live and replay

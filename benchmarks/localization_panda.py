@@ -132,7 +132,7 @@ def main() -> None:
             start = time.perf_counter()
             fused = localizer.estimate(q, tau, proximity)
             times.append(time.perf_counter() - start)
-            rows.append((link, np.linalg.norm(force), alone.link == link, fused.link == link,
+            rows.append((link, np.linalg.norm(force), _link(alone) == link, _link(fused) == link,
                          fused.source) + _errors(fused, link, point, force)
                         + (seen <= SEEN_NEAR,))
         _table(sigma, rows)
@@ -146,14 +146,18 @@ def main() -> None:
               f'{np.percentile(times, 95):.2f} ms\n')
 
 
+def _link(estimate) -> str | None:
+    return estimate.contact.link if estimate.found else None
+
+
 def _errors(estimate, link, point, force):
     """Point error (mm), force magnitude error (%), direction error (°); NaN off the link."""
-    if estimate.link != link:
+    if _link(estimate) != link:
         return np.nan, np.nan, np.nan
-    magnitude = abs(np.linalg.norm(estimate.force_link) - np.linalg.norm(force))
-    cosine = estimate.force_link @ force / (np.linalg.norm(estimate.force_link)
-                                            * np.linalg.norm(force) + 1e-12)
-    return (1000 * np.linalg.norm(estimate.point_link - point),
+    found = estimate.contact
+    magnitude = abs(np.linalg.norm(found.force) - np.linalg.norm(force))
+    cosine = found.force @ force / (np.linalg.norm(found.force) * np.linalg.norm(force) + 1e-12)
+    return (1000 * np.linalg.norm(found.point - point),
             100 * magnitude / np.linalg.norm(force), np.degrees(np.arccos(np.clip(cosine, -1, 1))))
 
 

@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _ros_load import LOG_DIR, Contacts, contact_effect, machine, table  # noqa: E402
 
 from contact_estimation import manifest  # noqa: E402
-from contact_estimation.core.contact.ft_contact import SensorMount  # noqa: E402
+from contact_estimation.core.contact.ft_compensation import SensorMount  # noqa: E402
 from contact_estimation.core.robot.robot_model import RobotModel  # noqa: E402
 from contact_estimation.ros.conversions import seconds_to_stamp, xyz_to_cloud  # noqa: E402
 from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS  # noqa: E402

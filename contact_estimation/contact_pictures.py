@@ -17,6 +17,7 @@ import numpy as np
 
 from contact_estimation.core.contact.contact import Contact, contact_error
 from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.ros.contact_messages import ContactPairs
 from contact_estimation.suite_bag import messages, stamp_ns
 
 GAP = 1.0           # s between stamps that ends a contact (a loaded simulator skips time)
@@ -42,25 +43,20 @@ class BagContacts:
     @classmethod
     def read(cls, bag: str | os.PathLike, joint_states: str = '/joint_states') -> 'BagContacts':
         found = cls()
-        points: dict[str, dict] = {label: {} for label in SOURCES}
-        forces: dict[str, dict] = {label: {} for label in SOURCES}
-        by_topic = {}
-        for label, (point_topic, wrench_topic) in SOURCES.items():
-            by_topic[point_topic] = (points[label], 'point')
-            by_topic[wrench_topic] = (forces[label], 'wrench')
-        for topic, _, _, msg in messages(bag, [joint_states, *by_topic]):
-            stamp = stamp_ns(msg) * 1e-9
+        pairs = {}
+        for label, topics in SOURCES.items():
+            found.contacts[label] = {}
+            pairs.update(dict.fromkeys(topics, (label, ContactPairs())))
+        for topic, _, _, msg in messages(bag, [joint_states, *pairs]):
             if topic == joint_states:
+                stamp = stamp_ns(msg) * 1e-9
                 found.joint_names = found.joint_names or list(msg.name)
                 found.positions[stamp] = np.array(msg.position, dtype=float)
                 continue
-            store, kind = by_topic[topic]
-            value = msg.point if kind == 'point' else msg.wrench.force
-            store[stamp, msg.header.frame_id] = np.array([value.x, value.y, value.z])
-        for label in SOURCES:
-            found.contacts[label] = {stamp: Contact(link, points[label][stamp, link], force)
-                                     for (stamp, link), force in forces[label].items()
-                                     if (stamp, link) in points[label]}
+            label, pairing = pairs[topic]
+            paired = pairing.add(msg)
+            if paired is not None:
+                found.contacts[label][paired[0]] = paired[1]
         return found
 
     def q(self, robot: RobotModel, stamp: float) -> np.ndarray | None:

@@ -27,6 +27,7 @@ import numpy as np
 import pinocchio as pin
 
 from contact_estimation import manifest
+from contact_estimation.core.chain.stamps import nanoseconds, sec_nanosec
 from contact_estimation.core.robot.robot_model import RobotModel
 
 TF_TOPIC = '/tf'
@@ -84,8 +85,8 @@ def _qos(latched: bool):
 
 
 def _stamp(store, ns: int):
-    return store.types['builtin_interfaces/msg/Time'](sec=ns // 1_000_000_000,
-                                                      nanosec=ns % 1_000_000_000)
+    sec, nanosec = sec_nanosec(ns)
+    return store.types['builtin_interfaces/msg/Time'](sec=sec, nanosec=nanosec)
 
 
 def remove_earlier_bag(path: str | os.PathLike) -> None:
@@ -209,5 +210,5 @@ def messages(path: str | os.PathLike, topics: list[str] | None = None
 
 
 def stamp_ns(msg) -> int:
-    """A rosbags message's header stamp in ns."""
-    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+    """A message's header stamp in ns (a bag reader's message or rclpy's)."""
+    return nanoseconds(msg.header.stamp.sec, msg.header.stamp.nanosec)

@@ -11,8 +11,8 @@ import pytest
 from contact_estimation.core.chain import friction
 from contact_estimation.core.chain.detector import (CollisionDetector, DetectorConfig,
                                                     accumulate_evidence, is_collision)
-from contact_estimation.core.chain.joint_state_conditioning import (DerivativeEstimator,
-                                                                    JointStateConditioner)
+from contact_estimation.core.chain.derivatives import DerivativeEstimator
+from contact_estimation.core.chain.joint_state_conditioning import JointStateConditioner
 from contact_estimation.core.chain.residual import make_residual
 from contact_estimation.core.identification.trajectory import SmoothRandomTrajectory
 

@@ -52,8 +52,12 @@ def test_a_cloud_whose_header_declares_too_much_is_refused_at_once(width, height
     assert refused.value.kind == 'cloud_too_large'
 
 
-def test_a_cloud_of_the_allowed_size_passes():
-    check_cloud_size(xyz_to_cloud(seconds_to_stamp(1.0), 'base', np.zeros((1000, 3))), 1000)
+def test_a_cloud_of_the_allowed_size_passes_and_one_point_more_is_refused():
+    """The bound is `max_points` itself: a check that refused too early or too late fails."""
+    assert check_cloud_size(xyz_to_cloud(seconds_to_stamp(1.0), 'base', np.zeros((1000, 3))),
+                            1000) is None
+    with pytest.raises(InputRejected, match='1001 × 1 points'):
+        check_cloud_size(xyz_to_cloud(seconds_to_stamp(1.0), 'base', np.zeros((1001, 3))), 1000)
 
 
 def test_a_400000_point_cloud_is_decimated_to_its_budget_from_the_raw_bytes():

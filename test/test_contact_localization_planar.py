@@ -9,8 +9,9 @@ import os
 import numpy as np
 import pytest
 
-from contact_estimation.core.contact.contact_localization import (
-    SOURCE_LIDAR_FALLBACK, SOURCE_NONE, SOURCE_TORQUE, SOURCE_TORQUE_LIDAR, LocalizationError)
+from contact_estimation.core.contact.contact import (SOURCE_LIDAR_FALLBACK, SOURCE_NONE,
+                                                      SOURCE_TORQUE, SOURCE_TORQUE_LIDAR)
+from contact_estimation.core.contact.contact_localization import LocalizationError
 from contact_estimation.core.contact.planar_localization import (PlanarLocalizer,
                                                                  contour_candidates,
                                                                  solve_planar)
@@ -64,13 +65,14 @@ def test_recovers_link_point_and_force_on_links_3_and_4(localizer):
     for q, link, point, force, tau in random_contacts(localizer, np.random.default_rng(0),
                                                       ['link3', 'link4'], 50):
         estimate = localizer.estimate(q, tau)
-        assert estimate.link == link
+        assert estimate.contact.link == link
         assert estimate.source == SOURCE_TORQUE and estimate.consistent
-        np.testing.assert_allclose(estimate.point_link, point, atol=1e-9)
-        np.testing.assert_allclose(estimate.force_link, force, atol=1e-7)
+        np.testing.assert_allclose(estimate.contact.point, point, atol=1e-9)
+        np.testing.assert_allclose(estimate.contact.force, force, atol=1e-7)
         rotation, origin = localizer.robot.link_pose(q, link)
-        np.testing.assert_allclose(estimate.point_base, rotation @ point + origin, atol=1e-9)
-        np.testing.assert_allclose(estimate.force_base, rotation @ force, atol=1e-7)
+        np.testing.assert_allclose(estimate.contact.point_base, rotation @ point + origin,
+                                   atol=1e-9)
+        np.testing.assert_allclose(estimate.contact.force_base, rotation @ force, atol=1e-7)
         assert estimate.residual < 1e-9
         assert estimate.link_range == (link, link)
 
@@ -115,9 +117,9 @@ def test_force_through_a_joint_gives_a_link_range_the_sensor_resolves(localizer)
     outward = rotation @ np.array([1.0, 0.0, 0.0])
     obstacle = rotation @ point + origin + 0.02 * outward   # 2 cm beyond the contact
     fused = localizer.estimate(q, tau, obstacle)
-    assert fused.link == 'link4' and fused.source == SOURCE_TORQUE_LIDAR
-    np.testing.assert_allclose(fused.point_link, point, atol=1e-9)
-    np.testing.assert_allclose(fused.force_link, force, atol=1e-7)
+    assert fused.contact.link == 'link4' and fused.source == SOURCE_TORQUE_LIDAR
+    np.testing.assert_allclose(fused.contact.point, point, atol=1e-9)
+    np.testing.assert_allclose(fused.contact.force, force, atol=1e-7)
 
 
 def test_no_intersection_falls_back_to_the_sensor_point(localizer):
@@ -131,9 +133,9 @@ def test_no_intersection_falls_back_to_the_sensor_point(localizer):
     rotation, origin = localizer.robot.link_pose(q, 'link4')
     obstacle = rotation @ point + origin
     fused = localizer.estimate(q, tau, obstacle)
-    assert fused.link == 'link4' and fused.source == SOURCE_LIDAR_FALLBACK
-    np.testing.assert_allclose(fused.point_link, point, atol=1e-6)
-    np.testing.assert_allclose(fused.force_link, force, atol=1e-6)
+    assert fused.contact.link == 'link4' and fused.source == SOURCE_LIDAR_FALLBACK
+    np.testing.assert_allclose(fused.contact.point, point, atol=1e-6)
+    np.testing.assert_allclose(fused.contact.force, force, atol=1e-6)
 
 
 def test_contact_on_link_2_needs_the_sensor(localizer):
@@ -143,9 +145,9 @@ def test_contact_on_link_2_needs_the_sensor(localizer):
     point, force, tau = contact(localizer, q, 'link2', 2, 0.4, 0.2)
     rotation, origin = localizer.robot.link_pose(q, 'link2')
     fused = localizer.estimate(q, tau, rotation @ point + origin)
-    assert fused.link == 'link2' and fused.source == SOURCE_LIDAR_FALLBACK
-    np.testing.assert_allclose(fused.point_link, point, atol=1e-6)
-    np.testing.assert_allclose(fused.force_link, force, atol=1e-6)
+    assert fused.contact.link == 'link2' and fused.source == SOURCE_LIDAR_FALLBACK
+    np.testing.assert_allclose(fused.contact.point, point, atol=1e-6)
+    np.testing.assert_allclose(fused.contact.force, force, atol=1e-6)
     assert fused.link_range[0] == 'link2'
 
 
@@ -157,7 +159,7 @@ def test_noise_tolerances_set_the_link_range(localizer, surfaces):
     tolerant = PlanarLocalizer(surfaces, mu=MU, delta_tau=0.5, delta_w=1.0)
     estimate = tolerant.estimate(q, noisy)
     assert estimate.link_range[0] == 'link3'                # 0.3 < δ_τ: joint 4 is not loaded
-    assert estimate.link == 'link3'
+    assert estimate.contact.link == 'link3'
 
 
 def test_a_force_the_noise_tipped_out_of_the_cone_keeps_its_point(surfaces):
@@ -170,9 +172,9 @@ def test_a_force_the_noise_tipped_out_of_the_cone_keeps_its_point(surfaces):
     point, force, tau = contact(strict, q, 'link4', 0, 0.5, np.arctan(MU) + 0.01)
     assert not strict.estimate(q, tau).found
     estimate = noisy.estimate(q, tau)
-    assert estimate.link == 'link4' and estimate.source == SOURCE_TORQUE
-    np.testing.assert_allclose(estimate.point_link, point, atol=1e-9)
-    np.testing.assert_allclose(estimate.force_link, force, atol=1e-7)
+    assert estimate.contact.link == 'link4' and estimate.source == SOURCE_TORQUE
+    np.testing.assert_allclose(estimate.contact.point, point, atol=1e-9)
+    np.testing.assert_allclose(estimate.contact.force, force, atol=1e-7)
 
 
 def test_a_line_missing_the_contour_answers_its_nearest_point():
@@ -203,7 +205,7 @@ def test_inconsistent_torques_fall_back_on_a_link_of_the_range(localizer):
     rotation, origin = localizer.robot.link_pose(q, 'link4')
     fused = localizer.estimate(q, tau + np.array([0.01, 0.0, 0.0, 0.0]), rotation @ point + origin)
     assert fused.link_range == ('link4', 'link3')
-    assert fused.link == 'link4' and not fused.consistent
+    assert fused.contact.link == 'link4' and not fused.consistent
 
 
 def test_bad_input_is_a_clear_error(localizer):

@@ -7,9 +7,11 @@ robot model; the localizer must give them back, say when it cannot, and use the 
 import numpy as np
 import pytest
 
-from contact_estimation.core.contact.contact_localization import (
-    SOURCE_LIDAR_FALLBACK, SOURCE_NONE, SOURCE_TORQUE, SOURCE_TORQUE_LIDAR, ContactLocalizer,
-    LocalizationError, LocalizerConfig)
+from contact_estimation.core.contact.contact import (SOURCE_LIDAR_FALLBACK, SOURCE_NONE,
+                                                      SOURCE_TORQUE, SOURCE_TORQUE_LIDAR)
+from contact_estimation.core.contact.contact_localization import (ContactLocalizer,
+                                                                   LocalizationError,
+                                                                   LocalizerConfig)
 from contact_estimation.core.contact.lidar_fusion import LinkProximity
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 
@@ -64,12 +66,13 @@ def test_recovers_contacts_on_the_wrist_links(robot, truth, localizer):
         estimate = localizer.estimate(q, tau)
         assert estimate.consistent and estimate.source == SOURCE_TORQUE
         assert estimate.residual <= localizer.delta_w
-        if (estimate.link == link and np.linalg.norm(estimate.point_link - point) < 0.003
-                and np.linalg.norm(estimate.force_link - force) < 0.01 * np.linalg.norm(force)):
+        found = estimate.contact
+        if (found.link == link and np.linalg.norm(found.point - point) < 0.003
+                and np.linalg.norm(found.force - force) < 0.01 * np.linalg.norm(force)):
             right += 1
-        rotation, origin = robot.link_pose(q, estimate.link)
-        np.testing.assert_allclose(estimate.point_base, rotation @ estimate.point_link + origin)
-        np.testing.assert_allclose(estimate.force_base, rotation @ estimate.force_link)
+        rotation, origin = robot.link_pose(q, found.link)
+        np.testing.assert_allclose(found.point_base, rotation @ found.point + origin)
+        np.testing.assert_allclose(found.force_base, rotation @ found.force)
         first, last = (int(name[-1]) for name in estimate.link_range)
         assert first <= int(link[-1]) <= last
     assert right >= 0.9 * cases
@@ -93,9 +96,9 @@ def test_ambiguity_is_reported_and_the_cloud_resolves_it(robot, truth):
     seen = LinkProximity(distance, surface_point,
                          np.tile(rotation @ point + origin, (len(distance), 1)))
     fused = localizer.estimate(q, tau, seen)
-    assert fused.link == 'panda_link3' and fused.source == SOURCE_TORQUE_LIDAR
-    assert np.linalg.norm(fused.point_link - point) < 0.01
-    assert np.linalg.norm(fused.force_link - force) < 0.05 * np.linalg.norm(force)
+    assert fused.contact.link == 'panda_link3' and fused.source == SOURCE_TORQUE_LIDAR
+    assert np.linalg.norm(fused.contact.point - point) < 0.01
+    assert np.linalg.norm(fused.contact.force - force) < 0.05 * np.linalg.norm(force)
 
 
 def test_a_couple_is_no_point_contact_unless_the_cloud_gives_the_point(robot, truth, localizer):
@@ -115,8 +118,8 @@ def test_a_couple_is_no_point_contact_unless_the_cloud_gives_the_point(robot, tr
     distance[surfaces.link_index('panda_link6')] = 0.02
     surface_point[surfaces.link_index('panda_link6')] = point
     fallback = localizer.estimate(q, tau, LinkProximity(distance, surface_point, surface_point))
-    assert fallback.link == 'panda_link6' and fallback.source == SOURCE_LIDAR_FALLBACK
-    np.testing.assert_allclose(fallback.point_link, point)
+    assert fallback.contact.link == 'panda_link6' and fallback.source == SOURCE_LIDAR_FALLBACK
+    np.testing.assert_allclose(fallback.contact.point, point)
     assert not fallback.consistent
 
 

@@ -8,40 +8,38 @@ import subprocess
 import sys
 
 import yaml
+from demo_run import demo_output
 
 from contact_estimation import manifest
 from contact_estimation.commands.demo import STARTUP_TIMEOUT, WALL_DEADLINE
 from contact_estimation.ros.testing import isolate_ros_domain
 
 
-def test_demo_runs_every_node_reports_their_topics_and_the_reaction_and_writes_a_plot(tmp_path):
-    isolate_ros_domain()
-    out_dir = tmp_path / 'demo'
-    proc = subprocess.run(
-        [sys.executable, '-m', 'contact_estimation', 'demo', '--out', str(out_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy(),
-        timeout=STARTUP_TIMEOUT + WALL_DEADLINE + 60)
-    assert proc.returncode == 0, proc.stdout
-    assert 'demo: OK' in proc.stdout
-    assert 'verdict: no stop before the push' in proc.stdout, proc.stdout
-    assert 'the scenario played out' in proc.stdout, proc.stdout
-    assert 'simulation: ' in proc.stdout  # kept up, or says it could not
+def test_demo_runs_every_node_reports_their_topics_and_the_reaction_and_writes_a_plot(
+        tmp_path_factory):
+    """The session's one demo run (demo_run.py), which the recording and replay tests read
+    too: no second full demo."""
+    out_dir, printout = demo_output(tmp_path_factory)
+    assert 'demo: OK' in printout
+    assert 'verdict: no stop before the push' in printout, printout
+    assert 'the scenario played out' in printout, printout
+    assert 'simulation: ' in printout  # kept up, or says it could not
     for spec in manifest.selected(with_sim=True):
-        assert f'{spec.name}: ran to the end' in proc.stdout
+        assert f'{spec.name}: ran to the end' in printout
         for key in spec.publishes:
-            assert spec.topic(key) in proc.stdout
+            assert spec.topic(key) in printout
     # Events arrive as DiagnosticArray (header stamp printed); the collision is among them.
-    assert 'Collision detector events (received at; header stamp):' in proc.stdout
-    assert 'collision: panda_joint' in proc.stdout
+    assert 'Collision detector events (received at; header stamp):' in printout
+    assert 'collision: panda_joint' in printout
     # Seed 003: the push of config/scenarios/demo.yaml holds the arm, then it resumes by
     # itself while the stop stays latched.
-    reaction = proc.stdout.split('Reaction to the contact')[1]
-    assert 'hold:    f_S = 0 from' in reaction, proc.stdout
-    assert 'the motion resumes by itself' in reaction, proc.stdout
-    assert 'stop:    still latched' in reaction, proc.stdout
+    reaction = printout.split('Reaction to the contact')[1]
+    assert 'hold:    f_S = 0 from' in reaction, printout
+    assert 'the motion resumes by itself' in reaction, printout
+    assert 'stop:    still latched' in reaction, printout
     # The localizer's estimates of the push, against the simulator's truth of the same stamps.
-    localization = proc.stdout.split('Contact estimates against the ground truth')[1]
-    assert 'link right in' in localization, proc.stdout
+    localization = printout.split('Contact estimates against the ground truth')[1]
+    assert 'link right in' in localization, printout
     assert (out_dir / 'demo.png').stat().st_size > 10_000
 
 

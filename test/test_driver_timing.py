@@ -9,10 +9,8 @@ import pytest
 from test_residual import Trajectory
 
 from contact_estimation.core.chain import joint_state_conditioning as jsc
-from contact_estimation.core.chain.joint_state_conditioning import (
-    JointStateConditioner,
-    StepStatistics,
-)
+from contact_estimation.core.chain.joint_state_conditioning import JointStateConditioner
+from contact_estimation.core.chain.rate_statistics import StepStatistics
 from contact_estimation.core.chain.residual import MODELS, make_residual
 from contact_estimation.core.robot.robot_model import RobotModel
 

@@ -17,7 +17,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from contact_estimation import manifest
-from contact_estimation.core.contact.ft_contact import SensorMount
+from contact_estimation.core.contact.ft_compensation import SensorMount
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.nodes.ft_contact_estimator import MARKER_NS, FtContactEstimator

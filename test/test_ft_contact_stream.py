@@ -3,7 +3,7 @@ resting check and the offset and ellipsoid files."""
 import numpy as np
 import pytest
 
-from contact_estimation.core.contact.ft_contact import BaseWrenchCompensator, FtContactError
+from contact_estimation.core.contact.ft_compensation import BaseWrenchCompensator, FtContactError
 from contact_estimation.core.contact.ft_contact_stream import (
     RateSlots,
     RestingWindow,

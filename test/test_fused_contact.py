@@ -58,9 +58,9 @@ def contacts(robot, truth, seed, links, per_link):
 
 def assert_recovered(estimate, link, point, force, point_tolerance=0.003,
                      force_tolerance=0.02):
-    assert estimate.link == link
-    assert np.linalg.norm(estimate.point_link - point) < point_tolerance
-    assert np.linalg.norm(estimate.force_link - force) < force_tolerance * np.linalg.norm(force)
+    assert estimate.contact.link == link
+    assert np.linalg.norm(estimate.contact.point - point) < point_tolerance
+    assert np.linalg.norm(estimate.contact.force - force) < force_tolerance * np.linalg.norm(force)
 
 
 def test_torques_and_wrench_give_back_every_link(robot, truth, estimator):
@@ -73,10 +73,9 @@ def test_torques_and_wrench_give_back_every_link(robot, truth, estimator):
         assert_recovered(estimate, link, point, force)
         assert estimate.consistent and estimate.equations == robot.n + 6
         rotation, origin = robot.link_pose(q, link)
-        np.testing.assert_allclose(estimate.point_base, rotation @ estimate.point_link + origin,
-                                   atol=1e-9)
-        np.testing.assert_allclose(estimate.force_base, rotation @ estimate.force_link,
-                                   atol=1e-9)
+        found = estimate.contact
+        np.testing.assert_allclose(found.point_base, rotation @ found.point + origin, atol=1e-9)
+        np.testing.assert_allclose(found.force_base, rotation @ found.force, atol=1e-9)
         assert link in estimate.candidate_links
 
 
@@ -109,8 +108,8 @@ def test_each_sensor_alone_and_torques_with_lidar(robot, truth, surfaces, estima
         proximity = LinkProximity(distance, seen, np.zeros_like(seen))
         estimate = estimator.estimate(q, tau, proximity=proximity)
         assert estimate.sensors == (TORQUE, LIDAR)
-        right += (estimate.link == link
-                  and np.linalg.norm(estimate.point_link - point) < 0.01)
+        right += (estimate.contact.link == link
+                  and np.linalg.norm(estimate.contact.point - point) < 0.01)
     assert right >= 5
 
 
@@ -126,10 +125,10 @@ def test_noise_of_the_sensors(robot, truth, surfaces):
         wrench = wrench + np.repeat([REAL.force, REAL.moment], 3) * rng.standard_normal(6)
         estimate = estimator.estimate(q, tau, wrench)
         among += link in estimate.candidate_links
-        if estimate.link == link:
+        if estimate.contact.link == link:
             right += 1
-            points.append(np.linalg.norm(estimate.point_link - point))
-            assert np.linalg.norm(estimate.force_link - force) < 0.1 * np.linalg.norm(force)
+            points.append(np.linalg.norm(estimate.contact.point - point))
+            assert np.linalg.norm(estimate.contact.force - force) < 0.1 * np.linalg.norm(force)
     assert right >= 0.85 * len(cases) and among >= len(cases) - 1
     assert np.median(points) < 0.01
 
@@ -158,7 +157,7 @@ def test_no_contact_and_bad_input(robot, estimator):
     misshapen input, or neither torques nor wrench, is refused with a clear error."""
     q = np.zeros(robot.n)
     quiet = estimator.estimate(q, np.zeros(robot.n), np.zeros(6))
-    assert not quiet.found and quiet.link is None and 'delta_tau' in quiet.message
+    assert not quiet.found and quiet.contact is None and 'delta_tau' in quiet.message
     for arguments, words in (((q, np.full(robot.n, np.nan)), 'tau'),
                              ((q, None, np.array([1.0, 0, 0, np.inf, 0, 0])), 'wrench'),
                              ((np.full(robot.n, np.nan), np.ones(robot.n)), 'q'),

@@ -6,6 +6,8 @@ import os
 import numpy as np
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
+from diagnostic_msgs.msg import DiagnosticArray
+from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
 from contact_estimation import manifest
@@ -13,13 +15,14 @@ from contact_estimation.core.chain.detector import FAULT
 from contact_estimation.nodes.collision_detector import CollisionDetector
 from contact_estimation.nodes.proximity_monitor import ProximityMonitorNode
 from contact_estimation.ros.handover import Handover
-from contact_estimation.ros.qos import PIPELINE_QOS
+from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, STOP_QOS
 from contact_estimation.ros.spinning import spin_until
 from contact_estimation.ros.testing import spinning
 
 CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'config')
 TIMEOUT = 15.0
 RESIDUAL = manifest.node('collision_detector').topic('residual')
+STOP = manifest.node('collision_detector').topic('stop')
 
 
 def params(name: str) -> list[str]:
@@ -29,6 +32,20 @@ def params(name: str) -> list[str]:
 def broken(*_):
     """A callback with a bug: what the guard is for."""
     return 1 / 0
+
+
+def stop_listener(context) -> tuple[Node, list[bool], list[str]]:
+    """A node that keeps every value the detector publishes on its stop topic, and what it
+    says on /diagnostics."""
+    node = Node('stop_probe', context=context)
+    stops: list[bool] = []
+    events: list[str] = []
+    node.create_subscription(Bool, STOP, lambda msg: stops.append(msg.data), STOP_QOS)
+    node.create_subscription(DiagnosticArray, '/diagnostics', lambda msg: events.extend(
+        f'{status.message} {[(v.key, v.value) for v in status.values]}'
+        for status in msg.status),
+        SENSOR_QOS)
+    return node, stops, events
 
 
 def test_a_timer_that_raises_latches_the_detectors_stop_and_is_counted(context):
@@ -43,26 +60,29 @@ def test_a_timer_that_raises_latches_the_detectors_stop_and_is_counted(context):
         msg.header.stamp = probe.get_clock().now().to_msg()
         residuals.publish(msg)
     probe.create_timer(0.01, residual)
-    with spinning(context, detector, probe) as executor:
-        assert spin_until(executor, lambda: detector.problems.traffic['residuals_received'] > 5,
-                          TIMEOUT)
+    watcher, stops, _ = stop_listener(context)
+    with spinning(context, detector, probe, watcher) as executor:
+        assert spin_until(executor, lambda: stops and not stops[-1], TIMEOUT)  # inputs: no stop
         detector.create_timer(0.01, broken)
         assert spin_until(executor, lambda: detector.problems.counts[FAULT] >= 1, TIMEOUT)
         assert detector.problems.counts['unexpected_ZeroDivisionError'] >= 1
-        assert detector._published.stop
+        assert spin_until(executor, lambda: stops and stops[-1], TIMEOUT)  # the stop went out
 
 
 def test_a_sample_handed_over_wrongly_is_counted_and_stops(context):
     """Composed mode: a bug in what one node hands another stays in the receiving node."""
+    handover = Handover({RESIDUAL})
     detector = CollisionDetector(context=context, cli_args=params('collision_detector'),
-                                 handover=Handover({RESIDUAL}))
-    try:
-        for receive in detector._handover.receivers(RESIDUAL):
+                                 handover=handover)
+    watcher, stops, events = stop_listener(context)
+    with spinning(context, detector, watcher) as executor:
+        assert spin_until(executor, lambda: stops and watcher.count_publishers('/diagnostics'),
+                          TIMEOUT)
+        for receive in handover.receivers(RESIDUAL):
             receive('not', 'a', 'sample')
         assert detector.problems.counts['unexpected_TypeError'] == 1
-        assert detector._published.stop
-    finally:
-        detector.destroy_node()
+        assert spin_until(executor, lambda: stops[-1] and any(
+            'unexpected_TypeError' in event for event in events), TIMEOUT), (stops, events[-1:])
 
 
 def test_a_service_that_raises_answers_refused_and_stops_the_proximity_monitor(context):

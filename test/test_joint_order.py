@@ -1,4 +1,5 @@
-"""Joint names → model order: core/joint_order.JointOrder and ros/joint_states.JointStateReader."""
+"""Joint names → model order: core/chain/joint_order.JointOrder and
+ros/joint_states.JointStateReader."""
 import itertools
 
 import numpy as np

@@ -6,7 +6,6 @@ seconds on a loaded machine, so the ground truth around a push that starts and e
 with the node in this process (same rclpy context: no discovery delay).
 """
 import re
-import time
 
 import numpy as np
 import pytest
@@ -24,7 +23,7 @@ from contact_estimation import manifest
 from contact_estimation.ros.conversions import cloud_to_xyz, stamp_to_seconds, wrench_to_arrays
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS
-from contact_estimation.ros.spinning import spin_for, spin_until
+from contact_estimation.ros.spinning import spin_until
 from contact_estimation.ros.testing import node_process
 
 SPEC = manifest.node('sim_cobot')
@@ -331,15 +330,19 @@ def test_with_publish_clock_it_is_the_graphs_clock_and_waits_for_the_listener(co
     """/clock carries the simulated time; the sim starts once a listener subscribes and steps
     at most lockstep.lead beyond the newest sample the listener has taken: it waits for a
     suite that falls behind instead of leaving gaps in its stamps."""
+    from diagnostic_msgs.msg import DiagnosticArray
     from rosgraph_msgs.msg import Clock
 
     from contact_estimation.nodes.sim_cobot import SimCobot
     lead = 0.05
     listener = Listener(context)
-    clocks = []
+    clocks, reports = [], []  # reports: the sim's simulated time in each of its load reports
     listener.node.create_subscription(Clock, '/clock',
                                       lambda m: clocks.append(stamp_to_seconds(m.clock)),
                                       SENSOR_QOS)
+    listener.node.create_subscription(DiagnosticArray, '/diagnostics', lambda m: reports.extend(
+        float(v.value) for status in m.status for v in status.values
+        if v.key == 'simulated_time'), 10)
     taken = listener.node.create_publisher(JointState, SPEC.topic('lockstep'), PIPELINE_QOS)
     node = SimCobot(context=context, parameter_overrides=[
         Parameter('publish_rate', value=PUBLISH_RATE), Parameter('publish_clock', value=True),
@@ -350,20 +353,21 @@ def test_with_publish_clock_it_is_the_graphs_clock_and_waits_for_the_listener(co
     def stamps() -> np.ndarray:
         return np.array([stamp_to_seconds(m.header.stamp) for m in states])
 
-    def holds() -> None:
-        """The sim stops stepping (within the deadline) and stays stopped."""
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            held = node.sim.time
-            spin_for(listener.executor, 0.5)
-            if node.sim.time == held:
-                return
-            assert time.monotonic() < deadline, 'the sim did not wait for the listener'
+    def holds(taken: float) -> None:
+        """The sim runs to `lead` beyond the sample `taken` (its stamp), then waits: two of
+        its own load reports in a row (/diagnostics, once a wall-clock second) give the same
+        simulated time, and no sample went beyond the lead."""
+        assert spin_until(listener.executor,
+                          lambda: stamps()[-1] >= taken + lead - 1.0 / PUBLISH_RATE, TIMEOUT)
+        first = len(reports)
+        assert spin_until(listener.executor, lambda: (
+            len(reports) >= first + 2 and reports[-1] == reports[-2]), TIMEOUT), (
+            f'the sim did not wait for the listener: simulated time {reports[first:]}')
+        assert stamps()[-1] <= taken + lead + 1e-6
     try:
         # Nothing taken yet: it sends `lead` of samples and waits.
         assert spin_until(listener.executor, lambda: len(states) > 0, TIMEOUT)
-        holds()
-        assert stamps()[-1] - stamps()[0] <= lead + 1e-6
+        holds(stamps()[0])
         # The listener takes each sample it gets: the sim goes on, with no gap.
         while len(states) < 100:
             taken.publish(states[-1])
@@ -373,9 +377,7 @@ def test_with_publish_clock_it_is_the_graphs_clock_and_waits_for_the_listener(co
         assert clocks and np.all(np.diff(clocks) >= 0)
         assert clocks[-1] <= stamps()[-1] + 1e-6  # /clock never ahead of the samples
         # It stops taking: the sim waits within `lead` of the last sample taken.
-        last = stamp_to_seconds(states[-1].header.stamp)
         taken.publish(states[-1])
-        holds()
-        assert stamps()[-1] <= last + lead + 1e-6
+        holds(stamps()[-1])
     finally:
         node.destroy_node()

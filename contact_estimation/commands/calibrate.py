@@ -25,7 +25,9 @@ import yaml
 from contact_estimation import manifest
 from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION, DEFAULTS,
                                               PERSISTENCE_RULES, ROLES)
-from contact_estimation.core.identification.recording import RecordingError, read_recording
+from contact_estimation.core.chain.joint_order import JointOrder
+from contact_estimation.core.identification.recording import (RecordingError, joint_state_row,
+                                                              read_recording)
 from contact_estimation.core.robot.robot_model import RobotModel, RobotModelError
 from contact_estimation.core.chain.threshold_calibration import (EFFORT_FRACTION, Calibration,
                                                                  calibrate, caps_from_effort)
@@ -41,21 +43,19 @@ def record_live(robot: RobotModel, seconds: float):
     from rclpy.node import Node
     from sensor_msgs.msg import JointState
 
-    from contact_estimation.ros.conversions import stamp_to_seconds
     from contact_estimation.ros.qos import SENSOR_QOS
     from contact_estimation.ros.spinning import spin_for
     topic = manifest.node(NODE).topic('residual')
     rows, names = [], list(robot.joint_names)
+    order = JointOrder(names)
 
     def received(msg: JointState) -> None:
-        if not set(names) <= set(msg.name):
+        try:
+            row = joint_state_row(msg, order)
+        except RecordingError:  # values missing: not a residual the calibration can use
             return
-        order = [list(msg.name).index(n) for n in names]
-        if min(len(msg.position), len(msg.velocity), len(msg.effort)) < len(msg.name):
-            return
-        rows.append([stamp_to_seconds(msg.header.stamp)]
-                    + [msg.position[i] for i in order] + [msg.velocity[i] for i in order]
-                    + [msg.effort[i] for i in order])
+        if row is not None:
+            rows.append(row)
 
     rclpy.init()
     try:

@@ -23,6 +23,7 @@ import argparse
 import importlib
 import os
 import time
+from functools import partial
 from collections import defaultdict
 
 import numpy as np
@@ -33,6 +34,7 @@ from contact_estimation.commands.up import robot_files
 from contact_estimation.core.contact.contact import Contact, contact_error
 from contact_estimation.core.chain.detector import COLLISION, INVALID, STALE
 from contact_estimation.launcher import NodeSet, namespace_arguments, simulated_clock
+from contact_estimation.ros.contact_messages import ContactPairs
 from contact_estimation.ros.conversions import stamp_to_seconds
 
 DEFAULT_SCENARIO = 'config/scenarios/demo.yaml'  # the Panda's; another robot's: demo_<robot>.yaml
@@ -84,12 +86,12 @@ class TopicMonitor:
         }
         # Contacts by stamp, from a point and a wrench of the same stamp and link:
         # the simulator's truth and the localizer's estimates.
-        self.contacts = {'truth': ContactPairs(), 'estimate': ContactPairs()}
+        self.contacts: dict[str, dict[float, Contact]] = {'truth': {}, 'estimate': {}}
         for source, node, point, wrench in (
                 ('truth', SIM, 'true_contact_point', 'true_contact_wrench'),
                 ('estimate', LOCALIZER, 'point', 'wrench')):
-            self._handlers[_topic(node, point)] = self.contacts[source].on_point
-            self._handlers[_topic(node, wrench)] = self.contacts[source].on_wrench
+            on_half = partial(self._on_contact_half, source, ContactPairs())
+            self._handlers[_topic(node, point)] = self._handlers[_topic(node, wrench)] = on_half
         topics = {}
         for spec in manifest.nodes().values():
             for key in list(spec.publishes) + list(spec.subscribes):
@@ -149,38 +151,18 @@ class TopicMonitor:
             if cause == COLLISION:
                 self.events.setdefault('collision', now)
 
+    def _on_contact_half(self, source: str, pairs: ContactPairs, topic: str, now: float,
+                         msg) -> None:
+        paired = pairs.add(msg)
+        if paired is not None:
+            self.contacts[source][paired[0]] = paired[1]
+
     def _on_diagnostics(self, topic: str, now: float, msg) -> None:
         for status in msg.status:
             values = {kv.key: kv.value for kv in status.values}
             if status.name.lstrip('/') == SIM and 'simulated_time' in values:
                 self.sim_report = (now, float(values['simulated_time']), values)
                 self.first_sim_report = self.first_sim_report or self.sim_report
-
-
-class ContactPairs:
-    """Contacts (core/contact.Contact) keyed by stamp, from PointStamped and WrenchStamped
-    messages of the same stamp and frame (the link)."""
-
-    def __init__(self):
-        self._points: dict[tuple, np.ndarray] = {}
-        self._forces: dict[tuple, np.ndarray] = {}
-
-    def on_point(self, topic: str, now: float, msg) -> None:
-        p = msg.point
-        self._points[_key(msg)] = np.array([p.x, p.y, p.z])
-
-    def on_wrench(self, topic: str, now: float, msg) -> None:
-        f = msg.wrench.force
-        self._forces[_key(msg)] = np.array([f.x, f.y, f.z])
-
-    def by_stamp(self) -> dict[float, Contact]:
-        return {stamp: Contact(link, self._points[stamp, link], force)
-                for (stamp, link), force in self._forces.items()
-                if (stamp, link) in self._points}
-
-
-def _key(msg) -> tuple[float, str]:
-    return stamp_to_seconds(msg.header.stamp), msg.header.frame_id
 
 
 def residual_matching_the_sim() -> dict:
@@ -328,8 +310,7 @@ def _reaction(monitor: TopicMonitor) -> str:
 def _localization(monitor: TopicMonitor) -> str:
     """The localizer's estimates against the simulator's truth of the same stamp: link
     right or wrong, point error (mm), force magnitude error (%)."""
-    truth = monitor.contacts['truth'].by_stamp()
-    estimates = monitor.contacts['estimate'].by_stamp()
+    truth, estimates = monitor.contacts['truth'], monitor.contacts['estimate']
     matched = [contact_error(e, truth[t]) for t, e in estimates.items() if t in truth]
     unmatched = len(estimates) - len(matched)
     if not matched:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from contact_estimation import manifest
+from contact_estimation.core.chain.stamps import nanoseconds
 
 OUTPUT_BAG = 'replay'
 # What a recording brings to the suite (read by a core node, published by none of them).
@@ -239,13 +240,9 @@ class Outcome:
         elif topic == TIME_SCALING:
             self.time_scaling.append((t, msg.data))
         elif topic == EVENTS:
-            for status in msg.status:
-                stamp = _stamp_ns(msg.header) * 1e-9 - self.start
-                self.events.append((stamp, status.message))
-
-
-def _stamp_ns(header) -> int:
-    return header.stamp.sec * 1_000_000_000 + header.stamp.nanosec
+            header = msg.header.stamp
+            stamp = nanoseconds(header.sec, header.nanosec) * 1e-9 - self.start
+            self.events.extend((stamp, status.message) for status in msg.status)
 
 
 def _summary(outcome: Outcome, found) -> str:
@@ -366,8 +363,7 @@ def _inputs(bag: str, types: dict[str, str]) -> tuple[list[tuple[int, str, bytes
 def _cdr_header_stamp_ns(raw) -> int:
     """The stamp of a CDR message that begins with a std_msgs/Header: after the 4-byte
     encapsulation (byte 1: 1 little endian, 0 big endian), int32 sec and uint32 nanosec."""
-    sec, nanosec = struct.unpack_from('<iI' if raw[1] == 1 else '>iI', raw, 4)
-    return sec * 1_000_000_000 + nanosec
+    return nanoseconds(*struct.unpack_from('<iI' if raw[1] == 1 else '>iI', raw, 4))
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,6 @@
 """contact_localizer: τ_ext (+ a lidar cloud) → which link was hit, where and how hard.
 
-Every sensor at once (core/fused_contact.FusedContactEstimator; seeds 000 and 004): for the
+Every sensor at once (core/contact/fused_contact.FusedContactEstimator; seeds 000 and 004): for the
 residual τ_ext (project sign, τ_ext = J(p)ᵀF for a force F ON the robot at p), the
 compensated base wrench [F; p × F] that ft_contact_estimator publishes on `base_wrench`
 (used when its stamp is within `wrench_max_age` of the residual's) and the lidar cloud's
@@ -45,10 +45,10 @@ from sensor_msgs.msg import JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
 from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.contact.contact import ContactEstimate
 from contact_estimation.core.contact.contact_localization import LocalizerConfig
 from contact_estimation.core.contact.fused_contact import (
     LIDAR,
-    FusedContact,
     FusedContactError,
     FusedContactEstimator,
     SensorNoise,
@@ -66,7 +66,8 @@ from contact_estimation.core.contact.localization_schedule import (
 )
 from contact_estimation.core.input_rejected import IMPLAUSIBLE, InputRejected
 from contact_estimation.core.robot.surfaces import LinkSurfaces, SurfacesError
-from contact_estimation.ros.conversions import point_stamped, stamp_to_seconds, wrench_stamped
+from contact_estimation.ros.contact_messages import contact_messages
+from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.localization_messages import estimate_markers, estimate_values
@@ -191,7 +192,7 @@ class ContactLocalizerNode(SuiteNode):
 
     def _on_parameter_change(self, changes: dict) -> str | None:
         """Rebuild what the changed parameters describe, all or nothing: a ValueError
-        (CloudError, FusedContactError) refuses the change (ros/params.on_change)."""
+        (CloudError, FusedContactError) refuses the change (ros/suite_node.on_parameter_change)."""
         changed = set(changes)
         built = self._build_localizer(changes) if changed & set(_REBUILT_BY) else None
         fusion = (LidarFusion(self.surfaces, PARAMETERS.build(CloudConfig, self.values(changes)))
@@ -277,15 +278,15 @@ class ContactLocalizerNode(SuiteNode):
         seconds = time.perf_counter() - start
         self.problems.traffic['estimates'] += 1
         self.problems.values.update(estimate_values(estimate, seconds, cloud))
-        if estimate.found and estimate.consistent:
-            point = point_stamped(stamp, estimate.link, estimate.point_link)
+        contact = estimate.contact
+        if contact is not None and estimate.consistent:
+            point, wrench, _ = contact_messages(contact, stamp)
             self._point_output.publisher.publish(point)
             self._point_output.hand_over(point)
-            self._wrench_pub.publish(wrench_stamped(stamp, estimate.link, estimate.force_link,
-                                                    np.zeros(3)))
+            self._wrench_pub.publish(wrench)
             self.problems.traffic['estimates_published'] += 1
-            self.problems.set_status(OK, f'contact on {estimate.link}: '
-                                     f'{np.linalg.norm(estimate.force_link):.1f} N '
+            self.problems.set_status(OK, f'contact on {contact.link}: '
+                                     f'{np.linalg.norm(contact.force):.1f} N '
                                      f'({estimate.source})')
         else:
             self.problems.report('inconsistent', f'no point published: '
@@ -294,7 +295,7 @@ class ContactLocalizerNode(SuiteNode):
         uses_cloud = LIDAR in estimate.sensors and obstacles is not None
         self._marker_pub.publish(estimate_markers(
             estimate, stamp, self.robot.base_link,
-            self.surfaces.spheres(estimate.link) if estimate.found else None,
+            self.surfaces.spheres(contact.link) if contact is not None else None,
             self._cluster_near(obstacles, estimate) if uses_cloud else None,
             '' if obstacles else cloud))
 
@@ -367,11 +368,12 @@ class ContactLocalizerNode(SuiteNode):
         else:
             self.problems.values['cloud_time'] = f'{1000 * seconds:.1f} ms'
 
-    def _cluster_near(self, obstacles: Obstacles, estimate: FusedContact) -> np.ndarray:
+    def _cluster_near(self, obstacles: Obstacles, estimate: ContactEstimate) -> np.ndarray:
         """The obstacle cluster that holds the obstacle point nearest the contacted link."""
         if not estimate.found or not len(obstacles.points):
             return np.zeros((0, 3))
-        nearest = obstacles.proximity.obstacle_point[self.surfaces.link_index(estimate.link)]
+        link = self.surfaces.link_index(estimate.contact.link)
+        nearest = obstacles.proximity.obstacle_point[link]
         which = np.argmin(np.linalg.norm(obstacles.points - nearest, axis=1))
         return obstacles.points[obstacles.labels == obstacles.labels[which]]
 

@@ -3,11 +3,11 @@
 Reads the 6-axis F/T sensor under the arm's base and the conditioned joint state, paired by
 stamp (`stamp_tolerance`), and removes the sensor's offset, the arm's weight and the
 reaction of its motion (`compensation`: by default from the arm's momentum,
-core/ft_contact.MomentumWrenchObserver, a low pass of 1/`observer_gain` s that needs no q̈;
-or core/ft_contact.BaseWrenchCompensator with q̈ from a fit over
+core/contact/ft_compensation.MomentumWrenchObserver, a low pass of 1/`observer_gain` s that
+needs no q̈; or its BaseWrenchCompensator with q̈ from a fit over
 `acceleration_filter.window_duration` s): what is left, the contact wrench at the base origin, goes
 out on `base_wrench` (base frame, the reading's stamp) for every reading. With the torque
-residual of the same joint state it is located (core/ft_contact.FtContactLocator): while a
+residual of the same joint state it is located (core/contact/ft_contact.FtContactLocator): while a
 contact is present, `point` and `wrench` (the joint state's stamp; frame_id = the contacted
 link; the point in that link's frame, the force ON the robot in that frame, no moment about
 the point) and a sphere and arrow in the namespace `ft_contact` of the markers. The body
@@ -39,26 +39,29 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.chain.sample import JointSample
-from contact_estimation.core.contact.ft_contact import (COMPENSATIONS, CONVENTIONS,
-                                                        SURFACE_MODELS, BaseWrenchCompensator,
-                                                        FtContact, FtContactError,
-                                                        FtContactLocator, FtLocatorConfig,
-                                                        MomentumWrenchObserver, make_surfaces)
+from contact_estimation.core.contact.ft_compensation import (COMPENSATIONS, CONVENTIONS,
+                                                             BaseWrenchCompensator,
+                                                             FtContactError,
+                                                             MomentumWrenchObserver)
+from contact_estimation.core.contact.ft_contact import FtContactLocator, FtLocatorConfig
 from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig, RateSlots,
                                                                RestingWindow, RunningRms,
                                                                StampPairing, check_reading,
                                                                load_ellipsoids, load_offset,
                                                                save_offset)
+from contact_estimation.core.contact.contact import Contact
 from contact_estimation.core.input_rejected import MALFORMED, InputRejected
 from contact_estimation.core.robot.payload import Payload
+from contact_estimation.core.robot.body_surfaces import SURFACE_MODELS, make_surfaces
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.ros import cdr
-from contact_estimation.ros.conversions import point_stamped, seconds_to_stamp, wrench_stamped
+from contact_estimation.ros.contact_messages import contact_messages
+from contact_estimation.ros.conversions import seconds_to_stamp, wrench_stamped
 from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateReader
-from contact_estimation.ros.markers import contact_markers, deleted
+from contact_estimation.ros.markers import deleted
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, payload_table
 from contact_estimation.ros.suite_node import SuiteNode
@@ -371,24 +374,25 @@ class FtContactEstimator(SuiteNode):
             self._marker_pub.publish(MarkerArray(markers=deleted(MARKER_NS, (0, 1))))
         self.problems.set_status(OK, f'{self._description}; no contact')
 
-    def _publish_contact(self, t: float, q: np.ndarray, estimate: FtContact,
+    def _publish_contact(self, t: float, q: np.ndarray, estimate: Contact,
                          localized: tuple | None) -> None:
         stamp = seconds_to_stamp(t)
-        self._point_pub.publish(point_stamped(stamp, estimate.link, estimate.point))
-        self._wrench_pub.publish(wrench_stamped(stamp, estimate.link, estimate.force,
-                                                np.zeros(3)))
+        drawn = self._markers_at is None or t - self._markers_at >= _MARKER_PERIOD
+        point, wrench, markers = contact_messages(estimate, stamp, MARKER_NS if drawn else None)
+        self._point_pub.publish(point)
+        self._wrench_pub.publish(wrench)
         self.problems.traffic['estimates_published'] += 1
-        if self._markers_at is None or t - self._markers_at >= _MARKER_PERIOD:
+        if drawn:
             self._markers_at = t
-            self._marker_pub.publish(MarkerArray(markers=contact_markers(
-                MARKER_NS, estimate.point, estimate.force, estimate.link, stamp)))
+            self._marker_pub.publish(MarkerArray(markers=markers))
         if localized:
             rotation, position = self.robot.link_pose(q, localized[1])
             distance = np.linalg.norm(rotation @ localized[2] + position - estimate.point_base)
             self.problems.values['distance_to_localizer_point'] = f'{distance * 1e3:.1f} mm'
-        self.problems.values['candidate_links'] = ', '.join(estimate.candidates)
-        ambiguous = (f' (ambiguous: or {", ".join(estimate.candidates[1:])})'
-                     if len(estimate.candidates) > 1 else '')
+        self.problems.values['candidate_links'] = ', '.join((estimate.link,
+                                                              *estimate.ambiguous_with))
+        ambiguous = (f' (ambiguous: or {", ".join(estimate.ambiguous_with)})'
+                     if estimate.ambiguous_with else '')
         self.problems.set_status(OK, f'{self._description}; contact on {estimate.link}'
                                  f'{ambiguous}, {np.linalg.norm(estimate.force):.1f} N')
 

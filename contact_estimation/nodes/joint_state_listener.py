@@ -7,7 +7,7 @@ effort = joint torque (N·m, converted from motor current if asked), with the st
 input. Bad messages are dropped and counted on /diagnostics
 (core/chain/joint_state_conditioning.py has the rules). `input_stale` is True while no sample went
 out for `input_timeout` seconds (and before the first one): the detector stops the robot on it.
-In composed mode (contact_estimation/composed.py) each sample (core/sample.JointSample) goes
+In composed mode (contact_estimation/composed.py) each sample (core/chain/sample.JointSample) goes
 to residual_node, ft_contact_estimator and proximity_monitor, and input_stale to
 collision_detector, by function call; the joint state is published only while anyone
 subscribes to it.
@@ -32,8 +32,9 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from contact_estimation.core.chain.joint_state_conditioning import (
-    TIMING_DROPS, WARNINGS, ConditioningConfig, JointStateConditioner, Watchdog)
+    TIMING_DROPS, WARNINGS, ConditioningConfig, JointStateConditioner)
 from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.chain.watchdog_clock import Watchdog
 from contact_estimation.core.input_rejected import MALFORMED
 from contact_estimation.ros import cdr
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN

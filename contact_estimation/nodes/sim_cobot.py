@@ -7,7 +7,7 @@ truth goes on its own topics: per contacted link, the contact point and force (l
 only while a contact exists) and, with every joint state, the true τ_ext as JointState effort.
 The arm follows the trajectory of the parameters or of the scenario file, played back at the
 time scaling f_S it receives (seed 003 eq. 8), combined with the proximity monitor's speed
-scale s when one is published (core/time_scaling.combined_scaling: min(f_S, s), and a yield
+scale s when one is published (core/chain/time_scaling.combined_scaling: min(f_S, s), and a yield
 f_S < 0 slowed to f_S·s). Each plays at 1 until its first value arrives; from then on, no
 value for `time_scaling.timeout` means 0 (hold) until one arrives again: the node that sends
 it may be dead, and a controller must not go on at the last speed it was told
@@ -54,7 +54,8 @@ from contact_estimation.core.chain.time_scaling import combined_scaling
 from contact_estimation.core.identification.trajectory import (TRAJECTORY_TYPES,
                                                                SmoothRandomSettings,
                                                                make_trajectory)
-from contact_estimation.ros.conversions import (point_stamped, seconds_to_stamp, stamp_to_seconds,
+from contact_estimation.ros.contact_messages import contact_messages
+from contact_estimation.ros.conversions import (seconds_to_stamp, stamp_to_seconds,
                                                 wrench_stamped, xyz_to_cloud)
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.node_main import run
@@ -379,10 +380,9 @@ class SimCobot(SuiteNode):
         self._truth_msg.effort = _doubles(sim.true_external_torque())
         self._pub['true_contact_torque'].publish(self._truth_msg)
         for contact in sim.true_contacts():
-            self._pub['true_contact_point'].publish(
-                point_stamped(stamp, contact.link, contact.point))
-            self._pub['true_contact_wrench'].publish(
-                wrench_stamped(stamp, contact.link, contact.force, np.zeros(3)))
+            point, wrench, _ = contact_messages(contact, stamp)
+            self._pub['true_contact_point'].publish(point)
+            self._pub['true_contact_wrench'].publish(wrench)
 
     def _report_load(self, now: float) -> None:
         """CPU share of this process and simulated time on /diagnostics; WARN while behind."""

@@ -20,8 +20,8 @@ from rclpy.serialization import deserialize_message
 from contact_estimation import manifest
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.ros.qos import SENSOR_QOS
-from contact_estimation.suite_bag import (DEFAULT_TF_RATE, SuiteBag,
-                                          remove_earlier_bag, suite_topics)
+from contact_estimation.suite_bag import (DEFAULT_TF_RATE, SuiteBag, remove_earlier_bag,
+                                          stamp_ns, suite_topics)
 
 
 TRUTH_MARKERS = '/sim/contact/markers'
@@ -37,8 +37,10 @@ class TruthMarkers:
 
     def __init__(self):
         from geometry_msgs.msg import PointStamped, WrenchStamped
+
+        from contact_estimation.ros.contact_messages import ContactPairs
         self._classes = {_TRUTH_POINT: PointStamped, _TRUTH_WRENCH: WrenchStamped}
-        self._halves: dict[str, tuple] = {}
+        self._pairs = ContactPairs()
 
     def feed(self, topic: str, cdr: bytes) -> bytes | None:
         """The markers' CDR once both halves of a contact have come, else None."""
@@ -46,18 +48,14 @@ class TruthMarkers:
         from rclpy.serialization import serialize_message
         from visualization_msgs.msg import MarkerArray
 
-        from contact_estimation.ros.markers import contact_markers
+        from contact_estimation.ros.contact_messages import contact_markers
         if topic not in self._classes:
             return None
         msg = deserialize_message(cdr, self._classes[topic])
-        key = (msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id)
-        self._halves[topic] = (key, msg)
-        point, wrench = self._halves.get(_TRUTH_POINT), self._halves.get(_TRUTH_WRENCH)
-        if not (point and wrench and point[0] == wrench[0]):
+        paired = self._pairs.add(msg)
+        if paired is None:
             return None
-        p, f = point[1].point, wrench[1].wrench.force
-        markers = contact_markers('truth', [p.x, p.y, p.z], [f.x, f.y, f.z],
-                                  msg.header.frame_id, msg.header.stamp, _TRUTH_RGBA)
+        markers = contact_markers('truth', paired[1], msg.header.stamp, _TRUTH_RGBA)
         for marker in markers:
             marker.lifetime = Duration(sec=0, nanosec=100_000_000)
             marker.frame_locked = True
@@ -108,9 +106,8 @@ class BagRecorder:
                 self.bag.write(TRUTH_MARKERS, MARKER_ARRAY, log_ns, markers)
             return
         msg = deserialize_message(cdr, self._joint_state_class)
-        stamp = msg.header.stamp
-        self.bag.write_joint_state(log_ns, stamp.sec * 1_000_000_000 + stamp.nanosec,
-                                   list(msg.name), msg.position, cdr, topic)
+        self.bag.write_joint_state(log_ns, stamp_ns(msg), list(msg.name), msg.position, cdr,
+                                   topic)
 
     def close(self) -> None:
         """Finish the bag (metadata.yaml) and leave the graph."""

@@ -1,6 +1,6 @@
 """The rate of the samples a node handles, measured on their stamps: on /diagnostics every
 `RATE_PERIOD` s, and logged with what the node's time settings mean at that rate
-(core/joint_state_conditioning.timing_report) when first known and when it changes by more
+(core/chain/rate_statistics.timing_report) when first known and when it changes by more
 than `RATE_CHANGE`. Every time setting is in seconds, the same at 1 kHz and at a real
 driver's ~100 Hz; this says what they come to in samples, and warns when one is too short.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from contact_estimation.core.chain.joint_state_conditioning import StepStatistics, timing_report
+from contact_estimation.core.chain.rate_statistics import StepStatistics, timing_report
 
 RATE_PERIOD = 1.0   # s between measurements
 RATE_CHANGE = 0.25  # a rate this much off the last logged one is logged again

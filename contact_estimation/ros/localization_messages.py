@@ -1,4 +1,5 @@
-"""The contact localizer's ContactEstimate → rviz markers and its /diagnostics values.
+"""The contact localizer's ContactEstimate (core/contact/contact.py) → rviz markers and its
+/diagnostics values.
 
 Markers live in namespace `contact_estimate` on the topic the collision detector
 (namespace `collision`) and the F/T estimator (`ft_contact`) also draw on: each marker has a
@@ -14,12 +15,13 @@ from builtin_interfaces.msg import Duration, Time
 from geometry_msgs.msg import Point
 from visualization_msgs.msg import Marker, MarkerArray
 
-from contact_estimation.core.contact.contact_localization import ContactEstimate
-from contact_estimation.ros.markers import contact_markers, deleted, marker
+from contact_estimation.core.contact.contact import ContactEstimate
+from contact_estimation.ros.contact_messages import contact_markers
+from contact_estimation.ros.markers import deleted, marker
 
 MARKER_NS = 'contact_estimate'
 LIFETIME = Duration(sec=0, nanosec=500_000_000)
-# Ids 0 and 1 are ros/markers.contact_markers' sphere and force arrow.
+# Ids 0 and 1 are ros/contact_messages.contact_markers' sphere and force arrow.
 _CONTACT, _LINK, _CANDIDATES, OBSTACLE_ID, _LABEL = (0, 1), 2, 3, 4, 5
 _COLOURS = {_CONTACT: (1.0, 0.2, 0.1, 1.0), _LINK: (1.0, 0.6, 0.0, 0.35),
             _CANDIDATES: (0.2, 0.6, 1.0, 0.9), OBSTACLE_ID: (0.6, 0.2, 0.9, 0.8),
@@ -34,23 +36,23 @@ def estimate_markers(estimate: ContactEstimate, stamp: Time, base_frame: str,
     points when there is more than one, the obstacle cluster (N×3, base frame) and a label
     with the link, force, source and `note`. What the estimate lacks is deleted."""
     markers = []
-    if estimate.found:
-        contact = contact_markers(MARKER_NS, estimate.point_link, estimate.force_link,
-                                  estimate.link, stamp, _COLOURS[_CONTACT])
-        label = _marker(_LABEL, Marker.TEXT_VIEW_FACING, estimate.link, stamp)
-        label.pose.position = _point(estimate.point_link)
+    found = estimate.contact
+    if found is not None:
+        contact = contact_markers(MARKER_NS, found, stamp, _COLOURS[_CONTACT])
+        label = _marker(_LABEL, Marker.TEXT_VIEW_FACING, found.link, stamp)
+        label.pose.position = _point(found.point)
         label.pose.position.z += 0.06
         label.scale.z = 0.04
-        label.text = (f'{estimate.link} {np.linalg.norm(estimate.force_link):.1f} N '
+        label.text = (f'{found.link} {np.linalg.norm(found.force):.1f} N '
                       f'({estimate.source}{"; " + note if note else ""})')
         for made in contact:
             made.lifetime, made.frame_locked = LIFETIME, True
         markers += contact + [label]
     else:
         markers += deleted(MARKER_NS, [*_CONTACT, _LABEL])
-    if estimate.found and link_spheres is not None:
+    if found is not None and link_spheres is not None:
         centres, radii = link_spheres
-        link = _marker(_LINK, Marker.SPHERE_LIST, estimate.link, stamp)
+        link = _marker(_LINK, Marker.SPHERE_LIST, found.link, stamp)
         link.points = [_point(c) for c in centres]
         link.scale.x = link.scale.y = link.scale.z = 2.0 * float(np.max(radii))
         markers.append(link)
@@ -68,7 +70,7 @@ def estimate_values(estimate: ContactEstimate, seconds: float, cloud: str) -> di
     ambiguity, fit residual, the time it took and what the cloud contributed."""
     span = estimate.link_range
     return {
-        'link': estimate.link or '',
+        'link': estimate.contact.link if estimate.found else '',
         'link_range': f'{span[0]} … {span[1]}' if span else '',
         'source': estimate.source,
         'ambiguity': (f'{len(estimate.candidates)} points on '

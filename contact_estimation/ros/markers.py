@@ -1,5 +1,5 @@
-"""rviz markers the nodes share: one marker at a point, a contact (sphere and force arrow),
-deletion of some or all of one namespace's markers.
+"""rviz markers the nodes share: one marker at a point, deletion of some or all of one
+namespace's markers (a contact's: ros/contact_messages.py).
 
 Several nodes draw on `/contact_estimate/markers`, each in its own namespace (`collision`,
 `contact_estimate`, `ft_contact`, the proximity monitor's): a node deletes only its own. A
@@ -10,15 +10,10 @@ and is the package's only DELETEALL (test/test_markers.py).
 """
 from __future__ import annotations
 
-import numpy as np
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import Point
 from visualization_msgs.msg import Marker
 
 RED = (1.0, 0.0, 0.0, 0.8)
-_CONTACT_SPHERE = 0.03   # m
-_ARROW_PER_NEWTON = 0.005  # m of arrow per N of force
-_ARROW_SHAFT = 0.01      # m
 
 
 def marker(kind: int, ns: str, marker_id: int, position, frame_id: str, stamp: Time,
@@ -32,20 +27,6 @@ def marker(kind: int, ns: str, marker_id: int, position, frame_id: str, stamp: T
     made.pose.orientation.w = 1.0
     made.color.r, made.color.g, made.color.b, made.color.a = rgba
     return made
-
-
-def contact_markers(ns: str, point, force, frame_id: str, stamp: Time,
-                    rgba=RED) -> list[Marker]:
-    """A sphere at the contact point and an arrow of the force on the robot, ending at the
-    point (the push comes from outside), ids 0 and 1 of `ns`."""
-    point, force = np.asarray(point, dtype=float), np.asarray(force, dtype=float)
-    sphere = marker(Marker.SPHERE, ns, 0, point, frame_id, stamp, rgba)
-    sphere.scale.x = sphere.scale.y = sphere.scale.z = _CONTACT_SPHERE
-    arrow = marker(Marker.ARROW, ns, 1, (0.0, 0.0, 0.0), frame_id, stamp, rgba)
-    tail = point - _ARROW_PER_NEWTON * force
-    arrow.points = [Point(x=float(a), y=float(b), z=float(c)) for a, b, c in (tail, point)]
-    arrow.scale.x, arrow.scale.y, arrow.scale.z = _ARROW_SHAFT, 2 * _ARROW_SHAFT, 3 * _ARROW_SHAFT
-    return [sphere, arrow]
 
 
 def deleted(ns: str, ids) -> list[Marker]:

@@ -16,7 +16,7 @@ theirs with the sign flipped, which is also the sign the momentum observer conve
 
 g and f come either from an identified model (seed 001 eqs. 16–24, `IdentifiedModel`) or
 from the URDF's gravity with a configured friction model; M and C always from the URDF. A
-payload on the flange (`core/payload.Payload`, a tool) adds its mass to M, C and g in every
+payload on the flange (`core/robot/payload.Payload`, a tool) adds its mass to M, C and g in every
 case, so carrying a declared tool is not a contact.
 
 A wrist F/T sensor measuring an intended task force (seed 001 §3.1, force/position hybrid
@@ -32,7 +32,7 @@ import numpy as np
 import pinocchio as pin
 
 from contact_estimation.core.chain import friction
-from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel

@@ -30,6 +30,7 @@ from multiprocessing import shared_memory
 import numpy as np
 
 from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.chain.stamps import sec_nanosec
 
 CAPACITY = 2048          # samples: 2 s at 1 kHz
 IDLE_TAKES = 100         # takes without a new sample before the reader looks for a new writer
@@ -203,8 +204,7 @@ class SampleRingReader:
 def _stamp_parts(sample: JointSample) -> tuple[int, int]:
     stamp = sample.stamp
     if stamp is None:
-        ns = int(round(sample.t * 1e9))
-        return ns // 1_000_000_000, ns % 1_000_000_000
+        return sec_nanosec(int(round(sample.t * 1e9)))
     if isinstance(stamp, tuple):
         return stamp
     return stamp.sec, stamp.nanosec

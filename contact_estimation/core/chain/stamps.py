@@ -40,3 +40,17 @@ def stamp_problem(t: float, now: float, max_future: float = MAX_FUTURE,
                             f'(max_past {max_past:g} s): sent long ago, or the sender\'s clock '
                             'is not synchronised')
     return None
+
+
+NS_PER_S = 1_000_000_000
+
+
+def nanoseconds(sec: int, nanosec: int) -> int:
+    """A header stamp's sec and nanosec (rclpy's, a bag reader's, raw CDR's) as whole ns: the
+    exact key the bags and the replay order and pair messages by."""
+    return sec * NS_PER_S + nanosec
+
+
+def sec_nanosec(ns: int) -> tuple[int, int]:
+    """Whole ns as a header stamp's (sec, nanosec)."""
+    return ns // NS_PER_S, ns % NS_PER_S

@@ -1,4 +1,5 @@
-"""The clock of a node's watchdogs and schedules: continuous when its time source changes.
+"""A node's watchdogs (`Watchdog`) and their clock (`WatchdogClock`): continuous when its time
+source changes.
 
 A node times its watchdogs on simulated time under use_sim_time, else on the monotonic
 clock. Both are compared only with earlier readings of the same clock (`now - arrived`), so
@@ -35,3 +36,17 @@ class WatchdogClock:
                 self._source = source
             self._now = reading + self._offset
             return self._now
+
+
+class Watchdog:
+    """Stale when nothing was fed for longer than `timeout` seconds (and before the first feed)."""
+
+    def __init__(self, timeout: float):
+        self.timeout = float(timeout)
+        self._last: float | None = None
+
+    def feed(self, now: float) -> None:
+        self._last = now
+
+    def stale(self, now: float) -> bool:
+        return self._last is None or now - self._last > self.timeout

@@ -14,68 +14,27 @@ below (eq. 13.1) and the consistency of the first i equations bounds it from abo
 
 One contact at a time: torques that no single point force explains are reported as such.
 
-Every estimate is a `ContactEstimate`: what the localizer node publishes and reports.
+Every estimate is a `core/contact/contact.ContactEstimate`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import open3d as o3d
 from scipy.spatial import cKDTree
 
+from contact_estimation.core.contact.contact import (SOURCE_LIDAR_FALLBACK, SOURCE_NONE,
+                                                      SOURCE_TORQUE, SOURCE_TORQUE_LIDAR,
+                                                      Contact, ContactEstimate, no_contact)
 from contact_estimation.core.contact.ft_contact import line_of_action as spatial_line_of_action
 from contact_estimation.core.contact.lidar_fusion import LinkProximity, link_scenes
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 
-# Where the point of an estimate came from (`ContactEstimate.source`).
-SOURCE_TORQUE = 'torque'                  # the torques alone
-SOURCE_TORQUE_LIDAR = 'torque+lidar'      # the torques, the link (and a prior point) from the cloud
-SOURCE_LIDAR_FALLBACK = 'lidar fallback'  # the torques explain no surface point: point from the
-#                                           cloud, force from the torques (seed 000, end of §4)
-SOURCE_NONE = 'none'                      # no contact, or no point
-
 
 class LocalizationError(ValueError):
     """The robot or the input does not fit the localizer."""
-
-
-@dataclass
-class ContactEstimate:
-    """One point contact: the force ON the robot at `point` of `link`.
-
-    Points and forces are given in the link's frame and in the base frame (3-vectors, m and
-    N); they are None when no point was found (`link` None too). `link_range` is the links of
-    joints k_min … k_max (seed 000 eq. 13), None without a contact. `candidates` are the points
-    (base frame, K×3) on `candidate_links` that explain the torques within the noise (more than
-    one: the torques alone cannot tell them apart). `residual` is ‖τ − J(p)ᵀF‖ over all
-    joints (N·m); `consistent` is False when no single point contact explains the torques.
-    """
-
-    link: str | None
-    point_link: np.ndarray | None
-    point_base: np.ndarray | None
-    force_link: np.ndarray | None
-    force_base: np.ndarray | None
-    link_range: tuple[str, str] | None
-    source: str
-    residual: float
-    consistent: bool
-    candidates: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
-    candidate_links: list[str] = field(default_factory=list)
-    message: str = ''
-
-    @property
-    def found(self) -> bool:
-        """A point and a force are known."""
-        return self.link is not None
-
-
-def no_contact() -> ContactEstimate:
-    """The estimate when no joint torque reaches δ_τ."""
-    return ContactEstimate(None, None, None, None, None, None, SOURCE_NONE, 0.0, True,
-                           message='no joint torque reaches delta_tau')
 
 
 def checked_torques(tau, n: int) -> np.ndarray:
@@ -271,8 +230,8 @@ class ContactLocalizer:
         source = SOURCE_TORQUE_LIDAR if nearest >= 0 else SOURCE_TORQUE
         if residual > self.delta_w:
             if nearest < 0:
-                return ContactEstimate(None, None, None, None, None, span, SOURCE_NONE,
-                                       residual, False, candidates, candidate_links,
+                return ContactEstimate(None, span, SOURCE_NONE, residual, False, candidates,
+                                       candidate_links,
                                        f'inconsistent with one point contact: the best '
                                        f'residual {residual:.3g} N·m exceeds delta_w')
             # Seed 000's fallback: the point from the cloud, the force from the torques.
@@ -282,9 +241,10 @@ class ContactLocalizer:
                                     self.mu)
             force, residual = force[0], float(fit[0])
         rotation, origin = rotations[link], origins[link]
-        return ContactEstimate(self.links[link], point, rotation @ point + origin, force,
-                               rotation @ force, span, source, residual,
-                               residual <= self.delta_w, candidates, candidate_links)
+        contact = Contact(self.links[link], point, force, rotation @ point + origin,
+                          rotation @ force)
+        return ContactEstimate(contact, span, source, residual, residual <= self.delta_w,
+                               candidates, candidate_links)
 
     # ------------------------------------------------------------------ pieces
     def _priors(self, proximity: LinkProximity | None,

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import yaml
 
-from contact_estimation.core.contact.ft_contact import (COMPENSATIONS, ROBOT_ON_SENSOR,
-                                                        BaseWrenchCompensator, Ellipsoid,
-                                                        FtContactError, SensorMount)
+from contact_estimation.core.contact.ft_compensation import (COMPENSATIONS, ROBOT_ON_SENSOR,
+                                                             BaseWrenchCompensator,
+                                                             FtContactError, SensorMount)
+from contact_estimation.core.robot.body_surfaces import Ellipsoid
 from contact_estimation.core.input_rejected import (NOT_FINITE, OUT_OF_ORDER, SATURATED,
                                                     ZERO_READING, InputRejected)
 from contact_estimation.core.per_joint import per_joint

@@ -6,7 +6,7 @@ A point force F acting ON the robot at the point p of link k explains (project s
 - the external joint torques τ_ext = J_k(p)ᵀF: n equations (seed 000 eq. 3);
 - the compensated base wrench [f; m] = [F; p × F] at the base origin, base frame: 6
   equations (seed 004 eqs. 4-6 and 20, after `BaseWrenchCompensator` or
-  `MomentumWrenchObserver` of core/contact/ft_contact.py);
+  `MomentumWrenchObserver` of core/contact/ft_compensation.py);
 - and a lidar obstacle next to the link says where the contact probably is: a prior on
   the link and the point (seed 000 §5, `LinkProximity` of core/contact/lidar_fusion.py).
 
@@ -40,18 +40,19 @@ import numpy as np
 import open3d as o3d
 from scipy.stats import chi2 as chi_square
 
-from contact_estimation.core.contact.contact_localization import (SOURCE_NONE, ContactEstimate,
-                                                                  _tangent_basis,
+from contact_estimation.core.contact.contact import SOURCE_NONE, Contact, ContactEstimate
+from contact_estimation.core.contact.contact_localization import (_tangent_basis,
                                                                   moving_link_samples,
                                                                   project_to_cone,
                                                                   spatial_link_range,
                                                                   torque_maps)
-from contact_estimation.core.contact.ft_contact import _cross, line_of_action
+from contact_estimation.core.contact.ft_compensation import cross
+from contact_estimation.core.contact.ft_contact import line_of_action
 from contact_estimation.core.contact.lidar_fusion import LinkProximity
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 
-# The sensors an estimate can use (`FusedContact.sensors`).
+# The sensors an estimate can use (`ContactEstimate.sensors`).
 TORQUE = 'torque'
 FORCE_TORQUE = 'ft'
 LIDAR = 'lidar'
@@ -87,10 +88,6 @@ _EXPOSURE_CHECKS = 24
 _IMPLAUSIBLE = 1e6
 
 
-# The fields of an estimate without a point.
-_NO_POINT = dict(link=None, point_link=None, point_base=None, force_link=None, force_base=None)
-
-
 class FusedContactError(ValueError):
     """Input or settings the fused estimator cannot use."""
 
@@ -110,31 +107,14 @@ class SensorNoise:
             raise FusedContactError(f'noise levels must be finite and > 0, got {self}')
 
 
-@dataclass
-class FusedContact(ContactEstimate):
-    """A `ContactEstimate` from several sensors: `source` names the `sensors` it used
-    (`TORQUE`, `FORCE_TORQUE`, `LIDAR`, joined by '+'; the lidar only when it saw an
-    obstacle next to a candidate link). `link_range`: seed 000 eq. 13's links with the
-    torques, all links without. `candidates`: the points whose posterior cost is within the
-    estimator's `ambiguity` of the best, the estimate first. `chi2`: the weighted squared
-    residual of the `equations` used (torques, wrench) at the estimate; `consistent`: it is
-    within the noise (χ² test at 99.9 %, `equations` − 5 degrees of freedom). `residual`
-    (N·m): ‖τ − J(p)ᵀF‖ with the torques, else the base moment's ‖m − p × F‖.
-    """
-
-    sensors: tuple[str, ...] = ()
-    chi2: float = 0.0
-    equations: int = 0
-
-    @classmethod
-    def of(cls, sensors: tuple[str, ...], **fields) -> 'FusedContact':
-        """The estimate from `sensors`, its `source` named after them ('none': no sensor)."""
-        return cls(source='+'.join(sensors) or SOURCE_NONE, sensors=sensors, **fields)
-
-    @property
-    def ambiguous(self) -> bool:
-        """More than one link explains the data within the noise."""
-        return len(set(self.candidate_links)) > 1
+def _fused(sensors: tuple[str, ...], **fields) -> ContactEstimate:
+    """The estimate from `sensors` (`TORQUE`, `FORCE_TORQUE`, `LIDAR`; the lidar only when
+    it saw an obstacle next to a candidate link), its `source` their names joined by '+'
+    ('none': no sensor). `link_range`: seed 000 eq. 13's links with the torques, all links
+    without. `candidates`: the points whose posterior cost is within the estimator's
+    `ambiguity` of the best, the estimate first. `consistent`: χ² is within the noise (χ²
+    test at 99.9 %, `equations` − 5 degrees of freedom)."""
+    return ContactEstimate(source='+'.join(sensors) or SOURCE_NONE, sensors=sensors, **fields)
 
 
 @dataclass
@@ -244,7 +224,7 @@ class FusedContactEstimator:
 
     # ------------------------------------------------------------------ the estimate
     def estimate(self, q, tau=None, wrench=None, proximity: LinkProximity | None = None,
-                 noise: SensorNoise | None = None) -> FusedContact:
+                 noise: SensorNoise | None = None) -> ContactEstimate:
         """The contact explaining the data at q (n joint positions): `tau`, the external
         joint torques (n, N·m, project sign) or None; `wrench`, the compensated contact
         wrench [f; m] at the base origin, base frame (6, N and N·m; seed 004 eq. 20) or
@@ -257,9 +237,9 @@ class FusedContactEstimator:
                        frame_jacobians[self._joint_frames])
         span = self._range(tau, wrench, joint_poses[2], noise)
         if span is None:
-            return FusedContact.of((), **_NO_POINT, link_range=None, residual=0.0,
-                                   consistent=True, message='no joint torque reaches delta_tau '
-                                   'and no base force reaches min_force')
+            return _fused((), contact=None, link_range=None, residual=0.0, consistent=True,
+                          message='no joint torque reaches delta_tau and no base force '
+                          'reaches min_force')
         in_range = (self.link_joint >= span[0]) & (self.link_joint <= span[1])
         every_link = rotations[:len(self.surfaces.links)], origins[:len(self.surfaces.links)]
         rotations, origins = rotations[self._surface_index], origins[self._surface_index]
@@ -300,10 +280,10 @@ class FusedContactEstimator:
                                     np.arange(len(samples), len(links))])
             seeds = seeds[np.argsort(cost[seeds])[:self.refine]]
         if not len(seeds):
-            return FusedContact.of(sensors, **_NO_POINT, link_range=span_links, residual=0.0,
-                                   consistent=False, equations=data.equations,
-                                   message='no surface point to try: no link of the range has '
-                                   'a surface sample')
+            return _fused(sensors, contact=None, link_range=span_links, residual=0.0,
+                          consistent=False, equations=data.equations,
+                          message='no surface point to try: no link of the range has a '
+                          'surface sample')
         links, points, inward = self._refine(data, links[seeds], points[seeds], inward[seeds])
         force, cost, chi2 = self._score(data, links, points, inward)
 
@@ -326,13 +306,15 @@ class FusedContactEstimator:
                                          point[None])[0] @ force[best]
         else:
             residual = wrench[3:] - np.cross(rotation @ point + origin, rotation @ force[best])
-        return FusedContact.of(
-            sensors, link=self.links[link], point_link=point,
-            point_base=rotation @ point + origin, force_link=force[best],
-            force_base=rotation @ force[best], link_range=span_links,
+        candidate_links = [self.links[i] for i in links[chosen]]
+        contact = Contact(self.links[link], point, force[best], rotation @ point + origin,
+                          rotation @ force[best],
+                          tuple(dict.fromkeys(c for c in candidate_links if c != self.links[link])))
+        return _fused(
+            sensors, contact=contact, link_range=span_links,
             chi2=float(chi2[best]), residual=float(np.linalg.norm(residual)),
             equations=data.equations, consistent=consistent, candidates=candidates,
-            candidate_links=[self.links[i] for i in links[chosen]],
+            candidate_links=candidate_links,
             message='' if consistent else f'no single point contact explains the data within '
                                           f'the noise (χ² {chi2[best]:.1f} over '
                                           f'{data.equations} equations)')
@@ -436,7 +418,7 @@ class FusedContactEstimator:
         mixed = data.cd[links] @ skews
         gram = data.cc[links] + mixed + np.transpose(mixed, (0, 2, 1)) + (
             np.transpose(skews, (0, 2, 1)) @ (data.dd[links] @ skews))
-        rhs = data.cb[links] + _cross(data.db[links], points)
+        rhs = data.cb[links] + cross(data.db[links], points)
         # Torques alone on a link with few joints before it (or a point whose Jacobian loses
         # rank) leave a family of forces: a faint penalty on the tangential force takes the
         # one nearest the normal, the one the friction cone (eq. 6) is most likely to keep.
@@ -475,12 +457,12 @@ class FusedContactEstimator:
         centres = np.einsum('lij,lj->li', rotations, bounds[:, :3]) + origins
         spread = (noise.moment + noise.force * (np.linalg.norm(centres, axis=1)
                                                 + bounds[:, 3])) / size
-        away = np.linalg.norm(_cross(centres - start, direction), axis=1)
+        away = np.linalg.norm(cross(centres - start, direction), axis=1)
         samples = np.flatnonzero((sampled & (away <= bounds[:, 3] + self.slide + 4 * spread))
                                  [self._sample_link])
         owner = self._sample_link[samples]
         lever = np.einsum('kij,kj->ki', rotations[owner], self._points[samples]) + origins[owner]
-        away = np.linalg.norm(_cross(lever - start, direction), axis=1)
+        away = np.linalg.norm(cross(lever - start, direction), axis=1)
         near = away <= self.slide + 4 * spread[owner]
         return samples[near], away[near]
 
@@ -502,7 +484,7 @@ class FusedContactEstimator:
             if rank < 6 or np.linalg.norm(solution[:3]) < self.min_force:
                 continue
             force = rotations[joint] @ solution[:3]
-            moment = rotations[joint] @ solution[3:] + _cross(origins[joint], force)
+            moment = rotations[joint] @ solution[3:] + cross(origins[joint], force)
             lines.append(line_of_action(force, moment))
         return lines
 

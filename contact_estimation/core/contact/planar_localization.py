@@ -15,9 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contact_estimation.core.contact.contact_localization import (
-    SOURCE_LIDAR_FALLBACK, SOURCE_NONE, SOURCE_TORQUE, SOURCE_TORQUE_LIDAR, ContactEstimate,
-    LocalizationError, checked_torques, no_contact)
+from contact_estimation.core.contact.contact import (SOURCE_LIDAR_FALLBACK, SOURCE_NONE,
+                                                      SOURCE_TORQUE, SOURCE_TORQUE_LIDAR,
+                                                      Contact, ContactEstimate, no_contact)
+from contact_estimation.core.contact.contact_localization import (LocalizationError,
+                                                                   checked_torques)
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 
@@ -340,8 +342,8 @@ class PlanarLocalizer:
         residual = float(solution.residual[0])
         consistent = solution.k_max[0] >= solution.k_min[0] and residual <= self.delta_w
         if solution.link[0] < 0:
-            return ContactEstimate(None, None, None, None, None, span, SOURCE_NONE, residual,
-                                   False, candidates, candidate_links,
+            return ContactEstimate(None, span, SOURCE_NONE, residual, False, candidates,
+                                   candidate_links,
                                    'the line of action comes near no link contour within '
                                    'the friction cone, noise allowed, and the sensor sees no '
                                    'obstacle')
@@ -357,8 +359,8 @@ class PlanarLocalizer:
     def _in_link_frame(self, q, link, point, force, span, source, residual, consistent,
                        candidates, candidate_links, message) -> ContactEstimate:
         rotation, origin = self.robot.link_pose(q, link)
-        return ContactEstimate(link, rotation.T @ (point - origin), point, rotation.T @ force,
-                               force, span, source, residual, bool(consistent), candidates,
+        contact = Contact(link, rotation.T @ (point - origin), rotation.T @ force, point, force)
+        return ContactEstimate(contact, span, source, residual, bool(consistent), candidates,
                                candidate_links, message)
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from contact_estimation.core.chain.joint_order import JointOrder
+from contact_estimation.core.chain.stamps import nanoseconds, sec_nanosec
 from contact_estimation.core.robot.robot_model import RobotModel
 
 JOINT_STATE_TYPE = 'sensor_msgs/msg/JointState'
@@ -149,36 +151,44 @@ def read_bag(path, topic: str = DEFAULT_TOPIC,
             if any(c.msgtype != JOINT_STATE_TYPE for c in connections):
                 raise RecordingError(f'{topic} in {directory} is {connections[0].msgtype}, '
                                      f'not {JOINT_STATE_TYPE}')
+            order = None if joint_names is None else JointOrder(joint_names)
             for connection, receive_ns, raw in reader.messages(connections=connections):
                 msg = reader.deserialize(raw, connection.msgtype)
-                names = list(msg.name)
-                joint_names = joint_names or names
-                if not set(joint_names) <= set(names):
+                order = order or JointOrder(msg.name)
+                row = joint_state_row(msg, order, receive_ns, directory)
+                if row is None:
                     skipped += 1
-                    continue
-                rows.append(_joint_state_row(msg, names, joint_names, receive_ns, directory))
+                else:
+                    rows.append(row)
     except AnyReaderError as err:
         raise RecordingError(f'cannot read the bag {directory}: {err}') from err
     if not rows:
         raise RecordingError(f'{topic} in {directory} has no message with all joints '
                              f'{joint_names} ({skipped} messages with other joints)')
     table = np.array(rows)
+    joint_names = order.joint_names
     n = len(joint_names)
     return JointRecording(list(joint_names), table[:, 0], table[:, 1:1 + n],
                           table[:, 1 + n:1 + 2 * n], table[:, 1 + 2 * n:], str(directory))
 
 
-def _joint_state_row(msg, names, joint_names, receive_ns, source) -> list[float]:
-    stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-    row = [(stamp_ns or receive_ns) * 1e-9]
-    order = [names.index(j) for j in joint_names]
+def joint_state_row(msg, order: JointOrder, receive_ns: int = 0,
+                    source: object = 'a joint state') -> list[float] | None:
+    """[t, q, q̇, τ] of a JointState message (rclpy's or a bag reader's) in `order`'s joints,
+    t in s from its stamp (`receive_ns` when the stamp is zero); None when it lacks one of
+    those joints, RecordingError when it lacks values."""
+    names = list(msg.name)
+    rows = order.map(names).model_order
+    if rows is None:
+        return None
+    row = [(nanoseconds(msg.header.stamp.sec, msg.header.stamp.nanosec) or receive_ns) * 1e-9]
     for name in FIELDS:
         values = np.asarray(getattr(msg, name), dtype=float)
         if values.size != len(names):
             raise RecordingError(f'{source}: a JointState message has {values.size} {name} '
                                  f'values for {len(names)} joints; identification needs '
                                  f'position, velocity and effort of every joint')
-        row.extend(values[order])
+        row.extend(values[rows])
     return row
 
 
@@ -199,9 +209,9 @@ def write_bag(path, recording: JointRecording, topic: str = DEFAULT_TOPIC,
         connection = writer.add_connection(topic, JOINT_STATE_TYPE, typestore=store)
         for k, t in enumerate(recording.t):
             stamp_ns = int(round(t * 1e9))
+            sec, nanosec = sec_nanosec(stamp_ns)
             msg = JointState(
-                header=Header(stamp=Time(sec=stamp_ns // 1_000_000_000,
-                                         nanosec=stamp_ns % 1_000_000_000), frame_id=''),
+                header=Header(stamp=Time(sec=sec, nanosec=nanosec), frame_id=''),
                 name=list(recording.joint_names), position=recording.q[k].astype(float),
                 velocity=recording.v[k].astype(float), effort=recording.effort[k].astype(float))
             writer.write(connection, stamp_ns, store.serialize_cdr(msg, JOINT_STATE_TYPE))

@@ -15,7 +15,7 @@ four gravity parameters (m, m·c') by linear least squares on the torque residua
 recording leaves with the arm's own model, with the small rotational term taken from the
 previous estimate (a fixed point reached in a few rounds), and says how well the recording
 determines each of them. The residual (core/chain/residual.py), the F/T base-wrench compensation
-(core/contact/ft_contact.py) and the simulated cobot (core/sim) all take a `Payload`.
+(core/contact/ft_compensation.py) and the simulated cobot (core/sim) all take a `Payload`.
 """
 from __future__ import annotations
 

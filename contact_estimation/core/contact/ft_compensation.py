@@ -1,0 +1,204 @@
+"""The contact wrench from a 6-axis F/T sensor under the robot's base (seed 004). No ROS.
+
+Seed 004 (patent CN 106182087 A, ../shared/METHODS.md §004) puts the sensor between the base
+and joint 1. It reads, eq. 20,
+
+    f = f₀ + f_cB + f_Bd,   m = τ₀ + τ_cB + τ_Bd
+
+the arm's weight (f₀, τ₀: eqs. 9–10), the contact wrench at the base origin (f_cB, τ_cB:
+eqs. 4–6) and the reaction of the moving arm (f_Bd, τ_Bd: eqs. 14–18). `BaseWrenchCompensator`
+removes the sensor's own offset and f₀ + f_Bd, τ₀ + τ_Bd, which are together the base
+reaction of inverse dynamics (`RobotModel.base_wrench`, with the measured q, q̇ and an
+estimated q̈, core/chain/derivatives.py): what is left is the contact wrench.
+`MomentumWrenchObserver` gets the same without q̈. The two sign conventions meet here without
+a flip: a force p acting ON the robot at c (the project's convention) pushes the robot onto
+its base with f_cB = p, τ_cB = c × p. The point comes from core/contact/ft_contact.py.
+
+Frames: the base frame of the `RobotModel` (REP 103) unless said otherwise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from contact_estimation.core.robot.payload import Payload
+from contact_estimation.core.robot.robot_model import RobotModel
+
+ROBOT_ON_SENSOR = 'robot_on_sensor'
+MOUNT_ON_ROBOT = 'mount_on_robot'
+CONVENTIONS = (ROBOT_ON_SENSOR, MOUNT_ON_ROBOT)
+COMPENSATIONS = ('momentum_observer', 'acceleration')
+
+
+# Levi-Civita symbol: a × b = ε a b as one einsum, several times faster than np.cross on the
+# few-row arrays of one estimate.
+_LEVI_CIVITA = np.zeros((3, 3, 3))
+_LEVI_CIVITA[[0, 1, 2], [1, 2, 0], [2, 0, 1]] = 1.0
+_LEVI_CIVITA[[0, 1, 2], [2, 0, 1], [1, 2, 0]] = -1.0
+
+
+def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a × b over the last axis."""
+    return np.einsum('ijk,...j,...k->...i', _LEVI_CIVITA, a, b)
+
+
+class FtContactError(ValueError):
+    """Input the F/T contact estimation cannot use (non-finite, wrong shape, bad setting)."""
+
+
+def finite_rows(value, size: int, what: str) -> np.ndarray:
+    """`value` as a float array of rows of `size` finite numbers; FtContactError naming `what`
+    otherwise."""
+    array = np.asarray(value, dtype=float)
+    if array.shape[-1:] != (size,) or not np.isfinite(array).all():
+        raise FtContactError(f'{what} must be finite with {size} values per row, got '
+                             f'shape {array.shape}')
+    return array
+
+
+@dataclass(frozen=True)
+class SensorMount:
+    """Where the sensor sits and which wrench it reports.
+
+    Picture the arm standing on the sensor, the sensor bolted on the mount:
+
+               arm (joint 1 and up)
+        ════════════╤════════════   top plate: carries the robot
+                    S               sensor frame S: axes R_BS, reference point o_S
+        ════════════╧════════════   bottom plate: bolted to the mount
+               mount / floor
+
+    `reports`: `ROBOT_ON_SENSOR` — the wrench the robot exerts on the sensor (at rest the
+    force points down, the robot's weight: the sim cobot's `ft_wrench`), or
+    `MOUNT_ON_ROBOT` — the wrench the mount exerts on the robot (at rest it points up).
+    `rotation`: R_BS, the sensor's axes in the base frame (columns). `position`: o_S, the
+    point the sensor refers its moments to, in the base frame (m). The sim cobot's sensor:
+    robot on sensor, identity, origin.
+    """
+
+    reports: str = ROBOT_ON_SENSOR
+    rotation: np.ndarray = field(default_factory=lambda: np.eye(3))
+    position: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+    def __post_init__(self):
+        if self.reports not in CONVENTIONS:
+            raise FtContactError(f'reports must be one of {CONVENTIONS}, got {self.reports!r}')
+        rotation = np.asarray(self.rotation, dtype=float)
+        if (rotation.shape != (3, 3) or not np.isfinite(rotation).all()
+                or not np.allclose(rotation.T @ rotation, np.eye(3), atol=1e-6)
+                or np.linalg.det(rotation) < 0):
+            raise FtContactError('rotation must be a 3×3 rotation matrix')
+        object.__setattr__(self, 'rotation', rotation)
+        object.__setattr__(self, 'position', finite_rows(self.position, 3, 'position'))
+
+    @property
+    def _sign(self) -> float:
+        return 1.0 if self.reports == ROBOT_ON_SENSOR else -1.0
+
+    def to_base(self, reading: np.ndarray) -> np.ndarray:
+        """Sensor readings [f; m] (…×6, sensor frame, at o_S) → the wrench of the robot on its
+        base, [f; m] at the base origin, base frame: f_B = s R f, m_B = s (R m + o_S × R f)."""
+        reading = finite_rows(reading, 6, 'F/T reading')
+        force = reading[..., :3] @ self.rotation.T
+        torque = reading[..., 3:] @ self.rotation.T + cross(self.position, force)
+        return self._sign * np.concatenate([force, torque], axis=-1)
+
+    def from_base(self, wrench: np.ndarray) -> np.ndarray:
+        """The inverse of `to_base`: what the sensor reads for this robot-on-base wrench."""
+        wrench = self._sign * finite_rows(wrench, 6, 'base wrench')
+        torque = wrench[..., 3:] - cross(self.position, wrench[..., :3])
+        return np.concatenate([wrench[..., :3] @ self.rotation, torque @ self.rotation], axis=-1)
+
+
+class BaseWrenchCompensator:
+    """Seed 004 eq. 20 solved for the contact wrench: reading − offset − (f₀ + f_Bd, τ₀ + τ_Bd).
+
+    The arm's wrench comes from `robot` (its URDF or identified inertial parameters) carrying
+    `payload` (core/robot/payload.Payload, the residual's too). `offset` is the sensor's own reading
+    with nothing on it, in its frame (`resting_offset` measures it; keeping it across
+    restarts is the caller's job).
+    """
+
+    def __init__(self, robot: RobotModel, mount: SensorMount | None = None,
+                 payload: Payload = Payload(), offset=(0.0,) * 6):
+        self.mount = mount or SensorMount()
+        self.robot = payload.carried_by(robot)
+        self.offset = finite_rows(offset, 6, 'offset')
+        self._still = np.zeros(robot.n)
+
+    def arm_wrench(self, q: np.ndarray, v=None, a=None) -> np.ndarray:
+        """[f; m] of the arm on its base (base origin, base frame): f₀ + f_Bd, τ₀ + τ_Bd, or
+        the weight alone (f₀, τ₀, eqs. 9–10) when v or a is None."""
+        if v is None or a is None:
+            v = a = self._still
+        return np.concatenate(self.robot.base_wrench(q, v, a))
+
+    def contact_wrench(self, reading: np.ndarray, q: np.ndarray, v=None, a=None) -> np.ndarray:
+        """[f_cB; τ_cB]: the contact force on the robot and its moment about the base origin,
+        base frame (eq. 20). Without v and a the arm's motion is not compensated."""
+        reading = finite_rows(reading, 6, 'F/T reading')
+        return self.mount.to_base(reading - self.offset) - self.arm_wrench(q, v, a)
+
+    def resting_offset(self, readings: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """The sensor's offset (sensor frame) from readings (N×6) on an arm resting at q (N×n):
+        the mean of each reading minus what the arm's weight alone would give."""
+        readings = np.atleast_2d(finite_rows(readings, 6, 'F/T readings'))
+        q = np.atleast_2d(finite_rows(q, self.robot.n, 'joint positions'))
+        if len(readings) != len(q) or not len(q):
+            raise FtContactError(f'need as many readings as joint positions (≥ 1), got '
+                                 f'{len(readings)} and {len(q)}')
+        weights = np.array([self.arm_wrench(qk) for qk in q])
+        return np.mean(readings - self.mount.from_base(weights), axis=0)
+
+
+class MomentumWrenchObserver:
+    """Seed 004 eq. 20 without q̈: the contact wrench from the arm's momentum, low-passed.
+
+    The arm's momentum h = [P; L] (about the base origin, base frame; `base_momentum`, a
+    function of q and q̇ only) changes as ḣ = −(f_Bd, τ_Bd), so the contact wrench is
+    W_c = R − W₀ + ḣ (R: the reading as the robot's wrench on its base, W₀ = [f₀; τ₀] its
+    weight). As the momentum observer of the joint residual (seed 001) does for τ_ext,
+
+        r(t) = K (h(t) − h(t₀) + ∫ (R − W₀ − r) ds),   so   ṙ = K (W_c − r):
+
+    r follows W_c through a first-order low pass of time constant 1/K (`gain`, 1/s) and
+    never differentiates a measurement: the q̈ estimate's error (~0.3 N·m on the sim cobot)
+    is gone and the sensor noise is averaged over ~1/K seconds. The integral is implicit
+    (stable for any step). Times are the samples' stamps in seconds; a stamp not after the
+    last one restarts the observer.
+    """
+
+    def __init__(self, compensator: BaseWrenchCompensator, gain: float):
+        if not (np.isfinite(gain) and gain > 0.0):
+            raise FtContactError(f'observer gain must be > 0 1/s, got {gain}')
+        self.compensator = compensator
+        self.gain = float(gain)
+        self.reset()
+
+    def reset(self) -> None:
+        """Start again at the next sample (its wrench is taken as the momentum's origin)."""
+        self._time = None
+        self._momentum0 = np.zeros(6)
+        self._integral = np.zeros(6)
+        self.wrench = np.zeros(6)
+
+    def update(self, t: float, reading: np.ndarray, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """The contact wrench [f_cB; τ_cB] (base origin, base frame, force on the robot) after
+        the reading at stamp `t` (s) with the measured q, q̇."""
+        compensator = self.compensator
+        reading = finite_rows(reading, 6, 'F/T reading')
+        static = compensator.mount.to_base(reading - compensator.offset) - compensator.arm_wrench(q)
+        momentum = np.concatenate(compensator.robot.base_momentum(q, v))
+        if self._time is None or t <= self._time:
+            # start as if in steady state, r = R − W₀ (the weight-only compensation)
+            self._time, self._momentum0, self._integral = t, momentum, static / self.gain
+            self.wrench = static
+            return self.wrench.copy()
+        dt = t - self._time
+        self._time = t
+        # r = K (h − h₀ + I + (R − W₀ − r) dt), I the integral so far: solved for r
+        self.wrench = self.gain * (momentum - self._momentum0 + self._integral + static * dt) / (
+            1.0 + self.gain * dt)
+        self._integral += (static - self.wrench) * dt
+        return self.wrench.copy()
