@@ -47,7 +47,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from detection import LEVELS, SPACING, alarms, contacts, delays, motion, replay
-from identification_motion import FirstSeconds
 from scipy.ndimage import uniform_filter1d
 from tqdm import tqdm
 
@@ -68,7 +67,7 @@ from contact_estimation.core.identification.identification import (
 )
 from contact_estimation.core.identification.motion_identification import identify_motion
 from contact_estimation.core.identification.payload_identification import identify_payload
-from contact_estimation.core.identification.trajectory import make_trajectory
+from contact_estimation.core.identification.trajectory import FirstSeconds, make_trajectory
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
