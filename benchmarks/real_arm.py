@@ -427,6 +427,10 @@ def free_run(name: str, minutes: float, calibration_s: float, per_level: int) ->
     problems.update(found)
     stop, joints, _ = replay(config, free)
     hours = (free['t'][-1] - free['t'][0]) / 3600.0
+    ratio = np.abs(free['tau_ext']) / thresholds(
+        config.base_thresholds, config.speed_gain, config.acceleration_gain,
+        config.threshold_max, free['v'], np.nan_to_num(free['a']))
+    peak = np.unravel_index(np.argmax(ratio), ratio.shape)
 
     rng = np.random.default_rng(0)
     magnitudes = np.repeat(FLANGE_LEVELS, per_level)
@@ -442,8 +446,9 @@ def free_run(name: str, minutes: float, calibration_s: float, per_level: int) ->
     problems.update(found)
     hits = delays(replay(config, pushed), pushed, forces)
     return {'robot': name, 'joints': robot.n, 'calibration': fitted, 'hours': hours,
-            'false_stops': alarms(stop), 'causes': false_stop_rows(arm, config, free, stop,
-                                                                   joints),
+            'false_stops': alarms(stop),
+            'peak': (ratio[peak], robot.joint_names[peak[1]]),
+            'causes': false_stop_rows(arm, config, free, stop, joints),
             'contacts': hits, 'magnitudes': magnitudes,
             'problems': problems}
 
@@ -461,13 +466,14 @@ def free_runs(robots, minutes: float, quick: bool) -> None:
           'the flange: detected, delay p50 / p95 ms from onset:')
     header = ' | '.join(f'{level:g} N·m' for level in FLANGE_LEVELS)
     print(f'| robot | ψ_0 N·m | calibrate promises (per hour, 95 %) | free motion, h | '
-          f'false stops | per hour | {header} |')
-    print('|---|---|---|---|---|---|' + '---|' * len(FLANGE_LEVELS))
+          f'peak |τ_ext|/ψ | false stops | per hour | {header} |')
+    print('|---|---|---|---|---|---|---|' + '---|' * len(FLANGE_LEVELS))
     for r in results:
         c = r['calibration']
         print(f'| {r["robot"]} | {c.base.min():.2f}–{c.base.max():.2f} | '
               f'≤ {c.false_alarm_bound_per_hour:.3g} ({c.false_alarms} in '
-              f'{c.heldout_duration:.0f} s) | {r["hours"]:.2f} | {r["false_stops"]} | '
+              f'{c.heldout_duration:.0f} s) | {r["hours"]:.2f} | '
+              f'{r["peak"][0]:.2f} ({r["peak"][1]}) | {r["false_stops"]} | '
               f'{r["false_stops"] / r["hours"]:.2g} (≤ '
               f'{rate_upper_bound(r["false_stops"], r["hours"]):.2g}) | '
               f'{" | ".join(cells(r["contacts"], r["magnitudes"], FLANGE_LEVELS))} |')
