@@ -93,7 +93,7 @@ SOURCES = ('sweeps', 'motion')
 # Issue 28's long free runs (--free-runs).
 FREE_RATE = 100.0          # Hz, with DRIVER_TIMING: steps of 7–13 ms
 WORK_SPEED = 0.5           # peak speed of the free-run motion / velocity limit
-CALIBRATION_S = 600.0      # s of free motion `calibrate` gets (half held out)
+CALIBRATION_S = 60.0       # s of free motion `calibrate` gets (half held out): --live's default
 FLANGE_LEVELS = (8.0, 15.0)  # N·m: the largest joint torque of a contact at the flange
 
 
@@ -411,7 +411,8 @@ def free_run(name: str, minutes: float, calibration_s: float, per_level: int) ->
           f'{DRIVER_TIMING.period_jitter * 1e3:g} ms, motor current')
     model, _ = motion_model(arm)
     payload = identified_payloads(arm, {'motion': model})['motion']
-    cal, problems = observed(arm, model, payload, of_log(driver_log(
+    problems = {}
+    cal, problems['calibration'] = observed(arm, model, payload, of_log(driver_log(
         arm, work(11), calibration_s, 11, TOOL, 'calibration motion')), 'calibration')
     fitted = calibrate(cal['t'], cal['q'], cal['v'], cal['tau_ext'], robot.joint_names,
                        margin=CALIBRATION_MARGIN,
@@ -422,9 +423,8 @@ def free_run(name: str, minutes: float, calibration_s: float, per_level: int) ->
         robot.joint_names, thresholds_position=fitted.base, speed_gain=fitted.speed_gain,
         acceleration_gain=fitted.acceleration_gain, threshold_max=fitted.threshold_max,
         hold_time=0.1)
-    free, found = observed(arm, model, payload, of_log(driver_log(
+    free, problems['free run'] = observed(arm, model, payload, of_log(driver_log(
         arm, work(12), 60.0 * minutes, 12, TOOL, f'{minutes:g} min of free motion')), 'free run')
-    problems.update(found)
     stop, joints, _ = replay(config, free)
     hours = (free['t'][-1] - free['t'][0]) / 3600.0
     ratio = np.abs(free['tau_ext']) / thresholds(
@@ -442,8 +442,7 @@ def free_run(name: str, minutes: float, calibration_s: float, per_level: int) ->
     with tqdm(total=int(seconds * 1000), unit='step', desc='contacts', leave=False,
               mininterval=2.0) as bar:
         trace = driver_stream(record(arm, spec, forces, seconds, 13, bar), arm.rate, 13)
-    pushed, found = observed(arm, model, payload, trace, 'contacts')
-    problems.update(found)
+    pushed, problems['contacts'] = observed(arm, model, payload, trace, 'contacts')
     hits = delays(replay(config, pushed), pushed, forces)
     return {'robot': name, 'joints': robot.n, 'calibration': fitted, 'hours': hours,
             'false_stops': alarms(stop),
@@ -453,10 +452,9 @@ def free_run(name: str, minutes: float, calibration_s: float, per_level: int) ->
             'problems': problems}
 
 
-def free_runs(robots, minutes: float, quick: bool) -> None:
+def free_runs(robots, minutes: float, calibration_s: float, quick: bool) -> None:
     """The issue 28 tables: false stops per hour in long free runs, and contacts at the
     flange."""
-    calibration_s = 60.0 if quick else CALIBRATION_S
     results = [free_run(name, minutes, calibration_s, 4 if quick else 25) for name in robots]
     print(f'\nFalse stops in held-out free motion (up to {WORK_SPEED:g} × the velocity '
           f'limits, {FREE_RATE:g} Hz ± {DRIVER_TIMING.period_jitter * 1e3:g} ms, '
@@ -487,15 +485,16 @@ def free_runs(robots, minutes: float, quick: bool) -> None:
             print(f'| {robot} | {t:.2f} | {joint} | {ratio:.2f} | {v:+.3f} | {a:+.2f} | '
                   f'{since * 1e3:.0f} |')
     print('What the listener found: ' + '; '.join(
-        f'{r["robot"]}: {dict(r["problems"])}' for r in results))
+        f'{r["robot"]} {stream}: {dict(found)}' for r in results
+        for stream, found in r['problems'].items()))
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--quick', action='store_true',
                         help='CI scale: issue 11: short sweeps, 20 s calibration, 30 s of free '
-                             'motion, 6 contacts per level; --free-runs: 60 s calibration, '
-                             '4 contacts per level (with --minutes 1 by default)')
+                             'motion, 6 contacts per level; --free-runs: 4 contacts per level '
+                             'and --minutes 1 by default')
     parser.add_argument('--free-runs', action='store_true',
                         help="issue 28: false stops per hour in long free runs at 100 Hz")
     parser.add_argument('--robots', nargs='+', default=['ur5', 'panda'],
@@ -503,12 +502,14 @@ def main(argv=None) -> int:
     parser.add_argument('--minutes', type=float,
                         help='with --free-runs: simulated minutes of held-out free motion per '
                              'arm (default 30; 1 with --quick)')
+    parser.add_argument('--calibration-seconds', type=float, default=CALIBRATION_S,
+                        help='with --free-runs: s of free motion recorded for `calibrate`')
     args = parser.parse_args(argv)
     if args.free_runs:
         minutes = args.minutes or (1.0 if args.quick else 30.0)
         if not minutes > 0:
             parser.error('--minutes must be > 0')
-        free_runs(args.robots, minutes, args.quick)
+        free_runs(args.robots, minutes, args.calibration_seconds, args.quick)
     else:
         issue_11(args.quick)
     return 0
