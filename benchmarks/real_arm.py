@@ -36,6 +36,16 @@ sample's verdict is known only half that later (counted in its delay); threshold
 k = `BASELINE_K`); a collision when some joint is over for n = 3 consecutive samples.
 
     nice -n 10 .venv/bin/python benchmarks/real_arm.py [--quick]
+
+`--free-runs` (issue 28): false stops per hour over long free runs of ur5 and the Panda at
+`FREE_RATE` (100 Hz ± 3 ms, 1 % late), effort as motor current through the listener's
+transmission (`effort_is_current`), the tool, the model from 60 s of ordinary motion
+(`identify_motion`), `calibrate` on `--calibration-seconds` of free motion, then `--minutes`
+(30) of held-out free motion up to `WORK_SPEED` of the velocity limits, and contacts at the
+flange of 8 and 15 N·m; each false stop with the joint over ψ, its q̇, q̈ and the time since
+its q̇ changed sign.
+
+    nice -n 10 .venv/bin/python benchmarks/real_arm.py --free-runs [--minutes 30] [--quick]
 """
 from __future__ import annotations
 
