@@ -29,7 +29,10 @@ from contact_estimation.core.identification.motion_identification import identif
 from contact_estimation.core.chain.residual import make_residual
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.harness import record_on_simulator, simulator_config
-from contact_estimation.core.identification.trajectory import SmoothRandomTrajectory
+from contact_estimation.core.identification.trajectory import (
+    FirstSeconds,
+    SmoothRandomTrajectory,
+)
 
 SPATIAL = os.path.join(os.path.dirname(__file__), '..', 'urdf', 'spatial_6r.urdf')
 RATE = 250.0  # Hz recorded
@@ -37,16 +40,6 @@ RATE = 250.0  # Hz recorded
 
 def _progress(iterable, total, desc):
     return tqdm(iterable, total=total, desc=desc, leave=False, mininterval=1.0)
-
-
-class FirstSeconds:
-    """An endless trajectory played for `duration` s (the simulator recording needs an end)."""
-
-    def __init__(self, trajectory, duration: float):
-        self.trajectory, self.duration = trajectory, duration
-
-    def sample(self, t: float):
-        return self.trajectory.sample(t)
 
 
 def free_motion(robot, config, seconds: float, seed: int):

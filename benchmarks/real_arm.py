@@ -36,6 +36,16 @@ sample's verdict is known only half that later (counted in its delay); threshold
 k = `BASELINE_K`); a collision when some joint is over for n = 3 consecutive samples.
 
     nice -n 10 .venv/bin/python benchmarks/real_arm.py [--quick]
+
+`--free-runs` (issue 28): false stops per hour over long free runs of ur5 and the Panda at
+`FREE_RATE` (100 Hz ± 3 ms, 1 % late), effort as motor current through the listener's
+transmission (`effort_is_current`), the tool, the model from 60 s of ordinary motion
+(`identify_motion`), `calibrate` on `--calibration-seconds` of free motion, then `--minutes`
+(30) of held-out free motion up to `WORK_SPEED` of the velocity limits, and contacts at the
+flange of 8 and 15 N·m; each false stop with the joint over ψ, its q̇, q̈ and the time since
+its q̇ changed sign.
+
+    nice -n 10 .venv/bin/python benchmarks/real_arm.py --free-runs [--minutes 30] [--quick]
 """
 from __future__ import annotations
 
@@ -43,17 +53,22 @@ import argparse
 import dataclasses
 import sys
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 from detection import LEVELS, SPACING, alarms, contacts, delays, motion, replay
-from identification_motion import FirstSeconds
 from scipy.ndimage import uniform_filter1d
 from tqdm import tqdm
 
-from contact_estimation.core.chain.detector import DetectorConfig
+from contact_estimation.core.chain.detector import DetectorConfig, thresholds
 from contact_estimation.core.chain.joint_state_conditioning import JointStateConditioner
 from contact_estimation.core.chain.residual import MODELS, StaticTerms, make_residual
-from contact_estimation.core.chain.threshold_calibration import accelerations, calibrate
+from contact_estimation.core.chain.threshold_calibration import (
+    accelerations,
+    calibrate,
+    caps_from_effort,
+    rate_upper_bound,
+)
 from contact_estimation.core.identification.excitation import SweepSettings, plan_sweeps
 from contact_estimation.core.identification.identification import (
     gravity_error,
@@ -62,7 +77,7 @@ from contact_estimation.core.identification.identification import (
 )
 from contact_estimation.core.identification.motion_identification import identify_motion
 from contact_estimation.core.identification.payload_identification import identify_payload
-from contact_estimation.core.identification.trajectory import make_trajectory
+from contact_estimation.core.identification.trajectory import FirstSeconds, make_trajectory
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.cobot import SimulatedCobot
@@ -71,9 +86,7 @@ from contact_estimation.core.sim.driver import DriverStream, DriverTiming, Motor
 from contact_estimation.core.sim.harness import closed_loop, record_on_simulator, simulator_config
 from contact_estimation.core.sim.scenario import Scenario
 
-MOTOR = MotorCurrent(torque_constants=(0.14, 0.14, 0.14, 0.14, 0.07, 0.07, 0.07),
-                     gear_ratios=(100.0,))
-TOOL = Payload(3.0, (0.01, 0.03, 0.06))  # kg, m in panda_hand: the Panda's rated payload
+TOOL = Payload(3.0, (0.01, 0.03, 0.06))  # kg, m in the tip link: the Panda's rated payload
 DRIVER_RATE = 140.0                       # Hz: with ±3 ms, steps of 4–10 ms
 DRIVER_TIMING = DriverTiming(period_jitter=0.003, reorder_probability=0.01)
 EPOCH = 1000.0          # s added to the sim's stamps for the listener (a driver's clock)
@@ -87,54 +100,93 @@ CONTACT_LINKS = ('panda_link3', 'panda_link4', 'panda_link5', 'panda_link6')
 BASELINE_K, BASELINE_SAMPLES = 5.0, 3
 BASELINE_SMOOTHING = 0.02  # s, centred moving average of the baseline's q̈
 SOURCES = ('sweeps', 'motion')
+# Issue 28's long free runs (--free-runs).
+FREE_RATE = 100.0          # Hz, with DRIVER_TIMING: steps of 7–13 ms
+WORK_SPEED = 0.5           # peak speed of the free-run motion / velocity limit
+CALIBRATION_S = 60.0       # s of free motion `calibrate` gets (half held out): --live's default
+FLANGE_LEVELS = (8.0, 15.0)  # N·m: the largest joint torque of a contact at the flange
+
+
+@dataclass(frozen=True)
+class Arm:
+    """A simulated real arm: the robot, its driver's motor current (seed 001 eqs. 1–2) and
+    publishing rate."""
+
+    robot: RobotModel
+    motor: MotorCurrent
+    rate: float  # Hz, with DRIVER_TIMING's jitter and late samples
+
+
+def make_arm(name: str, rate: float) -> Arm:
+    """The Panda (k_m 0.14 / 0.07 N·m/A, G_m 100) or the UR5 (0.125 / 0.092 N·m/A, G_m 101)
+    with its driver at `rate` Hz."""
+    motors = {'panda': MotorCurrent((0.14,) * 4 + (0.07,) * 3, (100.0,)),
+              'ur5': MotorCurrent((0.125,) * 3 + (0.092,) * 3, (101.0,))}
+    if name not in motors:
+        raise ValueError(f'no driver data for robot {name!r}: one of {sorted(motors)}')
+    return Arm(RobotModel.load(name), motors[name], rate)
 
 
 def _progress(iterable, total, desc):
     return tqdm(iterable, total=total, desc=desc, leave=False, mininterval=2.0)
 
 
-def arm_config(robot, seed: int, payload: Payload = Payload()):
+def arm_config(arm: Arm, seed: int, payload: Payload = Payload()):
     """The simulated arm with the driver's motor-current effort and `payload`."""
-    return dataclasses.replace(simulator_config(robot, seed=seed), motor_current=MOTOR,
+    return dataclasses.replace(simulator_config(arm.robot, seed=seed), motor_current=arm.motor,
                                payload=payload)
 
 
+def driver_log(arm: Arm, spec: dict, seconds: float, seed: int, payload: Payload, desc: str):
+    """`seconds` of the trajectory `spec` as the arm's driver delivers it (a JointRecording
+    in the order its samples left)."""
+    def progress(iterable, total, **_):
+        return _progress(iterable, total, desc)
+    return record_on_simulator(arm.robot, FirstSeconds(make_trajectory(arm.robot, spec), seconds),
+                               arm_config(arm, seed, payload), arm.rate, progress, DRIVER_TIMING)
+
+
 # ------------------------------------------------------------------ the user's setup
-def identified_models(robot, quick: bool) -> dict:
+def motion_model(arm: Arm):
+    """Step 1 from ordinary motion: `identify fit` on IDENTIFICATION_S of the bare arm's
+    ordinary motion through the driver; (the model, the recording)."""
+    recording = in_time_order(driver_log(arm, motion(1), IDENTIFICATION_S, 3, Payload(),
+                                         'ordinary motion'))[0]
+    fit = identify_motion(arm.robot, recording, progress=_progress)
+    return fit.model('continuous', {}), recording
+
+
+def identified_models(arm: Arm, quick: bool) -> dict:
     """Step 1: the bare arm's model (`identify fit`) from each source, recorded through the
     driver and sorted by stamp as `fit` does."""
+    robot = arm.robot
     settings = (SweepSettings(speeds=tuple(np.round(np.geomspace(0.02, 0.8, 6), 3)),
                               amplitude=0.5, max_pass_time=4.0) if quick else SweepSettings())
     sweeps = plan_sweeps(robot, settings)
-    ordinary = FirstSeconds(make_trajectory(robot, motion(1)), IDENTIFICATION_S)
-    recordings = {name: in_time_order(record_on_simulator(
-        robot, trajectory, arm_config(robot, seed), DRIVER_RATE, _progress, DRIVER_TIMING))[0]
-        for name, trajectory, seed in (('sweeps', sweeps, 2), ('motion', ordinary, 3))}
-    fits = {'sweeps': identify(robot, recordings['sweeps'], progress=_progress),
-            'motion': identify_motion(robot, recordings['motion'], progress=_progress)}
+    swept = in_time_order(record_on_simulator(robot, sweeps, arm_config(arm, 2), arm.rate,
+                                              _progress, DRIVER_TIMING))[0]
+    models = {'sweeps': identify(robot, swept, progress=_progress).model('continuous', {})}
+    models['motion'], ordinary = motion_model(arm)
     print(f'1. identified the bare arm from sweeps ({sweeps.duration:.0f} s, '
           f'{len(settings.speeds)} speeds) and from {IDENTIFICATION_S:g} s of ordinary motion '
-          f'({len(recordings["motion"].t)} samples); gravity error against the URDF, mean '
+          f'({len(ordinary.t)} samples); gravity error against the URDF, mean '
           'over 2000 poses, N·m per joint:')
-    models = {name: fit.model('continuous', {}) for name, fit in fits.items()}
     for name, model in models.items():
         error = gravity_error(robot, model, 2000).mean(axis=0)
         print(f'   {name:7s} ' + ' '.join(f'{e:.3f}' for e in error))
     return models
 
 
-def identified_payloads(robot, models: dict) -> dict:
+def identified_payloads(arm: Arm, models: dict) -> dict:
     """Step 2: `identify payload` with each bare-arm model on a log of slow motion carrying
     the tool, through the driver."""
     slow = {'type': 'smooth_random', 'seed': 21, 'speed_scale': 0.1, 'amplitude': 0.8}
-    log, _ = in_time_order(record_on_simulator(
-        robot, FirstSeconds(make_trajectory(robot, slow), PAYLOAD_S), arm_config(robot, 4, TOOL),
-        DRIVER_RATE, _progress, DRIVER_TIMING))
+    log = in_time_order(driver_log(arm, slow, PAYLOAD_S, 4, TOOL, 'slow motion with the tool'))[0]
     payloads = {}
     print(f'2. tool {TOOL.mass:g} kg at {TOOL.centre_of_mass} m identified from '
           f'{PAYLOAD_S:g} s of slow motion:')
     for name, model in models.items():
-        fit = identify_payload(StaticTerms(robot, model), log)
+        fit = identify_payload(StaticTerms(arm.robot, model), log)
         payloads[name] = fit.payload
         print(f'   {name:7s} {fit.payload.mass:.3f} ± {fit.mass_error:.3f} kg at '
               f'{np.round(fit.payload.centre_of_mass, 4)} m')
@@ -142,35 +194,42 @@ def identified_payloads(robot, models: dict) -> dict:
 
 
 # ------------------------------------------------------------------ streams
-def record(robot, spec: dict, forces, seconds: float, seed: int, bar) -> dict:
+def record(arm: Arm, spec: dict, forces, seconds: float, seed: int, bar) -> dict:
     """Every physics step of `seconds` of the tool-carrying arm with the scripted `forces`:
     measured q, q̇, τ and the true external torque."""
-    sim = SimulatedCobot(robot, make_trajectory(robot, spec), Scenario(forces=forces),
-                         arm_config(robot, seed, TOOL))
+    sim = SimulatedCobot(arm.robot, make_trajectory(arm.robot, spec), Scenario(forces=forces),
+                         arm_config(arm, seed, TOOL))
     trace = closed_loop(sim, None, seconds=seconds, progress=bar.update)
     return {key: trace[key] for key in ('t', 'q', 'v', 'effort', 'tau_true')}
 
 
-def driver_stream(trace: dict, seed: int) -> dict:
-    """The trace as the real driver delivers it: the steps it samples, in the order they
-    leave."""
-    steps = DriverStream(1.0 / DRIVER_RATE, SimConfig().timestep, DRIVER_TIMING,
+def driver_stream(trace: dict, rate: float, seed: int) -> dict:
+    """The trace as the real driver at `rate` Hz delivers it: the steps it samples, in the
+    order they leave."""
+    steps = DriverStream(1.0 / rate, SimConfig().timestep, DRIVER_TIMING,
                          seed).schedule(len(trace['t']))
     return {key: values[steps] for key, values in trace.items()}
 
 
-def listened(robot, stream: dict) -> tuple[dict, Counter]:
-    """The stream after the joint-state listener's conditioner (its defaults), and the
-    problems it found (late samples: dropped), by kind."""
-    conditioner = JointStateConditioner.for_robot(robot)
-    names, kept, problems = robot.joint_names, [], Counter()
-    for k, (t, q, v, tau) in enumerate(zip(stream['t'], stream['q'], stream['v'],
-                                           stream['effort'])):
-        result = conditioner.condition(EPOCH + t, names, q, v, tau, now=EPOCH + t)
+def listened(arm: Arm, stream: dict) -> tuple[dict, Counter]:
+    """The stream after the joint-state listener's conditioner (its defaults, and the
+    transmission of a driver reporting motor current, `effort_is_current`, seed 001 eqs.
+    1–2: the effort leaves as i_m = τ / (G_m k_m)), and the problems it found (late samples:
+    dropped), by kind."""
+    robot = arm.robot
+    conditioner = JointStateConditioner.for_robot(
+        robot, effort_is_current=True, torque_constants=arm.motor.torque_constants,
+        gear_ratios=arm.motor.gear_ratios)
+    currents = stream['effort'] / arm.motor.torque_per_ampere(robot.n)
+    names, kept, problems, effort = robot.joint_names, [], Counter(), []
+    for k, (t, q, v, i_m) in enumerate(zip(stream['t'], stream['q'], stream['v'], currents)):
+        result = conditioner.condition(EPOCH + t, names, q, v, i_m, now=EPOCH + t)
         problems.update(code for code, _ in result.problems)
         if result.sample is not None:
             kept.append(k)
+            effort.append(result.sample.tau)
     out = {key: values[kept] for key, values in stream.items()}
+    out['effort'] = np.array(effort).reshape(len(kept), robot.n)
     out['a'] = accelerations(out['t'], out['q'])  # the detector's q̈, once per stream
     return out, problems
 
@@ -183,10 +242,10 @@ def residual_of(kind: str, robot, model, payload, stream: dict, desc: str) -> np
 
 
 # ------------------------------------------------------------------ the suite
-def suite_rows(robot, rate: str, streams: dict, models: dict, payloads: dict,
+def suite_rows(arm: Arm, rate: str, streams: dict, models: dict, payloads: dict,
                forces) -> list[tuple]:
     """(rate, model, source, thresholds, ψ_0 range, delays, false alarms) of the suite."""
-    rows = []
+    robot, rows = arm.robot, []
     for source in SOURCES:
         for kind in MODELS:
             desc = f'{rate} {kind} ({source})'
@@ -260,9 +319,10 @@ def baseline_row(robot, rate: str, streams: dict, forces) -> tuple:
 
 
 # ------------------------------------------------------------------ output
-def cells(found, magnitudes) -> list[str]:
+def cells(found, magnitudes, levels=LEVELS) -> list[str]:
+    """Per level: contacts detected of those at that level, delay p50 / p95 ms."""
     out = []
-    for level in LEVELS:
+    for level in levels:
         hits = [d for (d, _, _), m in zip(found, magnitudes) if m == level]
         seen = np.array([d for d in hits if np.isfinite(d)]) * 1e3
         p50, p95 = np.percentile(seen, [50, 95]) if seen.size else (np.nan, np.nan)
@@ -270,16 +330,14 @@ def cells(found, magnitudes) -> list[str]:
     return out
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--quick', action='store_true',
-                        help='short sweeps, 20 s calibration, 30 s of free motion, 6 contacts '
-                             'per level')
-    args = parser.parse_args(argv)
-    cal_s, free_s, per_level = (20.0, 30.0, 6) if args.quick else (60.0, 600.0, 25)
-    robot = RobotModel.load('panda')
-    models = identified_models(robot, args.quick)
-    payloads = identified_payloads(robot, models)
+def issue_11(quick: bool) -> None:
+    """The Panda at 140 Hz: every residual model and identification source against the
+    baseline (the table of docs/performance.md, "Real arm: issue 11's user")."""
+    cal_s, free_s, per_level = (20.0, 30.0, 6) if quick else (60.0, 600.0, 25)
+    arm = make_arm('panda', DRIVER_RATE)
+    robot = arm.robot
+    models = identified_models(arm, quick)
+    payloads = identified_payloads(arm, models)
 
     rng = np.random.default_rng(0)
     magnitudes = np.repeat(LEVELS, per_level)
@@ -290,16 +348,17 @@ def main(argv=None) -> int:
                       rng, CONTACT_LINKS, CONTACT_SHARE)
     with tqdm(total=int(cal_s + free_s + contact_s) * 1000, unit='step', desc='simulating',
               mininterval=2.0) as bar:
-        traces = {'calibration': record(robot, motion(11), [], cal_s, 11, bar),
-                  'free': record(robot, motion(12), [], free_s, 12, bar),
-                  'contacts': record(robot, spec, forces, contact_s, 13, bar)}
+        traces = {'calibration': record(arm, motion(11), [], cal_s, 11, bar),
+                  'free': record(arm, motion(12), [], free_s, 12, bar),
+                  'contacts': record(arm, spec, forces, contact_s, 13, bar)}
     rows, found_by_listener = [], {}
     for rate, make in (('1 kHz', lambda trace, seed: trace),
-                       ('140 Hz ± 3 ms', driver_stream)):
+                       ('140 Hz ± 3 ms', lambda trace, seed: driver_stream(trace, arm.rate,
+                                                                            seed))):
         streams = {}
         for seed, (name, trace) in enumerate(traces.items()):
-            streams[name], found_by_listener[rate, name] = listened(robot, make(trace, seed))
-        rows += suite_rows(robot, rate, streams, models, payloads, forces)
+            streams[name], found_by_listener[rate, name] = listened(arm, make(trace, seed))
+        rows += suite_rows(arm, rate, streams, models, payloads, forces)
         rows.append(baseline_row(robot, rate, streams, forces))
 
     print(f'\n3. detection: tool {TOOL.mass:g} kg declared as identified; effort from motor '
@@ -316,6 +375,153 @@ def main(argv=None) -> int:
     for rate, kind, source, name, psi, found, false_alarms in rows:
         print(f'| {rate} | {kind} | {source} | {name} | {psi.min():.2f}–{psi.max():.2f} | '
               f'{" | ".join(cells(found, magnitudes))} | {false_alarms} |')
+
+
+# ------------------------------------------------------------------ long free runs (issue 28)
+def work(seed: int) -> dict:
+    """The free-run motion: smooth random, up to WORK_SPEED of the velocity limits."""
+    return {'type': 'smooth_random', 'seed': seed, 'speed_scale': WORK_SPEED, 'amplitude': 0.5}
+
+
+def observed(arm: Arm, model, payload: Payload, stream: dict, desc: str) -> tuple[dict, Counter]:
+    """The driver's stream after the listener, with the default residual (momentum observer)
+    of the identified model and payload as 'tau_ext'."""
+    heard, problems = listened(arm, stream)
+    heard['tau_ext'] = residual_of('momentum_observer', arm.robot, model, payload, heard, desc)
+    return heard, problems
+
+
+def of_log(log) -> dict:
+    return {'t': log.t, 'q': log.q, 'v': log.v, 'effort': log.effort}
+
+
+def false_stop_rows(arm: Arm, config: DetectorConfig, trace: dict, stop: np.ndarray,
+                    joints: list) -> list[tuple]:
+    """Per false stop: its time, and for each joint over ψ its |τ_ext|/ψ, q̇, q̈ and the time
+    since its q̇ last changed sign (a reversal through the Stribeck region)."""
+    t, v, a = trace['t'], trace['v'], np.nan_to_num(trace['a'])
+    psi = thresholds(config.base_thresholds, config.speed_gain, config.acceleration_gain,
+                     config.threshold_max, v, a)
+    rows = []
+    for k in np.flatnonzero(np.diff(stop.astype(int), prepend=0) == 1):
+        for j in joints[k]:
+            flips = np.flatnonzero(np.diff(np.sign(v[:k + 1, j])) != 0)
+            since = t[k] - t[flips[-1] + 1] if flips.size else np.inf
+            rows.append((t[k] - t[0], arm.robot.joint_names[j],
+                         abs(trace['tau_ext'][k, j]) / psi[k, j], v[k, j], a[k, j], since))
+    return rows
+
+
+def free_run(name: str, minutes: float, calibration_s: float, per_level: int) -> dict:
+    """identify → payload → calibrate → `minutes` of held-out free motion → contacts at the
+    flange, on `name` through a FREE_RATE Hz driver; the figures of one row."""
+    arm = make_arm(name, FREE_RATE)
+    robot = arm.robot
+    print(f'\n## {name}: {robot.n} joints, driver {FREE_RATE:g} Hz ± '
+          f'{DRIVER_TIMING.period_jitter * 1e3:g} ms, motor current')
+    model, _ = motion_model(arm)
+    payload = identified_payloads(arm, {'motion': model})['motion']
+    problems = {}
+    cal, problems['calibration'] = observed(arm, model, payload, of_log(driver_log(
+        arm, work(11), calibration_s, 11, TOOL, 'calibration motion')), 'calibration')
+    fitted = calibrate(cal['t'], cal['q'], cal['v'], cal['tau_ext'], robot.joint_names,
+                       margin=CALIBRATION_MARGIN,
+                       threshold_max=caps_from_effort(robot.effort_limits),
+                       source=f'{calibration_s:g} s of free motion')
+    print(fitted.table())
+    config = DetectorConfig.build(
+        robot.joint_names, thresholds_position=fitted.base, speed_gain=fitted.speed_gain,
+        acceleration_gain=fitted.acceleration_gain, threshold_max=fitted.threshold_max,
+        hold_time=0.1)
+    free, problems['free run'] = observed(arm, model, payload, of_log(driver_log(
+        arm, work(12), 60.0 * minutes, 12, TOOL, f'{minutes:g} min of free motion')), 'free run')
+    stop, joints, _ = replay(config, free)
+    hours = (free['t'][-1] - free['t'][0]) / 3600.0
+    ratio = np.abs(free['tau_ext']) / thresholds(
+        config.base_thresholds, config.speed_gain, config.acceleration_gain,
+        config.threshold_max, free['v'], np.nan_to_num(free['a']))
+    peak = np.unravel_index(np.argmax(ratio), ratio.shape)
+
+    rng = np.random.default_rng(0)
+    magnitudes = np.repeat(FLANGE_LEVELS, per_level)
+    rng.shuffle(magnitudes)
+    spec = work(13)
+    forces = contacts(TOOL.carried_by(robot), make_trajectory(robot, spec), magnitudes, 1.0,
+                      rng, (robot.tip_link,), CONTACT_SHARE)
+    seconds = 1.0 + len(magnitudes) * SPACING
+    with tqdm(total=int(seconds * 1000), unit='step', desc='contacts', leave=False,
+              mininterval=2.0) as bar:
+        trace = driver_stream(record(arm, spec, forces, seconds, 13, bar), arm.rate, 13)
+    pushed, problems['contacts'] = observed(arm, model, payload, trace, 'contacts')
+    hits = delays(replay(config, pushed), pushed, forces)
+    return {'robot': name, 'joints': robot.n, 'calibration': fitted, 'hours': hours,
+            'false_stops': alarms(stop),
+            'peak': (ratio[peak], robot.joint_names[peak[1]]),
+            'causes': false_stop_rows(arm, config, free, stop, joints),
+            'contacts': hits, 'magnitudes': magnitudes,
+            'problems': problems}
+
+
+def free_runs(robots, minutes: float, calibration_s: float, quick: bool) -> None:
+    """The issue 28 tables: false stops per hour in long free runs, and contacts at the
+    flange."""
+    results = [free_run(name, minutes, calibration_s, 4 if quick else 25) for name in robots]
+    print(f'\nFalse stops in held-out free motion (up to {WORK_SPEED:g} × the velocity '
+          f'limits, {FREE_RATE:g} Hz ± {DRIVER_TIMING.period_jitter * 1e3:g} ms, '
+          f'{DRIVER_TIMING.reorder_probability:.0%} late, motor current, {TOOL.mass:g} kg '
+          f'tool; model from {IDENTIFICATION_S:g} s of ordinary motion, thresholds calibrated '
+          f'on {calibration_s:g} s of free motion, margin {CALIBRATION_MARGIN:g}); contacts at '
+          'the flange: detected, delay p50 / p95 ms from onset:')
+    header = ' | '.join(f'{level:g} N·m' for level in FLANGE_LEVELS)
+    print(f'| robot | ψ_0 N·m | calibrate promises (per hour, 95 %) | free motion, h | '
+          f'peak |τ_ext|/ψ | false stops | per hour | {header} |')
+    print('|---|---|---|---|---|---|---|' + '---|' * len(FLANGE_LEVELS))
+    for r in results:
+        c = r['calibration']
+        print(f'| {r["robot"]} | {c.base.min():.2f}–{c.base.max():.2f} | '
+              f'≤ {c.false_alarm_bound_per_hour:.3g} ({c.false_alarms} in '
+              f'{c.heldout_duration:.0f} s) | {r["hours"]:.2f} | '
+              f'{r["peak"][0]:.2f} ({r["peak"][1]}) | {r["false_stops"]} | '
+              f'{r["false_stops"] / r["hours"]:.2g} (≤ '
+              f'{rate_upper_bound(r["false_stops"], r["hours"]):.2g}) | '
+              f'{" | ".join(cells(r["contacts"], r["magnitudes"], FLANGE_LEVELS))} |')
+    causes = [(r['robot'], *row) for r in results for row in r['causes']]
+    if causes:
+        print('\nThe false stops (first 20): the joint over ψ, |τ_ext|/ψ, q̇ rad/s, q̈ rad/s², '
+              'time since its q̇ changed sign, ms')
+        print('| robot | t s | joint | |τ_ext|/ψ | q̇ | q̈ | since reversal ms |')
+        print('|---|---|---|---|---|---|---|')
+        for robot, t, joint, ratio, v, a, since in causes[:20]:
+            print(f'| {robot} | {t:.2f} | {joint} | {ratio:.2f} | {v:+.3f} | {a:+.2f} | '
+                  f'{since * 1e3:.0f} |')
+    print('What the listener found: ' + '; '.join(
+        f'{r["robot"]} {stream}: {dict(found)}' for r in results
+        for stream, found in r['problems'].items()))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--quick', action='store_true',
+                        help='CI scale: issue 11: short sweeps, 20 s calibration, 30 s of free '
+                             'motion, 6 contacts per level; --free-runs: 4 contacts per level '
+                             'and --minutes 1 by default')
+    parser.add_argument('--free-runs', action='store_true',
+                        help="issue 28: false stops per hour in long free runs at 100 Hz")
+    parser.add_argument('--robots', nargs='+', default=['ur5', 'panda'],
+                        help='with --free-runs: the arms (ur5, panda)')
+    parser.add_argument('--minutes', type=float,
+                        help='with --free-runs: simulated minutes of held-out free motion per '
+                             'arm (default 30; 1 with --quick)')
+    parser.add_argument('--calibration-seconds', type=float, default=CALIBRATION_S,
+                        help='with --free-runs: s of free motion recorded for `calibrate`')
+    args = parser.parse_args(argv)
+    if args.free_runs:
+        minutes = args.minutes or (1.0 if args.quick else 30.0)
+        if not minutes > 0:
+            parser.error('--minutes must be > 0')
+        free_runs(args.robots, minutes, args.calibration_seconds, args.quick)
+    else:
+        issue_11(args.quick)
     return 0
 
 

@@ -98,6 +98,16 @@ class SmoothRandomTrajectory:
         return q, v, acc
 
 
+class FirstSeconds:
+    """An endless trajectory played for `duration` s (a simulator recording needs an end)."""
+
+    def __init__(self, trajectory, duration: float):
+        self.trajectory, self.duration = trajectory, duration
+
+    def sample(self, t: float):
+        return self.trajectory.sample(t)
+
+
 class WaypointTrajectory:
     """Quintic segments between waypoints, at rest (q̇ = q̈ = 0) at each one.
 

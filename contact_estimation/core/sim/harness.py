@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from contact_estimation.core.chain.detector import CollisionDetector
+from contact_estimation.core.chain.detector import AccelerationEstimate, CollisionDetector
 from contact_estimation.core.identification.recording import JointRecording
 from contact_estimation.core.chain.residual import make_residual
 from contact_estimation.core.robot.robot_model import RobotModel
@@ -25,10 +25,11 @@ def closed_loop(sim, residual, detector=None, scaling: TimeScaling | None = None
 
     `sim` is a SimulatedCobot, `residual` a core.residual.Residual (None: record the joint
     states only, tau_ext stays 0), `detector` a core.detector.CollisionDetector (None: record
-    the residual only); with `scaling` None the reference is never re-timed. `progress(steps)`
-    is called every 1000 steps. Returns per-step arrays: t, q, v, effort (measured), f_S,
-    path_time (the reference's path parameter), tau_ext (estimated), tau_true (Σ JᵀF of the
-    contacts), stop.
+    the residual only), given q̇ and, when its thresholds have a q̈ term, q̈ as the detector
+    node estimates it (AccelerationEstimate, its default window); with `scaling` None the
+    reference is never re-timed. `progress(steps)` is called every 1000 steps. Returns
+    per-step arrays: t, q, v, effort (measured), f_S, path_time (the reference's path
+    parameter), tau_ext (estimated), tau_true (Σ JᵀF of the contacts), stop.
     """
     if detector is not None and residual is None:
         raise ValueError('a detector needs a residual to watch')
@@ -40,12 +41,15 @@ def closed_loop(sim, residual, detector=None, scaling: TimeScaling | None = None
              'effort': np.zeros((steps, n)), 'f_S': np.ones(steps), 'path_time': np.zeros(steps),
              'tau_ext': np.zeros((steps, n)), 'tau_true': np.zeros((steps, n)),
              'stop': np.zeros(steps, dtype=bool)}
+    uses_acceleration = detector is not None and detector.config.acceleration_gain.any()
+    acceleration = AccelerationEstimate()
     for k in range(steps):
         sim.step()
         q, v, tau = sim.joint_state()
         tau_ext = np.zeros(n) if residual is None else residual.update(sim.time, q, v, tau)
         if detector is not None:
-            state = detector.update(sim.time, tau_ext, v)
+            state = detector.update(sim.time, tau_ext, v, acceleration.update(
+                sim.time, q, in_use=uses_acceleration))
             trace['stop'][k] = state.stop
             if scaling is not None:
                 trace['f_S'][k] = sim.set_time_scaling(scaling.react(sim.time, state, tau_ext, v))
