@@ -25,6 +25,7 @@ collision_detector's `acceleration_filter.window_duration`).
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from builtin_interfaces.msg import Time
@@ -147,8 +148,9 @@ class JointStateListener(SuiteNode):
             self.problems.report(kind, detail,
                                  WARN if kind in WARNINGS or kind in TIMING_DROPS else ERROR)
         if result.sample is not None:
-            result.sample.frame_id = msg.frame_id
-            self._pass_on(result.sample)
+            sample = result.sample
+            self._pass_on(dataclasses.replace(sample, frame_id=msg.frame_id)
+                          if msg.frame_id else sample)
 
     def _pass_on(self, sample: JointSample) -> None:
         """One clean sample out: to the nodes that read it in this process (composed mode)

@@ -191,7 +191,7 @@ class ResidualNode(SuiteNode):
             self.problems.report('non_finite_residual', 'τ_ext came out NaN/inf: residual '
                                  'restarted, sample dropped')
             return
-        sample.tau_ext = tau_ext
+        sample = JointSample(t, q, v, tau, tau_ext, sample.stamp, sample.frame_id)
         self._output.hand_over(sample)
         if self._output.listened:
             self._output.publisher.publish(self._writer.write(sample.stamp, sample.frame_id,

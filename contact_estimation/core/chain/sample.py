@@ -1,7 +1,7 @@
 """The one value that passes between the nodes of the 1 kHz chain: a joint sample.
 
-The listener makes one per clean joint state; the residual node adds τ_ext to the same
-object and hands it on to the detector and the estimators. In composed mode
+The listener makes one per clean joint state; the residual node hands on a new one with
+τ_ext to the detector and the estimators (a sample is frozen). In composed mode
 (contact_estimation/composed.py) it goes from node to node by function call within a
 process, and from the chain's process to the estimators' through shared memory
 (core/chain/sample_ring.py); between separate processes it travels as a
@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class JointSample:
-    """One joint state in model joint order, SI units, joint side."""
+    """One joint state in model joint order, SI units, joint side; frozen: a node that adds
+    to it (the residual node, τ_ext) hands on a new one."""
 
     t: float                            # s, the stamp
     q: np.ndarray                       # rad (m for prismatic joints)
