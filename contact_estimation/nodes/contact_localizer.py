@@ -165,6 +165,7 @@ class ContactLocalizerNode(SuiteNode):
         self._marker_pub = self.publisher('markers', MarkerArray)
         self.receive('residual', JointState, self._on_residual, self.process_residual)
         self._cloud_worker = LatestWorker(self._process_cloud, f'{NAME} clouds')
+        self.closing(self._cloud_worker.close)
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         # In composed mode ft_contact_estimator hands each compensated wrench over (one thread).
         self.receive('base_wrench', WrenchStamped, self._on_base_wrench, self._on_base_wrench)
@@ -376,11 +377,6 @@ class ContactLocalizerNode(SuiteNode):
         nearest = obstacles.proximity.obstacle_point[link]
         which = np.argmin(np.linalg.norm(obstacles.points - nearest, axis=1))
         return obstacles.points[obstacles.labels == obstacles.labels[which]]
-
-    def destroy_node(self):
-        if hasattr(self, '_cloud_worker'):  # not when the node refused to start
-            self._cloud_worker.close()
-        return super().destroy_node()
 
 
 def main(args=None):

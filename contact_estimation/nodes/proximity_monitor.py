@@ -183,12 +183,14 @@ class ProximityMonitorNode(SuiteNode):
                                          3.0 * self._display_period)
 
         self.stop_signal = StopSignal(self, 'speed_scale', self._reset)
+        self.closing(self.stop_signal.close)
         self._parts_pub = self.publisher('parts', DiagnosticArray)
         self._marker_pub = self.publisher('markers', MarkerArray)
         self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state)
         # Raw: a skeleton's size is checked before it is deserialised (`_on_skeleton`).
         self.subscribe('skeleton', PoseArray, self._on_skeleton, raw=True)
         self._cloud_worker = LatestWorker(self._clusters, f'{NAME} clouds')
+        self.closing(self._cloud_worker.close)
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         self.create_timer(1.0 / self.value('check_rate'), self._check)
         self.on_parameter_change(self._on_parameter_change)
@@ -430,12 +432,6 @@ class ProximityMonitorNode(SuiteNode):
         else:
             self.problems.counts['stops'] += 1
             self.get_logger().error(f'proximity stop: {_reason(result)}')
-
-    def destroy_node(self):
-        for thread in ('stop_signal', '_cloud_worker'):  # not when it refused to start
-            if hasattr(self, thread):
-                getattr(self, thread).close()
-        return super().destroy_node()
 
 
 def _reason(result: ProximityResult) -> str:
