@@ -160,3 +160,20 @@ def test_samples_cross_processes_and_a_restarted_writer_is_followed(ring_name):
             assert [s.t for s in taken] == [_sample(k).t for k in range(first, first + 20)]
     finally:
         reader.close()
+
+
+def test_a_writer_that_stops_after_a_new_one_started_leaves_the_new_one_alone(ring_name):
+    """A chain's process stopping while its successor already runs (a restart): the old
+    writer's close must not remove the new segment's name."""
+    old = SampleRingWriter(ring_name, 7)
+    new = SampleRingWriter(ring_name, 7)  # takes the name over
+    reader = SampleRingReader(ring_name)
+    try:
+        old.close()
+        assert reader.attached()
+        reader.take()
+        new.write(_sample(5))
+        assert [s.t for s in reader.take()] == [_sample(5).t]
+    finally:
+        reader.close()
+        new.close()

@@ -19,6 +19,7 @@ replay that hands over the same samples gets the same estimates.
 """
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from rclpy.event_handler import PublisherEventCallbacks, QoSPublisherMatchedInfo
@@ -50,11 +51,16 @@ class Output:
     With `only_when_listened` (the 1 kHz streams), `listened` says whether any subscription
     is matched, and the node builds and publishes the message only then. It follows the
     publisher's matched events (the subscription count, without asking the middleware per
-    sample).
+    sample), and asks the middleware every RECOUNT s as well: a match that happens while
+    the process is still building its nodes, before their executor runs, may never arrive
+    as an event (a simulated cobot waiting for the relayed joint states then waited for
+    nothing).
     Latched, low-rate topics (the stop, input_stale: transient local) are always published,
     so that their last value is what a late subscriber gets. A topic another process
     publishes (`relayed`) has no publisher here and is never `listened`.
     """
+
+    RECOUNT = 0.5  # s
 
     def __init__(self, node: Node, topic: str, msg_type, qos: QoSProfile,
                  receivers: list[Callable], only_when_listened: bool, relayed: bool = False):
@@ -63,7 +69,21 @@ class Output:
         self.publisher = None if relayed else node.create_publisher(
             msg_type, topic, qos, event_callbacks=events)
         self.receivers = receivers
-        self.listened = not (only_when_listened or relayed)
+        self._listened = not (only_when_listened or relayed)
+        self._recount = (only_when_listened and not relayed)
+        self._recount_at = 0.0
+
+    @property
+    def listened(self) -> bool:
+        if self._recount and time.monotonic() >= self._recount_at:
+            self._recount_at = time.monotonic() + self.RECOUNT
+            self._listened = self.publisher.get_subscription_count() > 0
+        return self._listened
+
+    @listened.setter
+    def listened(self, value: bool) -> None:
+        """Fixed from now on (replay: every stream goes to its bag)."""
+        self._listened, self._recount = value, False
 
     def hand_over(self, sample) -> None:
         """Give this sample to every in-process receiver."""
@@ -71,4 +91,4 @@ class Output:
             receive(sample)
 
     def _on_matched(self, info: QoSPublisherMatchedInfo) -> None:
-        self.listened = info.current_count > 0
+        self._listened = info.current_count > 0

@@ -119,12 +119,21 @@ class SampleRingWriter:
         return self._frames[frame_id]
 
     def close(self) -> None:
+        """Mark the segment closed and remove its name, unless a newer writer (a chain's
+        process started while this one was stopping) has taken the name over since."""
+        generation = int(self._ring.header[1])
         self._ring.header[1] = 0  # closed: readers look for a new writer
         self._ring.close()
         try:
-            self._ring.memory.unlink()
+            current = shared_memory.SharedMemory(self.name)
         except FileNotFoundError:
-            pass
+            return
+        taken_over = int(np.ndarray((1,), np.int64, current.buf, 8)[0]) not in (generation, 0)
+        current.close()
+        if taken_over:  # nor may this process's resource tracker remove it at exit
+            _untrack(current)
+        else:
+            self._ring.memory.unlink()
         _WRITTEN_HERE.discard(self.name)
 
 
