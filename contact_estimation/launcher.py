@@ -105,7 +105,7 @@ def parameter_file(values: dict[str, dict[str, object]]) -> str:
     return f.name
 
 
-SIMULATED_MAX_LAG = 0.1  # s: max_lag of the nodes that stop, on the simulated cobot's clock
+SIMULATED_MAX_LAG = 0.1  # s: the detector's max_lag on the simulated cobot's clock
 
 
 def simulated_clock() -> dict[str, dict[str, object]]:
@@ -115,9 +115,8 @@ def simulated_clock() -> dict[str, dict[str, object]]:
     overrides: dict[str, dict[str, object]] = {
         spec.name: {'use_sim_time': True} for spec in manifest.selected(with_sim=False)}
     # The simulated clock moves in steps of up to lockstep.lead (20 ms) and max_catch_up
-    # (50 ms), ahead of or behind the samples by that much by design: not a node behind.
-    for name in ('collision_detector', 'proximity_monitor'):
-        overrides[name]['max_lag'] = SIMULATED_MAX_LAG
+    # (50 ms), ahead of or behind the samples by that much by design: not the detector behind.
+    overrides['collision_detector']['max_lag'] = SIMULATED_MAX_LAG
     overrides.update({spec.name: {'publish_clock': True}
                       for spec in manifest.nodes().values() if spec.group == 'sim'})
     return overrides
