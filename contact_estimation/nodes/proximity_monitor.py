@@ -103,8 +103,10 @@ def _part_rows(part: SegmentPart | BoxPart) -> tuple[Parameter, ...]:
 
 # The latest joint state may be this old at a check: the estimation process takes the
 # chain's samples every few ms, between estimates and cloud work that hold its interpreter
-# for tens of ms (benchmarks/soak.py: 50-67 ms during pushes). Added to the reaction time.
-PROXIMITY_MAX_LAG = 0.1  # s
+# for tens of ms (benchmarks/soak.py: up to 50-67 ms during pushes). Added to the reaction
+# time: 100 ms would grow the protective distance by 16 cm more at 1.6 m/s, and then a
+# person standing at a table in the soak's cell was always too near.
+PROXIMITY_MAX_LAG = 0.05  # s
 
 PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
     Parameter('check_rate', 'checks per second on the latest joint state, Hz (each ~0.4-0.8 ms '
