@@ -41,8 +41,10 @@ class SampleFeed:
         self._receivers = [receive for output, _ in self._outputs
                            for receive in output.receivers]
         self._reported_lost = 0
-        # On the steady clock: on simulated time it would wait for a /clock that waits for
-        # these samples (the simulated cobot's lockstep follows the relayed joint states).
+        self._listened = [False] * len(self._outputs)
+        self._latest: list = []  # the last sample taken
+        # On the steady clock: the samples come at the machine's pace, whatever /clock does
+        # (the simulated cobot's lockstep waits for the joint states relayed here).
         node.create_timer(PERIOD, self._take, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def _take(self) -> None:
@@ -50,12 +52,19 @@ class SampleFeed:
         for sample in samples:
             for receive in self._receivers:
                 receive(sample)
-        for output, residual in self._outputs:
-            if output.listened:
-                for sample in samples:
+        for k, (output, residual) in enumerate(self._outputs):
+            listened = output.listened
+            # A subscriber that has just come gets the latest sample at once: the simulated
+            # cobot's lockstep waits for the sample it sent last, which may have been taken
+            # before its subscription was seen.
+            sent = samples if not listened or self._listened[k] else samples or self._latest
+            self._listened[k] = listened
+            if listened:
+                for sample in sent:
                     output.publisher.publish(self._writer.write(
                         sample.stamp, sample.frame_id, sample.q, sample.v,
                         sample.tau_ext if residual else sample.tau))
+        self._latest = samples[-1:] or self._latest
         if self._reader.lost != self._reported_lost:
             self._node.problems.report('samples_lost', f'{self._reader.lost - self._reported_lost} '
                                        'joint sample(s) overwritten in shared memory before this '
