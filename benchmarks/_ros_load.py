@@ -285,8 +285,7 @@ def run_load(nodes: dict[str, dict], stream: JointStream, input_topic: str,
                 priority=priority)) for name, overrides in nodes.items()}
         # Every output and every node's inputs connected, so that no input is lost to
         # discovery: the counts then compare with what was sent.
-        inputs = {spec.topic(key) for spec in map(manifest.node, nodes)
-                  for key in spec.subscribes}
+        inputs = manifest.read_topics(nodes)
         if composed:  # handed over by function call or shared memory, not subscribed to
             inputs -= manifest.handed_over_topics(together) | set(
                 manifest.shared_samples().topics)

@@ -57,8 +57,8 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
     names = tuple(names or manifest.composed_nodes())
     shared = manifest.shared_samples()
     readers = {n for n in manifest.composed_nodes()
-               if _read(n) & set(shared.topics)}
-    source_here = shared.source in _published(names)
+               if manifest.read_topics([n]) & set(shared.topics)}
+    source_here = shared.source in manifest.published_topics(names)
     writes = shared_memory and source_here and not readers <= set(names)
     feeds = shared_memory and not source_here and bool(readers & set(names))
     handed_over = manifest.handed_over_topics(names)
@@ -83,15 +83,6 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
             node.destroy_node()
         raise
     return nodes
-
-
-def _read(name: str) -> set[str]:
-    spec = manifest.node(name)
-    return {spec.topic(key) for key in spec.subscribes}
-
-
-def _published(names: tuple[str, ...]) -> set[str]:
-    return {manifest.node(n).topic(key) for n in names for key in manifest.node(n).publishes}
 
 
 def _write_samples(nodes: list[SuiteNode], handover: Handover, source: str) -> None:

@@ -91,13 +91,20 @@ class SharedSamples:
     topics: tuple[str, ...]
 
 
+def published_topics(names) -> set[str]:
+    """The topics (relative) the nodes `names` publish."""
+    return {s.topic(key) for s in map(node, names) for key in s.publishes}
+
+
+def read_topics(names) -> set[str]:
+    """The topics (relative) the nodes `names` read."""
+    return {s.topic(key) for s in map(node, names) for key in s.subscribes}
+
+
 def handed_over_topics(names: tuple[str, ...]) -> set[str]:
     """Topics one of the nodes `names` publishes and another of them reads: passed by
     function call when they run in one process."""
-    specs = [node(name) for name in names]
-    published = {s.topic(key) for s in specs for key in s.publishes}
-    read = {s.topic(key) for s in specs for key in s.subscribes}
-    return published & read
+    return published_topics(names) & read_topics(names)
 
 
 Process = NodeSpec | ComposedSpec

@@ -9,7 +9,6 @@ import time
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
@@ -20,7 +19,7 @@ from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.qos import STOP_QOS
 from contact_estimation.ros.spinning import spin_until
-from contact_estimation.ros.testing import composed_processes, ros_context
+from contact_estimation.ros.testing import composed_processes, ros_context, spinning
 
 CHAIN = next(p for p in manifest.composed() if p.realtime)
 LISTENER, DETECTOR = manifest.node('joint_state_listener'), manifest.node('collision_detector')
@@ -86,20 +85,11 @@ def _chain(context, **detector):
 
 
 def _run(context, standing, test, **detector):
-    nodes = _chain(context, **detector)
     driver = Driver(context, standing)
-    executor = SingleThreadedExecutor(context=context)
-    for node in (*nodes, driver):
-        executor.add_node(node)
-    try:
+    with spinning(context, *_chain(context, **detector), driver) as executor:
         assert spin_until(executor, lambda: driver.publisher.get_subscription_count() > 0,
                           TIMEOUT)
         test(executor, driver)
-    finally:
-        executor.shutdown()
-        driver.destroy_node()
-        for node in nodes:
-            node.destroy_node()
 
 
 @pytest.mark.parametrize('offset', [-0.8, 0.5])
@@ -138,9 +128,7 @@ def test_pausing_the_chains_process_stops_the_arm_and_says_why(standing):
     finds its samples late (behind) or none fresh (stale input): a stop with its cause."""
     with composed_processes() as processes, ros_context() as context:
         driver = Driver(context, standing)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(driver)
-        try:
+        with spinning(context, driver) as executor:
             assert spin_until(executor, lambda: driver.publisher.get_subscription_count() > 0,
                               TIMEOUT)
             assert _stream_until(executor, driver,
@@ -159,6 +147,3 @@ def test_pausing_the_chains_process_stops_the_arm_and_says_why(standing):
             assert _stream_until(executor, driver, lambda: set(driver.causes) & {
                 'behind', 'stale_input'}), f'no stop with its cause: {driver.causes}'
             assert True in driver.stops
-        finally:
-            executor.shutdown()
-            driver.destroy_node()

@@ -271,8 +271,7 @@ class CollisionDetector(SuiteNode):
         if sample.q is not None:
             self._q, self._q_stamp = sample.q, stamp
         self._rate.add(t)
-        self._lag.update(self.get_clock().now().nanoseconds * 1e-9, t)
-        self.detector.set_behind(now, self._lag.reason(t) if self._lag.behind() else '')
+        self.detector.set_behind(now, self._lag.check(self.stamp_clock(), t))
         acceleration = self._acceleration_of(t, sample.q)
         state = self.detector.update(now, tau_ext, velocity, acceleration, stamp=t)
         if state.ignored:

@@ -430,7 +430,7 @@ class FtContactEstimator(SuiteNode):
             path = self.config.offset_file
             if path:
                 path = save_offset(path, offset, self._sensor_frame,
-                                   self.get_clock().now().nanoseconds * 1e-9)
+                                   self.stamp_clock())
         except (FtContactError, OSError) as err:
             response.success, response.message = False, f'not zeroed: {err}'
             self.get_logger().warning(response.message)

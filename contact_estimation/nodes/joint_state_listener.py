@@ -142,7 +142,7 @@ class JointStateListener(SuiteNode):
             return
         result = self._conditioner.condition(
             msg.stamp, msg.names, msg.position, msg.velocity, msg.effort,
-            now=self.get_clock().now().nanoseconds * 1e-9,
+            now=self.stamp_clock(),
             stamp=Time(sec=msg.sec, nanosec=msg.nanosec))
         for kind, detail in result.problems:
             self.problems.report(kind, detail,

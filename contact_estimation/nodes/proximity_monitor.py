@@ -390,9 +390,8 @@ class ProximityMonitorNode(SuiteNode):
             self.problems.report('stale_joint_states', reason)
             self._publish(self.monitor.fail(self._t, reason))
             return
-        self._lag.update(self.get_clock().now().nanoseconds * 1e-9, sample.t)
-        if self._lag.behind():
-            reason = self._lag.reason(sample.t)
+        reason = self._lag.check(self.stamp_clock(), sample.t)
+        if reason:
             self.problems.report(BEHIND, reason)
             self._publish(self.monitor.fail(self._t, f'{BEHIND}: {reason}'))
             return

@@ -319,7 +319,7 @@ class SimCobot(SuiteNode):
         self._check_time_scaling(self._now())
         if self._start is None:
             self._start, self._load_mark = now, (now, time.process_time(), 0)
-            self._stamp_offset = self.get_clock().now().nanoseconds * 1e-9
+            self._stamp_offset = self.stamp_clock()
             if self._lockstep is not None:
                 self._lockstep.start(self.sim.time, now)
         due = int((now - self._start) / self.sim.dt) - self._steps

@@ -156,6 +156,11 @@ class SuiteNode(Node):
             return self._watchdog_clock.read('ros', ns * 1e-9 if ns else None)
         return self._watchdog_clock.read('monotonic', time.monotonic())
 
+    def stamp_clock(self) -> float:
+        """Now, s, on the clock that stamps are judged on: ROS time (simulated time under
+        use_sim_time, else the system clock)."""
+        return self.get_clock().now().nanoseconds * 1e-9
+
     def on_parameter_change(self, apply: Callable[[dict[str, Any]], str | None]) -> None:
         """`apply({name: value})` on every run-time set that passes the table's checks
         (ros/params.ParameterGuard): None to accept, or why not."""
@@ -212,8 +217,7 @@ class SuiteNode(Node):
 
     def believable(self, t: float, source: str, max_past: float = math.inf) -> float | None:
         """`believed` for a stamp already in seconds."""
-        problem = stamp_problem(t, self.get_clock().now().nanoseconds * 1e-9,
-                                max_past=max_past)
+        problem = stamp_problem(t, self.stamp_clock(), max_past=max_past)
         if problem is None:
             return t
         kind, why = problem

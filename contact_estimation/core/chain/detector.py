@@ -67,6 +67,7 @@ import numpy as np
 
 from contact_estimation.core.chain.contact_class import (TOUCH, ContactClassifier, ContactDecision,
                                                          TouchConfig)
+from contact_estimation.core.chain.lag import BEHIND
 from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
 from contact_estimation.core.per_joint import per_joint
 
@@ -116,7 +117,7 @@ ACCELERATION_WINDOW_DURATION = 0.02
 NONE, COLLISION, STALE, INVALID, WAITING = ('', 'collision', 'stale_input', 'invalid_residual',
                                             'waiting')
 FAULT = 'node_fault'  # the node met an unexpected error (ros/guard.py): latched like a collision
-BEHIND = 'behind'     # the node decided on a sample too late (core/chain/lag.py): latched
+# BEHIND (core/chain/lag.py): the node decided on a sample too late: latched
 
 
 def joint_roles(roles, n_joints: int) -> tuple[str, ...]:

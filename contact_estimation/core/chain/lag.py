@@ -61,11 +61,10 @@ class ClockLag:
         self.lag = max(delay - self.offset, 0.0)
         return self.lag
 
-    def behind(self) -> bool:
-        """The last sample's lag exceeded max_lag."""
-        return self.lag > self.max_lag
-
-    def reason(self, t: float) -> str:
+    def check(self, now: float, t: float) -> str:
+        """`update`, then '' when the sample is in time, else why the node is behind."""
+        if self.update(now, t) <= self.max_lag:
+            return ''
         return (f'the sample stamped {t:.6f} s was decided on {self.lag * 1e3:.1f} ms late '
                 f'(beyond the {self.offset * 1e3:.1f} ms clock offset; max_lag '
                 f'{self.max_lag * 1e3:g} ms): this node is behind its input')
