@@ -165,7 +165,8 @@ class NodeSet:
     """A group of manifest nodes running as child processes: `names` are node names, or a
     composed process's name (manifest.processes) for its nodes in one process.
     `overrides` are parameter values by node name. `priority` is given to the processes that
-    raise a stop from every sample (nodes.yaml `realtime`; every node in separate mode)."""
+    raise a stop from every sample (nodes.yaml `realtime`: the chain's process, or in separate
+    mode its nodes)."""
 
     names: list[str]
     extra_params_files: tuple[str, ...] = ()
@@ -190,7 +191,7 @@ class NodeSet:
                 stderr=subprocess.STDOUT)
 
     def _command(self, name: str) -> list[str]:
-        composed = next((p for p in manifest.composed() if p.name == name), None)
+        composed = manifest.composed_process(name)
         extra = tuple(map(self._placed, self.extra_params_files))
         if composed is None:
             return node_command(name, self._placed(manifest.node(name).parameters_path()),

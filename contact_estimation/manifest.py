@@ -147,9 +147,9 @@ def composed_nodes() -> tuple[str, ...]:
     return tuple(name for process in composed() for name in process.nodes)
 
 
-def composed_process(name: str) -> ComposedSpec:
-    """The composed process named `name` (its executable)."""
-    return next(p for p in composed() if p.name == name)
+def composed_process(name: str) -> ComposedSpec | None:
+    """The composed process named `name` (its executable); None for a node's name."""
+    return next((p for p in composed() if p.name == name), None)
 
 
 @lru_cache(maxsize=1)

@@ -68,7 +68,7 @@ import numpy as np
 from contact_estimation.core.chain.contact_class import (TOUCH, ContactClassifier, ContactDecision,
                                                          TouchConfig)
 from contact_estimation.core.chain.lag import BEHIND
-from contact_estimation.core.chain.joint_state_conditioning import DerivativeEstimator
+from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.per_joint import per_joint
 
 POSITION, FORCE = 'position', 'force'
