@@ -48,7 +48,7 @@ from visualization_msgs.msg import MarkerArray
 
 from contact_estimation.core.chain.contact_class import TouchConfig
 from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION, BEHIND,
-                                                    COLLISION, DEFAULTS, FAULT, INVALID, STALE,
+                                                    COLLISION, FAULT, INVALID, STALE,
                                                     WAITING, AccelerationEstimate,
                                                     DetectorConfig, DetectorSettings, DetectorState,
                                                     event_stamped_by_residual)
@@ -63,7 +63,7 @@ from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
 from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable
+from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, rows
 from contact_estimation.ros.qos import STOP_QOS
 from contact_estimation.ros.stop_signal import STOP_PARAMETERS, StopSignal
 from contact_estimation.ros.suite_node import SuiteNode
@@ -71,63 +71,13 @@ from contact_estimation.ros.suite_node import SuiteNode
 NAME = 'collision_detector'
 
 
-def _detector(name: str, description: str, **row) -> Parameter:
-    """A row feeding DetectorSettings' field `name`, at its default (a list for the ones
-    given per joint)."""
-    default = getattr(DEFAULTS, name)
-    if name in _PER_JOINT:
-        default, row = [default], {'per_joint': 1, **row}
-    return Parameter(name, description, default, field=(DetectorSettings, name), **row)
-
-
-def _touch(field: str, description: str, **row) -> Parameter:
-    """A `touch.<field>` row feeding TouchConfig (its default)."""
-    return Parameter(f'touch.{field}', description, field=(TouchConfig, field), **row)
-
-
-def _scaling(field: str, description: str, **row) -> Parameter:
-    """A `time_scaling.<field>` row feeding TimeScalingConfig (its default)."""
-    return Parameter(f'time_scaling.{field}', description, field=(TimeScalingConfig, field),
-                     **row)
-
-
 _TIME_SCALING_FIELDS = ('alpha', 'push_threshold', 'push_hysteresis', 'push_filter_time',
                         'yield_rate', 'recovery_rate', 'resume_delay')
-_PER_JOINT = ('thresholds_position', 'thresholds_force', 'speed_gain', 'acceleration_gain',
-              'threshold_max')
-PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
-    _detector('thresholds_position', 'ψ_0 of position-controlled joints, N·m: one value for '
-              'all joints or one per joint (seed 001: 4 N·m)', range=(0.0, 1e4)),
-    _detector('thresholds_force', 'ψ_0 of force-controlled joints, N·m: one value or one per '
-              'joint (seed 001: 8 N·m)', range=(0.0, 1e4)),
-    Parameter('joint_roles', "each joint's role, 'position' or 'force' (one for all joints "
-              'or one per joint); switchable at run time', [DEFAULTS.roles],
-              field=(DetectorSettings, 'roles'), per_joint=1),
-    _detector('persistence', "seed 001 eq. 7's persistence rule: 'consecutive' (some joint "
-              "over ψ for persistence_time) or 'weighted' (each sample counts Δt·(|τ_ext|/ψ)²: "
-              'a strong hit needs less time)'),
-    _detector('persistence_time', 'T of seed 001 eq. 7 on the joint-state stamps: over '
-              'threshold this long (weighted: this much evidence) makes a collision, s',
-              range=(0.001, 10.0)),
-    _detector('speed_gain', 'k_v, N·m per rad/s: ψ grows by k_v |q̇| (one or per joint)',
-              range=(0.0, 1e4)),
-    _detector('acceleration_gain', 'k_a, N·m per rad/s²: ψ grows by k_a |q̈| (one or per '
-              'joint)', range=(0.0, 1e4)),
-    _detector('threshold_max', 'ψ_max, N·m: cap of ψ so that fast motion never hides a '
-              'contact this strong (one or per joint, >= ψ_0)', range=(0.0, 1e4)),
-    _detector('threshold_ceiling', 'N·m: thresholds, threshold_max and the gains (their term '
-              'at 1 rad/s, 1 rad/s²) above this are refused, since they would switch '
-              'detection off; raise it explicitly for a stronger arm', range=(1.0, 1e4)),
+PARAMETERS = ROBOT + STOP_PARAMETERS + rows(DetectorSettings) + ParameterTable(
     Parameter('acceleration_filter.window_duration', 'time span (s) of the quadratic fit to '
               'q that gives q̈ for the acceleration term (at least 3 samples whatever the '
               'rate; lag about half of it)', ACCELERATION_WINDOW_DURATION, (0.001, 1.0),
               read_only=True),
-    _detector('hold_time', 'stop clears this long after the last unsafe sample, s; 0 = '
-              'latched until the ~/reset service', range=(0.0, 3600.0)),
-    _detector('reset_quiet_time', 'the stop clears (reset or hold_time) only after every '
-              'joint was under threshold this long and for persistence_time, s',
-              range=(0.0, 60.0)),
-    _detector('input_timeout', 'no residual for this long → stop, s', range=(0.001, 10.0)),
     Parameter('max_lag', 'a residual decided on later than this after its stamp (beyond the '
               "constant offset between the driver's clock and this node's, learned) → stop "
               "with cause 'behind': the node is behind its input, s", MAX_LAG, (0.001, 1.0),
@@ -135,46 +85,11 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
     Parameter('watchdog_rate', 'rate of the input timeout check, Hz: a stop for missing '
               'input comes at most input_timeout + 1/watchdog_rate late', 50.0, (10.0, 2000.0),
               read_only=True),
-    _scaling('alpha', 'seed 003 α: yield speed (fraction of nominal) per N·m of push back '
-             'beyond the push threshold, 1/(N·m)', range=(0.0, 100.0)),
-    _scaling('push_threshold', 'a push back along the path weaker than this only holds the '
-             'arm (the middle of the hysteresis), N·m', range=(0.0, 1000.0)),
-    _scaling('push_hysteresis', 'yield starts above push threshold + half of this and ends '
-             'below push threshold − half; a push that varies less than this does not move '
-             'f_S, N·m', range=(0.0, 1000.0)),
-    _scaling('push_filter_time', 'time constant of the low-pass filter on the push along the '
-             'path, s', range=(0.0, 10.0)),
-    _scaling('yield_rate', 'fastest change of f_S while it is <= 0 (into, along and out of a '
-             'yield), 1/s', range=(1e-3, 1000.0)),
-    _scaling('recovery_rate', 'f_S returns from 0 to 1 at this rate once the contact is '
-             'over, 1/s', range=(1e-3, 1000.0)),
-    _scaling('resume_delay', 'f_S stays 0 this long after the residuals fall back under '
-             'threshold, s', range=(0.0, 60.0)),
-    _touch('enabled', 'classify each contact as impact or touch (core/chain/contact_class.py): '
-           'a touch latches no stop, f_S holds and yields (seed 003); off until you turn it '
-           'on (README, Touch)'),
-    _touch('onset_ratio', 'a contact starts when some |τ_ext,i| reaches this share of ψ_i',
-           range=(0.05, 0.99)),
-    _touch('max_rise_rate', 'τ_ext rising faster than this many ψ per second at any time of '
-           'a contact makes it an impact, 1/s', range=(0.1, 1000.0)),
-    _touch('slope_time', 'time span of the least-squares slope of the rise, s',
-           range=(0.002, 1.0)),
-    _touch('window', 'time span of the straight-line fit whose residual measures the '
-           'high-frequency content, s', range=(0.005, 1.0)),
-    _touch('max_roughness', 'RMS of |τ_ext|/ψ about that line above this makes a contact an '
-           'impact', range=(0.001, 10.0)),
-    _touch('max_opposing_speed', 'moving into the contact faster than this (−τ_extᵀq̇/‖τ_ext‖) '
-           'makes it an impact, rad/s', range=(0.001, 100.0)),
-    _touch('settle_time', 'for this long after a touch is decided only touch.max_torque can '
-           "make it an impact (the arm's own hold jolts τ_ext), s", range=(0.0, 10.0)),
-    Parameter('touch.max_torque', 'a touch over this joint torque (one value or one per '
-              'joint: the maximum touch force as joint torque) becomes an impact, N·m',
-              [TouchConfig.max_torque], range=(0.0, 1e4), field=(TouchConfig, 'max_torque'),
-              per_joint=1),
     renamed={'consecutive_samples': 'persistence_time',                     # samples → s
              'acceleration_window': 'acceleration_filter.window_duration',  # samples → s
              **{f'time_scaling_{field}': f'time_scaling.{field}'
-                for field in _TIME_SCALING_FIELDS}})
+                for field in _TIME_SCALING_FIELDS}},
+) + rows(TimeScalingConfig, 'time_scaling.') + rows(TouchConfig, 'touch.')
 
 
 class CollisionDetector(SuiteNode):

@@ -63,7 +63,7 @@ from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.markers import deleted
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, payload_table
+from contact_estimation.ros.params import ROBOT, ParameterTable, rows
 from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'ft_contact_estimator'
@@ -73,84 +73,10 @@ _WATCH_PERIOD = 0.1     # s (wall) between checks for missing streams
 _FREE_MOTION_WINDOW = 1.0  # s of stamps in the free-motion compensation residual
 
 
-def _ft(name: str, field: str, description: str, **row) -> Parameter:
-    """A read-only row feeding FtEstimatorConfig's `field` (its default)."""
-    return Parameter(name, description, field=(FtEstimatorConfig, field), read_only=True,
-                     **row)
-
-
-def _locator(field: str, description: str, **row) -> Parameter:
-    """A read-only row feeding FtLocatorConfig's `field` (its default)."""
-    return Parameter(field, description, field=(FtLocatorConfig, field), read_only=True,
-                     **row)
-
-
-PARAMETERS = ROBOT + ParameterTable(
-    _ft('sensor.frame_id', 'sensor_frame_id', "frame_id of the F/T readings; others are "
-        "dropped ('' = the robot's base link)"),
-    _ft('sensor.reports', 'sensor_reports', f'one of {CONVENTIONS}: the wrench of the robot '
-        'on the sensor (the sim cobot) or of the mount on the robot'),
-    _ft('sensor.position', 'sensor_position', 'the point the sensor refers its moments to, '
-        'x y z in the base frame, m'),
-    _ft('sensor.rpy', 'sensor_rpy', "the sensor's axes in the base frame: roll, pitch, yaw "
-        'about the fixed x, y, z axes, rad (as a URDF origin)'),
-    _ft('sensor.force_limit', 'force_limit', 'a force component this large (N) is '
-        'saturated: the reading is dropped', range=(1.0, 1e5)),
-    _ft('sensor.torque_limit', 'torque_limit', 'a moment component this large (N·m) is '
-        'saturated: the reading is dropped', range=(0.1, 1e4)),
-    renamed={'sensor.orientation_rpy': 'sensor.rpy'},
-) + payload_table(read_only=True) + ParameterTable(
-    _ft('surface_model', 'surface_model', f'one of {SURFACE_MODELS}: the collision meshes, '
-        'or one ellipsoid per link (seed 004 eq. 23)'),
-    _ft('ellipsoid_file', 'ellipsoid_file', 'YAML of ellipsoids per link (centre, '
-        "semi_axes, optional axes) for surface_model ellipsoid; '' = fitted to the meshes"),
-    _locator('singular_ratio', 'seed 004 claim 6: a 5-equation subsystem whose divisor is '
-             'below this share of its vector is dropped', range=(0.0, 0.5)),
-    _locator('min_force', 'a weaker contact force (N) gives no estimate: its line of action '
-             'is too uncertain', range=(0.1, 1000.0)),
-    _locator('presence_force', "a contact force this large (N) is a contact even when no "
-             "joint's |τ_ext| reaches contact_threshold (a push on the first link loads no "
-             'joint but the first, about its axis only); ≥ min_force', range=(0.1, 1000.0)),
-    _ft('contact_threshold', 'contact_threshold', '|τ_ext| (N·m) at which a joint counts as '
-        'loaded by a contact (seed 004 current constraint): one value for every joint or '
-        'one per joint', per_joint=1),
-    _locator('residual_noise', "σ of τ_ext in a steady contact (N·m): how much a body's "
-             'misfit to the residual counts in choosing it', range=(0.001, 10.0)),
-    _locator('normal_preference', 'κ: how strongly a body where the force meets the surface '
-             'near its normal is preferred when the residual cannot tell (0 = not at all)',
-             range=(0.0, 100.0)),
-    _locator('ambiguity_margin', 'every body whose score is within this of the best one (a '
-             'likelihood ratio of e^margin) is listed on /diagnostics as a candidate '
-             '(candidate_links): the body is then ambiguous', range=(0.0, 100.0)),
-    _ft('stamp_tolerance', 'stamp_tolerance', 'most time between the stamps of a reading and '
-        'the joint state it is paired with (s)', range=(0.0, 1.0)),
-    _ft('compensation', 'compensation', f'one of {COMPENSATIONS}: the reaction of the moving '
-        'arm from its momentum (no q̈; a low pass of 1/observer_gain s) or from RNEA with q̈ '
-        'fitted over acceleration_filter.window_duration'),
-    _ft('observer_gain', 'observer_gain', 'bandwidth K of the momentum observer (1/s): the '
-        'compensated wrench follows a change within ~1/K s, noise averaged as long',
-        range=(0.1, 1000.0)),
-    _ft('acceleration_filter.window_duration', 'acceleration_window', 'time span of joint '
-        "states in the quadratic fit that gives q̈ for the arm's reaction (s; lag about "
-        'half)', range=(0.002, 1.0)),
-    _ft('localizer_timeout', 'localizer_timeout', "the contact localizer's link is used while "
-        'its point is at most this older or newer than the sample (s)', range=(0.0, 10.0)),
-    _ft('max_rate', 'max_rate', 'most point estimates per second (Hz): in a contact, the '
-        'first residual of each 1/max_rate s of stamps paired with its compensated wrench is '
-        'located (each estimate costs ~0.4 ms of CPU)', range=(0.1, 1000.0)),
-    _ft('compensation_rate', 'compensation_rate', 'most F/T readings compensated per second '
-        "(Hz); a faster sensor's readings in between are skipped (the momentum observer "
-        'takes any step): at 1 kHz, every reading cost the estimation thread more than it '
-        'had', range=(1.0, 10000.0)),
-    _ft('input_timeout', 'input_timeout', 'a stream silent this long (s, wall clock) while the '
-        'other arrives is reported; nothing is estimated meanwhile', range=(0.01, 60.0)),
-    _ft('zero.duration', 'zero_duration', '~/zero averages this long a rest (s)',
-        range=(0.01, 60.0)),
-    _ft('zero.rest_speed', 'zero_rest_speed', 'the arm is at rest while every joint is '
-        'slower than this (rad/s)', range=(1e-5, 1.0)),
-    _ft('offset_file', 'offset_file', "where ~/zero stores the sensor offset and the node "
-        "reads it at start ('' = not stored)"),
-    renamed={'acceleration_window': 'acceleration_filter.window_duration'})
+PARAMETERS = ROBOT + rows(FtEstimatorConfig, read_only=True) + rows(
+    Payload, 'payload.', read_only=True) + rows(FtLocatorConfig, read_only=True) + ParameterTable(
+    renamed={'sensor.orientation_rpy': 'sensor.rpy',
+             'acceleration_window': 'acceleration_filter.window_duration'})
 
 
 class FtContactEstimator(SuiteNode):

@@ -42,7 +42,7 @@ from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
 from contact_estimation.ros.joint_states import JointStateWriter
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable
+from contact_estimation.ros.params import ROBOT, ParameterTable, rows
 from contact_estimation.ros.qos import STOP_QOS
 from contact_estimation.ros.suite_node import SuiteNode
 
@@ -55,44 +55,7 @@ WATCHDOG_PERIOD = 0.01   # s
 HEARTBEAT_PERIOD = 0.1   # s
 
 
-def _conditioning(name: str, description: str, field: str = '', **row) -> Parameter:
-    """A row feeding ConditioningConfig's `field` (by default the field `name`), at its
-    default."""
-    return Parameter(name, description, field=(ConditioningConfig, field or name), **row)
-
-
-PARAMETERS = ROBOT + ParameterTable(
-    _conditioning('effort_is_current', 'the effort field is motor current (A): joint torque = '
-                  'G_m k_m i (seed 001 eqs. 1-2)'),
-    _conditioning('positions_are_motor_side', 'positions and velocities are motor-side: '
-                  'divided by G_m (seed 001 eq. 3)'),
-    _conditioning('torque_constants', 'motor torque constants k_m (N·m/A): one value for all '
-                  'joints or one per joint', range=(0.0, 1e3), per_joint=1),
-    _conditioning('gear_ratios', 'gear ratios G_m (motor/joint): one value for all joints or '
-                  'one per joint', range=(0.0, 1e5), per_joint=1),
-    _conditioning('velocity_filter.window_duration', 'time span (s) of the least-squares fit '
-                  'that estimates velocity the driver omits (at least 3 samples whatever the '
-                  'rate)', 'velocity_window', range=(0.001, 1.0)),
-    _conditioning('merge_window', 'largest stamp difference (s) between joint-state parts '
-                  'merged into one sample', range=(0.0, 1.0)),
-    _conditioning('gap_threshold', 'input pause (s) after which the velocity filter restarts',
-                  range=(0.001, 10.0)),
-    _conditioning('input_timeout', 'time (s) without a valid sample after which input_stale '
-                  'goes True; also how long stamps must keep going back before a new time '
-                  'base is accepted', 'time_reset_after', range=(0.001, 10.0)),
-    _conditioning('max_future', "largest time (s) a stamp may be ahead of this node's clock",
-                  range=(0.001, 3600.0)),
-    _conditioning('max_past', "largest time (s) a stamp may be behind this node's clock: an "
-                  'older joint state was sent long ago (a log played live, a clock set to '
-                  '1970) and is dropped, never feeding the watchdog', range=(0.001, 3600.0)),
-    _conditioning('limit_margin', 'distance (rad or m) beyond a joint limit before it is '
-                  'reported (warning)', range=(0.0, 3.2)),
-    _conditioning('hard_limit_margin', 'distance (rad or m) beyond a joint limit at which a '
-                  'message is dropped (at least limit_margin)', range=(0.0, 10.0)),
-    _conditioning('velocity_limit_factor', 'a message is dropped when |velocity| exceeds this '
-                  'times the URDF limit', range=(1.0, 100.0)),
-    _conditioning('effort_limit_factor', 'a message is dropped when |joint torque| exceeds '
-                  'this times the URDF limit', range=(1.0, 100.0)),
+PARAMETERS = ROBOT + rows(ConditioningConfig) + ParameterTable(
     renamed={'velocity_filter.window': 'velocity_filter.window_duration'})  # samples → s
 
 

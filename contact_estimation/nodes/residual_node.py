@@ -32,47 +32,14 @@ from contact_estimation.ros.diagnostics import OK
 from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
 from contact_estimation.ros.joint_states import JointStateReader, JointStateWriter
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, payload_table
+from contact_estimation.ros.params import ROBOT, ParameterTable, rows
 from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'residual_node'
 
 
-def _residual(name: str, description: str, field: str = '', **row) -> Parameter:
-    """A row feeding ResidualConfig's `field` (by default the field `name`), at its default."""
-    return Parameter(name, description, field=(ResidualConfig, field or name), **row)
-
-
-def _wrist(field: str, description: str, **row) -> Parameter:
-    """A `wrist_wrench.<field>` row feeding WristWrenchConfig (its default)."""
-    return Parameter(f'wrist_wrench.{field}', description, field=(WristWrenchConfig, field),
-                     **row)
-
-
-PARAMETERS = ROBOT + ParameterTable(
-    _residual('model', 'residual: fast (seed 001 eq. 9, g + f only), rnea (inverse dynamics, '
-              'seed 003 eq. 7) or momentum_observer (no acceleration needed)'),
-    _residual('model_file', 'identified gravity + friction YAML; "" = URDF gravity and the '
-              'friction below'),
-    _residual('friction_model', f'friction model without model_file: '
-              f'{", ".join(friction.MODELS)}'),
-    _residual('friction_parameters', 'friction parameters without model_file: k values for '
-              'every joint, or n×k flat (row per joint, model joint order)', range=(-1e4, 1e4)),
-    _residual('observer_gain', 'momentum observer gain K_O, 1/s (time constant 1/K_O): one '
-              f'value or one per joint, each > 0 and <= {MAX_OBSERVER_GAIN:g}',
-              range=(0.0, MAX_OBSERVER_GAIN), per_joint=1),
-    _residual('acceleration_filter.window_duration', 'time span (s) of the least-squares fit '
-              'giving q̈ for the rnea residual (at least 3 samples whatever the rate; lag about '
-              'half of it)', 'acceleration_window', range=(0.001, 1.0)),
-    _residual('gap_threshold', 'a longer pause in the input (s) restarts the residual',
-              range=(1e-4, 10.0)),
-) + payload_table(read_only=False) + ParameterTable(
-    _wrist('enabled', 'remove the wrench measured by a wrist F/T sensor (intended task force)'),
-    _wrist('link', 'link whose frame the wrist wrench is given in ("" = tip_link)'),
-    _wrist('timeout', 'a wrist wrench further than this (s) from the joint state stamp is not '
-           'used (the task force then counts as a contact: fail safe)', range=(1e-3, 10.0)),
-    _wrist('on_robot', 'true: the sensor reports the wrench the environment exerts on the '
-           'robot; false: the wrench the tool exerts on the environment'),
+PARAMETERS = ROBOT + rows(ResidualConfig) + rows(Payload, 'payload.') + rows(
+    WristWrenchConfig, 'wrist_wrench.') + ParameterTable(
     renamed={'wrist_link': 'wrist_wrench.link',
              **{f'wrist_wrench_{field}': f'wrist_wrench.{field}'
                 for field in ('enabled', 'timeout', 'on_robot')}})

@@ -1,18 +1,22 @@
 """One declarative parameter table per node: the declaration, the validation and the docs.
 
 generate_parameter_library's idea, in Python (it is not on PyPI): each node lists its
-parameters once, a `Parameter` row each (name, default, description, range, read-only, and
-the core field it feeds). `ParameterTable.declare` declares them all on the node (values out of
-range are refused, naming the parameter), `fields` builds the core config from their
-values, `markdown` writes docs/parameters.md, and test/test_node_defaults.py checks
-config/<node>.yaml against the table. A new parameter is one row.
+parameters once, a `Parameter` row each (name, default, description, range or choices, values
+per joint, read-only, and the core field it feeds). A setting of core is declared once, on
+the field of the config it feeds (core/settings.setting: default, description, range,
+choices, per joint); `rows(Config)` makes its rows. A parameter of the node itself (a rate, a
+timeout of its own) is a `Parameter` row in the node's table. `ParameterTable.declare`
+declares them all on the node (values out of range or not among the choices are refused,
+naming the parameter), `fields` builds the core config from their values, `markdown` writes
+docs/parameters.md, and test/test_node_defaults.py checks config/<node>.yaml against the
+table.
 
 Names are grouped with dots (`time_scaling.alpha`); a table's `renamed` maps old names to new
 ones, so that a parameter file with an old name is refused with the new one (ros/suite_node.py).
-A default is the core's: omitted, it is the dataclass default of the field the row feeds.
 
-A row's range bounds a number, or each element of an array (rclpy checks only scalars; the
-elements are checked here, at start and by `ParameterGuard` at run time, naming the value).
+A row's range bounds a number, or each element of an array; its choices are the strings a
+string (or each element of a string array) may be. rclpy checks only the range of a scalar;
+the rest is checked here, at start and by `ParameterGuard` at run time, naming the value.
 """
 from __future__ import annotations
 
@@ -25,31 +29,36 @@ from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescr
                                 SetParametersResult)
 from rclpy.node import Node
 
-_FROM_FIELD = object()  # a row's default is the dataclass default of its field
+from contact_estimation.core.settings import setting_of
 
 
 @dataclass(frozen=True)
 class Parameter:
     """One parameter: `field` = (core config class, field name) it feeds, or None when the
-    node itself uses it (a rate, a timeout of its own)."""
+    node itself uses it. `per_joint`: values per joint (a list of that many for every joint,
+    or that many per joint; 0: not per joint)."""
 
     name: str
     description: str
-    default: Any = _FROM_FIELD
+    default: Any
     range: tuple[float, float] | None = None
+    choices: tuple[str, ...] | None = None
+    per_joint: int = 0
     read_only: bool = False
     field: tuple[type, str] | None = None
-    per_joint: int = 0  # values per joint (a list of one, or of this many per joint); 0: not
 
     def __post_init__(self):
         default = self.default
-        if default is _FROM_FIELD:
-            default = _field_default(self.name, self.field)
         if isinstance(default, tuple):
             default = list(default)
+        if self.per_joint and not isinstance(default, list):
+            default = [default]
         if isinstance(default, list) and not default:
             raise ValueError(f'{self.name}: an empty list default has no ROS type')
         object.__setattr__(self, 'default', default)
+        problem = self.problem(default)
+        if problem:
+            raise ValueError(f'the default breaks the row: {problem}')
 
     @property
     def type_name(self) -> str:
@@ -58,13 +67,29 @@ class Parameter:
         name = {bool: 'bool', int: 'integer', float: 'double', str: 'string'}[type(sample)]
         return f'{name} array' if isinstance(self.default, list) else name
 
+    @property
+    def allowed(self) -> str:
+        """The values it allows, as the docs and `ros2 param describe` say it ('' = any)."""
+        each = ' each' if isinstance(self.default, list) else ''
+        if self.choices is not None:
+            return ', '.join(f'`{choice}`' for choice in self.choices) + each
+        if self.range is not None and not isinstance(self.default, bool):
+            return f'{self.range[0]:g} … {self.range[1]:g}{each}'
+        return ''
+
+    @property
+    def count(self) -> str:
+        """How many values it takes, for the docs ('' = one)."""
+        if self.per_joint:
+            k = 'one' if self.per_joint == 1 else str(self.per_joint)
+            return f'{k}, or {k} per joint'
+        return 'a list' if isinstance(self.default, list) else ''
+
     def descriptor(self) -> ParameterDescriptor:
         descriptor = ParameterDescriptor(description=self.description, read_only=self.read_only)
-        if self.range is not None:
+        if self.range is not None and not isinstance(self.default, bool):
             low, high = self.range
-            if isinstance(self.default, bool):
-                pass
-            elif isinstance(self.default, int):
+            if isinstance(self.default, int):
                 descriptor.integer_range = [
                     IntegerRange(from_value=int(low), to_value=int(high), step=0)]
             elif isinstance(self.default, float):
@@ -72,11 +97,22 @@ class Parameter:
                     FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)]
             each = 'each element of ' if isinstance(self.default, list) else ''
             descriptor.additional_constraints = f'{low} <= {each}{self.name} <= {high}'
+        if self.choices is not None:
+            each = 'each element ' if isinstance(self.default, list) else ''
+            descriptor.additional_constraints = f'{each}one of {", ".join(self.choices)}'
         return descriptor
 
-    def out_of_range(self, value: Any) -> str | None:
-        """Why the elements of array `value` break this row's range (None when they do not,
-        or for a scalar: rclpy checks those against the descriptor)."""
+    def problem(self, value: Any) -> str | None:
+        """Why `value` breaks this row's choices, or the range of an array's elements (None
+        when it does not; rclpy checks a scalar's range against the descriptor)."""
+        if self.choices is not None:
+            values = value if isinstance(value, (list, tuple)) else [value]
+            bad = [x for x in values if x not in self.choices]
+            if bad:
+                each = ' (each element)' if isinstance(value, (list, tuple)) else ''
+                return (f'{self.name} = {value!r}: {", ".join(repr(x) for x in bad[:3])} is '
+                        f'not one of {", ".join(self.choices)}{each}')
+            return None
         if self.range is None or not isinstance(value, (list, tuple)) or isinstance(
                 self.default, bool) or not isinstance(self.default, list):
             return None
@@ -89,18 +125,22 @@ class Parameter:
         return None
 
 
-def _field_default(name: str, field: tuple[type, str] | None) -> Any:
-    if field is None:
-        raise ValueError(f'{name}: a parameter of the node itself needs a default')
-    config, field_name = field
-    for f in dataclasses.fields(config):
-        if f.name == field_name:
-            if f.default is not dataclasses.MISSING:
-                return f.default
-            if f.default_factory is not dataclasses.MISSING:
-                return f.default_factory()
-            raise ValueError(f'{name}: {config.__name__}.{field_name} has no default')
-    raise ValueError(f'{name}: {config.__name__} has no field {field_name!r}')
+def rows(config: type, prefix: str = '', *, read_only: bool = False,
+         skip: tuple[str, ...] = ()) -> 'ParameterTable':
+    """A row for each setting of core dataclass `config` (each field declared with
+    core/settings.setting, but those in `skip`), in field order, named `prefix` + its name,
+    at its default."""
+    made = []
+    for field in dataclasses.fields(config):
+        declared = setting_of(field)
+        if declared is None or field.name in skip:
+            continue
+        made.append(Parameter(prefix + (declared.name or field.name), declared.description,
+                              field.default, declared.range, declared.choices,
+                              declared.per_joint, read_only, (config, field.name)))
+    if not made:
+        raise ValueError(f'{config.__name__} declares no setting')
+    return ParameterTable(*made)
 
 
 class ParameterTable:
@@ -133,21 +173,22 @@ class ParameterTable:
         return [f'{name} (renamed: now {self.renamed[name]})' if name in self.renamed else name
                 for name in names]
 
-    def out_of_range(self, values: Mapping[str, Any]) -> list[str]:
-        """Why array values by name break their rows' element ranges (ranges of scalars
-        rclpy checks itself)."""
+    def problems(self, values: Mapping[str, Any]) -> list[str]:
+        """Why values by name break their rows' choices or element ranges (ranges of
+        scalars rclpy checks itself)."""
         return [problem for name, value in values.items() if name in self._by_name
-                for problem in [self._by_name[name].out_of_range(value)] if problem]
+                for problem in [self._by_name[name].problem(value)] if problem]
 
     def defaults(self) -> dict[str, Any]:
         return {row.name: row.default for row in self.rows}
 
     def declare(self, node: Node) -> None:
         """Declare every row on `node`: a value from a parameter file out of the row's range
-        is refused by rclpy (ParameterException naming the parameter and the range)."""
+        is refused by rclpy (ParameterException naming the parameter and the range), one not
+        among its choices or with an array element out of range by StartupError."""
         for row in self.rows:
             node.declare_parameter(row.name, row.default, row.descriptor())
-        problems = self.out_of_range(self.values(node))
+        problems = self.problems(self.values(node))
         if problems:
             from contact_estimation.ros.node_main import StartupError
             raise StartupError(f'{node.get_name()}: {"; ".join(problems)}')
@@ -175,17 +216,14 @@ class ParameterTable:
 
     def markdown(self) -> str:
         """The table as docs/parameters.md shows it."""
-        lines = ['| parameter | type | default | range | description |',
-                 '|---|---|---|---|---|']
+        lines = ['| parameter | type | values | default | allowed | description |',
+                 '|---|---|---|---|---|---|']
         for row in self.rows:
-            low_high = '' if row.range is None else f'{row.range[0]:g} … {row.range[1]:g}'
-            if low_high and isinstance(row.default, list):
-                low_high += ' each'
             fed = '' if row.field is None else f' → `{row.field[0].__name__}.{row.field[1]}`'
             read_only = ' *(read-only)*' if row.read_only else ''
             description = row.description.replace('|', '\\|')
-            lines.append(f'| `{row.name}` | {row.type_name} | `{row.default!r}` | {low_high} '
-                         f'| {description}{read_only}{fed} |')
+            lines.append(f'| `{row.name}` | {row.type_name} | {row.count} | `{row.default!r}` '
+                         f'| {row.allowed} | {description}{read_only}{fed} |')
         if self.renamed:
             lines.append('')
             lines.append('Renamed (a parameter file with the old name is refused): ' + ', '.join(
@@ -195,7 +233,8 @@ class ParameterTable:
 
 class ParameterGuard:
     """The one run-time check of a node's parameter sets, before anything changes: refuses
-    what no parameter may do (array elements outside their row's range; `use_sim_time` on
+    what no parameter may do (a value not among its row's choices, array elements outside
+    its range; `use_sim_time` on
     while nobody publishes /clock: the node's time would stand still, and with it every
     timeout), then asks `apply({name: value})`, the node's own check and use of the values
     (None to accept or a message to refuse). A refused set leaves every parameter as it was;
@@ -208,7 +247,7 @@ class ParameterGuard:
 
     def refusals(self, changes: Mapping[str, Any]) -> list[str]:
         """What no node accepts in `changes`, each saying what and why."""
-        problems = self._table.out_of_range(changes)
+        problems = self._table.problems(changes)
         clock = self._node.resolve_topic_name('/clock')
         if changes.get('use_sim_time') is True and not self._node.count_publishers(clock):
             problems.append(f'use_sim_time = true refused: nobody publishes {clock}, so this '
@@ -251,22 +290,6 @@ def _robot_table() -> ParameterTable:
 # Every node that needs the arm's model has these: one parameter file section (or
 # robot_state_publisher's `robot_description`) configures them all.
 ROBOT = _robot_table()
-
-
-def payload_table(read_only: bool) -> ParameterTable:
-    """`payload.*` (core/robot/payload.Payload): residual_node, ft_contact_estimator and
-    sim_cobot have the same rows, so one parameter file block configures all three."""
-    from contact_estimation.core.robot.payload import Payload
-    return ParameterTable(
-        Parameter('payload.mass', 'mass of the tool or part on payload.link, kg (0 = none): '
-                  'part of the arm, so carrying it is not a contact', range=(0.0, 1000.0),
-                  read_only=read_only, field=(Payload, 'mass')),
-        Parameter('payload.centre_of_mass', 'payload centre of mass, m, in the frame of '
-                  'payload.link (contact-estimation identify payload estimates it and the '
-                  'mass)', range=(-10.0, 10.0), read_only=read_only,
-                  field=(Payload, 'centre_of_mass')),
-        Parameter('payload.link', "link carrying the payload ('' = tip_link)",
-                  read_only=read_only, field=(Payload, 'link')))
 
 
 def load_robot(node: Node):

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from contact_estimation.core.per_joint import per_joint
+from contact_estimation.core.settings import setting
 
 IMPACT, TOUCH = 'impact', 'touch'
 
@@ -56,15 +57,32 @@ class TouchConfig:
     """collision_detector's `touch.*` parameters, at their defaults (benchmarks/
     touch_classification.py measured them)."""
 
-    enabled: bool = False              # off on a real arm until a user turns it on
-    onset_ratio: float = 0.5           # a contact starts at r = max |τ_ext,i|/ψ_i this high
-    max_rise_rate: float = 12.0        # ψ/s: r rising faster is an impact
-    slope_time: float = 0.02           # s: span of the least-squares slope of r
-    window: float = 0.05               # s: span of the straight-line fit (high frequency)
-    max_roughness: float = 0.1         # RMS of r about that line (in ψ) above this: impact
-    max_opposing_speed: float = 0.5    # rad/s: moving into the contact faster is an impact
-    max_torque: float | tuple = 10.0   # N·m per joint: a touch beyond this is an impact
-    settle_time: float = 0.15          # s after a touch is decided: only max_torque counts
+    enabled: bool = setting(  # off on a real arm until a user turns it on
+        False, 'classify each contact as impact or touch (core/chain/contact_class.py): a '
+        'touch latches no stop, f_S holds and yields (seed 003); off until you turn it on '
+        '(README, Touch)')
+    onset_ratio: float = setting(
+        0.5, 'a contact starts when some |τ_ext,i| reaches this share of ψ_i', range=(0.05, 0.99))
+    max_rise_rate: float = setting(
+        12.0, 'τ_ext rising faster than this many ψ per second at any time of a contact '
+        'makes it an impact, 1/s', range=(0.1, 1000.0))
+    slope_time: float = setting(0.02, 'time span of the least-squares slope of the rise, s',
+                                range=(0.002, 1.0))
+    window: float = setting(
+        0.05, 'time span of the straight-line fit whose residual measures the high-frequency '
+        'content, s', range=(0.005, 1.0))
+    max_roughness: float = setting(
+        0.1, 'RMS of |τ_ext|/ψ about that line above this makes a contact an impact',
+        range=(0.001, 10.0))
+    max_opposing_speed: float = setting(
+        0.5, 'moving into the contact faster than this (−τ_extᵀq̇/‖τ_ext‖) makes it an '
+        'impact, rad/s', range=(0.001, 100.0))
+    max_torque: float | tuple = setting(
+        10.0, 'a touch over this joint torque (the maximum touch force as joint torque) '
+        'becomes an impact, N·m', range=(0.0, 1e4), per_joint=1)
+    settle_time: float = setting(
+        0.15, 'for this long after a touch is decided only touch.max_torque can make it an '
+        "impact (the arm's own hold jolts τ_ext), s", range=(0.0, 10.0))
 
     def __post_init__(self):
         for name in ('onset_ratio', 'max_rise_rate', 'slope_time', 'window', 'max_roughness',

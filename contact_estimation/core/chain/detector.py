@@ -70,6 +70,7 @@ from contact_estimation.core.chain.contact_class import (TOUCH, ContactClassifie
 from contact_estimation.core.chain.lag import BEHIND
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.per_joint import per_joint
+from contact_estimation.core.settings import setting
 
 POSITION, FORCE = 'position', 'force'
 ROLES = (POSITION, FORCE)
@@ -85,26 +86,48 @@ SEED_FORCE_THRESHOLD = 8.0
 
 @dataclass(frozen=True)
 class DetectorSettings:
-    """The detector's settings as a user gives them (a value for every joint or one per
-    joint), at their defaults: the one source (the node's table takes them; `DetectorConfig.
-    build` checks them and makes them per joint)."""
+    """The detector's settings as a user gives them (one value for every joint or one per
+    joint), at their defaults: declared once, here (core/settings.py); `DetectorConfig` is
+    the same fields checked and made per joint for an arm."""
 
-    thresholds_position: float | tuple = SEED_POSITION_THRESHOLD  # ψ_0, N·m
-    thresholds_force: float | tuple = SEED_FORCE_THRESHOLD
-    roles: str | tuple = POSITION
-    # benchmarks/detection.py: 2–3× faster on hits ≥ 8 N·m, no false alarm in 10 min (or
-    # 'consecutive': seed 001's)
-    persistence: str = 'weighted'
-    persistence_time: float = 0.025   # T, s: seed 001's 25 ms window
-    speed_gain: float | tuple = 0.0
-    acceleration_gain: float | tuple = 0.0
-    threshold_max: float | tuple = 15.0  # N·m: a contact of 15 N·m joint torque is always seen
-    # N·m: no ψ_0 or ψ_max above it, no gain whose term alone reaches it at 1 rad/s (1 rad/s²):
-    # a value that switches detection off (1e308) is refused unless the user raises this.
-    threshold_ceiling: float = 100.0
-    hold_time: float = 0.0            # 0 = latched until reset()
-    reset_quiet_time: float = 0.05    # s with no joint over ψ before the stop may clear
-    input_timeout: float = 0.1
+    thresholds_position: float | tuple = setting(
+        SEED_POSITION_THRESHOLD, 'ψ_0 of position-controlled joints, N·m (seed 001: 4 N·m)',
+        range=(0.0, 1e4), per_joint=1)
+    thresholds_force: float | tuple = setting(
+        SEED_FORCE_THRESHOLD, 'ψ_0 of force-controlled joints, N·m (seed 001: 8 N·m)',
+        range=(0.0, 1e4), per_joint=1)
+    roles: str | tuple = setting(POSITION, "each joint's role; switchable at run time",
+                                 choices=ROLES, per_joint=1, name='joint_roles')
+    # benchmarks/detection.py: weighted is 2–3× faster on hits ≥ 8 N·m, with no false alarm
+    # in 10 min ('consecutive' is seed 001's)
+    persistence: str = setting(
+        WEIGHTED, "seed 001 eq. 7's persistence rule: 'consecutive' (some joint over ψ for "
+        "persistence_time) or 'weighted' (each sample counts Δt·(|τ_ext|/ψ)²: a strong hit "
+        'needs less time)', choices=PERSISTENCE_RULES)
+    persistence_time: float = setting(
+        0.025, 'T of seed 001 eq. 7 on the joint-state stamps: over threshold this long '
+        "(weighted: this much evidence) makes a collision, s (seed 001's 25 ms window)",
+        range=(0.001, 10.0))
+    speed_gain: float | tuple = setting(
+        0.0, 'k_v, N·m per rad/s: ψ grows by k_v |q̇|', range=(0.0, 1e4), per_joint=1)
+    acceleration_gain: float | tuple = setting(
+        0.0, 'k_a, N·m per rad/s²: ψ grows by k_a |q̈|', range=(0.0, 1e4), per_joint=1)
+    threshold_max: float | tuple = setting(
+        15.0, 'ψ_max, N·m: cap of ψ so that fast motion never hides a contact this strong '
+        '(>= ψ_0)', range=(0.0, 1e4), per_joint=1)
+    # A value that switches detection off (1e308) is refused unless the user raises this.
+    threshold_ceiling: float = setting(
+        100.0, 'N·m: thresholds, threshold_max and the gains (their term at 1 rad/s, '
+        '1 rad/s²) above this are refused, since they would switch detection off; raise it '
+        'explicitly for a stronger arm', range=(1.0, 1e4))
+    hold_time: float = setting(
+        0.0, 'stop clears this long after the last unsafe sample, s; 0 = latched until the '
+        '~/reset service', range=(0.0, 3600.0))
+    reset_quiet_time: float = setting(
+        0.05, 'the stop clears (reset or hold_time) only after every joint was under '
+        'threshold this long and for persistence_time, s', range=(0.0, 60.0))
+    input_timeout: float = setting(0.1, 'no residual for this long → stop, s',
+                                   range=(0.001, 10.0))
 
 
 DEFAULTS = DetectorSettings()
@@ -164,22 +187,12 @@ def is_collision(evidence: float, persistence_time: float) -> bool:
 
 
 @dataclass(frozen=True)
-class DetectorConfig:
-    """Validated detector parameters, one entry per joint. Build with `DetectorConfig.build`."""
+class DetectorConfig(DetectorSettings):
+    """DetectorSettings checked and made per joint for an arm of `joint_names`: the ones given
+    per joint as arrays of one entry per joint (ψ_0 by role, k_v, k_a, ψ_max), `roles` as a
+    tuple of one per joint. Build with `DetectorConfig.build`."""
 
-    joint_names: tuple[str, ...]
-    thresholds_position: np.ndarray  # ψ_0 of position-controlled joints, N·m
-    thresholds_force: np.ndarray     # ψ_0 of force-controlled joints, N·m
-    roles: tuple[str, ...]
-    persistence: str                 # CONSECUTIVE (eq. 7) or WEIGHTED by the exceedance
-    persistence_time: float          # T, s: over ψ this long (weighted: this much evidence)
-    speed_gain: np.ndarray           # k_v, N·m per rad/s
-    acceleration_gain: np.ndarray    # k_a, N·m per rad/s²
-    threshold_max: np.ndarray        # ψ_max, N·m: cap of ψ
-    threshold_ceiling: float         # N·m: the largest ψ_0, ψ_max and gain accepted
-    hold_time: float                 # s; 0 = latch until reset()
-    reset_quiet_time: float          # s with no joint over ψ before a stop may clear
-    input_timeout: float             # s without a residual → stop
+    joint_names: tuple[str, ...] = ()
 
     @classmethod
     def build(cls, joint_names, **parameters) -> 'DetectorConfig':

@@ -50,6 +50,7 @@ from contact_estimation.core import input_rejected
 from contact_estimation.core.chain.stamps import (  # noqa: F401
     FUTURE_STAMP, MAX_FUTURE, MAX_PAST, PAST_STAMP, ZERO_STAMP, stamp_problem)
 from contact_estimation.core.per_joint import per_joint
+from contact_estimation.core.settings import setting
 
 # Problem kinds (the keys counted on /diagnostics): those every node meets have the names of
 # core/input_rejected.py, the others are the listener's own.
@@ -85,20 +86,47 @@ class ConditioningConfig:
     Times in seconds, not samples, so that they mean the same at 1 kHz and at 100 Hz.
     """
 
-    effort_is_current: bool = False         # effort is motor current, A (seed 001 eqs. 1-2)
-    positions_are_motor_side: bool = False  # positions are motor angles (seed 001 eq. 3)
-    torque_constants: tuple[float, ...] = (1.0,)  # k_m, N·m/A: one for all joints or per joint
-    gear_ratios: tuple[float, ...] = (1.0,)       # G_m, motor turns per joint turn
-    velocity_window: float = 0.02   # s of samples in the velocity fit (at least 3)
-    merge_window: float = 0.001     # s
-    gap_threshold: float = 0.05     # s; 5 periods at 100 Hz: one lost message is no gap
-    time_reset_after: float = 0.05  # s stamps go back before a new time base is accepted
-    max_future: float = MAX_FUTURE  # s
-    max_past: float = MAX_PAST      # s
-    limit_margin: float = 0.05      # rad or m
-    hard_limit_margin: float = 0.5  # rad or m
-    velocity_limit_factor: float = 2.0
-    effort_limit_factor: float = 3.0
+    effort_is_current: bool = setting(
+        False, 'the effort field is motor current (A): joint torque = G_m k_m i (seed 001 '
+        'eqs. 1-2)')
+    positions_are_motor_side: bool = setting(
+        False, 'positions and velocities are motor-side: divided by G_m (seed 001 eq. 3)')
+    torque_constants: tuple[float, ...] = setting(
+        (1.0,), 'motor torque constants k_m (N·m/A)', range=(0.0, 1e3), per_joint=1)
+    gear_ratios: tuple[float, ...] = setting(
+        (1.0,), 'gear ratios G_m (motor turns per joint turn)', range=(0.0, 1e5), per_joint=1)
+    velocity_window: float = setting(
+        0.02, 'time span (s) of the least-squares fit that estimates velocity the driver '
+        'omits (at least 3 samples whatever the rate)', range=(0.001, 1.0),
+        name='velocity_filter.window_duration')
+    merge_window: float = setting(
+        0.001, 'largest stamp difference (s) between joint-state parts merged into one sample',
+        range=(0.0, 1.0))
+    gap_threshold: float = setting(  # 5 periods at 100 Hz: one lost message is no gap
+        0.05, 'input pause (s) after which the velocity filter restarts', range=(0.001, 10.0))
+    time_reset_after: float = setting(
+        0.05, 'time (s) without a valid sample after which input_stale goes True; also how '
+        'long stamps must keep going back before a new time base is accepted',
+        range=(0.001, 10.0), name='input_timeout')
+    max_future: float = setting(
+        MAX_FUTURE, "largest time (s) a stamp may be ahead of this node's clock",
+        range=(0.001, 3600.0))
+    max_past: float = setting(
+        MAX_PAST, "largest time (s) a stamp may be behind this node's clock: an older joint "
+        'state was sent long ago (a log played live, a clock set to 1970) and is dropped, '
+        'never feeding the watchdog', range=(0.001, 3600.0))
+    limit_margin: float = setting(
+        0.05, 'distance (rad or m) beyond a joint limit before it is reported (warning)',
+        range=(0.0, 3.2))
+    hard_limit_margin: float = setting(
+        0.5, 'distance (rad or m) beyond a joint limit at which a message is dropped (at '
+        'least limit_margin)', range=(0.0, 10.0))
+    velocity_limit_factor: float = setting(
+        2.0, 'a message is dropped when |velocity| exceeds this times the URDF limit',
+        range=(1.0, 100.0))
+    effort_limit_factor: float = setting(
+        3.0, 'a message is dropped when |joint torque| exceeds this times the URDF limit',
+        range=(1.0, 100.0))
 
     def __post_init__(self):
         if self.hard_limit_margin < self.limit_margin:

@@ -36,6 +36,7 @@ from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.settings import setting
 
 if TYPE_CHECKING:
     from contact_estimation.core.identification.identified_model import IdentifiedModel
@@ -54,14 +55,27 @@ class ResidualConfig:
     their defaults (its parameter table and `make_residual` take them; config/
     residual_node.yaml ships the same values: test/test_node_defaults.py)."""
 
-    model: str = 'momentum_observer'      # one of MODELS
-    model_file: str = ''                  # identified model YAML; '' = URDF gravity, friction
-    friction_model: str = 'coulomb_viscous'
-    friction_parameters: tuple[float, ...] = (0.0, 0.0)  # k for all joints, or n×k
-    observer_gain: tuple[float, ...] = (50.0,)           # 1/s, one value or one per joint
+    model: str = setting(
+        'momentum_observer', 'residual: fast (seed 001 eq. 9, g + f only), rnea (inverse '
+        'dynamics, seed 003 eq. 7) or momentum_observer (no acceleration needed)',
+        choices=MODELS)
+    model_file: str = setting('', 'identified gravity + friction YAML; "" = URDF gravity and '
+                              'the friction below')
+    friction_model: str = setting('coulomb_viscous', 'friction model without model_file',
+                                  choices=tuple(friction.MODELS))
+    friction_parameters: tuple[float, ...] = setting(
+        (0.0, 0.0), 'friction parameters without model_file: k values for every joint, or '
+        'n×k flat (row per joint, model joint order)', range=(-1e4, 1e4))
+    observer_gain: tuple[float, ...] = setting(
+        (50.0,), 'momentum observer gain K_O, 1/s (time constant 1/K_O): each > 0',
+        range=(0.0, MAX_OBSERVER_GAIN), per_joint=1)
     # Times in seconds, not samples, so that they mean the same at 1 kHz and at 100 Hz.
-    acceleration_window: float = 0.02     # s of samples in the q̈ fit (rnea)
-    gap_threshold: float = 0.05           # s; 5 periods at 100 Hz: one lost message is no gap
+    acceleration_window: float = setting(
+        0.02, 'time span (s) of the least-squares fit giving q̈ for the rnea residual (at '
+        'least 3 samples whatever the rate; lag about half of it)', range=(0.001, 1.0),
+        name='acceleration_filter.window_duration')
+    gap_threshold: float = setting(  # 5 periods at 100 Hz: one lost message is no gap
+        0.05, 'a longer pause in the input (s) restarts the residual', range=(1e-4, 10.0))
 
     def __post_init__(self):
         for name in ('friction_parameters', 'observer_gain'):

@@ -57,16 +57,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from contact_estimation.core.settings import setting
+
 
 @dataclass(frozen=True)
 class TimeScalingConfig:
-    alpha: float = 0.1            # 1/(N·m): yield speed (fraction of nominal) per N·m of push
-    push_threshold: float = 2.0   # p_0, N·m: the dead band, the middle of the hysteresis
-    push_hysteresis: float = 1.0  # h, N·m: width of the play between push and yield level
-    push_filter_time: float = 0.05  # s: time constant of the push's low-pass filter
-    yield_rate: float = 4.0       # 1/s: fastest change of f_S while f_S <= 0
-    recovery_rate: float = 0.5    # 1/s: f_S from 0 back to 1 in 1/recovery_rate seconds
-    resume_delay: float = 0.5     # s: still hold this long after the contact is over
+    alpha: float = setting(0.1, 'seed 003 α: yield speed (fraction of nominal) per N·m of '
+                           'push back beyond the push threshold, 1/(N·m)', range=(0.0, 100.0))
+    push_threshold: float = setting(
+        2.0, 'p_0: a push back along the path weaker than this only holds the arm (the middle '
+        'of the hysteresis), N·m', range=(0.0, 1000.0))
+    push_hysteresis: float = setting(
+        1.0, 'h: yield starts above push threshold + half of this and ends below push '
+        'threshold − half; a push that varies less than this does not move f_S, N·m',
+        range=(0.0, 1000.0))
+    push_filter_time: float = setting(
+        0.05, 'time constant of the low-pass filter on the push along the path, s',
+        range=(0.0, 10.0))
+    yield_rate: float = setting(
+        4.0, 'fastest change of f_S while it is <= 0 (into, along and out of a yield), 1/s',
+        range=(1e-3, 1000.0))
+    recovery_rate: float = setting(
+        0.5, 'f_S returns from 0 to 1 at this rate once the contact is over, 1/s',
+        range=(1e-3, 1000.0))
+    resume_delay: float = setting(
+        0.5, 'f_S stays 0 this long after the residuals fall back under threshold, s',
+        range=(0.0, 60.0))
     min_speed: float = 1e-3       # rad/s: slower motion has no direction to remember
 
     def __post_init__(self):

@@ -17,6 +17,7 @@ import numpy as np
 
 from contact_estimation.core.input_rejected import NOT_FINITE, UNKNOWN_FRAME, InputRejected
 from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.settings import setting
 
 
 @dataclass(frozen=True)
@@ -24,10 +25,15 @@ class WristWrenchConfig:
     """residual_node's `wrist_wrench.*` parameters, and the one source of their defaults (its
     parameter table takes them; config/residual_node.yaml ships the same values)."""
 
-    enabled: bool = False
-    link: str = ''            # '' = the chain's tip link
-    timeout: float = 0.05     # s between wrench and joint-state stamps
-    on_robot: bool = True     # False: the sensor reports tool-on-environment
+    enabled: bool = setting(False, 'remove the wrench measured by a wrist F/T sensor '
+                            '(intended task force)')
+    link: str = setting('', 'link whose frame the wrist wrench is given in ("" = tip_link)')
+    timeout: float = setting(
+        0.05, 'a wrist wrench further than this (s) from the joint state stamp is not used '
+        '(the task force then counts as a contact: fail safe)', range=(1e-3, 10.0))
+    on_robot: bool = setting(
+        True, 'true: the sensor reports the wrench the environment exerts on the robot; '
+        'false: the wrench the tool exerts on the environment')
 
     def wrist(self, robot: RobotModel) -> 'WristWrench | None':
         """The WristWrench these settings describe; None when disabled."""

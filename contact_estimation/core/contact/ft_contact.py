@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from contact_estimation.core.contact.contact import Contact
+from contact_estimation.core.settings import setting
 from contact_estimation.core.contact.ft_compensation import FtContactError, cross, finite_rows
 from contact_estimation.core.robot.body_surfaces import (EllipsoidSurfaces, MeshSurfaces,
                                                          body_poses)
@@ -88,12 +89,26 @@ class FtLocatorConfig:
     `FtContactLocator.locate_from_residual`.
     """
 
-    singular_ratio: float = 0.1
-    min_force: float = 2.0
-    presence_force: float = 10.0
-    residual_noise: float = 0.1
-    normal_preference: float = 5.0
-    ambiguity_margin: float = 2.0
+    singular_ratio: float = setting(
+        0.1, 'seed 004 claim 6: a 5-equation subsystem whose divisor is below this share of '
+        'its vector is dropped', range=(0.0, 0.5))
+    min_force: float = setting(
+        2.0, 'a weaker contact force (N) gives no estimate: its line of action is too '
+        'uncertain', range=(0.1, 1000.0))
+    presence_force: float = setting(
+        10.0, "a contact force this large (N) is a contact even when no joint's |τ_ext| "
+        'reaches contact_threshold (a push on the first link loads no joint but the first, '
+        'about its axis only); ≥ min_force', range=(0.1, 1000.0))
+    residual_noise: float = setting(
+        0.1, "σ of τ_ext in a steady contact (N·m): how much a body's misfit to the residual "
+        'counts in choosing it', range=(0.001, 10.0))
+    normal_preference: float = setting(
+        5.0, 'κ: how strongly a body where the force meets the surface near its normal is '
+        'preferred when the residual cannot tell (0 = not at all)', range=(0.0, 100.0))
+    ambiguity_margin: float = setting(
+        2.0, 'every body whose score is within this of the best one (a likelihood ratio of '
+        'e^margin) is listed on /diagnostics as a candidate (candidate_links): the body is '
+        'then ambiguous', range=(0.0, 100.0))
 
     def __post_init__(self):
         if not 0.0 <= self.singular_ratio < 1.0 / np.sqrt(3.0):

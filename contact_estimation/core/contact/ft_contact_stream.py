@@ -15,14 +15,16 @@ from dataclasses import dataclass
 import numpy as np
 import yaml
 
-from contact_estimation.core.contact.ft_compensation import (COMPENSATIONS, ROBOT_ON_SENSOR,
+from contact_estimation.core.contact.ft_compensation import (COMPENSATIONS, CONVENTIONS,
+                                                             ROBOT_ON_SENSOR,
                                                              BaseWrenchCompensator,
                                                              FtContactError, SensorMount)
-from contact_estimation.core.robot.body_surfaces import Ellipsoid
+from contact_estimation.core.robot.body_surfaces import SURFACE_MODELS, Ellipsoid
 from contact_estimation.core.input_rejected import (NOT_FINITE, OUT_OF_ORDER, SATURATED,
                                                     ZERO_READING, InputRejected)
 from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.robot.pose import position, rotation_from_rpy
+from contact_estimation.core.settings import setting
 
 
 @dataclass(frozen=True)
@@ -31,26 +33,69 @@ class FtEstimatorConfig:
     payload's: the defaults of its parameter table (`sensor.*`, `zero.*` and
     `acceleration_filter.window_duration` by the field names below)."""
 
-    sensor_frame_id: str = ''                      # '' = the robot's base link
-    sensor_reports: str = ROBOT_ON_SENSOR          # or mount_on_robot (SensorMount)
-    sensor_position: tuple = (0.0, 0.0, 0.0)       # m, o_S in the base frame
-    sensor_rpy: tuple = (0.0, 0.0, 0.0)            # rad, R_BS (core/robot/pose.py)
-    force_limit: float = 2500.0                    # N per axis: at or beyond, saturated
-    torque_limit: float = 400.0                    # N·m per axis
-    surface_model: str = 'mesh'                    # or ellipsoid (seed 004 eq. 23)
-    ellipsoid_file: str = ''                       # '' = ellipsoids fitted to the meshes
-    contact_threshold: tuple = (0.5,)              # N·m, |τ_ext| of a contacted joint
-    stamp_tolerance: float = 0.005                 # s between stamps of paired samples
-    compensation: str = 'momentum_observer'        # or acceleration (q̈ fit + RNEA)
-    observer_gain: float = 50.0                    # 1/s: momentum observer's bandwidth
-    acceleration_window: float = 0.04              # s of joint states in the q̈ fit
-    localizer_timeout: float = 0.1                 # s: a localizer link older is not used
-    max_rate: float = 100.0                        # Hz: most point estimates per second
-    compensation_rate: float = 250.0               # Hz: most readings compensated per second
-    input_timeout: float = 0.5                     # s (wall) without a stream → reported
-    zero_duration: float = 0.5                     # s of rest averaged by ~/zero
-    zero_rest_speed: float = 0.01                  # rad/s: every joint slower is at rest
-    offset_file: str = '~/.ros/contact_estimation/ft_sensor_offset.yaml'
+    sensor_frame_id: str = setting(
+        '', "frame_id of the F/T readings; others are dropped ('' = the robot's base link)",
+        name='sensor.frame_id')
+    sensor_reports: str = setting(
+        ROBOT_ON_SENSOR, 'the wrench of the robot on the sensor (the sim cobot) or of the '
+        'mount on the robot', choices=CONVENTIONS, name='sensor.reports')
+    sensor_position: tuple = setting(
+        (0.0, 0.0, 0.0), 'the point the sensor refers its moments to, x y z in the base '
+        'frame, m', name='sensor.position')
+    sensor_rpy: tuple = setting(
+        (0.0, 0.0, 0.0), "the sensor's axes in the base frame: roll, pitch, yaw about the "
+        'fixed x, y, z axes, rad (as a URDF origin)', name='sensor.rpy')
+    force_limit: float = setting(
+        2500.0, 'a force component this large (N) is saturated: the reading is dropped',
+        range=(1.0, 1e5), name='sensor.force_limit')
+    torque_limit: float = setting(
+        400.0, 'a moment component this large (N·m) is saturated: the reading is dropped',
+        range=(0.1, 1e4), name='sensor.torque_limit')
+    surface_model: str = setting(
+        'mesh', 'the collision meshes, or one ellipsoid per link (seed 004 eq. 23)',
+        choices=SURFACE_MODELS)
+    ellipsoid_file: str = setting(
+        '', 'YAML of ellipsoids per link (centre, semi_axes, optional axes) for '
+        "surface_model ellipsoid; '' = fitted to the meshes")
+    contact_threshold: tuple = setting(
+        (0.5,), '|τ_ext| (N·m) at which a joint counts as loaded by a contact (seed 004 '
+        'current constraint)', per_joint=1)
+    stamp_tolerance: float = setting(
+        0.005, 'most time between the stamps of a reading and the joint state it is paired '
+        'with (s)', range=(0.0, 1.0))
+    compensation: str = setting(
+        'momentum_observer', 'the reaction of the moving arm from its momentum (no q̈; a low '
+        'pass of 1/observer_gain s) or from RNEA with q̈ fitted over '
+        'acceleration_filter.window_duration', choices=COMPENSATIONS)
+    observer_gain: float = setting(
+        50.0, 'bandwidth K of the momentum observer (1/s): the compensated wrench follows a '
+        'change within ~1/K s, noise averaged as long', range=(0.1, 1000.0))
+    acceleration_window: float = setting(
+        0.04, "time span of joint states in the quadratic fit that gives q̈ for the arm's "
+        'reaction (s; lag about half)', range=(0.002, 1.0),
+        name='acceleration_filter.window_duration')
+    localizer_timeout: float = setting(
+        0.1, "the contact localizer's link is used while its point is at most this older or "
+        'newer than the sample (s)', range=(0.0, 10.0))
+    max_rate: float = setting(
+        100.0, 'most point estimates per second (Hz): in a contact, the first residual of '
+        'each 1/max_rate s of stamps paired with its compensated wrench is located (each '
+        'estimate costs ~0.4 ms of CPU)', range=(0.1, 1000.0))
+    compensation_rate: float = setting(
+        250.0, "most F/T readings compensated per second (Hz); a faster sensor's readings in "
+        'between are skipped (the momentum observer takes any step): at 1 kHz, every reading '
+        'cost the estimation thread more than it had', range=(1.0, 10000.0))
+    input_timeout: float = setting(
+        0.5, 'a stream silent this long (s, wall clock) while the other arrives is reported; '
+        'nothing is estimated meanwhile', range=(0.01, 60.0))
+    zero_duration: float = setting(0.5, '~/zero averages this long a rest (s)',
+                                   range=(0.01, 60.0), name='zero.duration')
+    zero_rest_speed: float = setting(
+        0.01, 'the arm is at rest while every joint is slower than this (rad/s)',
+        range=(1e-5, 1.0), name='zero.rest_speed')
+    offset_file: str = setting(
+        '~/.ros/contact_estimation/ft_sensor_offset.yaml', 'where ~/zero stores the sensor '
+        "offset and the node reads it at start ('' = not stored)")
 
     def __post_init__(self):
         if self.compensation not in COMPENSATIONS:

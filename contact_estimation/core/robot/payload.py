@@ -25,6 +25,7 @@ import numpy as np
 import pinocchio as pin
 
 from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.settings import setting
 
 _PARAMETERS_PER_BODY = 10   # pinocchio's dynamic parameter vector per body
 GRAVITY_PARAMETERS = 4      # m, m·c'_x, m·c'_y, m·c'_z
@@ -35,9 +36,13 @@ class Payload:
     """A tool or a held part: a point mass `mass` (kg) at `centre_of_mass` (m) in the frame
     of `link` ('' = the robot's tip link)."""
 
-    mass: float = 0.0                                         # kg; 0 = no payload
-    centre_of_mass: tuple[float, float, float] = (0.0, 0.0, 0.0)  # m, in link's frame
-    link: str = ''                                            # '' = the robot's tip link
+    mass: float = setting(0.0, 'mass of the tool or part on payload.link, kg (0 = none): '
+                          'part of the arm, so carrying it is not a contact',
+                          range=(0.0, 1000.0))
+    centre_of_mass: tuple[float, float, float] = setting(
+        (0.0, 0.0, 0.0), 'payload centre of mass, m, in the frame of payload.link '
+        '(contact-estimation identify payload estimates it and the mass)', range=(-10.0, 10.0))
+    link: str = setting('', "link carrying the payload ('' = tip_link)")
 
     def __post_init__(self):
         centre = np.asarray(self.centre_of_mass, dtype=float).ravel()

@@ -1,0 +1,54 @@
+"""A setting a user may give, declared once on the field of the core config it feeds.
+
+    @dataclass(frozen=True)
+    class FilterConfig:
+        gain: float = setting(2.0, 'how strong, 1/s', range=(0.0, 10.0))
+        kind: str = setting('fast', 'which filter', choices=('fast', 'slow'))
+        limits: float | tuple = setting(1.0, 'one value or one per joint', per_joint=1)
+
+The field's default is the setting's; its metadata holds what a user needs to give a good
+value: the description (with the unit), the allowed range (of a number, or of each element of
+a list) or the choices (of a string, or of each element of a list of strings), how many values
+it takes per joint, and the name it has where it differs from the field's. ros/params.rows
+makes one parameter row of each (the declaration, the check and docs/parameters.md); core
+checks the values again when the config is built. Core stays free of ROS: this is plain data.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+_KEY = 'contact_estimation.setting'
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a field's metadata says of it as a user setting."""
+
+    description: str
+    range: tuple[float, float] | None = None     # low, high (inclusive)
+    choices: tuple[str, ...] | None = None       # the allowed strings
+    per_joint: int = 0   # values per joint: that many for every joint, or that many per joint
+    name: str = ''       # the setting's name where it is not the field's ('' = the field's)
+
+
+def setting(default: Any, description: str, *, range: tuple[float, float] | None = None,
+            choices: tuple[str, ...] | None = None, per_joint: int = 0,
+            name: str = '') -> Any:
+    """A dataclass field at `default` that is a user setting (module docstring). A list
+    default is stored as a tuple (a dataclass default must not be mutable)."""
+    if isinstance(default, list):
+        default = tuple(default)
+    values = default if isinstance(default, tuple) else (default,)
+    if choices is not None and not set(values) <= set(choices):
+        raise ValueError(f'{name or description!r}: default {default!r} is not one of '
+                         f'{", ".join(choices)}')
+    return dataclasses.field(default=default, metadata={_KEY: Setting(
+        description, range, tuple(choices) if choices is not None else None, per_joint,
+        name)})
+
+
+def setting_of(field: dataclasses.Field) -> Setting | None:
+    """The Setting a field declares, or None when the field is not a user setting."""
+    return field.metadata.get(_KEY)
