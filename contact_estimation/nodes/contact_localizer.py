@@ -72,7 +72,7 @@ from contact_estimation.ros.diagnostics import OK, WARN
 from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.localization_messages import estimate_markers, estimate_values
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable
+from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, rows
 from contact_estimation.ros.qos import CLOUD_QOS
 from contact_estimation.ros.sensor_frames import (
     SensorFrame,
@@ -85,60 +85,20 @@ from contact_estimation.ros.worker import LatestWorker
 
 NAME = 'contact_localizer'
 
-
-
-def _schedule(field: str, description: str, **row) -> Parameter:
-    """A row feeding ScheduleConfig's `field` (its default)."""
-    return Parameter(field, description, field=(ScheduleConfig, field), **row)
-
-
-def _localizer(field: str, description: str, **row) -> Parameter:
-    """A row feeding LocalizerConfig's `field` (its default)."""
-    return Parameter(field, description, field=(LocalizerConfig, field), **row)
-
-
-def _noise(field: str, description: str, **row) -> Parameter:
-    """A `wrench_noise.<field>` row feeding SensorNoise (its default)."""
-    return Parameter(f'wrench_noise.{field}', description, field=(SensorNoise, field), **row)
-
-
-PARAMETERS = ROBOT + ParameterTable(
-    _schedule('gate_thresholds', 'estimate while some |τ_ext,i| exceeds this, N·m: one value '
-              "or one per joint (default: the detector's ψ_0)", range=(0.0, 1e4), per_joint=1),
-    _schedule('threshold_ceiling', 'N·m: gate thresholds above this are refused (they would '
-              'never let an estimate through); raise it explicitly for a stronger arm',
-              range=(1.0, 1e4)),
-    _schedule('max_rate', 'most estimates per second, Hz (each costs ms of CPU)',
-              range=(0.1, 1000.0)),
+PARAMETERS = ROBOT + rows(ScheduleConfig) + ParameterTable(
     Parameter('point_spacing', 'distance between the surface samples the localizer scores, m '
               '(finer: slower, the refinement does the rest)', 0.02, (0.002, 0.2),
               read_only=True),
-    _localizer('mu', 'friction coefficient μ of the contact (seed 000 eq. 6)',
-               range=(0.01, 5.0)),
-    _localizer('normal_slack', 'widens the friction cone by the error of a mesh normal, rad '
-               '(< π/2 − atan μ)', range=(0.0, 1.5)),
-    _localizer('delta_tau', 'δ_τ of seed 000 eq. 13: a joint torque below this counts as '
-               'zero, N·m', range=(1e-4, 100.0)),
-    _localizer('delta_w', 'δ_w of seed 000 eq. 13, and the fit residual that counts as '
-               'explained, N·m (a few times the residual noise; the torque noise is δ_w/5)',
-               range=(1e-4, 100.0)),
-    _localizer('contact_distance', 'an obstacle farther than this from every link is not the '
-               'contact, m', range=(1e-3, 2.0)),
-    _localizer('prior_radius', "how far the contact may lie from the cloud's obstacle point, "
-               'm', range=(1e-3, 2.0)),
-    _localizer('refine', 'best samples refined on the surface per estimate', range=(1, 100)),
-    _noise('force', 'standard deviation of the compensated base force per axis, N',
-           range=(1e-4, 100.0)),
-    _noise('moment', 'standard deviation of the compensated base moment per axis, N·m',
-           range=(1e-4, 100.0)),
     Parameter('wrench_max_age', 'a base wrench stamped farther than this from the residual '
               'is not used, s (ft_contact_estimator publishes one per F/T reading)', 0.05,
               (1e-4, 10.0)),
-) + cloud_table() + sensor_frame_table('lidar', 'lidar')
+) + rows(LocalizerConfig) + rows(SensorNoise, 'wrench_noise.') + cloud_table(
+) + sensor_frame_table('lidar', 'lidar')
 # Parameters that build the localizer and the schedule: a change of any rebuilds them (the
 # link surfaces, `point_spacing`, are built once).
 _REBUILT_BY = (*PARAMETERS.feeding(ScheduleConfig), *PARAMETERS.feeding(LocalizerConfig),
                *PARAMETERS.feeding(SensorNoise))
+
 
 class ContactLocalizerNode(SuiteNode):
     PARAMETERS = PARAMETERS

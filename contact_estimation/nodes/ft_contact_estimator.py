@@ -41,8 +41,7 @@ from visualization_msgs.msg import MarkerArray
 
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.chain.sample import JointSample
-from contact_estimation.core.contact.ft_compensation import (COMPENSATIONS, CONVENTIONS,
-                                                             BaseWrenchCompensator,
+from contact_estimation.core.contact.ft_compensation import (BaseWrenchCompensator,
                                                              FtContactError,
                                                              MomentumWrenchObserver)
 from contact_estimation.core.contact.ft_contact import FtContactLocator, FtLocatorConfig
@@ -54,7 +53,7 @@ from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig
 from contact_estimation.core.contact.contact import Contact
 from contact_estimation.core.input_rejected import MALFORMED, InputRejected
 from contact_estimation.core.robot.payload import Payload
-from contact_estimation.core.robot.body_surfaces import SURFACE_MODELS, make_surfaces
+from contact_estimation.core.robot.body_surfaces import make_surfaces
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.ros import cdr
 from contact_estimation.ros.contact_messages import contact_messages

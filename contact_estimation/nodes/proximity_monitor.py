@@ -69,7 +69,7 @@ from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable
+from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, rows
 from contact_estimation.ros.proximity_messages import (ProximityMarkers, part_statuses,
                                                        pose_array_size)
 from contact_estimation.ros.qos import CLOUD_QOS
@@ -84,11 +84,6 @@ NAME = 'proximity_monitor'
 # After an unexpected error in a callback (ros/guard.py) the stop is held this long (s) past
 # the last one: what the node knows meanwhile is unknown; checks resume after it.
 FAULT_HOLD = 1.0
-
-def _monitor(field: str, description: str, low: float, high: float) -> Parameter:
-    """A row feeding ProximityConfig's `field` (its default), changeable at run time."""
-    return Parameter(field, description, range=(low, high), field=(ProximityConfig, field))
-
 
 def _part_rows(part: SegmentPart | BoxPart) -> tuple[Parameter, ...]:
     """`parts.<name>.*`: the size of one of core DEFAULT_PARTS, at its default."""
@@ -123,38 +118,13 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
               'of a stop)', 5.0, (0.1, 100.0), read_only=True),
     Parameter('robot_sphere_spacing', 'length of link axis covered by one robot sphere, m',
               0.05, (5e-3, 0.5), read_only=True),
-    _monitor('reaction_time', 'T_r, s: sensing and the stop reaching the arm (the check '
-             'period 1/check_rate and max_lag are added to it)', 0.0, 5.0),
-    _monitor('stopping_time', "T_s, s: the arm's stop from speed (stopping distance "
-             'v_r T_s / 2)', 0.0, 5.0),
-    _monitor('human_speed', 'v_h, m/s: how fast a tracked body part may approach (ISO 13855: '
-             '1.6)', 0.0, 10.0),
-    _monitor('object_speed', 'm/s: how fast a lidar object may approach (0: the cell holds '
-             'only fixtures)', 0.0, 10.0),
-    _monitor('intrusion_distance', 'C, m: reach past the modelled body surface', 0.0, 2.0),
-    _monitor('position_uncertainty', 'Z, m: sensing and robot position errors', 0.0, 1.0),
-    _monitor('slowdown_distance', 'm beyond the protective distance over which the speed '
-             'scale falls from 1 to 0', 1e-3, 5.0),
-    _monitor('release_distance', 'm: a stop releases only with every margin above this ...',
-             0.0, 2.0),
-    _monitor('release_time', 's: ... for this long', 0.0, 60.0),
-    _monitor('recovery_rate', '1/s: the speed scale rises at most this fast', 1e-3, 100.0),
-    _monitor('reset_tolerance', 'm: after ~/reset, how much nearer (in margin) than it has '
-             'been since the reset a robot sphere may get before the stop returns', 0.0, 0.5),
-    _monitor('reset_speed_scale', 'speed scale after ~/reset while still inside the '
-             'protective distance (to move away slowly)', 0.0, 1.0),
-    _monitor('body_timeout', 's: a skeleton or cloud older than this (by stamp, on the joint '
-             "states' clock) is stale: stop", 1e-3, 10.0),
-    _monitor('voxel_size', 'm: lidar cluster → spheres of about this size', 1e-3, 1.0),
-    _monitor('report_range', 'm: distances are exact at least this far (farther: inf)',
-             0.0, 10.0),
     Parameter('keypoint_names', "the skeleton's keypoints in the order of its poses (COCO-17 "
               'by default)', list(COCO_17), read_only=True),
     Parameter('sphere_spacing', 'most distance between the sphere centres of a body part, m',
               SPHERE_SPACING, (1e-3, 0.5), read_only=True),
-    *(row for part in DEFAULT_PARTS for row in _part_rows(part))) + sensor_frame_table(
-        'skeleton', 'skeleton') + sensor_frame_table('lidar', 'lidar') + cloud_table(
-            skip=('max_age',))
+    *(row for part in DEFAULT_PARTS for row in _part_rows(part))) + rows(ProximityConfig) + (
+    sensor_frame_table('skeleton', 'skeleton') + sensor_frame_table('lidar', 'lidar')
+    + cloud_table(skip=('max_age',)))
 assert set(PARAMETERS.feeding(ProximityConfig)) == {
     f.name for f in dataclasses.fields(ProximityConfig)}
 

@@ -19,8 +19,7 @@ import numpy as np
 from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
 
-from contact_estimation.core.chain import friction
-from contact_estimation.core.chain.residual import (MAX_OBSERVER_GAIN, Residual, ResidualConfig,
+from contact_estimation.core.chain.residual import (Residual, ResidualConfig,
                                                     SampleOrderError)
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.wrist_wrench import WristWrench, WristWrenchConfig

@@ -46,7 +46,7 @@ from std_msgs.msg import Float64
 from contact_estimation import manifest
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.sim.cobot import SimulatedCobot, SimulationError
-from contact_estimation.core.sim.config import DEFAULT_FRICTION, LidarConfig, SimConfig
+from contact_estimation.core.sim.config import LidarConfig, SimConfig
 from contact_estimation.core.sim.driver import DriverStream, DriverTiming, MotorCurrent
 from contact_estimation.core.sim.realtime import Lockstep, ScalingTimeout
 from contact_estimation.core.sim.scenario import Scenario, ScenarioError
@@ -59,7 +59,7 @@ from contact_estimation.ros.conversions import (seconds_to_stamp, stamp_to_secon
                                                 wrench_stamped, xyz_to_cloud)
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, payload_table
+from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, rows
 from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'sim_cobot'
@@ -68,109 +68,45 @@ LOAD_PERIOD = 1.0     # s between CPU load figures on /diagnostics
 EFFORT_SOURCES = ('joint_torque', 'motor_current')  # driver.effort
 
 
-def _sim(name: str, field: str, description: str, *bounds: float) -> Parameter:
-    """A read-only row feeding SimConfig's `field` (its default)."""
-    return Parameter(name, description, range=bounds or None, read_only=True,
-                     field=(SimConfig, field))
-
-
-def _lidar(field: str, description: str, *bounds: float) -> Parameter:
-    """A read-only `lidar.<field>` row feeding LidarConfig (its default)."""
-    return Parameter(f'lidar.{field}', description, range=bounds or None, read_only=True,
-                     field=(LidarConfig, field))
-
-
-def _driver(name: str, config: type, field: str, description: str, *bounds: float) -> Parameter:
-    """A read-only `driver.<name>` row feeding MotorCurrent or DriverTiming (its default)."""
-    return Parameter(f'driver.{name}', description, range=bounds or None, read_only=True,
-                     field=(config, field))
-
-
-def _node(name: str, description: str, default, *bounds: float) -> Parameter:
-    """A read-only row of the node itself."""
-    return Parameter(name, description, default, bounds or None, read_only=True)
-
-
 PARAMETERS = ROBOT + ParameterTable(
-    _node('rate', 'physics rate (Hz): one MuJoCo step every 1/rate s', 1.0 / SimConfig.timestep,
-          100.0, 5000.0),
-    _node('publish_rate', 'joint state, F/T and ground-truth rate (Hz); divides rate', 1000.0,
-          1.0, 5000.0),
-    _node('timer_period', 'wall time (s) between stepping calls; each steps and publishes what '
-          'is due (a 1 kHz rclpy timer costs more than the physics)', 0.005, 0.0005, 0.1),
-    _node('max_catch_up', 'most wall time (s) one timer call catches up; more is skipped and '
-          'reported', 0.05, 0.001, 1.0),
-    _node('publish_clock', 'publish /clock (simulated time) and never skip time: run every '
-          'other node with use_sim_time, and a machine that cannot keep up slows the whole '
-          'graph together', False),
-    _node('lockstep.lead', 'with publish_clock: most simulated time (s) the simulation runs '
-          "ahead of the listener's output (well within the suite's input timeouts, >= 0.05 "
-          's); 0 = never wait', 0.02, 0.0, 10.0),
-    _node('lockstep.timeout', 'wall time (s) the simulation waits for the listener before it '
-          'goes on without it', 10.0, 0.01, 60.0),
-    _node('time_scaling.timeout', 'once an f_S (or a proximity speed scale) has arrived, none '
-          'for this long means hold (0), s (both are repeated at 20 Hz: 3 periods)', 0.15,
-          0.005, 10.0),
-    _node('scenario', "scenario YAML (forces, obstacles, trajectory); relative paths from the "
-          "package share directory; '' = none", ''),
-    _node('trajectory.type', f'one of {TRAJECTORY_TYPES} (a scenario trajectory wins)',
-          TRAJECTORY_TYPES[0]),
-    Parameter('trajectory.seed', 'smooth_random and sweeps: random seed',
-              range=(0, 2 ** 31 - 1), read_only=True, field=(SmoothRandomSettings, 'seed')),
-    Parameter('trajectory.speed_scale', 'smooth_random: peak speed / velocity limit',
-              range=(0.01, 1.0), read_only=True, field=(SmoothRandomSettings, 'speed_scale')),
-    Parameter('trajectory.amplitude', 'smooth_random: share of the room to the limits used',
-              range=(0.01, 1.0), read_only=True, field=(SmoothRandomSettings, 'amplitude')),
-    Parameter('trajectory.margin', 'smooth_random: distance (rad) kept from the limits',
-              range=(0.0, 1.5), read_only=True, field=(SmoothRandomSettings, 'margin')),
-    _node('trajectory.waypoints', 'waypoints: m × n joint positions (rad), row after row',
-          [0.0]),
-    _node('trajectory.durations', 'waypoints: m − 1 segment durations (s)', [1.0]),
-    Parameter('friction', 'joint friction γ1 … γ6 (seed 001 eq. 23) for every joint, or 6 × n '
-              'row after row', list(DEFAULT_FRICTION), read_only=True,
-              field=(SimConfig, 'friction'), per_joint=6),
-    _sim('controller.natural_frequency', 'natural_frequency', 'computed-torque closed-loop ω_n '
-         '(rad/s)', 1.0, 200.0),
-    _sim('controller.damping_ratio', 'damping_ratio', 'computed-torque damping ratio',
-         0.1, 5.0),
-    _sim('controller.friction_compensation', 'friction_compensation', 'share of the friction '
-         'fed forward', 0.0, 1.0),
-    _sim('noise.position', 'position_noise', 'joint position noise σ (rad)', 0.0, 0.1),
-    _sim('noise.velocity', 'velocity_noise', 'joint velocity noise σ (rad/s)', 0.0, 1.0),
-    _sim('noise.effort', 'effort_noise', 'joint torque noise σ (N·m)', 0.0, 10.0),
-    _sim('noise.ft_force', 'ft_force_noise', 'F/T force noise σ (N)', 0.0, 100.0),
-    _sim('noise.ft_torque', 'ft_torque_noise', 'F/T torque noise σ (N·m)', 0.0, 10.0),
-    _sim('noise.seed', 'noise_seed', "noise random seed (also of the driver's timing)",
-         0, 2 ** 31 - 1),
-    _node('driver.effort', f'one of {EFFORT_SOURCES}: a joint torque sensor (τ + noise.effort) '
-          'or the motor current (τ = G_m k_m i_m, seed 001 eqs. 1-2)', EFFORT_SOURCES[0]),
-    _driver('torque_constants', MotorCurrent, 'torque_constants', 'motor_current: k_m (N·m/A), '
-            'one for every joint or one per joint'),
-    _driver('gear_ratios', MotorCurrent, 'gear_ratios', 'motor_current: G_m (motor turns per '
-            'joint turn), one for every joint or one per joint'),
-    _driver('current_noise', MotorCurrent, 'noise', 'motor_current: current noise σ (A)',
-            0.0, 100.0),
-    _driver('current_resolution', MotorCurrent, 'resolution', 'motor_current: ADC step of the '
-            'current (A); 0 = continuous', 0.0, 10.0),
-    _driver('period_jitter', DriverTiming, 'period_jitter', 'each joint-state period is '
-            '1/publish_rate ± this (s, uniform, whole physics steps); > 0: publish_rate need '
-            'not divide rate', 0.0, 1.0),
-    _driver('reorder_probability', DriverTiming, 'reorder_probability', 'share of joint '
-            'states published right after the next one (out of order)', 0.0, 1.0),
-    ) + payload_table(read_only=True) + ParameterTable(
-    _node('lidar.rate', 'scan rate (Hz); divides rate', 10.0, 0.1, 100.0),
-    _lidar('position', 'lidar origin x y z (m, base frame)'),
-    _lidar('rpy', 'lidar roll pitch yaw (rad, base frame, fixed axes); its x axis looks '
-           'forward'),
-    _lidar('rows', 'rays per column', 1, 1024),
-    _lidar('columns', 'rays per row', 1, 4096),
-    _lidar('vertical_fov', 'vertical field of view (rad)', 0.0, 3.1),
-    _lidar('horizontal_fov', 'horizontal field of view (rad)', 0.0, 6.3),
-    _lidar('max_range', 'farthest hit (m)', 0.1, 100.0),
-    _lidar('range_noise', 'range noise σ (m)', 0.0, 1.0),
-    _lidar('floor', 'a floor plane the lidar sees'),
-    _lidar('floor_height', 'floor height (m, base frame)', -10.0, 10.0),
-    renamed={'time_scaling_timeout': 'time_scaling.timeout'})
+    Parameter('rate', 'physics rate (Hz): one MuJoCo step every 1/rate s',
+              1.0 / SimConfig.timestep, (100.0, 5000.0), read_only=True),
+    Parameter('publish_rate', 'joint state, F/T and ground-truth rate (Hz); divides rate',
+              1000.0, (1.0, 5000.0), read_only=True),
+    Parameter('timer_period', 'wall time (s) between stepping calls; each steps and publishes '
+              'what is due (a 1 kHz rclpy timer costs more than the physics)', 0.005,
+              (0.0005, 0.1), read_only=True),
+    Parameter('max_catch_up', 'most wall time (s) one timer call catches up; more is skipped '
+              'and reported', 0.05, (0.001, 1.0), read_only=True),
+    Parameter('publish_clock', 'publish /clock (simulated time) and never skip time: run every '
+              'other node with use_sim_time, and a machine that cannot keep up slows the '
+              'whole graph together', False, read_only=True),
+    Parameter('lockstep.lead', 'with publish_clock: most simulated time (s) the simulation '
+              "runs ahead of the listener's output (well within the suite's input timeouts, "
+              '>= 0.05 s); 0 = never wait', 0.02, (0.0, 10.0), read_only=True),
+    Parameter('lockstep.timeout', 'wall time (s) the simulation waits for the listener before '
+              'it goes on without it', 10.0, (0.01, 60.0), read_only=True),
+    Parameter('time_scaling.timeout', 'once an f_S (or a proximity speed scale) has arrived, '
+              'none for this long means hold (0), s (both are repeated at 20 Hz: 3 periods)',
+              0.15, (0.005, 10.0), read_only=True),
+    Parameter('scenario', 'scenario YAML (forces, obstacles, trajectory); relative paths from '
+              "the package share directory; '' = none", '', read_only=True),
+    Parameter('trajectory.type', 'the trajectory (a scenario trajectory wins)',
+              TRAJECTORY_TYPES[0], choices=TRAJECTORY_TYPES, read_only=True),
+    Parameter('trajectory.waypoints', 'waypoints: m × n joint positions (rad), row after row',
+              [0.0], read_only=True),
+    Parameter('trajectory.durations', 'waypoints: m − 1 segment durations (s)', [1.0],
+              read_only=True),
+    Parameter('driver.effort', 'a joint torque sensor (τ + noise.effort) or the motor current '
+              '(τ = G_m k_m i_m, seed 001 eqs. 1-2)', EFFORT_SOURCES[0],
+              choices=EFFORT_SOURCES, read_only=True),
+    Parameter('lidar.rate', 'scan rate (Hz); divides rate', 10.0, (0.1, 100.0),
+              read_only=True),
+    renamed={'time_scaling_timeout': 'time_scaling.timeout'},
+) + rows(SmoothRandomSettings, 'trajectory.', read_only=True) + rows(
+    SimConfig, read_only=True) + rows(MotorCurrent, 'driver.', read_only=True) + rows(
+    DriverTiming, 'driver.', read_only=True) + rows(Payload, 'payload.', read_only=True) + rows(
+    LidarConfig, 'lidar.', read_only=True)
 
 
 class SimCobot(SuiteNode):

@@ -22,7 +22,7 @@ from contact_estimation.core.input_rejected import (BAD_CLOUD, CLOUD_TOO_LARGE, 
 from contact_estimation.core.robot.pose import (position, rotation_from_quaternion,
                                                 rotation_from_rpy)
 from contact_estimation.ros.conversions import cloud_to_xyz
-from contact_estimation.ros.params import Parameter, ParameterTable
+from contact_estimation.ros.params import Parameter, ParameterTable, rows
 
 try:  # a ROS distribution has it; the PyPI wheels do not
     import tf2_ros
@@ -142,20 +142,6 @@ def check_cloud_size(msg: PointCloud2, max_points: int) -> None:
                             f'{max_points} (of {msg.point_step} bytes each)')
 
 
-_CLOUD_ROWS = (  # CloudConfig field, description, range
-    ('workspace_min', 'the cloud is cropped to the box from here (x y z, m, base frame; its z '
-     'cuts the floor)', (-100.0, 100.0)),
-    ('workspace_max', '... to here (x y z, m)', (-100.0, 100.0)),
-    ('voxel_size', 'voxel grid of the cloud, m', (1e-3, 1.0)),
-    ('self_margin', "points this close to the robot are its own, m (covers the pose's error "
-     "at the cloud's stamp)", (0.0, 1.0)),
-    ('cluster_eps', 'DBSCAN neighbourhood, m', (1e-3, 1.0)),
-    ('cluster_min_points', 'DBSCAN core size', (1, 1000)),
-    ('max_points', 'larger clouds are refused', (1, 10_000_000)),
-    ('max_age', 'processed obstacles older than this are stale, s', (1e-3, 60.0)),
-)
-
-
 # Points of a cloud decoded and processed at most (issue 27). open3d's voxel grid and DBSCAN
 # keep the interpreter lock for their whole call, ~2-3 ms per 1 000 points on a loaded 2-core
 # machine (a thread ticking every 1 ms beside them waits that long; benchmarks/hostile.py
@@ -167,9 +153,7 @@ BUDGET_POINTS = 10_000
 def cloud_table(skip: tuple[str, ...] = ()) -> ParameterTable:
     """`cloud.<field>` for CloudConfig's fields (core/contact/lidar_fusion.py) but `skip`,
     and `cloud.budget_points`."""
-    return ParameterTable(*(
-        Parameter(f'cloud.{field}', description, range=bounds, field=(CloudConfig, field))
-        for field, description, bounds in _CLOUD_ROWS if field not in skip), Parameter(
+    return rows(CloudConfig, 'cloud.', skip=skip) + ParameterTable(Parameter(
         'cloud.budget_points', 'a cloud of more points is decimated to this many (every k-th '
         'point, picked before decoding): the longest the cloud work holds the interpreter, '
         'and with it the stop heartbeat, grows with it', BUDGET_POINTS, (100, 1_000_000)))

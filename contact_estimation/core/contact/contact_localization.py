@@ -31,6 +31,7 @@ from contact_estimation.core.contact.ft_contact import line_of_action as spatial
 from contact_estimation.core.contact.lidar_fusion import LinkProximity, link_scenes
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
+from contact_estimation.core.settings import setting
 
 
 class LocalizationError(ValueError):
@@ -138,13 +139,25 @@ class LocalizerConfig:
     samples refined per estimate.
     """
 
-    mu: float = 0.5
-    normal_slack: float = 0.15
-    delta_tau: float = 0.3
-    delta_w: float = 0.5
-    contact_distance: float = 0.1
-    prior_radius: float = 0.05
-    refine: int = 4
+    mu: float = setting(0.5, 'friction coefficient μ of the contact (seed 000 eq. 6)',
+                        range=(0.01, 5.0))
+    normal_slack: float = setting(
+        0.15, 'widens the friction cone by the error of a mesh normal, rad (< π/2 − atan μ)',
+        range=(0.0, 1.5))
+    delta_tau: float = setting(
+        0.3, 'δ_τ of seed 000 eq. 13: a joint torque below this counts as zero, N·m',
+        range=(1e-4, 100.0))
+    delta_w: float = setting(
+        0.5, 'δ_w of seed 000 eq. 13, and the fit residual that counts as explained, N·m (a '
+        'few times the residual noise; the torque noise is δ_w/5)', range=(1e-4, 100.0))
+    contact_distance: float = setting(
+        0.1, 'an obstacle farther than this from every link is not the contact, m',
+        range=(1e-3, 2.0))
+    prior_radius: float = setting(
+        0.05, "how far the contact may lie from the cloud's obstacle point, m",
+        range=(1e-3, 2.0))
+    refine: int = setting(4, 'best samples refined on the surface per estimate',
+                          range=(1, 100))
 
     def __post_init__(self):
         if min(self.mu, self.delta_tau, self.delta_w, self.contact_distance,

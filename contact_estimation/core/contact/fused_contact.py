@@ -51,6 +51,7 @@ from contact_estimation.core.contact.ft_contact import line_of_action
 from contact_estimation.core.contact.lidar_fusion import LinkProximity
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
+from contact_estimation.core.settings import setting
 
 # The sensors an estimate can use (`ContactEstimate.sensors`).
 TORQUE = 'torque'
@@ -98,8 +99,11 @@ class SensorNoise:
     value or n), `force` and `moment` per axis of the compensated base wrench (N, N·m)."""
 
     torque: float | tuple = 0.1
-    force: float = 0.3
-    moment: float = 0.2
+    force: float = setting(0.3, 'standard deviation of the compensated base force per axis, N',
+                           range=(1e-4, 100.0))
+    moment: float = setting(
+        0.2, 'standard deviation of the compensated base moment per axis, N·m',
+        range=(1e-4, 100.0))
 
     def __post_init__(self):
         values = np.concatenate([np.ravel(self.torque), [self.force, self.moment]])

@@ -29,6 +29,7 @@ import open3d as o3d
 from scipy.spatial.distance import cdist
 
 from contact_estimation.core.robot.surfaces import LinkSurfaces
+from contact_estimation.core.settings import setting
 
 
 # Points tried first, per link, for its nearest obstacle point (nearest bounds first); the
@@ -74,14 +75,20 @@ class CloudConfig:
     cluster_min_points: DBSCAN's neighbourhood and core size; max_points: larger clouds are
     refused; max_age (s): a result older than this is stale."""
 
-    workspace_min: tuple = (-1.2, -1.2, 0.02)
-    workspace_max: tuple = (1.2, 1.2, 1.6)
-    voxel_size: float = 0.01
-    self_margin: float = 0.03
-    cluster_eps: float = 0.04
-    cluster_min_points: int = 4
-    max_points: int = 500_000
-    max_age: float = 0.5
+    workspace_min: tuple = setting(
+        (-1.2, -1.2, 0.02), 'the cloud is cropped to the box from here (x y z, m, base '
+        'frame; its z cuts the floor)', range=(-100.0, 100.0))
+    workspace_max: tuple = setting((1.2, 1.2, 1.6), '... to here (x y z, m)',
+                                   range=(-100.0, 100.0))
+    voxel_size: float = setting(0.01, 'voxel grid of the cloud, m', range=(1e-3, 1.0))
+    self_margin: float = setting(
+        0.03, "points this close to the robot are its own, m (covers the pose's error at the "
+        "cloud's stamp)", range=(0.0, 1.0))
+    cluster_eps: float = setting(0.04, 'DBSCAN neighbourhood, m', range=(1e-3, 1.0))
+    cluster_min_points: int = setting(4, 'DBSCAN core size', range=(1, 1000))
+    max_points: int = setting(500_000, 'larger clouds are refused', range=(1, 10_000_000))
+    max_age: float = setting(0.5, 'processed obstacles older than this are stale, s',
+                             range=(1e-3, 60.0))
 
     def __post_init__(self):
         low, high = np.asarray(self.workspace_min, float), np.asarray(self.workspace_max, float)

@@ -23,6 +23,7 @@ import numpy as np
 
 from contact_estimation.core.chain import detector
 from contact_estimation.core.per_joint import per_joint
+from contact_estimation.core.settings import setting
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,15 @@ class ScheduleConfig:
     use 20 % of a core during a contact); threshold_ceiling (N·m): a larger gate threshold
     (1e308: never an estimate) is refused unless this is raised."""
 
-    gate_thresholds: tuple = (float(detector.DEFAULTS.thresholds_position),)
-    max_rate: float = 20.0
-    threshold_ceiling: float = detector.DEFAULTS.threshold_ceiling
+    gate_thresholds: tuple = setting(
+        (float(detector.DEFAULTS.thresholds_position),), 'estimate while some |τ_ext,i| '
+        "exceeds this, N·m (default: the detector's ψ_0)", range=(0.0, 1e4), per_joint=1)
+    max_rate: float = setting(20.0, 'most estimates per second, Hz (each costs ms of CPU)',
+                              range=(0.1, 1000.0))
+    threshold_ceiling: float = setting(
+        detector.DEFAULTS.threshold_ceiling, 'N·m: gate thresholds above this are refused '
+        '(they would never let an estimate through); raise it explicitly for a stronger arm',
+        range=(1.0, 1e4))
 
 
 class LocalizationSchedule:

@@ -63,6 +63,7 @@ from scipy.spatial import cKDTree
 from contact_estimation.core.input_rejected import (IMPLAUSIBLE, NOT_FINITE, WRONG_SIZE,
                                                     InputRejected)
 from contact_estimation.core.robot.surfaces import LinkSurfaces
+from contact_estimation.core.settings import setting
 
 # The keypoints of the COCO-17 skeleton, in its order (most 2-D/3-D pose trackers use it).
 COCO_17 = ('nose', 'left_eye', 'right_eye', 'left_ear', 'right_ear', 'left_shoulder',
@@ -303,21 +304,43 @@ def cluster_spheres(points, voxel_size: float) -> tuple[np.ndarray, np.ndarray]:
 class ProximityConfig:
     """Parameters of the protective separation distance (ISO/TS 15066 in spirit) and the signals."""
 
-    reaction_time: float = 0.1       # T_r, s: sensing + this monitor + the stop reaching the arm
-    stopping_time: float = 0.3       # T_s, s: the arm's stop from speed; B = v_r T_s / 2
-    human_speed: float = 1.6         # v_h, m/s: body parts (ISO 13855 walking speed)
-    object_speed: float = 1.6        # m/s: lidar objects (a person the tracker missed)
-    intrusion_distance: float = 0.0  # C, m: reach past the modelled surface
-    position_uncertainty: float = 0.05  # Z, m: sensing and robot position errors
-    slowdown_distance: float = 0.3   # m beyond S_p over which the speed scale falls 1 → 0
-    release_distance: float = 0.05   # m: a stop releases only with the margin above this …
-    release_time: float = 0.5        # s … for this long
-    recovery_rate: float = 1.0       # 1/s: the speed scale rises at most this fast
-    reset_tolerance: float = 0.02    # m: after a reset, how much nearer a robot sphere may get
-    reset_speed_scale: float = 0.1   # speed scale after a reset while inside (move away slowly)
-    body_timeout: float = 0.3        # s: skeleton or clusters older than this are stale
-    voxel_size: float = 0.05         # m: lidar cluster → spheres (`cluster_spheres`)
-    report_range: float = 0.5        # m: distances are exact at least this far (see _check)
+    reaction_time: float = setting(
+        0.1, 'T_r, s: sensing and the stop reaching the arm (the check period 1/check_rate '
+        'and max_lag are added to it)', range=(0.0, 5.0))
+    stopping_time: float = setting(
+        0.3, "T_s, s: the arm's stop from speed (stopping distance v_r T_s / 2)",
+        range=(0.0, 5.0))
+    human_speed: float = setting(
+        1.6, 'v_h, m/s: how fast a tracked body part may approach (ISO 13855: 1.6)',
+        range=(0.0, 10.0))
+    object_speed: float = setting(  # a person the tracker missed
+        1.6, 'm/s: how fast a lidar object may approach (0: the cell holds only fixtures)',
+        range=(0.0, 10.0))
+    intrusion_distance: float = setting(0.0, 'C, m: reach past the modelled body surface',
+                                        range=(0.0, 2.0))
+    position_uncertainty: float = setting(0.05, 'Z, m: sensing and robot position errors',
+                                          range=(0.0, 1.0))
+    slowdown_distance: float = setting(
+        0.3, 'm beyond the protective distance over which the speed scale falls from 1 to 0',
+        range=(1e-3, 5.0))
+    release_distance: float = setting(
+        0.05, 'm: a stop releases only with every margin above this ...', range=(0.0, 2.0))
+    release_time: float = setting(0.5, 's: ... for this long', range=(0.0, 60.0))
+    recovery_rate: float = setting(1.0, '1/s: the speed scale rises at most this fast',
+                                   range=(1e-3, 100.0))
+    reset_tolerance: float = setting(
+        0.02, 'm: after ~/reset, how much nearer (in margin) than it has been since the reset '
+        'a robot sphere may get before the stop returns', range=(0.0, 0.5))
+    reset_speed_scale: float = setting(
+        0.1, 'speed scale after ~/reset while still inside the protective distance (to move '
+        'away slowly)', range=(0.0, 1.0))
+    body_timeout: float = setting(
+        0.3, "s: a skeleton or cloud older than this (by stamp, on the joint states' clock) "
+        'is stale: stop', range=(1e-3, 10.0))
+    voxel_size: float = setting(  # `cluster_spheres`
+        0.05, 'm: lidar cluster → spheres of about this size', range=(1e-3, 1.0))
+    report_range: float = setting(  # see ProximityMonitor._check
+        0.5, 'm: distances are exact at least this far (farther: inf)', range=(0.0, 10.0))
 
     def __post_init__(self):
         for name, value in vars(self).items():

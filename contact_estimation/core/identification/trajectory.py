@@ -32,6 +32,7 @@ import numpy as np
 
 from contact_estimation.core.identification.excitation import SweepSettings, plan_sweeps
 from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.settings import setting
 
 
 def bounded_limits(robot: RobotModel, margin: float) -> tuple[np.ndarray, np.ndarray]:
@@ -49,10 +50,13 @@ def bounded_limits(robot: RobotModel, margin: float) -> tuple[np.ndarray, np.nda
 class SmoothRandomSettings:
     """SmoothRandomTrajectory's settings at their defaults (the sim's `trajectory.*`)."""
 
-    seed: int = 0
-    speed_scale: float = 0.3   # peak speed / velocity limit
-    margin: float = 0.2        # rad kept from the limits
-    amplitude: float = 0.5     # share of the room to the limits used
+    seed: int = setting(0, 'smooth_random and sweeps: random seed', range=(0, 2 ** 31 - 1))
+    speed_scale: float = setting(0.3, 'smooth_random: peak speed / velocity limit',
+                                 range=(0.01, 1.0))
+    margin: float = setting(0.2, 'smooth_random: distance (rad) kept from the limits',
+                            range=(0.0, 1.5))
+    amplitude: float = setting(0.5, 'smooth_random: share of the room to the limits used',
+                               range=(0.01, 1.0))
 
 
 _SMOOTH = SmoothRandomSettings()

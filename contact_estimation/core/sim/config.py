@@ -8,6 +8,7 @@ import numpy as np
 
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.pose import position, rotation_from_rpy
+from contact_estimation.core.settings import setting
 from contact_estimation.core.sim.driver import MotorCurrent
 
 
@@ -18,16 +19,17 @@ class LidarConfig:
     `rows` × `columns` rays spread over the vertical and
     horizontal fields of view (rad)."""
 
-    position: tuple = (1.5, 0.0, 1.0)
-    rpy: tuple = (0.0, 0.35, np.pi)
-    rows: int = 32
-    columns: int = 128
-    vertical_fov: float = 1.0
-    horizontal_fov: float = 1.6
-    max_range: float = 5.0
-    range_noise: float = 0.005  # m, Gaussian σ
-    floor: bool = True          # a floor plane the lidar sees (the arm never touches it)
-    floor_height: float = 0.0   # m, in the base frame
+    position: tuple = setting((1.5, 0.0, 1.0), 'lidar origin x y z (m, base frame)')
+    rpy: tuple = setting((0.0, 0.35, np.pi), 'lidar roll pitch yaw (rad, base frame, fixed '
+                         'axes); its x axis looks forward')
+    rows: int = setting(32, 'rays per column', range=(1, 1024))
+    columns: int = setting(128, 'rays per row', range=(1, 4096))
+    vertical_fov: float = setting(1.0, 'vertical field of view (rad)', range=(0.0, 3.1))
+    horizontal_fov: float = setting(1.6, 'horizontal field of view (rad)', range=(0.0, 6.3))
+    max_range: float = setting(5.0, 'farthest hit (m)', range=(0.1, 100.0))
+    range_noise: float = setting(0.005, 'range noise σ (m, Gaussian)', range=(0.0, 1.0))
+    floor: bool = setting(True, 'a floor plane the lidar sees (the arm never touches it)')
+    floor_height: float = setting(0.0, 'floor height (m, base frame)', range=(-10.0, 10.0))
 
     def __post_init__(self):
         """ValueError naming lidar.position or lidar.rpy unless 3 finite numbers each."""
@@ -51,19 +53,31 @@ DEFAULT_FRICTION = (0.3, 40.0, 4.0, 1.0, 40.0, 0.2)  # seed 001 eq. 23: γ1 … 
 class SimConfig:
     timestep: float = 0.001
     integrator: str = 'implicitfast'
-    # Joint friction, seed 001 eq. 23: one row (γ1 … γ6) for every joint or one per joint.
-    friction: np.ndarray = field(default_factory=lambda: np.array(DEFAULT_FRICTION))
-    # Computed-torque controller: closed-loop natural frequency (rad/s) and damping ratio;
-    # the share of the friction model it feeds forward (at the reference velocity).
-    natural_frequency: float = 25.0
-    damping_ratio: float = 1.0
-    friction_compensation: float = 0.7
-    position_noise: float = 1e-5  # rad, Gaussian σ of the measured joint positions
-    velocity_noise: float = 1e-3  # rad/s
-    effort_noise: float = 0.05    # N·m
-    ft_force_noise: float = 0.1   # N
-    ft_torque_noise: float = 0.01  # N·m
-    noise_seed: int = 0
+    friction: tuple | np.ndarray = setting(
+        DEFAULT_FRICTION, 'joint friction γ1 … γ6 (seed 001 eq. 23): one row for every joint, '
+        'or one per joint, row after row', per_joint=6)
+    # Computed-torque controller: closed-loop natural frequency and damping ratio; the share
+    # of the friction model it feeds forward (at the reference velocity).
+    natural_frequency: float = setting(
+        25.0, 'computed-torque closed-loop ω_n (rad/s)', range=(1.0, 200.0),
+        name='controller.natural_frequency')
+    damping_ratio: float = setting(1.0, 'computed-torque damping ratio', range=(0.1, 5.0),
+                                   name='controller.damping_ratio')
+    friction_compensation: float = setting(
+        0.7, 'share of the friction fed forward', range=(0.0, 1.0),
+        name='controller.friction_compensation')
+    position_noise: float = setting(1e-5, 'joint position noise σ (rad, Gaussian)',
+                                    range=(0.0, 0.1), name='noise.position')
+    velocity_noise: float = setting(1e-3, 'joint velocity noise σ (rad/s)', range=(0.0, 1.0),
+                                    name='noise.velocity')
+    effort_noise: float = setting(0.05, 'joint torque noise σ (N·m)', range=(0.0, 10.0),
+                                  name='noise.effort')
+    ft_force_noise: float = setting(0.1, 'F/T force noise σ (N)', range=(0.0, 100.0),
+                                    name='noise.ft_force')
+    ft_torque_noise: float = setting(0.01, 'F/T torque noise σ (N·m)', range=(0.0, 10.0),
+                                     name='noise.ft_torque')
+    noise_seed: int = setting(0, "noise random seed (also of the driver's timing)",
+                              range=(0, 2 ** 31 - 1), name='noise.seed')
     # Effort as a driver computes it from motor current (seed 001 eqs. 1–2) instead of a joint
     # torque sensor's τ + effort_noise; None: the torque sensor.
     motor_current: MotorCurrent | None = None

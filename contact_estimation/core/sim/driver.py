@@ -18,16 +18,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from contact_estimation.core.per_joint import per_joint
+from contact_estimation.core.settings import setting
 
 
 @dataclass(frozen=True)
 class MotorCurrent:
     """Joint torque as a driver computes it from motor current (seed 001 eqs. 1–2)."""
 
-    torque_constants: tuple = (0.1,)  # k_m, N·m/A: one for every joint or one per joint
-    gear_ratios: tuple = (100.0,)     # G_m, motor turns per joint turn: one or one per joint
-    noise: float = 0.01               # A, Gaussian σ of the measured current
-    resolution: float = 0.01          # A, the current's ADC step; 0: continuous
+    torque_constants: tuple = setting((0.1,), 'motor_current: k_m (N·m/A)', per_joint=1)
+    gear_ratios: tuple = setting((100.0,), 'motor_current: G_m (motor turns per joint turn)',
+                                 per_joint=1)
+    noise: float = setting(0.01, 'motor_current: current noise σ (A, Gaussian)',
+                           range=(0.0, 100.0), name='current_noise')
+    resolution: float = setting(0.01, 'motor_current: ADC step of the current (A); 0 = '
+                                'continuous', range=(0.0, 10.0), name='current_resolution')
 
     def __post_init__(self):
         for name, values in self._per_joint():  # each > 0 (their count: torque_per_ampere)
@@ -63,8 +67,12 @@ class MotorCurrent:
 class DriverTiming:
     """When a joint-state driver samples and in which order its samples leave."""
 
-    period_jitter: float = 0.0        # s: each period is 1/publish_rate ± this, uniformly
-    reorder_probability: float = 0.0  # share of samples that leave after the next one
+    period_jitter: float = setting(
+        0.0, 'each joint-state period is 1/publish_rate ± this (s, uniform, whole physics '
+        'steps); > 0: publish_rate need not divide rate', range=(0.0, 1.0))
+    reorder_probability: float = setting(
+        0.0, 'share of joint states published right after the next one (out of order)',
+        range=(0.0, 1.0))
 
     def __post_init__(self):
         if not (np.isfinite(self.period_jitter) and self.period_jitter >= 0):
