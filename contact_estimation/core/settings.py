@@ -9,9 +9,11 @@
 The field's default is the setting's; its metadata holds what a user needs to give a good
 value: the description (with the unit), the allowed range (of a number, or of each element of
 a list) or the choices (of a string, or of each element of a list of strings), how many values
-it takes per joint, and the name it has where it differs from the field's. ros/params.rows
-makes one parameter row of each (the declaration, the check and docs/parameters.md); core
-checks the values again when the config is built. Core stays free of ROS: this is plain data.
+it takes per joint, the name it has where it differs from the field's, and, for a time in
+seconds, what it is to the input's rate (`timing`: ros/input_rate.py logs what it comes to).
+ros/params.rows makes one parameter row of each (the declaration, the check and
+docs/parameters.md); core checks the values again when the config is built. Core stays free
+of ROS: this is plain data.
 """
 from __future__ import annotations
 
@@ -20,6 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 _KEY = 'contact_estimation.setting'
+
+# A time setting's `timing` (core/chain/rate_statistics.timing_report): a DerivativeEstimator
+# window (said in samples), a timeout (warned of when it is only a few input periods) or any
+# other duration (said in periods).
+WINDOW, TIMEOUT, DURATION = 'window', 'timeout', 'duration'
 
 
 @dataclass(frozen=True)
@@ -31,11 +38,12 @@ class Setting:
     choices: tuple[str, ...] | None = None       # the allowed strings
     per_joint: int = 0   # values per joint: that many for every joint, or that many per joint
     name: str = ''       # the setting's name where it is not the field's ('' = the field's)
+    timing: str = ''     # WINDOW, TIMEOUT or DURATION for a time in seconds ('' = none)
 
 
 def setting(default: Any, description: str, *, range: tuple[float, float] | None = None,
             choices: tuple[str, ...] | None = None, per_joint: int = 0,
-            name: str = '') -> Any:
+            name: str = '', timing: str = '') -> Any:
     """A dataclass field at `default` that is a user setting (module docstring). A list
     default is stored as a tuple (a dataclass default must not be mutable)."""
     if isinstance(default, list):
@@ -46,7 +54,7 @@ def setting(default: Any, description: str, *, range: tuple[float, float] | None
                          f'{", ".join(choices)}')
     return dataclasses.field(default=default, metadata={_KEY: Setting(
         description, range, tuple(choices) if choices is not None else None, per_joint,
-        name)})
+        name, timing)})
 
 
 def setting_of(field: dataclasses.Field) -> Setting | None:

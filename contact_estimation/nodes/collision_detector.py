@@ -56,11 +56,12 @@ from contact_estimation.core.chain.detector import CollisionDetector as Detector
 from contact_estimation.core.chain.lag import MAX_LAG, ClockLag
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
+from contact_estimation.core.settings import WINDOW
 from contact_estimation.core.input_rejected import InputRejected
 from contact_estimation.ros.collision_messages import collision_event, collision_markers
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
-from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
+from contact_estimation.ros.input_rate import InputRateLog
 from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, rows
@@ -71,13 +72,14 @@ from contact_estimation.ros.suite_node import SuiteNode
 NAME = 'collision_detector'
 
 
+ACCELERATION_WINDOW = 'acceleration_filter.window_duration'
 _TIME_SCALING_FIELDS = ('alpha', 'push_threshold', 'push_hysteresis', 'push_filter_time',
                         'yield_rate', 'recovery_rate', 'resume_delay')
 PARAMETERS = ROBOT + STOP_PARAMETERS + rows(DetectorSettings) + ParameterTable(
-    Parameter('acceleration_filter.window_duration', 'time span (s) of the quadratic fit to '
-              'q that gives q̈ for the acceleration term (at least 3 samples whatever the '
-              'rate; lag about half of it)', ACCELERATION_WINDOW_DURATION, (0.001, 1.0),
-              read_only=True),
+    Parameter(ACCELERATION_WINDOW, 'time span (s) of the quadratic fit to q that gives q̈ for '
+              'the acceleration term (at least 3 samples whatever the rate; lag about half of '
+              'it)', ACCELERATION_WINDOW_DURATION, (0.001, 1.0), read_only=True,
+              timing=WINDOW),
     Parameter('max_lag', 'a residual decided on later than this after its stamp (beyond the '
               "constant offset between the driver's clock and this node's, learned) → stop "
               "with cause 'behind': the node is behind its input, s", MAX_LAG, (0.001, 1.0),
@@ -86,7 +88,7 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + rows(DetectorSettings) + ParameterTable(
               'input comes at most input_timeout + 1/watchdog_rate late', 50.0, (10.0, 2000.0),
               read_only=True),
     renamed={'consecutive_samples': 'persistence_time',                     # samples → s
-             'acceleration_window': 'acceleration_filter.window_duration',  # samples → s
+             'acceleration_window': ACCELERATION_WINDOW,  # samples → s
              **{f'time_scaling_{field}': f'time_scaling.{field}'
                 for field in _TIME_SCALING_FIELDS}},
 ) + rows(TimeScalingConfig, 'time_scaling.') + rows(TouchConfig, 'touch.')
@@ -102,7 +104,7 @@ class CollisionDetector(SuiteNode):
                                      PARAMETERS.build(TouchConfig, self.values()))
             self.scaling = TimeScaling(PARAMETERS.build(TimeScalingConfig, self.values()))
             self._acceleration = AccelerationEstimate(
-                self.value('acceleration_filter.window_duration'))
+                self.value(ACCELERATION_WINDOW))
             self._lag = ClockLag(self.value('max_lag'))
         self._names = list(self.robot.joint_names)
         self._joint_states = JointStateReader(self._names)
@@ -111,7 +113,7 @@ class CollisionDetector(SuiteNode):
         self._stamp = seconds_to_stamp(0.0)         # stamp of the latest residual
         self._published: DetectorState | None = None
         self._shown_joints: tuple[int, ...] = ()
-        self._rate = InputRateLog(self, self._time_settings)
+        self._rate = InputRateLog(self, self._unused_time_settings)
 
         self.stop_signal = StopSignal(self, 'time_scaling', self._reset)
         self.closing(self.stop_signal.close)
@@ -195,15 +197,9 @@ class CollisionDetector(SuiteNode):
         self._stamp = stamp
         self._apply(state, react=(now, tau_ext, velocity))
 
-    def _time_settings(self) -> TimeSettings:
-        """For InputRateLog: the q̈ window (while k_a uses it), the input timeout, and the
-        times the detection and the reaction take to decide."""
-        window = 'acceleration_filter.window_duration'
-        windows = ({window: self.value(window)} if self.detector.config.acceleration_gain.any()
-                   else {})
-        durations = ('persistence_time', 'reset_quiet_time', 'time_scaling.push_filter_time')
-        return (windows, {'input_timeout': self.value('input_timeout')},
-                {name: self.value(name) for name in durations})
+    def _unused_time_settings(self) -> tuple[str, ...]:
+        """For InputRateLog: the q̈ window is in use only while k_a is."""
+        return () if self.detector.config.acceleration_gain.any() else (ACCELERATION_WINDOW,)
 
     def _acceleration_of(self, t: float, position: np.ndarray | None):
         """q̈ for the acceleration term when the thresholds use it (core/chain/detector.py

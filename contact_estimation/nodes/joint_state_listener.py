@@ -39,7 +39,7 @@ from contact_estimation.core.chain.watchdog_clock import Watchdog
 from contact_estimation.core.input_rejected import MALFORMED
 from contact_estimation.ros import cdr
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
-from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
+from contact_estimation.ros.input_rate import InputRateLog
 from contact_estimation.ros.joint_states import JointStateWriter
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import ROBOT, ParameterTable, rows
@@ -74,7 +74,7 @@ class JointStateListener(SuiteNode):
         self._stale_output = self.output('input_stale', Bool, STOP_QOS)
         self.subscribe('joint_states', JointState, self._on_joint_states, raw=True)
         self._stale: bool | None = None
-        self._rate = InputRateLog(self, self._time_settings)
+        self._rate = InputRateLog(self)
         self._check_watchdog()
         self.create_timer(WATCHDOG_PERIOD, self._check_watchdog)
         self.create_timer(HEARTBEAT_PERIOD, self._publish_stale)
@@ -125,12 +125,6 @@ class JointStateListener(SuiteNode):
         self.problems.traffic['samples_published'] += 1
         self._watchdog.feed(self.seconds())
         self._rate.add(sample.t)
-
-    def _time_settings(self) -> TimeSettings:
-        """For InputRateLog: the velocity filter's window, the timeouts."""
-        window = 'velocity_filter.window_duration'
-        return ({window: self.value(window)},
-                {n: self.value(n) for n in ('gap_threshold', 'input_timeout')}, {})
 
     # ----------------------------------------------------------------- watchdog
     def _check_watchdog(self) -> None:

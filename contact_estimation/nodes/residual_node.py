@@ -28,7 +28,7 @@ from contact_estimation.core.input_rejected import WRONG_SIZE, InputRejected
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.ros.conversions import wrench_to_arrays
 from contact_estimation.ros.diagnostics import OK
-from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
+from contact_estimation.ros.input_rate import InputRateLog
 from contact_estimation.ros.joint_states import JointStateReader, JointStateWriter
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import ROBOT, ParameterTable, rows
@@ -72,7 +72,7 @@ class ResidualNode(SuiteNode):
         self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state)
         self.subscribe('wrist_wrench', WrenchStamped, self._on_wrench)
         self.on_parameter_change(self._on_parameter_change)
-        self._rate = InputRateLog(self, self._time_settings)
+        self._rate = InputRateLog(self, self._unused_time_settings, self._observer_lag)
         self.get_logger().info(f'{self._setup.description}; reading '
                                f'{self.spec.topic("joint_state")}, publishing '
                                f'{self.spec.topic("residual")}')
@@ -165,13 +165,15 @@ class ResidualNode(SuiteNode):
         self.problems.traffic['residuals_published'] += 1
         self._rate.add(t)
 
-    def _time_settings(self) -> TimeSettings:
-        """For InputRateLog: rnea's q̈ window, the gap threshold, the observer's lag."""
-        model, window = self.value('model'), 'acceleration_filter.window_duration'
-        lag = ({'observer time constant': 1.0 / float(np.min(self.value('observer_gain')))}
-               if model == 'momentum_observer' else {})
-        return ({window: self.value(window)} if model == 'rnea' else {},
-                {'gap_threshold': self.value('gap_threshold')}, lag)
+    def _unused_time_settings(self) -> tuple[str, ...]:
+        """For InputRateLog: the q̈ window is in use only by the rnea residual."""
+        return () if self.value('model') == 'rnea' else ('acceleration_filter.window_duration',)
+
+    def _observer_lag(self) -> dict[str, float]:
+        """For InputRateLog: the momentum observer's time constant 1/K_O (s), its lag."""
+        if self.value('model') != 'momentum_observer':
+            return {}
+        return {'observer time constant': 1.0 / float(np.min(self.value('observer_gain')))}
 
     def _without_task_force(self, t: float, q: np.ndarray, tau_ext: np.ndarray,
                             wrist: WristWrench) -> np.ndarray:

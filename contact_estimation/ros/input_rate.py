@@ -3,10 +3,11 @@
 (core/chain/rate_statistics.timing_report) when first known and when it changes by more
 than `RATE_CHANGE`. Every time setting is in seconds, the same at 1 kHz and at a real
 driver's ~100 Hz; this says what they come to in samples, and warns when one is too short.
+The time settings are the rows of the node's table with a `timing` (ros/params.py).
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
 from contact_estimation.core.chain.rate_statistics import StepStatistics, timing_report
 
@@ -14,16 +15,16 @@ RATE_PERIOD = 1.0   # s between measurements
 RATE_CHANGE = 0.25  # a rate this much off the last logged one is logged again
 _MIN_STEPS = 10     # steps in a period for a measurement
 
-# (windows, timeouts, durations) by name, s: see timing_report.
-TimeSettings = tuple[dict[str, float], dict[str, float], dict[str, float]]
-
 
 class InputRateLog:
-    """`add(t)` for each sample handled (its stamp, s); `settings()` gives the node's time
-    settings in force. The last report is also on /diagnostics (`time_settings`)."""
+    """`add(t)` for each sample handled (its stamp, s). The time settings in force are the
+    timed rows of `node.PARAMETERS` (a SuiteNode's) but those `unused()` names, and the
+    `derived()` durations by name (s) that no parameter gives. The last report is also on
+    /diagnostics (`time_settings`)."""
 
-    def __init__(self, node, settings: Callable[[], TimeSettings]):
-        self._node, self._settings = node, settings
+    def __init__(self, node, unused: Callable[[], Iterable[str]] = tuple,
+                 derived: Callable[[], dict[str, float]] = dict):
+        self._node, self._unused, self._derived = node, unused, derived
         self._steps = StepStatistics()
         self._logged_rate: float | None = None
         node.create_timer(RATE_PERIOD, self._measure)
@@ -40,7 +41,10 @@ class InputRateLog:
         if self._logged_rate and abs(rate.rate / self._logged_rate - 1.0) <= RATE_CHANGE:
             return
         self._logged_rate = rate.rate
-        line, warnings = timing_report(rate, *self._settings())
+        windows, timeouts, durations = self._node.PARAMETERS.time_settings(
+            self._node.values(), self._unused())
+        line, warnings = timing_report(rate, windows, timeouts,
+                                       {**durations, **self._derived()})
         problems.values['time_settings'] = line
         logger = self._node.get_logger()
         logger.info(f'{line} (every time setting is in seconds: nothing to retune for the '

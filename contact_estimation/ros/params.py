@@ -23,13 +23,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 SetParametersResult)
 from rclpy.node import Node
 
-from contact_estimation.core.settings import setting_of
+from contact_estimation.core.settings import DURATION, TIMEOUT, WINDOW, setting_of
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ class Parameter:
     per_joint: int = 0
     read_only: bool = False
     field: tuple[type, str] | None = None
+    timing: str = ''  # core/settings.WINDOW, TIMEOUT or DURATION: ros/input_rate.py logs it
 
     def __post_init__(self):
         default = self.default
@@ -137,7 +138,8 @@ def rows(config: type, prefix: str = '', *, read_only: bool = False,
             continue
         made.append(Parameter(prefix + (declared.name or field.name), declared.description,
                               field.default, declared.range, declared.choices,
-                              declared.per_joint, read_only, (config, field.name)))
+                              declared.per_joint, read_only, (config, field.name),
+                              declared.timing))
     if not made:
         raise ValueError(f'{config.__name__} declares no setting')
     return ParameterTable(*made)
@@ -178,6 +180,15 @@ class ParameterTable:
         scalars rclpy checks itself)."""
         return [problem for name, value in values.items() if name in self._by_name
                 for problem in [self._by_name[name].problem(value)] if problem]
+
+    def time_settings(self, values: Mapping[str, Any], unused: Iterable[str] = ()
+                      ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+        """The rows with a `timing` but `unused` (not in use now) at their `values` by name:
+        (windows, timeouts, durations) for core/chain/rate_statistics.timing_report."""
+        unused = set(unused)
+        return tuple({row.name: values[row.name] for row in self.rows
+                      if row.timing == timing and row.name not in unused}
+                     for timing in (WINDOW, TIMEOUT, DURATION))
 
     def defaults(self) -> dict[str, Any]:
         return {row.name: row.default for row in self.rows}

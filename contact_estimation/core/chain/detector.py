@@ -70,7 +70,7 @@ from contact_estimation.core.chain.contact_class import (TOUCH, ContactClassifie
 from contact_estimation.core.chain.lag import BEHIND
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.per_joint import per_joint
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import DURATION, TIMEOUT, setting
 
 POSITION, FORCE = 'position', 'force'
 ROLES = (POSITION, FORCE)
@@ -107,7 +107,7 @@ class DetectorSettings:
     persistence_time: float = setting(
         0.025, 'T of seed 001 eq. 7 on the joint-state stamps: over threshold this long '
         "(weighted: this much evidence) makes a collision, s (seed 001's 25 ms window)",
-        range=(0.001, 10.0))
+        range=(0.001, 10.0), timing=DURATION)
     speed_gain: float | tuple = setting(
         0.0, 'k_v, N·m per rad/s: ψ grows by k_v |q̇|', range=(0.0, 1e4), per_joint=1)
     acceleration_gain: float | tuple = setting(
@@ -125,9 +125,9 @@ class DetectorSettings:
         '~/reset service', range=(0.0, 3600.0))
     reset_quiet_time: float = setting(
         0.05, 'the stop clears (reset or hold_time) only after every joint was under '
-        'threshold this long and for persistence_time, s', range=(0.0, 60.0))
+        'threshold this long and for persistence_time, s', range=(0.0, 60.0), timing=DURATION)
     input_timeout: float = setting(0.1, 'no residual for this long → stop, s',
-                                   range=(0.001, 10.0))
+                                   range=(0.001, 10.0), timing=TIMEOUT)
 
 
 DEFAULTS = DetectorSettings()

@@ -50,7 +50,7 @@ from contact_estimation.core import input_rejected
 from contact_estimation.core.chain.stamps import (  # noqa: F401
     FUTURE_STAMP, MAX_FUTURE, MAX_PAST, PAST_STAMP, ZERO_STAMP, stamp_problem)
 from contact_estimation.core.per_joint import per_joint
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import TIMEOUT, WINDOW, setting
 
 # Problem kinds (the keys counted on /diagnostics): those every node meets have the names of
 # core/input_rejected.py, the others are the listener's own.
@@ -98,16 +98,17 @@ class ConditioningConfig:
     velocity_window: float = setting(
         0.02, 'time span (s) of the least-squares fit that estimates velocity the driver '
         'omits (at least 3 samples whatever the rate)', range=(0.001, 1.0),
-        name='velocity_filter.window_duration')
+        name='velocity_filter.window_duration', timing=WINDOW)
     merge_window: float = setting(
         0.001, 'largest stamp difference (s) between joint-state parts merged into one sample',
         range=(0.0, 1.0))
     gap_threshold: float = setting(  # 5 periods at 100 Hz: one lost message is no gap
-        0.05, 'input pause (s) after which the velocity filter restarts', range=(0.001, 10.0))
+        0.05, 'input pause (s) after which the velocity filter restarts', range=(0.001, 10.0),
+        timing=TIMEOUT)
     time_reset_after: float = setting(
         0.05, 'time (s) without a valid sample after which input_stale goes True; also how '
         'long stamps must keep going back before a new time base is accepted',
-        range=(0.001, 10.0), name='input_timeout')
+        range=(0.001, 10.0), name='input_timeout', timing=TIMEOUT)
     max_future: float = setting(
         MAX_FUTURE, "largest time (s) a stamp may be ahead of this node's clock",
         range=(0.001, 3600.0))

@@ -36,7 +36,7 @@ from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import TIMEOUT, WINDOW, setting
 
 if TYPE_CHECKING:
     from contact_estimation.core.identification.identified_model import IdentifiedModel
@@ -73,9 +73,10 @@ class ResidualConfig:
     acceleration_window: float = setting(
         0.02, 'time span (s) of the least-squares fit giving q̈ for the rnea residual (at '
         'least 3 samples whatever the rate; lag about half of it)', range=(0.001, 1.0),
-        name='acceleration_filter.window_duration')
+        name='acceleration_filter.window_duration', timing=WINDOW)
     gap_threshold: float = setting(  # 5 periods at 100 Hz: one lost message is no gap
-        0.05, 'a longer pause in the input (s) restarts the residual', range=(1e-4, 10.0))
+        0.05, 'a longer pause in the input (s) restarts the residual', range=(1e-4, 10.0),
+        timing=TIMEOUT)
 
     def __post_init__(self):
         for name in ('friction_parameters', 'observer_gain'):

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import DURATION, setting
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class TimeScalingConfig:
         range=(0.0, 1000.0))
     push_filter_time: float = setting(
         0.05, 'time constant of the low-pass filter on the push along the path, s',
-        range=(0.0, 10.0))
+        range=(0.0, 10.0), timing=DURATION)
     yield_rate: float = setting(
         4.0, 'fastest change of f_S while it is <= 0 (into, along and out of a yield), 1/s',
         range=(1e-3, 1000.0))
