@@ -2,9 +2,8 @@
 topics and its translation only.
 
     class MyNode(SuiteNode):
-        PARAMETERS = ROBOT + ParameterTable(          # ros/params.py: one row each
-            Parameter('gain', 'what it does, unit', range=(0.0, 10.0),
-                      field=(CoreConfig, 'gain')))   # default: CoreConfig's
+        PARAMETERS = ROBOT + rows(CoreConfig) + ParameterTable(  # ros/params.py: a row
+            Parameter('rate', 'what it does, unit', 50.0, (1.0, 100.0)))  # per setting(...)
 
         def __init__(self, **kwargs):
             super().__init__('my_node', **kwargs)      # parameters, robot, diagnostics

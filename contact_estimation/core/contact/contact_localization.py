@@ -129,15 +129,8 @@ def moving_link_samples(surfaces: LinkSurfaces) -> tuple:
 @dataclass(frozen=True)
 class LocalizerConfig:
     """A contact localizer's settings (`ContactLocalizer`; the contact_localizer node gives
-    the same to `FusedContactEstimator`).
-
-    mu: friction coefficient (eq. 6); normal_slack (rad): widens the cone by the error of a
-    mesh facet's normal against the curved surface it stands for; delta_tau, delta_w (N·m):
-    eq. 13's tolerances, δ_w also the residual that counts as explained (a few times the
-    torque noise); contact_distance (m): an obstacle farther from every link is not the
-    contact; prior_radius (m): how far the contact may be from the cloud's point; refine:
-    samples refined per estimate.
-    """
+    the same to `FusedContactEstimator`). normal_slack stands for the error of a mesh facet's
+    normal against the curved surface it stands for."""
 
     mu: float = setting(0.5, 'friction coefficient μ of the contact (seed 000 eq. 6)',
                         range=(0.01, 5.0))

@@ -81,13 +81,8 @@ def contacted_joint(tau_ext: np.ndarray, threshold) -> int | None:
 @dataclass(frozen=True)
 class FtLocatorConfig:
     """`FtContactLocator`'s settings (the ft_contact_estimator's rows feed them).
-
-    `singular_ratio`: see `compatible_wrenches`. `min_force` (N): below it the line of
-    action is too uncertain, no estimate. `presence_force` (N): a contact even when no
-    joint's |τ_ext| reaches the threshold. `residual_noise` (N·m, σ of τ_ext),
-    `normal_preference` (κ) and `ambiguity_margin`: the body scores of
-    `FtContactLocator.locate_from_residual`.
-    """
+    `singular_ratio`: see `compatible_wrenches`; `residual_noise`, `normal_preference` and
+    `ambiguity_margin`: the body scores of `FtContactLocator.locate_from_residual`."""
 
     singular_ratio: float = setting(
         0.1, 'seed 004 claim 6: a 5-equation subsystem whose divisor is below this share of '

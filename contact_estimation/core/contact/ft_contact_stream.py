@@ -30,8 +30,7 @@ from contact_estimation.core.settings import setting
 @dataclass(frozen=True)
 class FtEstimatorConfig:
     """The ft_contact_estimator's settings but the locator's (`FtLocatorConfig`) and the
-    payload's: the defaults of its parameter table (`sensor.*`, `zero.*` and
-    `acceleration_filter.window_duration` by the field names below)."""
+    payload's."""
 
     sensor_frame_id: str = setting(
         '', "frame_id of the F/T readings; others are dropped ('' = the robot's base link)",

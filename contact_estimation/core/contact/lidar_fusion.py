@@ -70,10 +70,8 @@ class Obstacles:
 
 @dataclass(frozen=True)
 class CloudConfig:
-    """workspace_min/max: the box (base frame, m) the cloud is cropped to; voxel_size (m);
-    self_margin (m): points this close to the robot are the robot's; cluster_eps (m) and
-    cluster_min_points: DBSCAN's neighbourhood and core size; max_points: larger clouds are
-    refused; max_age (s): a result older than this is stale."""
+    """How a lidar cloud becomes obstacles (the `cloud.*` settings of the nodes that read
+    one)."""
 
     workspace_min: tuple = setting(
         (-1.2, -1.2, 0.02), 'the cloud is cropped to the box from here (x y z, m, base '

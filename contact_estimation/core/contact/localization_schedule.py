@@ -28,10 +28,9 @@ from contact_estimation.core.settings import setting
 
 @dataclass(frozen=True)
 class ScheduleConfig:
-    """gate_thresholds: ψ_i, N·m, one value or one per joint (the detector's position
-    thresholds by default); max_rate: most estimates a second (Hz: 20 estimates of ~10 ms
-    use 20 % of a core during a contact); threshold_ceiling (N·m): a larger gate threshold
-    (1e308: never an estimate) is refused unless this is raised."""
+    """When to localize (the contact localizer's settings). max_rate: 20 estimates of ~10 ms
+    use 20 % of a core during a contact; a 1e308 gate threshold (never an estimate) is
+    refused unless threshold_ceiling is raised."""
 
     gate_thresholds: tuple = setting(
         (float(detector.DEFAULTS.thresholds_position),), 'estimate while some |τ_ext,i| '
