@@ -26,7 +26,9 @@ _KEY = 'contact_estimation.setting'
 # A time setting's `timing` (core/chain/rate_statistics.timing_report): a DerivativeEstimator
 # window (said in samples), a timeout (warned of when it is only a few input periods) or any
 # other duration (said in periods).
-WINDOW, TIMEOUT, DURATION = 'window', 'timeout', 'duration'
+WINDOW = 'window'
+TIMEOUT = 'timeout'
+DURATION = 'duration'
 
 
 @dataclass(frozen=True)
