@@ -235,7 +235,8 @@ def test_a_declared_payload_is_part_of_the_model_and_follows_a_tool_change(harne
 
 @pytest.mark.parametrize('overrides, message', [
     ({'model_file': '/nonexistent/panda_model.yaml'}, 'panda_model.yaml'),
-    ({'model': 'kalman'}, 'unknown residual model'),
+    ({'model': 'kalman'}, "model = 'kalman': 'kalman' is not one of fast, rnea, "
+                          'momentum_observer'),
     ({'robot': 'no_such_robot'}, 'no_such_robot'),
     ({'gap_threshold': -1.0}, 'gap_threshold'),
     ({'friction_model': 'continuous'},
