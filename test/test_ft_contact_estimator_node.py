@@ -209,7 +209,8 @@ def test_the_momentum_observer_settles_on_a_steady_contact_within_a_few_time_con
 
 
 def test_an_unknown_compensation_refuses_to_start(context, tmp_path):
-    with pytest.raises(StartupError, match="compensation must be one of"):
+    with pytest.raises(StartupError, match="compensation = 'kalman': 'kalman' is not one of "
+                       'momentum_observer, acceleration'):
         Harness(context, tmp_path, compensation='kalman')
 
 

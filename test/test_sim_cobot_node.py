@@ -287,9 +287,10 @@ def _check_joint_states_content(messages, robot) -> None:
     ({'publish_rate': 300.0}, 'must divide rate'),
     ({'friction': [0.1, 1.0]}, re.escape('friction has 2 values but panda has 7 joints: '
                                          'give 6, or 42 (6 per joint')),
-    ({'driver.effort': 'current'}, 'driver.effort must be one of'),
+    ({'driver.effort': 'current'},
+     "driver.effort = 'current': 'current' is not one of joint_torque, motor_current"),
     ({'driver.effort': 'motor_current', 'driver.gear_ratios': [100.0, 50.0]},
-     re.escape('driver.gear_ratios: expected 1 or 7 values')),
+     re.escape('driver.gear_ratios has 2 values but panda has 7 joints: give 1, or 7')),
     ({'publish_rate': 300.0, 'driver.period_jitter': 0.004}, 'shorter than one physics step'),
     ({'payload.mass': 1.0, 'payload.link': 'nowhere'}, 'nowhere'),
     ({'payload.centre_of_mass': [0.0]}, 'payload.centre_of_mass must be 3 finite values'),

@@ -178,10 +178,7 @@ class SimCobot(SuiteNode):
         except (KeyError, TypeError) as err:
             raise ValueError(f'bad trajectory parameters: {err}') from err
         values = self.values()
-        effort = v('driver.effort')
-        if effort not in EFFORT_SOURCES:
-            raise ValueError(f'driver.effort must be one of {EFFORT_SOURCES}, got {effort!r}')
-        motor_current = (None if effort == 'joint_torque'
+        motor_current = (None if v('driver.effort') == 'joint_torque'  # its row's choices
                          else PARAMETERS.build(MotorCurrent, values))
         config = SimConfig(timestep=1.0 / rate, motor_current=motor_current,
                            payload=PARAMETERS.build(Payload, values),
