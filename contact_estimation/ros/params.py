@@ -75,7 +75,8 @@ class Parameter:
         if self.choices is not None:
             return ', '.join(f'`{choice}`' for choice in self.choices) + each
         if self.range is not None and not isinstance(self.default, bool):
-            return f'{self.range[0]:g} … {self.range[1]:g}{each}'
+            low, high = (f'{x}' if isinstance(x, int) else f'{x:g}' for x in self.range)
+            return f'{low} … {high}{each}'
         return ''
 
     @property
