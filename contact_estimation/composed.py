@@ -64,9 +64,12 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
     source_here = shared.source in manifest.published_topics(names)
     writes = shared_memory and source_here and not readers <= set(names)
     feeds = shared_memory and not source_here and bool(readers & set(names))
+    relays = feeds and set(names) == set(manifest.relaying_process().nodes)
+    # The topics taken from shared memory: all (published here) or those read here.
+    fed = set(shared.topics) if relays else set(shared.topics) & manifest.read_topics(names)
     handed_over = manifest.handed_over_topics(names)
     if writes or feeds:
-        handed_over |= {shared.source} if writes else set(shared.topics)
+        handed_over |= {shared.source} if writes else fed
     handover = Handover(handed_over, frozenset(shared.topics) if writes else frozenset())
     built: dict[str, SuiteNode] = {}
     try:
@@ -76,9 +79,9 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
         if writes:
             _write_samples(nodes, handover, shared.source)
         if feeds:
-            relays = set(names) == set(manifest.relaying_process().nodes)
             nodes[0].closing(SampleFeed(nodes[0], handover, ring_name(nodes[0].get_namespace()),
-                                        shared.topics, shared.source, relays).close)
+                                        tuple(t for t in shared.topics if t in fed),
+                                        shared.source, relays).close)
         unreceived = handover.unreceived()
         if unreceived:
             raise RuntimeError(f'composed: nobody in the process reads {unreceived}')
