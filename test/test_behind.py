@@ -162,9 +162,8 @@ def test_the_proximity_monitor_keeps_its_own_process_and_stop(standing):
         heard = []
         driver.create_subscription(Bool, proximity.topic('stop'), heard.append, STOP_QOS)
         with spinning(context, driver) as executor:
-            codes = {name: p.poll() for name, p in processes.items()}
             assert _stream_until(executor, driver, lambda: heard), \
-                f'no proximity stop heard: exit codes {codes}'
+                f'no proximity stop heard: exit codes {[p.poll() for p in processes.values()]}'
             os.kill(processes[estimation.name].pid, signal.SIGSTOP)
             try:
                 count = len(heard)
