@@ -17,9 +17,10 @@ NODE_SCRIPTS = [
     'sim_cobot',
 ]
 
-# Composed mode (nodes.yaml `composed`): the chain's process and the estimators' process (the
-# same entry).
-COMPOSED_SCRIPTS = ['contact_estimation_chain', 'contact_estimation_estimation']
+# Composed mode (nodes.yaml `composed`): the chain's, the estimators' and the proximity
+# monitor's process (the same entry).
+COMPOSED_SCRIPTS = ['contact_estimation_chain', 'contact_estimation_estimation',
+                    'contact_estimation_proximity']
 
 # ROS 2 Python wheels (ros-python-wheels, Kilted) for machines without a ROS distribution.
 # Kept in an extra so that a ROS install, which provides these itself, does not pull them.

@@ -3,7 +3,7 @@
     PYTHONPATH=$PWD nice -n 10 python benchmarks/soak.py --minutes 10 [--contact-every 5]
                                                          [--subscribe-residual]
 
-The six core nodes run composed in their two processes, as `contact-estimation up` starts
+The six core nodes run composed in their three processes, as `contact-estimation up` starts
 them. Two
 driver processes publish what a cell would:
 - joint states at 1 kHz of a Panda in free motion (every joint a sine, the effort its inverse

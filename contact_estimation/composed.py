@@ -1,9 +1,10 @@
-"""Composed mode, the default: the core nodes of nodes.yaml in two processes, as ROS 2
+"""Composed mode, the default: the core nodes of nodes.yaml in three processes, as ROS 2
 component containers run nodes in C++.
 
     python -m contact_estimation.nodes contact_estimation_chain \
         --ros-args --params-file config/<node>.yaml ...
     python -m contact_estimation.nodes contact_estimation_estimation --ros-args ...
+    python -m contact_estimation.nodes contact_estimation_proximity --ros-args ...
     (`contact-estimation up`, `ros2 launch contact_estimation contact_estimation.launch.py`)
 
 rclpy has no intra-process transport, so nodes in one process would still serialise, send
@@ -16,11 +17,13 @@ sections apply), parameters, diagnostics, services and timers.
 Python threads share one interpreter lock, so a thread of its own would not keep an
 estimate's milliseconds from delaying a stop: the chain (listener, residual node, detector)
 is a process of its own, with one executor, at real-time priority when asked (nodes.yaml
-`realtime`). It writes every sample into shared memory (core/chain/sample_ring.py); the
-estimation process takes them in batches (ros/sample_feed.py), hands them to the F/T
-estimator, the localizer and the proximity monitor, and publishes the 1 kHz streams for
-anyone who subscribes. `build` with every node (the replay) hands everything over by
-function call in one process: the same samples in the same order.
+`realtime`), and so is the proximity monitor, whose per-part stops must not wait for the
+estimators' clouds. The chain writes every sample into shared memory
+(core/chain/sample_ring.py); the other processes take them in batches (ros/sample_feed.py)
+and hand them to their nodes (the F/T estimator and the localizer; the proximity monitor),
+and the estimation process publishes the 1 kHz streams for anyone who subscribes. `build`
+with every node (the replay) hands everything over by function call in one process: the
+same samples in the same order.
 """
 from __future__ import annotations
 
@@ -61,9 +64,12 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
     source_here = shared.source in manifest.published_topics(names)
     writes = shared_memory and source_here and not readers <= set(names)
     feeds = shared_memory and not source_here and bool(readers & set(names))
+    relays = feeds and set(names) == set(manifest.relaying_process().nodes)
+    # The topics taken from shared memory: all (published here) or those read here.
+    fed = set(shared.topics) if relays else set(shared.topics) & manifest.read_topics(names)
     handed_over = manifest.handed_over_topics(names)
     if writes or feeds:
-        handed_over |= {shared.source} if writes else set(shared.topics)
+        handed_over |= {shared.source} if writes else fed
     handover = Handover(handed_over, frozenset(shared.topics) if writes else frozenset())
     built: dict[str, SuiteNode] = {}
     try:
@@ -74,7 +80,8 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
             _write_samples(nodes, handover, shared.source)
         if feeds:
             nodes[0].closing(SampleFeed(nodes[0], handover, ring_name(nodes[0].get_namespace()),
-                                        shared.topics, shared.source).close)
+                                        tuple(t for t in shared.topics if t in fed),
+                                        shared.source, relays).close)
         unreceived = handover.unreceived()
         if unreceived:
             raise RuntimeError(f'composed: nobody in the process reads {unreceived}')

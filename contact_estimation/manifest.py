@@ -83,12 +83,14 @@ class ComposedSpec:
 
 @dataclass(frozen=True)
 class SharedSamples:
-    """The joint samples one composed process hands to another through shared memory
+    """The joint samples one composed process hands to the others through shared memory
     (core/chain/sample_ring.py): what `source` (a topic) hands over in its process, every
-    reader of `topics` in another process receives."""
+    reader of `topics` in another process receives; the process `relayed_by` (a key of
+    nodes.yaml `composed: processes`) also publishes `topics` for anyone who subscribes."""
 
     source: str
     topics: tuple[str, ...]
+    relayed_by: str
 
 
 def published_topics(names) -> set[str]:
@@ -155,7 +157,17 @@ def composed_process(name: str) -> ComposedSpec | None:
 @lru_cache(maxsize=1)
 def shared_samples() -> SharedSamples:
     raw = _declarations()['composed']['shared_samples']
-    return SharedSamples(raw['source'], tuple(raw['topics']))
+    return SharedSamples(raw['source'], tuple(raw['topics']), raw['relayed_by'])
+
+
+def relaying_process() -> ComposedSpec:
+    """The composed process that publishes the shared samples' topics (`relayed_by`)."""
+    key = shared_samples().relayed_by
+    process = next((p for p in composed() if p.key == key), None)
+    if process is None:
+        raise ValueError(f'nodes.yaml: shared_samples relayed_by = {key!r} names no composed '
+                         f'process (one of {[p.key for p in composed()]})')
+    return process
 
 
 def share_directory() -> str:

@@ -8,12 +8,12 @@
 
 The nodes, their executables and parameter files come from contact_estimation/nodes.yaml
 (read through contact_estimation.manifest), the same list `contact-estimation up` starts.
-The core nodes run composed in two processes, the chain and the estimators (nodes.yaml
-`composed`: the same nodes, names and parameters; each takes its own section of the
-parameter files); separate:=true starts one process per node instead. Every process reads
-its nodes' files, the robot from config/robot.yaml (`/**`), then params_file; robot:= (an
-example-robot-data name or a URDF path) or robot_description:= (the URDF XML) set it for
-every node, and files whose node sections name another robot are refused
+The core nodes run composed in three processes, the chain, the estimators and the proximity
+monitor (nodes.yaml `composed`: the same nodes, names and parameters; each takes its own
+section of the parameter files); separate:=true starts one process per node instead. Every
+process reads its nodes' files, the robot from config/robot.yaml (`/**`), then params_file;
+robot:= (an example-robot-data name or a URDF path) or robot_description:= (the URDF XML)
+set it for every node, and files whose node sections name another robot are refused
 (manifest.suite_robot). namespace:=NS puts every node in namespace NS (every topic but
 /diagnostics moves with it, and the simulated /clock: one suite per arm in one graph); with
 sim:=true every node runs on the simulator's clock (use_sim_time). priority:=N runs the
@@ -155,7 +155,7 @@ def generate_launch_description():
                               description="every node's robot as URDF XML (wins over robot)"),
         DeclareLaunchArgument('separate', default_value='false',
                               description='one process per node instead of the core nodes '
-                                          'composed in two processes'),
+                                          'composed in three processes'),
         OpaqueFunction(function=_nodes),
         OpaqueFunction(function=_viewers),
     ])

@@ -147,3 +147,28 @@ def test_pausing_the_chains_process_stops_the_arm_and_says_why(standing):
             assert _stream_until(executor, driver, lambda: set(driver.causes) & {
                 'behind', 'stale_input'}), f'no stop with its cause: {driver.causes}'
             assert True in driver.stops
+
+
+def test_the_proximity_monitor_keeps_its_own_process_and_stop(standing):
+    """Composed as `up` runs it, the proximity monitor is a process of its own (nodes.yaml
+    `proximity`) fed by the chain's shared memory: it runs and publishes its stop, and
+    pausing the estimators' process does not pause it."""
+    proximity = manifest.node('proximity_monitor')
+    process = next(p for p in manifest.composed() if proximity.name in p.nodes)
+    assert process.nodes == (proximity.name,)
+    estimation = next(p for p in manifest.composed() if 'contact_localizer' in p.nodes)
+    with composed_processes() as processes, ros_context() as context:
+        driver = Driver(context, standing)
+        heard = []
+        driver.create_subscription(Bool, proximity.topic('stop'), heard.append, STOP_QOS)
+        with spinning(context, driver) as executor:
+            assert _stream_until(executor, driver, lambda: heard), \
+                f'no proximity stop heard: exit codes {[p.poll() for p in processes.values()]}'
+            os.kill(processes[estimation.name].pid, signal.SIGSTOP)
+            try:
+                count = len(heard)
+                assert _stream_until(executor, driver, lambda: len(heard) > count + 3), \
+                    'the proximity stop paused with the estimators'
+            finally:
+                os.kill(processes[estimation.name].pid, signal.SIGCONT)
+            assert all(p.poll() is None for p in processes.values())

@@ -1,6 +1,6 @@
 """`contact-estimation demo`: the simulated cobot and every node, a scripted scenario, a report.
 
-Starts the simulated cobot and the core nodes composed in two processes (as `ros2 launch ...
+Starts the simulated cobot and the core nodes composed in three processes (as `ros2 launch ...
 sim:=true` would; with --separate one process per node, as `separate:=true`), every node on
 the simulator's clock (use_sim_time: a machine that cannot keep up slows the whole graph
 together, with no gap in the stamps), and listens to every topic they declare until the
@@ -377,7 +377,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--out', default='out/demo', help='folder for the plot and node logs')
     parser.add_argument('--separate', action='store_true',
                         help='one process per node, as `contact-estimation up --separate`, '
-                             'instead of the core nodes composed in two processes')
+                             'instead of the core nodes composed in three processes')
     parser.add_argument('--namespace', default='', metavar='NS',
                         help='run the simulated arm and its suite in ROS namespace NS')
     args = parser.parse_args(argv)

@@ -27,9 +27,9 @@ def main(argv: list[str]) -> int:
                              '/diagnostics stays global): one suite per arm in one graph')
     parser.add_argument('--separate', action='store_true',
                         help='one process per node (e.g. for nodes on other machines) instead '
-                             'of the core nodes composed in two processes, the chain and '
-                             'the estimators (less CPU and latency, the same nodes, '
-                             'parameters and topics)')
+                             'of the core nodes composed in three processes, the chain, '
+                             'the estimators and the proximity monitor (less CPU and '
+                             'latency, the same nodes, parameters and topics)')
     parser.add_argument('--priority', type=int, default=0, metavar='N',
                         help='run the chain that raises the stop at real-time priority N '
                              '(SCHED_FIFO, chrt -f N, 1-99), below the robot driver\'s; 0 '

@@ -96,11 +96,12 @@ def _part_rows(part: SegmentPart | BoxPart) -> tuple[Parameter, ...]:
                       (0.005, 1.0), read_only=True),)
 
 
-# The latest joint state may be this old at a check: the estimation process takes the
-# chain's samples every few ms, between estimates and cloud work that hold its interpreter
-# for tens of ms (benchmarks/soak.py: up to 50-67 ms during pushes). Added to the reaction
-# time: 100 ms would grow the protective distance by 16 cm more at 1.6 m/s, and then a
-# person standing at a table in the soak's cell was always too near.
+# The latest joint state may be this old at a check: the monitor's process (nodes.yaml
+# `proximity`, its own since the estimators' work made it 50-67 ms late during pushes,
+# benchmarks/soak.py) takes the chain's samples every few ms, between its own cloud jobs,
+# whose open3d calls hold the interpreter up to ~26 ms. Added to the reaction time: 100 ms
+# would grow the protective distance by 16 cm more at 1.6 m/s, and then a person standing at
+# a table in the soak's cell was always too near.
 PROXIMITY_MAX_LAG = 0.05  # s
 
 PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
