@@ -35,7 +35,7 @@ import yaml
 
 from contact_estimation import manifest
 from contact_estimation.commands import demo_model
-from contact_estimation.commands.up import robot_files, robot_value
+from contact_estimation.commands.up import robot_files
 from contact_estimation.core.contact.contact import Contact, contact_error
 from contact_estimation.core.chain.detector import COLLISION, INVALID, STALE
 from contact_estimation.launcher import NodeSet, namespace_arguments, simulated_clock
@@ -398,15 +398,16 @@ def main(argv: list[str]) -> int:
     from rclpy.context import Context
 
     from contact_estimation import contact_pictures
-    from contact_estimation.ros.bag_recorder import BagRecorder, robot_of, write_parameters
+    from contact_estimation.ros.bag_recorder import BagRecorder, write_parameters
     from contact_estimation.ros.node_main import FastExecutor
 
     os.makedirs(args.out, exist_ok=True)
+    try:  # the model and thresholds, as a user makes them for a real arm
+        model = demo_model.make(args.robot, args.out)
+    except ValueError as err:
+        print(f'demo: FAILED: no model and thresholds for the arm: {err}')
+        return 1
     robot = {'robot': args.robot} if args.robot else {}
-    # The model and thresholds a user would make for the arm (identify fit, calibrate).
-    model = demo_model.make(robot_of(SIM, robot), robot_value(args.robot) if args.robot else
-                            manifest.suite_robot([manifest.robot_parameters_path()])['robot'],
-                            args.out)
     context = Context()
     rclpy.init(context=context)
     monitor = TopicMonitor(context, args.namespace)
@@ -453,7 +454,7 @@ def main(argv: list[str]) -> int:
     print(f'\ndemo: ended after {time.monotonic() - monitor.start:.1f} s: {ending}'
           + (f'; not seen: {", ".join(missing)}' if missing else ''))
     print(_pace(monitor))
-    print('\n' + model.summary())
+    print('\n' + model.summary)
     text, healthy = _summary(monitor, exit_codes)
     print('\nWhat each node published and received (as seen by the demo monitor):\n' + text)
     events = monitor.series.get(_topic('collision_detector', 'events'), [])
