@@ -4,6 +4,7 @@ The demo ends by itself once the scenario has played out (its events arrive in s
 time, however slow the machine); the timeout here only catches a demo that never ends.
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -12,7 +13,50 @@ from demo_run import demo_output
 
 from contact_estimation import manifest
 from contact_estimation.commands.demo import STARTUP_TIMEOUT, WALL_DEADLINE
+from contact_estimation.commands.demo_model import MODEL_FILE, THRESHOLDS_FILE
+from contact_estimation.core.identification.identified_model import IdentifiedModel
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.ros.testing import isolate_ros_domain
+
+
+def _identified_and_calibrated(out_dir, printout: str, robot: str) -> None:
+    """The demo ran the suite with the model and thresholds it made (issue 28): both files in
+    its folder, made for `robot`; residual_node loaded the model, the detector's collision
+    thresholds are the calibrated ones; the summary says what they hold."""
+    model_path, thresholds_path = out_dir / MODEL_FILE, out_dir / THRESHOLDS_FILE
+    model = IdentifiedModel.load(model_path, RobotModel.load(robot))  # refused for another arm
+    assert model.robot == robot and model.friction_model == 'continuous'
+    with open(thresholds_path) as f:
+        thresholds = yaml.safe_load(f)
+    detector = thresholds['collision_detector']['ros__parameters']
+    assert detector['robot'] == robot
+    assert thresholds['contact_localizer']['ros__parameters']['robot'] == robot
+    with open(out_dir / 'recording_parameters.yaml') as f:
+        given = yaml.safe_load(f)
+    assert given['residual_node']['ros__parameters']['model_file'] == str(model_path)
+    chain_log = (out_dir / 'logs' / 'contact_estimation_chain.log').read_text()
+    assert f'residual (identified model {model_path})' in chain_log, chain_log
+    # Each joint over ψ in the collision event: ψ_0 ≤ ψ ≤ ψ_max of the calibrated file, not
+    # the shipped constant thresholds.
+    with open(manifest.node('collision_detector').parameters_path()) as f:
+        shipped = yaml.safe_load(f)['collision_detector']['ros__parameters']
+    joints = list(RobotModel.load(robot).joint_names)
+    collision = next(line for line in printout.splitlines() if 'collision: ' in line)
+    over = re.findall(r'(\w+) \|τ_ext\| [\d.]+ > ([\d.]+) N·m', collision)
+    assert over, collision
+    for joint, psi in over:
+        j = joints.index(joint)
+        assert detector['thresholds_position'][j] - 0.005 <= float(psi) \
+            <= detector['threshold_max'][j], (collision, detector)
+        assert float(psi) not in shipped['thresholds_position'], collision
+    summary = printout.split('Model and thresholds, made in')[1].split('What each node')[0]
+    assert f'identify fit on 30 s of free motion → {model_path}' in summary, summary
+    assert 'fit residual RMS per joint (N·m)' in summary, summary
+    assert f'→ {thresholds_path}: ψ = min(ψ_0' in summary, summary
+    assert all(joint in summary for joint in joints), summary
+    assert "calibrate's promise: Aim (at most 1 false stop per hour)" in summary, summary
+    assert f'--config {thresholds_path} --config {out_dir / "recording_parameters.yaml"}' \
+        in printout, printout
 
 
 def test_demo_runs_every_node_reports_their_topics_and_the_reaction_and_writes_a_plot(
@@ -41,6 +85,7 @@ def test_demo_runs_every_node_reports_their_topics_and_the_reaction_and_writes_a
     localization = printout.split('Contact estimates against the ground truth')[1]
     assert 'link right in' in localization, printout
     assert (out_dir / 'demo.png').stat().st_size > 10_000
+    _identified_and_calibrated(out_dir, printout, 'panda')
 
 
 def test_the_demo_on_a_6_joint_arm_detects_and_locates_the_push(tmp_path):
@@ -61,3 +106,4 @@ def test_the_demo_on_a_6_joint_arm_detects_and_locates_the_push(tmp_path):
     assert 'link right in' in localization, proc.stdout
     with open(out_dir / 'recording_parameters.yaml') as f:
         assert yaml.safe_load(f)['/**']['ros__parameters'] == {'robot': 'ur5'}
+    _identified_and_calibrated(out_dir, proc.stdout, 'ur5')

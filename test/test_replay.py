@@ -15,6 +15,7 @@ import yaml
 from demo_run import demo_output
 
 from contact_estimation import manifest
+from contact_estimation.commands.demo_model import THRESHOLDS_FILE
 from contact_estimation.contact_pictures import BagContacts
 from contact_estimation.core.contact.contact import contact_error
 from contact_estimation.suite_bag import messages, stamp_ns
@@ -29,6 +30,7 @@ def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp('replay')
     proc = subprocess.run(
         [sys.executable, '-m', 'contact_estimation', 'replay', str(demo_dir / 'recording'),
+         '--config', str(demo_dir / THRESHOLDS_FILE),  # as the demo ran: its calibration
          '--config', str(demo_dir / 'recording_parameters.yaml'), '--out', str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy(),
         timeout=600)

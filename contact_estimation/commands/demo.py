@@ -1,6 +1,10 @@
 """`contact-estimation demo`: the simulated cobot and every node, a scripted scenario, a report.
 
-Starts the simulated cobot and the core nodes composed in three processes (as `ros2 launch ...
+First, as a user does for a real arm, it identifies the arm's model and calibrates the
+detector's thresholds from recordings of the simulated arm's free motion (joint states only:
+demo_model.py, `identify fit`'s and `calibrate`'s code), writes their files in `--out`, and
+gives the suite those instead of the simulator's friction and the shipped thresholds. Then it
+starts the simulated cobot and the core nodes composed in three processes (as `ros2 launch ...
 sim:=true` would; with --separate one process per node, as `separate:=true`), every node on
 the simulator's clock (use_sim_time: a machine that cannot keep up slows the whole graph
 together, with no gap in the stamps), and listens to every topic they declare until the
@@ -30,6 +34,7 @@ import numpy as np
 import yaml
 
 from contact_estimation import manifest
+from contact_estimation.commands import demo_model
 from contact_estimation.commands.up import robot_files
 from contact_estimation.core.contact.contact import Contact, contact_error
 from contact_estimation.core.chain.detector import COLLISION, INVALID, STALE
@@ -166,10 +171,8 @@ class TopicMonitor:
 
 
 def residual_matching_the_sim() -> dict:
-    """residual_node parameters that model the simulated joints' friction (seed 001 eq. 23).
-
-    On a real arm these come from `contact-estimation identify`; the demo knows the truth.
-    """
+    """residual_node parameters that model the simulated joints' friction (seed 001 eq. 23):
+    the simulator's truth, for benchmarks (the demo identifies its own: demo_model.py)."""
     with open(manifest.node(SIM).parameters_path()) as f:
         sim = yaml.safe_load(f)[SIM]['ros__parameters']
     return {'friction_model': 'continuous', 'friction_parameters': sim['friction']}
@@ -399,6 +402,12 @@ def main(argv: list[str]) -> int:
     from contact_estimation.ros.node_main import FastExecutor
 
     os.makedirs(args.out, exist_ok=True)
+    try:  # the model and thresholds, as a user makes them for a real arm
+        model = demo_model.make(args.robot, args.out)
+    except ValueError as err:
+        print(f'demo: FAILED: no model and thresholds for the arm: {err}')
+        return 1
+    robot = {'robot': args.robot} if args.robot else {}
     context = Context()
     rclpy.init(context=context)
     monitor = TopicMonitor(context, args.namespace)
@@ -406,19 +415,19 @@ def main(argv: list[str]) -> int:
     # wait set would make them lose a third of the samples (the recording then has gaps).
     executor = FastExecutor(context=context)
     executor.add_node(monitor.node)
-    robot = {'robot': args.robot} if args.robot else {}
     recorder = BagRecorder.for_suite(context, os.path.join(args.out, 'recording'),
                                      args.namespace, overrides=robot)
     executor.add_node(recorder.node)
     processes = manifest.processes(with_sim=True, separate=args.separate)
     overrides = simulated_clock()
     overrides[SIM]['scenario'] = scenario
-    overrides['residual_node'].update(residual_matching_the_sim())
+    overrides['residual_node'].update(model.overrides['residual_node'])
     # The lidar sees the cell's fixtures, no person: objects that do not move (a real cell
     # tracks people or keeps the default 1.6 m/s, the speed of a person it missed).
     overrides['proximity_monitor']['object_speed'] = 0.0
     robot_file = robot_files([], args.robot)  # a `/**` file with --robot
-    nodes = NodeSet([spec.name for spec in processes], tuple(robot_file), overrides=overrides,
+    nodes = NodeSet([spec.name for spec in processes], (*model.parameter_files, *robot_file),
+                    overrides=overrides,
                     log_dir=os.path.join(args.out, 'logs'), namespace=args.namespace)
     write_parameters({**nodes.overrides, **({manifest.WILDCARD: robot} if robot else {})},
                      os.path.join(args.out, 'recording_parameters.yaml'))
@@ -445,6 +454,7 @@ def main(argv: list[str]) -> int:
     print(f'\ndemo: ended after {time.monotonic() - monitor.start:.1f} s: {ending}'
           + (f'; not seen: {", ".join(missing)}' if missing else ''))
     print(_pace(monitor))
+    print('\n' + model.summary)
     text, healthy = _summary(monitor, exit_codes)
     print('\nWhat each node published and received (as seen by the demo monitor):\n' + text)
     events = monitor.series.get(_topic('collision_detector', 'events'), [])
@@ -461,8 +471,10 @@ def main(argv: list[str]) -> int:
     print(f'\nplot: {plot_path}\nnode logs: {os.path.join(args.out, "logs")}')
     print(f'recording: {recorder.bag.path} ({sum(recorder.bag.counts.values())} messages; '
           'README "See the contact" opens it in Foxglove or rviz; replay it: '
-          f'contact-estimation replay {recorder.bag.path} --config '
-          f'{os.path.join(args.out, "recording_parameters.yaml")})')
+          f'contact-estimation replay {recorder.bag.path} '
+          + ' '.join(f'--config {path}' for path in (
+              *model.parameter_files, os.path.join(args.out, 'recording_parameters.yaml')))
+          + ')')
     print(contact_pictures.summary(recorder.bag.path, args.out, recorder.bag.robot))
     verdict, shown = _verdict(monitor)
     print('\n' + verdict)

@@ -190,21 +190,30 @@ def _fit(args) -> int:
         result = identify_motion(robot, recording, args.friction_model, models, args.starts,
                                  MotionSettings(inertia=args.inertia), _progress,
                                  args.max_gravity_deviation)
-        how = ('seed 001 eq. 6 on ordinary motion: full inverse-dynamics regressor, base '
-               f'gravity parameters and {args.friction_model} friction jointly by variable '
-               f'projection; inertia {result.inertia}')
+        how = motion_method(args.friction_model, result.inertia)
     print(result.table())
-    metadata = {'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
-                'data_source': os.path.abspath(args.recording),
-                'robot_description': args.robot,
-                'method': how}
-    model = result.model(args.friction_model, metadata)
+    model = result.model(args.friction_model,
+                         model_metadata(os.path.abspath(args.recording), args.robot, how))
     if args.plots:
         for path in plot_joints(result, args.plots):
             print(f'wrote {path}')
     model.save(args.out)
     print(f'wrote {args.out}')
     return 0
+
+
+def motion_method(friction_model: str, inertia: str) -> str:
+    """How a model from ordinary motion was fitted, as its file says (`method`)."""
+    return ('seed 001 eq. 6 on ordinary motion: full inverse-dynamics regressor, base '
+            f'gravity parameters and {friction_model} friction jointly by variable '
+            f'projection; inertia {inertia}')
+
+
+def model_metadata(source: str, robot: str, how: str) -> dict:
+    """What a model file says of how it was made: when, from which data, for which robot
+    description, by which method."""
+    return {'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+            'data_source': source, 'robot_description': robot, 'method': how}
 
 
 def _payload(args) -> int:

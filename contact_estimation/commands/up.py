@@ -76,6 +76,10 @@ def robot_files(config: list[str], robot: str | None) -> list[str]:
     setting it for every node (the caller removes it)."""
     files = [os.path.abspath(p) for p in config]
     if robot:
-        robot = os.path.abspath(robot) if os.path.isfile(robot) else robot
-        files.append(parameter_file({manifest.WILDCARD: {'robot': robot}}))
+        files.append(parameter_file({manifest.WILDCARD: {'robot': robot_value(robot)}}))
     return files
+
+
+def robot_value(robot: str) -> str:
+    """`--robot` as every node gets it: a URDF file's path made absolute, a name as it is."""
+    return os.path.abspath(robot) if os.path.isfile(robot) else robot

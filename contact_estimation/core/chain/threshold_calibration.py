@@ -156,6 +156,11 @@ class Calibration:
 
     def table(self) -> str:
         """One row per joint: thresholds, the free-motion peak and the headroom, the promise."""
+        return self.thresholds_table() + '\n' + self.promise()
+
+    def thresholds_table(self) -> str:
+        """One row per joint (thresholds, the free-motion peak and the headroom), then the
+        fit and the held-out check in one line."""
         rows = [f'{"joint":16s} {"ψ_0 N·m":>9s} {"k_v N·m·s/rad":>14s} {"k_a N·m·s²/rad":>15s} '
                 f'{"ψ_max N·m":>10s} {"peak |τ_ext|":>13s} {"peak/ψ":>7s} {"held-out peak/ψ":>16s}']
         for i, name in enumerate(self.joint_names):
@@ -168,7 +173,6 @@ class Calibration:
                     f'{self.heldout_duration:.1f} s held out: {self.false_alarms} false alarms '
                     f'({self._rule()}) → at most '
                     f'{self.false_alarm_bound_per_hour:.3g} per hour (95 %)')
-        rows.append(self.promise())
         return '\n'.join(rows)
 
 
