@@ -21,7 +21,7 @@ stop's receipt − that sample's publish time is how much later the live chain s
 the algorithm allows (0 if it keeps up; it also counts contacts where the live chain
 stopped on another sample). Messages lost = joint states published − residuals the
 detector counted (its /diagnostics). The monitor does not take the 1 kHz streams itself.
---mode runs the nodes composed in their two processes (the default of `up`), as separate
+--mode runs the nodes composed in their three processes (the default of `up`), as separate
 processes, or both, one after the other in each of --runs runs.
 Aims (issue 18): composed, all six nodes ≤ 35 % of one core in free motion (see
 --free-motion), stop p50 ≤ 0.5 ms and p99 ≤ 2 ms; live within 2 ms of offline at p50 and
