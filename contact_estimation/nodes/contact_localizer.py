@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 
 import numpy as np
 from geometry_msgs.msg import PointStamped, WrenchStamped
@@ -254,15 +253,15 @@ class ContactLocalizerNode(SuiteNode):
             if not self.schedule.contact(tau):
                 self.problems.set_status(OK, 'no contact')
             return
-        start = time.perf_counter()
+        start = self.steady()
         self._estimate(t, q, tau, sample.stamp)
-        self.schedule.finished(t, time.perf_counter() - start)
+        self.schedule.finished(t, self.steady() - start)
 
     # ------------------------------------------------------------------ estimates
     def _estimate(self, t: float, q: np.ndarray, tau: np.ndarray, stamp) -> None:
         obstacles, cloud = self._obstacles(t)
         wrench = self._wrench_at(t)
-        start = time.perf_counter()
+        start = self.steady()
         proximity = obstacles.proximity if obstacles else None
         try:
             estimate = self.localizer.estimate(q, tau, wrench, proximity)
@@ -276,7 +275,7 @@ class ContactLocalizerNode(SuiteNode):
         except FusedContactError as err:  # read finite: values too large to be measured
             self.problems.report(IMPLAUSIBLE, f'{err}: no estimate')
             return
-        seconds = time.perf_counter() - start
+        seconds = self.steady() - start
         self.problems.traffic['estimates'] += 1
         self.problems.values.update(estimate_values(estimate, seconds, cloud))
         contact = estimate.contact
@@ -346,12 +345,12 @@ class ContactLocalizerNode(SuiteNode):
     def _process_cloud(self, job: tuple) -> tuple[float, CloudError | None]:
         """On the cloud worker: (seconds it took, None), or (0, the CloudError)."""
         stamp, points, q, fusion = job
-        start = time.perf_counter()
+        start = self.steady()
         try:
             fusion.update(stamp, q, points)
         except CloudError as err:
             return 0.0, err
-        return time.perf_counter() - start, None
+        return self.steady() - start, None
 
     def _take_cloud_outcome(self) -> None:
         """What the cloud worker finished since the last estimate: counted, timed."""

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
@@ -376,8 +375,8 @@ class ProximityMonitorNode(SuiteNode):
         """The check on the latest joint state, or a stop when there is none usable."""
         now = self.seconds()
         self._take_clusters()
-        fault = self.guard.last_fault  # on the monotonic clock, as the guard keeps it
-        if fault is not None and time.monotonic() - fault[0] < FAULT_HOLD:
+        fault = self.guard.last_fault  # on the steady clock, as the guard keeps it
+        if fault is not None and self.steady() - fault[0] < FAULT_HOLD:
             self._publish(self.monitor.fail(self._t, fault[1]))
             return
         if self._latest is None:
@@ -396,9 +395,9 @@ class ProximityMonitorNode(SuiteNode):
             self._publish(self.monitor.fail(self._t, f'{BEHIND}: {reason}'))
             return
         self._t = sample.t
-        start = time.perf_counter()
+        start = self.steady()
         result = self.monitor.update(self._t, sample.q, sample.v)
-        self.problems.values['check_time'] = f'{(time.perf_counter() - start) * 1e3:.2f} ms'
+        self.problems.values['check_time'] = f'{(self.steady() - start) * 1e3:.2f} ms'
         self._publish(result)
 
     def fail_safe(self, reason: str) -> None:

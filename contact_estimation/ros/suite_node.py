@@ -23,9 +23,14 @@ mode; both call the same "process one sample" method of the node.
 
 Watchdogs and schedules read `seconds()`: simulated time when the node runs with
 use_sim_time (a simulator that falls behind slows the whole graph together), else the
-monotonic clock, continuous when use_sim_time changes at run time
+node's steady clock, continuous when use_sim_time changes at run time
 (core/chain/watchdog_clock.py); use_sim_time cannot be switched on while nobody publishes
-/clock (ros/params.ParameterGuard).
+/clock (ros/params.ParameterGuard). Whatever a node times on the wall (a hold, a log
+throttle, what a computation cost) reads `steady()`: time.monotonic(), or the `steady_clock`
+it was given. `contact-estimation replay` gives every node the stamp being replayed, so
+that the nodes run in the recording's time; such a node starts no thread that beats on the
+wall clock (`runs_in_real_time` is False: the stop's heartbeat, ros/stop_signal.py), and
+`outputs` lists its topics, which the replay records whether anyone listens or not.
 
 The node's `PARAMETERS` table (ros/params.py) is declared here, before anything else; its
 defaults come from core, and what config/<node>.yaml sets is at those defaults
@@ -69,7 +74,10 @@ class SuiteNode(Node):
 
     PARAMETERS: ParameterTable = ROBOT  # every parameter of the node (ros/params.py)
 
-    def __init__(self, name: str, handover: Handover | None = None, **kwargs):
+    def __init__(self, name: str, handover: Handover | None = None,
+                 steady_clock: Callable[[], float] | None = None, **kwargs):
+        self.steady: Callable[[], float] = steady_clock or time.monotonic
+        self.runs_in_real_time = steady_clock is None
         self.guard = CallbackGuard(self)  # before Node.__init__: it creates services
         super().__init__(name, **kwargs)
         self._watchdog_clock = WatchdogClock()
@@ -83,9 +91,10 @@ class SuiteNode(Node):
         self.robot = params.load_robot(self)  # StartupError when it cannot be loaded
         params.check_joint_counts(self, self.PARAMETERS, self.robot)  # sized for this arm
         self.problems = ProblemCounter(self, topic=self.spec.topic('diagnostics'),
-                                       hardware_id=self.robot.name)
+                                       hardware_id=self.robot.name, steady=self.steady)
         self._closers: list[Callable[[], None]] = []
         self.raw_topics: set[str] = set()  # subscribed with raw=True: callbacks take bytes
+        self.outputs: list[Output] = []    # made by `output`
 
     def closing(self, close: Callable[[], None]) -> None:
         """Call `close` when this node is destroyed (threads, shared memory), the last
@@ -148,13 +157,13 @@ class SuiteNode(Node):
 
     def seconds(self) -> float:
         """Now, s, on the clock of this node's watchdogs and schedules: simulated time under
-        use_sim_time, else time.monotonic() (a step of the wall clock can neither fake nor
+        use_sim_time, else the steady clock (a step of the wall clock can neither fake nor
         hide a timeout)."""
         clock = self.get_clock()
         if clock.ros_time_is_active:
             ns = clock.now().nanoseconds  # 0: no /clock received yet
             return self._watchdog_clock.read('ros', ns * 1e-9 if ns else None)
-        return self._watchdog_clock.read('monotonic', time.monotonic())
+        return self._watchdog_clock.read('monotonic', self.steady())
 
     def stamp_clock(self) -> float:
         """Now, s, on the clock that stamps are judged on: ROS time (simulated time under
@@ -235,5 +244,7 @@ class SuiteNode(Node):
         topic = self.spec.topic(key)
         receivers = self._handover and self._handover.receivers(topic)
         relayed = bool(self._handover) and topic in self._handover.relayed
-        return Output(self, topic, msg_type, qos, [] if receivers is None else receivers,
-                      only_when_listened, relayed)
+        output = Output(self, topic, msg_type, qos, [] if receivers is None else receivers,
+                        only_when_listened, relayed)
+        self.outputs.append(output)
+        return output
