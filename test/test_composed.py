@@ -101,7 +101,7 @@ def _play(context, nodes, joint_states, t0):
     residual_node = next(n for n in nodes if n.get_name() == RESIDUAL.name)
     try:
         assert spin_until(executor, lambda: driver.joint_states.get_subscription_count() > 0
-                          and residual_node._output.listened
+                          and all(o.listened for o in residual_node.outputs)
                           and driver.count_publishers(DETECTOR.topic('stop')) > 0, TIMEOUT)
         names, positions, velocities, efforts = joint_states
         for k, (q, v, tau) in enumerate(zip(positions, velocities, efforts)):

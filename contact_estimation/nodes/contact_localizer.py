@@ -281,8 +281,7 @@ class ContactLocalizerNode(SuiteNode):
         contact = estimate.contact
         if contact is not None and estimate.consistent:
             point, wrench, _ = contact_messages(contact, stamp)
-            self._point_output.publisher.publish(point)
-            self._point_output.hand_over(point)
+            self._point_output.send(point)
             self._wrench_pub.publish(wrench)
             self.problems.traffic['estimates_published'] += 1
             self.problems.set_status(OK, f'contact on {contact.link}: '

@@ -298,12 +298,10 @@ class FtContactEstimator(SuiteNode):
         for t_reading, reading, t_joint, (q, v, a) in pairs:
             wrench = (self._observer.update(t_reading, reading, q, v) if self._observer
                       else self._compensator.contact_wrench(reading, q, v, a))
-            if self._base_wrench.listened or self._base_wrench.receivers:
-                msg = wrench_stamped(seconds_to_stamp(t_reading), self.robot.base_link,
-                                     wrench[:3], wrench[3:])
-                self._base_wrench.hand_over(msg)  # the localizer, in composed mode
-                if self._base_wrench.listened:
-                    self._base_wrench.publisher.publish(msg)
+            if self._base_wrench.wanted:  # by the localizer in composed mode, or a subscriber
+                self._base_wrench.send(wrench_stamped(seconds_to_stamp(t_reading),
+                                                      self.robot.base_link, wrench[:3],
+                                                      wrench[3:]))
             self.problems.traffic['base_wrenches_published'] += 1
             self._resting.add(t_joint, reading, q, v, self.robot.joint_names)
             try:  # with a faster sensor, the first reading of each joint state is located

@@ -192,10 +192,8 @@ class ResidualNode(SuiteNode):
                                  'restarted, sample dropped')
             return
         sample = JointSample(t, q, v, tau, tau_ext, sample.stamp, sample.frame_id)
-        self._output.hand_over(sample)
-        if self._output.listened:
-            self._output.publisher.publish(self._writer.write(sample.stamp, sample.frame_id,
-                                                              q, v, tau_ext))
+        self._output.send(sample, lambda: self._writer.write(sample.stamp, sample.frame_id,
+                                                             q, v, tau_ext))
         self.problems.traffic['residuals_published'] += 1
         self._rate.add(t)
 

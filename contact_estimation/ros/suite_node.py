@@ -18,8 +18,9 @@ topics and its translation only.
 
 A node reads a topic of the chain with `receive` (a subscription, or in composed mode a
 function call from the node in the same process that produces it: ros/handover.py) and
-writes with `output`, whose `hand_over` passes each sample on by function call in composed
-mode; both call the same "process one sample" method of the node.
+writes with `output`, whose `send` passes each sample on by function call in composed
+mode and publishes it while anyone listens; both call the same "process one sample" method
+of the node.
 
 Watchdogs and schedules read `seconds()`: simulated time when the node runs with
 use_sim_time (a simulator that falls behind slows the whole graph together), else the
