@@ -58,9 +58,8 @@ from contact_estimation.core.chain.lag import MAX_LAG, ClockLag
 from contact_estimation.core.chain.reaction import Reaction
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
-from contact_estimation.core.input_rejected import InputRejected
 from contact_estimation.ros.collision_messages import collision_event, collision_markers
-from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
+from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.input_rate import InputRateLog, TimeSettings
 from contact_estimation.ros.joint_states import JointStateReader
@@ -249,16 +248,11 @@ class CollisionDetector(SuiteNode):
         copies them from its joint state) are optional; a NaN τ_ext is passed on: the
         detector stops on it."""
         # Not fed: the timeout stops. (One stamped long ago is taken, and is `behind`.)
-        if self.believed(msg.header.stamp, 'residual') is None:
-            return
-        try:
-            q, v, tau_ext = self._joint_states.read(msg, required=('effort',),
-                                                 optional=('position', 'velocity'), finite=False)
-        except InputRejected as err:
-            self.problems.report(err.kind, f'residual: {err}')
-            return
-        self.process_residual(JointSample(stamp_to_seconds(msg.header.stamp), q, v, None,
-                                          tau_ext, msg.header.stamp, msg.header.frame_id))
+        sample = self.joint_sample(msg, self._joint_states, 'residual', residual=True,
+                                   required=('effort',), optional=('position', 'velocity'),
+                                   finite=False)
+        if sample is not None:
+            self.process_residual(sample)
 
     def process_residual(self, sample: JointSample) -> None:
         """One τ_ext sample (model order; q and q̇ finite, or None when unknown) → the

@@ -233,15 +233,10 @@ class ContactLocalizerNode(SuiteNode):
     def _on_residual(self, msg: JointState) -> None:
         """A residual (τ_ext in its effort) with the positions it was computed at."""
         self.problems.traffic['residuals_received'] += 1
-        try:
-            q, _, tau = self._residuals.read(msg, required=('position', 'effort'))
-        except InputRejected as err:
-            self.problems.report(err.kind, f'residual: {err}')
-            return
-        t = self.believed(msg.header.stamp, 'residual')
-        if t is None:  # never the newest pose: the history would stop trimming
-            return
-        self.process_residual(JointSample(t, q, None, None, tau, msg.header.stamp))
+        sample = self.joint_sample(msg, self._residuals, 'residual', residual=True,
+                                   required=('position', 'effort'))
+        if sample is not None:  # one not believed is never the newest pose
+            self.process_residual(sample)
 
     def process_residual(self, sample: JointSample) -> None:
         """One residual (every one, in stamp order): the pose history, and an estimate when

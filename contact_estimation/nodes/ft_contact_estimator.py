@@ -252,15 +252,9 @@ class FtContactEstimator(SuiteNode):
 
     def _on_joint_state(self, msg: JointState) -> None:
         self._arrival('joint_state')  # the stream is alive, whatever this message is worth
-        t = self.believed(msg.header.stamp, 'joint state')
-        if t is None:
-            return
-        try:
-            q, v, _ = self._joint_states.read(msg)
-        except InputRejected as err:
-            self.problems.report(err.kind, f'joint state: {err}')
-            return
-        self._pair_joint_state(JointSample(t, q, v, None))
+        sample = self.joint_sample(msg, self._joint_states, 'joint state')
+        if sample is not None:
+            self._pair_joint_state(sample)
 
     def process_joint_state(self, sample: JointSample) -> None:
         """One joint state handed over in composed mode (its message arrived meanwhile)."""

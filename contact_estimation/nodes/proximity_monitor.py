@@ -250,15 +250,10 @@ class ProximityMonitorNode(SuiteNode):
         """Positions and velocities (no torques needed); a bad message, or one whose stamp is
         not believed, is not kept: it never becomes the newest time, so a stream of them
         ends in a stale stop."""
-        t = self.believed(msg.header.stamp, 'joint state', MAX_PAST)
-        if t is None:
-            return
-        try:
-            q, v, _ = self._joint_states.read(msg, required=('position', 'velocity'))
-        except InputRejected as err:
-            self.problems.report(err.kind, f'{err}: stop if it lasts')
-            return
-        self.process_joint_state(JointSample(t, q, v, None))
+        sample = self.joint_sample(msg, self._joint_states, 'joint state', max_past=MAX_PAST,
+                                   required=('position', 'velocity'))
+        if sample is not None:
+            self.process_joint_state(sample)
 
     def process_joint_state(self, sample: JointSample) -> None:
         """Kept for the check (the latest) and for clouds (the one nearest their stamp)."""

@@ -149,16 +149,9 @@ class ResidualNode(SuiteNode):
             self.problems.report(err.kind, str(err))
 
     def _on_joint_state(self, msg: JointState) -> None:
-        t = self.believed(msg.header.stamp, 'joint state')
-        if t is None:  # never a new time base
-            return
-        try:
-            q, v, tau = self._joint_states.read(msg)
-        except InputRejected as err:
-            self.problems.report(err.kind, str(err))
-            return
-        self.process_joint_state(JointSample(t, q, v, tau, stamp=msg.header.stamp,
-                                             frame_id=msg.header.frame_id))
+        sample = self.joint_sample(msg, self._joint_states, 'joint state')
+        if sample is not None:  # one not believed is never a new time base
+            self.process_joint_state(sample)
 
     def process_joint_state(self, sample: JointSample) -> None:
         """One joint state (finite, model order) → τ_ext, set on the sample, which goes to

@@ -56,7 +56,9 @@ from rclpy.parameter import Parameter as RclpyParameter
 from rclpy.qos import QoSProfile
 
 from contact_estimation import manifest
+from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.stamps import stamp_problem
+from contact_estimation.core.input_rejected import InputRejected
 from contact_estimation.core.chain.watchdog_clock import WatchdogClock
 from contact_estimation.ros import params
 from contact_estimation.ros.params import ROBOT, ParameterTable
@@ -64,6 +66,7 @@ from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ProblemCounter
 from contact_estimation.ros.guard import CallbackGuard
 from contact_estimation.ros.handover import Handover, Output
+from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, SERVICE_QOS
 
@@ -224,6 +227,23 @@ class SuiteNode(Node):
         and logged here. An input that feeds a watchdog (joint states, residuals) gives a
         `max_past` too: a stamp that far behind the clock was sent long ago."""
         return self.believable(stamp_to_seconds(stamp), source, max_past)
+
+    def joint_sample(self, msg, reader: JointStateReader, source: str, residual: bool = False,
+                     max_past: float = math.inf, **read) -> JointSample | None:
+        """The JointSample of a JointState `msg` (a residual's, with `residual`: its effort is
+        τ_ext), or None when its stamp is not believed (`believed`) or `reader` cannot use it
+        (`read`: JointStateReader.read's required/optional/finite): counted and logged under
+        its kind, and dropped."""
+        t = self.believed(msg.header.stamp, source, max_past)
+        if t is None:
+            return None
+        try:
+            q, v, effort = reader.read(msg, **read)
+        except InputRejected as err:
+            self.problems.report(err.kind, f'{source}: {err}')
+            return None
+        return JointSample(t, q, v, None if residual else effort, effort if residual else None,
+                           msg.header.stamp, msg.header.frame_id)
 
     def believable(self, t: float, source: str, max_past: float = math.inf) -> float | None:
         """`believed` for a stamp already in seconds."""
