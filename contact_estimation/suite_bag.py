@@ -27,6 +27,7 @@ import numpy as np
 import pinocchio as pin
 
 from contact_estimation import manifest
+from contact_estimation.core.chain.joint_order import JointOrder
 from contact_estimation.core.chain.stamps import nanoseconds, sec_nanosec
 from contact_estimation.core.robot.robot_model import RobotModel
 
@@ -124,7 +125,7 @@ class SuiteBag:
         self._last_tf_ns: int | None = None
         self._links = [f.name for f in robot.model.frames
                        if f.type == pin.FrameType.BODY and f.name != robot.base_link]
-        self._joint_index: dict[tuple[str, ...], list[int] | None] = {}
+        self._joint_order = JointOrder(robot.joint_names)
         self._description_written = False
 
     def __enter__(self) -> 'SuiteBag':
@@ -165,11 +166,7 @@ class SuiteBag:
         self.write(topic, 'sensor_msgs/msg/JointState', log_ns, cdr)
         if self._last_tf_ns is not None and 0 <= stamp_ns - self._last_tf_ns < self._tf_period_ns:
             return
-        key = tuple(names)
-        if key not in self._joint_index:
-            self._joint_index[key] = ([names.index(j) for j in self.robot.joint_names]
-                                      if set(self.robot.joint_names) <= set(names) else None)
-        order = self._joint_index[key]
+        order = self._joint_order.map(names).model_order
         if order is None:
             return
         self._last_tf_ns = stamp_ns

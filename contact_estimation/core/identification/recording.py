@@ -50,10 +50,9 @@ class JointRecording:
 
     def in_model_order(self, robot: RobotModel) -> 'JointRecording':
         """The same samples with columns in `robot.joint_names` order (extra joints dropped)."""
-        columns = [self.joint_names.index(name) if name in self.joint_names else -1
-                   for name in robot.joint_names]
-        missing = [name for name, c in zip(robot.joint_names, columns) if c < 0]
-        if missing:
+        columns = JointOrder(robot.joint_names).map(self.joint_names).model_order
+        if columns is None:
+            missing = [name for name in robot.joint_names if name not in self.joint_names]
             raise RecordingError(
                 f'{self.source or "the recording"} has no data for joints {missing} of robot '
                 f'{robot.name or "(unnamed)"}; it has joints {self.joint_names}: a recording of '
