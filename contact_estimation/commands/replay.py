@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import struct
 import sys
 import time
 from dataclasses import dataclass, field
@@ -318,40 +317,6 @@ def _plot(outcome: Outcome, found, path: str) -> None:
 
 
 # ------------------------------------------------------------------------------ main
-def _inputs(bag: str, types: dict[str, str]) -> tuple[list[tuple[int, str, bytes]], list[str]]:
-    """(stamp ns, topic, CDR) of the bag's messages on the topics of `types` whose type is
-    the one given, in header stamp order (the log time for a zero stamp; every input type
-    begins with a std_msgs/Header); and a line for each topic skipped for its type.
-
-    The messages are held in memory as CDR (~300 bytes per joint state)."""
-    from pathlib import Path
-
-    from rosbags.highlevel import AnyReader
-
-    from contact_estimation.suite_bag import typestore
-    found, skipped = [], []
-    with AnyReader([Path(bag)], default_typestore=typestore()) as reader:
-        connections = []
-        for connection in reader.connections:
-            if connection.topic not in types:
-                continue
-            if connection.msgtype != types[connection.topic]:
-                skipped.append(f'{connection.topic} is {connection.msgtype}, not '
-                               f'{types[connection.topic]}: not replayed')
-                continue
-            connections.append(connection)
-        for connection, log_ns, raw in reader.messages(connections=connections):
-            found.append((_cdr_header_stamp_ns(raw) or log_ns, connection.topic, bytes(raw)))
-    found.sort(key=lambda entry: entry[0])
-    return found, skipped
-
-
-def _cdr_header_stamp_ns(raw) -> int:
-    """The stamp of a CDR message that begins with a std_msgs/Header: after the 4-byte
-    encapsulation (byte 1: 1 little endian, 0 big endian), int32 sec and uint32 nanosec."""
-    return nanoseconds(*struct.unpack_from('<iI' if raw[1] == 1 else '>iI', raw, 4))
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog='contact-estimation replay', description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -375,14 +340,15 @@ def main(argv: list[str]) -> int:
     from contact_estimation import contact_pictures
     from contact_estimation.ros.bag_recorder import (MARKER_ARRAY, TRUTH_MARKERS, TruthMarkers,
                                                      message_class)
-    from contact_estimation.suite_bag import SuiteBag, remove_earlier_bag, suite_topics
+    from contact_estimation.suite_bag import (SuiteBag, messages_by_stamp, remove_earlier_bag,
+                                              suite_topics)
 
     topics = input_topics()
     types = {**topics, TRUTH_TOPICS[0]: 'geometry_msgs/msg/PointStamped',
              TRUTH_TOPICS[1]: 'geometry_msgs/msg/WrenchStamped',
              TRUTH_TOPICS[2]: 'sensor_msgs/msg/JointState'}
     try:
-        entries, skipped = _inputs(args.bag, types)
+        entries, skipped = messages_by_stamp(args.bag, types)
     except Exception as err:  # noqa: BLE001 - rosbags' errors are varied; the user gets why
         print(f'replay: cannot read {args.bag}: {type(err).__name__}: {err}', file=sys.stderr)
         return 1
