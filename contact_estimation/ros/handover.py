@@ -72,13 +72,22 @@ class Output:
         self._listened = not (only_when_listened or relayed)
         self._recount = (only_when_listened and not relayed)
         self._recount_at = 0.0
+        self._subscribers = 0   # matched subscriptions as last counted (only_when_listened)
+        self._joined = False    # one came since `joined` was last asked
 
     @property
     def listened(self) -> bool:
         if self._recount and time.monotonic() >= self._recount_at:
             self._recount_at = time.monotonic() + self.RECOUNT
-            self._listened = self.publisher.get_subscription_count() > 0
+            self._count(self.publisher.get_subscription_count())
         return self._listened
+
+    def joined(self) -> bool:
+        """Whether a subscriber has come since the last call (only_when_listened: by the
+        matched events and the recount; a publisher that a subscriber of the same stream
+        already listened to would otherwise never know a second one came)."""
+        joined, self._joined = self._joined, False
+        return joined
 
     @listened.setter
     def listened(self, value: bool) -> None:
@@ -99,4 +108,10 @@ class Output:
             self.publisher.publish(sample if message is None else message())
 
     def _on_matched(self, info: QoSPublisherMatchedInfo) -> None:
-        self._listened = info.current_count > 0
+        self._joined |= info.current_count_change > 0
+        self._count(info.current_count)
+
+    def _count(self, subscribers: int) -> None:
+        self._joined |= subscribers > self._subscribers
+        self._subscribers = subscribers
+        self._listened = subscribers > 0
