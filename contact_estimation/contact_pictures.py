@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from contact_estimation.core.chain.joint_order import JointOrder
 from contact_estimation.core.contact.contact import Contact, contact_error
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.ros.contact_messages import ContactPairs
@@ -61,10 +62,10 @@ class BagContacts:
 
     def q(self, robot: RobotModel, stamp: float) -> np.ndarray | None:
         """The joint angles (robot's joint order) of the joint state nearest `stamp`."""
-        if not self.positions or not set(robot.joint_names) <= set(self.joint_names):
+        order = JointOrder(robot.joint_names).map(self.joint_names).model_order
+        if not self.positions or order is None:
             return None
         nearest = min(self.positions, key=lambda s: abs(s - stamp))
-        order = [self.joint_names.index(j) for j in robot.joint_names]
         return self.positions[nearest][order]
 
     def episodes(self) -> list[list[float]]:

@@ -14,12 +14,21 @@ and rclpy's `serialize_message` makes them), plus what a viewer needs to draw th
 Log times are the times the messages were received (ns of the recorder's clock); `ros2 bag
 play` replays in that order with the QoS recorded per topic (latched topics transient local).
 Reading (`messages`) gives rosbags messages in log-time order. Uses rosbags, not rclpy.
+
+Every bag of the package is read and written here: the suite's recordings, and the
+joint-state recordings `identify` and `calibrate` take (`read_recording`: a bag, or a CSV
+file of core/identification/recording.py; `write_bag`). Those are rosbag2 directories
+(sqlite3 or mcap storage; a .db3 / .mcap file inside one works too) with
+sensor_msgs/msg/JointState on a topic (default /joint_states); the header stamp is the sample
+time (the bag's receive time when the stamp is zero), and messages that do not carry all the
+requested joints (e.g. a gripper's own joint states) are skipped.
 """
 from __future__ import annotations
 
 import os
 import re
 import shutil
+import struct
 from pathlib import Path
 from typing import Iterator
 
@@ -27,7 +36,10 @@ import numpy as np
 import pinocchio as pin
 
 from contact_estimation import manifest
+from contact_estimation.core.chain.joint_order import JointOrder
 from contact_estimation.core.chain.stamps import nanoseconds, sec_nanosec
+from contact_estimation.core.identification.recording import (JointRecording, RecordingError,
+                                                              joint_state_row, read_csv)
 from contact_estimation.core.robot.robot_model import RobotModel
 
 TF_TOPIC = '/tf'
@@ -35,6 +47,8 @@ TF_TYPE = 'tf2_msgs/msg/TFMessage'
 DESCRIPTION_TOPIC = '/robot_description'
 DESCRIPTION_TYPE = 'std_msgs/msg/String'
 JOINT_STATES = '/joint_states'
+JOINT_STATE = 'sensor_msgs/msg/JointState'
+STORAGES = ('sqlite3', 'mcap')  # of a joint-state recording (`write_bag`)
 DEFAULT_TF_RATE = 100.0  # Hz of joint-state stamps
 # Topics whose publishers are transient local (the latched stop signals, input_stale): a
 # late subscriber, rviz among them, gets their last value at once.
@@ -124,7 +138,7 @@ class SuiteBag:
         self._last_tf_ns: int | None = None
         self._links = [f.name for f in robot.model.frames
                        if f.type == pin.FrameType.BODY and f.name != robot.base_link]
-        self._joint_index: dict[tuple[str, ...], list[int] | None] = {}
+        self._joint_order = JointOrder(robot.joint_names)
         self._description_written = False
 
     def __enter__(self) -> 'SuiteBag':
@@ -162,14 +176,10 @@ class SuiteBag:
                           positions, cdr: bytes, topic: str = JOINT_STATES) -> None:
         """A JointState on `topic`, and /tf from its positions once `1 / tf_rate` of stamps
         has passed since the last (skipped when it lacks a joint of the chain)."""
-        self.write(topic, 'sensor_msgs/msg/JointState', log_ns, cdr)
+        self.write(topic, JOINT_STATE, log_ns, cdr)
         if self._last_tf_ns is not None and 0 <= stamp_ns - self._last_tf_ns < self._tf_period_ns:
             return
-        key = tuple(names)
-        if key not in self._joint_index:
-            self._joint_index[key] = ([names.index(j) for j in self.robot.joint_names]
-                                      if set(self.robot.joint_names) <= set(names) else None)
-        order = self._joint_index[key]
+        order = self._joint_order.map(names).model_order
         if order is None:
             return
         self._last_tf_ns = stamp_ns
@@ -209,6 +219,124 @@ def messages(path: str | os.PathLike, topics: list[str] | None = None
                 raw, connection.msgtype)
 
 
+def messages_by_stamp(bag: str, types: dict[str, str]
+                      ) -> tuple[list[tuple[int, str, bytes]], list[str]]:
+    """(stamp ns, topic, CDR) of the bag's messages on the topics of `types` whose type is
+    the one given, in header stamp order (the log time for a zero stamp; every input type
+    begins with a std_msgs/Header); and a line for each topic skipped for its type.
+
+    The messages are held in memory as CDR (~300 bytes per joint state)."""
+    from rosbags.highlevel import AnyReader
+
+    found, skipped = [], []
+    with AnyReader([Path(bag)], default_typestore=typestore()) as reader:
+        connections = []
+        for connection in reader.connections:
+            if connection.topic not in types:
+                continue
+            if connection.msgtype != types[connection.topic]:
+                skipped.append(f'{connection.topic} is {connection.msgtype}, not '
+                               f'{types[connection.topic]}: not replayed')
+                continue
+            connections.append(connection)
+        for connection, log_ns, raw in reader.messages(connections=connections):
+            found.append((cdr_header_stamp_ns(raw) or log_ns, connection.topic, bytes(raw)))
+    found.sort(key=lambda entry: entry[0])
+    return found, skipped
+
+
+def cdr_header_stamp_ns(raw) -> int:
+    """The stamp of a CDR message that begins with a std_msgs/Header: after the 4-byte
+    encapsulation (byte 1: 1 little endian, 0 big endian), int32 sec and uint32 nanosec."""
+    return nanoseconds(*struct.unpack_from('<iI' if raw[1] == 1 else '>iI', raw, 4))
+
+
 def stamp_ns(msg) -> int:
     """A message's header stamp in ns (a bag reader's message or rclpy's)."""
     return nanoseconds(msg.header.stamp.sec, msg.header.stamp.nanosec)
+
+
+# ------------------------------------------------ joint-state recordings (identify, calibrate)
+def read_recording(path, robot: RobotModel | None = None,
+                   topic: str = JOINT_STATES) -> JointRecording:
+    """A CSV file or a rosbag2 bag, in `robot`'s joint order when a robot is given."""
+    path = Path(path)
+    if not path.exists():
+        raise RecordingError(f'recording {str(path)!r} does not exist')
+    names = list(robot.joint_names) if robot is not None else None
+    if path.is_file() and path.suffix.lower() == '.csv':
+        recording = read_csv(path)
+    else:
+        recording = read_bag(path, topic, names)
+    return recording.in_model_order(robot) if robot is not None else recording
+
+
+def _bag_directory(path: Path) -> Path:
+    """The rosbag2 directory: `path` itself, or the folder of a .db3 / .mcap file."""
+    if path.is_file() and path.suffix in ('.db3', '.mcap'):
+        path = path.parent
+    if not (path / 'metadata.yaml').is_file():
+        raise RecordingError(f'{path} is neither a CSV file nor a rosbag2 directory '
+                             f'(no metadata.yaml)')
+    return path
+
+
+def read_bag(path, topic: str = JOINT_STATES,
+             joint_names: list[str] | None = None) -> JointRecording:
+    """JointState messages on `topic`, for `joint_names` (default: those of the first message)."""
+    from rosbags.highlevel import AnyReader, AnyReaderError
+
+    directory = _bag_directory(Path(path))
+    rows, skipped = [], 0
+    try:
+        with AnyReader([directory], default_typestore=typestore()) as reader:
+            connections = [c for c in reader.connections if c.topic == topic]
+            if not connections:
+                topics = sorted({c.topic for c in reader.connections})
+                raise RecordingError(f'{directory} has no topic {topic} (it has {topics})')
+            if any(c.msgtype != JOINT_STATE for c in connections):
+                raise RecordingError(f'{topic} in {directory} is {connections[0].msgtype}, '
+                                     f'not {JOINT_STATE}')
+            order = None if joint_names is None else JointOrder(joint_names)
+            for connection, receive_ns, raw in reader.messages(connections=connections):
+                msg = reader.deserialize(raw, connection.msgtype)
+                order = order or JointOrder(msg.name)
+                row = joint_state_row(msg, order, receive_ns, directory)
+                if row is None:
+                    skipped += 1
+                else:
+                    rows.append(row)
+    except AnyReaderError as err:
+        raise RecordingError(f'cannot read the bag {directory}: {err}') from err
+    if not rows:
+        raise RecordingError(f'{topic} in {directory} has no message with all joints '
+                             f'{joint_names} ({skipped} messages with other joints)')
+    table = np.array(rows)
+    joint_names = order.joint_names
+    n = len(joint_names)
+    return JointRecording(list(joint_names), table[:, 0], table[:, 1:1 + n],
+                          table[:, 1 + n:1 + 2 * n], table[:, 1 + 2 * n:], str(directory))
+
+
+def write_bag(path, recording: JointRecording, topic: str = JOINT_STATES,
+              storage: str = 'sqlite3') -> None:
+    """Write `recording` as JointState messages to a new rosbag2 directory."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    if storage not in STORAGES:
+        raise ValueError(f'storage {storage!r}: choose one of {", ".join(STORAGES)}')
+    store = typestore()
+    JointState = store.types[JOINT_STATE]
+    Header = store.types['std_msgs/msg/Header']
+    Time = store.types['builtin_interfaces/msg/Time']
+    plugin = StoragePlugin.MCAP if storage == 'mcap' else StoragePlugin.SQLITE3
+    with Writer(os.fspath(path), version=Writer.VERSION_LATEST, storage_plugin=plugin) as writer:
+        connection = writer.add_connection(topic, JOINT_STATE, typestore=store)
+        for k, t in enumerate(recording.t):
+            stamp_ns = int(round(t * 1e9))
+            sec, nanosec = sec_nanosec(stamp_ns)
+            msg = JointState(
+                header=Header(stamp=Time(sec=sec, nanosec=nanosec), frame_id=''),
+                name=list(recording.joint_names), position=recording.q[k].astype(float),
+                velocity=recording.v[k].astype(float), effort=recording.effort[k].astype(float))
+            writer.write(connection, stamp_ns, store.serialize_cdr(msg, JOINT_STATE))

@@ -87,10 +87,6 @@ def test_parameters_are_declared_by_their_tables_only():
 # defined in it (`core/chain/sample.JointSample`), as docstrings and docs cite them.
 _QUOTED = re.compile(r'(?<![\w./-])(?:contact_estimation/)?((?:core|ros)(?:/[A-Za-z_]\w*)+)'
                      r'(\.py\b|\.[A-Za-z_]\w*)?')
-# Quotes in files that issue 29's work is rewriting now: fixed there.
-_LEFT_TO_ISSUE_29 = {
-    ('contact_estimation/core/chain/time_scaling.py', 'core/trajectory.TimeScaler'),
-    ('contact_estimation/nodes/collision_detector.py', 'core/time_scaling.worth_publishing')}
 
 
 def _quote_resolves(path: str, tail: str) -> bool:
@@ -112,12 +108,12 @@ def test_every_quoted_core_or_ros_path_exists():
     tracked = subprocess.run(['git', 'ls-files', '*.py', '*.md'], capture_output=True,
                              text=True, cwd=ROOT, check=True).stdout.split()
     stale = []
-    for name in sorted(set(tracked) - {'test/test_code_gates.py'}):  # it quotes the exceptions
+    for name in sorted(tracked):
         with open(os.path.join(ROOT, name), encoding='utf-8') as f:
             text = f.read()
         for quote in _QUOTED.finditer(text):
             path, tail = quote.group(1), quote.group(2) or ''
-            if not _quote_resolves(path, tail) and (name, quote.group(0)) not in _LEFT_TO_ISSUE_29:
+            if not _quote_resolves(path, tail):
                 stale.append(f'{name}:{text.count(chr(10), 0, quote.start()) + 1}: '
                              f'{quote.group(0)}')
     assert not stale, '\n'.join(stale)

@@ -101,7 +101,7 @@ def _play(context, nodes, joint_states, t0):
     residual_node = next(n for n in nodes if n.get_name() == RESIDUAL.name)
     try:
         assert spin_until(executor, lambda: driver.joint_states.get_subscription_count() > 0
-                          and residual_node._output.listened
+                          and all(o.listened for o in residual_node.outputs)
                           and driver.count_publishers(DETECTOR.topic('stop')) > 0, TIMEOUT)
         names, positions, velocities, efforts = joint_states
         for k, (q, v, tau) in enumerate(zip(positions, velocities, efforts)):
@@ -189,13 +189,20 @@ def test_an_output_is_listened_to_exactly_while_a_subscription_is_matched(contex
     executor.add_node(node)
     executor.add_node(reader)
     try:
-        assert not output.listened and always.listened
+        assert not output.listened and always.listened and not output.joined()
         subscription = reader.create_subscription(Bool, '/composed_test/stream',
                                                   lambda m: None, SENSOR_QOS)
         assert spin_until(executor, lambda: output.listened, TIMEOUT)
+        assert output.joined() and not output.joined()  # said once
+        # A second subscriber while the first listens: the stream stays listened, and the
+        # publisher learns that one came (the shared-samples feed sends it the latest sample).
+        second = reader.create_subscription(Bool, '/composed_test/stream', lambda m: None,
+                                            SENSOR_QOS)
+        assert spin_until(executor, output.joined, TIMEOUT)
+        reader.destroy_subscription(second)
         reader.destroy_subscription(subscription)
         assert spin_until(executor, lambda: not output.listened, TIMEOUT)
-        assert always.listened
+        assert always.listened and not output.joined()
     finally:
         executor.shutdown()
         reader.destroy_node()

@@ -6,8 +6,8 @@ import pytest
 
 
 from contact_estimation.core.chain.detector import (COLLISION, FORCE, INVALID, POSITION,
-                                              STALE, WAITING, WEIGHTED, CollisionDetector,
-                                              DetectorConfig)
+                                              STALE, WAITING, WEIGHTED, AccelerationEstimate,
+                                              CollisionDetector, DetectorConfig)
 
 NAMES = ('j1', 'j2', 'j3')
 DT = 0.001
@@ -138,6 +138,38 @@ def test_threshold_grows_with_speed_and_acceleration():
     assert not any(s.stop for s in states)
     states, _ = feed(detector, t, [tau] * 2, velocity=[0, 0.5, 0], acceleration=[0, 0, 0])
     assert states[-1].stop
+
+
+def parabola(estimate: AccelerationEstimate, t0: float, samples: int, acceleration: float,
+             stamp_offset: float = 0.0, in_use: bool = True) -> list:
+    """q̈ of `samples` positions at 1 kHz of q = a t²/2 on three joints from the motion's
+    time t0, stamped `stamp_offset` from it."""
+    return [estimate.update(t0 + k * DT + stamp_offset,
+                            np.full(3, 0.5 * acceleration * (t0 + k * DT) ** 2), in_use)
+            for k in range(samples)]
+
+
+def test_the_acceleration_term_restarts_after_a_stamp_going_back():
+    estimate = AccelerationEstimate(0.01)
+    got = parabola(estimate, 100.0, 40, 2.0)
+    assert got[0] is None and estimate.restarted is None  # no full window yet
+    np.testing.assert_allclose(got[-1], 2.0, atol=1e-3)
+    back = parabola(estimate, 100.04, 1, 2.0, stamp_offset=-0.5)  # the clock jumps back
+    assert back == [None] and 'increase' in estimate.restarted  # the fit starts over there
+    later = parabola(estimate, 100.041, 39, 2.0, stamp_offset=-0.5)
+    assert estimate.restarted is None
+    np.testing.assert_allclose(later[-1], 2.0, atol=1e-3)
+
+
+def test_the_acceleration_term_starts_afresh_when_used_again():
+    """After a pause (acceleration gain 0), the positions before it are out of date: the
+    q̈ of the old motion must not come back."""
+    estimate = AccelerationEstimate(0.01)
+    np.testing.assert_allclose(parabola(estimate, 100.0, 40, 8.0)[-1], 8.0, atol=1e-3)
+    paused = parabola(estimate, 100.04, 40, 0.0, in_use=False)
+    assert all(a is None for a in paused)
+    again = [a for a in parabola(estimate, 100.08, 25, 0.0) if a is not None]
+    assert again and np.all(np.abs(again) < 1e-6)
 
 
 def test_latch_until_reset_which_is_refused_while_over_threshold():

@@ -46,8 +46,8 @@ def test_listener_and_residual_take_a_jittered_100_hz_driver_with_their_defaults
     try:
         assert spin_until(executor, lambda: (
             publisher.get_subscription_count() > 0
-            and listener._output.listened
-            and residual._output.listened), TIMEOUT)
+            and all(output.listened for output in listener.outputs + residual.outputs)),
+            TIMEOUT)
         robot = listener.robot
         rng = np.random.default_rng(12)
         traj = Trajectory(robot, rng, amplitude=0.3, frequency=0.3)

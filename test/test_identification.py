@@ -21,13 +21,10 @@ from contact_estimation.core.identification.identified_model import (
     ModelFileError,
     robot_structure,
 )
-from contact_estimation.core.identification.recording import (
-    JointRecording,
-    read_recording,
-    write_csv,
-)
+from contact_estimation.core.identification.recording import JointRecording, write_csv
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.config import DEFAULT_FRICTION
+from contact_estimation.suite_bag import read_recording
 
 SPATIAL = os.path.join(os.path.dirname(__file__), '..', 'urdf', 'spatial_6r.urdf')
 SHORT = SweepSettings(speeds=(0.2, 0.6), repetitions=1, amplitude=0.4)

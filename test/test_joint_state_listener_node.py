@@ -67,7 +67,7 @@ class Harness:
                                            QoSProfile(depth=100, reliability=reliability))
         assert self.spin_until(lambda: pub.get_subscription_count() >= 1)
         assert self.spin_until(
-            lambda: self.listener._output.listened)
+            lambda: all(output.listened for output in self.listener.outputs))
         return pub
 
     def spin_until(self, done, timeout=TIMEOUT):

@@ -228,6 +228,23 @@ def test_an_accepted_and_a_refused_reset_in_a_row_both_answer(rig):
     assert reset(probe, executor).success
 
 
+def test_a_service_that_raises_answers_refused_and_raises_the_stop_with_why(rig):
+    """ros/guard.py (issue 19): the exception is counted, the call answered refused, and
+    the stop goes up with the fault as its reason; the node keeps spinning."""
+    monitor, probe, executor = rig
+    probe.keypoints = np.zeros((0, 3))  # nobody tracked: clear
+    assert until(executor, lambda: probe.stop() is False)
+    monitor.create_service(Trigger, '~/broken', lambda *_: 1 / 0)
+    client = probe.create_client(Trigger, '/proximity_monitor/broken')
+    assert client.wait_for_service(timeout_sec=TIMEOUT)
+    future = client.call_async(Trigger.Request())
+    assert until(executor, future.done)
+    response = future.result()
+    assert not response.success and 'ZeroDivisionError' in response.message
+    assert until(executor, lambda: stopped_with(probe, 'unexpected ZeroDivisionError'))
+    assert monitor.problems.counts['unexpected_ZeroDivisionError'] == 1
+
+
 def test_an_empty_skeleton_stamped_in_2038_never_silences_the_stale_stop(rig):
     """Issue 19: one empty skeleton stamped in 2038 stayed 'fresh' for ever, and 10 s without
     any skeleton or cloud never raised the stop."""

@@ -2,14 +2,10 @@
 import numpy as np
 import pytest
 
-from contact_estimation.core.identification.recording import (
-    JointRecording,
-    RecordingError,
-    read_recording,
-    write_bag,
-    write_csv,
-)
+from contact_estimation.core.identification.recording import (JointRecording, RecordingError,
+                                                              write_csv)
 from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.suite_bag import read_recording, write_bag
 
 SPATIAL = 'urdf/spatial_6r.urdf'
 

@@ -136,7 +136,7 @@ def test_a_users_bag_with_joint_states_only_is_replayed_sample_by_sample(tmp_pat
     """A sqlite3 bag of joint states alone, as a real arm's driver records them (here the
     simulated arm's driver, 2 s at 1 kHz): every sample goes through the chain, and the
     summary says which sensors were missing."""
-    from contact_estimation.core.identification.recording import write_bag
+    from contact_estimation.suite_bag import write_bag
     from contact_estimation.core.robot.robot_model import RobotModel
     from contact_estimation.core.sim.harness import record_on_simulator
     from contact_estimation.core.identification.trajectory import make_trajectory

@@ -56,7 +56,7 @@ class Harness:
         assert spin_until(self.executor, lambda: (
             self.joint_state.get_subscription_count() > 0
             and self.wrench.get_subscription_count() > 0
-            and self.node._output.listened), TIMEOUT)  # it publishes only while listened to
+            and all(o.listened for o in self.node.outputs)), TIMEOUT)  # published only then
 
     def send(self, t, q, v, tau, names=None, expect_output=True):
         """Publish one joint state; return its residual message, or None once the node has

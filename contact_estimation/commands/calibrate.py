@@ -26,8 +26,8 @@ from contact_estimation import manifest
 from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION, DEFAULTS,
                                               PERSISTENCE_RULES, ROLES)
 from contact_estimation.core.chain.joint_order import JointOrder
-from contact_estimation.core.identification.recording import (RecordingError, joint_state_row,
-                                                              read_recording)
+from contact_estimation.core.identification.recording import RecordingError, joint_state_row
+from contact_estimation.suite_bag import read_recording
 from contact_estimation.core.robot.robot_model import RobotModel, RobotModelError
 from contact_estimation.core.chain.threshold_calibration import (EFFORT_FRACTION, Calibration,
                                                                  calibrate, caps_from_effort)

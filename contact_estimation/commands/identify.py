@@ -74,15 +74,10 @@ from contact_estimation.core.identification.payload_identification import (
     PayloadFit,
     identify_payload,
 )
-from contact_estimation.core.identification.recording import (
-    STORAGES,
-    RecordingError,
-    read_recording,
-    write_bag,
-    write_csv,
-)
+from contact_estimation.core.identification.recording import RecordingError, write_csv
 from contact_estimation.core.robot.robot_model import RobotModel, RobotModelError
 from contact_estimation.core.sim.harness import record_on_simulator, simulator_config
+from contact_estimation.suite_bag import STORAGES, read_recording, write_bag
 
 BAD_INPUT = 2
 

@@ -14,8 +14,10 @@ by then fire, as an executor would fire them. What a node publishes goes, by
 function call, to the nodes that read it, and into the output bag; nothing goes over DDS
 (discovery is off).
 
-The nodes time their hold, resume, watchdog and schedule with `time.monotonic()`; here that
-reads the replay's clock (the stamp being replayed), so that they run in the recording's time.
+Every node is given the replay's clock as its steady clock (ros/suite_node.SuiteNode
+`steady_clock`: the stamp being replayed), so that what it times on the wall (a hold, what a
+computation cost) runs in the recording's time, and no heartbeat thread beats on the wall
+clock, which a replay does not have; every `output` of a node is recorded, listened or not.
 
 Writes DIR/replay (an MCAP bag: the inputs, /tf, /robot_description, every suite output, and
 the recording's ground truth /sim/contact/* when it has one), DIR/replay.png (external joint
@@ -25,9 +27,7 @@ with their times and causes, the estimates and the sensors each estimator used.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
-import struct
 import sys
 import time
 from dataclasses import dataclass, field
@@ -55,20 +55,15 @@ def input_topics() -> dict[str, str]:
             for key in spec.subscribes if spec.resolved_topic(key) not in published}
 
 
-class ReplayTime:
-    """Stands in for the `time` module of the node modules: `monotonic()` and `perf_counter()`
-    read the replay's clock (s), the rest is the real module."""
+class ReplayClock:
+    """The nodes' steady clock in a replay (SuiteNode `steady_clock`): the stamp being
+    replayed, s."""
 
     def __init__(self):
         self.now = 0.0
 
-    def monotonic(self) -> float:
+    def __call__(self) -> float:
         return self.now
-
-    perf_counter = monotonic
-
-    def __getattr__(self, name):
-        return getattr(time, name)
 
 
 @dataclass
@@ -76,7 +71,7 @@ class Replay:
     """The core nodes in this process, driven by `step`; what they publish is recorded."""
 
     nodes: list
-    clock: ReplayTime
+    clock: ReplayClock
     on_publish: object  # (topic, message type name, msg) → None
     subscribers: dict[str, list] = field(default_factory=dict)
     timers: list = field(default_factory=list)
@@ -127,20 +122,16 @@ def build(context, parameter_files: list[str], on_publish) -> Replay:
     from rclpy.parameter import Parameter
 
     from contact_estimation import composed
-    from contact_estimation.ros.handover import Output
-    from contact_estimation.ros.stop_signal import StopSignal
 
-    clock = ReplayTime()
+    clock = ReplayClock()
     core = manifest.selected(with_sim=False)
-    for spec in core:  # their time.monotonic() is the replay's
-        importlib.import_module(spec.module).time = clock
-    importlib.import_module('contact_estimation.ros.diagnostics').time = clock
     files = ([spec.parameters_path() for spec in core] + [manifest.robot_parameters_path()]
              + list(parameter_files))
     manifest.suite_robot(files, tuple(spec.name for spec in core))  # one robot, or why not
     kwargs = {'context': context,
               'cli_args': ['--ros-args', *[a for f in files for a in ('--params-file', f)]],
-              'parameter_overrides': [Parameter('use_sim_time', Parameter.Type.BOOL, True)]}
+              'parameter_overrides': [Parameter('use_sim_time', Parameter.Type.BOOL, True)],
+              'steady_clock': clock}
     together = manifest.composed_nodes()
     nodes = composed.build(**kwargs)
     try:
@@ -159,14 +150,8 @@ def build(context, parameter_files: list[str], on_publish) -> Replay:
                 (subscription.callback, subscription.topic_name in node.raw_topics))
         for publisher in node.publishers:
             publisher.publish = _forwarder(replay, publisher)
-        for value in vars(node).values():
-            if isinstance(value, Output):  # streams published only while listened to
-                value.listened = True
-            if isinstance(value, StopSignal):
-                # Its heartbeat thread beats on the wall clock, which a replay does not have
-                # (and it would write into the bag beside this thread, corrupting it); every
-                # change of the stop is still published by the node.
-                value.close()
+        for output in node.outputs:  # the 1 kHz streams go out only while listened to
+            output.listened = True
     return replay
 
 
@@ -332,40 +317,6 @@ def _plot(outcome: Outcome, found, path: str) -> None:
 
 
 # ------------------------------------------------------------------------------ main
-def _inputs(bag: str, types: dict[str, str]) -> tuple[list[tuple[int, str, bytes]], list[str]]:
-    """(stamp ns, topic, CDR) of the bag's messages on the topics of `types` whose type is
-    the one given, in header stamp order (the log time for a zero stamp; every input type
-    begins with a std_msgs/Header); and a line for each topic skipped for its type.
-
-    The messages are held in memory as CDR (~300 bytes per joint state)."""
-    from pathlib import Path
-
-    from rosbags.highlevel import AnyReader
-
-    from contact_estimation.suite_bag import typestore
-    found, skipped = [], []
-    with AnyReader([Path(bag)], default_typestore=typestore()) as reader:
-        connections = []
-        for connection in reader.connections:
-            if connection.topic not in types:
-                continue
-            if connection.msgtype != types[connection.topic]:
-                skipped.append(f'{connection.topic} is {connection.msgtype}, not '
-                               f'{types[connection.topic]}: not replayed')
-                continue
-            connections.append(connection)
-        for connection, log_ns, raw in reader.messages(connections=connections):
-            found.append((_cdr_header_stamp_ns(raw) or log_ns, connection.topic, bytes(raw)))
-    found.sort(key=lambda entry: entry[0])
-    return found, skipped
-
-
-def _cdr_header_stamp_ns(raw) -> int:
-    """The stamp of a CDR message that begins with a std_msgs/Header: after the 4-byte
-    encapsulation (byte 1: 1 little endian, 0 big endian), int32 sec and uint32 nanosec."""
-    return nanoseconds(*struct.unpack_from('<iI' if raw[1] == 1 else '>iI', raw, 4))
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog='contact-estimation replay', description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -389,14 +340,15 @@ def main(argv: list[str]) -> int:
     from contact_estimation import contact_pictures
     from contact_estimation.ros.bag_recorder import (MARKER_ARRAY, TRUTH_MARKERS, TruthMarkers,
                                                      message_class)
-    from contact_estimation.suite_bag import SuiteBag, remove_earlier_bag, suite_topics
+    from contact_estimation.suite_bag import (SuiteBag, messages_by_stamp, remove_earlier_bag,
+                                              suite_topics)
 
     topics = input_topics()
     types = {**topics, TRUTH_TOPICS[0]: 'geometry_msgs/msg/PointStamped',
              TRUTH_TOPICS[1]: 'geometry_msgs/msg/WrenchStamped',
              TRUTH_TOPICS[2]: 'sensor_msgs/msg/JointState'}
     try:
-        entries, skipped = _inputs(args.bag, types)
+        entries, skipped = messages_by_stamp(args.bag, types)
     except Exception as err:  # noqa: BLE001 - rosbags' errors are varied; the user gets why
         print(f'replay: cannot read {args.bag}: {type(err).__name__}: {err}', file=sys.stderr)
         return 1

@@ -1,8 +1,9 @@
 """collision_detector: τ_ext → stop signal, collision events, rviz markers, time scaling.
 
 Runs the detector of core/chain/detector.py (seed 001 eq. 7, role and speed-dependent thresholds
-capped at `threshold_max`, latched, fail-safe) on every residual and the reaction of
-core/chain/time_scaling.py (seed 003 eqs. 8–11). Two outputs, two meanings:
+capped at `threshold_max`, latched, fail-safe) on every residual and the reaction `REACTION`
+(core/chain/reaction.py): seed 003's time scaling (core/chain/time_scaling.py, eqs. 8–11).
+Two outputs, two meanings:
 - stop (std_msgs/Bool, True = stop), the latched safety signal: reliable and transient-local,
   published on every change and as a heartbeat; it stays True after a collision until
   `~/reset` (or `hold_time`), and a controller must treat a missing heartbeat as stop;
@@ -54,12 +55,12 @@ from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION
                                                     event_stamped_by_residual)
 from contact_estimation.core.chain.detector import CollisionDetector as Detector
 from contact_estimation.core.chain.lag import MAX_LAG, ClockLag
+from contact_estimation.core.chain.reaction import Reaction
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
 from contact_estimation.core.settings import WINDOW
-from contact_estimation.core.input_rejected import InputRejected
 from contact_estimation.ros.collision_messages import collision_event, collision_markers
-from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
+from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.input_rate import InputRateLog
 from contact_estimation.ros.joint_states import JointStateReader
@@ -70,6 +71,9 @@ from contact_estimation.ros.stop_signal import STOP_PARAMETERS, StopSignal
 from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'collision_detector'
+# What the arm does on a contact besides the stop (core/chain/reaction.py): its config is fed
+# by the `time_scaling.*` rows.
+REACTION: type[Reaction] = TimeScaling
 
 
 ACCELERATION_WINDOW = 'acceleration_filter.window_duration'
@@ -102,7 +106,7 @@ class CollisionDetector(SuiteNode):
         with self.starting():
             self.detector = Detector(self._detector_config({}),
                                      PARAMETERS.build(TouchConfig, self.values()))
-            self.scaling = TimeScaling(PARAMETERS.build(TimeScalingConfig, self.values()))
+            self.reaction: Reaction = REACTION(PARAMETERS.build(REACTION.CONFIG, self.values()))
             self._acceleration = AccelerationEstimate(
                 self.value(ACCELERATION_WINDOW))
             self._lag = ClockLag(self.value('max_lag'))
@@ -137,11 +141,11 @@ class CollisionDetector(SuiteNode):
             DetectorSettings, self.values(changes)))
 
     def _on_parameter_change(self, changes: dict) -> str | None:
-        """Validate and apply detector and time-scaling parameters; a bad value is refused."""
+        """Validate and apply detector and reaction parameters; a bad value is refused."""
         config = (self._detector_config(changes)
                   if set(changes) & set(PARAMETERS.feeding(DetectorSettings)) else None)
-        scaling = (PARAMETERS.build(TimeScalingConfig, self.values(changes))
-                   if set(changes) & set(PARAMETERS.feeding(TimeScalingConfig)) else None)
+        reaction = (PARAMETERS.build(REACTION.CONFIG, self.values(changes))
+                    if set(changes) & set(PARAMETERS.feeding(REACTION.CONFIG)) else None)
         touch = (PARAMETERS.build(TouchConfig, self.values(changes))
                  if set(changes) & set(PARAMETERS.feeding(TouchConfig)) else None)
         if touch is not None:
@@ -151,8 +155,8 @@ class CollisionDetector(SuiteNode):
             self.get_logger().info(f'thresholds now {np.round(config.base_thresholds, 3)} N·m, '
                                    f'roles {list(config.roles)}, {config.persistence} '
                                    f'persistence {config.persistence_time:g} s')
-        if scaling is not None:
-            self.scaling.config = scaling
+        if reaction is not None:
+            self.reaction.config = reaction
         return None
 
     # -------------------------------------------------------------------- messages
@@ -161,20 +165,15 @@ class CollisionDetector(SuiteNode):
         copies them from its joint state) are optional; a NaN τ_ext is passed on: the
         detector stops on it."""
         # Not fed: the timeout stops. (One stamped long ago is taken, and is `behind`.)
-        if self.believed(msg.header.stamp, 'residual') is None:
-            return
-        try:
-            q, v, tau_ext = self._joint_states.read(msg, required=('effort',),
-                                                 optional=('position', 'velocity'), finite=False)
-        except InputRejected as err:
-            self.problems.report(err.kind, f'residual: {err}')
-            return
-        self.process_residual(JointSample(stamp_to_seconds(msg.header.stamp), q, v, None,
-                                          tau_ext, msg.header.stamp, msg.header.frame_id))
+        sample = self.joint_sample(msg, self._joint_states, 'residual', residual=True,
+                                   required=('effort',), optional=('position', 'velocity'),
+                                   finite=False)
+        if sample is not None:
+            self.process_residual(sample)
 
     def process_residual(self, sample: JointSample) -> None:
         """One τ_ext sample (model order; q and q̇ finite, or None when unknown) → the
-        detector and f_S, then what changed is published (`_apply`).
+        detector and the reaction, then what changed is published (`_apply`).
 
         Without velocity the thresholds fall back to ψ_0, the most sensitive setting, which
         errs on the safe side; without position there are no markers and no q̈ term. The
@@ -257,15 +256,16 @@ class CollisionDetector(SuiteNode):
     # -------------------------------------------------------------------- outputs
     def _apply(self, state: DetectorState, cleared_by: str = 'hold_time elapsed',
                react: tuple | None = None) -> None:
-        """Publish what changed, what a controller acts on first: the stop, then f_S (when
-        `react` = (now, τ_ext, q̇) asks for it), then the event, status and markers."""
+        """Publish what changed, what a controller acts on first: the stop, then the
+        reaction's speed scale (when `react` = (now, τ_ext, q̇) asks for it), then the event,
+        status and markers."""
         previous = self._published
         self._published = state
         self.stop_signal.decide(state.stop)
         changed = previous is None or state.stop != previous.stop or state.cause != previous.cause
         if react is not None:
             now, tau_ext, velocity = react
-            self._publish_scaling(now, state, tau_ext, velocity)
+            self._react(now, state, tau_ext, velocity)
         if changed:
             self._on_stop_change(state, previous, cleared_by)
         decision = state.decision
@@ -293,10 +293,11 @@ class CollisionDetector(SuiteNode):
                     'input arrived' if previous.cause == WAITING else cleared_by))
         self.problems.values['stop'] = str(state.stop)
 
-    def _publish_scaling(self, now: float, state: DetectorState, tau_ext, velocity) -> None:
-        """f_S of seed 003 from the contact (not from the latched stop), when it is worth
-        sending (core/time_scaling.worth_publishing); the heartbeat repeats it."""
-        self.stop_signal.publish_scale(self.scaling.react(now, state, tau_ext, velocity))
+    def _react(self, now: float, state: DetectorState, tau_ext, velocity) -> None:
+        """The reaction's speed scale from the contact (not from the latched stop), published
+        when it is worth sending (core/chain/time_scaling.worth_publishing); the heartbeat
+        repeats it."""
+        self.stop_signal.publish_scale(self.reaction.react(now, state, tau_ext, velocity))
 
     def _publish_event(self, state: DetectorState, message: str) -> None:
         """One collision event per stop change (ros/collision_messages.py)."""

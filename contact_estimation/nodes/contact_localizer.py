@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 
 import numpy as np
 from geometry_msgs.msg import PointStamped, WrenchStamped
@@ -194,15 +193,10 @@ class ContactLocalizerNode(SuiteNode):
     def _on_residual(self, msg: JointState) -> None:
         """A residual (τ_ext in its effort) with the positions it was computed at."""
         self.problems.traffic['residuals_received'] += 1
-        try:
-            q, _, tau = self._residuals.read(msg, required=('position', 'effort'))
-        except InputRejected as err:
-            self.problems.report(err.kind, f'residual: {err}')
-            return
-        t = self.believed(msg.header.stamp, 'residual')
-        if t is None:  # never the newest pose: the history would stop trimming
-            return
-        self.process_residual(JointSample(t, q, None, None, tau, msg.header.stamp))
+        sample = self.joint_sample(msg, self._residuals, 'residual', residual=True,
+                                   required=('position', 'effort'))
+        if sample is not None:  # one not believed is never the newest pose
+            self.process_residual(sample)
 
     def process_residual(self, sample: JointSample) -> None:
         """One residual (every one, in stamp order): the pose history, and an estimate when
@@ -214,15 +208,15 @@ class ContactLocalizerNode(SuiteNode):
             if not self.schedule.contact(tau):
                 self.problems.set_status(OK, 'no contact')
             return
-        start = time.perf_counter()
+        start = self.steady()
         self._estimate(t, q, tau, sample.stamp)
-        self.schedule.finished(t, time.perf_counter() - start)
+        self.schedule.finished(t, self.steady() - start)
 
     # ------------------------------------------------------------------ estimates
     def _estimate(self, t: float, q: np.ndarray, tau: np.ndarray, stamp) -> None:
         obstacles, cloud = self._obstacles(t)
         wrench = self._wrench_at(t)
-        start = time.perf_counter()
+        start = self.steady()
         proximity = obstacles.proximity if obstacles else None
         try:
             estimate = self.localizer.estimate(q, tau, wrench, proximity)
@@ -236,14 +230,13 @@ class ContactLocalizerNode(SuiteNode):
         except FusedContactError as err:  # read finite: values too large to be measured
             self.problems.report(IMPLAUSIBLE, f'{err}: no estimate')
             return
-        seconds = time.perf_counter() - start
+        seconds = self.steady() - start
         self.problems.traffic['estimates'] += 1
         self.problems.values.update(estimate_values(estimate, seconds, cloud))
         contact = estimate.contact
         if contact is not None and estimate.consistent:
             point, wrench, _ = contact_messages(contact, stamp)
-            self._point_output.publisher.publish(point)
-            self._point_output.hand_over(point)
+            self._point_output.send(point)
             self._wrench_pub.publish(wrench)
             self.problems.traffic['estimates_published'] += 1
             self.problems.set_status(OK, f'contact on {contact.link}: '
@@ -306,12 +299,12 @@ class ContactLocalizerNode(SuiteNode):
     def _process_cloud(self, job: tuple) -> tuple[float, CloudError | None]:
         """On the cloud worker: (seconds it took, None), or (0, the CloudError)."""
         stamp, points, q, fusion = job
-        start = time.perf_counter()
+        start = self.steady()
         try:
             fusion.update(stamp, q, points)
         except CloudError as err:
             return 0.0, err
-        return time.perf_counter() - start, None
+        return self.steady() - start, None
 
     def _take_cloud_outcome(self) -> None:
         """What the cloud worker finished since the last estimate: counted, timed."""

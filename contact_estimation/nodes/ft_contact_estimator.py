@@ -177,15 +177,9 @@ class FtContactEstimator(SuiteNode):
 
     def _on_joint_state(self, msg: JointState) -> None:
         self._arrival('joint_state')  # the stream is alive, whatever this message is worth
-        t = self.believed(msg.header.stamp, 'joint state')
-        if t is None:
-            return
-        try:
-            q, v, _ = self._joint_states.read(msg)
-        except InputRejected as err:
-            self.problems.report(err.kind, f'joint state: {err}')
-            return
-        self._pair_joint_state(JointSample(t, q, v, None))
+        sample = self.joint_sample(msg, self._joint_states, 'joint state')
+        if sample is not None:
+            self._pair_joint_state(sample)
 
     def process_joint_state(self, sample: JointSample) -> None:
         """One joint state handed over in composed mode (its message arrived meanwhile)."""
@@ -223,12 +217,10 @@ class FtContactEstimator(SuiteNode):
         for t_reading, reading, t_joint, (q, v, a) in pairs:
             wrench = (self._observer.update(t_reading, reading, q, v) if self._observer
                       else self._compensator.contact_wrench(reading, q, v, a))
-            if self._base_wrench.listened or self._base_wrench.receivers:
-                msg = wrench_stamped(seconds_to_stamp(t_reading), self.robot.base_link,
-                                     wrench[:3], wrench[3:])
-                self._base_wrench.hand_over(msg)  # the localizer, in composed mode
-                if self._base_wrench.listened:
-                    self._base_wrench.publisher.publish(msg)
+            if self._base_wrench.wanted:  # by the localizer in composed mode, or a subscriber
+                self._base_wrench.send(wrench_stamped(seconds_to_stamp(t_reading),
+                                                      self.robot.base_link, wrench[:3],
+                                                      wrench[3:]))
             self.problems.traffic['base_wrenches_published'] += 1
             self._resting.add(t_joint, reading, q, v, self.robot.joint_names)
             try:  # with a faster sensor, the first reading of each joint state is located

@@ -118,10 +118,8 @@ class JointStateListener(SuiteNode):
     def _pass_on(self, sample: JointSample) -> None:
         """One clean sample out: to the nodes that read it in this process (composed mode)
         first, then published while anyone subscribes; it feeds the watchdog."""
-        self._output.hand_over(sample)
-        if self._output.listened:
-            self._output.publisher.publish(self._writer.write(
-                sample.stamp, sample.frame_id, sample.q, sample.v, sample.tau))
+        self._output.send(sample, lambda: self._writer.write(
+            sample.stamp, sample.frame_id, sample.q, sample.v, sample.tau))
         self.problems.traffic['samples_published'] += 1
         self._watchdog.feed(self.seconds())
         self._rate.add(sample.t)
@@ -142,8 +140,7 @@ class JointStateListener(SuiteNode):
     def _publish_stale(self) -> None:
         """input_stale on change and as a heartbeat, to the detector in this process
         (composed mode) first."""
-        self._stale_output.hand_over(self._stale)
-        self._stale_output.publisher.publish(Bool(data=self._stale))
+        self._stale_output.send(self._stale, lambda: Bool(data=self._stale))
 
 
 def main(args=None):

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
@@ -222,15 +221,10 @@ class ProximityMonitorNode(SuiteNode):
         """Positions and velocities (no torques needed); a bad message, or one whose stamp is
         not believed, is not kept: it never becomes the newest time, so a stream of them
         ends in a stale stop."""
-        t = self.believed(msg.header.stamp, 'joint state', MAX_PAST)
-        if t is None:
-            return
-        try:
-            q, v, _ = self._joint_states.read(msg, required=('position', 'velocity'))
-        except InputRejected as err:
-            self.problems.report(err.kind, f'{err}: stop if it lasts')
-            return
-        self.process_joint_state(JointSample(t, q, v, None))
+        sample = self.joint_sample(msg, self._joint_states, 'joint state', max_past=MAX_PAST,
+                                   required=('position', 'velocity'))
+        if sample is not None:
+            self.process_joint_state(sample)
 
     def process_joint_state(self, sample: JointSample) -> None:
         """Kept for the check (the latest) and for clouds (the one nearest their stamp)."""
@@ -347,8 +341,8 @@ class ProximityMonitorNode(SuiteNode):
         """The check on the latest joint state, or a stop when there is none usable."""
         now = self.seconds()
         self._take_clusters()
-        fault = self.guard.last_fault  # on the monotonic clock, as the guard keeps it
-        if fault is not None and time.monotonic() - fault[0] < FAULT_HOLD:
+        fault = self.guard.last_fault  # on the steady clock, as the guard keeps it
+        if fault is not None and self.steady() - fault[0] < FAULT_HOLD:
             self._publish(self.monitor.fail(self._t, fault[1]))
             return
         if self._latest is None:
@@ -367,9 +361,9 @@ class ProximityMonitorNode(SuiteNode):
             self._publish(self.monitor.fail(self._t, f'{BEHIND}: {reason}'))
             return
         self._t = sample.t
-        start = time.perf_counter()
+        start = self.steady()
         result = self.monitor.update(self._t, sample.q, sample.v)
-        self.problems.values['check_time'] = f'{(time.perf_counter() - start) * 1e3:.2f} ms'
+        self.problems.values['check_time'] = f'{(self.steady() - start) * 1e3:.2f} ms'
         self._publish(result)
 
     def fail_safe(self, reason: str) -> None:

@@ -115,16 +115,9 @@ class ResidualNode(SuiteNode):
             self.problems.report(err.kind, str(err))
 
     def _on_joint_state(self, msg: JointState) -> None:
-        t = self.believed(msg.header.stamp, 'joint state')
-        if t is None:  # never a new time base
-            return
-        try:
-            q, v, tau = self._joint_states.read(msg)
-        except InputRejected as err:
-            self.problems.report(err.kind, str(err))
-            return
-        self.process_joint_state(JointSample(t, q, v, tau, stamp=msg.header.stamp,
-                                             frame_id=msg.header.frame_id))
+        sample = self.joint_sample(msg, self._joint_states, 'joint state')
+        if sample is not None:  # one not believed is never a new time base
+            self.process_joint_state(sample)
 
     def process_joint_state(self, sample: JointSample) -> None:
         """One joint state (finite, model order) → τ_ext, set on the sample, which goes to
@@ -158,10 +151,8 @@ class ResidualNode(SuiteNode):
                                  'restarted, sample dropped')
             return
         sample = JointSample(t, q, v, tau, tau_ext, sample.stamp, sample.frame_id)
-        self._output.hand_over(sample)
-        if self._output.listened:
-            self._output.publisher.publish(self._writer.write(sample.stamp, sample.frame_id,
-                                                              q, v, tau_ext))
+        self._output.send(sample, lambda: self._writer.write(sample.stamp, sample.frame_id,
+                                                             q, v, tau_ext))
         self.problems.traffic['residuals_published'] += 1
         self._rate.add(t)
 

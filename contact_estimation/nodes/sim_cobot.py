@@ -237,16 +237,16 @@ class SimCobot(SuiteNode):
     def _on_taken(self, msg: JointState) -> None:
         """The listener took a sample: the simulation may run `lockstep.lead` beyond it."""
         self._lockstep.taken(stamp_to_seconds(msg.header.stamp) - self._stamp_offset,
-                             time.monotonic())
+                             self.steady())
 
     def _now(self) -> float:
         """Now on the clock the f_S timeout runs on: the simulated time when this node is
-        the graph's clock, else the monotonic clock."""
-        return self.sim.time if self._clock_pub else time.monotonic()
+        the graph's clock, else the steady clock (SuiteNode.steady)."""
+        return self.sim.time if self._clock_pub else self.steady()
 
     def _advance(self) -> None:
         """Step the physics up to the wall clock (at most `max_catch_up` at once)."""
-        now = time.monotonic()
+        now = self.steady()
         if self._start is None and self._lockstep is not None and not self._suite_listening():
             return  # the graph's clock waits for the suite: no sample is sent into the void
         self._check_time_scaling(self._now())

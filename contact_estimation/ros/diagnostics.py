@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import Callable
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
@@ -22,11 +23,13 @@ def level_byte(level: int) -> bytes:
 
 
 class ProblemCounter:
-    """Counts problems by kind; logs each kind at most once per `log_period` seconds."""
+    """Counts problems by kind; logs each kind at most once per `log_period` seconds of
+    `steady` (the node's: SuiteNode.steady)."""
 
     def __init__(self, node: Node, topic: str = '/diagnostics', period: float = 1.0,
-                 log_period: float = 2.0, hardware_id: str = ''):
-        self._node = node
+                 log_period: float = 2.0, hardware_id: str = '',
+                 steady: Callable[[], float] = time.monotonic):
+        self._node, self._steady = node, steady
         self._log_period = log_period
         self._last_logged: dict[str, float] = {}
         self.counts: Counter[str] = Counter()
@@ -41,7 +44,7 @@ class ProblemCounter:
     def report(self, kind: str, detail: str, level: int = WARN) -> None:
         """Count one problem of `kind`; log `detail` unless this kind was logged recently."""
         self.counts[kind] += 1
-        now = time.monotonic()
+        now = self._steady()
         if now - self._last_logged.get(kind, -1e9) >= self._log_period:
             self._last_logged[kind] = now
             # Two call sites: rclpy refuses a logging call site that changes severity.

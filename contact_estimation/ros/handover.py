@@ -5,7 +5,7 @@ rclpy has no intra-process transport: two nodes in one process still serialise e
 hand it to DDS and parse it again. In composed mode (contact_estimation/composed.py) the
 nodes of one process share a `Handover`: a node that produces a topic another member reads
 hands each sample (a core.chain.sample.JointSample, or the message itself for low-rate
-topics) to that member's receiver (`Output.hand_over`), and the reader does not subscribe to
+topics) to that member's receiver (`Output.send`), and the reader does not subscribe to
 the topic. Every topic is still published, with the same stamps and QoS, for anyone else who
 subscribes, by the process that holds it: a topic `relayed` by another process (the joint
 samples the estimation process receives through shared memory and publishes:
@@ -20,7 +20,7 @@ replay that hands over the same samples gets the same estimates.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from rclpy.event_handler import PublisherEventCallbacks, QoSPublisherMatchedInfo
 from rclpy.node import Node
@@ -72,23 +72,46 @@ class Output:
         self._listened = not (only_when_listened or relayed)
         self._recount = (only_when_listened and not relayed)
         self._recount_at = 0.0
+        self._subscribers = 0   # matched subscriptions as last counted (only_when_listened)
+        self._joined = False    # one came since `joined` was last asked
 
     @property
     def listened(self) -> bool:
         if self._recount and time.monotonic() >= self._recount_at:
             self._recount_at = time.monotonic() + self.RECOUNT
-            self._listened = self.publisher.get_subscription_count() > 0
+            self._count(self.publisher.get_subscription_count())
         return self._listened
+
+    def joined(self) -> bool:
+        """Whether a subscriber has come since the last call (only_when_listened: by the
+        matched events and the recount; a publisher that a subscriber of the same stream
+        already listened to would otherwise never know a second one came)."""
+        joined, self._joined = self._joined, False
+        return joined
 
     @listened.setter
     def listened(self, value: bool) -> None:
         """Fixed from now on (replay: every stream goes to its bag)."""
         self._listened, self._recount = value, False
 
-    def hand_over(self, sample) -> None:
-        """Give this sample to every in-process receiver."""
+    @property
+    def wanted(self) -> bool:
+        """Someone takes what is sent: an in-process receiver, or a subscriber."""
+        return bool(self.receivers) or self.listened
+
+    def send(self, sample, message: Callable[[], Any] | None = None) -> None:
+        """Hand `sample` over to the in-process receivers, then publish it while listened
+        to: `message()` builds the message only then (None: the sample is the message)."""
         for receive in self.receivers:
             receive(sample)
+        if self.listened:
+            self.publisher.publish(sample if message is None else message())
 
     def _on_matched(self, info: QoSPublisherMatchedInfo) -> None:
-        self._listened = info.current_count > 0
+        self._joined |= info.current_count_change > 0
+        self._count(info.current_count)
+
+    def _count(self, subscribers: int) -> None:
+        self._joined |= subscribers > self._subscribers
+        self._subscribers = subscribers
+        self._listened = subscribers > 0

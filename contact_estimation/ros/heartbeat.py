@@ -32,21 +32,27 @@ class Heartbeat:
     SLOWEST_CLOCK = 0.1
 
     def __init__(self, publisher, rate: float, decided: Callable[[], bool | None],
-                 clock: Callable[[], float], name: str):
+                 clock: Callable[[], float], name: str,
+                 steady: Callable[[], float] = time.monotonic, beating: bool = True):
+        """`clock`: the node's watchdog clock; `steady`: its monotonic clock (a replay's
+        stands for both); without `beating` (a replay: no wall time passes) no thread
+        beats, and the stop goes out on its changes only (`beat`)."""
         self._publisher, self._period = publisher, 1.0 / rate
-        self._decided, self._clock = decided, clock
+        self._decided, self._clock, self._steady = decided, clock, steady
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self.decided_at = clock()           # when the node last decided (`decision`)
-        self._decided_wall = time.monotonic()
+        self._decided_wall = steady()
         self.late = 0                       # beats that said stop because it was late
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._thread = None
+        if beating:
+            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._thread.start()
 
     def decision(self) -> None:
         """The node has just decided its stop (it is watching)."""
         self.decided_at = self._clock()
-        self._decided_wall = time.monotonic()
+        self._decided_wall = self._steady()
 
     def beat(self) -> None:
         """Publish the stop now (on a change, and from the thread)."""
@@ -63,11 +69,12 @@ class Heartbeat:
         """The node's decision is too old to vouch for, on its clock or on the monotonic."""
         silence = self.MISSED * self._period
         return (self._clock() - self.decided_at > silence
-                or time.monotonic() - self._decided_wall > silence / self.SLOWEST_CLOCK)
+                or self._steady() - self._decided_wall > silence / self.SLOWEST_CLOCK)
 
     def close(self) -> None:
         self._closed.set()
-        self._thread.join(timeout=5.0)
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
 
     def _run(self) -> None:
         """Beats on a fixed schedule (not a sleep after each: the rate would fall short by

@@ -44,7 +44,6 @@ class SampleFeed:
         self._receivers = [receive for output, _ in self._outputs
                            for receive in output.receivers]
         self._reported_lost = 0
-        self._listened = [False] * len(self._outputs)
         self._latest: list = []  # the last sample taken
         # On the steady clock: the samples come at the machine's pace, whatever /clock does
         # (the simulated cobot's lockstep waits for the joint states relayed here).
@@ -55,13 +54,13 @@ class SampleFeed:
         for sample in samples:
             for receive in self._receivers:
                 receive(sample)
-        for k, (output, residual) in enumerate(self._outputs):
+        for output, residual in self._outputs:
             listened = output.listened
-            # A subscriber that has just come gets the latest sample at once: the simulated
-            # cobot's lockstep waits for the sample it sent last, which may have been taken
-            # before its subscription was seen.
-            sent = samples if not listened or self._listened[k] else samples or self._latest
-            self._listened[k] = listened
+            # A subscriber that has just come gets the latest sample at once, even when
+            # others listened already (the demo's recorder): the simulated cobot's lockstep
+            # waits for the sample it sent last, which may have been taken before its
+            # subscription was seen.
+            sent = (samples or self._latest) if output.joined() else samples
             if listened:
                 for sample in sent:
                     output.publisher.publish(self._writer.write(

@@ -44,7 +44,8 @@ class StopSignal:
         self._scale_pub = node.publisher(scale_key, Float64)
         self._heartbeat = Heartbeat(node.publisher('stop', Bool, STOP_QOS), rate,
                                     lambda: self.stop, node.seconds,
-                                    f'{node.get_name()} heartbeat')
+                                    f'{node.get_name()} heartbeat', node.steady,
+                                    beating=node.runs_in_real_time)
         node.create_service(Trigger, '~/reset', self._on_reset)
         node.create_timer(1.0 / rate, self._repeat)
 

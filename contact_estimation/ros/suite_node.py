@@ -17,14 +17,20 @@ topics and its translation only.
 
 A node reads a topic of the chain with `receive` (a subscription, or in composed mode a
 function call from the node in the same process that produces it: ros/handover.py) and
-writes with `output`, whose `hand_over` passes each sample on by function call in composed
-mode; both call the same "process one sample" method of the node.
+writes with `output`, whose `send` passes each sample on by function call in composed
+mode and publishes it while anyone listens; both call the same "process one sample" method
+of the node.
 
 Watchdogs and schedules read `seconds()`: simulated time when the node runs with
 use_sim_time (a simulator that falls behind slows the whole graph together), else the
-monotonic clock, continuous when use_sim_time changes at run time
+node's steady clock, continuous when use_sim_time changes at run time
 (core/chain/watchdog_clock.py); use_sim_time cannot be switched on while nobody publishes
-/clock (ros/params.ParameterGuard).
+/clock (ros/params.ParameterGuard). Whatever a node times on the wall (a hold, a log
+throttle, what a computation cost) reads `steady()`: time.monotonic(), or the `steady_clock`
+it was given. `contact-estimation replay` gives every node the stamp being replayed, so
+that the nodes run in the recording's time; such a node starts no thread that beats on the
+wall clock (`runs_in_real_time` is False: the stop's heartbeat, ros/stop_signal.py), and
+`outputs` lists its topics, which the replay records whether anyone listens or not.
 
 The node's `PARAMETERS` table (ros/params.py) is declared here, before anything else; its
 defaults come from core, and what config/<node>.yaml sets is at those defaults
@@ -49,7 +55,9 @@ from rclpy.parameter import Parameter as RclpyParameter
 from rclpy.qos import QoSProfile
 
 from contact_estimation import manifest
+from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.stamps import stamp_problem
+from contact_estimation.core.input_rejected import InputRejected
 from contact_estimation.core.chain.watchdog_clock import WatchdogClock
 from contact_estimation.ros import params
 from contact_estimation.ros.params import ROBOT, ParameterTable
@@ -57,6 +65,7 @@ from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ProblemCounter
 from contact_estimation.ros.guard import CallbackGuard
 from contact_estimation.ros.handover import Handover, Output
+from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, SERVICE_QOS
 
@@ -68,7 +77,10 @@ class SuiteNode(Node):
 
     PARAMETERS: ParameterTable = ROBOT  # every parameter of the node (ros/params.py)
 
-    def __init__(self, name: str, handover: Handover | None = None, **kwargs):
+    def __init__(self, name: str, handover: Handover | None = None,
+                 steady_clock: Callable[[], float] | None = None, **kwargs):
+        self.steady: Callable[[], float] = steady_clock or time.monotonic
+        self.runs_in_real_time = steady_clock is None
         self.guard = CallbackGuard(self)  # before Node.__init__: it creates services
         super().__init__(name, **kwargs)
         self._watchdog_clock = WatchdogClock()
@@ -82,9 +94,10 @@ class SuiteNode(Node):
         self.robot = params.load_robot(self)  # StartupError when it cannot be loaded
         params.check_joint_counts(self, self.PARAMETERS, self.robot)  # sized for this arm
         self.problems = ProblemCounter(self, topic=self.spec.topic('diagnostics'),
-                                       hardware_id=self.robot.name)
+                                       hardware_id=self.robot.name, steady=self.steady)
         self._closers: list[Callable[[], None]] = []
         self.raw_topics: set[str] = set()  # subscribed with raw=True: callbacks take bytes
+        self.outputs: list[Output] = []    # made by `output`
 
     def closing(self, close: Callable[[], None]) -> None:
         """Call `close` when this node is destroyed (threads, shared memory), the last
@@ -147,13 +160,13 @@ class SuiteNode(Node):
 
     def seconds(self) -> float:
         """Now, s, on the clock of this node's watchdogs and schedules: simulated time under
-        use_sim_time, else time.monotonic() (a step of the wall clock can neither fake nor
+        use_sim_time, else the steady clock (a step of the wall clock can neither fake nor
         hide a timeout)."""
         clock = self.get_clock()
         if clock.ros_time_is_active:
             ns = clock.now().nanoseconds  # 0: no /clock received yet
             return self._watchdog_clock.read('ros', ns * 1e-9 if ns else None)
-        return self._watchdog_clock.read('monotonic', time.monotonic())
+        return self._watchdog_clock.read('monotonic', self.steady())
 
     def stamp_clock(self) -> float:
         """Now, s, on the clock that stamps are judged on: ROS time (simulated time under
@@ -214,6 +227,23 @@ class SuiteNode(Node):
         `max_past` too: a stamp that far behind the clock was sent long ago."""
         return self.believable(stamp_to_seconds(stamp), source, max_past)
 
+    def joint_sample(self, msg, reader: JointStateReader, source: str, residual: bool = False,
+                     max_past: float = math.inf, **read) -> JointSample | None:
+        """The JointSample of a JointState `msg` (a residual's, with `residual`: its effort is
+        τ_ext), or None when its stamp is not believed (`believed`) or `reader` cannot use it
+        (`read`: JointStateReader.read's required/optional/finite): counted and logged under
+        its kind, and dropped."""
+        t = self.believed(msg.header.stamp, source, max_past)
+        if t is None:
+            return None
+        try:
+            q, v, effort = reader.read(msg, **read)
+        except InputRejected as err:
+            self.problems.report(err.kind, f'{source}: {err}')
+            return None
+        return JointSample(t, q, v, None if residual else effort, effort if residual else None,
+                           msg.header.stamp, msg.header.frame_id)
+
     def believable(self, t: float, source: str, max_past: float = math.inf) -> float | None:
         """`believed` for a stamp already in seconds."""
         problem = stamp_problem(t, self.stamp_clock(), max_past=max_past)
@@ -234,5 +264,7 @@ class SuiteNode(Node):
         topic = self.spec.topic(key)
         receivers = self._handover and self._handover.receivers(topic)
         relayed = bool(self._handover) and topic in self._handover.relayed
-        return Output(self, topic, msg_type, qos, [] if receivers is None else receivers,
-                      only_when_listened, relayed)
+        output = Output(self, topic, msg_type, qos, [] if receivers is None else receivers,
+                        only_when_listened, relayed)
+        self.outputs.append(output)
+        return output

@@ -6,9 +6,10 @@ q_d(t_i) = q(t_{i-1} + f_S Δt) (eq. 9). f_S is 1 with no external torque (track
 0 on a collision (the arm holds where it is) and negative while a person pushes the arm back
 (it yields backwards along its path), with a constant α setting the sensitivity; motion
 resumes by itself when the contact ends (its Fig. 14). Eqs. 8–9 are the controller's part
-(core/trajectory.TimeScaler plays the simulated cobot's reference that way); this module
-computes f_S. It follows the contact itself, not the latched stop of core/chain/detector.py: the
-stop stays raised until it is reset, while f_S lets the arm go on once the contact is over.
+(core/identification/trajectory.TimeScaler plays the simulated cobot's reference that way);
+this module computes f_S, the collision detector's reaction (core/chain/reaction.py). It
+follows the contact itself, not the latched stop of core/chain/detector.py: the stop stays
+raised until it is reset, while f_S lets the arm go on once the contact is over.
 
 The piecewise f_S of eqs. 10–11 is an image missing from the seed's text, so the law is ours.
 A law that maps each sample's push straight to f_S chatters: under a steady push f_S jumps
@@ -99,7 +100,10 @@ class TimeScalingConfig:
 
 
 class TimeScaling:
-    """f_S of seed 003 from the detected contact, τ_ext and q̇, updated sample by sample."""
+    """f_S of seed 003 from the detected contact, τ_ext and q̇, updated sample by sample: the
+    collision detector's reaction (core/chain/reaction.Reaction)."""
+
+    CONFIG = TimeScalingConfig
 
     def __init__(self, config: TimeScalingConfig = TimeScalingConfig()):
         self.config = config
