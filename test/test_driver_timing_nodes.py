@@ -14,7 +14,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 
 from contact_estimation import manifest
-from contact_estimation.nodes.joint_state_listener import JointStateListener
+from contact_estimation.nodes.joint_state_listener import JointStateListenerNode
 from contact_estimation.nodes.residual_node import ResidualNode
 from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.qos import PIPELINE_QOS
@@ -31,7 +31,7 @@ def _params(spec):
 
 
 def test_listener_and_residual_take_a_jittered_100_hz_driver_with_their_defaults(context):
-    listener = JointStateListener(context=context, cli_args=_params(LISTENER))
+    listener = JointStateListenerNode(context=context, cli_args=_params(LISTENER))
     residual = ResidualNode(context=context, cli_args=_params(RESIDUAL))
     driver = Node('jittered_driver', context=context)
     residuals = []

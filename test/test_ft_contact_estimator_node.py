@@ -20,7 +20,7 @@ from contact_estimation import manifest
 from contact_estimation.core.contact.ft_compensation import SensorMount
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
-from contact_estimation.nodes.ft_contact_estimator import MARKER_NS, FtContactEstimator
+from contact_estimation.nodes.ft_contact_estimator import MARKER_NS, FtContactEstimatorNode
 from contact_estimation.ros.conversions import (seconds_to_stamp, stamp_to_seconds,
                                                 wrench_stamped, wrench_to_arrays)
 from contact_estimation.ros.node_main import StartupError
@@ -63,7 +63,7 @@ class Harness:
     def __init__(self, context, tmp_path, **overrides):
         overrides = {'offset_file': str(tmp_path / 'offset.yaml'), 'input_timeout': 0.3,
                      **overrides}
-        self.node = FtContactEstimator(
+        self.node = FtContactEstimatorNode(
             context=context, cli_args=['--ros-args', '--params-file', PARAMS],
             parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
         self.driver = Node('ft_contact_test_driver', context=context)

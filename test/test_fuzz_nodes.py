@@ -34,8 +34,8 @@ from std_srvs.srv import Trigger
 from contact_estimation import manifest
 from contact_estimation.nodes.collision_detector import CollisionDetector
 from contact_estimation.nodes.contact_localizer import ContactLocalizerNode
-from contact_estimation.nodes.ft_contact_estimator import FtContactEstimator
-from contact_estimation.nodes.joint_state_listener import JointStateListener
+from contact_estimation.nodes.ft_contact_estimator import FtContactEstimatorNode
+from contact_estimation.nodes.joint_state_listener import JointStateListenerNode
 from contact_estimation.nodes.proximity_monitor import ProximityMonitorNode
 from contact_estimation.nodes.residual_node import ResidualNode
 from contact_estimation.ros.conversions import seconds_to_stamp, xyz_to_cloud
@@ -43,8 +43,8 @@ from contact_estimation.ros.qos import PIPELINE_QOS, SERVICE_QOS, STOP_QOS
 from contact_estimation.ros.spinning import spin_until
 
 CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'config')
-NODES = {'joint_state_listener': JointStateListener, 'residual_node': ResidualNode,
-         'collision_detector': CollisionDetector, 'ft_contact_estimator': FtContactEstimator,
+NODES = {'joint_state_listener': JointStateListenerNode, 'residual_node': ResidualNode,
+         'collision_detector': CollisionDetector, 'ft_contact_estimator': FtContactEstimatorNode,
          'contact_localizer': ContactLocalizerNode, 'proximity_monitor': ProximityMonitorNode}
 TIMEOUT = 30.0
 Q = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])

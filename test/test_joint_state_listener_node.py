@@ -15,7 +15,7 @@ from std_msgs.msg import Bool
 from contact_estimation import manifest
 from contact_estimation.core.chain import joint_state_conditioning as jsc
 from contact_estimation.core.robot.robot_model import RobotModel
-from contact_estimation.nodes.joint_state_listener import JointStateListener
+from contact_estimation.nodes.joint_state_listener import JointStateListenerNode
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import STOP_QOS
@@ -47,7 +47,7 @@ class Harness:
     """The listener plus a driver node that publishes joint states and records every output."""
 
     def __init__(self, context, **node_kwargs):
-        self.listener = JointStateListener(
+        self.listener = JointStateListenerNode(
             context=context, cli_args=['--ros-args', '--params-file', PARAMS], **node_kwargs)
         self.driver = Node('fake_driver', context=context)
         self.outputs, self.stale, self.diagnostics = [], [], []
@@ -276,7 +276,7 @@ def test_two_partial_publishers_are_merged(harness):
 
 def test_robot_description_wins_over_robot_and_gives_the_named_robots_chain(context):
     ur5 = RobotModel.load('ur5')
-    node = JointStateListener(context=context, parameter_overrides=[
+    node = JointStateListenerNode(context=context, parameter_overrides=[
         Parameter('robot', value='no_such_robot'),
         Parameter('robot_description', value=ur5.urdf_xml)])
     try:
@@ -292,7 +292,7 @@ def test_robot_description_wins_over_robot_and_gives_the_named_robots_chain(cont
                                       Parameter('hard_limit_margin', value=0.01)])
 def test_bad_parameters_refuse_to_start(context, override):
     with pytest.raises(StartupError):
-        JointStateListener(context=context, cli_args=['--ros-args', '--params-file', PARAMS],
+        JointStateListenerNode(context=context, cli_args=['--ros-args', '--params-file', PARAMS],
                            parameter_overrides=[override])
 
 

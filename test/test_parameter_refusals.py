@@ -8,7 +8,7 @@ from rclpy.parameter import Parameter
 
 from contact_estimation.nodes.collision_detector import CollisionDetector
 from contact_estimation.nodes.contact_localizer import ContactLocalizerNode
-from contact_estimation.nodes.joint_state_listener import JointStateListener
+from contact_estimation.nodes.joint_state_listener import JointStateListenerNode
 from contact_estimation.nodes.proximity_monitor import ProximityMonitorNode
 from contact_estimation.nodes.residual_node import ResidualNode
 
@@ -62,8 +62,8 @@ def test_detector_values_that_switch_detection_off_are_refused_unless_the_ceilin
 @pytest.mark.parametrize('node_class, name, values', [
     (ContactLocalizerNode, 'contact_localizer', {'gate_thresholds': [1e308]}),
     (ResidualNode, 'residual_node', {'observer_gain': [1e308]}),
-    (JointStateListener, 'joint_state_listener', {'gear_ratios': [-100.0]}),
-    (JointStateListener, 'joint_state_listener', {'torque_constants': [-0.1]})])
+    (JointStateListenerNode, 'joint_state_listener', {'gear_ratios': [-100.0]}),
+    (JointStateListenerNode, 'joint_state_listener', {'torque_constants': [-0.1]})])
 def test_values_that_defeat_estimation_are_refused(context, node_class, name, values):
     node = make(node_class, name, context)
     try:

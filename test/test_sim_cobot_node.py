@@ -125,14 +125,14 @@ def test_node_publishes_every_topic_and_holds_on_zero_time_scaling(context, robo
 
 
 def test_ground_truth_is_zero_outside_the_push_and_stamped_as_the_joint_state(context, tmp_path):
-    from contact_estimation.nodes.sim_cobot import SimCobot
+    from contact_estimation.nodes.sim_cobot import SimCobotNode
     scenario = tmp_path / 'scenario.yaml'
     scenario.write_text(yaml.safe_dump({**SCENARIO, 'forces': [
         {**SCENARIO['forces'][0], 'start': 0.3, 'duration': 0.5}]}))
     # 50 Hz and a deep reliable queue: nothing is lost even when the machine is busy.
     listener = Listener(context, qos=QoSProfile(depth=1000,
                                                 reliability=ReliabilityPolicy.RELIABLE))
-    node = SimCobot(context=context, parameter_overrides=[
+    node = SimCobotNode(context=context, parameter_overrides=[
         Parameter('scenario', value=str(scenario)), Parameter('publish_rate', value=50.0)])
     listener.executor.add_node(node)
     try:
@@ -152,9 +152,9 @@ def test_ground_truth_is_zero_outside_the_push_and_stamped_as_the_joint_state(co
 
 def test_holds_when_the_time_scaling_stream_stops(context):
     """Before any f_S the sim plays at 1; once f_S has come, silence means hold (f_S = 0)."""
-    from contact_estimation.nodes.sim_cobot import SimCobot
+    from contact_estimation.nodes.sim_cobot import SimCobotNode
     listener = Listener(context)
-    node = SimCobot(context=context, parameter_overrides=[
+    node = SimCobotNode(context=context, parameter_overrides=[
         Parameter('publish_rate', value=50.0), Parameter('time_scaling.timeout', value=0.5)])
     listener.executor.add_node(node)
     sent = []
@@ -190,11 +190,11 @@ def test_holds_when_the_time_scaling_stream_stops(context):
 
 def test_plays_the_smaller_of_time_scaling_and_proximity_speed_scale(context):
     """min(f_S, s); a yield (f_S < 0) slowed by s; an invalid s ignored."""
-    from contact_estimation.nodes.sim_cobot import SimCobot
+    from contact_estimation.nodes.sim_cobot import SimCobotNode
     listener = Listener(context)
     proximity = listener.node.create_publisher(Float64, SPEC.topic('proximity_speed_scale'),
                                                PIPELINE_QOS)
-    node = SimCobot(context=context, parameter_overrides=[
+    node = SimCobotNode(context=context, parameter_overrides=[
         Parameter('publish_rate', value=50.0), Parameter('time_scaling.timeout', value=5.0)])
     listener.executor.add_node(node)
 
@@ -216,11 +216,11 @@ def test_plays_the_smaller_of_time_scaling_and_proximity_speed_scale(context):
 def test_node_plays_a_real_industrial_driver_with_a_tool(context, robot):
     """~140 Hz joint states with 4-10 ms steps, a few out of order, effort from motor current
     on its ADC grid; a 5 kg tool the F/T sensor weighs (issue 11)."""
-    from contact_estimation.nodes.sim_cobot import SimCobot
+    from contact_estimation.nodes.sim_cobot import SimCobotNode
     listener = Listener(context, qos=QoSProfile(depth=1000,
                                                 reliability=ReliabilityPolicy.RELIABLE))
     k_m, gear, step = 0.1, 100.0, 0.01   # N·m/A, motor turns per joint turn, A
-    node = SimCobot(context=context, parameter_overrides=[
+    node = SimCobotNode(context=context, parameter_overrides=[
         Parameter('publish_rate', value=140.0), Parameter('driver.period_jitter', value=0.003),
         Parameter('driver.reorder_probability', value=0.1),
         Parameter('driver.effort', value='motor_current'),
@@ -298,15 +298,15 @@ def _check_joint_states_content(messages, robot) -> None:
     ({'lidar.position': [1.5, 0.0]}, 'lidar.position takes 3 finite numbers'),
 ])
 def test_node_refuses_bad_parameters_with_a_clear_message(context, overrides, message):
-    from contact_estimation.nodes.sim_cobot import SimCobot
+    from contact_estimation.nodes.sim_cobot import SimCobotNode
     params = [Parameter(name, value=value) for name, value in overrides.items()]
     with pytest.raises(StartupError, match=message):
-        SimCobot(context=context, parameter_overrides=params)
+        SimCobotNode(context=context, parameter_overrides=params)
 
 
 def test_relative_scenario_path_is_resolved_in_the_share_directory(context):
-    from contact_estimation.nodes.sim_cobot import SimCobot
-    node = SimCobot(context=context, parameter_overrides=[
+    from contact_estimation.nodes.sim_cobot import SimCobotNode
+    node = SimCobotNode(context=context, parameter_overrides=[
         Parameter('scenario', value='config/scenarios/demo.yaml')])
     try:
         assert node.sim.scenario.forces[0].link == 'panda_link5'
@@ -317,8 +317,8 @@ def test_relative_scenario_path_is_resolved_in_the_share_directory(context):
 
 def test_the_identification_sweeps_run_from_the_parameters(context):
     from contact_estimation.core.identification.excitation import SweepTrajectory
-    from contact_estimation.nodes.sim_cobot import SimCobot
-    node = SimCobot(context=context, parameter_overrides=[
+    from contact_estimation.nodes.sim_cobot import SimCobotNode
+    node = SimCobotNode(context=context, parameter_overrides=[
         Parameter('trajectory.type', value='sweeps')])
     try:
         assert isinstance(node.sim.scaler.trajectory, SweepTrajectory)
@@ -334,7 +334,7 @@ def test_with_publish_clock_it_is_the_graphs_clock_and_waits_for_the_listener(co
     from diagnostic_msgs.msg import DiagnosticArray
     from rosgraph_msgs.msg import Clock
 
-    from contact_estimation.nodes.sim_cobot import SimCobot
+    from contact_estimation.nodes.sim_cobot import SimCobotNode
     lead = 0.05
     listener = Listener(context)
     clocks, reports = [], []  # reports: the sim's simulated time in each of its load reports
@@ -345,7 +345,7 @@ def test_with_publish_clock_it_is_the_graphs_clock_and_waits_for_the_listener(co
         float(v.value) for status in m.status for v in status.values
         if v.key == 'simulated_time'), 10)
     taken = listener.node.create_publisher(JointState, SPEC.topic('lockstep'), PIPELINE_QOS)
-    node = SimCobot(context=context, parameter_overrides=[
+    node = SimCobotNode(context=context, parameter_overrides=[
         Parameter('publish_rate', value=PUBLISH_RATE), Parameter('publish_clock', value=True),
         Parameter('lockstep.lead', value=lead), Parameter('lockstep.timeout', value=60.0)])
     listener.executor.add_node(node)

@@ -78,7 +78,7 @@ PARAMETERS = ROBOT + rows(FtEstimatorConfig, read_only=True) + rows(
              'acceleration_window': 'acceleration_filter.window_duration'})
 
 
-class FtContactEstimator(SuiteNode):
+class FtContactEstimatorNode(SuiteNode):
     PARAMETERS = PARAMETERS
 
     def __init__(self, **kwargs):
@@ -365,7 +365,7 @@ class FtContactEstimator(SuiteNode):
 
 
 def main(args=None):
-    return run(FtContactEstimator, args)
+    return run(FtContactEstimatorNode, args)
 
 
 if __name__ == '__main__':

@@ -59,7 +59,7 @@ PARAMETERS = ROBOT + rows(ConditioningConfig) + ParameterTable(
     renamed={'velocity_filter.window': 'velocity_filter.window_duration'})  # samples → s
 
 
-class JointStateListener(SuiteNode):
+class JointStateListenerNode(SuiteNode):
     PARAMETERS = PARAMETERS
 
     def __init__(self, **kwargs):
@@ -144,7 +144,7 @@ class JointStateListener(SuiteNode):
 
 
 def main(args=None):
-    return run(JointStateListener, args)
+    return run(JointStateListenerNode, args)
 
 
 if __name__ == '__main__':

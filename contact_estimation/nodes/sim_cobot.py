@@ -109,7 +109,7 @@ PARAMETERS = ROBOT + ParameterTable(
     LidarConfig, 'lidar.', read_only=True)
 
 
-class SimCobot(SuiteNode):
+class SimCobotNode(SuiteNode):
     PARAMETERS = PARAMETERS
 
     def __init__(self, **kwargs):
@@ -352,7 +352,7 @@ def _doubles(values: np.ndarray) -> array.array:
 
 
 def main(args=None):
-    return run(SimCobot, args)
+    return run(SimCobotNode, args)
 
 
 if __name__ == '__main__':
