@@ -412,6 +412,26 @@ def false_stop_rows(arm: Arm, config: DetectorConfig, trace: dict, stop: np.ndar
     return rows
 
 
+def residual_parts(arm: Arm, free: dict, psi: np.ndarray) -> list[tuple]:
+    """Per joint, what the free run's residual is made of (issue 28's diagnosis): RMS of
+    τ_ext; RMS of the residual of the true model (the sim's URDF, tool and friction: the
+    measurements' noise alone); RMS of their difference (the identified model's own error);
+    the peak |τ_ext|/ψ of each; and how |τ_ext| correlates with |q̇| and |q̈|."""
+    robot = arm.robot
+    truth = make_residual('momentum_observer', robot, None, 'continuous',
+                          arm_config(arm, 0).friction, payload=TOOL)
+    noise = np.array([truth.update(*sample) for sample in _progress(
+        zip(free['t'], free['q'], free['v'], free['effort']), len(free['t']), 'true model')])
+    tau, error = free['tau_ext'], free['tau_ext'] - noise
+    size = np.abs(tau)
+    return [(name, np.sqrt(np.mean(tau[:, j] ** 2)), np.sqrt(np.mean(noise[:, j] ** 2)),
+             np.sqrt(np.mean(error[:, j] ** 2)), (size[:, j] / psi[:, j]).max(),
+             (np.abs(noise[:, j]) / psi[:, j]).max(),
+             np.corrcoef(size[:, j], np.abs(free['v'][:, j]))[0, 1],
+             np.corrcoef(size[:, j], np.abs(np.nan_to_num(free['a'][:, j])))[0, 1])
+            for j, name in enumerate(robot.joint_names)]
+
+
 def free_run(name: str, minutes: float, calibration_s: float, per_level: int) -> dict:
     """identify → payload → calibrate → `minutes` of held-out free motion → contacts at the
     flange, on `name` through a FREE_RATE Hz driver; the figures of one row."""
@@ -437,9 +457,9 @@ def free_run(name: str, minutes: float, calibration_s: float, per_level: int) ->
         arm, work(12), 60.0 * minutes, 12, TOOL, f'{minutes:g} min of free motion')), 'free run')
     stop, joints, _ = replay(config, free)
     hours = (free['t'][-1] - free['t'][0]) / 3600.0
-    ratio = np.abs(free['tau_ext']) / thresholds(
-        config.base_thresholds, config.speed_gain, config.acceleration_gain,
-        config.threshold_max, free['v'], np.nan_to_num(free['a']))
+    psi = thresholds(config.base_thresholds, config.speed_gain, config.acceleration_gain,
+                     config.threshold_max, free['v'], np.nan_to_num(free['a']))
+    ratio = np.abs(free['tau_ext']) / psi
     peak = np.unravel_index(np.argmax(ratio), ratio.shape)
 
     rng = np.random.default_rng(0)
@@ -458,6 +478,7 @@ def free_run(name: str, minutes: float, calibration_s: float, per_level: int) ->
             'false_stops': alarms(stop),
             'peak': (ratio[peak], robot.joint_names[peak[1]]),
             'causes': false_stop_rows(arm, config, free, stop, joints),
+            'parts': residual_parts(arm, free, psi),
             'contacts': hits, 'magnitudes': magnitudes,
             'problems': problems}
 
@@ -485,6 +506,17 @@ def free_runs(robots, minutes: float, calibration_s: float, quick: bool) -> None
               f'{r["false_stops"] / r["hours"]:.2g} (≤ '
               f'{rate_upper_bound(r["false_stops"], r["hours"]):.2g}) | '
               f'{" | ".join(cells(r["contacts"], r["magnitudes"], FLANGE_LEVELS))} |')
+    print('\nWhat the free-run residual is made of, per joint: RMS of τ_ext; of the residual '
+          "of the true model (the sim's URDF, tool and friction: the measurements' noise "
+          "alone); of their difference (the identified model's own error), N·m; peak "
+          '|τ_ext|/ψ and the true model\'s peak/ψ; correlation of |τ_ext| with |q̇| and |q̈|')
+    print('| robot | joint | RMS τ_ext | RMS, true model | RMS model error | peak/ψ | '
+          'true model peak/ψ | corr. \\|q̇\\| | corr. \\|q̈\\| |')
+    print('|---|---|---|---|---|---|---|---|---|')
+    for r in results:
+        for joint, rms, noise, error, peak, noise_peak, speed, acceleration in r['parts']:
+            print(f'| {r["robot"]} | {joint} | {rms:.3f} | {noise:.3f} | {error:.3f} | '
+                  f'{peak:.2f} | {noise_peak:.2f} | {speed:+.2f} | {acceleration:+.2f} |')
     causes = [(r['robot'], *row) for r in results for row in r['causes']]
     if causes:
         print('\nThe false stops (first 20): the joint over ψ, |τ_ext|/ψ, q̇ rad/s, q̈ rad/s², '
