@@ -132,8 +132,8 @@ class Calibration:
 
     def coverage(self) -> str:
         """'' when the held-out part stayed within what the fit saw: its |q̇| and |q̈| (all
-        but BEYOND_SHARE of its samples, per joint) and its peak |τ_ext|/ψ (at most the
-        fitting part's, 1/margin); else where it did not, and what to record."""
+        but BEYOND_SHARE of its samples, per joint) and its peak |τ_ext|/ψ (below 1/margin,
+        as every fitting sample); else where it did not, and what to record."""
         said = []
         beyond = np.flatnonzero(self.heldout_beyond > BEYOND_SHARE)
         if beyond.size:
@@ -142,13 +142,14 @@ class Calibration:
             said.append(f'Coverage: NOT MET: the held-out part moved faster (|q̇| or |q̈|) '
                         f'than any fitting sample on {joints} of its samples; ψ there is '
                         'extrapolated.')
-        higher = np.flatnonzero(self.heldout_peak_ratio > self.peak_ratio)
+        higher = np.flatnonzero(self.heldout_peak_ratio > 1.0 / self.margin)
         if higher.size:
             joints = ', '.join(f'{self.joint_names[i]} ({self.heldout_peak_ratio[i]:.2f} ψ)'
                                for i in higher)
-            said.append(f'Tail: the held-out part came nearer ψ than any fitting sample on '
-                        f'{joints}: the residual\'s peaks still grow with the recording\'s '
-                        f'length, and the margin {self.margin:g} is being used up.')
+            said.append(f'Tail: the held-out part came nearer ψ than the margin lets any '
+                        f'fitting sample (1/{self.margin:g} ψ) on {joints}: the residual\'s '
+                        'peaks still grow with the length of the recording, and the margin is '
+                        'being used up.')
         if said:
             said.append('Record the motions the arm will make, as fast as it will make them, '
                         'for longer (the fitting part then holds them), and calibrate again.')
