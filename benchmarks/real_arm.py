@@ -46,6 +46,11 @@ flange of 8 and 15 N·m; each false stop with the joint over ψ, its q̇, q̈ an
 its q̇ changed sign.
 
     nice -n 10 .venv/bin/python benchmarks/real_arm.py --free-runs [--minutes 30] [--quick]
+
+`--noise-sources` (issue 28's diagnosis): the residual of the true model (no model error) on
+60 s of that motion, with each of the driver's measurement noises off in turn.
+
+    nice -n 10 .venv/bin/python benchmarks/real_arm.py --noise-sources
 """
 from __future__ import annotations
 
@@ -531,6 +536,37 @@ def free_runs(robots, minutes: float, calibration_s: float, quick: bool) -> None
         for stream, found in r['problems'].items()))
 
 
+def noise_sources(robots, seconds: float = CALIBRATION_S) -> None:
+    """Issue 28's diagnosis: the true model's residual (no model error) on `seconds` of the
+    free-run motion, with each of the driver's measurement noises switched off in turn: what
+    is left of its RMS and peak says which noise makes it."""
+    print(f'\nThe residual of the true model on {seconds:g} s of the free-run motion, with '
+          'each measurement noise off in turn: RMS / peak per joint, N·m')
+    print('| robot | measured as | RMS | peak |\n|---|---|---|---|')
+    for name in robots:
+        arm = make_arm(name, FREE_RATE)
+        quiet = dataclasses.replace(arm.motor, noise=0.0, resolution=0.0)
+        for label, changes, motor in (
+                ('benchmarked', {}, arm.motor),
+                ('no velocity noise (1e-3 rad/s)', {'velocity_noise': 0.0}, arm.motor),
+                ('no current noise, no ADC step', {}, quiet),
+                ('no position noise (1e-5 rad)', {'position_noise': 0.0}, arm.motor)):
+            changed = dataclasses.replace(arm, motor=motor)
+            config = dataclasses.replace(arm_config(changed, 11, TOOL), **changes)
+            log = record_on_simulator(
+                arm.robot, FirstSeconds(make_trajectory(arm.robot, work(11)), seconds), config,
+                arm.rate, lambda iterable, total, **_: _progress(iterable, total, label),
+                DRIVER_TIMING)
+            heard, _ = listened(changed, of_log(log))
+            truth = make_residual('momentum_observer', arm.robot, None, 'continuous',
+                                  config.friction, payload=TOOL)
+            r = np.array([truth.update(*sample) for sample in
+                          zip(heard['t'], heard['q'], heard['v'], heard['effort'])])
+            print(f'| {name} | {label} | '
+                  + ' '.join(f'{x:.2f}' for x in np.sqrt(np.mean(r ** 2, axis=0))) + ' | '
+                  + ' '.join(f'{x:.2f}' for x in np.abs(r).max(axis=0)) + ' |')
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--quick', action='store_true',
@@ -539,15 +575,20 @@ def main(argv=None) -> int:
                              'and --minutes 1 by default')
     parser.add_argument('--free-runs', action='store_true',
                         help="issue 28: false stops per hour in long free runs at 100 Hz")
+    parser.add_argument('--noise-sources', action='store_true',
+                        help="issue 28's diagnosis: the true model's residual with each "
+                             'measurement noise off in turn')
     parser.add_argument('--robots', nargs='+', default=['ur5', 'panda'],
-                        help='with --free-runs: the arms (ur5, panda)')
+                        help='with --free-runs or --noise-sources: the arms (ur5, panda)')
     parser.add_argument('--minutes', type=float,
                         help='with --free-runs: simulated minutes of held-out free motion per '
                              'arm (default 30; 1 with --quick)')
     parser.add_argument('--calibration-seconds', type=float, default=CALIBRATION_S,
                         help='with --free-runs: s of free motion recorded for `calibrate`')
     args = parser.parse_args(argv)
-    if args.free_runs:
+    if args.noise_sources:
+        noise_sources(args.robots)
+    elif args.free_runs:
         minutes = args.minutes or (1.0 if args.quick else 30.0)
         if not minutes > 0:
             parser.error('--minutes must be > 0')
