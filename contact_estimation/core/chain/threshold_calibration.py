@@ -13,11 +13,11 @@ in two steps. Its shape comes from the tail of the residual, not from its few la
 samples: the recording is cut into cells of (|q̇|, |q̈|) (`BINS` per axis), each cell with at
 least `MIN_CELL_SAMPLES` samples gives one point, the `TAIL_QUANTILE` of |τ_ext| there, and
 the shape is the smallest-mean envelope over the motion lying above those points (a small
-linear programme). Its scale is then set so that the envelope lies above every fitting
-sample: e = λ·shape, λ the largest |τ_ext| / shape, or e = shape + δ (δ added to b), whichever
-has the smaller mean over the motion. The result is multiplied by the
-false-alarm margin m ≥ 1: ψ = m·e, with b raised past rounding so that the margin holds
-exactly: no fitting sample has |τ_ext| ≥ ψ/m.
+linear programme). It is then raised to lie above every fitting sample: e = λ·shape, λ the
+largest |τ_ext| / shape (noise whose size grows with the motion), or e = shape + δ, δ added to
+b (noise of a constant size), whichever has the smaller mean over the motion. The result is
+multiplied by the false-alarm margin m ≥ 1: ψ = m·e, with b raised past rounding so that the
+margin holds exactly: no fitting sample has |τ_ext| ≥ ψ/m.
 
 Why not the tightest envelope over every sample (issue 28's diagnosis, docs/performance.md
 "Real arm: false stops per hour"): at 100 Hz the residual of free motion is mostly noise
@@ -26,8 +26,9 @@ shoulder, independent of |q̇| and |q̈|), not model error. Fitted to the larges
 minute of such noise, the tightest envelope tilts: it explains the few highest peaks, which
 fell at speed, with k_v and k_a, and leaves a low b where the arm moved slowly, which longer
 motion then crosses (1.54 ψ in 10 min after a 60 s calibration). A quantile per cell is
-estimated from many samples, so k_v and k_a only grow where the residual does; the scale λ
-still covers every sample, as the margin promises.
+estimated from many samples, so k_v and k_a only grow where the residual does; λ or δ still
+covers every sample, as the margin promises. What is left is the noise's tail: the peaks of
+30 min exceed those of 30 s, which `Calibration.coverage` says ("Tail").
 
 Check: eq. 7 (the detector's persistence rule and time) runs on the held-out part, which the
 fit has not seen, and counts k false alarms in its T hours. The promise is the exact one-sided
