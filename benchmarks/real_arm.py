@@ -46,6 +46,11 @@ flange of 8 and 15 N·m; each false stop with the joint over ψ, its q̇, q̈ an
 its q̇ changed sign.
 
     nice -n 10 .venv/bin/python benchmarks/real_arm.py --free-runs [--minutes 30] [--quick]
+
+`--noise-sources` (issue 28's diagnosis): the residual of the true model (no model error) on
+60 s of that motion, with each of the driver's measurement noises off in turn.
+
+    nice -n 10 .venv/bin/python benchmarks/real_arm.py --noise-sources
 """
 from __future__ import annotations
 
@@ -412,6 +417,26 @@ def false_stop_rows(arm: Arm, config: DetectorConfig, trace: dict, stop: np.ndar
     return rows
 
 
+def residual_parts(arm: Arm, free: dict, psi: np.ndarray) -> list[tuple]:
+    """Per joint, what the free run's residual is made of (issue 28's diagnosis): RMS of
+    τ_ext; RMS of the residual of the true model (the sim's URDF, tool and friction: the
+    measurements' noise alone); RMS of their difference (the identified model's own error);
+    the peak |τ_ext|/ψ of each; and how |τ_ext| correlates with |q̇| and |q̈|."""
+    robot = arm.robot
+    truth = make_residual('momentum_observer', robot, None, 'continuous',
+                          arm_config(arm, 0).friction, payload=TOOL)
+    noise = np.array([truth.update(*sample) for sample in _progress(
+        zip(free['t'], free['q'], free['v'], free['effort']), len(free['t']), 'true model')])
+    tau, error = free['tau_ext'], free['tau_ext'] - noise
+    size = np.abs(tau)
+    return [(name, np.sqrt(np.mean(tau[:, j] ** 2)), np.sqrt(np.mean(noise[:, j] ** 2)),
+             np.sqrt(np.mean(error[:, j] ** 2)), (size[:, j] / psi[:, j]).max(),
+             (np.abs(noise[:, j]) / psi[:, j]).max(),
+             np.corrcoef(size[:, j], np.abs(free['v'][:, j]))[0, 1],
+             np.corrcoef(size[:, j], np.abs(np.nan_to_num(free['a'][:, j])))[0, 1])
+            for j, name in enumerate(robot.joint_names)]
+
+
 def free_run(name: str, minutes: float, calibration_s: float, per_level: int) -> dict:
     """identify → payload → calibrate → `minutes` of held-out free motion → contacts at the
     flange, on `name` through a FREE_RATE Hz driver; the figures of one row."""
@@ -437,9 +462,9 @@ def free_run(name: str, minutes: float, calibration_s: float, per_level: int) ->
         arm, work(12), 60.0 * minutes, 12, TOOL, f'{minutes:g} min of free motion')), 'free run')
     stop, joints, _ = replay(config, free)
     hours = (free['t'][-1] - free['t'][0]) / 3600.0
-    ratio = np.abs(free['tau_ext']) / thresholds(
-        config.base_thresholds, config.speed_gain, config.acceleration_gain,
-        config.threshold_max, free['v'], np.nan_to_num(free['a']))
+    psi = thresholds(config.base_thresholds, config.speed_gain, config.acceleration_gain,
+                     config.threshold_max, free['v'], np.nan_to_num(free['a']))
+    ratio = np.abs(free['tau_ext']) / psi
     peak = np.unravel_index(np.argmax(ratio), ratio.shape)
 
     rng = np.random.default_rng(0)
@@ -458,6 +483,7 @@ def free_run(name: str, minutes: float, calibration_s: float, per_level: int) ->
             'false_stops': alarms(stop),
             'peak': (ratio[peak], robot.joint_names[peak[1]]),
             'causes': false_stop_rows(arm, config, free, stop, joints),
+            'parts': residual_parts(arm, free, psi),
             'contacts': hits, 'magnitudes': magnitudes,
             'problems': problems}
 
@@ -485,6 +511,17 @@ def free_runs(robots, minutes: float, calibration_s: float, quick: bool) -> None
               f'{r["false_stops"] / r["hours"]:.2g} (≤ '
               f'{rate_upper_bound(r["false_stops"], r["hours"]):.2g}) | '
               f'{" | ".join(cells(r["contacts"], r["magnitudes"], FLANGE_LEVELS))} |')
+    print('\nWhat the free-run residual is made of, per joint: RMS of τ_ext; of the residual '
+          "of the true model (the sim's URDF, tool and friction: the measurements' noise "
+          "alone); of their difference (the identified model's own error), N·m; peak "
+          '|τ_ext|/ψ and the true model\'s peak/ψ; correlation of |τ_ext| with |q̇| and |q̈|')
+    print('| robot | joint | RMS τ_ext | RMS, true model | RMS model error | peak/ψ | '
+          'true model peak/ψ | corr. \\|q̇\\| | corr. \\|q̈\\| |')
+    print('|---|---|---|---|---|---|---|---|---|')
+    for r in results:
+        for joint, rms, noise, error, peak, noise_peak, speed, acceleration in r['parts']:
+            print(f'| {r["robot"]} | {joint} | {rms:.3f} | {noise:.3f} | {error:.3f} | '
+                  f'{peak:.2f} | {noise_peak:.2f} | {speed:+.2f} | {acceleration:+.2f} |')
     causes = [(r['robot'], *row) for r in results for row in r['causes']]
     if causes:
         print('\nThe false stops (first 20): the joint over ψ, |τ_ext|/ψ, q̇ rad/s, q̈ rad/s², '
@@ -499,6 +536,37 @@ def free_runs(robots, minutes: float, calibration_s: float, quick: bool) -> None
         for stream, found in r['problems'].items()))
 
 
+def noise_sources(robots, seconds: float = CALIBRATION_S) -> None:
+    """Issue 28's diagnosis: the true model's residual (no model error) on `seconds` of the
+    free-run motion, with each of the driver's measurement noises switched off in turn: what
+    is left of its RMS and peak says which noise makes it."""
+    print(f'\nThe residual of the true model on {seconds:g} s of the free-run motion, with '
+          'each measurement noise off in turn: RMS / peak per joint, N·m')
+    print('| robot | measured as | RMS | peak |\n|---|---|---|---|')
+    for name in robots:
+        arm = make_arm(name, FREE_RATE)
+        quiet = dataclasses.replace(arm.motor, noise=0.0, resolution=0.0)
+        for label, changes, motor in (
+                ('benchmarked', {}, arm.motor),
+                ('no velocity noise (1e-3 rad/s)', {'velocity_noise': 0.0}, arm.motor),
+                ('no current noise, no ADC step', {}, quiet),
+                ('no position noise (1e-5 rad)', {'position_noise': 0.0}, arm.motor)):
+            changed = dataclasses.replace(arm, motor=motor)
+            config = dataclasses.replace(arm_config(changed, 11, TOOL), **changes)
+            log = record_on_simulator(
+                arm.robot, FirstSeconds(make_trajectory(arm.robot, work(11)), seconds), config,
+                arm.rate, lambda iterable, total, **_: _progress(iterable, total, label),
+                DRIVER_TIMING)
+            heard, _ = listened(changed, of_log(log))
+            truth = make_residual('momentum_observer', arm.robot, None, 'continuous',
+                                  config.friction, payload=TOOL)
+            r = np.array([truth.update(*sample) for sample in
+                          zip(heard['t'], heard['q'], heard['v'], heard['effort'])])
+            print(f'| {name} | {label} | '
+                  + ' '.join(f'{x:.2f}' for x in np.sqrt(np.mean(r ** 2, axis=0))) + ' | '
+                  + ' '.join(f'{x:.2f}' for x in np.abs(r).max(axis=0)) + ' |')
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--quick', action='store_true',
@@ -507,15 +575,20 @@ def main(argv=None) -> int:
                              'and --minutes 1 by default')
     parser.add_argument('--free-runs', action='store_true',
                         help="issue 28: false stops per hour in long free runs at 100 Hz")
+    parser.add_argument('--noise-sources', action='store_true',
+                        help="issue 28's diagnosis: the true model's residual with each "
+                             'measurement noise off in turn')
     parser.add_argument('--robots', nargs='+', default=['ur5', 'panda'],
-                        help='with --free-runs: the arms (ur5, panda)')
+                        help='with --free-runs or --noise-sources: the arms (ur5, panda)')
     parser.add_argument('--minutes', type=float,
                         help='with --free-runs: simulated minutes of held-out free motion per '
                              'arm (default 30; 1 with --quick)')
     parser.add_argument('--calibration-seconds', type=float, default=CALIBRATION_S,
                         help='with --free-runs: s of free motion recorded for `calibrate`')
     args = parser.parse_args(argv)
-    if args.free_runs:
+    if args.noise_sources:
+        noise_sources(args.robots)
+    elif args.free_runs:
         minutes = args.minutes or (1.0 if args.quick else 30.0)
         if not minutes > 0:
             parser.error('--minutes must be > 0')

@@ -40,6 +40,38 @@ def test_envelope_recovers_the_bound_it_must_lie_above():
     assert kv == ka == 0 and b == pytest.approx(y.max())
 
 
+def test_noise_that_does_not_grow_with_speed_keeps_its_level_where_the_arm_is_slow():
+    """Issue 28: at 100 Hz the free-motion residual is mostly noise of a constant size. In
+    smooth motion |q̇| and |q̈| are seldom small together (their phases differ by 90°), so
+    an envelope fitted tightly to the few largest samples tilts: k_v and k_a pass over
+    them and ψ_0 stays low where few samples were, which 20 times as much of the same
+    noise then crosses at ψ/1.5 (7 of these 20 draws with the tightest envelope)."""
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        fit, check = np.abs(rng.normal(0.0, 0.3, 3000)), np.abs(rng.normal(0.0, 0.3, 60000))
+        phase, size = rng.uniform(0.0, 2 * np.pi, 3000), rng.uniform(0.7, 1.3, 3000)
+        speed, acc = size * np.abs(np.cos(phase)), 1.5 * size * np.abs(np.sin(phase))
+        b, kv, ka = envelope(fit, speed, acc)
+        assert np.all(b + kv * speed + ka * acc >= fit - 1e-9)
+        assert check.max() < 1.5 * b, f'draw {seed}: ψ_0/1.5 = {b:.3f} N·m at rest'
+
+
+def test_calibrate_says_when_the_held_out_part_ran_faster_or_nearer_psi_than_the_fit():
+    t, q, v, tau = free_motion(6.0)
+    faster = t >= 3.1  # the held-out part starts just after 3 s (the q̈ window)
+    v[faster, 0] *= 2.0  # joint 1 runs twice as fast in the held-out half only
+    tau[faster, 4] *= 1.4  # joint 5's residual comes nearer ψ there (no alarm at margin 1.5)
+    cal = calibrate(t, q, v, tau, JOINTS, margin=1.5, persistence_time=10 * DT)
+    assert cal.heldout_beyond[0] > 0.05 and np.all(cal.heldout_beyond[1:] < 0.001)
+    assert cal.false_alarms == 0 and 1 / 1.5 < cal.heldout_peak_ratio[4] < 1.0
+    said = cal.aim()
+    assert 'Coverage: NOT MET' in said and 'panda_joint1 (' in said
+    assert 'Tail:' in said and 'panda_joint5 (' in said and 'panda_joint2 (' not in said
+    assert 'held-out beyond fit' in cal.table()
+    even = calibrate(*free_motion(12.0), JOINTS, margin=1.5, persistence_time=10 * DT)
+    assert 'Coverage' not in even.aim() and 'Tail' not in even.aim()
+
+
 def test_count_alarms_needs_the_persistence_time_with_some_joint_over():
     t = np.arange(20) * DT
     ratio = np.full((20, 2), 0.5)
