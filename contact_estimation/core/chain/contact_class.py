@@ -46,7 +46,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from contact_estimation.core.chain.contact_force import ContactForce
 from contact_estimation.core.per_joint import per_joint
+from contact_estimation.core.robot.robot_model import RobotModel
 
 IMPACT, TOUCH = 'impact', 'touch'
 
@@ -58,17 +60,23 @@ class TouchConfig:
 
     enabled: bool = False              # off on a real arm until a user turns it on
     onset_ratio: float = 0.5           # a contact starts at r = max |τ_ext,i|/ψ_i this high
-    max_rise_rate: float = 12.0        # ψ/s: r rising faster is an impact
-    slope_time: float = 0.02           # s: span of the least-squares slope of r
+    max_rise_rate: float = 18.0        # ψ/s: r rising faster is an impact
+    slope_time: float = 0.04           # s: span of the least-squares slope of r
     window: float = 0.05               # s: span of the straight-line fit (high frequency)
     max_roughness: float = 0.1         # RMS of r about that line (in ψ) above this: impact
     max_opposing_speed: float = 0.5    # rad/s: moving into the contact faster is an impact
-    max_torque: float | tuple = 10.0   # N·m per joint: a touch beyond this is an impact
+    max_force: float = 80.0            # N (estimated): a touch pushing harder is an impact
+    max_torque: float | tuple = 30.0   # N·m per joint: a touch beyond this is an impact
+                                       # (max_force half a metre from the joint)
+    spread: float = 0.05               # m: the contact's assumed distance from the link's
+                                       # nominal point (core/chain/contact_force.py)
+    isolation_torque: float = 0.5      # N·m: δ_τ, the last joint this loaded is the link's
     settle_time: float = 0.15          # s after a touch is decided: only max_torque counts
 
     def __post_init__(self):
-        for name in ('onset_ratio', 'max_rise_rate', 'slope_time', 'window', 'max_roughness',
-                     'max_opposing_speed'):
+        for name in ('onset_ratio', 'max_rise_rate', 'slope_time', 'window',
+                     'max_roughness', 'max_opposing_speed', 'max_force', 'spread',
+                     'isolation_torque'):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f'touch.{name} = {value}: must be finite and > 0')
@@ -90,6 +98,8 @@ class ContactDecision:
     reason: str             # the rule that made it an impact, or why it is a touch
     onset: float            # s, stamp of the contact's first sample over onset_ratio
     stamp: float            # s, stamp of the sample it was decided on
+    link: str               # the contacted link at the decision (isolation), '' if unknown
+    force: float            # N, largest estimated contact force since the onset
     rise_rate: float        # ψ/s, fastest rise of r since the onset
     roughness: float        # largest RMS of r about its line over `window`, in ψ
     opposing_speed: float   # rad/s, fastest motion into the contact since the onset
@@ -103,24 +113,27 @@ class ContactDecision:
 
 
 class ContactClassifier:
-    """Impact or touch for the contact going on, sample by sample (module docstring)."""
+    """Impact or touch for the contact going on, sample by sample (module docstring); the
+    contact force from `robot` (core/chain/contact_force.py)."""
 
-    def __init__(self, config: TouchConfig, n_joints: int):
+    def __init__(self, config: TouchConfig, robot: RobotModel):
         self.config = config
-        self.max_torque = per_joint('touch.max_torque', config.max_torque, n_joints, low=0.0,
+        self.max_torque = per_joint('touch.max_torque', config.max_torque, robot.n, low=0.0,
                                     strict=True, unit=' N·m')
+        self.contact_force = ContactForce(robot, config.spread, config.isolation_torque)
         self._history: deque = deque()   # (t, r) of the last `window` seconds
         self._onset: float | None = None  # stamp of the contact's first sample, None: none
         self.kind = ''                    # '' until decided, then TOUCH or IMPACT
         self._impact_rule = ''            # the first rule that fired in this contact
         self._rise = self._roughness = self._opposing = self._share = 0.0
-        self._power = 0.0
+        self._force = self._power = 0.0
+        self._joint = -1                  # the contacted link's joint (-1: none yet)
         self._decided = 0.0               # stamp of the decision
 
     def update(self, t: float, tau_ext: np.ndarray, ratios: np.ndarray,
-               velocity: np.ndarray | None) -> ContactDecision | None:
-        """One sample: τ_ext (N·m), |τ_ext,i|/ψ_i, q̇ (None: unknown). Returns a decision only
-        when a touch became an impact at this sample."""
+               velocity: np.ndarray | None, position: np.ndarray | None) -> ContactDecision | None:
+        """One sample: τ_ext (N·m), |τ_ext,i|/ψ_i, q̇ and q (None: unknown). Returns a decision
+        only when a touch became an impact at this sample."""
         r = float(ratios.max())
         history = self._history
         history.append((t, r))
@@ -132,7 +145,8 @@ class ContactClassifier:
         if self._onset is None:
             self._onset = t
             self._rise = self._roughness = self._opposing = self._share = 0.0
-        self._measure(t, tau_ext, velocity)
+            self._force, self._joint = 0.0, -1
+        self._measure(t, tau_ext, velocity, position)
         if self.kind == TOUCH and self._impact_rule:
             return self._decide(t, IMPACT, f'touch became an impact: {self._impact_rule}')
         return None
@@ -143,11 +157,14 @@ class ContactClassifier:
             return self._decide(t, IMPACT, self._impact_rule)
         return self._decide(t, TOUCH, 'slow, smooth rise within every touch limit')
 
-    def _measure(self, t: float, tau_ext: np.ndarray, velocity) -> None:
+    def _measure(self, t: float, tau_ext: np.ndarray, velocity, position) -> None:
         """The contact's evidence after this sample; the first rule it breaks is kept."""
         config = self.config
         ts, rs = np.array(self._history).T
         recent = ts >= t - config.slope_time
+        if position is not None:
+            self._joint, force = self.contact_force.estimate(position, tau_ext, self._joint)
+            self._force = max(self._force, math.sqrt(float(np.dot(force, force))))
         # Not while the arm's own hold settles: f_S to 0 at once (seed 003) jolts τ_ext.
         if not (self.kind == TOUCH and t - self._decided < config.settle_time):
             if recent.sum() >= 2:
@@ -161,24 +178,39 @@ class ContactClassifier:
             if size > 0:
                 self._opposing = max(self._opposing, -self._power / size)
         self._share = max(self._share, float((np.abs(tau_ext) / self.max_torque).max()))
-        if self._impact_rule:
-            return
+        if not self._impact_rule:
+            self._impact_rule = self._broken_rule(position is not None)
+
+    def _broken_rule(self, located: bool) -> str:
+        """Why the contact so far is an impact ('' while it may be a touch)."""
+        config = self.config
+        if not located:
+            return 'no joint positions: the contact force is unknown'
         if self._rise > config.max_rise_rate:
-            self._impact_rule = (f'rose at {self._rise:.1f} ψ/s > touch.max_rise_rate '
-                                 f'{config.max_rise_rate:g}')
-        elif self._roughness > config.max_roughness:
-            self._impact_rule = (f'high-frequency content {self._roughness:.3f} ψ RMS > '
-                                 f'touch.max_roughness {config.max_roughness:g}')
-        elif self._opposing > config.max_opposing_speed:
-            self._impact_rule = (f'against the motion at {self._opposing:.2f} rad/s > '
-                                 f'touch.max_opposing_speed {config.max_opposing_speed:g}')
-        elif self._share > 1.0:
-            self._impact_rule = (f'{self._share:.2f} × touch.max_torque')
+            return f'rose at {self._rise:.1f} ψ/s > touch.max_rise_rate {config.max_rise_rate:g}'
+        if self._roughness > config.max_roughness:
+            return (f'high-frequency content {self._roughness:.3f} ψ RMS > '
+                    f'touch.max_roughness {config.max_roughness:g}')
+        if self._opposing > config.max_opposing_speed:
+            return (f'against the motion at {self._opposing:.2f} rad/s > '
+                    f'touch.max_opposing_speed {config.max_opposing_speed:g}')
+        if self._force > config.max_force:
+            return (f'{self._force:.0f} N on {self._link} > touch.max_force '
+                    f'{config.max_force:g}')
+        if self._share > 1.0:
+            return f'{self._share:.2f} × touch.max_torque'
+        return ''
+
+    @property
+    def _link(self) -> str:
+        """The contacted link ('' before one is isolated)."""
+        return self.contact_force.robot.joint_links[self._joint] if self._joint >= 0 else ''
 
     def _decide(self, t: float, kind: str, reason: str) -> ContactDecision:
         self.kind, self._decided = kind, t
-        return ContactDecision(kind, reason, self._onset, t, self._rise, self._roughness,
-                               self._opposing, self._power, self._share)
+        return ContactDecision(kind, reason, self._onset, t, self._link, self._force,
+                               self._rise, self._roughness, self._opposing,
+                               self._power, self._share)
 
 
 def _fit_line(t: np.ndarray, r: np.ndarray) -> tuple[float, float]:
