@@ -167,8 +167,16 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
            'makes it an impact, rad/s', range=(0.001, 100.0)),
     _touch('settle_time', 'for this long after a touch is decided only touch.max_torque can '
            "make it an impact (the arm's own hold jolts τ_ext), s", range=(0.0, 10.0)),
+    _touch('max_force', 'a touch whose estimated contact force (from τ_ext and the robot '
+           'model: core/chain/contact_force.py) exceeds this becomes an impact, N',
+           range=(1.0, 1e4)),
+    _touch('spread', "the contact's assumed distance from its link's centre of mass, for the "
+           'force estimate on links with fewer than 6 joints upstream, m', range=(0.001, 1.0)),
+    _touch('isolation_torque', 'δ_τ: the contacted link is the one the last joint with '
+           '|τ_ext| at least this moves (seed 000 eq. 13.1), N·m', range=(0.01, 100.0)),
     Parameter('touch.max_torque', 'a touch over this joint torque (one value or one per '
-              'joint: the maximum touch force as joint torque) becomes an impact, N·m',
+              'joint: the second, higher joint threshold beside touch.max_force) becomes an '
+              'impact, N·m',
               [TouchConfig.max_torque], range=(0.0, 1e4), field=(TouchConfig, 'max_torque'),
               per_joint=1),
     renamed={'consecutive_samples': 'persistence_time',                     # samples → s
@@ -184,7 +192,7 @@ class CollisionDetector(SuiteNode):
         super().__init__(NAME, **kwargs)
         with self.starting():
             self.detector = Detector(self._detector_config({}),
-                                     PARAMETERS.build(TouchConfig, self.values()))
+                                     PARAMETERS.build(TouchConfig, self.values()), self.robot)
             self.scaling = TimeScaling(PARAMETERS.build(TimeScalingConfig, self.values()))
             self._acceleration = AccelerationEstimate(
                 self.value('acceleration_filter.window_duration'))
@@ -260,8 +268,10 @@ class CollisionDetector(SuiteNode):
         detector and f_S, then what changed is published (`_apply`).
 
         Without velocity the thresholds fall back to ψ_0, the most sensitive setting, which
-        errs on the safe side; without position there are no markers and no q̈ term. The
-        residual node calls this directly in composed mode; `_on_residual` otherwise.
+        errs on the safe side; without position there are no markers, no q̈ term and no
+        contact force (with touch on, a contact is then an impact: the touch rules need the
+        force). The residual node calls this directly in composed mode; `_on_residual`
+        otherwise.
         """
         now = self.seconds()
         tau_ext, velocity, stamp, t = sample.tau_ext, sample.v, sample.stamp, sample.t
@@ -273,7 +283,8 @@ class CollisionDetector(SuiteNode):
         self._rate.add(t)
         self.detector.set_behind(now, self._lag.check(self.stamp_clock(), t))
         acceleration = self._acceleration_of(t, sample.q)
-        state = self.detector.update(now, tau_ext, velocity, acceleration, stamp=t)
+        state = self.detector.update(now, tau_ext, velocity, acceleration, stamp=t,
+                                     position=sample.q)
         if state.ignored:
             self.problems.report('out_of_order', state.ignored)
             return

@@ -35,9 +35,11 @@ from contact_estimation.core.robot.robot_model import LINK_FRAME, RobotModel
 
 
 # Directions of the least squares whose singular value is under this share of the largest
-# are left out (truncated SVD): near a singularity (two joint axes aligned: the Panda's 1 and
-# 3 at q2 = 0) they would turn noise into hundreds of newtons; a lever arm under about 1 cm.
-SINGULAR_SHARE = 0.02
+# are left out (truncated SVD): at a singularity (two joint axes aligned: the Panda's 1 and 3
+# at q2 = 0) they would turn noise into hundreds of newtons (a lever arm of a few mm against
+# the arm's ~0.7 m); near one (the wrist at q5 ≈ 0.1: 1/60 of the largest) they are kept,
+# or the force on links 6 and 7 would no longer be exact.
+SINGULAR_SHARE = 0.005
 
 
 class ContactForce:
