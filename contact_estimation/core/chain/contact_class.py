@@ -17,7 +17,11 @@ explicit rules with physical bounds, conservative by construction:
   through the momentum observer's lag (its step response starts at P/(ψ T_O) ≥ 50 ψ/s for
   T_O = 20 ms); a hand ramps over 150 ms or more (Golz 2015, Kouris 2018: intended
   contacts rise slowly), so only a strong hand, P/ψ > max_rise_rate × its ramp time, rises
-  as fast and is taken for an impact;
+  as fast and is taken for an impact. The rise stays in joint space: the same slope of the
+  estimated force (below) was measured too (benchmarks/touch_classification.py, issue 29):
+  impacts reach eq. 7 within a few tens of ms of their onset, before a slope of |F| over
+  40 ms exists, and over 20 ms the estimate's noise made hands rise at 300 N/s and more,
+  faster than the 200 N/s of the slowest impact;
 - high frequency: the RMS of r about its straight-line fit over the last `window` seconds
   (what a line cannot follow: content above about 1/window, the knee and ringing of a hit,
   Kouris 2018's spectral cue) above `max_roughness` is an impact;
@@ -25,8 +29,13 @@ explicit rules with physical bounds, conservative by construction:
   faster than `max_opposing_speed` (v_o = −τ_extᵀq̇ / ‖τ_ext‖, rad/s) is an impact: a
   person does not push against an arm moving that fast (Haddadin 2017: an impact opposes
   the motion); a guiding hand pushes along it or meets a slow arm;
-- size: a joint over `max_torque` (N·m, the second, higher joint threshold that stands for
-  a maximum touch force) is an impact.
+- size: the contact force, estimated from τ_ext and q on the isolated link
+  (core/chain/contact_force.py: Haddadin 2017's isolation and identification steps, seed
+  000), over `max_force` N is an impact; so is a joint over `max_torque` N·m, the second,
+  higher joint threshold (max_force half a metre from the joint), which holds whatever the
+  estimate. An over-estimate of the force makes a touch an impact (safe); where the estimate
+  is unsure (fewer than 6 joints upstream of the contact) the joint threshold still bounds
+  it. Without joint positions there is no force: every contact is an impact.
 For `settle_time` after a touch is decided only the size counts: f_S then holds the arm at
 once (seed 003), and that jolt of its own reaches τ_ext as a fast, rough change
 (benchmarks/touch_classification.py: without it, a quarter of the touches became impacts).
