@@ -32,10 +32,11 @@ explicit rules with physical bounds, conservative by construction:
 - size: the contact force, estimated from τ_ext and q on the isolated link
   (core/chain/contact_force.py: Haddadin 2017's isolation and identification steps, seed
   000), over `max_force` N is an impact; so is a joint over `max_torque` N·m, the second,
-  higher joint threshold (max_force half a metre from the joint), which holds whatever the
-  estimate. An over-estimate of the force makes a touch an impact (safe); where the estimate
-  is unsure (fewer than 6 joints upstream of the contact) the joint threshold still bounds
-  it. Without joint positions there is no force: every contact is an impact.
+  higher joint threshold (30 N·m by default: 60 N half a metre from the joint), which holds
+  whatever the estimate. An over-estimate of the force makes a touch an impact (safe);
+  where the estimate is unsure (fewer than 6 joints upstream of the contact) the joint
+  threshold still bounds it. Without joint positions there is no force: every contact is
+  an impact.
 For `settle_time` after a touch is decided only the size counts: f_S then holds the arm at
 once (seed 003), and that jolt of its own reaches τ_ext as a fast, rough change
 (benchmarks/touch_classification.py: without it, a quarter of the touches became impacts).
@@ -76,7 +77,7 @@ class TouchConfig:
     max_opposing_speed: float = 0.5    # rad/s: moving into the contact faster is an impact
     max_force: float = 80.0            # N (estimated): a touch pushing harder is an impact
     max_torque: float | tuple = 30.0   # N·m per joint: a touch beyond this is an impact
-                                       # (max_force half a metre from the joint)
+                                       # whatever the force estimate says
     spread: float = 0.05               # m: the contact's assumed distance from the link's
                                        # nominal point (core/chain/contact_force.py)
     isolation_torque: float = 0.5      # N·m: δ_τ, the last joint this loaded is the link's
