@@ -54,7 +54,10 @@ classified on the sample eq. 7 fires, the sample the stop latches on with touch 
 impact (and anything the classifier is unsure of) latches it on that very sample, as without
 touch; a touch does not latch it, while eq. 7 still holds (`contact`: f_S holds and yields,
 seed 003). A touch that grows beyond a limit becomes an impact and latches the stop on that
-sample. With touch off no classifier runs and nothing differs.
+sample. The classifier estimates the contact force (core/chain/contact_force.py), so touch
+needs the robot model (the constructor's `robot`) and the joint positions of each sample
+(`update`'s `position`; without them a contact is an impact). With touch off no classifier
+runs and nothing differs.
 """
 from __future__ import annotations
 
