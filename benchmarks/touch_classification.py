@@ -16,7 +16,7 @@ loop with touch on: the arm holds and yields by seed 003's f_S (hold_time 0.5 s 
 stop of one touch does not carry into the next). A contact counts when eq. 7 fires in it
 (one too weak for ψ is listed apart: the arm just goes on, as with touch off).
 
-    .venv/bin/python benchmarks/touch_classification.py [--quick]
+    .venv/bin/python benchmarks/touch_classification.py [--quick] [--seed N]
 """
 from __future__ import annotations
 
@@ -37,8 +37,10 @@ from contact_estimation.core.sim.scenario import Obstacle, PointForce, Scenario
 
 LINKS = [f'panda_link{k}' for k in range(2, 8)]
 ON = TouchConfig(enabled=True)
-RULES = {'rose': 'rise', 'high-frequency': 'high frequency', 'against': 'against motion',
-         'max_torque': 'max_torque'}  # words of ContactDecision.reason → the rule's name
+# Words of ContactDecision.reason → the rule's name (the first that matches).
+RULES = {'rose': 'rise', 'high-frequency': 'high frequency',
+         'against': 'against motion', 'touch.max_force ': 'max_force',
+         'max_torque': 'max_torque'}
 HOLD_TIME = 0.5  # s: the stop clears between contacts (touch runs)
 
 
@@ -47,15 +49,17 @@ def motion(seed: int, speed_scale: float = 0.3) -> dict:
 
 
 def detector(robot, touch: TouchConfig, hold_time: float = 0.1) -> CollisionDetector:
-    return CollisionDetector(DetectorConfig.build(robot.joint_names, hold_time=hold_time), touch)
+    return CollisionDetector(DetectorConfig.build(robot.joint_names, hold_time=hold_time), touch,
+                             robot)
 
 
 def replay(robot, trace, touch: TouchConfig, hold_time: float = 0.1):
     """Per sample: stop, and the decisions (sample index, ContactDecision)."""
     watcher = detector(robot, touch, hold_time)
     stops, decided = np.zeros(len(trace['t']), dtype=bool), []
-    for k, (t, tau, v) in enumerate(zip(trace['t'], trace['tau_ext'], trace['v'])):
-        state = watcher.update(t, tau, v)
+    for k, (t, tau, v, q) in enumerate(zip(trace['t'], trace['tau_ext'], trace['v'],
+                                           trace['q'])):
+        state = watcher.update(t, tau, v, position=q)
         stops[k] = state.stop
         if state.decision is not None:
             decided.append((k, state.decision))
@@ -142,10 +146,13 @@ def quantiles(values) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--quick', action='store_true', help='short run')
+    parser.add_argument('--seed', type=int, default=29,
+                        help='seed of the contacts drawn (the links, points, forces, ramps and '
+                             'hits); another than 29 gives draws the defaults were not set on')
     args = parser.parse_args(argv)
     pushes, hits, touches, free_s = (20, 10, 20, 30.0) if args.quick else (150, 80, 220, 600.0)
     robot = RobotModel.load('panda')
-    rng = np.random.default_rng(29)
+    rng = np.random.default_rng(args.seed)
 
     spec = motion(13)
     forces, end = draw_forces(robot, make_trajectory(robot, spec), rng, pushes, (10, 80),
@@ -214,6 +221,11 @@ def main(argv=None) -> int:
           f' | {percent(sum(m < 0 for *_, m in rows), len(rows))} | '
           f'{quantiles([d.delay for d in first_touch])} | '
           f'{", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))} |')
+    impact_rises = [r[2].rise_rate for rows in impact_rows.values() for r in rows
+                    if r[2] is not None]
+    print(f'\nEvidence at the decision: impacts rose at ≥ {min(impact_rises):.1f} ψ/s; touches '
+          f'(first decision) at ≤ {max(d.rise_rate for d in first_touch):.1f} ψ/s, force '
+          f'≤ {max(d.force for d in first_touch):.0f} N (estimated)')
     print(f'\nFree motion, {free_s / 60:g} min: false stops touch off {free_stops["off"]}, '
           f'touch on {free_stops["on"]}')
     return 0

@@ -17,6 +17,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 from contact_estimation import manifest
 from contact_estimation.core.chain.detector import DEFAULTS, WEIGHTED
 from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.nodes.collision_detector import CollisionDetector
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.node_main import StartupError
@@ -39,7 +40,9 @@ class Probe(Node):
         self.position = np.full(len(JOINTS), 0.1)
         self.sent: list[tuple[float, np.ndarray]] = []  # (stamp, residual) as published
         self.streaming = True
-        self.ramp: tuple[int, float, float] | None = None  # (joint, N·m/s, to N·m) per stamp
+        # (τ_ext of 1 N, N/s, to N): the residual of a force ramping up, per stamp
+        self.ramp: tuple[np.ndarray, float, float] | None = None
+        self.newtons = 0.0
         self.names, self.size = JOINTS, len(JOINTS)
         self.stops, self.events, self.markers, self.scaling = [], [], [], []
         self._residual_pub = self.create_publisher(JointState, SPEC.topic('residual'),
@@ -64,9 +67,10 @@ class Probe(Node):
                          velocity=[0.0] * self.size)
         msg.header.stamp = self.get_clock().now().to_msg()
         if self.ramp is not None and self.sent:
-            joint, rate, peak = self.ramp
+            per_newton, rate, peak = self.ramp
             step = rate * (stamp_to_seconds(msg.header.stamp) - self.sent[-1][0])
-            self.residual[joint] = min(peak, self.residual[joint] + step)
+            self.newtons = min(peak, self.newtons + step)
+            self.residual = self.newtons * per_newton
             msg.effort = [float(x) for x in self.residual[:self.size]]
         self.sent.append((stamp_to_seconds(msg.header.stamp), self.residual.copy()))
         self._residual_pub.publish(msg)
@@ -190,22 +194,31 @@ def test_every_stop_change_has_an_event_and_f_s_lands_exactly_on_0_and_1(rig):
 
 
 @pytest.mark.parametrize('rig', [{'input_timeout': 1.0, 'touch.enabled': True}], indirect=True)
-def test_a_touch_holds_without_a_stop_and_becomes_an_impact_beyond_max_torque(rig):
+def test_a_touch_holds_without_a_stop_and_becomes_an_impact_beyond_max_force(rig):
     _, probe, executor = rig
-    probe.ramp = (3, 10.0, 8.0)  # 2.5 ψ per second to 2 ψ: a hand, not a hit
+    robot = RobotModel.load('panda')
+    probe.position[:] = [0.3, -0.4, 0.2, -2.0, 0.1, 1.6, 0.5]
+    # τ_ext of a force on link 4 there (a point on its body): 7 N·m on joint 3 at 40 N
+    per_newton = robot.point_jacobian(probe.position, 'panda_link4',
+                                      np.array([-0.05, 0.1, 0.0])).T @ [0.0, -1.0, 0.0]
+    probe.ramp = (per_newton, 60.0, 40.0)  # a hand: 40 N within 0.7 s
     assert spin_until(executor, lambda: probe.events, TIMEOUT)
     values = {kv.key: kv.value for kv in status(probe.events[-1]).values}
     assert values['event'] == 'touch' and values['class'] == 'touch'
     assert status(probe.events[-1]).level == DiagnosticStatus.WARN
-    assert 0.0 < float(values['class.decision_time']) and float(values['class.rise_rate']) < 12
+    assert 0.0 < float(values['class.decision_time']) and float(values['class.rise_rate']) < 18
+    # joint 4 carries under touch.isolation_torque at first: link 3 bounds it from below
+    assert values['class.link'] in ('panda_link3', 'panda_link4')
+    assert 10 < float(values['class.force']) < 80
     assert spin_until(executor, lambda: probe.scaling and probe.scaling[-1] == 0.0, TIMEOUT)
     assert probe.stops[-1] is False  # held by f_S, the stop not latched
-    probe.ramp = (3, 1000.0, 12.0)  # beyond touch.max_torque (10 N·m)
+    probe.ramp = (per_newton, 60.0, 120.0)  # on, slowly, beyond touch.max_force (80 N)
     assert spin_until(executor, lambda: probe.stops[-1] is True, TIMEOUT)
     assert spin_until(executor, lambda: len(probe.events) >= 2, TIMEOUT)
     values = {kv.key: kv.value for kv in status(probe.events[-1]).values}
     assert values['event'] == 'collision' and values['class'] == 'impact'
     assert values['class.reason'].startswith('touch became an impact')
+    assert 'touch.max_force' in values['class.reason']
 
 
 def diagnostics(probe) -> list:

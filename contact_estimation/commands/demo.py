@@ -17,9 +17,13 @@ detector's events and the reaction (hold, resume by itself while the latched sto
 stays up until `~/reset`), the contact localizer's estimates against the simulator's
 ground truth of the same stamps (link, point and force errors), and writes a PNG: estimated
 against true external joint torque,
-the stop signal and the time-scaling factor. Exits 1, saying why, if a node died, a node
-published nothing, the stop latched before the scripted push (the demo then shows nothing of
-it), or the push was not detected.
+the stop signal and the time-scaling factor, with the contacts marked by their class.
+Touch classification is on in the demo (issue 29; off by default): a scripted force that
+ramps like a hand (TOUCH_RAMP or slower) is a touch the arm must yield to with no stop, a
+faster one an impact that must stop it. Exits 1, saying why, if a node died, a node
+published nothing, the stop latched before the scripted push (during the touch, or before
+it: the demo then shows nothing of it), the touch was not classified a touch, or the push
+was not detected.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ from contact_estimation import manifest
 from contact_estimation.commands import demo_model
 from contact_estimation.commands.up import robot_files
 from contact_estimation.core.contact.contact import Contact, contact_error
+from contact_estimation.core.chain.contact_class import TOUCH
 from contact_estimation.core.chain.detector import COLLISION, INVALID, STALE
 from contact_estimation.launcher import NodeSet, namespace_arguments, simulated_clock
 from contact_estimation.ros.contact_messages import ContactPairs
@@ -49,7 +54,11 @@ SIM = 'sim_cobot'
 LOCALIZER = 'contact_localizer'
 # What the scenario shows, in the order it happens; the demo ends once it has seen them all.
 EVENTS = {'contact': 'the contact (ground truth)', 'collision': "the detector's collision event",
-          'hold': 'the hold (f_S = 0)', 'resume': 'the resume once the contact is over'}
+          'hold': 'the hold after the collision (f_S = 0)',
+          'resume': 'the resume once the contact is over'}
+# A scripted force ramping up this slowly (s) or slower is a hand's touch (issue 29: hands
+# ramp over 150–1000 ms); a faster one is an impact.
+TOUCH_RAMP = 0.15
 
 
 def _message_class(type_name: str):
@@ -74,9 +83,12 @@ class TopicMonitor:
         self.counts: dict[str, int] = defaultdict(int)
         self.first_last: dict[str, tuple[float, float]] = {}  # receive times, by topic
         self.series: dict[str, list] = defaultdict(list)
-        self.events: dict[str, float] = {}  # EVENTS and 'contact over': first receive time
-        self.contact_onset: float | None = None  # stamp (simulated s) of the first true contact
+        self.events: dict[str, float] = {}  # EVENTS: first receive time
+        # True contacts, one after another: [onset stamp, receive time, end stamp, receive
+        # time] (simulated s; monitor s), the end None while it goes on.
+        self.contact_spans: list[list] = []
         self.stops: list[tuple[float, str, str]] = []  # detector stops: stamp, cause, message
+        self.touches: list[tuple[float, float]] = []   # touch events: stamp, receive time
         # sim_cobot's first and latest pace reports: (receive time, simulated time, values)
         self.first_sim_report: tuple[float, float, dict[str, str]] | None = None
         self.sim_report: tuple[float, float, dict[str, str]] | None = None
@@ -127,23 +139,26 @@ class TopicMonitor:
     def _on_truth(self, topic: str, now: float, msg) -> None:
         effort = np.array(msg.effort)
         self.series[topic].append((now, effort))
-        if np.any(effort != 0.0):
+        stamp, spans = stamp_to_seconds(msg.header.stamp), self.contact_spans
+        touching, going_on = np.any(effort != 0.0), bool(spans) and spans[-1][2] is None
+        if touching and not going_on:
             self.events.setdefault('contact', now)
-            if self.contact_onset is None:
-                self.contact_onset = stamp_to_seconds(msg.header.stamp)
-        elif 'contact' in self.events:
-            self.events.setdefault('contact over', now)
+            spans.append([stamp, now, None, None])
+        elif going_on and not touching:
+            spans[-1][2:] = [stamp, now]
 
     def _on_stop(self, topic: str, now: float, msg) -> None:
         self.series[topic].append((now, float(msg.data)))
 
     def _on_time_scaling(self, topic: str, now: float, msg) -> None:
-        """Hold: f_S = 0 once the contact began; resume: f_S > 0 after the hold and the
-        contact's end."""
+        """Hold: f_S = 0 once the collision was detected; resume: f_S > 0 after the hold and
+        the end of the contact going on then."""
         self.series[topic].append((now, msg.data))
-        if 'contact' in self.events and msg.data <= 0.0:
+        if 'collision' in self.events and msg.data <= 0.0:
             self.events.setdefault('hold', now)
-        if 'hold' in self.events and 'contact over' in self.events and msg.data > 0.0:
+        spans = self.contact_spans
+        if ('hold' in self.events and msg.data > 0.0 and spans[-1][3] is not None
+                and spans[-1][1] <= self.events['hold']):
             self.events.setdefault('resume', now)
 
     def _on_event(self, topic: str, now: float, msg) -> None:
@@ -153,6 +168,8 @@ class TopicMonitor:
             cause = next((kv.value for kv in status.values if kv.key == 'event'), '')
             if cause in (COLLISION, STALE, INVALID):
                 self.stops.append((stamp, cause, status.message))
+            if cause == TOUCH:
+                self.touches.append((stamp, now))
             if cause == COLLISION:
                 self.events.setdefault('collision', now)
 
@@ -263,39 +280,68 @@ def _pace(monitor: TopicMonitor) -> str:
             'wall clock, are lower than configured.')
 
 
-def _verdict(monitor: TopicMonitor) -> tuple[str, bool]:
-    """Whether the demo showed what it is for, on simulated stamps: no stop before the
-    scripted push, and the push detected (with the delay from its onset)."""
-    onset = monitor.contact_onset
-    if onset is None:
+def scripted_kinds(scenario: str) -> list[str]:
+    """The class each scripted force of the scenario file should get, in the order they
+    start: TOUCH when it ramps up over TOUCH_RAMP or longer, else an impact (COLLISION)."""
+    with open(scenario, encoding='utf-8') as f:
+        forces = (yaml.safe_load(f) or {}).get('forces') or []
+    forces = sorted(forces, key=lambda force: force.get('start', 0.0))
+    return [TOUCH if force.get('ramp', 0.05) >= TOUCH_RAMP else COLLISION for force in forces]
+
+
+def _verdict(monitor: TopicMonitor, kinds: list[str]) -> tuple[str, bool]:
+    """Whether the demo showed what it is for, on simulated stamps: the true contacts, in
+    order, are the scripted forces of `kinds` (scripted_kinds); no stop before the push (the
+    first impact), none during a touch, each touch classified a touch, and the push detected
+    (with the delay from its onset)."""
+    spans = monitor.contact_spans
+    if not spans:
         return 'verdict: no contact happened while the demo watched: nothing was shown', False
+    kinds = kinds[:len(spans)] + [COLLISION] * (len(spans) - len(kinds))
+    push = kinds.index(COLLISION) if COLLISION in kinds else len(spans)
+    onset = spans[push][0] if push < len(spans) else np.inf
     early = [stop for stop in monitor.stops if stop[0] < onset]
     if early:
         stamp, cause, message = early[0]
-        return (f'verdict: FAILED: the stop latched at {stamp:.3f} s, '
-                f'{onset - stamp:.3f} s before the scripted push at {onset:.3f} s '
-                f'({cause}: {message}); what follows shows nothing of the push'), False
+        during = next((f' during the touch from {span[0]:.3f} s' for span, kind in zip(
+            spans, kinds) if kind == TOUCH and span[0] <= stamp), '')
+        return (f'verdict: FAILED: the stop latched at {stamp:.3f} s{during}, before the '
+                f'scripted push ({cause}: {message}); what follows shows nothing of it'), False
+    touches = []
+    for span, kind in zip(spans[:push], kinds[:push]):
+        end = span[2] if span[2] is not None else np.inf
+        classified = [stamp for stamp, _ in monitor.touches if span[0] <= stamp <= end]
+        if not classified:
+            return (f'verdict: FAILED: the touch from {span[0]:.3f} s was not classified a '
+                    'touch'), False
+        touches.append(f'the touch at {span[0]:.3f} s yielded to with no stop (classified '
+                       f'{(classified[0] - span[0]) * 1e3:.0f} ms after its onset); ')
+    if push == len(spans):
+        return 'verdict: FAILED: no push happened while the demo watched', False
     detected = [stop for stop in monitor.stops if stop[1] == COLLISION]
     if not detected:
         return f'verdict: FAILED: the push at {onset:.3f} s was not detected', False
     delay = detected[0][0] - onset
-    return (f'verdict: no stop before the push; the push at {onset:.3f} s detected '
-            f'{delay * 1e3:.0f} ms later (simulated time)'), True
+    return (f'verdict: no stop before the push; {"".join(touches)}the push at {onset:.3f} s '
+            f'detected {delay * 1e3:.0f} ms later (simulated time)'), True
 
 
 def _reaction(monitor: TopicMonitor) -> str:
-    """The seed 003 reaction to the first contact, from the events the monitor noted.
+    """The seed 003 reaction to the contacts, from the events the monitor noted.
 
     Times are the demo monitor's receive times (s since start): the order of events is
     right, the delays between them are not measurements (benchmarks/ measures those).
     """
-    events = monitor.events
-    if 'contact' not in events:
+    events, spans = monitor.events, monitor.contact_spans
+    if not spans:
         return '    no contact while the demo watched: nothing to react to'
-    lines = [f'    contact (ground truth) from {events["contact"]:6.2f} s to '
-             + (f'{events["contact over"]:6.2f} s' if 'contact over' in events else 'the end')]
+    lines = [f'    contact (ground truth) from {span[1]:6.2f} s to '
+             + (f'{span[3]:6.2f} s' if span[3] is not None else 'the end') for span in spans]
+    lines += [f'    touch:   classified a touch at {now:6.2f} s: no stop, f_S holds and yields '
+              'while touched' for _, now in monitor.touches]
     if 'hold' not in events:
-        return '\n'.join(lines + ['    hold: f_S never reached 0 (contact not detected)'])
+        return '\n'.join(lines + ['    hold: f_S never reached 0 after a collision (none '
+                                  'detected)'])
     lines.append(f'    hold:    f_S = 0 from {events["hold"]:6.2f} s: the arm holds where it is')
     if 'resume' not in events:
         lines.append('    resume:  not yet (the contact lasted, or the demo ended first)')
@@ -347,9 +393,18 @@ def _plot(monitor: TopicMonitor, path: str) -> None:
             if truth:
                 tt, true = zip(*truth)
                 ax_tau.plot(tt, np.array(true)[:, j], '--', color=line.get_color(), lw=1.2)
+    touched = [now for _, now in monitor.touches]
+    for onset, end in ((span[1], span[3]) for span in monitor.contact_spans):
+        end = end if end is not None else onset
+        touch = any(onset <= now <= end for now in touched)
+        for ax in (ax_tau, ax_stop):
+            ax.axvspan(onset, end, color='tab:green' if touch else 'tab:red', alpha=0.12)
+        ax_tau.annotate('touch: no stop' if touch else 'impact: stop', (onset, 1.0),
+                        xycoords=('data', 'axes fraction'), va='top', fontsize=8)
     ax_tau.set_ylabel('external joint torque (N·m)')
-    ax_tau.set_title('estimated (solid) and true (dashed) external joint torque')
-    ax_tau.legend(ncol=4, fontsize=7, loc='upper left')
+    ax_tau.set_title('estimated (solid) and true (dashed) external joint torque; true '
+                     'contacts shaded by their class (green touch, red impact)')
+    ax_tau.legend(ncol=4, fontsize=7, loc='lower left')
     ax_tau.grid(alpha=0.3)
     for key, node, label in (('stop', 'collision_detector', 'stop (1 = stop)'),
                              ('time_scaling', 'collision_detector', 'time scaling f_S')):
@@ -425,6 +480,7 @@ def main(argv: list[str]) -> int:
     # The lidar sees the cell's fixtures, no person: objects that do not move (a real cell
     # tracks people or keeps the default 1.6 m/s, the speed of a person it missed).
     overrides['proximity_monitor']['object_speed'] = 0.0
+    overrides['collision_detector']['touch.enabled'] = True  # the demo shows touch and impact
     robot_file = robot_files([], args.robot)  # a `/**` file with --robot
     nodes = NodeSet([spec.name for spec in processes], (*model.parameter_files, *robot_file),
                     overrides=overrides,
@@ -476,7 +532,7 @@ def main(argv: list[str]) -> int:
               *model.parameter_files, os.path.join(args.out, 'recording_parameters.yaml')))
           + ')')
     print(contact_pictures.summary(recorder.bag.path, args.out, recorder.bag.robot))
-    verdict, shown = _verdict(monitor)
+    verdict, shown = _verdict(monitor, scripted_kinds(scenario))
     print('\n' + verdict)
     ok = healthy and shown
     print('demo: OK' if ok else 'demo: FAILED (see above)')

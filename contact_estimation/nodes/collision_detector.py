@@ -105,7 +105,7 @@ class CollisionDetector(SuiteNode):
         super().__init__(NAME, **kwargs)
         with self.starting():
             self.detector = Detector(self._detector_config({}),
-                                     PARAMETERS.build(TouchConfig, self.values()))
+                                     PARAMETERS.build(TouchConfig, self.values()), self.robot)
             self.reaction: Reaction = REACTION(PARAMETERS.build(REACTION.CONFIG, self.values()))
             self._acceleration = AccelerationEstimate(
                 self.value(ACCELERATION_WINDOW))
@@ -176,8 +176,10 @@ class CollisionDetector(SuiteNode):
         detector and the reaction, then what changed is published (`_apply`).
 
         Without velocity the thresholds fall back to ψ_0, the most sensitive setting, which
-        errs on the safe side; without position there are no markers and no q̈ term. The
-        residual node calls this directly in composed mode; `_on_residual` otherwise.
+        errs on the safe side; without position there are no markers, no q̈ term and no
+        contact force (with touch on, a contact is then an impact: the touch rules need the
+        force). The residual node calls this directly in composed mode; `_on_residual`
+        otherwise.
         """
         now = self.seconds()
         tau_ext, velocity, stamp, t = sample.tau_ext, sample.v, sample.stamp, sample.t
@@ -189,7 +191,8 @@ class CollisionDetector(SuiteNode):
         self._rate.add(t)
         self.detector.set_behind(now, self._lag.check(self.stamp_clock(), t))
         acceleration = self._acceleration_of(t, sample.q)
-        state = self.detector.update(now, tau_ext, velocity, acceleration, stamp=t)
+        state = self.detector.update(now, tau_ext, velocity, acceleration, stamp=t,
+                                     position=sample.q)
         if state.ignored:
             self.problems.report('out_of_order', state.ignored)
             return

@@ -17,7 +17,11 @@ explicit rules with physical bounds, conservative by construction:
   through the momentum observer's lag (its step response starts at P/(ψ T_O) ≥ 50 ψ/s for
   T_O = 20 ms); a hand ramps over 150 ms or more (Golz 2015, Kouris 2018: intended
   contacts rise slowly), so only a strong hand, P/ψ > max_rise_rate × its ramp time, rises
-  as fast and is taken for an impact;
+  as fast and is taken for an impact. The rise stays in joint space: the same slope of the
+  estimated force (below) was measured too (benchmarks/touch_classification.py, issue 29):
+  impacts reach eq. 7 within a few tens of ms of their onset, before a slope of |F| over
+  40 ms exists, and over 20 ms the estimate's noise made hands rise at 300 N/s and more,
+  faster than the 200 N/s of the slowest impact;
 - high frequency: the RMS of r about its straight-line fit over the last `window` seconds
   (what a line cannot follow: content above about 1/window, the knee and ringing of a hit,
   Kouris 2018's spectral cue) above `max_roughness` is an impact;
@@ -25,8 +29,14 @@ explicit rules with physical bounds, conservative by construction:
   faster than `max_opposing_speed` (v_o = −τ_extᵀq̇ / ‖τ_ext‖, rad/s) is an impact: a
   person does not push against an arm moving that fast (Haddadin 2017: an impact opposes
   the motion); a guiding hand pushes along it or meets a slow arm;
-- size: a joint over `max_torque` (N·m, the second, higher joint threshold that stands for
-  a maximum touch force) is an impact.
+- size: the contact force, estimated from τ_ext and q on the isolated link
+  (core/chain/contact_force.py: Haddadin 2017's isolation and identification steps, seed
+  000), over `max_force` N is an impact; so is a joint over `max_torque` N·m, the second,
+  higher joint threshold (30 N·m by default: 60 N half a metre from the joint), which holds
+  whatever the estimate. An over-estimate of the force makes a touch an impact (safe);
+  where the estimate is unsure (fewer than 6 joints upstream of the contact) the joint
+  threshold still bounds it. Without joint positions there is no force: every contact is
+  an impact.
 For `settle_time` after a touch is decided only the size counts: f_S then holds the arm at
 once (seed 003), and that jolt of its own reaches τ_ext as a fast, rough change
 (benchmarks/touch_classification.py: without it, a quarter of the touches became impacts).
@@ -46,7 +56,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from contact_estimation.core.chain.contact_force import ContactForce
 from contact_estimation.core.per_joint import per_joint
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.settings import setting
 
 IMPACT, TOUCH = 'impact', 'touch'
@@ -64,9 +76,9 @@ class TouchConfig:
     onset_ratio: float = setting(
         0.5, 'a contact starts when some |τ_ext,i| reaches this share of ψ_i', range=(0.05, 0.99))
     max_rise_rate: float = setting(
-        12.0, 'τ_ext rising faster than this many ψ per second at any time of a contact '
+        18.0, 'τ_ext rising faster than this many ψ per second at any time of a contact '
         'makes it an impact, 1/s', range=(0.1, 1000.0))
-    slope_time: float = setting(0.02, 'time span of the least-squares slope of the rise, s',
+    slope_time: float = setting(0.04, 'time span of the least-squares slope of the rise, s',
                                 range=(0.002, 1.0))
     window: float = setting(
         0.05, 'time span of the straight-line fit whose residual measures the high-frequency '
@@ -77,16 +89,27 @@ class TouchConfig:
     max_opposing_speed: float = setting(
         0.5, 'moving into the contact faster than this (−τ_extᵀq̇/‖τ_ext‖) makes it an '
         'impact, rad/s', range=(0.001, 100.0))
+    max_force: float = setting(
+        80.0, 'a touch whose estimated contact force (from τ_ext and the robot model: '
+        'core/chain/contact_force.py) exceeds this becomes an impact, N', range=(1.0, 1e4))
     max_torque: float | tuple = setting(
-        10.0, 'a touch over this joint torque (the maximum touch force as joint torque) '
-        'becomes an impact, N·m', range=(0.0, 1e4), per_joint=1)
+        30.0, 'a touch over this joint torque (the second, higher joint threshold beside '
+        'touch.max_force, whatever the force estimate says) becomes an impact, N·m',
+        range=(0.0, 1e4), per_joint=1)
+    spread: float = setting(
+        0.05, "the contact's assumed distance from its link's centre of mass, for the force "
+        'estimate on links with fewer than 6 joints upstream, m', range=(0.001, 1.0))
+    isolation_torque: float = setting(
+        0.5, 'δ_τ: the contacted link is the one the last joint with |τ_ext| at least this '
+        'moves (seed 000 eq. 13.1), N·m', range=(0.01, 100.0))
     settle_time: float = setting(
         0.15, 'for this long after a touch is decided only touch.max_torque can make it an '
         "impact (the arm's own hold jolts τ_ext), s", range=(0.0, 10.0))
 
     def __post_init__(self):
-        for name in ('onset_ratio', 'max_rise_rate', 'slope_time', 'window', 'max_roughness',
-                     'max_opposing_speed'):
+        for name in ('onset_ratio', 'max_rise_rate', 'slope_time', 'window',
+                     'max_roughness', 'max_opposing_speed', 'max_force', 'spread',
+                     'isolation_torque'):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f'touch.{name} = {value}: must be finite and > 0')
@@ -108,6 +131,8 @@ class ContactDecision:
     reason: str             # the rule that made it an impact, or why it is a touch
     onset: float            # s, stamp of the contact's first sample over onset_ratio
     stamp: float            # s, stamp of the sample it was decided on
+    link: str               # the contacted link at the decision (isolation), '' if unknown
+    force: float            # N, largest estimated contact force since the onset
     rise_rate: float        # ψ/s, fastest rise of r since the onset
     roughness: float        # largest RMS of r about its line over `window`, in ψ
     opposing_speed: float   # rad/s, fastest motion into the contact since the onset
@@ -121,24 +146,27 @@ class ContactDecision:
 
 
 class ContactClassifier:
-    """Impact or touch for the contact going on, sample by sample (module docstring)."""
+    """Impact or touch for the contact going on, sample by sample (module docstring); the
+    contact force from `robot` (core/chain/contact_force.py)."""
 
-    def __init__(self, config: TouchConfig, n_joints: int):
+    def __init__(self, config: TouchConfig, robot: RobotModel):
         self.config = config
-        self.max_torque = per_joint('touch.max_torque', config.max_torque, n_joints, low=0.0,
+        self.max_torque = per_joint('touch.max_torque', config.max_torque, robot.n, low=0.0,
                                     strict=True, unit=' N·m')
+        self.contact_force = ContactForce(robot, config.spread, config.isolation_torque)
         self._history: deque = deque()   # (t, r) of the last `window` seconds
         self._onset: float | None = None  # stamp of the contact's first sample, None: none
         self.kind = ''                    # '' until decided, then TOUCH or IMPACT
         self._impact_rule = ''            # the first rule that fired in this contact
         self._rise = self._roughness = self._opposing = self._share = 0.0
-        self._power = 0.0
+        self._force = self._power = 0.0
+        self._joint = -1                  # the contacted link's joint (-1: none yet)
         self._decided = 0.0               # stamp of the decision
 
     def update(self, t: float, tau_ext: np.ndarray, ratios: np.ndarray,
-               velocity: np.ndarray | None) -> ContactDecision | None:
-        """One sample: τ_ext (N·m), |τ_ext,i|/ψ_i, q̇ (None: unknown). Returns a decision only
-        when a touch became an impact at this sample."""
+               velocity: np.ndarray | None, position: np.ndarray | None) -> ContactDecision | None:
+        """One sample: τ_ext (N·m), |τ_ext,i|/ψ_i, q̇ and q (None: unknown). Returns a decision
+        only when a touch became an impact at this sample."""
         r = float(ratios.max())
         history = self._history
         history.append((t, r))
@@ -150,7 +178,8 @@ class ContactClassifier:
         if self._onset is None:
             self._onset = t
             self._rise = self._roughness = self._opposing = self._share = 0.0
-        self._measure(t, tau_ext, velocity)
+            self._force, self._joint = 0.0, -1
+        self._measure(t, tau_ext, velocity, position)
         if self.kind == TOUCH and self._impact_rule:
             return self._decide(t, IMPACT, f'touch became an impact: {self._impact_rule}')
         return None
@@ -161,11 +190,14 @@ class ContactClassifier:
             return self._decide(t, IMPACT, self._impact_rule)
         return self._decide(t, TOUCH, 'slow, smooth rise within every touch limit')
 
-    def _measure(self, t: float, tau_ext: np.ndarray, velocity) -> None:
+    def _measure(self, t: float, tau_ext: np.ndarray, velocity, position) -> None:
         """The contact's evidence after this sample; the first rule it breaks is kept."""
         config = self.config
         ts, rs = np.array(self._history).T
         recent = ts >= t - config.slope_time
+        if position is not None:
+            self._joint, force = self.contact_force.estimate(position, tau_ext, self._joint)
+            self._force = max(self._force, math.sqrt(float(np.dot(force, force))))
         # Not while the arm's own hold settles: f_S to 0 at once (seed 003) jolts τ_ext.
         if not (self.kind == TOUCH and t - self._decided < config.settle_time):
             if recent.sum() >= 2:
@@ -179,24 +211,39 @@ class ContactClassifier:
             if size > 0:
                 self._opposing = max(self._opposing, -self._power / size)
         self._share = max(self._share, float((np.abs(tau_ext) / self.max_torque).max()))
-        if self._impact_rule:
-            return
+        if not self._impact_rule:
+            self._impact_rule = self._broken_rule(position is not None)
+
+    def _broken_rule(self, located: bool) -> str:
+        """Why the contact so far is an impact ('' while it may be a touch)."""
+        config = self.config
+        if not located:
+            return 'no joint positions: the contact force is unknown'
         if self._rise > config.max_rise_rate:
-            self._impact_rule = (f'rose at {self._rise:.1f} ψ/s > touch.max_rise_rate '
-                                 f'{config.max_rise_rate:g}')
-        elif self._roughness > config.max_roughness:
-            self._impact_rule = (f'high-frequency content {self._roughness:.3f} ψ RMS > '
-                                 f'touch.max_roughness {config.max_roughness:g}')
-        elif self._opposing > config.max_opposing_speed:
-            self._impact_rule = (f'against the motion at {self._opposing:.2f} rad/s > '
-                                 f'touch.max_opposing_speed {config.max_opposing_speed:g}')
-        elif self._share > 1.0:
-            self._impact_rule = (f'{self._share:.2f} × touch.max_torque')
+            return f'rose at {self._rise:.1f} ψ/s > touch.max_rise_rate {config.max_rise_rate:g}'
+        if self._roughness > config.max_roughness:
+            return (f'high-frequency content {self._roughness:.3f} ψ RMS > '
+                    f'touch.max_roughness {config.max_roughness:g}')
+        if self._opposing > config.max_opposing_speed:
+            return (f'against the motion at {self._opposing:.2f} rad/s > '
+                    f'touch.max_opposing_speed {config.max_opposing_speed:g}')
+        if self._force > config.max_force:
+            return (f'{self._force:.0f} N on {self._link} > touch.max_force '
+                    f'{config.max_force:g}')
+        if self._share > 1.0:
+            return f'{self._share:.2f} × touch.max_torque'
+        return ''
+
+    @property
+    def _link(self) -> str:
+        """The contacted link ('' before one is isolated)."""
+        return self.contact_force.robot.joint_links[self._joint] if self._joint >= 0 else ''
 
     def _decide(self, t: float, kind: str, reason: str) -> ContactDecision:
         self.kind, self._decided = kind, t
-        return ContactDecision(kind, reason, self._onset, t, self._rise, self._roughness,
-                               self._opposing, self._power, self._share)
+        return ContactDecision(kind, reason, self._onset, t, self._link, self._force,
+                               self._rise, self._roughness, self._opposing,
+                               self._power, self._share)
 
 
 def _fit_line(t: np.ndarray, r: np.ndarray) -> tuple[float, float]:

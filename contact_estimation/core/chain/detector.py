@@ -54,7 +54,10 @@ classified on the sample eq. 7 fires, the sample the stop latches on with touch 
 impact (and anything the classifier is unsure of) latches it on that very sample, as without
 touch; a touch does not latch it, while eq. 7 still holds (`contact`: f_S holds and yields,
 seed 003). A touch that grows beyond a limit becomes an impact and latches the stop on that
-sample. With touch off no classifier runs and nothing differs.
+sample. The classifier estimates the contact force (core/chain/contact_force.py), so touch
+needs the robot model (the constructor's `robot`) and the joint positions of each sample
+(`update`'s `position`; without them a contact is an impact). With touch off no classifier
+runs and nothing differs.
 """
 from __future__ import annotations
 
@@ -70,6 +73,7 @@ from contact_estimation.core.chain.contact_class import (TOUCH, ContactClassifie
 from contact_estimation.core.chain.lag import BEHIND
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.per_joint import per_joint
+from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.settings import DURATION, TIMEOUT, setting
 
 POSITION, FORCE = 'position', 'force'
@@ -293,8 +297,10 @@ class CollisionDetector:
     """Seed 001 eq. 7 with role thresholds, speed-dependent thresholds, persistence in
     seconds (consecutive or weighted), latching, fail-safe."""
 
-    def __init__(self, config: DetectorConfig, touch: TouchConfig = TouchConfig()):
+    def __init__(self, config: DetectorConfig, touch: TouchConfig = TouchConfig(),
+                 robot: RobotModel | None = None):
         self.config = config
+        self.robot = robot  # the arm's model: touch classification estimates the force with it
         self.classifier: ContactClassifier | None = None
         self.configure_touch(touch)
         self._decision: ContactDecision | None = None  # made at the sample being taken
@@ -328,13 +334,23 @@ class CollisionDetector:
 
     def configure_touch(self, touch: TouchConfig) -> None:
         """Touch classification on (a fresh classifier) or off (none runs)."""
-        self.classifier = ContactClassifier(touch, self.config.n) if touch.enabled else None
+        if not touch.enabled:
+            self.classifier = None
+            return
+        if self.robot is None:
+            raise ValueError('touch.enabled needs the robot model (the contact force is '
+                             'estimated from τ_ext with it)')
+        if self.robot.n != self.config.n:
+            raise ValueError(f'the robot model has {self.robot.n} joints, the detector '
+                             f'{self.config.n}')
+        self.classifier = ContactClassifier(touch, self.robot)
 
     # ------------------------------------------------------------------ inputs
     def update(self, t: float, tau_ext, velocity=None, acceleration=None,
-               stamp: float | None = None) -> DetectorState:
+               stamp: float | None = None, position=None) -> DetectorState:
         """One residual sample received at time `t`, taken at `stamp` (the sample clock,
-        default `t`): eq. 7 with ψ from the joint speed and acceleration.
+        default `t`): eq. 7 with ψ from the joint speed and acceleration; the joint
+        positions (None: unknown) give touch classification its contact force.
 
         A gap longer than `input_timeout` since the previous sample latches a stale-input
         stop before the sample is taken, whether or not a watchdog ran during the gap.
@@ -369,7 +385,7 @@ class CollisionDetector:
         self._residuals, self._thresholds = tau, thresholds
         classifier, self._decision = self.classifier, None
         if classifier is not None:
-            self._decision = classifier.update(stamp, tau, ratios, velocity)
+            self._decision = classifier.update(stamp, tau, ratios, velocity, position)
         self._over = ratios > 1.0
         self._over_any = ratio > 1.0
         self._evidence = accumulate_evidence(self._evidence, dt, ratio,

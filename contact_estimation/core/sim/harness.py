@@ -49,7 +49,7 @@ def closed_loop(sim, residual, detector=None, scaling: TimeScaling | None = None
         tau_ext = np.zeros(n) if residual is None else residual.update(sim.time, q, v, tau)
         if detector is not None:
             state = detector.update(sim.time, tau_ext, v, acceleration.update(
-                sim.time, q, in_use=uses_acceleration))
+                sim.time, q, in_use=uses_acceleration), position=q)
             trace['stop'][k] = state.stop
             if scaling is not None:
                 trace['f_S'][k] = sim.set_time_scaling(scaling.react(sim.time, state, tau_ext, v))
