@@ -18,7 +18,7 @@ from contact_estimation import manifest
 from contact_estimation.core.chain.detector import DEFAULTS, WEIGHTED
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.robot.robot_model import RobotModel
-from contact_estimation.nodes.collision_detector import CollisionDetector
+from contact_estimation.nodes.collision_detector import CollisionDetectorNode
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS
@@ -87,7 +87,7 @@ def rig(context, request):
     # max_lag 1 s: a loaded machine may run this process 20 ms late, which is not what these
     # tests are about (test_behind is).
     overrides = {'max_lag': 1.0, **getattr(request, 'param', {'input_timeout': 1.0})}
-    detector = CollisionDetector(
+    detector = CollisionDetectorNode(
         context=context, cli_args=['--ros-args', '--params-file', PARAMS],
         parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
     probe = Probe(context)
@@ -306,7 +306,7 @@ def test_bad_parameters_are_refused_at_run_time(rig):
 
 def test_bad_parameters_refuse_to_start(context):
     with pytest.raises(StartupError, match='thresholds_force'):
-        CollisionDetector(context=context, cli_args=['--ros-args', '--params-file', PARAMS],
+        CollisionDetectorNode(context=context, cli_args=['--ros-args', '--params-file', PARAMS],
                           parameter_overrides=[Parameter('thresholds_force', value=[8.0, -1.0])])
 
 
@@ -328,7 +328,7 @@ def test_a_stamp_going_back_restarts_the_acceleration_term_and_is_counted(contex
     here the node feeds it every residual sample (`process_residual`, what the residual node
     calls in composed mode) and reports a restart on /diagnostics. The joint order of
     varying names: test_joint_order.py."""
-    node = CollisionDetector(context=context, cli_args=['--ros-args', '--params-file', PARAMS],
+    node = CollisionDetectorNode(context=context, cli_args=['--ros-args', '--params-file', PARAMS],
                              parameter_overrides=[Parameter('acceleration_gain', value=[1.0])])
     try:
         base = time.time()  # stamps on the node's clock

@@ -32,7 +32,7 @@ from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
 from contact_estimation import manifest
-from contact_estimation.nodes.collision_detector import CollisionDetector
+from contact_estimation.nodes.collision_detector import CollisionDetectorNode
 from contact_estimation.nodes.contact_localizer import ContactLocalizerNode
 from contact_estimation.nodes.ft_contact_estimator import FtContactEstimatorNode
 from contact_estimation.nodes.joint_state_listener import JointStateListenerNode
@@ -44,7 +44,8 @@ from contact_estimation.ros.spinning import spin_until
 
 CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'config')
 NODES = {'joint_state_listener': JointStateListenerNode, 'residual_node': ResidualNode,
-         'collision_detector': CollisionDetector, 'ft_contact_estimator': FtContactEstimatorNode,
+         'collision_detector': CollisionDetectorNode,
+         'ft_contact_estimator': FtContactEstimatorNode,
          'contact_localizer': ContactLocalizerNode, 'proximity_monitor': ProximityMonitorNode}
 TIMEOUT = 30.0
 Q = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])

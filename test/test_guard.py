@@ -10,7 +10,7 @@ from std_msgs.msg import Bool
 
 from contact_estimation import manifest
 from contact_estimation.core.chain.detector import FAULT
-from contact_estimation.nodes.collision_detector import CollisionDetector
+from contact_estimation.nodes.collision_detector import CollisionDetectorNode
 from contact_estimation.ros.handover import Handover
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, STOP_QOS
 from contact_estimation.ros.spinning import spin_until
@@ -46,7 +46,7 @@ def stop_listener(context) -> tuple[Node, list[bool], list[str]]:
 
 
 def test_a_timer_that_raises_latches_the_detectors_stop_and_is_counted(context):
-    detector = CollisionDetector(context=context, cli_args=params('collision_detector'))
+    detector = CollisionDetectorNode(context=context, cli_args=params('collision_detector'))
     probe = Node('residual_probe', context=context)  # a residual node at 100 Hz, no contact
     residuals = probe.create_publisher(JointState, RESIDUAL, PIPELINE_QOS)
 
@@ -69,7 +69,7 @@ def test_a_timer_that_raises_latches_the_detectors_stop_and_is_counted(context):
 def test_a_sample_handed_over_wrongly_is_counted_and_stops(context):
     """Composed mode: a bug in what one node hands another stays in the receiving node."""
     handover = Handover({RESIDUAL})
-    detector = CollisionDetector(context=context, cli_args=params('collision_detector'),
+    detector = CollisionDetectorNode(context=context, cli_args=params('collision_detector'),
                                  handover=handover)
     watcher, stops, events = stop_listener(context)
     with spinning(context, detector, watcher) as executor:

@@ -17,7 +17,7 @@ from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
 from contact_estimation import manifest
-from contact_estimation.nodes.collision_detector import CollisionDetector
+from contact_estimation.nodes.collision_detector import CollisionDetectorNode
 from contact_estimation.nodes.proximity_monitor import ProximityMonitorNode
 from contact_estimation.nodes.residual_node import ResidualNode
 from contact_estimation.ros.conversions import seconds_to_stamp
@@ -85,7 +85,7 @@ class Residuals(Node):
 
 @pytest.fixture
 def detector_rig(context):
-    detector = make(CollisionDetector, 'collision_detector', context, input_timeout=0.2)
+    detector = make(CollisionDetectorNode, 'collision_detector', context, input_timeout=0.2)
     probe = Residuals(context)
     with spinning(context, detector, probe) as executor:
         assert spin_until(executor, lambda: probe.stops and probe.stops[-1] is False, TIMEOUT)
@@ -122,7 +122,7 @@ def test_the_stop_rises_when_the_simulated_clock_stops(detector_rig):
     assert detector.stop_signal.late >= 1
 
 
-@pytest.mark.parametrize('node_class, name', [(CollisionDetector, 'collision_detector'),
+@pytest.mark.parametrize('node_class, name', [(CollisionDetectorNode, 'collision_detector'),
                                               (ProximityMonitorNode, 'proximity_monitor')])
 def test_no_time_parameter_of_a_stop_can_be_set_beyond_its_range(context, node_class, name):
     """Every writable parameter of a node with a stop that says how long something may last

@@ -6,7 +6,7 @@ import os
 import pytest
 from rclpy.parameter import Parameter
 
-from contact_estimation.nodes.collision_detector import CollisionDetector
+from contact_estimation.nodes.collision_detector import CollisionDetectorNode
 from contact_estimation.nodes.contact_localizer import ContactLocalizerNode
 from contact_estimation.nodes.joint_state_listener import JointStateListenerNode
 from contact_estimation.nodes.proximity_monitor import ProximityMonitorNode
@@ -45,7 +45,7 @@ def test_a_refused_set_changes_nothing_in_the_proximity_monitor(context, good):
                                   'speed_gain', 'acceleration_gain'])
 def test_detector_values_that_switch_detection_off_are_refused_unless_the_ceiling_is_raised(
         context, name):
-    detector = make(CollisionDetector, 'collision_detector', context)
+    detector = make(CollisionDetectorNode, 'collision_detector', context)
     try:
         before = detector.detector.config
         assert refused(detector, **{name: [1e308]})

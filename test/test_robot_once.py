@@ -8,7 +8,7 @@ import yaml
 
 from contact_estimation import manifest
 from contact_estimation.commands.up import robot_files
-from contact_estimation.nodes.collision_detector import CollisionDetector
+from contact_estimation.nodes.collision_detector import CollisionDetectorNode
 from contact_estimation.nodes.contact_localizer import ContactLocalizerNode
 from contact_estimation.ros.node_main import StartupError
 
@@ -62,8 +62,8 @@ def test_a_file_made_for_another_robot_is_refused_naming_both(context, tmp_path)
     # As rcl reads them: the suite's `/**` robot over the node's own section (which only says
     # what the file was made for), and the node then refuses the thresholds sized for ur5.
     with pytest.raises(StartupError, match='thresholds_position has 6 values but panda has 7'):
-        _node(CollisionDetector, context, *detector_files, made)
-    node = _node(CollisionDetector, context, *detector_files, made, robot_for_all)
+        _node(CollisionDetectorNode, context, *detector_files, made)
+    node = _node(CollisionDetectorNode, context, *detector_files, made, robot_for_all)
     try:
         assert node.robot.n == 6
     finally:
@@ -71,7 +71,7 @@ def test_a_file_made_for_another_robot_is_refused_naming_both(context, tmp_path)
 
 
 @pytest.mark.parametrize('node_class, parameter', [
-    (ContactLocalizerNode, 'gate_thresholds'), (CollisionDetector, 'threshold_max')])
+    (ContactLocalizerNode, 'gate_thresholds'), (CollisionDetectorNode, 'threshold_max')])
 def test_a_parameter_sized_for_another_arm_is_refused_naming_node_parameter_and_fix(
         context, tmp_path, node_class, parameter):
     name = 'contact_localizer' if node_class is ContactLocalizerNode else 'collision_detector'

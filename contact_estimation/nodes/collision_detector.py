@@ -53,7 +53,7 @@ from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION
                                                     WAITING, AccelerationEstimate,
                                                     DetectorConfig, DetectorSettings, DetectorState,
                                                     event_stamped_by_residual)
-from contact_estimation.core.chain.detector import CollisionDetector as Detector
+from contact_estimation.core.chain.detector import CollisionDetector
 from contact_estimation.core.chain.lag import MAX_LAG, ClockLag
 from contact_estimation.core.chain.reaction import Reaction
 from contact_estimation.core.chain.sample import JointSample
@@ -98,13 +98,13 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + rows(DetectorSettings) + ParameterTable(
 ) + rows(TimeScalingConfig, 'time_scaling.') + rows(TouchConfig, 'touch.')
 
 
-class CollisionDetector(SuiteNode):
+class CollisionDetectorNode(SuiteNode):
     PARAMETERS = PARAMETERS
 
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
         with self.starting():
-            self.detector = Detector(self._detector_config({}),
+            self.detector = CollisionDetector(self._detector_config({}),
                                      PARAMETERS.build(TouchConfig, self.values()), self.robot)
             self.reaction: Reaction = REACTION(PARAMETERS.build(REACTION.CONFIG, self.values()))
             self._acceleration = AccelerationEstimate(
@@ -322,7 +322,7 @@ class CollisionDetector(SuiteNode):
 
 
 def main(args=None):
-    return run(CollisionDetector, args)
+    return run(CollisionDetectorNode, args)
 
 
 if __name__ == '__main__':
