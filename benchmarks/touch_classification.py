@@ -223,8 +223,8 @@ def main(argv=None) -> int:
           f'{", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))} |')
     impact_rises = [r[2].rise_rate for rows in impact_rows.values() for r in rows
                     if r[2] is not None]
-    print(f'\nEvidence at the decision: impacts rose at ≥ {min(impact_rises):.1f} ψ/s; touches '
-          f'(first decision) at ≤ {max(d.rise_rate for d in first_touch):.1f} ψ/s, force '
+    print(f'\nEvidence at the decision: impacts rose at ≥ {min(impact_rises):.1f} τ_ref/s; touches '
+          f'(first decision) at ≤ {max(d.rise_rate for d in first_touch):.1f} τ_ref/s, force '
           f'≤ {max(d.force for d in first_touch):.0f} N (estimated)')
     print(f'\nFree motion, {free_s / 60:g} min: false stops touch off {free_stops["off"]}, '
           f'touch on {free_stops["on"]}')

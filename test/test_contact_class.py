@@ -29,8 +29,10 @@ def ramp(rise: float, peak: float, hold: float = 0.3, noise: float = 0.0,
     return newtons[:, None] * PER_NEWTON + noise
 
 
-def run(tau, touch=ON, velocity=None, position=Q):
-    detector = CollisionDetector(DetectorConfig.build(ROBOT.joint_names), touch, ROBOT)
+def run(tau, touch=ON, velocity=None, position=Q, threshold=4.0):
+    """The detector at ψ = `threshold` N·m on every joint (seed 001's 4 by default)."""
+    detector = CollisionDetector(DetectorConfig.build(ROBOT.joint_names,
+                                                      thresholds_position=threshold), touch, ROBOT)
     return [detector.update(k * DT, row, velocity, position=position)
             for k, row in enumerate(tau)]
 
@@ -63,6 +65,21 @@ def test_a_fast_push_is_an_impact_stopped_on_the_same_sample_as_with_touch_off(r
     (k, decision), = decisions(on)
     assert k == stop and decision.kind == IMPACT
     assert decision.reason.startswith(('rose at', 'high-frequency'))  # a step is both
+
+
+def test_calibrated_thresholds_change_when_a_touch_is_decided_not_what_it_is():
+    """With ψ from `calibrate` (1 N·m here: a quarter of seed 001's), the rise and roughness
+    are still measured in touch.reference_torque: a hand with the residual noise of the
+    demo's calibrated arm (0.12 N·m) stays a touch (in ψ its noise would look 4 times larger),
+    a fast push stays an impact."""
+    hand = ramp(0.5, 40.0, noise=0.12)
+    (_, at_4), = decisions(run(hand))
+    (_, at_1), = decisions(run(hand, threshold=1.0))
+    assert at_4.kind == at_1.kind == TOUCH and at_1.stamp < at_4.stamp
+    in_psi = TouchConfig(enabled=True, reference_torque=1.0)  # the rules in that ψ
+    assert decisions(run(hand, in_psi, threshold=1.0))[0][1].kind == IMPACT
+    push = ramp(0.02, 30.0, noise=0.08)
+    assert decisions(run(push, threshold=1.0))[0][1].kind == IMPACT
 
 
 def test_touch_off_runs_no_classifier_and_changes_nothing():
