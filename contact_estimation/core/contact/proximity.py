@@ -39,6 +39,8 @@ left. It inflates the radii for a pre-contact buffer. Here:
   (margin ≤ 0 stops). The speed scale is then at least `reset_speed_scale`, so the arm can
   move away slowly; once the smallest margin has cleared (as a latch releases), the plain
   rules are back. Part signals keep showing the parts inside their protective distance.
+- Hands (issue 29, for touch classification): each hand part's (HANDS) distance to each
+  robot link, from the same sphere pairs (`ProximityResult.hand_distances`).
 - Speed scale in [0, 1] for the controller's trajectory time scaling (the smaller of it and the
   detector's f_S wins): for each body clip(m / slowdown_distance, 0, 1), i.e. 1 beyond
   S_p + slowdown_distance, falling linearly to 0 at S_p; the smallest over bodies; 0 while
@@ -368,6 +370,7 @@ class ProximityResult:
     speed_scale: float              # [0, 1], for the trajectory time scaling
     problem: str                    # why the input is unusable ('' when it is fine)
     source: str                     # SKELETON, CLUSTERS or '' (no fresh source)
+    bodies_stamp: float             # s, stamp of the skeleton or cloud checked (nan: none)
     body_names: list[str]
     body_stop: np.ndarray           # bool per body, latched (seed 002's per-part signal)
     body_warning: np.ndarray        # bool per body: within S_p + slowdown_distance
@@ -385,8 +388,8 @@ class ProximityResult:
 
     def hand_distances(self) -> dict[str, np.ndarray]:
         """Each tracked hand (HANDS) → its distance to each link (`link_names` order), m;
-        empty unless the bodies are a tracked skeleton's."""
-        if self.source != SKELETON:
+        empty unless the bodies checked are a tracked skeleton's (and the check was made)."""
+        if self.source != SKELETON or self.problem:
             return {}
         return {name: self.body_link_distance[k] for k, name in enumerate(self.body_names)
                 if name in HANDS}
@@ -595,7 +598,8 @@ class ProximityMonitor:
         self._last_sphere_margin = check.sphere_margin
         self._last = ProximityResult(
             t=t, stop=stop, speed_scale=self._scale, problem=problem,
-            source=current.source if current else '', body_names=list(names),
+            source=current.source if current else '',
+            bodies_stamp=current.t if current else np.nan, body_names=list(names),
             body_stop=body_stop,
             body_warning=body_stop | (margin < self.config.slowdown_distance),
             body_distance=check.body_distance, body_margin=check.margin,
