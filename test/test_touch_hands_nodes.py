@@ -1,19 +1,21 @@
 """Touch classification's hand rule over rclpy (issue 29): the real proximity monitor turns a
 tracked skeleton into `proximity/hands`, and the real collision detector (touch on) takes
 them. A slow push on link 4 stays a touch with the person's hand at link 4, and is an impact
-that latches the stop, 'no hand at the contacted link', with the person's hands away."""
+that latches the stop, 'no hand at the contacted link', with the person's hands away. As
+separate nodes (over DDS, as composed mode runs them: the monitor in a process of its own) and
+built in one process (as the replay builds them: the hands handed over by function call)."""
 import os
 
 import numpy as np
 import pytest
+import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import Pose, PoseArray
 from rclpy.node import Node
-from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
-from contact_estimation import manifest
+from contact_estimation import composed, manifest
 from contact_estimation.core.contact.proximity import COCO_17, standing_skeleton
 from contact_estimation.nodes.collision_detector import CollisionDetectorNode
 from contact_estimation.nodes.proximity_monitor import ProximityMonitorNode
@@ -27,8 +29,19 @@ DETECTOR, MONITOR = manifest.node('collision_detector'), manifest.node('proximit
 TIMEOUT = 15.0
 Q = np.array([0.3, -0.4, 0.2, -2.0, 0.1, 1.6, 0.5])
 CONTACT = np.array([-0.05, 0.1, 0.0])  # on link 4's body, in its frame
+NODES = (DETECTOR.name, MONITOR.name)
 # max_lag 1 s: a loaded machine may run these nodes late, which is not what this is about.
 DETECTOR_OVERRIDES = {'max_lag': 1.0, 'input_timeout': 1.0, 'touch.enabled': True}
+
+
+def separate(**kwargs):
+    return [composed.node_class(name)(**kwargs) for name in NODES]
+
+
+def one_process(**kwargs):
+    """The two nodes built as the replay builds the suite (composed.build): the hands are
+    handed over by function call."""
+    return composed.build(NODES, **kwargs)
 
 
 class Probe(Node):
@@ -103,15 +116,19 @@ def values(event: DiagnosticArray) -> dict[str, str]:
     return {kv.key: kv.value for kv in event.status[0].values}
 
 
+@pytest.mark.parametrize('build', [separate, one_process])
 @pytest.mark.parametrize('hand_at_contact', [True, False])
-def test_a_slow_push_is_a_touch_only_with_a_hand_at_the_contacted_link(context,
-                                                                       hand_at_contact):
-    params = ['--ros-args', '--params-file']
-    detector = CollisionDetectorNode(
-        context=context, cli_args=params + [os.path.join(CONFIG, 'collision_detector.yaml')],
-        parameter_overrides=[Parameter(k, value=v) for k, v in DETECTOR_OVERRIDES.items()])
-    monitor = ProximityMonitorNode(
-        context=context, cli_args=params + [os.path.join(CONFIG, 'proximity_monitor.yaml')])
+def test_a_slow_push_is_a_touch_only_with_a_hand_at_the_contacted_link(context, tmp_path,
+                                                                       build, hand_at_contact):
+    overrides = tmp_path / 'touch.yaml'
+    overrides.write_text(yaml.safe_dump({DETECTOR.name: {'ros__parameters': DETECTOR_OVERRIDES}}))
+    files = [os.path.join(CONFIG, f'{name}.yaml') for name in NODES] + [str(overrides)]
+    detector, monitor = build(context=context, cli_args=['--ros-args'] + [
+        a for f in files for a in ('--params-file', f)])
+    assert isinstance(detector, CollisionDetectorNode)
+    assert isinstance(monitor, ProximityMonitorNode)
+    # In one process the detector is a receiver of the monitor's hands, not a subscriber.
+    assert any(output.receivers for output in monitor.outputs) == (build is one_process)
     probe = Probe(context, detector.robot, person(detector.robot, hand_at_contact))
     with spinning(context, detector, monitor, probe) as executor:
         assert spin_until(executor, lambda: probe.stops and probe.stops[-1] is False, TIMEOUT)
