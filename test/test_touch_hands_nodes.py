@@ -30,8 +30,10 @@ TIMEOUT = 15.0
 Q = np.array([0.3, -0.4, 0.2, -2.0, 0.1, 1.6, 0.5])
 CONTACT = np.array([-0.05, 0.1, 0.0])  # on link 4's body, in its frame
 NODES = (DETECTOR.name, MONITOR.name)
-# max_lag 1 s: a loaded machine may run these nodes late, which is not what this is about.
-DETECTOR_OVERRIDES = {'max_lag': 1.0, 'input_timeout': 1.0, 'touch.enabled': True}
+# A loaded machine may run these nodes late (max_lag, timeouts), which is not what this is
+# about: the monitor must keep checking, and sending the hands, throughout.
+OVERRIDES = {DETECTOR.name: {'max_lag': 1.0, 'input_timeout': 1.0, 'touch.enabled': True},
+             MONITOR.name: {'max_lag': 1.0, 'joint_state_timeout': 1.0, 'body_timeout': 1.0}}
 
 
 def separate(**kwargs):
@@ -121,7 +123,8 @@ def values(event: DiagnosticArray) -> dict[str, str]:
 def test_a_slow_push_is_a_touch_only_with_a_hand_at_the_contacted_link(context, tmp_path,
                                                                        build, hand_at_contact):
     overrides = tmp_path / 'touch.yaml'
-    overrides.write_text(yaml.safe_dump({DETECTOR.name: {'ros__parameters': DETECTOR_OVERRIDES}}))
+    overrides.write_text(yaml.safe_dump({name: {'ros__parameters': values}
+                                         for name, values in OVERRIDES.items()}))
     files = [os.path.join(CONFIG, f'{name}.yaml') for name in NODES] + [str(overrides)]
     detector, monitor = build(context=context, cli_args=['--ros-args'] + [
         a for f in files for a in ('--params-file', f)])
@@ -146,6 +149,7 @@ def test_a_slow_push_is_a_touch_only_with_a_hand_at_the_contacted_link(context, 
                           TIMEOUT)
         decided = values(next(e for e in probe.events if values(e).get('class')))
         assert decided['class.link'] in ('panda_link3', 'panda_link4')
+        assert decided['class.hand_distance'] != 'nan', decided  # the hands were recent
         if hand_at_contact:
             assert decided['event'] == 'touch' and decided['class'] == 'touch'
             assert decided['class.reason'].endswith('a hand at the contacted link')
