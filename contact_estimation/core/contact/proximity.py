@@ -685,7 +685,9 @@ def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_
     np.minimum.at(result.sphere_distance, row, distance)
     np.minimum.at(result.sphere_margin, row, margin)
     np.minimum.at(result.link_distance, sphere_link, result.sphere_distance)
-    np.minimum.at(result.body_link_distance, (body, sphere_link[row]), distance)
+    # On a flat index: np.minimum.at with a tuple of indices is ~15× slower.
+    np.minimum.at(result.body_link_distance.reshape(-1), body * link_count + sphere_link[row],
+                  distance)
     np.minimum.at(result.margin, body, margin)
     np.minimum.at(result.body_distance, body, distance)
     # The pair deciding each body's margin: one that attains it.
