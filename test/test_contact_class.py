@@ -2,12 +2,13 @@
 residuals J(p)ᵀF of a force on link 4: a slow smooth push is a touch and latches nothing; a
 fast one, a rough one, one against a fast motion, one whose force grows beyond max_force and
 one without joint positions is an impact, stopped on the very sample it is stopped on with
-touch off."""
+touch off. The hand rule (issue 29): while hands are seen, a touch needs a hand at the
+contacted link; the evidence only turns a touch into an impact."""
 
 import numpy as np
 import pytest
 
-from contact_estimation.core.chain.contact_class import IMPACT, TOUCH, TouchConfig
+from contact_estimation.core.chain.contact_class import IMPACT, TOUCH, HandsSeen, TouchConfig
 from contact_estimation.core.chain.detector import COLLISION, CollisionDetector, DetectorConfig
 from contact_estimation.core.robot.robot_model import RobotModel
 
@@ -29,10 +30,13 @@ def ramp(rise: float, peak: float, hold: float = 0.3, noise: float = 0.0,
     return newtons[:, None] * PER_NEWTON + noise
 
 
-def run(tau, touch=ON, velocity=None, position=Q, threshold=4.0):
+def run(tau, touch=ON, velocity=None, position=Q, hands: HandsSeen | None = None,
+        threshold=4.0):
     """The detector at ψ = `threshold` N·m on every joint (seed 001's 4 by default)."""
     detector = CollisionDetector(DetectorConfig.build(ROBOT.joint_names,
                                                       thresholds_position=threshold), touch, ROBOT)
+    if hands is not None:
+        detector.set_hands(hands)
     return [detector.update(k * DT, row, velocity, position=position)
             for k, row in enumerate(tau)]
 
@@ -148,7 +152,72 @@ def test_a_released_touch_ends_the_contact_and_the_next_one_is_decided_anew():
 
 @pytest.mark.parametrize('field, value', [('onset_ratio', 1.0), ('max_rise_rate', 0.0),
                                           ('window', float('nan')), ('slope_time', 0.1),
-                                          ('max_force', -1.0), ('spread', 0.0)])
+                                          ('max_force', -1.0), ('spread', 0.0),
+                                          ('hand_distance', -0.1), ('hand_max_age', 0.0)])
 def test_bad_touch_settings_are_refused_naming_them(field, value):
     with pytest.raises(ValueError, match=field):
         TouchConfig(**{field: value})
+
+
+# ------------------------------------------------------------------ a hand at the link
+def test_a_touch_with_a_hand_at_the_contacted_link_stays_a_touch():
+    hand = HandsSeen(0.05, {'panda_link4': 0.03, 'panda_link5': 0.1})
+    states = run(ramp(0.5, 40.0, noise=0.08), hands=hand)
+    assert not any(s.stop for s in states)
+    (_, decision), = decisions(states)
+    assert decision.kind == TOUCH and decision.hand_distance == pytest.approx(0.03)
+    assert 'a hand at the contacted link' in decision.reason
+
+
+@pytest.mark.parametrize('links', [{}, {'panda_link6': 0.0}, {'panda_link4': 0.4}])
+def test_a_touch_with_no_hand_at_the_contacted_link_is_an_impact_on_the_same_sample(links):
+    """Hands seen, none within touch.hand_distance of link 4 (none at all, one at another
+    link, one too far): the slow push is an impact, stopped on the sample eq. 7 fires."""
+    tau = ramp(0.5, 40.0, noise=0.08)
+    stop = first(run(tau, TouchConfig()), lambda s: s.stop)
+    states = run(tau, hands=HandsSeen(0.05, links))
+    assert first(states, lambda s: s.stop) == stop
+    (k, decision), = decisions(states)
+    assert k == stop and decision.kind == IMPACT and decision.link == 'panda_link4'
+    assert decision.reason.startswith('no hand at the contacted link (panda_link4')
+    assert decision.hand_distance == links.get('panda_link4', np.inf)
+
+
+def test_hands_seen_too_long_ago_do_not_apply_and_a_touch_stays_a_touch():
+    """The skeleton's stamp more than touch.hand_max_age before the contact: the rule does
+    not apply (no tracker seen recently), τ_ext alone decides."""
+    states = run(ramp(0.5, 40.0, noise=0.08), hands=HandsSeen(-ON.hand_max_age, {}))
+    (_, decision), = decisions(states)
+    assert decision.kind == TOUCH and np.isnan(decision.hand_distance)
+    assert decision.reason == 'slow, smooth rise within every touch limit'
+
+
+def test_a_hand_never_turns_an_impact_into_a_touch():
+    hand = HandsSeen(0.05, {'panda_link4': 0.0})
+    (_, decision), = decisions(run(ramp(0.0, 40.0, noise=0.08), hands=hand))
+    assert decision.kind == IMPACT and decision.reason.startswith(('rose at', 'high-frequency'))
+
+
+def test_a_touch_whose_hand_leaves_the_link_becomes_an_impact():
+    """Hands at link 4 at the decision, then a skeleton with the hand at link 7 while the
+    contact goes on: the touch becomes an impact on that sample and latches the stop."""
+    tau = ramp(0.5, 40.0, hold=0.6, noise=0.08)
+    moved = len(tau) - 200
+    detector = CollisionDetector(DetectorConfig.build(ROBOT.joint_names), ON, ROBOT)
+    detector.set_hands(HandsSeen(0.0, {'panda_link4': 0.02}))
+    states = []
+    for k, row in enumerate(tau):
+        if k == moved:
+            detector.set_hands(HandsSeen(k * DT, {'panda_link7': 0.02}))
+        states.append(detector.update(k * DT, row, position=Q))
+    (_, touch), (k_impact, impact) = decisions(states)
+    assert touch.kind == TOUCH and impact.kind == IMPACT and k_impact == moved
+    assert 'no hand at the contacted link' in impact.reason and states[k_impact].stop
+
+
+def test_hands_survive_a_change_of_the_touch_settings():
+    detector = CollisionDetector(DetectorConfig.build(ROBOT.joint_names), ON, ROBOT)
+    hands = HandsSeen(0.0, {'panda_link4': 0.02})
+    detector.set_hands(hands)
+    detector.configure_touch(TouchConfig(enabled=True, hand_distance=0.01))
+    assert detector.classifier.hands is hands

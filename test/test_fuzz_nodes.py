@@ -11,6 +11,8 @@ services are called; then valid input returns. Asserted:
 - memory stays bounded: the process does not keep growing from one round of bad input to the
   next, and returns after 400 000-point clouds.
 
+Issue 29 adds the proximity monitor's hands, read by the detector.
+
 Issue 27 adds the hostile round: use_sim_time set at run time with nobody publishing /clock,
 400 000-point clouds, 10 000-pose skeletons, bursts of 10 000 joint states, 200 resets at
 once and extra subscribers on every 1 kHz output; every reset is answered and the stops stay
@@ -23,6 +25,7 @@ import resource
 import numpy as np
 import pytest
 from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, Pose, PoseArray, PointStamped, WrenchStamped
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -75,12 +78,12 @@ class Fuzzer(Node):
         kinds = {'joint_states': JointState, 'joint_state': JointState, 'residual': JointState,
                  'wrist_wrench': WrenchStamped, 'ft_wrench': WrenchStamped,
                  'localizer_point': PointStamped, 'skeleton': PoseArray,
-                 'lidar_points': PointCloud2, 'input_stale': Bool}
+                 'lidar_points': PointCloud2, 'input_stale': Bool, 'hands': DiagnosticArray}
         owner = {'joint_states': 'joint_state_listener', 'joint_state': 'residual_node',
                  'residual': 'collision_detector', 'wrist_wrench': 'residual_node',
                  'ft_wrench': 'ft_contact_estimator', 'localizer_point': 'ft_contact_estimator',
                  'skeleton': 'proximity_monitor', 'lidar_points': 'proximity_monitor',
-                 'input_stale': 'collision_detector'}
+                 'input_stale': 'collision_detector', 'hands': 'collision_detector'}
         self.pub = {key: self.create_publisher(kind, topic(owner[key], key), PIPELINE_QOS)
                     for key, kind in kinds.items()}
         self.services_called = [self.create_client(Trigger, name) for name in (
@@ -173,6 +176,7 @@ class Fuzzer(Node):
         self.pub['skeleton'].publish(self.skeleton())
         self.pub['lidar_points'].publish(self.cloud())
         self.pub['input_stale'].publish(Bool(data=bool(self.rng.integers(2))))
+        self.pub['hands'].publish(self.hands())
         for client in self.services_called:
             if client.service_is_ready() and self.rng.random() < 0.2:
                 self.calls.append(client.call_async(Trigger.Request()))
@@ -220,6 +224,19 @@ class Fuzzer(Node):
             pose = Pose()
             pose.position = Point(**dict(zip('xyz', self.floats(3))))
             msg.poses.append(pose)
+        return msg
+
+    def hands(self) -> DiagnosticArray:
+        """The proximity monitor's hands, with bad distances (no number, NaN, extreme) at
+        links real and unknown."""
+        msg = DiagnosticArray()
+        msg.header.stamp = self.stamp()
+        for hand in ('left_hand', 'right_hand', ''):
+            links = [str(self.rng.choice(['panda_link4', 'ghost', ''])) for _ in range(3)]
+            values = [str(self.rng.choice(['x', '', 'nan', '-inf', '1e308', '0.01']))
+                      for _ in links]
+            msg.status.append(DiagnosticStatus(name=hand, values=[
+                KeyValue(key=k, value=v) for k, v in zip(links, values)]))
         return msg
 
     def cloud(self) -> PointCloud2:

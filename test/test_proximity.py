@@ -9,7 +9,7 @@ import open3d as o3d
 import pytest
 
 from contact_estimation.core.contact.proximity import (
-    CLUSTERS, COCO_17, SKELETON, HumanModel, ProximityConfig, ProximityConfigError,
+    CLUSTERS, COCO_17, HANDS, SKELETON, HumanModel, ProximityConfig, ProximityConfigError,
     ProximityMonitor, SegmentPart, cluster_spheres, standing_skeleton)
 from contact_estimation.core.input_rejected import InputRejected
 from contact_estimation.core.robot.robot_model import RobotModel
@@ -349,3 +349,29 @@ def test_bad_joint_state_fails_safe(planar):
     assert monitor.update(0.001, [0, np.nan, 0, 0], STILL).problem == 'joint state not finite'
     assert 'positions' in monitor.update(0.002, STILL[:3], STILL).problem
     assert monitor.fail(0.003, 'joint states stale').stop
+
+
+def test_hand_distances_are_each_hands_distance_to_each_link(planar):
+    """A person whose right wrist reaches the arm: each hand's distance to each link is the
+    smallest between the hand's spheres and the link's (seed 002's spheres), exact within
+    the report range; only a skeleton's hands are reported."""
+    q = np.array([0.3, -0.8, 1.1, 0.2])
+    centre, radius, _ = tip_sphere(planar, q)
+    config = replace(BARE, report_range=5.0)
+    result = verdict(planar, config, q, STILL,
+                     keypoints=person(centre + [-0.8, -1.0, 0.0], right_wrist=centre + [0, 0, 0.2]))
+    assert result.source == SKELETON
+    hands = result.hand_distances()
+    assert set(hands) == set(HANDS)
+    robot_centres, robot_radii = result.robot_centres, planar.sphere_radii
+    for name, distances in hands.items():
+        hand = result.bodies[result.body_names.index(name)]
+        between = (np.linalg.norm(robot_centres[:, None] - hand.centres[None], axis=2)
+                   - robot_radii[:, None] - hand.radii[None])
+        for k in range(len(result.link_names)):
+            expected = between[planar.sphere_link == k].min()
+            assert distances[k] == pytest.approx(expected, abs=1e-9)
+    assert result.link_names[int(np.argmin(hands['right_hand']))] == 'link4'
+    assert np.all(result.link_distance <= np.min(list(hands.values()), axis=0))
+    objects = verdict(planar, config, q, STILL, clusters=[(centre + [0, 0, 0.2])[None, :]])
+    assert objects.hand_distances() == {}

@@ -15,7 +15,10 @@ Two outputs, two meanings:
 With `touch.enabled` (off by default) each contact is classified impact or touch on the
 sample eq. 7 fires (core/chain/contact_class.py): a touch latches no stop (f_S holds and
 yields), an impact stops on the same sample as with touch off; each decision is a collision
-event with its evidence.
+event with its evidence. The proximity monitor's tracked hands (`proximity/hands`, ~100 Hz
+while a skeleton is tracked; over DDS from its process, handed over when built in one) are
+kept, the latest only, for the classifier: while they are recent (`touch.hand_max_age`) a
+touch needs a hand at the contacted link.
 The stop, f_S, their heartbeat and `~/reset` keep the controller's contract
 (ros/stop_signal.py), as the proximity monitor's do. Collision events are
 diagnostic_msgs/DiagnosticArray, one status each, header stamped with the joint-state time of
@@ -58,6 +61,7 @@ from contact_estimation.core.chain.lag import MAX_LAG, ClockLag
 from contact_estimation.core.chain.reaction import Reaction
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
+from contact_estimation.core.input_rejected import InputRejected
 from contact_estimation.core.settings import WINDOW
 from contact_estimation.ros.collision_messages import collision_event, collision_markers
 from contact_estimation.ros.conversions import seconds_to_stamp
@@ -66,7 +70,8 @@ from contact_estimation.ros.input_rate import InputRateLog
 from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, rows
-from contact_estimation.ros.qos import STOP_QOS
+from contact_estimation.ros.proximity_messages import hands_seen
+from contact_estimation.ros.qos import LATEST_QOS, STOP_QOS
 from contact_estimation.ros.stop_signal import STOP_PARAMETERS, StopSignal
 from contact_estimation.ros.suite_node import SuiteNode
 
@@ -127,6 +132,8 @@ class CollisionDetectorNode(SuiteNode):
         self.receive('residual', JointState, self._on_residual, self.process_residual)
         self.receive('input_stale', Bool, self._on_input_stale, self.process_input_stale,
                      STOP_QOS)
+        self.receive('hands', DiagnosticArray, self.process_hands, self.process_hands,
+                     LATEST_QOS)
         self.create_timer(1.0 / self.value('watchdog_rate'), self._on_watchdog)
         self.create_timer(1.0 / self.value('heartbeat_rate'), self._refresh_markers)
         self.on_parameter_change(self._on_parameter_change)
@@ -223,6 +230,21 @@ class CollisionDetectorNode(SuiteNode):
         listener in composed mode."""
         self.detector.set_input_stale(stale)
         self._apply(self.detector.state(self.seconds()))
+
+    def process_hands(self, msg: DiagnosticArray) -> None:
+        """Where the tracked hands are (the proximity monitor's, ~100 Hz: nothing per
+        residual), for touch classification; a stamp not believed, or a distance that is no
+        number, is dropped and counted."""
+        t = self.believed(msg.header.stamp, 'hands')
+        if t is None:
+            return
+        try:
+            hands = hands_seen(msg, t)
+        except InputRejected as err:
+            self.problems.report(err.kind, f'hands: {err}: dropped')
+            return
+        self.problems.traffic['hands_received'] += 1
+        self.detector.set_hands(hands)
 
     def _on_watchdog(self) -> None:
         """The fail-safe clock: input timeout and hold-time release even without input."""

@@ -20,7 +20,10 @@ Outputs: stop (std_msgs/Bool, True = stop; reliable, transient local, on every c
 a heartbeat: a controller treats a missing heartbeat as stop), speed scale in [0, 1]
 (std_msgs/Float64, on change and with the heartbeat: the controller takes the smaller of it
 and the detector's f_S), one status per body part and one for the robot (DiagnosticArray),
-and markers (robot spheres coloured by distance, the bodies by signal) at `display_rate`.
+markers (robot spheres coloured by distance, the bodies by signal) at `display_rate`, and,
+at every check while a skeleton is tracked, the links each hand is near (DiagnosticArray on
+`proximity/hands`, stamped with the skeleton's stamp: the collision detector's touch
+classification wants a hand at the contacted link, issue 29).
 The stop, the speed scale, their heartbeat and `~/reset` are the controller's contract,
 written once for this node and the collision detector (ros/stop_signal.py).
 
@@ -69,8 +72,8 @@ from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, rows
-from contact_estimation.ros.proximity_messages import (ProximityMarkers, part_statuses,
-                                                       pose_array_size)
+from contact_estimation.ros.proximity_messages import (ProximityMarkers, hands_message,
+                                                       part_statuses, pose_array_size)
 from contact_estimation.ros.qos import CLOUD_QOS
 from contact_estimation.ros.sensor_frames import (SensorFrame, check_cloud_size,
                                                   cloud_in_base_frame, cloud_table,
@@ -161,6 +164,7 @@ class ProximityMonitorNode(SuiteNode):
         self.closing(self.stop_signal.close)
         self._parts_pub = self.publisher('parts', DiagnosticArray)
         self._marker_pub = self.publisher('markers', MarkerArray)
+        self._hands = self.output('hands', DiagnosticArray)
         self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state)
         # Raw: a skeleton's size is checked before it is deserialised (`_on_skeleton`).
         self.subscribe('skeleton', PoseArray, self._on_skeleton, raw=True)
@@ -381,6 +385,9 @@ class ProximityMonitorNode(SuiteNode):
         if stop_changed:
             self._on_stop_change(result, first=previous is None)
         self.stop_signal.publish_scale(result.speed_scale)
+        hands = hands_message(result, self.robot.name)
+        if hands is not None:
+            self._hands.send(hands)
         now = self.seconds()
         if changed or now - self._displayed >= self._display_period:
             self._displayed = now

@@ -49,7 +49,8 @@ def collision_event(state: DetectorState, joint_names: Sequence[str], message: s
             ('class.roughness', f'{decision.roughness:.4f}'),
             ('class.opposing_speed', f'{decision.opposing_speed:.3f}'),
             ('class.power', f'{decision.power:.3f}'),
-            ('class.torque_share', f'{decision.torque_share:.3f}'))]
+            ('class.torque_share', f'{decision.torque_share:.3f}'),
+            ('class.hand_distance', f'{decision.hand_distance:.3f}'))]
     array = DiagnosticArray(status=[event])
     array.header.stamp = stamp
     return array

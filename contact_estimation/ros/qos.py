@@ -13,8 +13,9 @@ SENSOR_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=1000,
     reliability=ReliabilityPolicy.BEST_EFFORT, durability=DurabilityPolicy.VOLATILE)
 
-# Point clouds (10 Hz, up to MBs each): only the newest counts, so at most two are held.
-CLOUD_QOS = QoSProfile(
+# Inputs of which only the newest counts (point clouds: 10 Hz, up to MBs each; the tracked
+# hands): at most two are held.
+LATEST_QOS = CLOUD_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=2,
     reliability=ReliabilityPolicy.BEST_EFFORT, durability=DurabilityPolicy.VOLATILE)
 

@@ -41,7 +41,16 @@ explicit rules with physical bounds, conservative by construction:
   whatever the estimate. An over-estimate of the force makes a touch an impact (safe);
   where the estimate is unsure (fewer than 6 joints upstream of the contact) the joint
   threshold still bounds it. Without joint positions there is no force: every contact is
-  an impact.
+  an impact;
+- a hand at the contacted link (issue 29: "when a skeleton tracker is present, a hand of
+  the person at the estimated contact point"): while hands have been seen within
+  `hand_max_age` of the sample (`HandsSeen`, from the proximity monitor's skeleton:
+  core/contact/proximity.py `hand_distances`), a contact is a touch only if a hand is within
+  `hand_distance` of the link isolated at the decision (and at every sample after it: a
+  touch whose hand leaves becomes an impact); none there (or no link isolated) is an
+  impact, 'no hand at the contacted link'. The evidence only turns a touch into an
+  impact, never the reverse. With no hands seen recently (no tracker, nobody tracked, the
+  tracker's messages late) the rule does not apply and the others decide alone.
 For `settle_time` after a touch is decided only the size counts: f_S then holds the arm at
 once (seed 003), and that jolt of its own reaches τ_ext as a fast, rough change
 (benchmarks/touch_classification.py: without it, a quarter of the touches became impacts).
@@ -115,22 +124,45 @@ class TouchConfig:
     settle_time: float = setting(
         0.15, 'for this long after a touch is decided only touch.max_torque can make it an '
         "impact (the arm's own hold jolts τ_ext), s", range=(0.0, 10.0))
+    hand_distance: float = setting(
+        0.15, "while a skeleton's hands are seen (touch.hand_max_age), a contact is a touch "
+        'only if a hand is within this distance of the contacted link (surfaces, as the '
+        'proximity monitor models them), m', range=(0.0, 2.0))
+    hand_max_age: float = setting(
+        0.5, 'hands seen (contact_estimation/proximity/hands) by stamp at most this long '
+        'before a sample make the hand rule apply to it; none that recent: it does not, s',
+        range=(0.001, 10.0))
 
     def __post_init__(self):
         for name in ('onset_ratio', 'max_rise_rate', 'slope_time', 'window',
                      'max_roughness', 'max_opposing_speed', 'max_force', 'spread',
-                     'isolation_torque'):
+                     'isolation_torque', 'hand_max_age'):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f'touch.{name} = {value}: must be finite and > 0')
-        if not (math.isfinite(self.settle_time) and self.settle_time >= 0):
-            raise ValueError(f'touch.settle_time = {self.settle_time}: must be finite and >= 0')
+        for name in ('settle_time', 'hand_distance'):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f'touch.{name} = {value}: must be finite and >= 0')
         if self.onset_ratio >= 1.0:
             raise ValueError(f'touch.onset_ratio = {self.onset_ratio}: must be < 1 (a '
                              'contact starts before eq. 7 can fire)')
         if self.slope_time > self.window:
             raise ValueError(f'touch.slope_time = {self.slope_time} s must not exceed '
                              f'touch.window = {self.window} s')
+
+
+@dataclass(frozen=True)
+class HandsSeen:
+    """Where a tracked person's hands were: `t` the skeleton's stamp (s), `link_distance`
+    each robot link → the distance of the nearest hand to it (m); a link not listed has no
+    hand within the distance the monitor reports."""
+
+    t: float
+    link_distance: dict[str, float]
+
+    def distance(self, link: str) -> float:
+        return self.link_distance.get(link, math.inf)
 
 
 @dataclass(frozen=True)
@@ -148,6 +180,7 @@ class ContactDecision:
     opposing_speed: float   # rad/s, fastest motion into the contact since the onset
     power: float            # W, τ_extᵀq̇ at the decision (< 0: against the motion)
     torque_share: float     # largest |τ_ext,i| / max_torque_i since the onset
+    hand_distance: float    # m, nearest hand to `link` (inf: none; nan: no hands seen recently)
 
     @property
     def delay(self) -> float:
@@ -174,6 +207,7 @@ class ContactClassifier:
         self._force = self._power = 0.0
         self._joint = -1                  # the contacted link's joint (-1: none yet)
         self._decided = 0.0               # stamp of the decision
+        self.hands: HandsSeen | None = None  # the latest hands seen (None: never)
 
     def update(self, t: float, tau_ext: np.ndarray, ratios: np.ndarray,
                velocity: np.ndarray | None, position: np.ndarray | None) -> ContactDecision | None:
@@ -198,9 +232,11 @@ class ContactClassifier:
 
     def decide(self, t: float) -> ContactDecision:
         """Eq. 7 fired at `t` in this contact: impact or touch, once per contact."""
+        self._impact_rule = self._impact_rule or self._no_hand(t)
         if self._impact_rule:
             return self._decide(t, IMPACT, self._impact_rule)
-        return self._decide(t, TOUCH, 'slow, smooth rise within every touch limit')
+        return self._decide(t, TOUCH, 'slow, smooth rise within every touch limit' + (
+            '' if math.isnan(self._hand_distance(t)) else ', a hand at the contacted link'))
 
     def _measure(self, t: float, tau_ext: np.ndarray, velocity, position) -> None:
         """The contact's evidence after this sample; the first rule it breaks is kept."""
@@ -224,7 +260,26 @@ class ContactClassifier:
                 self._opposing = max(self._opposing, -self._power / size)
         self._share = max(self._share, float((np.abs(tau_ext) / self.max_torque).max()))
         if not self._impact_rule:
-            self._impact_rule = self._broken_rule(position is not None)
+            # The hand from the decision on: before it the link isolated may still move out
+            # along the arm as the force grows (contact_force: eq. 13.1 from below).
+            self._impact_rule = self._broken_rule(position is not None) or (
+                self._no_hand(t) if self.kind == TOUCH else '')
+
+    def _hand_distance(self, t: float) -> float:
+        """The nearest hand to the contacted link, m (inf: none there or no link isolated);
+        nan when no hands were seen within hand_max_age of `t` (the rule does not apply)."""
+        hands = self.hands
+        if hands is None or t - hands.t > self.config.hand_max_age:
+            return math.nan
+        return hands.distance(self._link) if self._link else math.inf
+
+    def _no_hand(self, t: float) -> str:
+        """'no hand at the contacted link' while hands are seen and none is there."""
+        distance = self._hand_distance(t)
+        if not distance > self.config.hand_distance:  # nan: the rule does not apply
+            return ''
+        return (f'no hand at the contacted link ({self._link or "none isolated"}: nearest hand '
+                f'{distance:.2f} m > touch.hand_distance {self.config.hand_distance:g})')
 
     def _broken_rule(self, located: bool) -> str:
         """Why the contact so far is an impact ('' while it may be a touch)."""
@@ -256,7 +311,7 @@ class ContactClassifier:
         self.kind, self._decided = kind, t
         return ContactDecision(kind, reason, self._onset, t, self._link, self._force,
                                self._rise, self._roughness, self._opposing,
-                               self._power, self._share)
+                               self._power, self._share, self._hand_distance(t))
 
 
 def _fit_line(t: np.ndarray, r: np.ndarray) -> tuple[float, float]:

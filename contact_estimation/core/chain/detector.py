@@ -56,8 +56,9 @@ touch; a touch does not latch it, while eq. 7 still holds (`contact`: f_S holds 
 seed 003). A touch that grows beyond a limit becomes an impact and latches the stop on that
 sample. The classifier estimates the contact force (core/chain/contact_force.py), so touch
 needs the robot model (the constructor's `robot`) and the joint positions of each sample
-(`update`'s `position`; without them a contact is an impact). With touch off no classifier
-runs and nothing differs.
+(`update`'s `position`; without them a contact is an impact), and the tracked hands when
+there are any (`set_hands`: a contact with no hand at its link is an impact). With touch off
+no classifier runs and nothing differs.
 """
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ from functools import cached_property
 import numpy as np
 
 from contact_estimation.core.chain.contact_class import (TOUCH, ContactClassifier, ContactDecision,
-                                                         TouchConfig)
+                                                         HandsSeen, TouchConfig)
 from contact_estimation.core.chain.lag import BEHIND
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.per_joint import per_joint
@@ -302,6 +303,7 @@ class CollisionDetector:
         self.config = config
         self.robot = robot  # the arm's model: touch classification estimates the force with it
         self.classifier: ContactClassifier | None = None
+        self._hands: HandsSeen | None = None  # kept across configure_touch
         self.configure_touch(touch)
         self._decision: ContactDecision | None = None  # made at the sample being taken
         self.out_of_order = 0             # samples ignored for a stamp not after the last one
@@ -344,6 +346,14 @@ class CollisionDetector:
             raise ValueError(f'the robot model has {self.robot.n} joints, the detector '
                              f'{self.config.n}')
         self.classifier = ContactClassifier(touch, self.robot)
+        self.classifier.hands = self._hands
+
+    def set_hands(self, hands: HandsSeen) -> None:
+        """Where the tracked person's hands were (the proximity monitor's): touch
+        classification's hand rule (core/chain/contact_class.py)."""
+        self._hands = hands
+        if self.classifier is not None:
+            self.classifier.hands = hands
 
     # ------------------------------------------------------------------ inputs
     def update(self, t: float, tau_ext, velocity=None, acceleration=None,

@@ -39,6 +39,8 @@ left. It inflates the radii for a pre-contact buffer. Here:
   (margin ≤ 0 stops). The speed scale is then at least `reset_speed_scale`, so the arm can
   move away slowly; once the smallest margin has cleared (as a latch releases), the plain
   rules are back. Part signals keep showing the parts inside their protective distance.
+- Hands (issue 29, for touch classification): each hand part's (HANDS) distance to each
+  robot link, from the same sphere pairs (`ProximityResult.hand_distances`).
 - Speed scale in [0, 1] for the controller's trajectory time scaling (the smaller of it and the
   detector's f_S wins): for each body clip(m / slowdown_distance, 0, 1), i.e. 1 beyond
   S_p + slowdown_distance, falling linearly to 0 at S_p; the smallest over bodies; 0 while
@@ -71,6 +73,9 @@ COCO_17 = ('nose', 'left_eye', 'right_eye', 'left_ear', 'right_ear', 'left_shoul
            'left_hip', 'right_hip', 'left_knee', 'right_knee', 'left_ankle', 'right_ankle')
 
 SKELETON, CLUSTERS = 'skeleton', 'clusters'
+# The body parts that are a person's hands (DEFAULT_PARTS: beyond each wrist): the touch
+# classifier asks which of the robot's links a hand is at (`ProximityResult.hand_distances`).
+HANDS = ('left_hand', 'right_hand')
 
 SPHERE_SPACING = 0.02  # m between a body part's sphere centres (HumanModel)
 # Time step of the finite difference that turns q̇ into sphere velocities (s): v = (c(q + h q̇) −
@@ -365,6 +370,7 @@ class ProximityResult:
     speed_scale: float              # [0, 1], for the trajectory time scaling
     problem: str                    # why the input is unusable ('' when it is fine)
     source: str                     # SKELETON, CLUSTERS or '' (no fresh source)
+    bodies_stamp: float             # s, stamp of the skeleton or cloud checked (nan: none)
     body_names: list[str]
     body_stop: np.ndarray           # bool per body, latched (seed 002's per-part signal)
     body_warning: np.ndarray        # bool per body: within S_p + slowdown_distance
@@ -374,10 +380,19 @@ class ProximityResult:
     body_link: list[str | None]     # the robot link of that pair
     link_names: list[str]
     link_distance: np.ndarray       # per robot link, to the nearest body
+    body_link_distance: np.ndarray  # bodies × links: each body to each link
     robot_centres: np.ndarray       # M×3, the robot's spheres (radii: LinkSurfaces.sphere_radii)
     robot_sphere_distance: np.ndarray  # M, each robot sphere to the nearest body
     bodies: list[Body]              # the bodies checked (their spheres and boxes, for markers)
     reset_active: bool              # a reset is in force: the approach rule (module doc: Reset)
+
+    def hand_distances(self) -> dict[str, np.ndarray]:
+        """Each tracked hand (HANDS) → its distance to each link (`link_names` order), m;
+        empty unless the bodies checked are a tracked skeleton's (and the check was made)."""
+        if self.source != SKELETON or self.problem:
+            return {}
+        return {name: self.body_link_distance[k] for k, name in enumerate(self.body_names)
+                if name in HANDS}
 
     def part_signals(self) -> dict[str, int]:
         """Seed 002's signals: body name → 0 go on / 1 stop, and 'robot' → the robot's."""
@@ -578,17 +593,20 @@ class ProximityMonitor:
         if check is None:
             unknown = np.full(len(names), np.nan)
             check = _Check(unknown, unknown, unknown, np.full(len(names), -1),
-                           np.full(len(links), np.nan), np.zeros(0), np.zeros(0))
+                           np.full(len(links), np.nan), np.full((len(names), len(links)), np.nan),
+                           np.zeros(0), np.zeros(0))
         self._last_sphere_margin = check.sphere_margin
         self._last = ProximityResult(
             t=t, stop=stop, speed_scale=self._scale, problem=problem,
-            source=current.source if current else '', body_names=list(names),
+            source=current.source if current else '',
+            bodies_stamp=current.t if current else np.nan, body_names=list(names),
             body_stop=body_stop,
             body_warning=body_stop | (margin < self.config.slowdown_distance),
             body_distance=check.body_distance, body_margin=check.margin,
             body_protective_distance=check.body_protective,
             body_link=[links[k] if k >= 0 else None for k in check.body_link],
             link_names=list(links), link_distance=check.link_distance,
+            body_link_distance=check.body_link_distance,
             robot_centres=centres if centres is not None else np.zeros((0, 3)),
             robot_sphere_distance=check.sphere_distance,
             bodies=current.bodies if current else [],
@@ -622,6 +640,7 @@ class _Check:
     body_protective: np.ndarray  # per body: S_p of the deciding pair
     body_link: np.ndarray        # per body: link index of the deciding pair (-1: none)
     link_distance: np.ndarray    # per link
+    body_link_distance: np.ndarray  # bodies × links
     sphere_distance: np.ndarray  # per robot sphere
     sphere_margin: np.ndarray    # per robot sphere: smallest (distance − S_p) over bodies
 
@@ -660,11 +679,15 @@ def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_
 
     count = len(bodies.names)
     result = _Check(np.full(count, np.inf), np.full(count, np.inf), np.full(count, np.nan),
-                    np.full(count, -1), np.full(link_count, np.inf), np.full(len(radii), np.inf),
+                    np.full(count, -1), np.full(link_count, np.inf),
+                    np.full((count, link_count), np.inf), np.full(len(radii), np.inf),
                     np.full(len(radii), np.inf))
     np.minimum.at(result.sphere_distance, row, distance)
     np.minimum.at(result.sphere_margin, row, margin)
     np.minimum.at(result.link_distance, sphere_link, result.sphere_distance)
+    # On a flat index: np.minimum.at with a tuple of indices is ~15× slower.
+    np.minimum.at(result.body_link_distance.reshape(-1), body * link_count + sphere_link[row],
+                  distance)
     np.minimum.at(result.margin, body, margin)
     np.minimum.at(result.body_distance, body, distance)
     # The pair deciding each body's margin: one that attains it.
