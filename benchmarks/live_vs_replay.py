@@ -31,8 +31,18 @@ Aims (issue 26): live − replay p50 ≤ 1 ms and p95 ≤ 2 ms, no late stop, wi
 subscribed too; estimates as in the replay: right link within 1 point, point median within
 1 mm, first estimate within 5 ms.
 
+`--touch` (issue 29: the classification made live must be the replay's): `touch.enabled`
+true in the parameters of both, and every third contact (the third of three) a hand's touch
+instead of a push: the same drawing on a link's surface, with touch_classification.py's
+ranges (ramps of 150-1000 ms to 5-40 N, held 0.3-1 s, ramped down as slowly). Per contact,
+the classes decided (the collision events with a `class`: docs/collision_events.md), live
+against the replay: the first class, the decision sample (the event's stamp) and every
+later decision (a touch that became an impact), and when the decision came. The recording
+is open-loop (the arm does not follow f_S), so live and replay see the same inputs: that is
+what is compared, not the closed-loop reaction of touch_classification.py.
+
     PYTHONPATH=$PWD nice -n 10 .venv/bin/python benchmarks/live_vs_replay.py [--contacts N]
-        [--quick] [--subscriber | --no-subscriber] [--out DIR] [--priority N]
+        [--quick] [--subscriber | --no-subscriber] [--out DIR] [--priority N] [--touch]
 """
 from __future__ import annotations
 
@@ -50,11 +60,13 @@ import mujoco
 import numpy as np
 from ft_contact import random_push
 from tqdm import tqdm
+from touch_classification import TOUCH_FORCE, TOUCH_HOLD, TOUCH_RAMP
 
 from _ros_load import (REALTIME_PRIORITY, DriverTopics, JointStream, Output, cpu_table, drive,
                        machine, table)
 from contact_estimation import manifest
 from contact_estimation.commands.demo import residual_matching_the_sim
+from contact_estimation.core.chain.contact_class import IMPACT as IMPACT_CLASS, TOUCH
 from contact_estimation.core.chain.detector import COLLISION
 from contact_estimation.core.chain.stamps import nanoseconds
 from contact_estimation.core.contact.contact import Contact, contact_error
@@ -90,6 +102,8 @@ DETECTOR, RESIDUAL = manifest.node('collision_detector'), manifest.node('residua
 ESTIMATORS = {'localizer': manifest.node('contact_localizer'),
               'F/T': manifest.node('ft_contact_estimator')}
 SUBSCRIBER_RUNS = {False: 'without subscriber', True: 'residual subscribed'}
+KINDS = ('push', 'impact', TOUCH)  # the contacts drawn (`Truth.kind`)
+PLURAL = {'push': 'pushes', 'impact': 'impacts', TOUCH: 'touches'}
 
 
 # ---------------------------------------------------------------------- the recording
@@ -176,11 +190,20 @@ def first_clear(surfaces, trajectory, candidates: list[Impact]) -> Impact | None
     return None
 
 
-def plan(robot, surfaces, trajectory, count: int, rng) -> tuple[list, list[Impact], float]:
-    """Every third contact (the second of three) an impact, the others pushes, one after
-    another with GAP between; returns the pushes, the impacts and the recording's length."""
-    pushes, impacts, t = [], [], SETTLE
+def plan(robot, surfaces, trajectory, count: int, rng,
+         touches: bool) -> tuple[list, list, list[Impact], float]:
+    """Every third contact (the second of three) an impact, the others pushes (with
+    `touches`, the third of three a hand's touch), one after another with GAP between;
+    returns the pushes, the touches, the impacts and the recording's length."""
+    pushes, hands, impacts, t = [], [], [], SETTLE
     for k in range(count):
+        if touches and k % 3 == 2:
+            ramp = rng.uniform(*TOUCH_RAMP)
+            hand = random_push(surfaces, rng, LINKS, TOUCH_FORCE, t,
+                               2 * ramp + rng.uniform(*TOUCH_HOLD), ramp)
+            hands.append(hand)
+            t += hand.duration + GAP
+            continue
         if k % 3 == 1:
             impact = first_clear(surfaces, trajectory,
                                  impact_candidates(robot, surfaces, trajectory, t))
@@ -194,7 +217,7 @@ def plan(robot, surfaces, trajectory, count: int, rng) -> tuple[list, list[Impac
                                rng.uniform(*PUSH_RAMP))
             pushes.append(push)
             t += push.duration + GAP
-    return pushes, impacts, t
+    return pushes, hands, impacts, t
 
 
 def simulate(robot, pushes, impacts: list[Impact], seconds: float, progress) -> dict:
@@ -231,23 +254,24 @@ def simulate(robot, pushes, impacts: list[Impact], seconds: float, progress) -> 
     return out
 
 
-def record(robot, count: int, seed: int) -> Recording:
-    """`count` contacts on the sim cobot; impacts sized by two simulations' peaks (the
-    softer the ball, the weaker the hit)."""
+def record(robot, count: int, seed: int, touches: bool) -> Recording:
+    """`count` contacts on the sim cobot (with `touches`, hands' touches among them);
+    impacts sized by two simulations' peaks (the softer the ball, the weaker the hit)."""
     surfaces = LinkSurfaces(robot, point_spacing=0.02)
     trajectory = make_trajectory(robot, MOTION)
-    pushes, impacts, seconds = plan(robot, surfaces, trajectory, count, np.random.default_rng(seed))
+    pushes, hands, impacts, seconds = plan(robot, surfaces, trajectory, count,
+                                           np.random.default_rng(seed), touches)
     with tqdm(total=3 * int(seconds), unit='s', desc='simulating contacts') as bar:
         for sizing in (True, True, False):
-            run = simulate(robot, pushes, impacts, seconds, bar.update)
+            run = simulate(robot, pushes + hands, impacts, seconds, bar.update)
             for impact in impacts if sizing else ():
                 near = slice(int((impact.time - LEAD) * RATE),
                              int((impact.time + IMPACT + 0.05) * RATE))
                 peak = np.linalg.norm(run['force'][near], axis=1).max()
                 impact.softness = float(np.clip(impact.softness * (
                     peak / impact.target if peak > 0 else 0.5), 0.004, 0.5))
-    starts = sorted([(p.start, 'push') for p in pushes] + [(i.time - LEAD, 'impact')
-                                                           for i in impacts])
+    starts = sorted([(p.start, 'push') for p in pushes] + [(h.start, TOUCH) for h in hands]
+                    + [(i.time - LEAD, 'impact') for i in impacts])
     size = np.linalg.norm(run['force'], axis=1)
     bounds = [int((s - 0.3) * RATE) for s, _ in starts] + [len(size)]
     contacts = []
@@ -273,7 +297,8 @@ class Seen:
     live, when received here (wall clock); replayed, the stamp being replayed. Stamps: ns."""
 
     stops: list[tuple[float, bool]] = field(default_factory=list)
-    events: list[tuple[float, int, str]] = field(default_factory=list)  # time, stamp, cause
+    # time, stamp, cause, the contact's class decided then ('' none; touch.enabled)
+    events: list[tuple[float, int, str, str]] = field(default_factory=list)
     halves: dict[str, dict] = field(default_factory=lambda: {label: {} for label in ESTIMATORS})
 
     def handlers(self, topic) -> dict[str, tuple[str, object]]:
@@ -291,8 +316,9 @@ class Seen:
 
     def _event(self, msg, t: float) -> None:
         for status in msg.status:
-            cause = next(kv.value for kv in status.values if kv.key == 'event')
-            self.events.append((t, _ns(msg.header.stamp), cause))
+            values = {kv.key: kv.value for kv in status.values}
+            self.events.append((t, _ns(msg.header.stamp), values['event'],
+                                values.get('class', '')))
 
     def _half(self, half: tuple[str, str], msg, t: float) -> None:
         label, key = half
@@ -460,6 +486,13 @@ class Scored:
     behind: bool = False             # a `behind` stop came in the slot before it
     first: dict[str, float] = field(default_factory=dict)      # estimator → first estimate
     errors: dict[str, list] = field(default_factory=dict)      # estimator → ContactErrors
+    decisions: list[tuple[str, int]] = field(default_factory=list)  # class, stamp (ns)
+    decided: float = np.nan          # when the first decision's event came
+
+    @property
+    def kind(self) -> str:
+        """The first class decided ('' none)."""
+        return self.decisions[0][0] if self.decisions else ''
 
 
 def score(seen: Seen, recording: Recording, stamps: np.ndarray) -> list[Scored]:
@@ -471,14 +504,19 @@ def score(seen: Seen, recording: Recording, stamps: np.ndarray) -> list[Scored]:
         begin, finish = stamps[truth.slot[0]], stamps[truth.slot[1] - 1]
         onset = stamps[truth.onset] * 1e-9
         scored = Scored()
-        collisions = [(t, stamp) for t, stamp, cause in seen.events
+        collisions = [(t, stamp) for t, stamp, cause, _ in seen.events
                       if cause == COLLISION and begin <= stamp <= finish]
+        decisions = sorted((stamp, t, kind) for t, stamp, _, kind in seen.events
+                           if kind and begin <= stamp <= finish)
+        scored.decisions = [(kind, stamp) for stamp, _, kind in decisions]
+        if decisions:
+            scored.decided = decisions[0][1] - onset
         if collisions:
             t, scored.stop_stamp = min(collisions, key=lambda c: c[1])
             scored.stop = t - onset
         until = onset + (scored.stop if collisions else (finish - stamps[truth.onset]) * 1e-9)
         scored.behind = any(cause == BEHIND and begin * 1e-9 <= t <= until
-                            for t, _, cause in seen.events)
+                            for t, _, cause, _ in seen.events)
         for label, found in estimates.items():
             mine = [(t, stamp, e) for stamp, t, e in found if stamps[truth.onset] <= stamp
                     <= finish]
@@ -515,19 +553,61 @@ def _estimator(scored: list[Scored], label: str) -> str:
             f'{_ms([s.first[label] for s in scored], 50)} ms')
 
 
+def _classes(scored: Scored) -> str:
+    """The classes decided in a contact, in order ('-' none)."""
+    return '→'.join(kind for kind, _ in scored.decisions) or '-'
+
+
+def touch_report(recording: Recording, live_scored: list[Scored],
+                 replayed: list[Scored]) -> list[tuple[str, str, str]]:
+    """Rows (what, replay, live) of the classification live against its replay (--touch)."""
+    kinds = [truth.kind for truth in recording.contacts]
+
+    def per_kind(count) -> tuple[str, str]:
+        return tuple(' / '.join(f'{count([s[k] for k, c in enumerate(kinds) if c == kind])}'
+                                for kind in KINDS) for s in (replayed, live_scored))
+
+    touches = [k for k, c in enumerate(kinds) if c == TOUCH]
+    decided = [(lv, rp) for lv, rp in zip(live_scored, replayed) if lv.kind or rp.kind]
+    both = [(lv, rp) for lv, rp in decided if lv.kind and rp.kind]
+    hits = [(lv, rp) for lv, rp, c in zip(live_scored, replayed, kinds) if c != TOUCH
+            and lv.stop_stamp is not None and rp.stop_stamp is not None]
+    return [
+        (f'contacts ({" / ".join(PLURAL[k] for k in KINDS)})', *(
+            ' / '.join(str(kinds.count(k)) for k in KINDS),) * 2),
+        ('  with a class decided (eq. 7 fired)', *per_kind(lambda s: sum(bool(x.kind) for x in s))),
+        ('  classified touch first', *per_kind(lambda s: sum(x.kind == TOUCH for x in s))),
+        ('  classified impact first', *per_kind(lambda s: sum(x.kind == IMPACT_CLASS for x in s))),
+        ('touches yielded without a stop (of those decided)', *(
+            f'{sum(s[k].kind != "" and s[k].stop_stamp is None for k in touches)} of '
+            f'{sum(s[k].kind != "" for k in touches)}' for s in (replayed, live_scored))),
+        ('the same class as the replay (first decision)', '',
+         f'{sum(lv.kind == rp.kind for lv, rp in decided)} of {len(decided)}'),
+        ('the same decision sample as the replay', '',
+         f'{sum(lv.decisions[0][1] == rp.decisions[0][1] for lv, rp in both)} of {len(both)}'),
+        ('the same decisions (every class and sample)', '',
+         f'{sum(lv.decisions == rp.decisions for lv, rp in decided)} of {len(decided)}'),
+        ('decision live − replay, p50 / p95 / max, ms', '',
+         _ms([lv.decided - rp.decided for lv, rp in both], 50, 95, 100)),
+        ('pushes and impacts stopped on the same sample as the replay', '',
+         f'{sum(lv.stop_stamp == rp.stop_stamp for lv, rp in hits)} of {len(hits)}')]
+
+
 def report(recording: Recording, live_run: LiveRun, live_scored: list[Scored],
            replayed: list[Scored], title: str) -> str:
-    """The summary table and one row per contact."""
+    """The summary table (with the classification's, when a class was decided) and one row
+    per contact."""
     kinds = [truth.kind for truth in recording.contacts]
     rows = []
-    for kind in ('push', 'impact'):
+    for kind in KINDS:
         pick = [k for k, c in enumerate(kinds) if c == kind]
+        if not pick:
+            continue
         cells = []
         for scored in (replayed, live_scored):
             stopped = [scored[k].stop for k in pick if scored[k].stop_stamp is not None]
             cells.append(f'{len(stopped)} of {len(pick)}, {_ms(stopped, 50, 95)} ms')
-        rows.append((f'{kind}{"es" if kind == "push" else "s"}: stopped, stop after onset '
-                     'p50 / p95', *cells))
+        rows.append((f'{PLURAL[kind]}: stopped, stop after onset p50 / p95', *cells))
     both = [(lv, rp) for lv, rp in zip(live_scored, replayed)
             if lv.stop_stamp is not None and rp.stop_stamp is not None]
     delays = [lv.stop - rp.stop for lv, rp in both]
@@ -537,13 +617,15 @@ def report(recording: Recording, live_run: LiveRun, live_scored: list[Scored],
              (f'late: > replay + {MAX_LAG * 1e3:.0f} ms, no behind stop first', '',
               str(sum(late(lv, rp) for lv, rp in zip(live_scored, replayed)))),
              (f'`{BEHIND}` stops', '',
-              str(sum(cause == BEHIND for _, _, cause in live_run.seen.events)))]
+              str(sum(cause == BEHIND for _, _, cause, _ in live_run.seen.events)))]
     for label in ESTIMATORS:
         rows.append((f'{label}: right link, point median, first estimate p50',
                      _estimator(replayed, label), _estimator(live_scored, label)))
     if live_run.lags is not None:
         rows.append(('the user\'s residual plot: received, lag p50 / p99 / max', '',
                      f'{live_run.lags.size}, {_ms(live_run.lags, 50, 99, 100)} ms'))
+    if any(s.decisions for s in live_scored + replayed):
+        rows += touch_report(recording, live_scored, replayed)
     width = [max(len(row[i]) for row in rows) for i in range(2)]
     text = f'\n{title}\n' + table(
         f'{"":{width[0]}s} | {"replay (the oracle)":{width[1]}s} | live at 1 kHz',
@@ -553,14 +635,19 @@ def report(recording: Recording, live_run: LiveRun, live_scored: list[Scored],
         onset = live_run.run.stamps[truth.onset]
         shift = ('-' if lv.stop_stamp is None or rp.stop_stamp is None
                  else f'{(lv.stop_stamp - rp.stop_stamp) * 1e-6:+.0f}')
+        decided = ('-' if not (lv.decisions and rp.decisions) else
+                   f'{(lv.decisions[0][1] - rp.decisions[0][1]) * 1e-6:+.0f}')
         per_contact.append(
             f'{k:3d} | {truth.kind:6s} | {truth.link:11s} | {truth.peak:5.1f} | '
             f'{onset - live_run.run.stamps[0]:8.3f} | {1e3 * rp.stop:6.1f} | '
             f'{1e3 * lv.stop:6.1f} | {shift:>6s} | {1e3 * (lv.stop - rp.stop):+13.1f} | '
-            f'{"yes" if lv.behind else "":6s} | {"LATE" if late(lv, rp) else ""}')
-    text += '\n\nper contact (ms after the onset; stop sample: live − replay, ms of stamps)\n'
+            f'{"yes" if lv.behind else "":6s} | {"LATE" if late(lv, rp) else "":4s} | '
+            f'{_classes(rp):12s} | {_classes(lv):12s} | {decided:>7s}')
+    text += ('\n\nper contact (ms after the onset; stop and decision sample: live − replay, ms '
+             'of stamps; class: every class decided, in order)\n')
     return text + table('  k | kind   | link        |  F, N | onset, s | replay | live   | '
-                        'sample | live − replay | behind | late', per_contact)
+                        'sample | live − replay | behind | late | class replay | class live   | '
+                        'decided', per_contact)
 
 
 def main(argv=None) -> int:
@@ -578,6 +665,9 @@ def main(argv=None) -> int:
                         help="`up --priority N`: the suite at SCHED_FIFO N, below the driver's "
                              '50, as the README advises; 0: normal priority')
     parser.add_argument('--seed', type=int, default=0, help='of the contacts drawn')
+    parser.add_argument('--touch', action='store_true',
+                        help='touch.enabled in both runs, and every third contact a hand\'s '
+                             'touch instead of a push (issue 29)')
     args = parser.parse_args(argv)
     count = 6 if args.quick else args.contacts
     from contact_estimation.ros.testing import isolate_ros_domain
@@ -586,7 +676,7 @@ def main(argv=None) -> int:
     print('command: ' + ' '.join(sys.argv if argv is None else ['live_vs_replay.py', *argv]))
     os.makedirs(args.out, exist_ok=True)
     robot = RobotModel.load('panda')
-    recording = record(robot, count, args.seed)
+    recording = record(robot, count, args.seed, args.touch)
     np.savez_compressed(
         os.path.join(args.out, 'recording.npz'), q=recording.stream.q, v=recording.stream.v,
         effort=recording.stream.effort, wrench=recording.stream.wrench,
@@ -595,10 +685,12 @@ def main(argv=None) -> int:
             (c.kind, c.link, c.onset, c.end, c.peak) for c in recording.contacts], dtype=object))
     parameters = os.path.join(args.out, 'parameters.yaml')
     write_parameters({RESIDUAL.name: residual_matching_the_sim(),
-                      DETECTOR.name: {'hold_time': HOLD_TIME}}, parameters)
-    pushes = sum(c.kind == 'push' for c in recording.contacts)
-    print(f'{len(recording.contacts)} contacts ({pushes} pushes, '
-          f'{len(recording.contacts) - pushes} impacts; peak '
+                      DETECTOR.name: {'hold_time': HOLD_TIME, 'touch.enabled': args.touch}},
+                     parameters)
+    kinds = [c.kind for c in recording.contacts]
+    print(f'{len(recording.contacts)} contacts ('
+          + ', '.join(f'{kinds.count(k)} {PLURAL[k]}' for k in KINDS[:3 if args.touch else 2])
+          + '; peak '
           f'{min(c.peak for c in recording.contacts):.0f}-'
           f'{max(c.peak for c in recording.contacts):.0f} N) in '
           f'{len(recording.stream) / RATE:.0f} s on the sim cobot; driver at '

@@ -42,6 +42,8 @@ RULES = {'rose': 'rise', 'high-frequency': 'high frequency',
          'against': 'against motion', 'touch.max_force ': 'max_force',
          'max_torque': 'max_torque'}
 HOLD_TIME = 0.5  # s: the stop clears between contacts (touch runs)
+# A hand's touch (issue 29): ramps of 150–1000 ms to 5–40 N, held 0.3–1 s, ramped down as slowly.
+TOUCH_FORCE, TOUCH_RAMP, TOUCH_HOLD = (5.0, 40.0), (0.15, 1.0), (0.3, 1.0)  # N, s, s
 
 
 def motion(seed: int, speed_scale: float = 0.3) -> dict:
@@ -166,8 +168,8 @@ def main(argv=None) -> int:
 
     spec = motion(14)
     sim_trajectory = make_trajectory(robot, spec)
-    forces, end = draw_forces(robot, sim_trajectory, rng, touches, (5, 40), (0.15, 1.0),
-                              (0.3, 1.0), 1.0, 2.5)
+    forces, end = draw_forces(robot, sim_trajectory, rng, touches, TOUCH_FORCE, TOUCH_RAMP,
+                              TOUCH_HOLD, 1.0, 2.5)
     sim = SimulatedCobot(robot, sim_trajectory, Scenario(forces=forces, trajectory=spec))
     residual = make_residual('momentum_observer', robot, friction_model='continuous',
                              friction_params=sim.config.friction)
