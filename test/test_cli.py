@@ -66,7 +66,7 @@ def _has_started(log_path) -> bool:
     return log_path.exists() and '[INFO]' in log_path.read_text()
 
 
-def test_up_runs_the_core_nodes_composed_in_two_processes_and_stops_cleanly(tmp_path):
+def test_up_runs_the_core_nodes_composed_in_their_processes_and_stops_cleanly(tmp_path):
     logs = tmp_path / 'logs'
     proc = _cli('up', '--log-dir', str(logs))
     processes = manifest.composed()
@@ -85,7 +85,8 @@ def test_up_runs_the_core_nodes_composed_in_two_processes_and_stops_cleanly(tmp_
         assert proc.poll() is None, proc.communicate()[0]
         assert time.monotonic() < deadline, 'the node set did not start'
         time.sleep(0.1)
-    # One process for each composed process (the chain, the estimators), one for each other
+    # One process for each composed process (the chain, the estimators, the proximity
+    # monitor), one for each other
     # node.
     assert sorted(p.name for p in logs.iterdir()) == sorted(
         f'{name}.log' for name in [*(p.name for p in processes), *others])
