@@ -86,8 +86,7 @@ def test_up_runs_the_core_nodes_composed_in_their_processes_and_stops_cleanly(tm
         assert time.monotonic() < deadline, 'the node set did not start'
         time.sleep(0.1)
     # One process for each composed process (the chain, the estimators, the proximity
-    # monitor), one for each other
-    # node.
+    # monitor), one for each other node.
     assert sorted(p.name for p in logs.iterdir()) == sorted(
         f'{name}.log' for name in [*(p.name for p in processes), *others])
     proc.send_signal(signal.SIGINT)
