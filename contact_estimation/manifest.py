@@ -66,6 +66,7 @@ class ComposedSpec:
     executable: str
     nodes: tuple[str, ...]
     realtime: bool = False
+    feed_period: float = 0.002  # s between takes of the shared samples (ros/sample_feed.py)
 
     @property
     def name(self) -> str:
@@ -140,7 +141,8 @@ def node(name: str) -> NodeSpec:
 def composed() -> tuple[ComposedSpec, ...]:
     """The composed processes, in nodes.yaml order (the chain first)."""
     return tuple(ComposedSpec(key, raw['executable'], tuple(raw['nodes']),
-                              bool(raw.get('realtime', False)))
+                              bool(raw.get('realtime', False)),
+                              float(raw.get('feed_period', ComposedSpec.feed_period)))
                  for key, raw in _declarations()['composed']['processes'].items())
 
 
