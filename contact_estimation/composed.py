@@ -64,8 +64,7 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
     source_here = shared.source in manifest.published_topics(names)
     writes = shared_memory and source_here and not readers <= set(names)
     feeds = shared_memory and not source_here and bool(readers & set(names))
-    process = next((p for p in manifest.composed() if set(p.nodes) == set(names)), None)
-    relays = feeds and process == manifest.relaying_process()
+    relays = feeds and set(names) == set(manifest.relaying_process().nodes)
     # The topics taken from shared memory: all (published here) or those read here.
     fed = set(shared.topics) if relays else set(shared.topics) & manifest.read_topics(names)
     handed_over = manifest.handed_over_topics(names)
@@ -82,8 +81,7 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
         if feeds:
             nodes[0].closing(SampleFeed(nodes[0], handover, ring_name(nodes[0].get_namespace()),
                                         tuple(t for t in shared.topics if t in fed),
-                                        shared.source, relays,
-                                        (process or manifest.ComposedSpec).feed_period).close)
+                                        shared.source, relays).close)
         unreceived = handover.unreceived()
         if unreceived:
             raise RuntimeError(f'composed: nobody in the process reads {unreceived}')

@@ -66,7 +66,6 @@ class ComposedSpec:
     executable: str
     nodes: tuple[str, ...]
     realtime: bool = False
-    feed_period: float = 0.002  # s between takes of the shared samples (ros/sample_feed.py)
 
     @property
     def name(self) -> str:
@@ -141,8 +140,7 @@ def node(name: str) -> NodeSpec:
 def composed() -> tuple[ComposedSpec, ...]:
     """The composed processes, in nodes.yaml order (the chain first)."""
     return tuple(ComposedSpec(key, raw['executable'], tuple(raw['nodes']),
-                              bool(raw.get('realtime', False)),
-                              float(raw.get('feed_period', ComposedSpec.feed_period)))
+                              bool(raw.get('realtime', False)))
                  for key, raw in _declarations()['composed']['processes'].items())
 
 

@@ -6,8 +6,7 @@ relayed_by`, the estimation process) it also publishes those topics for anyone w
 The chain's process writes every sample the residual node makes (q, q̇, τ, τ_ext, stamp) and
 publishes nothing at 1 kHz (issue 26): receiving, building and sending those messages would
 take the stop's CPU, and a user plotting the residual would slow the stop. Here one timer
-every `period` (nodes.yaml `feed_period`) takes the new samples in a batch (never a timer per
-sample), in stamp order,
+every `PERIOD` takes the new samples in a batch (never a timer per sample), in stamp order,
 so the estimators see exactly the samples a replay hands them; a reader that falls more
 than the ring's capacity behind counts what it lost on /diagnostics (`samples_lost`).
 """
@@ -23,16 +22,17 @@ from contact_estimation.ros.joint_states import JointStateWriter
 from contact_estimation.ros.qos import PIPELINE_QOS
 from contact_estimation.ros.suite_node import SuiteNode
 
+PERIOD = 0.002  # s between takes: a sample waits at most this (plus the estimators' work)
 
 
 class SampleFeed:
     """On `node` (a node of this process, whose timer and diagnostics it uses): the ring
     named `name`, its samples handed to the receivers of `topics` in `handover` and, when
     `relays`, published on them (effort = τ on the joint-state topic, τ_ext on the residual
-    one), every `period` s (a sample waits at most this, plus the work of the process)."""
+    one)."""
 
     def __init__(self, node: SuiteNode, handover: Handover, name: str,
-                 topics: tuple[str, ...], residual_topic: str, relays: bool, period: float):
+                 topics: tuple[str, ...], residual_topic: str, relays: bool):
         self._node = node
         self._reader = SampleRingReader(name, lambda sec, nanosec: Time(sec=sec,
                                                                         nanosec=nanosec))
@@ -47,7 +47,7 @@ class SampleFeed:
         self._latest: list = []  # the last sample taken
         # On the steady clock: the samples come at the machine's pace, whatever /clock does
         # (the simulated cobot's lockstep waits for the joint states relayed here).
-        node.create_timer(period, self._take, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        node.create_timer(PERIOD, self._take, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def _take(self) -> None:
         samples = self._reader.take()
