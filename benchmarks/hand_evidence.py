@@ -19,7 +19,7 @@ from rclpy.serialization import deserialize_message, serialize_message
 from contact_estimation.core.contact.proximity import ProximityMonitor, standing_skeleton
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
-from contact_estimation.ros.proximity_messages import hands_message, hands_seen
+from contact_estimation.ros.hands_messages import hands_message, hands_seen
 
 Q = np.array([0.3, -0.4, 0.2, -2.0, 0.1, 1.6, 0.5])
 CHECK_RATE = 100.0  # Hz, proximity_monitor's default check_rate

@@ -117,3 +117,16 @@ def test_every_quoted_core_or_ros_path_exists():
                 stale.append(f'{name}:{text.count(chr(10), 0, quote.start()) + 1}: '
                              f'{quote.group(0)}')
     assert not stale, '\n'.join(stale)
+
+
+def test_the_chains_process_loads_no_open3d_nor_mujoco():
+    """The chain's nodes (nodes.yaml `realtime`) import neither the geometry nor the simulator:
+    open3d alone costs the stop's process ~200 MiB and ~1.5 s of start-up."""
+    from contact_estimation import manifest
+    chain = next(p for p in manifest.composed() if p.realtime)
+    modules = [manifest.node(name).module for name in chain.nodes]
+    code = (f'import sys, importlib; [importlib.import_module(m) for m in {modules!r}]; '
+            "print(sorted({'open3d', 'mujoco'} & set(sys.modules)))")
+    loaded = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert loaded == '[]', f'the chain imports {loaded}'

@@ -70,7 +70,7 @@ from contact_estimation.ros.input_rate import InputRateLog
 from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, rows
-from contact_estimation.ros.proximity_messages import hands_seen
+from contact_estimation.ros.hands_messages import hands_seen
 from contact_estimation.ros.qos import LATEST_QOS, STOP_QOS
 from contact_estimation.ros.stop_signal import STOP_PARAMETERS, StopSignal
 from contact_estimation.ros.suite_node import SuiteNode

@@ -72,8 +72,9 @@ from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, rows
-from contact_estimation.ros.proximity_messages import (ProximityMarkers, hands_message,
-                                                       part_statuses, pose_array_size)
+from contact_estimation.ros.hands_messages import hands_message
+from contact_estimation.ros.proximity_messages import (ProximityMarkers, part_statuses,
+                                                       pose_array_size)
 from contact_estimation.ros.qos import CLOUD_QOS
 from contact_estimation.ros.sensor_frames import (SensorFrame, check_cloud_size,
                                                   cloud_in_base_frame, cloud_table,

@@ -1,6 +1,6 @@
-"""The proximity monitor's ProximityResult → part statuses (DiagnosticArray), the hands'
-links (DiagnosticArray, read back by the collision detector) and rviz markers; a serialised
-skeleton's stamp and size, read before it is deserialised."""
+"""The proximity monitor's ProximityResult → part statuses (DiagnosticArray) and rviz markers;
+a serialised skeleton's stamp and size, read before it is deserialised. The hands' links:
+ros/hands_messages.py."""
 from __future__ import annotations
 
 import struct
@@ -13,10 +13,7 @@ from scipy.spatial.transform import Rotation
 from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
 
-from contact_estimation.core.chain.contact_class import HandsSeen
 from contact_estimation.core.contact.proximity import Body, ProximityResult
-from contact_estimation.core.input_rejected import MALFORMED, NOT_FINITE, InputRejected
-from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN, level_byte
 
 ROBOT_NS, BODIES_NS = 'proximity_robot', 'proximity_bodies'
@@ -63,40 +60,6 @@ def part_statuses(result: ProximityResult, hardware_id: str, stamp: Time) -> Dia
     array = DiagnosticArray(status=statuses + [robot])
     array.header.stamp = stamp
     return array
-
-
-def hands_message(result: ProximityResult, hardware_id: str) -> DiagnosticArray | None:
-    """Which links each tracked hand is near: one status per hand (name: its part) whose
-    values are link → distance (m) for every link within the distances the check computes
-    (at least `report_range`), stamped with the skeleton's stamp; None without a tracked
-    skeleton."""
-    hands = result.hand_distances()
-    if not hands:
-        return None
-    array = DiagnosticArray(status=[
-        DiagnosticStatus(name=hand, hardware_id=hardware_id, level=level_byte(OK), values=[
-            KeyValue(key=link, value=_number(d))
-            for link, d in zip(result.link_names, distances) if np.isfinite(d)])
-        for hand, distances in hands.items()])
-    array.header.stamp = seconds_to_stamp(result.bodies_stamp)
-    return array
-
-
-def hands_seen(msg: DiagnosticArray, t: float) -> HandsSeen:
-    """`hands_message` read back, stamped `t` (s): each link's distance to its nearest
-    hand. InputRejected when a distance is no number (malformed) or NaN (not finite)."""
-    nearest: dict[str, float] = {}
-    for status in msg.status:
-        for value in status.values:
-            try:
-                distance = float(value.value)
-            except ValueError:
-                raise InputRejected(MALFORMED, f'{status.name} at {value.key}: distance '
-                                               f'{value.value!r} is no number') from None
-            if np.isnan(distance):
-                raise InputRejected(NOT_FINITE, f'{status.name} at {value.key}: distance NaN')
-            nearest[value.key] = min(distance, nearest.get(value.key, np.inf))
-    return HandsSeen(t, nearest)
 
 
 class ProximityMarkers:
