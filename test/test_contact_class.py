@@ -86,6 +86,17 @@ def test_calibrated_thresholds_change_when_a_touch_is_decided_not_what_it_is():
     assert decisions(run(push, threshold=1.0))[0][1].kind == IMPACT
 
 
+def test_a_push_decided_within_ms_of_its_onset_is_an_impact_whatever_its_slope_so_far():
+    """With a calibrated ψ of 1 N·m eq. 7 fires 21 ms after the onset of a 15 N push ramping
+    in 50 ms, before its slope shows through the observer's lag: too little evidence, an
+    impact. Without touch.min_evidence_time the push would pass for a touch."""
+    push = ramp(0.05, 15.0, noise=0.02)
+    first_decision = decisions(run(push, threshold=1.0))[0][1]
+    assert first_decision.kind == IMPACT and 'touch.min_evidence_time' in first_decision.reason
+    blind = TouchConfig(enabled=True, min_evidence_time=0.0)
+    assert decisions(run(push, blind, threshold=1.0))[0][1].kind == TOUCH
+
+
 def test_touch_off_runs_no_classifier_and_changes_nothing():
     tau = ramp(0.5, 40.0)
     off = run(tau, TouchConfig())
