@@ -50,14 +50,21 @@ def motion(seed: int, speed_scale: float = 0.3) -> dict:
     return {'type': 'smooth_random', 'seed': seed, 'speed_scale': speed_scale, 'amplitude': 0.5}
 
 
-def detector(robot, touch: TouchConfig, hold_time: float = 0.1) -> CollisionDetector:
-    return CollisionDetector(DetectorConfig.build(robot.joint_names, hold_time=hold_time), touch,
-                             robot)
+SEED_001_PSI = 4.0  # N·m, the detector's default ψ_0 on every joint
 
 
-def replay(robot, trace, touch: TouchConfig, hold_time: float = 0.1):
+def detector(robot, touch: TouchConfig, hold_time: float = 0.1,
+             threshold: float = SEED_001_PSI) -> CollisionDetector:
+    """The detector with ψ_0 = `threshold` on every joint (seed 001's 4 N·m; `calibrate`
+    gives 0.5-1.2 N·m on the demo's arm)."""
+    return CollisionDetector(DetectorConfig.build(robot.joint_names, hold_time=hold_time,
+                                                  thresholds_position=threshold), touch, robot)
+
+
+def replay(robot, trace, touch: TouchConfig, hold_time: float = 0.1,
+           threshold: float = SEED_001_PSI):
     """Per sample: stop, and the decisions (sample index, ContactDecision)."""
-    watcher = detector(robot, touch, hold_time)
+    watcher = detector(robot, touch, hold_time, threshold)
     stops, decided = np.zeros(len(trace['t']), dtype=bool), []
     for k, (t, tau, v, q) in enumerate(zip(trace['t'], trace['tau_ext'], trace['v'],
                                            trace['q'])):
@@ -118,12 +125,12 @@ def obstacle_hits(robot, rng, count):
     return hits
 
 
-def impacts_table(robot, traces) -> list:
+def impacts_table(robot, traces, threshold: float) -> list:
     """Per impact (trace, onset, end): stop sample off / on, the decision on."""
     rows = []
     for trace, spans in traces:
-        off, _ = replay(robot, trace, TouchConfig())
-        on, decided = replay(robot, trace, ON)
+        off, _ = replay(robot, trace, TouchConfig(), threshold=threshold)
+        on, decided = replay(robot, trace, ON, threshold=threshold)
         for a, b in spans:
             if off[a - 1]:
                 continue  # still stopped from before: not a clean trial
@@ -151,6 +158,9 @@ def main(argv=None) -> int:
     parser.add_argument('--seed', type=int, default=29,
                         help='seed of the contacts drawn (the links, points, forces, ramps and '
                              'hits); another than 29 gives draws the defaults were not set on')
+    parser.add_argument('--threshold', type=float, default=SEED_001_PSI, metavar='N·m',
+                        help="the detector's ψ_0 on every joint: seed 001's 4 N·m, or one as "
+                             '`calibrate` gives (the demo: 0.5-1.2 N·m)')
     args = parser.parse_args(argv)
     pushes, hits, touches, free_s = (20, 10, 20, 30.0) if args.quick else (150, 80, 220, 600.0)
     robot = RobotModel.load('panda')
@@ -162,9 +172,10 @@ def main(argv=None) -> int:
     push_trace = simulate(robot, Scenario(forces=forces, trajectory=spec), end)
     hit_runs = obstacle_hits(robot, rng, hits)
     impact_rows = {'pushes, ramp 1–50 ms, 10–80 N': impacts_table(
-        robot, [(push_trace, windows(push_trace, forces))]),
+        robot, [(push_trace, windows(push_trace, forces))], args.threshold),
         'obstacle hits, 0.2–1 m/s': impacts_table(
-            robot, [(trace, [(k, len(trace['t']))]) for trace, k, _ in hit_runs])}
+            robot, [(trace, [(k, len(trace['t']))]) for trace, k, _ in hit_runs],
+            args.threshold)}
 
     spec = motion(14)
     sim_trajectory = make_trajectory(robot, spec)
@@ -173,15 +184,18 @@ def main(argv=None) -> int:
     sim = SimulatedCobot(robot, sim_trajectory, Scenario(forces=forces, trajectory=spec))
     residual = make_residual('momentum_observer', robot, friction_model='continuous',
                              friction_params=sim.config.friction)
-    touch_trace = closed_loop(sim, residual, detector(robot, ON, HOLD_TIME),
+    touch_trace = closed_loop(sim, residual, detector(robot, ON, HOLD_TIME, args.threshold),
                               TimeScaling(TimeScalingConfig()), end)
     # The same samples through the same detector give the same states: its decisions.
-    _, decided = replay(robot, touch_trace, ON, HOLD_TIME)
+    _, decided = replay(robot, touch_trace, ON, HOLD_TIME, args.threshold)
 
     free = simulate(robot, Scenario(trajectory=motion(15)), free_s)
-    free_stops = {name: int(np.sum(np.diff(replay(robot, free, touch)[0].astype(int)) == 1))
-                  for name, touch in (('off', TouchConfig()), ('on', ON))}
+    free_stops = {name: int(np.sum(np.diff(
+        replay(robot, free, touch, threshold=args.threshold)[0].astype(int)) == 1))
+        for name, touch in (('off', TouchConfig()), ('on', ON))}
 
+    print(f'ψ_0 = {args.threshold:g} N·m on every joint (touch.reference_torque '
+          f'{ON.reference_torque} N·m).\n')
     print(f'Impacts (touch.enabled true against false; {len(hit_runs)} hits at '
           f'{min(s for *_, s in hit_runs):.2f}–{max(s for *_, s in hit_runs):.2f} m/s):')
     print('| impacts | stopped (touch on) | classified touch | stop on the same sample as '
