@@ -40,7 +40,8 @@ ON = TouchConfig(enabled=True)
 # Words of ContactDecision.reason → the rule's name (the first that matches).
 RULES = {'rose': 'rise', 'high-frequency': 'high frequency',
          'against': 'against motion', 'touch.max_force ': 'max_force',
-         'max_torque': 'max_torque'}
+         'max_torque': 'max_torque', 'min_evidence_time': 'too soon',
+         'no hand': 'no hand'}
 HOLD_TIME = 0.5  # s: the stop clears between contacts (touch runs)
 # A hand's touch (issue 29): ramps of 150–1000 ms to 5–40 N, held 0.3–1 s, ramped down as slowly.
 TOUCH_FORCE, TOUCH_RAMP, TOUCH_HOLD = (5.0, 40.0), (0.15, 1.0), (0.3, 1.0)  # N, s, s
