@@ -76,7 +76,7 @@ def test_calibrated_thresholds_change_when_a_touch_is_decided_not_what_it_is():
     are still measured in touch.reference_torque: a hand with the residual noise of the
     demo's calibrated arm (0.12 N·m) stays a touch (in ψ its noise would look 4 times larger),
     a fast push stays an impact."""
-    hand = ramp(0.5, 40.0, noise=0.12)
+    hand = ramp(1.0, 40.0, noise=0.12)
     (_, at_4), = decisions(run(hand))
     (_, at_1), = decisions(run(hand, threshold=1.0))
     assert at_4.kind == at_1.kind == TOUCH and at_1.stamp < at_4.stamp

@@ -128,8 +128,8 @@ class TouchConfig:
         0.5, 'δ_τ: the contacted link is the one the last joint with |τ_ext| at least this '
         'moves (seed 000 eq. 13.1), N·m', range=(0.01, 100.0))
     min_evidence_time: float = setting(
-        0.03, 'a contact decided sooner than this after its onset is an impact: too little of '
-        'its rise was seen (calibrated thresholds make eq. 7 fire within ms of a hit), s',
+        0.07, 'a contact decided sooner than this after its onset is an impact: too little of '
+        'its rise was seen (an impact ramps in up to 50 ms, plus the observer\'s lag), s',
         range=(0.0, 1.0))
     settle_time: float = setting(
         0.15, 'for this long after a touch is decided only touch.max_torque can make it an '
