@@ -218,14 +218,16 @@ def test_an_accepted_and_a_refused_reset_in_a_row_both_answer(rig):
     monitor, probe, executor = rig
     probe.keypoints = np.zeros((0, 3))  # nobody tracked: clear, so a reset is accepted
     assert until(executor, lambda: probe.stop() is False)
-    assert reset(probe, executor).success
+    # Accepted once the inputs are fresh: a loaded machine may leave the joint states a
+    # moment past joint_state_timeout, and that reset is refused, as it must be.
+    assert until(executor, lambda: reset(probe, executor).success)
     probe.keypoints = standing_skeleton(hand_position(monitor) + [3.0, 0.0, 0.0])[:15]
     assert until(executor, lambda: stopped_with(probe, 'expected 17 keypoints'))
     refused = reset(probe, executor)
     assert not refused.success and 'refused' in refused.message
     probe.keypoints = np.zeros((0, 3))
     assert until(executor, lambda: probe.stop() is False)
-    assert reset(probe, executor).success
+    assert until(executor, lambda: reset(probe, executor).success)
 
 
 def test_a_service_that_raises_answers_refused_and_raises_the_stop_with_why(rig):
