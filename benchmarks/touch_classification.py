@@ -163,7 +163,7 @@ def main(argv=None) -> int:
                         help="the detector's ψ_0 on every joint: seed 001's 4 N·m, or one as "
                              '`calibrate` gives (the demo: 0.5-1.2 N·m)')
     args = parser.parse_args(argv)
-    pushes, hits, touches, free_s = (20, 10, 20, 30.0) if args.quick else (150, 80, 220, 600.0)
+    pushes, hits, touches, free_s = (20, 10, 20, 30.0) if args.quick else (180, 100, 380, 600.0)
     robot = RobotModel.load('panda')
     rng = np.random.default_rng(args.seed)
 
@@ -240,8 +240,8 @@ def main(argv=None) -> int:
           f'{", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))} |')
     impact_rises = [r[2].rise_rate for rows in impact_rows.values() for r in rows
                     if r[2] is not None]
-    print(f'\nEvidence at the decision: impacts rose at ≥ {min(impact_rises):.1f} τ_ref/s; touches '
-          f'(first decision) at ≤ {max(d.rise_rate for d in first_touch):.1f} τ_ref/s, force '
+    print(f'\nEvidence at the decision: impacts rose at ≥ {min(impact_rises):.1f} ψ/s; touches '
+          f'(first decision) at ≤ {max(d.rise_rate for d in first_touch):.1f} ψ/s, force '
           f'≤ {max(d.force for d in first_touch):.0f} N (estimated)')
     print(f'\nFree motion, {free_s / 60:g} min: false stops touch off {free_stops["off"]}, '
           f'touch on {free_stops["on"]}')
