@@ -4,8 +4,8 @@ sample as with touch off, touches yielded to without a stop, time to classify, f
 SimulatedCobot (panda, smooth random motion) → momentum observer (core/sim/harness.simulate)
 → CollisionDetector (seed 001 eq. 7, seed 001's 4 N·m, weighted persistence) with
 `touch.enabled` false and true (core/chain/contact_class.py), the objects the collision
-detector node builds. Contacts on links 2–7, at random points (±5 cm about the link origin)
-in random directions:
+detector node builds. Contacts on links 2–7, at random points of their surfaces (the URDF's
+collision meshes, core/robot/surfaces.py), pushing into them in random directions:
 - impacts: pushes ramping in 1–50 ms to 10–80 N, held 0.4 s, 1 s apart on one moving arm;
   and obstacle hits: a 4 cm sphere put where a link's origin will be, hit by the arm at
   0.2–1 m/s (speed of that origin when the true contact begins; one run each);
@@ -14,7 +14,10 @@ Impacts and free motion are recorded once (the reference never re-timed) and rep
 both detectors, so "same sample" compares the stop samples exactly. Touches run in closed
 loop with touch on: the arm holds and yields by seed 003's f_S (hold_time 0.5 s so that a
 stop of one touch does not carry into the next). A contact counts when eq. 7 fires in it
-(one too weak for ψ is listed apart: the arm just goes on, as with touch off).
+(one too weak for ψ is listed apart: the arm just goes on, as with touch off). The touches'
+samples are also replayed with a skeleton tracker that sees the hand at each contact point
+(30 Hz, 3 cm error): what touch.hand_distance costs when the contacted link is isolated
+wrongly.
 
     .venv/bin/python benchmarks/touch_classification.py [--quick] [--seed N]
 """
@@ -25,12 +28,13 @@ import sys
 
 import numpy as np
 
-from contact_estimation.core.chain.contact_class import IMPACT, TOUCH, TouchConfig
+from contact_estimation.core.chain.contact_class import IMPACT, TOUCH, HandsSeen, TouchConfig
 from contact_estimation.core.chain.detector import CollisionDetector, DetectorConfig
 from contact_estimation.core.chain.residual import make_residual
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
 from contact_estimation.core.identification.trajectory import make_trajectory
 from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.harness import closed_loop, simulate
 from contact_estimation.core.sim.scenario import Obstacle, PointForce, Scenario
@@ -63,12 +67,15 @@ def detector(robot, touch: TouchConfig, hold_time: float = 0.1,
 
 
 def replay(robot, trace, touch: TouchConfig, hold_time: float = 0.1,
-           threshold: float = SEED_001_PSI):
-    """Per sample: stop, and the decisions (sample index, ContactDecision)."""
+           threshold: float = SEED_001_PSI, hands: dict | None = None):
+    """Per sample: stop, and the decisions (sample index, ContactDecision); `hands`: sample
+    index → HandsSeen given to the detector before that sample (a skeleton tracker)."""
     watcher = detector(robot, touch, hold_time, threshold)
     stops, decided = np.zeros(len(trace['t']), dtype=bool), []
     for k, (t, tau, v, q) in enumerate(zip(trace['t'], trace['tau_ext'], trace['v'],
                                            trace['q'])):
+        if hands and k in hands:
+            watcher.set_hands(hands[k])
         state = watcher.update(t, tau, v, position=q)
         stops[k] = state.stop
         if state.decision is not None:
@@ -76,25 +83,54 @@ def replay(robot, trace, touch: TouchConfig, hold_time: float = 0.1,
     return stops, decided
 
 
-def draw_forces(robot, trajectory, rng, count, newtons, ramps, holds, first, gap):
-    """`count` point forces, one after another: |F| in `newtons`, ramp in `ramps`, held for
-    `holds` (s), `gap` s of free motion between; redrawn while the motors could not hold it
-    (gravity plus the push past 80 % of an effort limit)."""
+def draw_forces(robot, surfaces, trajectory, rng, count, newtons, ramps, holds, first, gap):
+    """`count` point forces, one after another: each at a random point of a random link's
+    surface (`surfaces`: the URDF's collision meshes), pushing into it (a random direction
+    with F·n < 0, turning with the link), |F| in `newtons`, ramp in `ramps`, held for `holds`
+    (s), `gap` s of free motion between; redrawn while the motors could not hold it (gravity
+    plus the push past 80 % of an effort limit)."""
     limits = np.where(robot.effort_limits > 0, robot.effort_limits, np.inf)
     forces, start = [], first
     for _ in range(count):
         ramp, hold = rng.uniform(*ramps), rng.uniform(*holds)
         q = trajectory.sample(start)[0]
         while True:
-            link, point = LINKS[rng.integers(len(LINKS))], rng.uniform(-0.05, 0.05, 3)
+            link = LINKS[rng.integers(len(LINKS))]
+            points, normals = surfaces.surface_points(link)
+            i = rng.integers(len(points))
             direction = rng.normal(size=3)
-            force = rng.uniform(*newtons) * direction / np.linalg.norm(direction)
-            tau = robot.point_jacobian(q, link, point).T @ force
+            direction *= -np.sign(direction @ normals[i]) / np.linalg.norm(direction)
+            force = rng.uniform(*newtons) * direction
+            rotation = robot.link_pose(q, link)[0]
+            tau = robot.point_jacobian(q, link, points[i]).T @ (rotation @ force)
             if np.all(np.abs(robot.gravity(q) + tau) <= 0.8 * limits):
                 break
-        forces.append(PointForce(link, point, force, start, 2 * ramp + hold, ramp))
+        forces.append(PointForce(link, points[i], force, start, 2 * ramp + hold, ramp,
+                                 frame='link'))
         start += 2 * ramp + hold + gap
     return forces, start
+
+
+def hands_at_contacts(robot, surfaces, trace, forces, rng, period: float = 1 / 30,
+                      noise: float = 0.03, early: float = 0.3) -> dict:
+    """A skeleton tracker at 1/`period` Hz that sees a hand at each touch's contact point
+    (Gaussian error of `noise` m a coordinate), from `early` s before the touch to its end:
+    sample index → HandsSeen (each link → the hand's distance to its surface, m), as the
+    proximity monitor would report it (core/contact/proximity.py `hand_distances`)."""
+    t, seen = trace['t'], {}
+    links = [link for link in robot.joint_links if link in surfaces.links]
+    local = {link: surfaces.surface_points(link)[0] for link in links}
+    for f in forces:
+        for stamp in np.arange(f.start - early, f.start + f.duration, period):
+            k = int(np.searchsorted(t, stamp))
+            q = trace['q'][k]
+            poses = dict(zip(links, robot.link_poses(q, links)))
+            rotation, origin = poses[f.link]
+            hand = rotation @ f.point + origin + rng.normal(0.0, noise, 3)
+            seen[k] = HandsSeen(float(t[k]), {
+                link: float(np.min(np.linalg.norm(local[link] @ r.T + o - hand, axis=1)))
+                for link, (r, o) in poses.items()})
+    return seen
 
 
 def windows(trace, forces, tail: float = 0.2):
@@ -143,6 +179,32 @@ def impacts_table(robot, traces, threshold: float) -> list:
     return rows
 
 
+def touch_row(name, spans, stop, decided, f_s=None) -> list:
+    """Print the touches' row of the table (`stop`, `decided` of one run over the spans);
+    the first decisions that were touches."""
+    rows = []
+    for a, b in spans:
+        in_window = [d for k, d in decided if a <= k < b]
+        if in_window:  # else under ψ: eq. 7 never fired
+            rows.append((in_window, bool(np.any(np.diff(stop[a - 1:b].astype(int)) == 1)),
+                         None if f_s is None else f_s[a:b].min()))
+    first_touch = [d[0] for d, _, _ in rows if d[0].kind == TOUCH]
+    reasons = {}
+    for decisions, _, _ in rows:
+        for d in decisions:
+            if d.kind == IMPACT:
+                rule = RULES[next(k for k in RULES if k in d.reason)]
+                rule = f'{rule} after touch' if d.reason.startswith('touch') else rule
+                reasons[rule] = reasons.get(rule, 0) + 1
+    yielded_back = ('-' if f_s is None else
+                    percent(sum(m < 0 for *_, m in rows), len(rows)))
+    print(f'| {len(rows)}, {name} | {percent(sum(not s for _, s, _ in rows), len(rows))} | '
+          f'{percent(len(first_touch), len(rows))} | {yielded_back} | '
+          f'{quantiles([d.delay for d in first_touch])} | '
+          f'{", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))} |')
+    return first_touch
+
+
 def percent(part, whole) -> str:
     return f'{part}/{whole} ({100.0 * part / whole:.1f} %)' if whole else '-'
 
@@ -165,10 +227,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     pushes, hits, touches, free_s = (20, 10, 20, 30.0) if args.quick else (180, 100, 380, 600.0)
     robot = RobotModel.load('panda')
+    surfaces = LinkSurfaces(robot)
     rng = np.random.default_rng(args.seed)
 
     spec = motion(13)
-    forces, end = draw_forces(robot, make_trajectory(robot, spec), rng, pushes, (10, 80),
+    forces, end = draw_forces(robot, surfaces, make_trajectory(robot, spec), rng, pushes, (10, 80),
                               (0.001, 0.05), (0.4, 0.4), 1.0, 0.6)
     push_trace = simulate(robot, Scenario(forces=forces, trajectory=spec), end)
     hit_runs = obstacle_hits(robot, rng, hits)
@@ -180,8 +243,8 @@ def main(argv=None) -> int:
 
     spec = motion(14)
     sim_trajectory = make_trajectory(robot, spec)
-    forces, end = draw_forces(robot, sim_trajectory, rng, touches, TOUCH_FORCE, TOUCH_RAMP,
-                              TOUCH_HOLD, 1.0, 2.5)
+    forces, end = draw_forces(robot, surfaces, sim_trajectory, rng, touches, TOUCH_FORCE,
+                              TOUCH_RAMP, TOUCH_HOLD, 1.0, 2.5)
     sim = SimulatedCobot(robot, sim_trajectory, Scenario(forces=forces, trajectory=spec))
     residual = make_residual('momentum_observer', robot, friction_model='continuous',
                              friction_params=sim.config.friction)
@@ -212,32 +275,20 @@ def main(argv=None) -> int:
               f'{percent(touch, len(fired))} | {percent(same, len(fired))} | '
               f'{quantiles(delays)} |')
 
-    stop, f_s = touch_trace['stop'], touch_trace['f_S']
-    rows = []
-    for a, b in windows(touch_trace, forces):
-        in_window = [d for k, d in decided if a <= k < b]
-        if not in_window:
-            continue  # under ψ: eq. 7 never fired
-        stopped = bool(np.any(np.diff(stop[a - 1:b].astype(int)) == 1))
-        rows.append((in_window, stopped, f_s[a:b].min()))
-    yielded = sum(not s for _, s, _ in rows)
-    first_touch = [d[0] for d, _, _ in rows if d[0].kind == TOUCH]
-    reasons = {}
-    for decisions, _, _ in rows:
-        for d in decisions:
-            if d.kind == IMPACT:
-                rule = RULES[next(k for k in RULES if k in d.reason)]
-                rule = f'{rule} after touch' if d.reason.startswith('touch') else rule
-                reasons[rule] = reasons.get(rule, 0) + 1
-    print(f'\nTouches (closed loop, touch on; {touches} scripted, {touches - len(rows)} under ψ '
-          'never fired eq. 7 and were not reacted to):')
+    spans = windows(touch_trace, forces)
+    fired = sum(any(a <= k < b for k, _ in decided) for a, b in spans)
+    print(f'\nTouches (touch on; {touches} scripted, {touches - fired} under ψ never fired eq. 7 '
+          'and were not reacted to):')
     print('| touches that fired eq. 7 | held or yielded without a stop | classified touch | '
           'f_S < 0 (yielded back) | time to classify p50 / p95 ms | impacts by rule |')
     print('|---|---|---|---|---|---|')
-    print(f'| {len(rows)} | {percent(yielded, len(rows))} | {percent(len(first_touch), len(rows))}'
-          f' | {percent(sum(m < 0 for *_, m in rows), len(rows))} | '
-          f'{quantiles([d.delay for d in first_touch])} | '
-          f'{", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))} |')
+    first_touch = touch_row('closed loop', spans, touch_trace['stop'], decided,
+                            touch_trace['f_S'])
+    # A tracker's hand at each contact point: the same samples replayed (touch.hand_*).
+    hands = hands_at_contacts(robot, surfaces, touch_trace, forces, rng)
+    tracked_stops, tracked = replay(robot, touch_trace, ON, HOLD_TIME, args.threshold, hands)
+    touch_row('replayed with a skeleton tracker (30 Hz, 3 cm error) seeing the hand at the '
+              'contact point', spans, tracked_stops, tracked)
     impact_rises = [r[2].rise_rate for rows in impact_rows.values() for r in rows
                     if r[2] is not None]
     print(f'\nEvidence at the decision: impacts rose at ≥ {min(impact_rises):.1f} ψ/s; touches '

@@ -184,10 +184,11 @@ def test_a_touch_with_a_hand_at_the_contacted_link_stays_a_touch():
     assert 'a hand at the contacted link' in decision.reason
 
 
-@pytest.mark.parametrize('links', [{}, {'panda_link6': 0.0}, {'panda_link4': 0.4}])
+@pytest.mark.parametrize('links', [{}, {'panda_link2': 0.0}, {'panda_link4': 0.4}])
 def test_a_touch_with_no_hand_at_the_contacted_link_is_an_impact_on_the_same_sample(links):
-    """Hands seen, none within touch.hand_distance of link 4 (none at all, one at another
-    link, one too far): the slow push is an impact, stopped on the sample eq. 7 fires."""
+    """Hands seen, none within touch.hand_distance of link 4 or a link beyond it (none at
+    all, one at a link nearer the base, one too far): the slow push is an impact, stopped on
+    the sample eq. 7 fires."""
     tau = ramp(0.5, 40.0, noise=0.08)
     stop = first(run(tau, TouchConfig()), lambda s: s.stop)
     states = run(tau, hands=HandsSeen(0.05, links))
@@ -213,9 +214,19 @@ def test_a_hand_never_turns_an_impact_into_a_touch():
     assert decision.kind == IMPACT and decision.reason.startswith(('rose at', 'high-frequency'))
 
 
+def test_a_hand_beyond_the_isolated_link_counts():
+    """Isolation (seed 000 eq. 13.1) bounds the contacted link from below: a hand at link 6
+    may be pushing link 4's torques alone (its line near the wrist's axes), a touch."""
+    (_, decision), = decisions(run(ramp(0.5, 40.0, noise=0.08),
+                                   hands=HandsSeen(0.05, {'panda_link6': 0.02})))
+    assert decision.kind == TOUCH and decision.link == 'panda_link4'
+    assert decision.hand_distance == pytest.approx(0.02)
+
+
 def test_a_touch_whose_hand_leaves_the_link_becomes_an_impact():
-    """Hands at link 4 at the decision, then a skeleton with the hand at link 7 while the
-    contact goes on: the touch becomes an impact on that sample and latches the stop."""
+    """Hands at link 4 at the decision, then a skeleton with the hand at link 2 (nearer the
+    base) while the contact goes on: the touch becomes an impact on that sample and latches
+    the stop."""
     tau = ramp(0.5, 40.0, hold=0.6, noise=0.08)
     moved = len(tau) - 200
     detector = CollisionDetector(DetectorConfig.build(ROBOT.joint_names), ON, ROBOT)
@@ -223,7 +234,7 @@ def test_a_touch_whose_hand_leaves_the_link_becomes_an_impact():
     states = []
     for k, row in enumerate(tau):
         if k == moved:
-            detector.set_hands(HandsSeen(k * DT, {'panda_link7': 0.02}))
+            detector.set_hands(HandsSeen(k * DT, {'panda_link2': 0.02}))
         states.append(detector.update(k * DT, row, position=Q))
     (_, touch), (k_impact, impact) = decisions(states)
     assert touch.kind == TOUCH and impact.kind == IMPACT and k_impact == moved

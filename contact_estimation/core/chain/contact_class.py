@@ -50,11 +50,15 @@ explicit rules with physical bounds, conservative by construction:
   the person at the estimated contact point"): while hands have been seen within
   `hand_max_age` of the sample (`HandsSeen`, from the proximity monitor's skeleton:
   core/contact/proximity.py `hand_distances`), a contact is a touch only if a hand is within
-  `hand_distance` of the link isolated at the decision (and at every sample after it: a
-  touch whose hand leaves becomes an impact); none there (or no link isolated) is an
-  impact, 'no hand at the contacted link'. The evidence only turns a touch into an
-  impact, never the reverse. With no hands seen recently (no tracker, nobody tracked, the
-  tracker's messages late) the rule does not apply and the others decide alone;
+  `hand_distance` of the link isolated at the decision or of a link beyond it (and at every
+  sample after it: a touch whose hand leaves becomes an impact); none there (or no link
+  isolated) is an impact, 'no hand at the contacted link'. Beyond it, because isolation
+  (seed 000 eq. 13.1) bounds the link from below only: a hand on a wrist link near the
+  wrist's axes loads none of them until it pushes hard, and was isolated on link 4 (4 of
+  13 touches on links 6-7 in a --quick run of benchmarks/touch_classification.py). The
+  evidence only turns a touch into an impact, never the reverse. With no hands seen
+  recently (no tracker, nobody tracked, the tracker's messages late) the rule does not
+  apply and the others decide alone;
 - evidence: a contact decided less than `min_evidence_time` after its onset is an impact,
   unsure: too little of its rise was seen for its slope to mean anything (an impact's
   decision comes 3-20 ms after its onset at the median, a hand's 150 ms). A weak push that
@@ -141,7 +145,8 @@ class TouchConfig:
         "impact (the arm's own hold jolts τ_ext), s", range=(0.0, 10.0))
     hand_distance: float = setting(
         0.15, "while a skeleton's hands are seen (touch.hand_max_age), a contact is a touch "
-        'only if a hand is within this distance of the contacted link (surfaces, as the '
+        'only if a hand is within this distance of the contacted link or one beyond it '
+        '(surfaces, as the '
         'proximity monitor models them), m', range=(0.0, 2.0))
     hand_max_age: float = setting(
         0.5, 'hands seen (contact_estimation/proximity/hands) by stamp at most this long '
@@ -176,9 +181,6 @@ class HandsSeen:
     t: float
     link_distance: dict[str, float]
 
-    def distance(self, link: str) -> float:
-        return self.link_distance.get(link, math.inf)
-
 
 @dataclass(frozen=True)
 class ContactDecision:
@@ -195,7 +197,8 @@ class ContactDecision:
     opposing_speed: float   # rad/s, fastest motion into the contact since the onset
     power: float            # W, τ_extᵀq̇ at the decision (< 0: against the motion)
     torque_share: float     # largest |τ_ext,i| / max_torque_i since the onset
-    hand_distance: float    # m, nearest hand to `link` (inf: none; nan: no hands seen recently)
+    hand_distance: float    # m, nearest hand to `link` or a link beyond it (inf: none; nan:
+                            # no hands seen recently)
 
     @property
     def delay(self) -> float:
@@ -223,6 +226,8 @@ class ContactClassifier:
         self._joint = -1                  # the contacted link's joint (-1: none yet)
         self._decided = 0.0               # stamp of the decision
         self.hands: HandsSeen | None = None  # the latest hands seen (None: never)
+        # Each frame of the model → the joint that moves it: links beyond a joint's link.
+        self._moved_by = {frame.name: frame.parentJoint for frame in robot.model.frames}
 
     def update(self, t: float, tau_ext: np.ndarray, ratios: np.ndarray,
                velocity: np.ndarray | None, position: np.ndarray | None) -> ContactDecision | None:
@@ -281,12 +286,17 @@ class ContactClassifier:
                 self._no_hand(t) if self.kind == TOUCH else '')
 
     def _hand_distance(self, t: float) -> float:
-        """The nearest hand to the contacted link, m (inf: none there or no link isolated);
-        nan when no hands were seen within hand_max_age of `t` (the rule does not apply)."""
+        """The nearest hand to the contacted link or a link beyond it, m (inf: none there or
+        no link isolated); nan when no hands were seen within hand_max_age of `t` (the rule
+        does not apply). Links the model does not know are left out."""
         hands = self.hands
         if hands is None or t - hands.t > self.config.hand_max_age:
             return math.nan
-        return hands.distance(self._link) if self._link else math.inf
+        if not self._link:
+            return math.inf
+        first = self._moved_by[self._link]
+        return min((distance for link, distance in hands.link_distance.items()
+                    if self._moved_by.get(link, -1) >= first), default=math.inf)
 
     def _no_hand(self, t: float) -> str:
         """'no hand at the contacted link' while hands are seen and none is there."""
