@@ -42,7 +42,7 @@ from contact_estimation.core.sim.scenario import Obstacle, PointForce, Scenario
 LINKS = [f'panda_link{k}' for k in range(2, 8)]
 ON = TouchConfig(enabled=True)
 # Words of ContactDecision.reason → the rule's name (the first that matches).
-RULES = {'rose': 'rise', 'high-frequency': 'high frequency',
+RULES = {'stalled_rise_rate': 'stalled', 'rose': 'rise', 'high-frequency': 'high frequency',
          'against': 'against motion', 'touch.max_force ': 'max_force',
          'max_torque': 'max_torque', 'min_evidence_time': 'too soon',
          'no hand': 'no hand'}

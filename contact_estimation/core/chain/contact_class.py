@@ -90,6 +90,9 @@ from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.settings import setting
 
 IMPACT, TOUCH = 'impact', 'touch'
+# A contact that reached ψ this many times later than its fastest rise would have taken from
+# the onset stalled on the way (touch.stalled_rise_rate).
+STALL_FACTOR = 3.0
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,10 @@ class TouchConfig:
     isolation_torque: float = setting(
         0.5, 'δ_τ: the contacted link is the one the last joint with |τ_ext| at least this '
         'moves (seed 000 eq. 13.1), N·m', range=(0.01, 100.0))
+    stalled_rise_rate: float = setting(
+        12.0, 'a contact that rose faster than this yet reached ψ more than 3 times later than '
+        'that rise takes from the onset is an impact: a push held still that crept over ψ as '
+        'the arm moved, 1/s', range=(0.1, 1000.0))
     min_evidence_time: float = setting(
         0.035, 'a contact decided sooner than this after its onset is an impact: too little of '
         'its rise was seen for its slope to tell, s',
@@ -156,6 +163,7 @@ class TouchConfig:
     def __post_init__(self):
         for name in ('onset_ratio', 'max_rise_rate', 'slope_time', 'window',
                      'max_roughness', 'max_opposing_speed', 'max_force', 'spread',
+                     'stalled_rise_rate',
                      'isolation_torque', 'hand_max_age'):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
@@ -252,7 +260,8 @@ class ContactClassifier:
 
     def decide(self, t: float) -> ContactDecision:
         """Eq. 7 fired at `t` in this contact: impact or touch, once per contact."""
-        self._impact_rule = self._impact_rule or self._no_hand(t) or self._too_soon(t)
+        self._impact_rule = (self._impact_rule or self._no_hand(t) or self._too_soon(t)
+                             or self._stalled(t))
         if self._impact_rule:
             return self._decide(t, IMPACT, self._impact_rule)
         return self._decide(t, TOUCH, 'slow, smooth rise within every touch limit' + (
@@ -333,6 +342,18 @@ class ContactClassifier:
         if seen < self.config.min_evidence_time:
             return (f'decided {seen * 1e3:.0f} ms after its onset < touch.min_evidence_time '
                     f'{self.config.min_evidence_time * 1e3:.0f} ms: too little of its rise seen')
+        return ''
+
+    def _stalled(self, t: float) -> str:
+        """Why a decision at `t` is a push's that stalled under ψ ('' if it is not)."""
+        config = self.config
+        rise_time = (1.0 - config.onset_ratio) / max(self._rise, 1e-9)
+        seen = t - self._onset
+        if self._rise > config.stalled_rise_rate and seen > STALL_FACTOR * rise_time:
+            return (f'rose at {self._rise:.1f} ψ/s > touch.stalled_rise_rate '
+                    f'{config.stalled_rise_rate:g} yet reached ψ {seen * 1e3:.0f} ms after its '
+                    f'onset, > {STALL_FACTOR:g} × the {rise_time * 1e3:.0f} ms that rise takes: a '
+                    'push held still')
         return ''
 
     @property
