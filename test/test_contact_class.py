@@ -101,6 +101,22 @@ def test_a_push_decided_within_ms_of_its_onset_is_an_impact_whatever_its_slope_s
     assert decisions(run(push, blind, threshold=1.0))[0][1].kind == TOUCH
 
 
+def test_a_push_held_still_that_creeps_over_psi_is_an_impact():
+    """A push ramping in 50 ms to 0.75 ψ (15 ψ/s: under touch.max_rise_rate), then held while
+    the arm's motion lengthens its lever, so that its torque creeps over ψ some 200 ms later:
+    it rose like a push and stalled, an impact (touch.stalled_rise_rate). Without that rule
+    it passes for a touch."""
+    newtons = 0.75 * 4.0 / np.abs(PER_NEWTON).max()
+    creep = np.linspace(1.0, 1.6, 400)[:, None] * newtons * PER_NEWTON
+    tau = np.concatenate([ramp(0.05, newtons, hold=0.0), creep])
+    tau += np.random.default_rng(1).normal(0, 0.02, tau.shape)
+    decision = decisions(run(tau))[0][1]
+    assert decision.kind == IMPACT and 'touch.stalled_rise_rate' in decision.reason
+    assert decision.delay > 0.1 and decision.rise_rate < ON.max_rise_rate
+    no_stall_rule = TouchConfig(enabled=True, stalled_rise_rate=1000.0)
+    assert decisions(run(tau, no_stall_rule))[0][1].kind == TOUCH
+
+
 def test_touch_off_runs_no_classifier_and_changes_nothing():
     tau = ramp(0.5, 40.0)
     off = run(tau, TouchConfig())

@@ -61,10 +61,15 @@ explicit rules with physical bounds, conservative by construction:
   apply and the others decide alone;
 - evidence: a contact decided less than `min_evidence_time` after its onset is an impact,
   unsure: too little of its rise was seen for its slope to mean anything (an impact's
-  decision comes 3-20 ms after its onset at the median, a hand's 150 ms). A weak push that
-  creeps up to ψ after its ramp is seen longer, and the rise rule takes it: its ramp
-  was faster than 20/s (benchmarks/touch_classification.py: at 70 ms this rule took 10 % of
-  the touches that fire eq. 7 at ψ = 4 N·m, at 35 ms none, and no impact passed either way).
+  decision comes 2-20 ms after its onset at the median, a hand's 150 ms;
+  benchmarks/touch_classification.py: at 70 ms this rule took 10 % of the touches that fire
+  eq. 7 at ψ = 4 N·m, at 35 ms none, and no impact passed either way);
+- stall: a push held still may stay under ψ after its ramp and creep over it hundreds of
+  ms later, as the arm's motion lengthens its lever. Its ramp rose fast but not past
+  `max_rise_rate` (it stopped short of ψ), and it reached ψ long after such a rise would
+  have: faster than `stalled_rise_rate` and more than STALL_FACTOR times later than that rise
+  takes from the onset to ψ is an impact. A hand that rises that fast keeps rising and
+  reaches ψ at once (2 of 144 pushes on links' surfaces passed for touches without it).
 For `settle_time` after a touch is decided only the size counts: f_S then holds the arm at
 once (seed 003), and that jolt of its own reaches τ_ext as a fast, rough change
 (benchmarks/touch_classification.py: without it, a quarter of the touches became impacts).
