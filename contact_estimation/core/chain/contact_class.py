@@ -145,9 +145,9 @@ class TouchConfig:
         0.5, 'δ_τ: the contacted link is the one the last joint with |τ_ext| at least this '
         'moves (seed 000 eq. 13.1), N·m', range=(0.01, 100.0))
     stalled_rise_rate: float = setting(
-        12.0, 'a contact that rose faster than this yet reached ψ more than 3 times later than '
-        'that rise takes from the onset is an impact: a push held still that crept over ψ as '
-        'the arm moved, 1/s', range=(0.1, 1000.0))
+        12.0, f'a contact that rose faster than this yet reached ψ more than {STALL_FACTOR:g} '
+        'times later than that rise takes from the onset is an impact: a push held still that '
+        'crept over ψ as the arm moved, 1/s', range=(0.1, 1000.0))
     min_evidence_time: float = setting(
         0.035, 'a contact decided sooner than this after its onset is an impact: too little of '
         'its rise was seen for its slope to tell, s',
@@ -158,8 +158,7 @@ class TouchConfig:
     hand_distance: float = setting(
         0.15, "while a skeleton's hands are seen (touch.hand_max_age), a contact is a touch "
         'only if a hand is within this distance of the contacted link or one beyond it '
-        '(surfaces, as the '
-        'proximity monitor models them), m', range=(0.0, 2.0))
+        '(surfaces, as the proximity monitor models them), m', range=(0.0, 2.0))
     hand_max_age: float = setting(
         0.5, 'hands seen (contact_estimation/proximity/hands) by stamp at most this long '
         'before a sample make the hand rule apply to it; none that recent: it does not, s',
@@ -168,8 +167,7 @@ class TouchConfig:
     def __post_init__(self):
         for name in ('onset_ratio', 'max_rise_rate', 'slope_time', 'window',
                      'max_roughness', 'max_opposing_speed', 'max_force', 'spread',
-                     'stalled_rise_rate',
-                     'isolation_torque', 'hand_max_age'):
+                     'isolation_torque', 'stalled_rise_rate', 'hand_max_age'):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f'touch.{name} = {value}: must be finite and > 0')
