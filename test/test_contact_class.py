@@ -257,6 +257,24 @@ def test_a_touch_whose_hand_leaves_the_link_becomes_an_impact():
     assert 'no hand at the contacted link' in impact.reason and states[k_impact].stop
 
 
+def test_after_the_decision_the_hand_is_checked_against_the_link_isolated_then():
+    """While the arm holds, its own jolt can lift a distal joint's residual past
+    touch.isolation_torque, moving the isolated link out to link 6, past the hand at link 4:
+    the touch stays a touch (the link isolated at the decision is the one checked)."""
+    tau = ramp(0.5, 40.0, hold=0.6, noise=0.02)
+    tau[-300:, 5] += np.linspace(0.0, 1.0, 300)  # joint 6: under ψ, over isolation_torque
+    detector = CollisionDetector(DetectorConfig.build(ROBOT.joint_names), ON, ROBOT)
+    states = []
+    for k, row in enumerate(tau):
+        if k % 30 == 0:  # a 33 Hz tracker
+            detector.set_hands(HandsSeen(k * DT, {'panda_link4': 0.02}))
+        states.append(detector.update(k * DT, row, position=Q))
+    (_, decision), = decisions(states)
+    assert decision.kind == TOUCH and decision.link in ('panda_link3', 'panda_link4')
+    assert ROBOT.joint_links[detector.classifier._joint] == 'panda_link6'  # moved out
+    assert not any(s.stop for s in states)
+
+
 def test_hands_survive_a_change_of_the_touch_settings():
     detector = CollisionDetector(DetectorConfig.build(ROBOT.joint_names), ON, ROBOT)
     hands = HandsSeen(0.0, {'panda_link4': 0.02})
