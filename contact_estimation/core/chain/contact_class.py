@@ -309,10 +309,10 @@ class ContactClassifier:
         hands = self.hands
         if hands is None or t - hands.t > self.config.hand_max_age:
             return math.nan
-        link = self._hand_link or self._link
-        if not link:
+        contacted = self._hand_link or self._link
+        if not contacted:
             return math.inf
-        first = self._moved_by[link]
+        first = self._moved_by[contacted]
         return min((distance for link, distance in hands.link_distance.items()
                     if self._moved_by.get(link, -1) >= first), default=math.inf)
 
