@@ -117,6 +117,21 @@ def test_a_push_held_still_that_creeps_over_psi_is_an_impact():
     assert decisions(run(tau, no_stall_rule))[0][1].kind == TOUCH
 
 
+def test_a_touch_that_dips_under_the_onset_while_the_hold_settles_stays_a_touch():
+    """f_S holds the arm at once when a touch is decided (seed 003), and the jolt can dip r
+    under touch.onset_ratio for a few ms: the same contact goes on, still a touch, with no
+    stop (restarted, it was decided afresh on the jolt's roughness: an impact)."""
+    tau = ramp(0.5, 40.0, hold=0.6, noise=0.02)
+    (k, decision), = decisions(run(tau))
+    assert decision.kind == TOUCH
+    dip = np.arange(k + 20, k + 35)
+    tau[dip] *= 0.2 + 0.3 * np.sin(np.linspace(0.0, 3 * np.pi, dip.size))[:, None] ** 2
+    states = run(tau)
+    assert [d.kind for _, d in decisions(states)] == [TOUCH]
+    assert min(np.abs(s.residuals).max() / 4.0 for s in states[k + 20:k + 35]) < ON.onset_ratio
+    assert not any(s.stop for s in states)
+
+
 def test_touch_off_runs_no_classifier_and_changes_nothing():
     tau = ramp(0.5, 40.0)
     off = run(tau, TouchConfig())

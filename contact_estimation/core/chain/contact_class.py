@@ -74,7 +74,10 @@ For `settle_time` after a touch is decided only the size counts: f_S then holds 
 once (seed 003), and that jolt of its own reaches τ_ext as a fast, rough change
 (benchmarks/touch_classification.py: without it, a quarter of the touches became impacts).
 
-A contact starts when r reaches `onset_ratio` and ends when it falls back under it. Its class
+A contact starts when r reaches `onset_ratio` and ends when it falls back under it, but not
+while a touch settles: the hold's jolt can dip r under it, and a contact restarted there was
+decided afresh on the jolt's own roughness, an impact (the demo's touch once, in CI on a
+loaded machine). Its class
 is decided at the sample eq. 7 fires (the same sample the stop is latched on with touch off,
 so classification never delays an impact's stop): a touch only if no rule fired since its
 onset; unsure (any rule) is an impact. After that every sample is checked again: a touch
@@ -251,7 +254,8 @@ class ContactClassifier:
         while t - history[0][0] > self.config.window:
             history.popleft()
         if r < self.config.onset_ratio:
-            self._onset, self.kind, self._impact_rule = None, '', ''
+            if not self._settling(t):  # the hold's jolt can dip r: the same contact goes on
+                self._onset, self.kind, self._impact_rule = None, '', ''
             return None
         if self._onset is None:
             self._onset = t
@@ -280,7 +284,7 @@ class ContactClassifier:
             self._joint, force = self.contact_force.estimate(position, tau_ext, self._joint)
             self._force = max(self._force, math.sqrt(float(np.dot(force, force))))
         # Not while the arm's own hold settles: f_S to 0 at once (seed 003) jolts τ_ext.
-        if not (self.kind == TOUCH and t - self._decided < config.settle_time):
+        if not self._settling(t):
             if recent.sum() >= 2:
                 self._rise = max(self._rise, _fit_line(ts[recent], rs[recent])[0])
             if ts.size >= 3:
@@ -297,6 +301,10 @@ class ContactClassifier:
             # along the arm as the force grows (contact_force: eq. 13.1 from below).
             self._impact_rule = self._broken_rule(position is not None) or (
                 self._no_hand(t) if self.kind == TOUCH else '')
+
+    def _settling(self, t: float) -> bool:
+        """Within settle_time of a touch's decision: the arm's hold jolts τ_ext."""
+        return self.kind == TOUCH and t - self._decided < self.config.settle_time
 
     def _hand_distance(self, t: float) -> float:
         """The nearest hand to the contacted link or a link beyond it, m (inf: none there or
