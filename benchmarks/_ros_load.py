@@ -8,7 +8,11 @@ deadline with the wall-clock time as its stamp; the nodes keep the stamp, so lat
 receipt time in the monitor (this process) − stamp, across every DDS hop and every node's
 work. Publisher and monitor are separate processes so that neither's Python work delays the
 other. The first `warmup` seconds (discovery, first-call costs) are not counted. CPU use is
-each process's utime + stime (/proc/<pid>/stat) over the measured period.
+each process's utime + stime (/proc/<pid>/stat) over the measured period, beside the
+rclpy floor measured in the same run (`floor`): a bare process that receives the same 1 kHz
+joint states as messages on an EventsExecutor with an empty callback, so that a figure reads
+as a ratio that holds from one machine to the next (issue 35: machines differ by 1.5× and
+more).
 """
 from __future__ import annotations
 
@@ -320,9 +324,16 @@ def drive(procs: dict[str, subprocess.Popen], pids: dict[str, int], stream: Join
             raise RuntimeError('nodes did not come up: exit codes '
                                f'{ {n: p.poll() for n, p in procs.items()} }, logs in {logs}')
         spawn = multiprocessing.get_context('spawn')
+        bare = spawn.Process(target=floor, args=(topics.joint_states,), daemon=True)
+        bare.start()
+        stack.callback(bare.kill)
+        if not spin_until(executor, lambda: node.count_subscribers(topics.joint_states)
+                          > len(inputs & {topics.joint_states}), 30.0):
+            raise RuntimeError('the floor process did not subscribe')
         reports = spawn.Queue()
         publisher = spawn.Process(target=_publish, daemon=True, args=(
-            stream, topics, duration, warmup, pids | {'monitor': os.getpid()}, reports))
+            stream, topics, duration, warmup,
+            pids | {'monitor': os.getpid(), FLOOR: bare.pid}, reports))
         publisher.start()
         stack.callback(publisher.join, 5.0)
         deadline = time.monotonic() + warmup + duration + 60.0
@@ -346,6 +357,24 @@ def drive(procs: dict[str, subprocess.Popen], pids: dict[str, int], stream: Join
         if exited:
             raise RuntimeError(f'nodes exited under load: {exited}, logs in {logs}')
     return run
+
+
+FLOOR = 'floor'  # the name of the rclpy floor's process in Run.cpu
+
+
+def floor(topic: str) -> None:
+    """The rclpy floor: a bare node that receives `topic` (JointState) as messages, not raw,
+    on an EventsExecutor with an empty callback, until killed. Every CPU figure is also
+    given as a ratio to this process's, measured in the same run."""
+    from contact_estimation.ros.node_main import FastExecutor
+    from contact_estimation.ros.qos import SENSOR_QOS
+    rclpy.init()
+    node = rclpy.create_node('rclpy_floor')
+    node.create_subscription(JointState, topic, lambda msg: None, SENSOR_QOS)
+    executor = FastExecutor()
+    executor.add_node(node)
+    while True:
+        executor.spin_once(timeout_sec=0.1)
 
 
 def realtime_priority(priority: int = REALTIME_PRIORITY) -> str:
@@ -422,7 +451,12 @@ def table(header: str, rows: list[str]) -> str:
     return '\n'.join([header, rule, *rows])
 
 
-def cpu_table(run: Run) -> str:
-    """CPU use per process over the measured period."""
-    return table('process              | CPU, % of one core',
-                 [f'{name:20s} | {cpu:8.1f}' for name, cpu in run.cpu.items()])
+def cpu_table(run: Run, suite: tuple[str, ...] = ()) -> str:
+    """CPU use per process over the measured period, and as a ratio to the rclpy floor of
+    the same run; `suite`: the processes whose sum is the suite's (a last row)."""
+    base = run.cpu.get(FLOOR, float('nan'))
+    rows = [(name, cpu) for name, cpu in run.cpu.items()]
+    if suite:
+        rows.append(('suite', sum(run.cpu[name] for name in suite)))
+    return table('process              | CPU, % of one core | × floor',
+                 [f'{name:20s} | {cpu:18.1f} | {cpu / base:7.2f}' for name, cpu in rows])

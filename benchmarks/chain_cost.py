@@ -108,7 +108,6 @@ def run(chain: Chain, stream: PandaStream, count: int) -> np.ndarray:
         if sample is None:
             continue
         tau_ext = chain.residual.update(sample.t, sample.q, sample.v, sample.tau)
-        sample.tau_ext = tau_ext
         residual = clock()
         acceleration = chain.acceleration.update(sample.t, sample.q, in_use=in_use)
         accelerated = clock()

@@ -42,7 +42,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from std_msgs.msg import Bool, Float64
 from tqdm import tqdm
 
-from _ros_load import (Contacts, LoadResult, Output, PandaStream, cpu_table,
+from _ros_load import (FLOOR, Contacts, LoadResult, Output, PandaStream, cpu_table,
                        machine, run_load, table)
 from contact_estimation import manifest
 from contact_estimation.core.chain import residual
@@ -161,8 +161,12 @@ class ModeRun:
     @property
     def nodes_cpu(self) -> float:
         """CPU of the nodes' process(es), % of one core (not the monitor or the publisher)."""
-        return sum(cpu for name, cpu in self.cpu.items()
-                   if name not in ('monitor', 'load publisher'))
+        return sum(cpu for name, cpu in self.cpu.items() if name in suite_processes(self.cpu))
+
+
+def suite_processes(cpu: dict[str, float]) -> tuple[str, ...]:
+    """The suite's processes among those measured (not the monitor, the driver or the floor)."""
+    return tuple(name for name in cpu if name not in ('monitor', 'load publisher', FLOOR))
 
 
 def measure(mode: str, rate: float, duration: float, free_motion: bool,
@@ -214,7 +218,7 @@ def measure(mode: str, rate: float, duration: float, free_motion: bool,
           + f': {lost} lost ({100.0 * lost / max(run.published, 1):.2f} %)')
     print(f'collision stops: {len(triggers)} live, {len(offline)} offline; samples that '
           f'differ {other_sample}')
-    print(f'\n{cpu_table(run)}')
+    print(f'\n{cpu_table(run, suite_processes(run.cpu))}')
     return ModeRun(mode, stop, hold, lost, run.published, run.cpu, behind, other_sample,
                    run.priority)
 

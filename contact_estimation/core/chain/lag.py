@@ -23,11 +23,21 @@ themselves:
 A stamp far behind the node's clock (more than `max_past`, 1 s) never gets here:
 core/chain/stamps.py refuses it as `past_stamp`, as one ahead of the clock, so the offset
 learned is at most that.
+
+A node that woke late takes its whole backlog as one batch (issue 35) and decides on every
+sample of it at once: `check_batch` measures the batch's lag on its oldest sample (the one
+that waited longest) and learns the offset from its newest (the one that waited least), so
+a backlog is caught up, not stopped on, unless its oldest sample waited beyond `max_lag`.
+`max_lag` is then a budget: a stop is never later than the replay's by more than it.
+`LagStatistics` keeps p50, p99 and max since start for /diagnostics, so that a user sees
+how close to its budget the node runs before it ever stops.
 """
 from __future__ import annotations
 
 import math
 from collections import deque
+
+import numpy as np
 
 BEHIND = 'behind'
 ROBUST_SAMPLES = 3
@@ -47,6 +57,7 @@ class ClockLag:
         self.lag = 0.0
         self._recent: deque = deque(maxlen=ROBUST_SAMPLES)
         self._last_now = -math.inf
+        self.statistics = LagStatistics()
 
     def update(self, now: float, t: float) -> float:
         """The lag of this sample (s, >= 0); learns the offset (module docstring)."""
@@ -63,8 +74,47 @@ class ClockLag:
 
     def check(self, now: float, t: float) -> str:
         """`update`, then '' when the sample is in time, else why the node is behind."""
-        if self.update(now, t) <= self.max_lag:
+        return self.check_batch(now, t, t)
+
+    def check_batch(self, now: float, oldest: float, newest: float) -> str:
+        """The lag of a batch of samples stamped `oldest` … `newest`, all decided on at `now`:
+        the offset learned from the newest, the lag that of the oldest (module docstring);
+        '' when it is within `max_lag`, else why the node is behind."""
+        self.update(now, newest)
+        self.lag = max(now - oldest - self.offset, 0.0)
+        self.statistics.add(self.lag)
+        if self.lag <= self.max_lag:
             return ''
-        return (f'the sample stamped {t:.6f} s was decided on {self.lag * 1e3:.1f} ms late '
-                f'(beyond the {self.offset * 1e3:.1f} ms clock offset; max_lag '
+        return (f'the sample stamped {oldest:.6f} s was decided on {self.lag * 1e3:.1f} ms '
+                f'late (beyond the {self.offset * 1e3:.1f} ms clock offset; max_lag '
                 f'{self.max_lag * 1e3:g} ms): this node is behind its input')
+
+
+class LagStatistics:
+    """p50, p99 and max of the lags `add`ed since start, in fixed memory: a histogram of
+    BIN-wide bins up to LIMIT (a lag beyond it counts in the last bin; the max is exact)."""
+
+    BIN = 1e-4    # s
+    LIMIT = 1.0   # s
+
+    def __init__(self):
+        self._counts = np.zeros(int(round(self.LIMIT / self.BIN)) + 1, dtype=np.int64)
+        self.count = 0
+        self.max = 0.0
+
+    def add(self, lag: float) -> None:
+        self._counts[min(int(lag / self.BIN), self._counts.size - 1)] += 1
+        self.count += 1
+        self.max = max(self.max, lag)
+
+    def percentile(self, p: float) -> float:
+        """The lag (s, to BIN) that p % of those added are at or under; 0 before any."""
+        if not self.count:
+            return 0.0
+        rank = int(np.searchsorted(np.cumsum(self._counts), p / 100.0 * self.count))
+        return min((rank + 1) * self.BIN, self.max)
+
+    def summary(self) -> str:
+        """'p50 / p99 / max' in ms, for /diagnostics."""
+        return (f'{self.percentile(50) * 1e3:.1f} / {self.percentile(99) * 1e3:.1f} / '
+                f'{self.max * 1e3:.1f} ms')
