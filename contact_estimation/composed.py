@@ -95,7 +95,7 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
 def _write_samples(nodes: list[SuiteNode], handover: Handover, source: str) -> None:
     """Every sample handed over on `source`, also into the shared memory of this suite."""
     writer = SampleRingWriter(ring_name(nodes[0].get_namespace()), nodes[0].robot.n)
-    handover.receivers(source).append(writer.write)
+    handover.receivers(source).append(writer.write_batch)
     nodes[0].closing(writer.close)
 
 

@@ -121,6 +121,7 @@ class CollisionDetectorNode(SuiteNode):
         self._q_stamp = seconds_to_stamp(0.0)       # stamp of the message they came in
         self._stamp = seconds_to_stamp(0.0)         # stamp of the latest residual
         self._published: DetectorState | None = None
+        self._decided_at = -np.inf                  # `now` of the latest batch
         self._shown_joints: tuple[int, ...] = ()
         self._rate = InputRateLog(self, self._unused_time_settings)
 
@@ -129,7 +130,8 @@ class CollisionDetectorNode(SuiteNode):
         # Transient local like the stop: a subscriber that starts late gets the last events.
         self._event_pub = self.publisher('events', DiagnosticArray, STOP_QOS)
         self._marker_pub = self.publisher('markers', MarkerArray)
-        self.receive('residual', JointState, self._on_residual, self.process_residual)
+        self.receive('residual', JointState, self._on_residual, None,
+                     on_batch=self.process_residuals)
         self.receive('input_stale', Bool, self._on_input_stale, self.process_input_stale,
                      STOP_QOS)
         self.receive('hands', DiagnosticArray, self.process_hands, self.process_hands,
@@ -179,24 +181,46 @@ class CollisionDetectorNode(SuiteNode):
             self.process_residual(sample)
 
     def process_residual(self, sample: JointSample) -> None:
-        """One τ_ext sample (model order; q and q̇ finite, or None when unknown) → the
-        detector and the reaction, then what changed is published (`_apply`).
+        """One τ_ext sample: `process_residuals` of a batch of one."""
+        self.process_residuals((sample,))
+
+    def process_residuals(self, samples) -> None:
+        """τ_ext samples in stamp order (model order; q and q̇ finite, or None when unknown),
+        all received at once: whether the node is behind, judged once on the batch's oldest
+        sample (core/chain/lag.py: a backlog is caught up, and stops only past `max_lag`),
+        then each sample to the detector and the reaction (`_decide`), exactly as one by one:
+        each at the time it would have been decided on had it come alone, this node's `now`
+        less how much newer the batch's newest sample is (never before the previous batch),
+        so that the input timeout, the hold and f_S run as in the replay, where `now` is the
+        stamp.
+
+        The residual node calls this directly in composed mode with every sample of its
+        wake; `_on_residual` otherwise.
+        """
+        now = self.seconds()
+        self.detector.set_behind(now, self._lag.check_batch(self.stamp_clock(), samples[0].t,
+                                                            samples[-1].t))
+        self.problems.traffic['residuals_received'] += len(samples)
+        self._rate.add_batch(samples)
+        newest, previous = samples[-1].t, self._decided_at
+        for sample in samples:
+            self._decide(max(now - (newest - sample.t), previous), sample)
+        self._decided_at = now
+
+    def _decide(self, now: float, sample: JointSample) -> None:
+        """One τ_ext sample → the detector and the reaction, then what changed is published
+        (`_apply`).
 
         Without velocity the thresholds fall back to ψ_0, the most sensitive setting, which
         errs on the safe side; without position there are no markers, no q̈ term and no
         contact force (with touch on, a contact is then an impact: the touch rules need the
-        force). The residual node calls this directly in composed mode; `_on_residual`
-        otherwise.
+        force).
         """
-        now = self.seconds()
         tau_ext, velocity, stamp, t = sample.tau_ext, sample.v, sample.stamp, sample.t
-        self.problems.traffic['residuals_received'] += 1
         if not np.isfinite(tau_ext).all():
             self.problems.report('non_finite_residual', 'residual with NaN/inf: stop')
         if sample.q is not None:
             self._q, self._q_stamp = sample.q, stamp
-        self._rate.add(t)
-        self.detector.set_behind(now, self._lag.check(self.stamp_clock(), t))
         acceleration = self._acceleration_of(t, sample.q)
         state = self.detector.update(now, tau_ext, velocity, acceleration, stamp=t,
                                      position=sample.q)
@@ -247,7 +271,9 @@ class CollisionDetectorNode(SuiteNode):
         self.detector.set_hands(hands)
 
     def _on_watchdog(self) -> None:
-        """The fail-safe clock: input timeout and hold-time release even without input."""
+        """The fail-safe clock: input timeout and hold-time release even without input; the
+        lag's p50 / p99 / max since start on /diagnostics."""
+        self.problems.values['lag'] = self._lag.statistics.summary()
         now = self.seconds()
         state = self.detector.state(now)
         self._apply(state, react=(now, None, None) if state.input_problem in (WAITING, STALE)

@@ -5,10 +5,10 @@ runs one of the residuals of core/chain/residual.py and publishes τ_ext (N·m, 
 τ_ext = J(p)ᵀF for a force F on the robot) as a JointState whose effort is τ_ext, with the
 stamp of the sample it came from. With a wrist F/T sensor (force/position hybrid tasks,
 seed 001 §3.1) the measured task wrench is removed (core/chain/wrist_wrench.py has the rules), so
-that only unintended contacts remain. `process_joint_state` is the one sample's work: its
-subscription calls it, or the listener directly in composed mode (contact_estimation/
-composed.py); the sample, now with τ_ext, goes on to the detector and the estimators, and is
-published while anyone subscribes.
+that only unintended contacts remain. `process_joint_states` is a batch's work: its
+subscription calls it with one sample, or the listener directly in composed mode with every
+sample of its wake (contact_estimation/composed.py); the samples, now with τ_ext, go on to
+the detector and the estimators as one batch, and are published while anyone subscribes.
 """
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ class ResidualNode(SuiteNode):
         self.problems.set_status(OK, self._setup.description)
         self._output = self.output('residual', JointState, only_when_listened=True)
         self._writer = JointStateWriter(self._joint_names)
-        self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state)
+        self.receive('joint_state', JointState, self._on_joint_state, None,
+                     on_batch=self.process_joint_states)
         self.subscribe('wrist_wrench', WrenchStamped, self._on_wrench)
         self.on_parameter_change(self._on_parameter_change)
         self._rate = InputRateLog(self, self._unused_time_settings, self._observer_lag)
@@ -117,25 +118,35 @@ class ResidualNode(SuiteNode):
     def _on_joint_state(self, msg: JointState) -> None:
         sample = self.joint_sample(msg, self._joint_states, 'joint state')
         if sample is not None:  # one not believed is never a new time base
-            self.process_joint_state(sample)
+            self.process_joint_states((sample,))
 
-    def process_joint_state(self, sample: JointSample) -> None:
-        """One joint state (finite, model order) → τ_ext, set on the sample, which goes to
-        the nodes that read the residual in this process (composed mode) and is published
-        while anyone subscribes, with its stamp.
+    def process_joint_states(self, samples) -> None:
+        """Joint states (finite, model order, in stamp order) → τ_ext, set on each sample;
+        they go to the nodes that read the residual in this process (composed mode) as one
+        batch and are published while anyone subscribes, with their stamps.
 
         The listener calls this directly in composed mode; `_on_joint_state` otherwise.
         """
+        residuals = [r for r in map(self._residual_of, samples) if r is not None]
+        if not residuals:
+            return
+        self._output.send_batch(residuals, lambda r: self._writer.write(
+            r.stamp, r.frame_id, r.q, r.v, r.tau_ext))
+        self.problems.traffic['residuals_published'] += len(residuals)
+        self._rate.add_batch(residuals)
+
+    def _residual_of(self, sample: JointSample) -> JointSample | None:
+        """The sample with its τ_ext, or None (dropped, and counted)."""
         if sample.tau is None:
             self.problems.report(WRONG_SIZE, 'joint state without joint torques: dropped')
-            return
+            return None
         t, q, v, tau = sample.t, sample.q, sample.v, sample.tau
         setup = self._setup
         try:
             tau_ext = setup.residual.update(t, q, v, tau)
         except SampleOrderError as err:
             self.problems.report('out_of_order', f'{err}: dropped')
-            return
+            return None
         if setup.residual.last_gap:
             self.problems.report('gap', f'joint-state time jumped by '
                                  f'{setup.residual.last_gap:.3f} s (a pause, or a restarted '
@@ -149,12 +160,8 @@ class ResidualNode(SuiteNode):
             setup.residual.reset()
             self.problems.report('non_finite_residual', 'τ_ext came out NaN/inf: residual '
                                  'restarted, sample dropped')
-            return
-        sample = JointSample(t, q, v, tau, tau_ext, sample.stamp, sample.frame_id)
-        self._output.send(sample, lambda: self._writer.write(sample.stamp, sample.frame_id,
-                                                             q, v, tau_ext))
-        self.problems.traffic['residuals_published'] += 1
-        self._rate.add(t)
+            return None
+        return JointSample(t, q, v, tau, tau_ext, sample.stamp, sample.frame_id)
 
     def _unused_time_settings(self) -> tuple[str, ...]:
         """For InputRateLog: the q̈ window is in use only by the rnea residual."""

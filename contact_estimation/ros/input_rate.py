@@ -17,7 +17,7 @@ _MIN_STEPS = 10     # steps in a period for a measurement
 
 
 class InputRateLog:
-    """`add(t)` for each sample handled (its stamp, s). The time settings in force are the
+    """`add_batch(samples)` for the samples handled (its stamp, s). The time settings in force are the
     timed rows of `node.PARAMETERS` (a SuiteNode's) but those `unused()` names, and the
     `derived()` durations by name (s) that no parameter gives. The last report is also on
     /diagnostics (`time_settings`)."""
@@ -29,8 +29,10 @@ class InputRateLog:
         self._logged_rate: float | None = None
         node.create_timer(RATE_PERIOD, self._measure)
 
-    def add(self, t: float) -> None:
-        self._steps.add(t)
+    def add_batch(self, samples) -> None:
+        """The stamp of each of `samples` (JointSample), handled."""
+        for sample in samples:
+            self._steps.add(sample.t)
 
     def _measure(self) -> None:
         rate = self._steps.take(minimum=_MIN_STEPS)

@@ -51,9 +51,9 @@ class SampleFeed:
 
     def _take(self) -> None:
         samples = self._reader.take()
-        for sample in samples:
+        if samples:
             for receive in self._receivers:
-                receive(sample)
+                receive(samples)
         for output, residual in self._outputs:
             listened = output.listened
             # A subscriber that has just come gets the latest sample at once, even when

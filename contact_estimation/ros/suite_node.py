@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.exceptions import ParameterException
@@ -194,15 +194,21 @@ class SuiteNode(Node):
         return subscription
 
     def receive(self, key: str, msg_type, on_message: Callable, on_sample: Callable,
-                qos: QoSProfile = SENSOR_QOS) -> None:
-        """Read topic `key`: `on_sample(sample)` is called for every sample a node of the same
-        process hands over (composed mode: on the producer's thread, or the shared-memory
-        feed's: ros/sample_feed.py), or else `on_message(msg)` by a subscription."""
+                qos: QoSProfile = SENSOR_QOS,
+                on_batch: Callable[[Sequence], None] | None = None) -> None:
+        """Read topic `key`: what a node of the same process hands over (composed mode: on
+        the producer's thread, or the shared-memory feed's: ros/sample_feed.py) goes to
+        `on_batch(samples)`, or sample by sample to `on_sample(sample)`; or else each
+        message to `on_message(msg)` by a subscription."""
         receivers = self._handover and self._handover.receivers(self.spec.topic(key))
         if receivers is None:
             self.subscribe(key, msg_type, on_message, qos)
-        else:
-            receivers.append(self.guard.wrap(on_sample, f'{key} (handed over)'))
+            return
+        if on_batch is None:
+            def on_batch(samples: Sequence) -> None:
+                for sample in samples:
+                    on_sample(sample)
+        receivers.append(self.guard.wrap(on_batch, f'{key} (handed over)'))
 
     def create_subscription(self, msg_type, topic, callback, *args, **kwargs):
         """Every callback runs guarded (ros/guard.py): subscriptions, timers, services."""

@@ -110,6 +110,10 @@ class SampleRingWriter:
         slot[0] = seq
         ring.header[0] = count + 1
 
+    def write_batch(self, samples) -> None:
+        for sample in samples:
+            self.write(sample)
+
     def _frame(self, frame_id: str) -> np.ndarray:
         if frame_id not in self._frames:
             raw = frame_id.encode()[:FRAME_BYTES].ljust(FRAME_BYTES, b'\0')
