@@ -206,6 +206,7 @@ class CollisionDetectorNode(SuiteNode):
         for sample in samples:
             self._decide(max(now - (newest - sample.t), previous), sample)
         self._decided_at = now
+        self.stop_signal.watching()
 
     def _decide(self, now: float, sample: JointSample) -> None:
         """One τ_ext sample → the detector and the reaction, then what changed is published
@@ -228,7 +229,7 @@ class CollisionDetectorNode(SuiteNode):
             self.problems.report('out_of_order', state.ignored)
             return
         self._stamp = stamp
-        self._apply(state, react=(now, tau_ext, velocity))
+        self._apply(state, react=(now, tau_ext, velocity), watching=False)
 
     def _unused_time_settings(self) -> tuple[str, ...]:
         """For InputRateLog: the q̈ window is in use only while k_a is."""
@@ -306,13 +307,13 @@ class CollisionDetectorNode(SuiteNode):
 
     # -------------------------------------------------------------------- outputs
     def _apply(self, state: DetectorState, cleared_by: str = 'hold_time elapsed',
-               react: tuple | None = None) -> None:
+               react: tuple | None = None, watching: bool = True) -> None:
         """Publish what changed, what a controller acts on first: the stop, then the
         reaction's speed scale (when `react` = (now, τ_ext, q̇) asks for it), then the event,
-        status and markers."""
+        status and markers; `watching`: as StopSignal.decide."""
         previous = self._published
         self._published = state
-        self.stop_signal.decide(state.stop)
+        self.stop_signal.decide(state.stop, watching)
         changed = previous is None or state.stop != previous.stop or state.cause != previous.cause
         if react is not None:
             now, tau_ext, velocity = react

@@ -49,15 +49,21 @@ class StopSignal:
         node.create_service(Trigger, '~/reset', self._on_reset)
         node.create_timer(1.0 / rate, self._repeat)
 
-    def decide(self, stop: bool) -> bool:
-        """The node's stop now (it is watching); published at once when it changed, which
-        is returned."""
-        self._heartbeat.decision()
+    def decide(self, stop: bool, watching: bool = True) -> bool:
+        """The node's stop now, published at once when it changed, which is returned;
+        `watching`: the node vouches that it is watching now (a node deciding a batch of
+        samples says so once, `watching()`, after the batch)."""
+        if watching:
+            self.watching()
         changed = stop != self.stop
         self.stop = stop
         if changed:
             self._heartbeat.beat()
         return changed
+
+    def watching(self) -> None:
+        """The node has just decided: its heartbeat may vouch for its stop (ros/heartbeat.py)."""
+        self._heartbeat.decision()
 
     def publish_scale(self, value: float) -> None:
         """The speed scale, published when worth it (the heartbeat repeats it)."""

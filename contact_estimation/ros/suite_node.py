@@ -170,8 +170,11 @@ class SuiteNode(Node):
 
     def stamp_clock(self) -> float:
         """Now, s, on the clock that stamps are judged on: ROS time (simulated time under
-        use_sim_time, else the system clock)."""
-        return self.get_clock().now().nanoseconds * 1e-9
+        use_sim_time, else the system clock, read without rclpy's Time object)."""
+        clock = self.get_clock()
+        if clock.ros_time_is_active:
+            return clock.now().nanoseconds * 1e-9
+        return time.time()
 
     def on_parameter_change(self, apply: Callable[[dict[str, Any]], str | None]) -> None:
         """`apply({name: value})` on every run-time set that passes the table's checks
