@@ -42,17 +42,19 @@ from diagnostic_msgs.msg import DiagnosticArray
 from std_msgs.msg import Bool, Float64
 from tqdm import tqdm
 
-from _ros_load import (FLOOR, Contacts, LoadResult, Output, PandaStream, cpu_table,
+from _ros_load import (FLOOR, Contacts, second_job, LoadResult, Output, PandaStream, cpu_table,
                        machine, run_load, table)
 from contact_estimation import manifest
 from contact_estimation.core.chain import residual
-from contact_estimation.core.chain.detector import COLLISION, CollisionDetector, DetectorConfig
+from contact_estimation.core.chain.detector import (BEHIND, COLLISION, FAULT, STALE,
+                                                    CollisionDetector, DetectorConfig)
 from contact_estimation.core.chain.joint_state_conditioning import JointStateConditioner
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
 from contact_estimation.ros.qos import STOP_QOS
 
 RATE = 1000.0
+STOP_CAUSES = (COLLISION, BEHIND, STALE, FAULT)  # counted on the detector's /diagnostics
 WARMUP = 3.0
 PERIOD, CONTACT = 0.25, 0.05  # s: a contact every 0.25 s, lasting 0.05 s
 LINK, POINT = 'panda_link5', (0.0, 0.06, -0.12)  # on the forearm, link frame (m)
@@ -218,6 +220,10 @@ def measure(mode: str, rate: float, duration: float, free_motion: bool,
           + f': {lost} lost ({100.0 * lost / max(run.published, 1):.2f} %)')
     print(f'collision stops: {len(triggers)} live, {len(offline)} offline; samples that '
           f'differ {other_sample}')
+    causes = {cause: counters.count(detector.name, cause) for cause in STOP_CAUSES}
+    print('detector stops by cause: ' + ', '.join(f'{c} {n}' for c, n in causes.items())
+          + f"; lag p50 / p99 / max since start: "
+          f"{counters.values.get(detector.name, {}).get('lag', '-')}")
     print(f'\n{cpu_table(run, suite_processes(run.cpu))}')
     return ModeRun(mode, stop, hold, lost, run.published, run.cpu, behind, other_sample,
                    run.priority)
@@ -268,12 +274,15 @@ def main(argv=None) -> int:
                              'README advises beside a real arm; 0: normal priority')
     parser.add_argument('--free-motion', action='store_true',
                         help='no contact: the CPU the suite needs at rest (the 35 %% aim)')
+    parser.add_argument('--second-job', action='store_true',
+                        help='another program taking one core at normal priority meanwhile')
     args = parser.parse_args(argv)
     duration = 10.0 if args.quick else args.duration
     modes = MODES if args.mode == 'both' else (args.mode,)
     print(f'machine: {machine()}')
-    runs = [measure(mode, args.rate, duration, args.free_motion, args.priority)
-            for _ in range(args.runs) for mode in modes]
+    with second_job(args.second_job):
+        runs = [measure(mode, args.rate, duration, args.free_motion, args.priority)
+                for _ in range(args.runs) for mode in modes]
     print(f'\nall runs: {args.rate:.0f} Hz for {duration:.0f} s each; stop latency per contact; '
           'CPU = the nodes\' processes, % of one core\n' + summary(runs))
     return 0

@@ -123,13 +123,47 @@ def simulated_clock() -> dict[str, dict[str, object]]:
     return overrides
 
 
-def realtime(process: str) -> bool:
-    """Whether `process` (a composed process or a node) runs at the priority the user gives:
-    the chain's process (nodes.yaml `realtime`), or in separate mode the chain's nodes."""
+DEFAULT_PRIORITY = 40  # SCHED_FIFO: below a robot driver's (ros2_control's 50)
+
+
+def process_priority(process: str, priority: int) -> int:
+    """The SCHED_FIFO priority of `process` (a composed process or a node) when the suite is
+    given `priority` (0: every process at normal priority): nodes.yaml `realtime` steps
+    below it for the processes that raise a stop, or in separate mode their nodes; else 0."""
     for spec in manifest.composed():
         if process == spec.name or process in spec.nodes:
-            return spec.realtime
-    return False
+            if priority and spec.realtime is not None:
+                return max(priority - spec.realtime, 1)
+    return 0
+
+
+def realtime_allowed() -> bool:
+    """Whether this user may start processes at SCHED_FIFO (root, CAP_SYS_NICE or an
+    RLIMIT_RTPRIO, and a kernel that grants it)."""
+    try:
+        return subprocess.run(['chrt', '-f', '1', 'true'], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode == 0
+    except OSError:  # no chrt
+        return False
+
+
+def chosen_priority(asked: str) -> tuple[int, str]:
+    """The priority for `--priority` / `priority:=` `asked` ('auto', or 0-99), and what it
+    means in a line for the user: 'auto' is DEFAULT_PRIORITY where the OS allows real-time
+    priority, else 0 with a warning."""
+    if asked != 'auto':
+        priority = int(asked)
+        if not 0 <= priority <= 99:
+            raise ValueError(f'priority {asked}: must be auto, 0 (normal) or 1-99')
+        return priority, (f'stops raised at SCHED_FIFO {priority}' if priority else
+                          'every process at normal priority (asked): on a busy machine a '
+                          'stop may wait for the CPU and come late')
+    if realtime_allowed():
+        return DEFAULT_PRIORITY, f'stops raised at SCHED_FIFO {DEFAULT_PRIORITY} (auto)'
+    return 0, ('WARNING: real-time priority is not allowed here (run as root, or give the '
+               'user CAP_SYS_NICE / an rtprio limit in /etc/security/limits.conf): every '
+               'process at normal priority, and on a busy machine a stop may wait for the '
+               'CPU and come late (README, Real-time priority)')
 
 
 def realtime_prefix(priority: int) -> list[str]:
@@ -166,8 +200,7 @@ class NodeSet:
     """A group of manifest nodes running as child processes: `names` are node names, or a
     composed process's name (manifest.processes) for its nodes in one process.
     `overrides` are parameter values by node name. `priority` is given to the processes that
-    raise a stop from every sample (nodes.yaml `realtime`: the chain's process, or in separate
-    mode its nodes)."""
+    raise a stop (nodes.yaml `realtime`, `process_priority`)."""
 
     names: list[str]
     extra_params_files: tuple[str, ...] = ()
@@ -186,9 +219,9 @@ class NodeSet:
             if self.log_dir:
                 os.makedirs(self.log_dir, exist_ok=True)
                 out = open(os.path.join(self.log_dir, f'{name}.log'), 'w')
-            priority = self.priority if realtime(name) else 0
             self.processes[name] = subprocess.Popen(
-                realtime_prefix(priority) + self._command(name), stdout=out,
+                realtime_prefix(process_priority(name, self.priority)) + self._command(name),
+                stdout=out,
                 stderr=subprocess.STDOUT)
 
     def _command(self, name: str) -> list[str]:

@@ -59,13 +59,14 @@ class NodeSpec:
 class ComposedSpec:
     """One composed process (nodes.yaml `composed`): `nodes` in one process (console script
     `executable`), each handing its samples to the nodes that read them in the process by
-    function call (contact_estimation/composed.py); `realtime`: the process `up --priority`
-    and launch `priority:=` run at SCHED_FIFO (the chain that raises the stop)."""
+    function call (contact_estimation/composed.py); `realtime`: how many steps below the
+    priority `up --priority` and launch `priority:=` give the process runs at SCHED_FIFO (0:
+    the chain that raises the stop), None: normal priority."""
 
     key: str
     executable: str
     nodes: tuple[str, ...]
-    realtime: bool = False
+    realtime: int | None = None
 
     @property
     def name(self) -> str:
@@ -139,8 +140,7 @@ def node(name: str) -> NodeSpec:
 @lru_cache(maxsize=1)
 def composed() -> tuple[ComposedSpec, ...]:
     """The composed processes, in nodes.yaml order (the chain first)."""
-    return tuple(ComposedSpec(key, raw['executable'], tuple(raw['nodes']),
-                              bool(raw.get('realtime', False)))
+    return tuple(ComposedSpec(key, raw['executable'], tuple(raw['nodes']), raw.get('realtime'))
                  for key, raw in _declarations()['composed']['processes'].items())
 
 

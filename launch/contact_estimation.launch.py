@@ -17,8 +17,9 @@ set it for every node, and files whose node sections name another robot are refu
 (manifest.suite_robot). namespace:=NS puts every node in namespace NS (every topic but
 /diagnostics moves with it, and the simulated /clock: one suite per arm in one graph); with
 sim:=true every node runs on the simulator's clock (use_sim_time). priority:=N runs the
-chain that raises the stop at SCHED_FIFO priority N (chrt -f N), below the robot driver's
-(README, Real-time priority).
+processes that raise a stop at SCHED_FIFO priority N and below (chrt -f; nodes.yaml
+`realtime`), below the robot driver's; auto (the default): 40 where the OS allows it, else
+normal priority with a warning; 0: normal (README, Real-time priority).
 rviz:=true also starts rviz2 with rviz/contact_estimation.rviz and, for its robot model,
 robot_state_publisher with the URDF of the robot the nodes load; each only where the
 distribution has it.
@@ -69,10 +70,13 @@ def _parameter_files(spec: manifest.Process, context, robot_file: list[str]) -> 
 
 
 def _nodes(context):
-    from contact_estimation.launcher import realtime, realtime_prefix, simulated_clock
+    from contact_estimation.launcher import (chosen_priority, process_priority,
+                                             realtime_prefix, simulated_clock)
 
     started = []
-    priority = int(LaunchConfiguration('priority').perform(context) or 0)
+    priority, meaning = chosen_priority(LaunchConfiguration('priority').perform(context)
+                                        or 'auto')
+    print(f'[contact_estimation] {meaning}', flush=True)
     namespace = LaunchConfiguration('namespace').perform(context).strip('/')
     placed = ({'namespace': namespace, 'remappings': [('/clock', f'/{namespace}/clock')]}
               if namespace else {})
@@ -89,8 +93,8 @@ def _nodes(context):
         # A name would rename every node of the composed process: only a node gets one.
         named = {'name': spec.name} if isinstance(spec, manifest.NodeSpec) else {}
         on_clock = [clock[n] for n in spec.node_names if n in clock][:1]
-        prefix = ({'prefix': ' '.join(realtime_prefix(priority))}
-                  if priority and realtime(spec.name) else {})
+        fifo = process_priority(spec.name, priority)
+        prefix = {'prefix': ' '.join(realtime_prefix(fifo))} if fifo else {}
         started.append(Node(package=manifest.PACKAGE, executable=spec.executable,
                             output='screen',
                             parameters=_parameter_files(spec, context, robot_file) + on_clock,
@@ -142,7 +146,7 @@ def generate_launch_description():
                               description='parameter file applied over the defaults'),
         DeclareLaunchArgument('rviz', default_value='false',
                               description='also start rviz2 (and robot_state_publisher)'),
-        DeclareLaunchArgument('priority', default_value='0',
+        DeclareLaunchArgument('priority', default_value='auto',
                               description='SCHED_FIFO priority of the chain that raises the '
                                           "stop (chrt -f), below the driver's; 0 = normal"),
         DeclareLaunchArgument('namespace', default_value='',

@@ -104,7 +104,7 @@ def test_up_refuses_a_missing_config_file(tmp_path):
 def test_up_refuses_a_priority_outside_sched_fifo(tmp_path):
     proc = _cli('up', '--priority', '150')
     out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 2 and 'must be 0 (normal) or 1-99' in out
+    assert proc.returncode == 2 and 'must be auto, 0 (normal) or 1-99' in out
 
 
 def test_two_arms_in_two_namespaces_share_one_graph_and_a_push_stops_only_its_own(

@@ -209,13 +209,20 @@ def test_launch_runs_the_composed_processes_by_default(sim):
 
 
 @pytest.mark.parametrize('separate', ['true', 'false'])
-def test_launch_with_a_priority_runs_the_chain_and_nothing_else_under_chrt(separate):
+def test_launch_with_a_priority_runs_what_stops_under_chrt_and_nothing_else(separate):
+    """The processes that raise a stop at the priority given and below (nodes.yaml
+    `realtime`), the estimators and the simulator at normal priority; 0: none."""
     launched = [a.kwargs for a in _launched('true', '', separate=separate, priority='40')]
-    chain = next(p for p in manifest.composed() if p.realtime)
-    prioritised = {n.get('name', n['executable']) for n in launched
-                   if n.get('prefix') == 'chrt -f 40'}
-    assert prioritised == (set(chain.nodes) if separate == 'true' else {chain.executable})
-    assert all('prefix' not in a.kwargs for a in _launched('true', ''))
+    expected = {}
+    for process in manifest.composed():
+        if process.realtime is not None:
+            prefix = f'chrt -f {40 - process.realtime}'
+            names = process.nodes if separate == 'true' else (process.executable,)
+            expected.update({name: prefix for name in names})
+    prioritised = {n.get('name', n['executable']): n['prefix'] for n in launched
+                   if 'prefix' in n}
+    assert prioritised == expected and 'chrt -f 40' in expected.values()
+    assert all('prefix' not in a.kwargs for a in _launched('true', '', priority='0'))
 
 
 def test_launch_in_a_namespace_moves_every_process_and_its_clock():

@@ -7,8 +7,8 @@ import os
 import signal
 
 from contact_estimation import manifest
-from contact_estimation.launcher import (NodeSet, parameter_file, simulated_clock,
-                                         wait_for_processes)
+from contact_estimation.launcher import (DEFAULT_PRIORITY, NodeSet, chosen_priority,
+                                         parameter_file, simulated_clock, wait_for_processes)
 
 
 def main(argv: list[str]) -> int:
@@ -30,17 +30,21 @@ def main(argv: list[str]) -> int:
                              'of the core nodes composed in three processes, the chain, '
                              'the estimators and the proximity monitor (less CPU and '
                              'latency, the same nodes, parameters and topics)')
-    parser.add_argument('--priority', type=int, default=0, metavar='N',
-                        help='run the chain that raises the stop at real-time priority N '
-                             '(SCHED_FIFO, chrt -f N, 1-99), below the robot driver\'s; 0 '
-                             '(default): normal')
+    parser.add_argument('--priority', default='auto', metavar='N',
+                        help='run the processes that raise a stop at real-time priority N '
+                             'and below (SCHED_FIFO, chrt -f, 1-99; nodes.yaml `realtime`), '
+                             'below the robot driver\'s; auto (default): '
+                             f'{DEFAULT_PRIORITY} where the OS allows it, else normal with a '
+                             'warning; 0: normal')
     parser.add_argument('--log-dir', help='write each process\'s output to DIR/<name>.log')
     args = parser.parse_args(argv)
     for path in args.config:
         if not os.path.isfile(path):
             parser.error(f'--config {path}: no such file')
-    if not 0 <= args.priority <= 99:
-        parser.error(f'--priority {args.priority}: must be 0 (normal) or 1-99')
+    try:
+        priority, meaning = chosen_priority(args.priority)
+    except ValueError as err:
+        parser.error(f'--{err}')
     files = robot_files(args.config, args.robot)
     processes = manifest.processes(args.sim, args.separate)
     started = tuple(n for spec in processes for n in spec.node_names)
@@ -52,9 +56,10 @@ def main(argv: list[str]) -> int:
         parser.error(str(err))
     names = [spec.name for spec in processes]
     nodes = NodeSet(names, tuple(files), log_dir=args.log_dir,
-                    priority=args.priority, namespace=args.namespace,
+                    priority=priority, namespace=args.namespace,
                     overrides=simulated_clock() if args.sim else {})
-    print(f'[contact-estimation] starting {", ".join(names)} (Ctrl-C stops them)', flush=True)
+    print(f'[contact-estimation] starting {", ".join(names)} (Ctrl-C stops them); {meaning}',
+          flush=True)
     # Ctrl-C reaches the children through the process group; we wait for them to finish.
     signal.signal(signal.SIGTERM, lambda *_: nodes.stop())
     nodes.start()

@@ -22,7 +22,7 @@ from contact_estimation.ros.joint_states import JointStateWriter
 from contact_estimation.ros.qos import PIPELINE_QOS
 from contact_estimation.ros.suite_node import SuiteNode
 
-PERIOD = 0.002  # s between takes: a sample waits at most this (plus the estimators' work)
+PERIOD = 0.010  # s between takes: a sample waits at most this (plus the estimators' work)
 
 
 class SampleFeed:

@@ -162,18 +162,16 @@ class SuiteNode(Node):
         """Now, s, on the clock of this node's watchdogs and schedules: simulated time under
         use_sim_time, else the steady clock (a step of the wall clock can neither fake nor
         hide a timeout)."""
-        clock = self.get_clock()
-        if clock.ros_time_is_active:
-            ns = clock.now().nanoseconds  # 0: no /clock received yet
+        if self._time_source.ros_time_is_active:  # a plain attribute; the clock's is a call
+            ns = self.get_clock().now().nanoseconds  # 0: no /clock received yet
             return self._watchdog_clock.read('ros', ns * 1e-9 if ns else None)
         return self._watchdog_clock.read('monotonic', self.steady())
 
     def stamp_clock(self) -> float:
         """Now, s, on the clock that stamps are judged on: ROS time (simulated time under
         use_sim_time, else the system clock, read without rclpy's Time object)."""
-        clock = self.get_clock()
-        if clock.ros_time_is_active:
-            return clock.now().nanoseconds * 1e-9
+        if self._time_source.ros_time_is_active:
+            return self.get_clock().now().nanoseconds * 1e-9
         return time.time()
 
     def on_parameter_change(self, apply: Callable[[dict[str, Any]], str | None]) -> None:

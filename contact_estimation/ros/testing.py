@@ -18,7 +18,7 @@ from rclpy.node import Node
 
 from contact_estimation import manifest
 from contact_estimation.launcher import (composed_command, node_command, parameter_file,
-                                         realtime_prefix, stop_process)
+                                         process_priority, realtime_prefix, stop_process)
 
 
 def isolate_ros_domain() -> int:
@@ -79,7 +79,7 @@ def composed_processes(overrides: dict[str, dict[str, object]] | None = None,
     try:
         with ExitStack() as stack:
             yield {spec.name: stack.enter_context(_process(
-                realtime_prefix(priority if spec.realtime else 0)
+                realtime_prefix(process_priority(spec.name, priority))
                 + composed_command(spec, extra), log_path and log_path(spec.name)))
                 for spec in manifest.composed()}
     finally:
