@@ -26,7 +26,7 @@ from contact_estimation import manifest
 from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION, DEFAULTS,
                                               PERSISTENCE_RULES, ROLES)
 from contact_estimation.core.chain.joint_order import JointOrder
-from contact_estimation.core.identification.recording import RecordingError, joint_state_row
+from contact_estimation.core.identification.recording import RecordingError
 from contact_estimation.suite_bag import read_recording
 from contact_estimation.core.robot.robot_model import RobotModel, RobotModelError
 from contact_estimation.core.chain.threshold_calibration import (EFFORT_FRACTION, Calibration,
@@ -37,44 +37,86 @@ NODE = 'collision_detector'
 LOCALIZER = 'contact_localizer'
 
 
-def record_live(robot: RobotModel, seconds: float):
-    """(t, q, q̇, τ_ext) from the residual topic for `seconds`, in the robot's joint order."""
+# The recorder's queue: 10 s of residual at 1 kHz wait while Python is busy, so that a stall
+# of the recording process loses nothing (the suite's SENSOR_QOS keeps 1 s).
+RECORDER_DEPTH = 10000
+
+
+def recorder_qos(publishers_reliable: bool):
+    """Reliable when every publisher of the residual is (the suite's are: PIPELINE_QOS; DDS
+    then resends what a loaded machine dropped), else best-effort (which matches any)."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=RECORDER_DEPTH,
+                      reliability=(ReliabilityPolicy.RELIABLE if publishers_reliable else
+                                   ReliabilityPolicy.BEST_EFFORT),
+                      durability=DurabilityPolicy.VOLATILE)
+
+
+def record_live(robot: RobotModel, seconds: float, topic: str):
+    """(t, q, q̇, τ_ext) from the residual topic for `seconds`, in the robot's joint order and
+    in the order received (calibrate leaves out what is out of order, and after holes).
+
+    The messages are taken as raw CDR bytes (ros/cdr.py) on rclpy's EventsExecutor
+    (ros/node_main.FastExecutor) into a deep queue, reliable when the publishers are: at
+    1 kHz a Python SingleThreadedExecutor building message objects falls behind on a loaded
+    machine, and a best-effort queue then loses samples (issue 35)."""
     import rclpy
     from rclpy.node import Node
+    from rclpy.qos import ReliabilityPolicy
     from sensor_msgs.msg import JointState
 
-    from contact_estimation.ros.qos import SENSOR_QOS
-    from contact_estimation.ros.spinning import spin_for
-    topic = manifest.node(NODE).topic('residual')
-    rows, names = [], list(robot.joint_names)
+    from contact_estimation.ros import cdr
+    from contact_estimation.ros.node_main import FastExecutor
+    from contact_estimation.ros.spinning import spin_for, spin_until
+    names = list(robot.joint_names)
     order = JointOrder(names)
+    stamps, values = [], []
+    refused = {'not a JointState': 0, 'other joints': 0, 'values missing': 0}
 
-    def received(msg: JointState) -> None:
+    def received(raw: bytes) -> None:
         try:
-            row = joint_state_row(msg, order)
-        except RecordingError:  # values missing: not a residual the calibration can use
+            state = cdr.decode_joint_state(raw)
+        except ValueError:
+            refused['not a JointState'] += 1
             return
-        if row is not None:
-            rows.append(row)
+        columns = order.map(state.names).model_order
+        if columns is None:
+            refused['other joints'] += 1
+            return
+        if not len(state.position) == len(state.velocity) == len(state.effort) == \
+                len(state.names):
+            refused['values missing'] += 1  # not a residual the calibration can use
+            return
+        stamps.append(state.stamp)
+        values.append(np.concatenate([state.position[columns], state.velocity[columns],
+                                      state.effort[columns]]))
 
     rclpy.init()
     try:
         node = Node('contact_estimation_calibrate')
-        node.create_subscription(JointState, topic, received, SENSOR_QOS)
-        executor = rclpy.executors.SingleThreadedExecutor()
+        executor = FastExecutor()
         executor.add_node(node)
-        print(f'recording {topic} for {seconds:g} s: move the arm freely, touch nothing',
+        spin_until(executor, lambda: bool(node.get_publishers_info_by_topic(topic)), 2.0)
+        publishers = node.get_publishers_info_by_topic(topic)
+        reliable = bool(publishers) and all(
+            p.qos_profile.reliability == ReliabilityPolicy.RELIABLE for p in publishers)
+        node.create_subscription(JointState, topic, received, recorder_qos(reliable), raw=True)
+        print(f'recording {topic} for {seconds:g} s ({"reliable" if reliable else "best-effort"}'
+              f', {len(publishers)} publisher(s)): move the arm freely, touch nothing',
               flush=True)
         spin_for(executor, seconds)
         executor.shutdown()
         node.destroy_node()
     finally:
         rclpy.try_shutdown()
-    if not rows:
+    said = ', '.join(f'{count} {why}' for why, count in refused.items() if count)
+    print(f'received {len(stamps)} residual samples{" (refused: " + said + ")" if said else ""}',
+          flush=True)
+    if not stamps:
         raise RecordingError(f'no residual with joints {names} on {topic} in {seconds:g} s')
-    table = np.array(rows)
+    table = np.array(values)
     n = len(names)
-    return table[:, 0], table[:, 1:1 + n], table[:, 1 + n:1 + 2 * n], table[:, 1 + 2 * n:]
+    return np.array(stamps), table[:, :n], table[:, n:2 * n], table[:, 2 * n:]
 
 
 def parameter_file(calibration: Calibration, role: str, robot: str) -> str:
@@ -105,7 +147,7 @@ def main(argv: list[str]) -> int:
     source.add_argument('--live', action='store_true', help='record the residual topic now')
     parser.add_argument('--seconds', type=float, default=60.0, help='live recording time, s')
     parser.add_argument('--topic', default=manifest.node(NODE).topic('residual'),
-                        help='topic of the residual in a bag')
+                        help='topic of the residual (in a bag, or live)')
     parser.add_argument('--robot', default='panda',
                         help='example-robot-data name or URDF path (the joint order)')
     parser.add_argument('--margin', type=float, default=1.5,
@@ -139,8 +181,8 @@ def main(argv: list[str]) -> int:
     try:
         robot = RobotModel.load(args.robot)
         if args.live:
-            t, q, v, tau = record_live(robot, args.seconds)
-            where = f'live {manifest.node(NODE).topic("residual")}'
+            t, q, v, tau = record_live(robot, args.seconds, args.topic)
+            where = f'live {args.topic}'
         else:
             rec = read_recording(args.recording, robot, args.topic)
             t, q, v, tau, where = rec.t, rec.q, rec.v, rec.effort, args.recording

@@ -40,6 +40,21 @@ k = 0, 4.74/T for k = 1, …), valid for motions like the recorded ones. It take
 q̈ is estimated from the positions with the detector node's own differentiator
 (`AccelerationEstimate`, same window in seconds), so the thresholds see the q̈ the node will
 see; the samples before its window has filled are left out.
+
+Samples that never set ψ (`screen`, issue 35: the same motion recorded three times gave ψ a
+fourfold apart): what a loaded pipeline did to a sample is not the arm's free motion, and the
+thresholds would change with every recording of the same motion. Left out, counted by reason
+and reported (`Calibration.excluded`):
+- a stamp not after every earlier one (a duplicate, or one that went backwards);
+- after a hole in the stamps (a step longer than `HOLE_FACTOR` × the recording's median step:
+  samples lost by the suite or by the recorder), the samples whose q̈ window reaches back
+  across it (the fit restarts there: `acceleration_window` s);
+- after a gap of at least the residual's `gap_threshold` (the momentum observer restarted,
+  seed 001 eq. 6's r from 0, and follows τ_ext with time constant 1/K_O), its restart
+  transient: `SETTLING_TIME_CONSTANTS` / K_O s (0.1 s at the default K_O = 50/s).
+Every such time is in seconds, so the rule is the same from 100 Hz to 1 kHz. A sample the
+suite merely handled late is the same sample (the residual follows the stamps, not the clock);
+what a lag makes of the stream, lost samples and gaps, is left out as above.
 """
 from __future__ import annotations
 
@@ -53,6 +68,7 @@ from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION, DEFAULTS,
                                               PERSISTENCE_RULES, AccelerationEstimate,
                                               accumulate_evidence, is_collision, thresholds)
+from contact_estimation.core.chain.residual import ResidualConfig
 
 BINS = 8           # cells per axis of (|q̇|, |q̈|) for the envelope's shape
 MIN_CELL_SAMPLES = 30  # a cell gives a point of the shape only with this many samples
@@ -61,6 +77,51 @@ BEYOND_SHARE = 0.01    # held-out samples beyond the fitted |q̇|, |q̈| that ca
 CONFIDENCE = 0.95  # of the false-alarm promise
 EFFORT_FRACTION = 0.33  # ψ_max = this share of a joint's URDF effort limit (calibrate's default)
 AIM_PER_HOUR = 1.0  # the false-stop rate the promise aims at
+# Samples that never set ψ (module docstring, `screen`).
+HOLE_FACTOR = 1.5  # a stamp step longer than this × the median step: samples were lost
+SETTLING_TIME_CONSTANTS = 5.0  # the observer's restart transient: e^-5 < 1 % of it is left
+RESIDUAL = ResidualConfig()  # the residual node's defaults: gap_threshold, observer_gain
+RESTART_GAP = RESIDUAL.gap_threshold  # s: a longer pause restarts the residual
+RESTART_SETTLING = SETTLING_TIME_CONSTANTS / min(RESIDUAL.observer_gain)  # s
+
+# Why a sample was left out (Calibration.excluded's keys).
+OUT_OF_ORDER = 'stamp not after an earlier one (duplicate or backwards)'
+AFTER_HOLE = 'q̈ window across lost samples'
+AFTER_GAP = "within the residual's restart after a gap"
+WINDOW_FILLING = 'q̈ window filling at the start'
+NOT_FINITE = 'non-finite value'
+
+
+@dataclass(frozen=True)
+class Screening:
+    """Which samples of a recording may set ψ (`screen`)."""
+
+    ordered: np.ndarray   # indices of the samples whose stamp is after every earlier one
+    holes: np.ndarray     # positions in `ordered` of the first sample after each hole
+    gaps: np.ndarray      # those of them after a gap that restarts the residual
+    settling: np.ndarray  # bool per ordered sample: within a restart's transient
+    lost: int             # samples missing in the holes (step / median step − 1, summed)
+    step: float           # median stamp step, s
+
+
+def screen(t, restart_gap: float = RESTART_GAP,
+           restart_settling: float = RESTART_SETTLING) -> Screening:
+    """The samples (stamps `t`, in the order received) that are in order, where the stamps
+    have holes, which of them restart the residual (a step ≥ `restart_gap` s) and which
+    samples lie within `restart_settling` s after such a restart (module docstring)."""
+    t = np.asarray(t, dtype=float)
+    before = np.maximum.accumulate(np.concatenate([[-np.inf], t[:-1]]))
+    ordered = np.flatnonzero(t > before)
+    kept = t[ordered]
+    steps = np.diff(kept)
+    step = float(np.median(steps)) if steps.size else 0.0
+    holes = np.flatnonzero(steps > HOLE_FACTOR * step) + 1
+    gaps = holes[steps[holes - 1] >= restart_gap]
+    settling = np.zeros(kept.size, dtype=bool)
+    for k in gaps:
+        settling[k:] |= kept[k:] - kept[k] < restart_settling
+    lost = int(np.maximum(np.round(steps[holes - 1] / step) - 1, 1).sum()) if holes.size else 0
+    return Screening(ordered, holes, gaps, settling, lost, step)
 
 
 def caps_from_effort(effort_limits, fraction: float = EFFORT_FRACTION,
@@ -108,6 +169,17 @@ class Calibration:
     heldout_peak_ratio: np.ndarray  # largest held-out |τ_ext| / ψ (≥ 1 somewhere: an alarm risk)
     heldout_beyond: np.ndarray     # share of held-out samples faster (|q̇| or |q̈|) than any fitted
     false_alarms: int              # eq. 7 alarms on the held-out part at ψ
+    # What did not set ψ (`screen`): samples left out by reason; holes in the stamps, the
+    # gaps among them that restart the residual, and the samples missing in them.
+    excluded: dict[str, int]
+    holes: int
+    gaps: int
+    lost: int
+    # The fitting sample nearest to ψ/margin on each joint (the one that bounds its
+    # envelope): its stamp (s), |q̇| (rad/s) and |q̈| (rad/s²).
+    bound_stamp: np.ndarray
+    bound_speed: np.ndarray
+    bound_acceleration: np.ndarray
     source: str = ''
 
     @property
@@ -202,30 +274,48 @@ class Calibration:
         return self.thresholds_table() + '\n' + self.promise()
 
     def thresholds_table(self) -> str:
-        """One row per joint (thresholds, the free-motion peak and the headroom), then the
-        fit and the held-out check in one line."""
+        """One row per joint (thresholds, the free-motion peak and the headroom, and the
+        fitting sample that bounds the envelope: its stamp, |q̇| and |q̈|), then the fit and
+        the held-out check in one line, then the samples that set no ψ and why."""
         rows = [f'{"joint":16s} {"ψ_0 N·m":>9s} {"k_v N·m·s/rad":>14s} {"k_a N·m·s²/rad":>15s} '
                 f'{"ψ_max N·m":>10s} {"peak |τ_ext|":>13s} {"peak/ψ":>7s} {"held-out peak/ψ":>16s} '
-                f'{"held-out beyond fit":>20s}']
+                f'{"held-out beyond fit":>20s}  {"set by: stamp s":>17s} {"|q̇| rad/s":>10s} '
+                f'{"|q̈| rad/s²":>11s}']
         for i, name in enumerate(self.joint_names):
             rows.append(f'{name:16s} {self.base[i]:9.3f} {self.speed_gain[i]:14.3f} '
                         f'{self.acceleration_gain[i]:15.4f} {self.threshold_max[i]:10.3f} '
                         f'{self.peak[i]:13.3f} {self.peak_ratio[i]:7.3f} '
-                        f'{self.heldout_peak_ratio[i]:16.3f} {self.heldout_beyond[i]:20.1%}')
+                        f'{self.heldout_peak_ratio[i]:16.3f} {self.heldout_beyond[i]:20.1%}  '
+                        f'{self.bound_stamp[i]:17.3f} {self.bound_speed[i]:10.3f} '
+                        f'{self.bound_acceleration[i]:11.2f}')
         rows.append(f'fitted on {self.fit_duration:.1f} s: margin {self.margin:g} (every '
                     f'fitting sample below ψ/{self.margin:g}); checked on '
                     f'{self.heldout_duration:.1f} s held out: {self.false_alarms} false alarms '
                     f'({self._rule()}) → at most '
                     f'{self.false_alarm_bound_per_hour:.3g} per hour (95 %)')
+        rows.append(self.exclusions())
         return '\n'.join(rows)
+
+    def exclusions(self) -> str:
+        """The samples that set no ψ, by reason, and the holes in the stamps."""
+        reasons = ', '.join(f'{count} {reason}' for reason, count in self.excluded.items()
+                            if count)
+        return (f'excluded (set no ψ, not checked): {sum(self.excluded.values())} samples'
+                f'{": " + reasons if reasons else ""}; the stamps had {self.holes} hole(s) '
+                f'({self.lost} sample(s) missing), {self.gaps} of them gaps that restart the '
+                'residual')
 
 
 def accelerations(t: np.ndarray, q: np.ndarray,
-                  duration: float = ACCELERATION_WINDOW_DURATION) -> np.ndarray:
+                  duration: float = ACCELERATION_WINDOW_DURATION, restarts=()) -> np.ndarray:
     """q̈ at every sample from the positions, as the detector node estimates it over
-    `duration` seconds; NaN until its window has filled."""
+    `duration` seconds; NaN until its window has filled, and again after each sample index in
+    `restarts` (the fit starts over there: after a hole it would reach back across it)."""
     estimate, rows = AccelerationEstimate(duration), []
-    for tk, qk in zip(t, q):
+    starts = set(np.asarray(restarts, dtype=int).tolist())
+    for k, (tk, qk) in enumerate(zip(t, q)):
+        if k in starts:
+            estimate = AccelerationEstimate(duration)
         acceleration = estimate.update(float(tk), qk)
         rows.append(np.full(q.shape[1], np.nan) if acceleration is None else acceleration)
     return np.array(rows)
@@ -312,9 +402,15 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
               persistence_time: float = DEFAULTS.persistence_time,
               acceleration_window: float = ACCELERATION_WINDOW_DURATION, holdout: float = 0.5,
               threshold_max=DEFAULTS.threshold_max, use_speed: bool = True,
-              use_acceleration: bool = True, source: str = '') -> Calibration:
-    """Propose thresholds from free motion: t (N,), q, q̇, τ_ext (N × n); fit on the first
-    1 − `holdout` of the time, count false alarms on the rest.
+              use_acceleration: bool = True, source: str = '',
+              restart_gap: float = RESTART_GAP,
+              restart_settling: float = RESTART_SETTLING) -> Calibration:
+    """Propose thresholds from free motion: t (N,), q, q̇, τ_ext (N × n), in the order
+    received; fit on the first 1 − `holdout` of the time, count false alarms on the rest.
+    Samples out of order, within the q̈ window after a hole in the stamps or within
+    `restart_settling` s after a gap of `restart_gap` s or more (the residual node's
+    gap_threshold, and SETTLING_TIME_CONSTANTS / its K_O) neither set ψ nor count in the
+    check (`screen`; the module docstring says why).
 
     `min_threshold` (N·m) floors ψ_0 so that a joint the recording barely exercised does not
     get a threshold inside the noise of motions it did not see.
@@ -341,10 +437,25 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
                          f'τ_ext, got {q.shape}, {v.shape}, {tau.shape}')
     if not (np.isfinite(acceleration_window) and acceleration_window > 0):
         raise ValueError(f'acceleration_window = {acceleration_window} s: must be > 0')
-    if t.size < 2 or not np.all(np.diff(t) > 0):
+    if t.size < 2:
         raise ValueError(f'need samples with increasing times, got {t.size}')
-    a = accelerations(t, q, acceleration_window)  # NaN while the q̈ fit fills its window
-    keep = np.isfinite(np.hstack([q, v, tau, a])).all(axis=1)
+    screening = screen(t, restart_gap, restart_settling)
+    excluded = {OUT_OF_ORDER: t.size - screening.ordered.size}
+    t, q, v, tau = (x[screening.ordered] for x in (t, q, v, tau))
+    if t.size < 2:
+        raise ValueError(f'need samples with increasing times, got {t.size}')
+    # NaN while the q̈ fit fills its window: at the start and after every hole
+    a = accelerations(t, q, acceleration_window, screening.holes)
+    finite = np.isfinite(np.hstack([q, v, tau])).all(axis=1)
+    filled = np.isfinite(a).all(axis=1)
+    after_hole = np.zeros(t.size, dtype=bool)
+    if screening.holes.size:
+        after_hole[screening.holes[0]:] = True
+    keep = finite & filled & ~screening.settling
+    excluded[NOT_FINITE] = int((~finite).sum())
+    excluded[WINDOW_FILLING] = int((finite & ~filled & ~after_hole).sum())
+    excluded[AFTER_HOLE] = int((finite & ~filled & after_hole & ~screening.settling).sum())
+    excluded[AFTER_GAP] = int((finite & screening.settling).sum())
     if not keep.any() or np.ptp(t[keep]) < 2 * acceleration_window:
         raise ValueError(f'too few finite samples to calibrate on: need more than '
                          f'{2 * acceleration_window:g} s after the {acceleration_window:g} s '
@@ -370,6 +481,9 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
     psi_fit = thresholds(base, speed_gain, acceleration_gain, cap, v[fit], a[fit])
     psi_held = thresholds(base, speed_gain, acceleration_gain, cap, v[held], a[held])
     fastest = np.abs(v[fit]).max(axis=0), np.abs(a[fit]).max(axis=0)
+    # The sample that bounds each joint's envelope: the nearest to ψ/margin.
+    bound = np.flatnonzero(fit)[np.argmax(y[fit] / psi_fit, axis=0)]
+    joints = np.arange(n_joints)
     beyond = (np.abs(v[held]) > fastest[0]) | (np.abs(a[held]) > fastest[1])
     return Calibration(
         joint_names=names, base=base, speed_gain=speed_gain, acceleration_gain=acceleration_gain,
@@ -381,4 +495,7 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
         peak=y[fit].max(axis=0), peak_ratio=(y[fit] / psi_fit).max(axis=0),
         heldout_peak_ratio=(y[held] / psi_held).max(axis=0), heldout_beyond=beyond.mean(axis=0),
         false_alarms=count_alarms(t[held], y[held] / psi_held, persistence, persistence_time),
-        source=source)
+        source=source, excluded=excluded, holes=int(screening.holes.size),
+        gaps=int(screening.gaps.size), lost=screening.lost,
+        bound_stamp=t[bound], bound_speed=np.abs(v[bound, joints]),
+        bound_acceleration=np.abs(a[bound, joints]))
