@@ -13,9 +13,9 @@ from std_msgs.msg import Bool
 
 from contact_estimation import manifest
 from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS
-from contact_estimation.ros.spinning import spin_until
 from contact_estimation.ros.testing import composed_processes, ros_context, spinning
-from test_behind import CHAIN, TIMEOUT, Driver, standing  # noqa: F401 (a fixture)
+from test_behind import CHAIN, TIMEOUT, Driver
+from test_behind import standing  # noqa: F401 (the fixture)
 
 PROXIMITY = manifest.node('proximity_monitor')
 PROCESS = next(p for p in manifest.composed() if PROXIMITY.name in p.nodes)
@@ -71,7 +71,7 @@ def _stream(executor, watcher: Watcher, done, seconds: float = TIMEOUT) -> bool:
 
 
 @contextmanager
-def _suite(standing):
+def _suite(standing):  # noqa: F811 (the fixture)
     """The composed processes with the proximity monitor's OVERRIDES, streamed until
     its stop clears; yields (processes, executor, watcher)."""
     with composed_processes({PROXIMITY.name: OVERRIDES}) as processes, \
@@ -94,7 +94,7 @@ def _pause(executor, watcher: Watcher, pid: int, seconds: float) -> None:
         os.kill(pid, signal.SIGCONT)
 
 
-def test_a_proximity_process_paused_within_max_lag_catches_up_without_a_stop(standing):
+def test_a_proximity_process_paused_within_max_lag_catches_up_without_a_stop(standing):  # noqa: F811 (the fixture)
     """Paused for half its max_lag: when it runs again, its check takes the samples that
     came meanwhile and decides on the newest; neither late nor stale."""
     with _suite(standing) as (processes, executor, watcher):
@@ -108,7 +108,7 @@ def test_a_proximity_process_paused_within_max_lag_catches_up_without_a_stop(sta
         assert not any(watcher.stops[before:])
 
 
-def test_a_proximity_process_paused_past_max_lag_stops_behind(standing):
+def test_a_proximity_process_paused_past_max_lag_stops_behind(standing):  # noqa: F811 (the fixture)
     with _suite(standing) as (processes, executor, watcher):
         _pause(executor, watcher, processes[PROCESS.name].pid, 3 * MAX_LAG)
         assert _stream(executor, watcher, lambda: watcher.counts.get('behind')), \
@@ -116,7 +116,7 @@ def test_a_proximity_process_paused_past_max_lag_stops_behind(standing):
         assert True in watcher.stops and watcher.counts['stale'] == 0, watcher.counts
 
 
-def test_the_chains_process_paused_is_stale_input_for_the_proximity_monitor(standing):
+def test_the_chains_process_paused_is_stale_input_for_the_proximity_monitor(standing):  # noqa: F811 (the fixture)
     """The chain stops writing samples: the proximity monitor, on time itself, finds the
     latest joint state aging, and stops `stale`, never `behind`."""
     with _suite(standing) as (processes, executor, watcher):
