@@ -169,7 +169,9 @@ def test_stale_joint_states_stop(rig):
     probe.keypoints = np.zeros((0, 3))  # nobody tracked
     assert until(executor, lambda: probe.stop() is False)
     probe.streaming = False
-    assert until(executor, lambda: stopped_with(probe, 'joint states stale'))
+    assert until(executor, lambda: stopped_with(probe, 'stale: joint states stale'))
+    assert until(executor, lambda: monitor.problems.counts['stale'] >= 1)
+    assert monitor.problems.counts['behind'] == 0
 
 
 def cube(centre, side=0.06, count=6) -> np.ndarray:

@@ -10,11 +10,14 @@ the base frame, `skeleton.frame` / `lidar.frame` with their pose as parameters, 
 (ros/sensor_frames.py).
 
 The check (~0.4-0.8 ms) runs `check_rate` times a second on the latest joint state, not on
-every 1 kHz sample: this node shares two cores with the 1 kHz detection chain. The check
-period and `max_lag` are added to `reaction_time` in the protective distance, S_p = v_h (T_r +
-T_s) + v_r T_r + B + C + Z with T_r = reaction_time + 1/check_rate + max_lag, since a body
-may come that much nearer before the next check sees it, and the check may decide on a pose
-up to max_lag old (older: the check stops, `behind`).
+every 1 kHz sample: this node shares two cores with the 1 kHz detection chain. It first takes
+the samples that wait (composed mode: ros/sample_feed.py `catch_up`), so a check that comes
+late decides on the newest pose, not on one its wake found. The check period and `max_lag`
+are added to `reaction_time` in the protective distance, S_p = v_h (T_r + T_s) + v_r T_r + B
++ C + Z with T_r = reaction_time + 1/check_rate + max_lag, since a body may come that much
+nearer before the next check sees it: a check may come up to max_lag late (later: it stops,
+`behind`, this node is late: core/contact/check_lateness.py), and decide on a pose up to
+max_lag old (older: it stops, `stale`, the input stopped).
 
 Outputs: stop (std_msgs/Bool, True = stop; reliable, transient local, on every change and as
 a heartbeat: a controller treats a missing heartbeat as stop), speed scale in [0, 1]
@@ -27,14 +30,18 @@ classification wants a hand at the contacted link, issue 29).
 The stop, the speed scale, their heartbeat and `~/reset` are the controller's contract,
 written once for this node and the collision detector (ros/stop_signal.py).
 
-Fail-safe: stop before the first joint state, when none came for `joint_state_timeout`
-(wall time), when the skeleton or clouds are stale (`body_timeout`, by stamps on the joint
-states' clock) or invalid (NaN keypoints, a wrong count, an empty cloud, an unknown frame:
-a clear message, counted on /diagnostics), and when the latest joint state is older than
-`max_lag` at a check beyond the clocks' constant offset (`behind`: core/chain/lag.py). A
-stop beside something that stays (the margin
-never clears) is released by `~/reset` (std_srvs/Trigger); after it the arm may only move
-away (core/contact/proximity.py: Reset).
+Fail-safe: stop before the first joint state; `stale` when none came for
+`joint_state_timeout` (wall time) or the latest is older than `max_lag` beyond the clocks'
+constant offset (core/chain/lag.py ClockLag): the input stopped (the chain paused or gone);
+`behind` when the check itself comes more than `max_lag` after it was due: this node is late
+(issue 35: a late check that finds fresh samples is not a stop, and a paused input is never
+`behind`); when the skeleton or clouds are stale (`body_timeout`, by stamps on the joint
+states' clock) or invalid (NaN keypoints, a wrong count, an empty cloud, an unknown frame: a
+clear message, counted on /diagnostics). Every stop is counted by its cause on /diagnostics
+(`behind`, `stale`, `fault`, `input`: the skeleton's or clouds', `near`), with the checks'
+lateness (`lag`: p50 / p99 / max since start). A stop beside something that stays (the
+margin never clears) is released by `~/reset` (std_srvs/Trigger); after it the arm may only
+move away (core/contact/proximity.py: Reset).
 
 Issue 19: a message stamped more than 1 s ahead of this node's clock is dropped and counted
 (core/chain/stamps.py: it never counts as fresh); clouds are decoded and clustered on a worker
@@ -46,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from typing import Callable
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
@@ -57,6 +65,7 @@ from visualization_msgs.msg import MarkerArray
 from contact_estimation.core.chain.lag import BEHIND, ClockLag
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.stamps import MAX_PAST
+from contact_estimation.core.contact.check_lateness import CheckLateness
 from contact_estimation.core.contact.lidar_fusion import (CloudConfig, CloudError, LidarFusion,
                                                           PoseHistory)
 from contact_estimation.core.contact.proximity import (CLUSTERS, COCO_17, DEFAULT_PARTS,
@@ -87,6 +96,10 @@ NAME = 'proximity_monitor'
 # After an unexpected error in a callback (ros/guard.py) the stop is held this long (s) past
 # the last one: what the node knows meanwhile is unknown; checks resume after it.
 FAULT_HOLD = 1.0
+# Why a stop was raised, counted on /diagnostics: the check came late (BEHIND), no fresh joint
+# state (STALE), an unexpected error (FAULT), the skeleton or clouds unusable (INPUT), a body
+# too near (NEAR).
+STALE, FAULT, INPUT, NEAR = 'stale', 'fault', 'input', 'near'
 
 def _part_rows(part: SegmentPart | BoxPart) -> tuple[Parameter, ...]:
     """`parts.<name>.*`: the size of one of core DEFAULT_PARTS, at its default."""
@@ -99,12 +112,15 @@ def _part_rows(part: SegmentPart | BoxPart) -> tuple[Parameter, ...]:
                       (0.005, 1.0), read_only=True),)
 
 
-# The latest joint state may be this old at a check: the monitor's process (nodes.yaml
-# `proximity`, its own since the estimators' work made it 50-67 ms late during pushes,
-# benchmarks/soak.py) takes the chain's samples every few ms, between its own cloud jobs,
-# whose open3d calls hold the interpreter up to ~26 ms. Added to the reaction time: 100 ms
-# would grow the protective distance by 16 cm more at 1.6 m/s, and then a person standing at
-# a table in the soak's cell was always too near.
+# A check may come this late, and the latest joint state be this old, before it stops
+# (`behind`, `stale`); added to the reaction time, so it is a trade-off: 100 ms would grow the
+# protective distance by 16 cm more at 1.6 m/s, and then a person standing at a table in the
+# soak's cell was always too near. Measured (benchmarks/proximity_load.py, 2 min, 2-core Xeon,
+# chain at SCHED_FIFO 40, a second job burning a core): with the 10 Hz 43 000-point cloud the
+# check's lateness is p50 0.1 / p99 72 / max 950 ms (17 `behind` stops); without it p99 1.2 ms:
+# the cloud worker's open3d/numpy calls, which hold the interpreter in this process, delay
+# the check, not the scheduler. No budget short enough for the protective distance covers
+# that, so it stays 50 ms until the cloud work leaves this process.
 PROXIMITY_MAX_LAG = 0.05  # s
 
 PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
@@ -113,10 +129,12 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
               read_only=True),
     Parameter('joint_state_timeout', 'no joint state for this long (wall time) → stop, s', 0.1,
               (1e-3, 10.0)),
-    Parameter('max_lag', 'the latest joint state older than this at a check (beyond the '
-              "constant offset between the driver's clock and this node's, learned) → stop "
-              "with the reason 'behind'; added to reaction_time, since the arm may have moved "
-              'that long since its pose, s', PROXIMITY_MAX_LAG,
+    Parameter('max_lag', "a check later than this after it was due → stop with the cause "
+              "'behind' (this node is late); the latest joint state older than this at a check "
+              "(beyond the constant offset between the driver's clock and this node's, "
+              "learned) → stop with the cause 'stale' (the input stopped); added to "
+              'reaction_time, since a body may come that much nearer and the arm may have '
+              'moved that long since its pose, s', PROXIMITY_MAX_LAG,
               (1e-3, 1.0), read_only=True),
     Parameter('display_rate', 'markers and part statuses per second, Hz (and on every change '
               'of a stop)', 5.0, (0.1, 100.0), read_only=True),
@@ -151,7 +169,11 @@ class ProximityMonitorNode(SuiteNode):
             self.fusion = LidarFusion(surfaces, PARAMETERS.build(CloudConfig, self.values()))
         self._joint_states = JointStateReader(self.robot.joint_names, model_order_only=True)
         self._history = PoseHistory(self.value('body_timeout'))  # joint states by stamp
-        self._lag = ClockLag(self.value('max_lag'))
+        self._age = ClockLag(self.value('max_lag'))  # the latest joint state's, beyond offset
+        self._lateness = CheckLateness(1.0 / self.value('check_rate'), self.value('max_lag'))
+        self._cause = ''                 # of the latest result's stop
+        # The samples that wait, taken before each check: set by ros/sample_feed.py.
+        self.catch_up: Callable[[], None] = lambda: None
         self._latest: tuple[JointSample, float] | None = None  # sample, arrival (seconds())
         self._t = 0.0                    # stamp of the latest joint state used (s)
         self._result: ProximityResult | None = None
@@ -343,38 +365,49 @@ class ProximityMonitorNode(SuiteNode):
 
     # ------------------------------------------------------------------ the check
     def _check(self) -> None:
-        """The check on the latest joint state, or a stop when there is none usable."""
+        """The check on the newest joint state, or a stop when there is none usable: the
+        samples that wait are taken first, then the check is judged on its own lateness
+        (behind) and on the joint state's age (stale)."""
+        self.catch_up()
         now = self.seconds()
+        late = self._lateness.check(now)
+        self.problems.values['lag'] = self._lateness.statistics.summary()
         self._take_clusters()
         fault = self.guard.last_fault  # on the steady clock, as the guard keeps it
         if fault is not None and self.steady() - fault[0] < FAULT_HOLD:
-            self._publish(self.monitor.fail(self._t, fault[1]))
+            self._fail(FAULT, fault[1])
+            return
+        if late:
+            self._fail(BEHIND, f'{BEHIND}: {late}')
             return
         if self._latest is None:
-            self._publish(self.monitor.fail(self._t, 'waiting for joint states'))
+            self._fail('', 'waiting for joint states')
             return
         sample, arrived = self._latest
-        if now - arrived > self.value('joint_state_timeout'):
-            reason = (f'joint states stale: none for {now - arrived:.3f} s '
-                      f'(joint_state_timeout {self.value("joint_state_timeout")} s)')
-            self.problems.report('stale_joint_states', reason)
-            self._publish(self.monitor.fail(self._t, reason))
-            return
-        reason = self._lag.check(self.stamp_clock(), sample.t)
-        if reason:
-            self.problems.report(BEHIND, reason)
-            self._publish(self.monitor.fail(self._t, f'{BEHIND}: {reason}'))
+        silent, age = now - arrived, self._age.update(self.stamp_clock(), sample.t)
+        if silent > self.value('joint_state_timeout') or age > self._age.max_lag:
+            self._fail(STALE, f'{STALE}: joint states stale: the latest arrived '
+                       f'{silent * 1e3:.0f} ms ago and is {age * 1e3:.0f} ms old beyond the '
+                       f'{self._age.offset * 1e3:.1f} ms clock offset (joint_state_timeout '
+                       f'{self.value("joint_state_timeout") * 1e3:g} ms, max_lag '
+                       f'{self._age.max_lag * 1e3:g} ms)')
             return
         self._t = sample.t
         start = self.steady()
         result = self.monitor.update(self._t, sample.q, sample.v)
         self.problems.values['check_time'] = f'{(self.steady() - start) * 1e3:.2f} ms'
+        self._cause = INPUT if result.problem else NEAR
         self._publish(result)
+
+    def _fail(self, cause: str, reason: str) -> None:
+        """Stop for `reason`, counted under `cause` if it raises the stop."""
+        self._cause = cause
+        self._publish(self.monitor.fail(self._t, reason))
 
     def fail_safe(self, reason: str) -> None:
         """An unexpected error in a callback (ros/guard.py): stop now; `_check` holds the
         stop for FAULT_HOLD s after the last such error."""
-        self._publish(self.monitor.fail(self._t, reason))
+        self._fail(FAULT, reason)
 
     # -------------------------------------------------------------------- outputs
     def _publish(self, result: ProximityResult) -> None:
@@ -409,8 +442,9 @@ class ProximityMonitorNode(SuiteNode):
         elif first:
             self.get_logger().info(f'stopped until the inputs arrive: {_reason(result)}')
         else:
-            self.problems.counts['stops'] += 1
-            self.get_logger().error(f'proximity stop: {_reason(result)}')
+            # Every stop is logged and counted by its cause (report() would throttle one).
+            self.problems.counts[self._cause] += 1
+            self.get_logger().error(f'proximity stop ({self._cause}): {_reason(result)}')
 
 
 def _reason(result: ProximityResult) -> str:

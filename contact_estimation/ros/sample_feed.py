@@ -9,6 +9,11 @@ take the stop's CPU, and a user plotting the residual would slow the stop. Here 
 every `PERIOD` takes the new samples in a batch (never a timer per sample), in stamp order,
 so the estimators see exactly the samples a replay hands them; a reader that falls more
 than the ring's capacity behind counts what it lost on /diagnostics (`samples_lost`).
+
+A node that decides at its own pace on the newest sample (the proximity monitor's check) has
+a `catch_up` attribute: the feed sets it to `take`, and the node calls it before it decides,
+so that a late wake decides on the samples that came meanwhile, whichever of its timers the
+executor runs first (issue 35).
 """
 from __future__ import annotations
 
@@ -47,9 +52,12 @@ class SampleFeed:
         self._latest: list = []  # the last sample taken
         # On the steady clock: the samples come at the machine's pace, whatever /clock does
         # (the simulated cobot's lockstep waits for the joint states relayed here).
-        node.create_timer(PERIOD, self._take, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        node.create_timer(PERIOD, self.take, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        if hasattr(node, 'catch_up'):
+            node.catch_up = self.take
 
-    def _take(self) -> None:
+    def take(self) -> None:
+        """Hand over (and relay) the samples written since the last take."""
         samples = self._reader.take()
         if samples:
             for receive in self._receivers:

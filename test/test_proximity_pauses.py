@@ -1,0 +1,125 @@
+"""The proximity monitor's `behind` means that it is late itself, and its input stopping is
+`stale` (issue 35): composed as `up` runs it, its process (nodes.yaml `proximity`) or the
+chain's is paused with SIGSTOP while a driver streams joint states and an empty skeleton
+(nobody tracked: nothing is near, so any stop is a fault of timing)."""
+import os
+import signal
+import time
+from contextlib import contextmanager
+
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseArray
+from std_msgs.msg import Bool
+
+from contact_estimation import manifest
+from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS
+from contact_estimation.ros.testing import composed_processes, ros_context, spinning
+from test_behind import CHAIN, TIMEOUT, Driver
+from test_behind import standing  # noqa: F401 (the fixture)
+
+PROXIMITY = manifest.node('proximity_monitor')
+PROCESS = next(p for p in manifest.composed() if PROXIMITY.name in p.nodes)
+# Far above what scheduling costs here, so that the pauses below decide, not the machine; the
+# heartbeat slow enough that a pause under MAX_LAG is not 3 missed beats (it would say stop).
+MAX_LAG = 0.3  # s
+OVERRIDES = {'max_lag': MAX_LAG, 'heartbeat_rate': 5.0}
+
+
+class Watcher:
+    """On the driver: sends an empty skeleton with each joint state, records the proximity
+    stop and its stop counts by cause (/diagnostics)."""
+
+    def __init__(self, driver: Driver):
+        self.driver = driver
+        self.stops: list[bool] = []
+        self.counts: dict[str, int] = {}
+        self.diagnostics = 0
+        self._skeleton = driver.create_publisher(PoseArray, PROXIMITY.topic('skeleton'),
+                                                 PIPELINE_QOS)
+        driver.create_subscription(Bool, PROXIMITY.topic('stop'),
+                                   lambda m: self.stops.append(m.data), STOP_QOS)
+        driver.create_subscription(DiagnosticArray, PROXIMITY.topic('diagnostics'),
+                                   self._on_diagnostics, PIPELINE_QOS)
+        self._sent = 0
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.name.lstrip('/') == PROXIMITY.name:
+                values = {kv.key: kv.value for kv in status.values}
+                self.counts = {k: int(values.get(k, 0)) for k in ('behind', 'stale', 'fault')}
+                self.diagnostics += 1
+
+    def send(self) -> None:
+        self.driver.send()
+        self._sent += 1
+        if self._sent % 20 == 0:  # 50 Hz
+            skeleton = PoseArray()
+            skeleton.header.stamp = self.driver.get_clock().now().to_msg()
+            skeleton.header.frame_id = 'panda_link0'
+            self._skeleton.publish(skeleton)
+
+
+def _stream(executor, watcher: Watcher, done, seconds: float = TIMEOUT) -> bool:
+    """Stream at ~1 kHz until `done()` (False after `seconds`)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        watcher.send()
+        executor.spin_once(timeout_sec=0.001)
+        if done():
+            return True
+    return False
+
+
+@contextmanager
+def _suite(standing):  # noqa: F811 (the fixture)
+    """The composed processes with the proximity monitor's OVERRIDES, streamed until
+    its stop clears; yields (processes, executor, watcher)."""
+    with composed_processes({PROXIMITY.name: OVERRIDES}) as processes, \
+            ros_context() as context:
+        driver = Driver(context, standing)
+        watcher = Watcher(driver)
+        with spinning(context, driver) as executor:
+            assert _stream(executor, watcher, lambda: watcher.stops and not watcher.stops[-1]
+                           and watcher.counts), \
+                f'the proximity stop did not clear: {[p.poll() for p in processes.values()]}'
+            yield processes, executor, watcher
+
+
+def _pause(executor, watcher: Watcher, pid: int, seconds: float) -> None:
+    """SIGSTOP `pid` for `seconds` while the driver streams."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        _stream(executor, watcher, lambda: False, seconds)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_a_proximity_process_paused_within_max_lag_catches_up_without_a_stop(standing):  # noqa: F811 (the fixture)
+    """Paused for half its max_lag: when it runs again, its check takes the samples that
+    came meanwhile and decides on the newest; neither late nor stale."""
+    with _suite(standing) as (processes, executor, watcher):
+        before = len(watcher.stops)
+        for _ in range(3):
+            _pause(executor, watcher, processes[PROCESS.name].pid, MAX_LAG / 2)
+            _stream(executor, watcher, lambda: False, 0.5)
+        seen = watcher.diagnostics
+        assert _stream(executor, watcher, lambda: watcher.diagnostics >= seen + 2)
+        assert watcher.counts == {'behind': 0, 'stale': 0, 'fault': 0}, watcher.counts
+        assert not any(watcher.stops[before:])
+
+
+def test_a_proximity_process_paused_past_max_lag_stops_behind(standing):  # noqa: F811 (the fixture)
+    with _suite(standing) as (processes, executor, watcher):
+        _pause(executor, watcher, processes[PROCESS.name].pid, 3 * MAX_LAG)
+        assert _stream(executor, watcher, lambda: watcher.counts.get('behind')), \
+            watcher.counts
+        assert True in watcher.stops and watcher.counts['stale'] == 0, watcher.counts
+
+
+def test_the_chains_process_paused_is_stale_input_for_the_proximity_monitor(standing):  # noqa: F811 (the fixture)
+    """The chain stops writing samples: the proximity monitor, on time itself, finds the
+    latest joint state aging, and stops `stale`, never `behind`."""
+    with _suite(standing) as (processes, executor, watcher):
+        _pause(executor, watcher, processes[CHAIN.name].pid, 3 * MAX_LAG)
+        assert _stream(executor, watcher, lambda: watcher.counts.get('stale')), watcher.counts
+        assert True in watcher.stops and watcher.counts['behind'] == 0, watcher.counts
