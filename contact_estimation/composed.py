@@ -79,9 +79,12 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
         if writes:
             _write_samples(nodes, handover, shared.source)
         if feeds:
-            nodes[0].closing(SampleFeed(nodes[0], handover, ring_name(nodes[0].get_namespace()),
-                                        tuple(t for t in shared.topics if t in fed),
-                                        shared.source, relays).close)
+            feed = SampleFeed(nodes[0], handover, ring_name(nodes[0].get_namespace()),
+                              tuple(t for t in shared.topics if t in fed), shared.source,
+                              relays)
+            nodes[0].closing(feed.close)
+            for node in nodes:
+                node.catch_up = feed.take
         unreceived = handover.unreceived()
         if unreceived:
             raise RuntimeError(f'composed: nobody in the process reads {unreceived}')

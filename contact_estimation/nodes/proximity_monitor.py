@@ -11,7 +11,7 @@ the base frame, `skeleton.frame` / `lidar.frame` with their pose as parameters, 
 
 The check (~0.4-0.8 ms) runs `check_rate` times a second on the latest joint state, not on
 every 1 kHz sample: this node shares two cores with the 1 kHz detection chain. It first takes
-the samples that wait (composed mode: ros/sample_feed.py `catch_up`), so a check that comes
+the samples that wait (composed mode: SuiteNode `catch_up`), so a check that comes
 late decides on the newest pose, not on one its wake found. The check period and `max_lag`
 are added to `reaction_time` in the protective distance, S_p = v_h (T_r + T_s) + v_r T_r + B
 + C + Z with T_r = reaction_time + 1/check_rate + max_lag, since a body may come that much
@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Callable
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
@@ -173,7 +172,6 @@ class ProximityMonitorNode(SuiteNode):
         self._lateness = CheckLateness(1.0 / self.value('check_rate'), self.value('max_lag'))
         self._cause = ''                 # of the latest result's stop
         # The samples that wait, taken before each check: set by ros/sample_feed.py.
-        self.catch_up: Callable[[], None] = lambda: None
         self._latest: tuple[JointSample, float] | None = None  # sample, arrival (seconds())
         self._t = 0.0                    # stamp of the latest joint state used (s)
         self._result: ProximityResult | None = None

@@ -17,10 +17,10 @@ _MIN_STEPS = 10     # steps in a period for a measurement
 
 
 class InputRateLog:
-    """`add_batch(samples)` for the samples handled (its stamp, s). The time settings in force are the
-    timed rows of `node.PARAMETERS` (a SuiteNode's) but those `unused()` names, and the
-    `derived()` durations by name (s) that no parameter gives. The last report is also on
-    /diagnostics (`time_settings`)."""
+    """`add_batch(samples)` for the samples handled (their stamps). The time settings in
+    force are the timed rows of `node.PARAMETERS` (a SuiteNode's) but those `unused()` names,
+    and the `derived()` durations by name (s) that no parameter gives. The last report is
+    also on /diagnostics (`time_settings`)."""
 
     def __init__(self, node, unused: Callable[[], Iterable[str]] = tuple,
                  derived: Callable[[], dict[str, float]] = dict):

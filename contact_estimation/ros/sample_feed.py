@@ -53,8 +53,6 @@ class SampleFeed:
         # On the steady clock: the samples come at the machine's pace, whatever /clock does
         # (the simulated cobot's lockstep waits for the joint states relayed here).
         node.create_timer(PERIOD, self.take, clock=Clock(clock_type=ClockType.STEADY_TIME))
-        if hasattr(node, 'catch_up'):
-            node.catch_up = self.take
 
     def take(self) -> None:
         """Hand over (and relay) the samples written since the last take."""

@@ -98,6 +98,9 @@ class SuiteNode(Node):
         self._closers: list[Callable[[], None]] = []
         self.raw_topics: set[str] = set()  # subscribed with raw=True: callbacks take bytes
         self.outputs: list[Output] = []    # made by `output`
+        # Takes the samples waiting for this node now (composed mode: the shared-memory
+        # feed's take, ros/sample_feed.py), e.g. before a check decides on the newest.
+        self.catch_up: Callable[[], None] = lambda: None
 
     def closing(self, close: Callable[[], None]) -> None:
         """Call `close` when this node is destroyed (threads, shared memory), the last
