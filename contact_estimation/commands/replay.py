@@ -145,7 +145,7 @@ def build(context, parameter_files: list[str], on_publish) -> Replay:
     replay = Replay(nodes, clock, on_publish)
     for node in nodes:
         replay.timers += node.timers
-        for subscription in node.subscriptions:
+        for subscription in (*node.subscriptions, *node.polled_subscriptions):
             replay.subscribers.setdefault(subscription.topic_name, []).append(
                 (subscription.callback, subscription.topic_name in node.raw_topics))
         for publisher in node.publishers:

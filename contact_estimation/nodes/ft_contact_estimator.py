@@ -102,7 +102,7 @@ class FtContactEstimatorNode(SuiteNode):
         self._point_pub = self.publisher('point', PointStamped)
         self._wrench_pub = self.publisher('wrench', WrenchStamped)
         self._marker_pub = self.publisher('markers', MarkerArray)
-        self.subscribe('ft_wrench', WrenchStamped, self._on_wrench, raw=True)
+        self.subscribe('ft_wrench', WrenchStamped, self._on_wrench, raw=True, polled=True)
         # Composed mode: every joint state and residual, taken on this node's thread.
         for key, on_message, on_sample in (
                 ('joint_state', self._on_joint_state, self.process_joint_state),

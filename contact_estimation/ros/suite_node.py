@@ -69,6 +69,8 @@ from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.node_main import StartupError
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, SERVICE_QOS
 
+POLL_PERIOD = 0.005  # s between takes of a polled subscription: its messages wait this long
+
 
 class SuiteNode(Node):
     """A node named in nodes.yaml: `spec` (its topics), `robot` (the shared robot parameters,
@@ -97,6 +99,8 @@ class SuiteNode(Node):
                                        hardware_id=self.robot.name, steady=self.steady)
         self._closers: list[Callable[[], None]] = []
         self.raw_topics: set[str] = set()  # subscribed with raw=True: callbacks take bytes
+        self.polled_subscriptions: list = []  # made by `subscribe(..., polled=True)`
+        self._poller: Node | None = None
         self.outputs: list[Output] = []    # made by `output`
         # Takes the samples waiting for this node now (composed mode: the shared-memory
         # feed's take, ros/sample_feed.py), e.g. before a check decides on the newest.
@@ -187,15 +191,50 @@ class SuiteNode(Node):
         return self.create_publisher(msg_type, self.spec.topic(key), qos)
 
     def subscribe(self, key: str, msg_type, callback, qos: QoSProfile = SENSOR_QOS,
-                  raw: bool = False):
+                  raw: bool = False, polled: bool = False):
         """A subscription to the topic nodes.yaml gives this node under `key` (best effort
         by default: it hears best-effort and reliable publishers alike); `raw`: the callback
-        gets the serialised bytes (ros/cdr.py decodes the 1 kHz ones cheaper than rclpy)."""
+        gets the serialised bytes (ros/cdr.py decodes the 1 kHz ones cheaper than rclpy).
+
+        `polled`, for a fast stream that no stop waits on (an F/T sensor at 1 kHz): the node
+        is not woken for each message; every POLL_PERIOD s it takes those received, in
+        order, each to `callback` (issue 35: at 1 kHz the wakes cost more than the work).
+        Such a subscription belongs to a node of its own that no executor spins,
+        `<name>_polled` in the graph, and is listed in `polled_subscriptions`."""
+        if polled:
+            return self._polled(key, msg_type, callback, qos, raw)
         subscription = self.create_subscription(msg_type, self.spec.topic(key), callback, qos,
                                                 raw=raw)
         if raw:
             self.raw_topics.add(subscription.topic_name)
         return subscription
+
+    def _polled(self, key: str, msg_type, callback, qos: QoSProfile, raw: bool):
+        if self._poller is None:
+            self._poller = Node(f'{self.get_name()}_polled', context=self.context,
+                                namespace=self.get_namespace(),
+                                start_parameter_services=False, enable_rosout=False)
+            self.closing(self._poller.destroy_node)
+            self.create_timer(POLL_PERIOD, self._take_polled)
+        topic = self.spec.topic(key)
+        subscription = self._poller.create_subscription(
+            msg_type, topic, self.guard.wrap(callback, topic), qos, raw=raw)
+        if raw:
+            self.raw_topics.add(subscription.topic_name)
+        self.polled_subscriptions.append(subscription)
+        return subscription
+
+    def _take_polled(self) -> None:
+        """Every message the polled subscriptions received since the last take, in order
+        (at most one queue's depth each)."""
+        for subscription in self.polled_subscriptions:
+            with subscription.handle:
+                for _ in range(subscription.qos_profile.depth):
+                    taken = subscription.handle.take_message(subscription.msg_type,
+                                                             subscription.raw)
+                    if taken is None:
+                        break
+                    subscription.callback(taken[0])
 
     def receive(self, key: str, msg_type, on_message: Callable, on_sample: Callable,
                 qos: QoSProfile = SENSOR_QOS,
