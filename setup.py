@@ -14,13 +14,14 @@ NODE_SCRIPTS = [
     'ft_contact_estimator',
     'contact_localizer',
     'proximity_monitor',
+    'sample_relay',
     'sim_cobot',
 ]
 
-# Composed mode (nodes.yaml `composed`): the chain's, the estimators' and the proximity
-# monitor's process (the same entry).
+# Composed mode (nodes.yaml `composed`): the chain's, the estimators', the proximity
+# monitor's and the relay's process (the same entry).
 COMPOSED_SCRIPTS = ['contact_estimation_chain', 'contact_estimation_estimation',
-                    'contact_estimation_proximity']
+                    'contact_estimation_proximity', 'contact_estimation_relay']
 
 # ROS 2 Python wheels (ros-python-wheels, Kilted) for machines without a ROS distribution.
 # Kept in an extra so that a ROS install, which provides these itself, does not pull them.

@@ -1,10 +1,11 @@
-"""Composed mode, the default: the core nodes of nodes.yaml in three processes, as ROS 2
+"""Composed mode, the default: the core nodes of nodes.yaml in four processes, as ROS 2
 component containers run nodes in C++.
 
     python -m contact_estimation.nodes contact_estimation_chain \
         --ros-args --params-file config/<node>.yaml ...
     python -m contact_estimation.nodes contact_estimation_estimation --ros-args ...
     python -m contact_estimation.nodes contact_estimation_proximity --ros-args ...
+    python -m contact_estimation.nodes contact_estimation_relay --ros-args ...
     (`contact-estimation up`, `ros2 launch contact_estimation contact_estimation.launch.py`)
 
 rclpy has no intra-process transport, so nodes in one process would still serialise, send
@@ -21,7 +22,7 @@ is a process of its own, with one executor, at real-time priority when asked (no
 estimators' clouds. The chain writes every sample into shared memory
 (core/chain/sample_ring.py); the other processes take them in batches (ros/sample_feed.py)
 and hand them to their nodes (the F/T estimator and the localizer; the proximity monitor),
-and the estimation process publishes the 1 kHz streams for anyone who subscribes. `build`
+and the relay's process publishes the 1 kHz streams for anyone who subscribes. `build`
 with every node (the replay) hands everything over by function call in one process: the
 same samples in the same order.
 """
@@ -61,15 +62,18 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
     shared = manifest.shared_samples()
     readers = {n for n in manifest.composed_nodes()
                if manifest.read_topics([n]) & set(shared.topics)}
-    source_here = shared.source in manifest.published_topics(names)
+    relays = shared_memory and set(names) == set(manifest.relaying_process().nodes)
+    # The relay publishes the source's topic too, but only ever from shared memory.
+    source_here = not relays and shared.source in manifest.published_topics(names)
     writes = shared_memory and source_here and not readers <= set(names)
-    feeds = shared_memory and not source_here and bool(readers & set(names))
-    relays = feeds and set(names) == set(manifest.relaying_process().nodes)
+    feeds = shared_memory and not source_here and (relays or bool(readers & set(names)))
     # The topics taken from shared memory: all (published here) or those read here.
     fed = set(shared.topics) if relays else set(shared.topics) & manifest.read_topics(names)
     handed_over = manifest.handed_over_topics(names)
-    if writes or feeds:
-        handed_over |= {shared.source} if writes else fed
+    if writes:
+        handed_over |= {shared.source}
+    elif feeds:
+        handed_over |= fed & manifest.read_topics(names)
     handover = Handover(handed_over, frozenset(shared.topics) if writes else frozenset())
     built: dict[str, SuiteNode] = {}
     try:

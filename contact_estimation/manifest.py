@@ -20,6 +20,7 @@ class NodeSpec:
     parameters: str  # relative to the package share directory
     publishes: dict[str, dict[str, str]] = field(default_factory=dict)
     subscribes: dict[str, dict[str, str]] = field(default_factory=dict)
+    composed_only: bool = False  # a part of composed mode (the relay), not run separately
 
     @property
     def executable(self) -> str:
@@ -149,6 +150,11 @@ def composed_nodes() -> tuple[str, ...]:
     return tuple(name for process in composed() for name in process.nodes)
 
 
+def process_of(node_name: str) -> ComposedSpec:
+    """The composed process that runs node `node_name` (the chain: the detector's)."""
+    return next(p for p in composed() if node_name in p.nodes)
+
+
 def composed_process(name: str) -> ComposedSpec | None:
     """The composed process named `name` (its executable); None for a node's name."""
     return next((p for p in composed() if p.name == name), None)
@@ -251,7 +257,7 @@ def processes(with_sim: bool, separate: bool = False) -> list[Process]:
     """What to start, one entry per process: the `selected` nodes, each composed process
     where its first node stands, unless `separate`."""
     if separate:
-        return list(selected(with_sim))
+        return [spec for spec in selected(with_sim) if not spec.composed_only]
     result: list[Process] = []
     for spec in selected(with_sim):
         process = next((p for p in composed() if spec.name in p.nodes), None)

@@ -21,7 +21,7 @@ from contact_estimation.ros.qos import STOP_QOS
 from contact_estimation.ros.spinning import spin_until
 from contact_estimation.ros.testing import composed_processes, ros_context, spinning
 
-CHAIN = next(p for p in manifest.composed() if p.realtime)
+CHAIN = manifest.process_of('collision_detector')
 LISTENER, DETECTOR = manifest.node('joint_state_listener'), manifest.node('collision_detector')
 TIMEOUT = 60.0
 

@@ -49,7 +49,8 @@ def test_up_reports_a_node_that_dies_and_stops_the_rest_on_ctrl_c(tmp_path):
         raise AssertionError('no report of the dead node:\n' + ''.join(lines))
     assert 'missing_model.yaml' in (tmp_path / 'logs' / 'residual_node.log').read_text()
     # Ctrl-C once the rest are running (each logs a line when it has started).
-    rest = [spec.name for spec in manifest.selected(with_sim=False) if spec.name != 'residual_node']
+    rest = [spec.name for spec in manifest.processes(False, separate=True)
+            if spec.name != 'residual_node']
     deadline = time.monotonic() + 60
     while not all(_has_started(tmp_path / 'logs' / f'{name}.log') for name in rest):
         assert time.monotonic() < deadline, f'not all of {rest} started'

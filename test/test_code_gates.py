@@ -123,7 +123,7 @@ def test_the_chains_process_loads_no_open3d_nor_mujoco():
     """The chain's nodes (nodes.yaml `realtime`) import neither the geometry nor the simulator:
     open3d alone costs the stop's process ~200 MiB and ~1.5 s of start-up."""
     from contact_estimation import manifest
-    chain = next(p for p in manifest.composed() if p.realtime)
+    chain = manifest.process_of('collision_detector')
     modules = [manifest.node(name).module for name in chain.nodes]
     code = (f'import sys, importlib; [importlib.import_module(m) for m in {modules!r}]; '
             "print(sorted({'open3d', 'mujoco'} & set(sys.modules)))")

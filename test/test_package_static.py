@@ -123,7 +123,7 @@ def test_rviz_without_the_viewer_packages_says_so_and_starts_the_nodes():
     assert any('rviz2 is not installed' in m for m in messages)
     assert any('robot_state_publisher is not installed' in m for m in messages)
     assert {a.kwargs['name'] for a in launched if 'name' in a.kwargs} == {
-        s.name for s in manifest.selected(False)}
+        s.name for s in manifest.processes(False, separate=True)}
 
 
 def _rviz_topics(tree) -> set[str]:
@@ -268,7 +268,7 @@ def test_launch_and_runner_start_the_same_nodes():
     from contact_estimation.launcher import node_command
     for sim in (True, False):
         launched = {n['name'] for n in _launched_nodes(str(sim).lower(), '', separate='true')}
-        assert launched == {s.name for s in manifest.selected(sim)}
+        assert launched == {s.name for s in manifest.processes(sim, separate=True)}
     for spec in manifest.nodes().values():
         cmd = node_command(spec.name)
         files = [cmd[i + 1] for i, a in enumerate(cmd) if a == '--params-file']

@@ -57,7 +57,7 @@ def record_live(robot: RobotModel, seconds: float, topic: str):
     in the order received (calibrate leaves out what is out of order, and after holes).
 
     The messages are taken as raw CDR bytes (ros/cdr.py) on rclpy's EventsExecutor
-    (ros/node_main.FastExecutor) into a deep queue, reliable when the publishers are: at
+    (`FastExecutor`, ros/node_main.py) into a deep queue, reliable when the publishers are: at
     1 kHz a Python SingleThreadedExecutor building message objects falls behind on a loaded
     machine, and a best-effort queue then loses samples (issue 35)."""
     import rclpy
