@@ -147,8 +147,13 @@ class JointStateListenerNode(SuiteNode):
         """Clean samples out: to the nodes that read them in this process (composed mode)
         first, then published while anyone subscribes. They feed the watchdog first: input
         that was stale is fresh again for the first of them, as the replay has it, not only
-        at the watchdog's next check."""
-        self._watchdog.feed(self.seconds())
+        at the watchdog's next check. On simulated time the newest stamp feeds it too (up to
+        input_timeout ahead): a simulator publishes its clock before the samples up to it,
+        and a clock that jumped past them while they were on their way is no stale input."""
+        now = self.seconds()
+        if self.simulated_time:
+            now = max(now, min(samples[-1].t, now + self._watchdog.timeout))
+        self._watchdog.feed(now)
         if self._stale is not False:
             self._judge_staleness()
         self._output.send_batch(samples, lambda sample: self._writer.write(

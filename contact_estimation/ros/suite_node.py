@@ -169,15 +169,20 @@ class SuiteNode(Node):
         """Now, s, on the clock of this node's watchdogs and schedules: simulated time under
         use_sim_time, else the steady clock (a step of the wall clock can neither fake nor
         hide a timeout)."""
-        if self._time_source.ros_time_is_active:  # a plain attribute; the clock's is a call
+        if self.simulated_time:  # a plain attribute; the clock's is a call
             ns = self.get_clock().now().nanoseconds  # 0: no /clock received yet
             return self._watchdog_clock.read('ros', ns * 1e-9 if ns else None)
         return self._watchdog_clock.read('monotonic', self.steady())
 
+    @property
+    def simulated_time(self) -> bool:
+        """The node runs on simulated time (use_sim_time): ROS time is the /clock's."""
+        return self._time_source.ros_time_is_active
+
     def stamp_clock(self) -> float:
         """Now, s, on the clock that stamps are judged on: ROS time (simulated time under
         use_sim_time, else the system clock, read without rclpy's Time object)."""
-        if self._time_source.ros_time_is_active:
+        if self.simulated_time:
             return self.get_clock().now().nanoseconds * 1e-9
         return time.time()
 
