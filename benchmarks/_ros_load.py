@@ -473,12 +473,19 @@ def table(header: str, rows: list[str]) -> str:
     return '\n'.join([header, rule, *rows])
 
 
-def cpu_table(run: Run, suite: tuple[str, ...] = ()) -> str:
-    """CPU use per process over the measured period, and as a ratio to the rclpy floor of
-    the same run; `suite`: the processes whose sum is the suite's (a last row)."""
+HARNESS = ('monitor', 'load publisher', FLOOR)  # the processes of Run.cpu not the suite's
+
+
+def suite_names(cpu: dict[str, float]) -> tuple[str, ...]:
+    """The suite's processes among those whose CPU a run measured."""
+    return tuple(name for name in cpu if name not in HARNESS)
+
+
+def cpu_table(run: Run) -> str:
+    """CPU use per process over the measured period, the suite's sum, and each as a ratio
+    to the rclpy floor of the same run."""
     base = run.cpu.get(FLOOR, float('nan'))
     rows = [(name, cpu) for name, cpu in run.cpu.items()]
-    if suite:
-        rows.append(('suite', sum(run.cpu[name] for name in suite)))
+    rows.append(('suite', sum(run.cpu[name] for name in suite_names(run.cpu))))
     return table('process              | CPU, % of one core | × floor',
                  [f'{name:20s} | {cpu:18.1f} | {cpu / base:7.2f}' for name, cpu in rows])

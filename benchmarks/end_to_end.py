@@ -42,8 +42,8 @@ from diagnostic_msgs.msg import DiagnosticArray
 from std_msgs.msg import Bool, Float64
 from tqdm import tqdm
 
-from _ros_load import (FLOOR, Contacts, second_job, LoadResult, Output, PandaStream, cpu_table,
-                       machine, run_load, table)
+from _ros_load import (Contacts, LoadResult, Output, PandaStream, cpu_table, machine,
+                       run_load, second_job, suite_names, table)
 from contact_estimation import manifest
 from contact_estimation.core.chain import residual
 from contact_estimation.core.chain.detector import (BEHIND, COLLISION, FAULT, STALE,
@@ -163,12 +163,7 @@ class ModeRun:
     @property
     def nodes_cpu(self) -> float:
         """CPU of the nodes' process(es), % of one core (not the monitor or the publisher)."""
-        return sum(cpu for name, cpu in self.cpu.items() if name in suite_processes(self.cpu))
-
-
-def suite_processes(cpu: dict[str, float]) -> tuple[str, ...]:
-    """The suite's processes among those measured (not the monitor, the driver or the floor)."""
-    return tuple(name for name in cpu if name not in ('monitor', 'load publisher', FLOOR))
+        return sum(cpu for name, cpu in self.cpu.items() if name in suite_names(self.cpu))
 
 
 def measure(mode: str, rate: float, duration: float, free_motion: bool,
@@ -224,7 +219,7 @@ def measure(mode: str, rate: float, duration: float, free_motion: bool,
     print('detector stops by cause: ' + ', '.join(f'{c} {n}' for c, n in causes.items())
           + f"; lag p50 / p99 / max since start: "
           f"{counters.values.get(detector.name, {}).get('lag', '-')}")
-    print(f'\n{cpu_table(run, suite_processes(run.cpu))}')
+    print(f'\n{cpu_table(run)}')
     return ModeRun(mode, stop, hold, lost, run.published, run.cpu, behind, other_sample,
                    run.priority)
 

@@ -63,11 +63,12 @@ from tqdm import tqdm
 from touch_classification import TOUCH_FORCE, TOUCH_HOLD, TOUCH_RAMP
 
 from _ros_load import (REALTIME_PRIORITY, DriverTopics, JointStream, Output, cpu_table, drive,
-                       machine, table)
+                       machine, second_job, table)
 from contact_estimation import manifest
 from contact_estimation.commands.demo import residual_matching_the_sim
 from contact_estimation.core.chain.contact_class import IMPACT as IMPACT_CLASS, TOUCH
-from contact_estimation.core.chain.detector import COLLISION
+from contact_estimation.core.chain.detector import BEHIND, COLLISION, FAULT, STALE
+from contact_estimation.core.chain.lag import MAX_LAG
 from contact_estimation.core.chain.stamps import nanoseconds
 from contact_estimation.core.contact.contact import Contact, contact_error
 from contact_estimation.core.identification.trajectory import make_trajectory
@@ -93,9 +94,9 @@ BALL = 0.03            # m, radius of an impact's ball
 LEAD, IMPACT = 0.05, 0.03  # s an impact's ball is in place before and after the link hits
 CANDIDATES = 40        # brushes tried per impact
 ONSET_FORCE = 1.0      # N: a contact begins at its first sample with more true force
-MAX_LAG = 0.02         # s: issue 26's max_lag
 HOLD_TIME = 0.1        # s: the detector releases the stop this long after a contact
-BEHIND = 'behind'      # collision event cause: the suite fell behind (issue 26)
+# Stops with no contact behind them (issue 35): the detector's causes other than a collision.
+CAUSELESS = (BEHIND, STALE, FAULT)
 PARKED = np.array([0.0, 0.0, -100.0])  # m: where a ball waits, out of reach
 MOTION = {'type': 'smooth_random', 'seed': 3, 'speed_scale': 0.4, 'amplitude': 0.5}
 DETECTOR, RESIDUAL = manifest.node('collision_detector'), manifest.node('residual_node')
@@ -395,7 +396,7 @@ def suite_processes(pid: int, timeout: float = 30.0) -> dict[str, int]:
 
 
 def live(recording: Recording, parameters: str, out: str, subscriber: bool,
-         priority: int) -> LiveRun:
+         priority: str) -> LiveRun:
     """`contact-estimation up` with `parameters`, the recording played at 1 kHz by a
     real-time driver, the outputs heard here (and the residual by a user's plot)."""
     stream = recording.stream
@@ -410,7 +411,7 @@ def live(recording: Recording, parameters: str, out: str, subscriber: bool,
                for topic, (kind, callback) in seen.handlers(
                    lambda spec, key: spec.topic(key)).items()]
     command = [sys.executable, '-m', 'contact_estimation', 'up', '--config', parameters,
-               '--log-dir', os.path.join(out, 'logs'), '--priority', str(priority)]
+               '--log-dir', os.path.join(out, 'logs'), '--priority', priority]
     suite = subprocess.Popen(command)
     spawn = multiprocessing.get_context('spawn')
     ready, stop, results = spawn.Event(), spawn.Event(), spawn.Queue()
@@ -616,8 +617,9 @@ def report(recording: Recording, live_run: LiveRun, live_scored: list[Scored],
              ('live − replay, p50 / p95 / max, ms', '', _ms(delays, 50, 95, 100)),
              (f'late: > replay + {MAX_LAG * 1e3:.0f} ms, no behind stop first', '',
               str(sum(late(lv, rp) for lv, rp in zip(live_scored, replayed)))),
-             (f'`{BEHIND}` stops', '',
-              str(sum(cause == BEHIND for _, _, cause, _ in live_run.seen.events)))]
+             ('stops with no contact: ' + ' / '.join(f'`{c}`' for c in CAUSELESS), '',
+              ' / '.join(str(sum(cause == c for _, _, cause, _ in live_run.seen.events))
+                         for c in CAUSELESS))]
     for label in ESTIMATORS:
         rows.append((f'{label}: right link, point median, first estimate p50',
                      _estimator(replayed, label), _estimator(live_scored, label)))
@@ -661,9 +663,11 @@ def main(argv=None) -> int:
     runs.add_argument('--no-subscriber', action='store_const', const=(False,), dest='runs',
                       help='only the run without')
     parser.add_argument('--out', default='out/live_vs_replay', help='folder for the bags')
-    parser.add_argument('--priority', type=int, default=0, metavar='N',
-                        help="`up --priority N`: the suite at SCHED_FIFO N, below the driver's "
-                             '50, as the README advises; 0: normal priority')
+    parser.add_argument('--priority', default='auto', metavar='N',
+                        help="`up --priority N`: what raises a stop at SCHED_FIFO N, below the "
+                             "driver's 50; auto (up's default): 40 where allowed; 0: normal")
+    parser.add_argument('--second-job', action='store_true',
+                        help='another program taking one core at normal priority meanwhile')
     parser.add_argument('--seed', type=int, default=0, help='of the contacts drawn')
     parser.add_argument('--touch', action='store_true',
                         help='touch.enabled in both runs, and every third contact a hand\'s '
@@ -699,7 +703,8 @@ def main(argv=None) -> int:
     for subscriber in args.runs or (False, True):
         out = os.path.join(args.out, SUBSCRIBER_RUNS[subscriber].replace(' ', '_'))
         os.makedirs(out, exist_ok=True)
-        live_run = live(recording, parameters, out, subscriber, args.priority)
+        with second_job(args.second_job):
+            live_run = live(recording, parameters, out, subscriber, args.priority)
         inputs = os.path.join(out, 'inputs')
         write_inputs(robot, recording.stream, live_run.run.stamps, inputs)
         replayed = replay(inputs, parameters, out)
