@@ -6,10 +6,10 @@ Each node runs `python -m contact_estimation.nodes <name> --ros-args -r __node:=
 sections for several nodes works; config/robot.yaml's `/**` section gives every node the
 robot (after the nodes' files: rcl applies sections in the order their names first appear,
 and `-p` values join the `/**` one, so they win over the nodes' files).
-In composed mode (the default) the core nodes run in three processes (nodes.yaml `composed`),
+In composed mode (the default) the core nodes run in four processes (nodes.yaml `composed`),
 `python -m contact_estimation.nodes contact_estimation_chain --ros-args --params-file
 config/<node>.yaml ... --params-file config/robot.yaml [--params-file EXTRA]` and the same
-for contact_estimation_estimation and contact_estimation_proximity: each node takes its own
+for contact_estimation_estimation, _proximity and _relay: each node takes its own
 section of every file, by name.
 (contact_estimation/nodes/__main__.py: a process stopped while it still imports exits
 quietly with code 0.)

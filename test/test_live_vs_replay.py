@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from contact_estimation.core.chain.lag import MAX_LAG
+
 ROOT = Path(__file__).resolve().parents[1]
 CONTACT_ROW = re.compile(r'^ +(\d) \| (push|impact|touch) +\| (panda_link[2-7]) +\|(.*)$',
                          re.MULTILINE)
@@ -35,7 +37,8 @@ def test_two_contacts_give_a_complete_comparison(tmp_path):
     assert '2 contacts (1 pushes, 1 impacts' in out
     for row in ('pushes: stopped, stop after onset', 'impacts: stopped, stop after onset',
                 'the same stop sample as the replay', 'live − replay, p50 / p95 / max',
-                'late: > replay + 20 ms, no behind stop first', '`behind` stops',
+                f'late: > replay + {MAX_LAG * 1e3:.0f} ms, no behind stop first',
+                'stops with no contact: `behind` / `stale_input` / `node_fault`',
                 'localizer: right link, point median', 'F/T: right link, point median'):
         assert row in out, row
     assert "the user's residual plot" not in out  # --no-subscriber: one run, without

@@ -4,7 +4,7 @@ First, as a user does for a real arm, it identifies the arm's model and calibrat
 detector's thresholds from recordings of the simulated arm's free motion (joint states only:
 demo_model.py, `identify fit`'s and `calibrate`'s code), writes their files in `--out`, and
 gives the suite those instead of the simulator's friction and the shipped thresholds. Then it
-starts the simulated cobot and the core nodes composed in three processes (as `ros2 launch ...
+starts the simulated cobot and the core nodes composed in four processes (as `ros2 launch ...
 sim:=true` would; with --separate one process per node, as `separate:=true`), every node on
 the simulator's clock (use_sim_time: a machine that cannot keep up slows the whole graph
 together, with no gap in the stamps), and listens to every topic they declare until the
@@ -435,7 +435,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--out', default='out/demo', help='folder for the plot and node logs')
     parser.add_argument('--separate', action='store_true',
                         help='one process per node, as `contact-estimation up --separate`, '
-                             'instead of the core nodes composed in three processes')
+                             'instead of the core nodes composed in four processes')
     parser.add_argument('--namespace', default='', metavar='NS',
                         help='run the simulated arm and its suite in ROS namespace NS')
     args = parser.parse_args(argv)

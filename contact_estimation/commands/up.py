@@ -27,9 +27,10 @@ def main(argv: list[str]) -> int:
                              '/diagnostics stays global): one suite per arm in one graph')
     parser.add_argument('--separate', action='store_true',
                         help='one process per node (e.g. for nodes on other machines) instead '
-                             'of the core nodes composed in three processes, the chain, '
-                             'the estimators and the proximity monitor (less CPU and '
-                             'latency, the same nodes, parameters and topics)')
+                             'of the core nodes composed in four processes, the chain, '
+                             'the estimators, the proximity monitor and the relay of the '
+                             '1 kHz streams (less CPU and latency, the same nodes, '
+                             'parameters and topics)')
     parser.add_argument('--priority', default='auto', metavar='N',
                         help='run the processes that raise a stop at real-time priority N '
                              'and below (SCHED_FIFO, chrt -f, 1-99; nodes.yaml `realtime`), '
