@@ -40,6 +40,9 @@ from contact_estimation.ros.sample_feed import SampleFeed
 from contact_estimation.ros.suite_node import SuiteNode
 
 
+SOURCE_NODE = 'joint_state_listener'  # takes the driver's messages for its process
+
+
 def node_class(name: str) -> type[SuiteNode]:
     """The SuiteNode subclass that node module `name` defines (one per module)."""
     module = importlib.import_module(manifest.node(name).module)
@@ -89,6 +92,10 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
             nodes[0].closing(feed.close)
             for node in nodes:
                 node.catch_up = feed.take
+        listener = next((n for n in nodes if n.get_name() == SOURCE_NODE), None)
+        if listener is not None:  # the chain: what waits is the driver's messages
+            for node in nodes:
+                node.catch_up = listener.take_waiting
         unreceived = handover.unreceived()
         if unreceived:
             raise RuntimeError(f'composed: nobody in the process reads {unreceived}')

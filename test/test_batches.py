@@ -56,7 +56,7 @@ def _published(context, recording, batch_sizes) -> list:
             size = 1 if batch_sizes is None else int(batch_sizes[k % len(batch_sizes)])
             batch = recording[k:k + size]
             run.step(batch[-1][0])
-            listener._take_waiting([raw for _, raw in batch])
+            listener.take_waiting([raw for _, raw in batch])
             k += size
     finally:
         run.close()

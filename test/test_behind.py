@@ -124,8 +124,8 @@ def _queue_while_not_spinning(driver: Driver, seconds: float, push_from: float =
 def test_a_backlog_within_max_lag_is_caught_up_with_no_stop(context, standing):
     """The chain not run for 80 ms while its input streams (a scheduling hiccup, longer
     than the listener's input_timeout: its watchdog takes what is waiting first), with
-    max_lag at its ceiling so that a loaded machine cannot make the test fail: the backlog
-    is decided in a batch, and nothing stops."""
+    max_lag at its ceiling and the heartbeat's silence at 3 s so that a loaded machine
+    cannot make the test fail: the backlog is decided in a batch, and nothing stops."""
     def test(executor, driver):
         assert _stream_until(executor, driver, lambda: driver.stops and not driver.stops[-1])
         driver.causes.clear()
@@ -136,7 +136,7 @@ def test_a_backlog_within_max_lag_is_caught_up_with_no_stop(context, standing):
             count = len(driver.stops)
         assert not any(driver.stops[cleared:]), driver.causes
         assert set(driver.causes) <= {'cleared'}, driver.causes
-    _run(context, standing, test, max_lag=1.0, input_timeout=1.0)
+    _run(context, standing, test, max_lag=1.0, input_timeout=1.0, heartbeat_rate=1.0)
 
 
 def test_a_backlog_past_max_lag_is_behind_before_any_late_collision(context, standing):

@@ -121,7 +121,7 @@ class CollisionDetectorNode(SuiteNode):
         self._q_stamp = seconds_to_stamp(0.0)       # stamp of the message they came in
         self._stamp = seconds_to_stamp(0.0)         # stamp of the latest residual
         self._published: DetectorState | None = None
-        self._decided_at = -np.inf                  # `now` of the latest batch
+        self._decided_at = -np.inf                  # the time the latest sample was decided at
         self._shown_joints: tuple[int, ...] = ()
         self._rate = InputRateLog(self, self._unused_time_settings)
 
@@ -190,9 +190,10 @@ class CollisionDetectorNode(SuiteNode):
         sample (core/chain/lag.py: a backlog is caught up, and stops only past `max_lag`),
         then each sample to the detector and the reaction (`_decide`), exactly as one by one:
         each at the time it would have been decided on had it come alone, this node's `now`
-        less how much newer the batch's newest sample is (never before the previous batch),
+        less how much newer the batch's newest sample is (never before the previous sample),
         so that the input timeout, the hold and f_S run as in the replay, where `now` is the
-        stamp.
+        stamp. On simulated time the stamps are on the node's clock: each is its own time
+        (a simulator's clock may reach this node before the samples up to it do).
 
         The residual node calls this directly in composed mode with every sample of its
         wake; `_on_residual` otherwise.
@@ -202,10 +203,11 @@ class CollisionDetectorNode(SuiteNode):
                                                             samples[-1].t))
         self.problems.traffic['residuals_received'] += len(samples)
         self._rate.add_batch(samples)
-        newest, previous = samples[-1].t, self._decided_at
+        newest, simulated = samples[-1].t, self.simulated_time
         for sample in samples:
-            self._decide(max(now - (newest - sample.t), previous), sample)
-        self._decided_at = now
+            at = sample.t if simulated else now - (newest - sample.t)
+            self._decided_at = max(at, self._decided_at)
+            self._decide(self._decided_at, sample)
         self.stop_signal.watching()
 
     def _decide(self, now: float, sample: JointSample) -> None:
@@ -273,7 +275,9 @@ class CollisionDetectorNode(SuiteNode):
 
     def _on_watchdog(self) -> None:
         """The fail-safe clock: input timeout and hold-time release even without input; the
-        lag's p50 / p99 / max since start on /diagnostics."""
+        lag's p50 / p99 / max since start on /diagnostics. The samples waiting for this
+        process are taken first (`catch_up`): a late wake is not stale input."""
+        self.catch_up()
         self.problems.values['lag'] = self._lag.statistics.summary()
         now = self.seconds()
         state = self.detector.state(now)

@@ -104,13 +104,15 @@ class JointStateListenerNode(SuiteNode):
 
     # ----------------------------------------------------------------- messages
     def _on_joint_states(self, raw: bytes) -> None:
-        """A driver message, and every other already received (`_take_waiting`)."""
-        self._take_waiting([raw])
+        """A driver message, and every other already received (`take_waiting`)."""
+        self.take_waiting([raw])
 
-    def _take_waiting(self, batch: list[bytes]) -> None:
+    def take_waiting(self, batch: list[bytes] = ()) -> None:
         """`batch` and the messages queued behind it, up to MAX_BATCH, in arrival order (the
         executor then finds them taken; a replay, which calls the callback itself, has
-        none), conditioned and passed on as one batch."""
+        none), conditioned and passed on as one batch. The chain's other nodes take what
+        waits through it before their watchdogs judge (SuiteNode.catch_up)."""
+        batch = list(batch)
         with self._subscription.handle:
             while len(batch) < MAX_BATCH:
                 taken = self._subscription.handle.take_message(JointState, True)
@@ -165,7 +167,7 @@ class JointStateListenerNode(SuiteNode):
     def _check_watchdog(self) -> None:
         """Stale when no valid sample came for input_timeout: judged after taking what is
         waiting, so that this node waking late is never taken for its input stopping."""
-        self._take_waiting([])
+        self.take_waiting()
         self._judge_staleness()
 
     def _judge_staleness(self) -> None:
