@@ -11,8 +11,10 @@ chain runs at SCHED_FIFO 40, the estimation and proximity processes at normal pr
 second job burns one core at normal priority (a Python busy loop pinned to the last core), as
 on the user's 2-core machine. Reported from the proximity monitor's last /diagnostics: its
 stops by cause (behind: its check came more than max_lag after it was due; stale: no fresh
-joint state; fault), the checks' lateness (p50 / p99 / max since start) and its check's cost;
-and every process's CPU as a ratio to the rclpy floor of the same run.
+joint state; fault), the checks' lateness (p50 / p99 / max since start) and its check's cost,
+its cloud worker's state (ros/cloud_process.py: a process of its own, whose start-up time and
+clouds processed and dropped it reports); and every process's CPU, with its child processes'
+(the cloud workers), as a ratio to the rclpy floor of the same run.
 """
 from __future__ import annotations
 
@@ -99,7 +101,8 @@ def run(minutes: float, stress: bool, cloud: bool) -> str:
               + ' | check lag p50 / p99 / max | check time',
               [' ' * 7 + ' | '.join(f'{values.get(c, "0"):>6s}' for c in CAUSES)
                + f' | {values.get("lag", "?"):>25s} | {values.get("check_time", "?")}']),
-        f'the proximity monitor runs in `{process}`',
+        f'the proximity monitor runs in `{process}`; its cloud worker: '
+        f'{values.get("cloud_worker", "?")}',
         cpu_table(load, tuple(p.name for p in manifest.composed()))])
 
 
