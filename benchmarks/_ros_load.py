@@ -63,14 +63,14 @@ def machine() -> str:
 
 
 class CpuClock:
-    """CPU time (user + system, s) a process and its child processes have used (a node's
-    cloud worker, ros/cloud_process.py: the live ones, and those it has waited for), from
-    /proc/<pid>/stat and /proc/<pid>/task/*/children."""
+    """CPU time (user + system, s) a process has used, with its child processes' (a node's
+    cloud worker, ros/cloud_process.py: the live ones, and those it has waited for) unless
+    not `children`, from /proc/<pid>/stat and /proc/<pid>/task/*/children."""
 
     TICK = os.sysconf('SC_CLK_TCK')
 
-    def __init__(self, pid: int):
-        self.pid = pid
+    def __init__(self, pid: int, children: bool = True):
+        self.pid, self.children = pid, children
 
     def read(self) -> float:
         return self._tree(self.pid)
@@ -82,6 +82,8 @@ class CpuClock:
         except FileNotFoundError:  # a child that has just exited
             return 0.0
         # utime, stime, cutime, cstime: fields 14-17 of proc(5)
+        if not self.children:
+            return (int(fields[11]) + int(fields[12])) / self.TICK
         seconds = sum(int(x) for x in fields[11:15]) / self.TICK
         for task in os.listdir(f'/proc/{pid}/task'):
             try:
@@ -449,7 +451,9 @@ def _publish(stream: JointStream, topics: DriverTopics, duration: float, warmup:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f'no subscriber on {topics.joint_states}')
                 time.sleep(0.05)
-            clocks = {name: CpuClock(pid) for name, pid in pids.items()}
+            # The monitor started the nodes' processes: its own CPU only.
+            clocks = {name: CpuClock(pid, children=name != 'monitor')
+                      for name, pid in pids.items()}
             clocks['load publisher'] = CpuClock(os.getpid())
             run = Run(priority=priority)
             period, start = 1.0 / stream.rate, time.monotonic()

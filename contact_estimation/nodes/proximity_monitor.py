@@ -39,9 +39,10 @@ constant offset (core/chain/lag.py ClockLag): the input stopped (the chain pause
 states' clock) or invalid (NaN keypoints, a wrong count, an empty cloud, an unknown frame: a
 clear message, counted on /diagnostics). Every stop is counted by its cause on /diagnostics
 (`behind`, `stale`, `fault`, `input`: the skeleton's or clouds', `near`), with the checks'
-lateness (`lag`: p50 / p99 / max since start). A stop beside something that stays (the
-margin never clears) is released by `~/reset` (std_srvs/Trigger); after it the arm may only
-move away (core/contact/proximity.py: Reset).
+lateness (`lag`: p50 / p99 / max since start) and how old the clouds are when their objects
+reach the check (`cloud_age`, from their stamps: the worker's time and its waits). A stop
+beside something that stays (the margin never clears) is released by `~/reset`
+(std_srvs/Trigger); after it the arm may only move away (core/contact/proximity.py: Reset).
 
 Issue 19: a message stamped more than 1 s ahead of this node's clock is dropped and counted
 (core/chain/stamps.py: it never counts as fresh); clouds are decoded and clustered in a
@@ -65,7 +66,7 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.chain.lag import BEHIND, ClockLag
+from contact_estimation.core.chain.lag import BEHIND, ClockLag, LagStatistics
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.stamps import MAX_PAST
 from contact_estimation.core.contact.check_lateness import CheckLateness
@@ -173,6 +174,7 @@ class ProximityMonitorNode(SuiteNode):
         self._history = PoseHistory(self.value('body_timeout'))  # joint states by stamp
         self._age = ClockLag(self.value('max_lag'))  # the latest joint state's, beyond offset
         self._lateness = CheckLateness(1.0 / self.value('check_rate'), self.value('max_lag'))
+        self._cloud_age = LagStatistics()  # of each cloud's stamp when its objects arrive
         self._cause = ''                 # of the latest result's stop
         # The samples that wait, taken before each check: set by ros/sample_feed.py.
         self._latest: tuple[JointSample, float] | None = None  # sample, arrival (seconds())
@@ -322,6 +324,8 @@ class ProximityMonitorNode(SuiteNode):
         self.problems.values['cloud_worker'] = self._clouds.status()
         if result is None:
             return
+        self._cloud_age.add(max(self.stamp_clock() - result.t, 0.0))
+        self.problems.values['cloud_age'] = self._cloud_age.summary()
         if result.failed is not None:
             self.guard.failed('the cloud worker', result.failed)
         elif result.rejected is not None:

@@ -34,11 +34,16 @@ process group of its own (Ctrl-C in a terminal reaches the node, which ends it),
 kernel kills it when the node's thread that started it ends (PR_SET_PDEATHSIG): no orphan
 when the node is killed.
 
-Supervision, in `take` and `submit`: a worker that exits, or gives no answer HANG_TIMEOUT s
-after it was handed a cloud (START_TIMEOUT s to start), is killed, reported on the node's
-/diagnostics (counted as `cloud_worker_died` / `cloud_worker_hung`, `cloud_worker` says
-what it is doing; `fault` is set until a new worker is ready) and started again, after a
-pause that doubles from RESTART_PAUSE up to MAX_RESTART_PAUSE while it keeps failing.
+Supervision, in `take` and `submit`: a worker that exits, or hangs, is killed, reported on
+the node's /diagnostics (counted as `cloud_worker_died` / `cloud_worker_hung`,
+`cloud_worker` says what it is doing; `fault` is set until a new worker is ready) and
+started again, after a pause that doubles from RESTART_PAUSE up to MAX_RESTART_PAUSE while
+it keeps failing. Hung is judged on the worker's CPU time (/proc), not on the wall clock
+alone: a worker that has not answered HANG_TIMEOUT s after it was handed a cloud hangs if
+it used no CPU in the last HANG_TIMEOUT s (stopped, or waiting on something that never
+comes) or more than HANG_TIMEOUT s of CPU on that cloud (START_TIMEOUT to start); one that
+is slow because the machine is busy is left to finish, since a new one would first spend
+seconds of CPU starting.
 Meanwhile no obstacles come: the clouds grow stale and the node's rules for stale clouds
 apply (the proximity monitor stops while the clusters are what it checks against).
 `close` (destroy_node, on Ctrl-C or SIGTERM) ends the worker within a second.
@@ -74,15 +79,16 @@ from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.ros.conversions import CloudLayout, xyz_layout
 from contact_estimation.ros.sensor_frames import IDENTITY, points_in_base_frame
 
-# A worker that gives no answer this long after it was handed a cloud is hung: killed and
-# started again (s). A 10 000-point cloud (`cloud.budget_points`) takes 10-100 ms.
+# A worker that has not answered this long after it was handed a cloud, and used no CPU in
+# as long or more CPU than this on the cloud, hangs: killed and started again (s). A 10 000-
+# point cloud (`cloud.budget_points`) takes 10-100 ms of CPU.
 HANG_TIMEOUT = 2.0
-# ... and one not ready this long after it was started (s): it takes ~2.5 s (module doc).
-START_TIMEOUT = 30.0
+START_TIMEOUT = 30.0      # s of CPU to start, for the same judgement (it takes ~2.5 s)
 RESTART_PAUSE = 0.5       # s before the first restart after a fault; doubles while failing
 MAX_RESTART_PAUSE = 30.0  # s
 _HEADER = struct.Struct('!Q')  # the length of each pickled frame on the socket
 _PR_SET_PDEATHSIG = 1
+_TICK = os.sysconf('SC_CLK_TCK')
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,7 @@ class CloudProcess:
         self._inbox = bytearray()
         self._state = 'down'
         self._since = 0.0         # when the state or the last sign of life began (monotonic)
+        self._cpu = (0.0, 0.0, 0.0)  # the worker's CPU time then, at its last reading, when
         self._rest_until = 0.0
         self._pause = RESTART_PAUSE
         self._startup = float('nan')
@@ -252,13 +259,27 @@ class CloudProcess:
             self._died(f'failed on its socket: {err}')
         if not alive:
             return
-        limit = START_TIMEOUT if self._state == 'starting' else HANG_TIMEOUT
-        if self._state in ('starting', 'busy') and now - self._since > limit:
-            self._fault('cloud_worker_hung', f'gave no answer {now - self._since:.1f} s after '
-                        + ('it was started' if self._state == 'starting'
-                           else 'it was handed a cloud'))
+        if self._state in ('starting', 'busy'):
+            self._judge(now)
         elif self._state == 'idle' and self._waiting is not None and now >= self._rest_until:
             self._hand_over(now)
+
+    def _judge(self, now: float) -> None:
+        """Whether the worker, which owes an answer since `_since`, hangs (module doc)."""
+        first, last, when = self._cpu
+        if now - when < HANG_TIMEOUT:
+            return
+        cpu = _cpu_seconds(self._process.pid)
+        limit = START_TIMEOUT if self._state == 'starting' else HANG_TIMEOUT
+        doing = 'starting' if self._state == 'starting' else 'on a cloud'
+        if cpu == last:
+            self._fault('cloud_worker_hung', f'made no progress (no CPU in the last '
+                        f'{now - when:.1f} s, {doing} for {now - self._since:.1f} s)')
+        elif cpu - first > limit:
+            self._fault('cloud_worker_hung', f'used {cpu - first:.1f} s of CPU {doing} (more '
+                        f'than {limit:g} s)')
+        else:
+            self._cpu = (first, cpu, now)
 
     def _receive(self, now: float) -> bool:
         """Take the frames the worker sent; False when it has gone (reported)."""
@@ -272,6 +293,7 @@ class CloudProcess:
                 return False
             self._inbox += chunk
             self._since = now  # a sign of life: a large answer comes in pieces
+            self._cpu = (self._cpu[0], self._cpu[1], now)
         while len(self._inbox) >= _HEADER.size:
             (size,) = _HEADER.unpack_from(self._inbox)
             if len(self._inbox) < _HEADER.size + size:
@@ -303,6 +325,8 @@ class CloudProcess:
         frame = pickle.dumps((job, size), protocol=pickle.HIGHEST_PROTOCOL)
         self._socket.sendall(_HEADER.pack(len(frame)) + frame)  # small: never blocks
         self._state, self._since = 'busy', now
+        cpu = _cpu_seconds(self._process.pid)
+        self._cpu = (cpu, cpu, now)
 
     def _map(self, size: int) -> None:
         """The memfd mapped with room for `size` bytes (grown by whole MiB)."""
@@ -345,6 +369,7 @@ class CloudProcess:
         self._socket, self._inbox = ours, bytearray()
         self._state = 'starting'
         self._started = self._since = time.monotonic()
+        self._cpu = (0.0, 0.0, self._since)
         self._pause = min(2 * self._pause, MAX_RESTART_PAUSE) if self.restarts else self._pause
 
     def _stop(self, kill: bool) -> None:
@@ -373,6 +398,16 @@ def _wait(process: subprocess.Popen, timeout: float) -> None:
             process.wait(timeout / 2)
         except subprocess.TimeoutExpired:
             pass
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system, s) process `pid` has used, from /proc; 0 once it is gone."""
+    try:
+        with open(f'/proc/{pid}/stat', encoding='ascii') as f:
+            fields = f.read().rsplit(')', 1)[1].split()  # after "pid (comm)"
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK  # fields 14, 15 of proc(5)
 
 
 def _children_at_normal_priority() -> None:
