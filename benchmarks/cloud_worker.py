@@ -6,11 +6,11 @@ node's side of a cloud, and the round trip, for the Panda and the proximity moni
 Start-up: from the CloudProcess's construction to the worker's first answer (it imports
 open3d and pinocchio and builds the robot's link surfaces), the time the constructor holds
 the node's thread (a start, or a restart from the check), and the worker's memory once
-ready. Per cloud (a 43 000-point cell, benchmarks/soak.py `cell_cloud`, at the node's
-`cloud.budget_points`): how long `submit` holds the node's thread (the bytes into the
-memfd), the worker's CPU, the time from `submit` to the result being taken (polled every
-1 ms, as no check does: the node takes it at its next check), and the same cloud processed
-in the node's thread, as a replay does.
+ready (resident, and the part it shares with no other process). Per cloud (a 43 000-point
+cell, benchmarks/soak.py `cell_cloud`, at the node's `cloud.budget_points`): how long
+`submit` holds the node's thread (the bytes into the memfd), the worker's CPU, the time from
+`submit` to the result being taken (polled every 1 ms, as no check does: the node takes it
+at its next check), and the same cloud processed in the node's thread, as a replay does.
 """
 from __future__ import annotations
 
@@ -37,12 +37,16 @@ from contact_estimation.ros.sensor_frames import BUDGET_POINTS, IDENTITY  # noqa
 SPACING = {'sphere_spacing': 0.05}  # the proximity monitor's robot_sphere_spacing
 
 
-def rss_mib(pid: int) -> float:
-    with open(f'/proc/{pid}/status', encoding='ascii') as f:
+def memory_mib(pid: int) -> tuple[float, float]:
+    """A process's resident memory and the part of it no other process shares (MiB): open3d's
+    and pinocchio's libraries are mapped by the node too."""
+    found = {}
+    with open(f'/proc/{pid}/smaps_rollup', encoding='ascii') as f:
         for line in f:
-            if line.startswith('VmRSS:'):
-                return int(line.split()[1]) / 1024
-    return float('nan')
+            key, _, value = line.partition(':')
+            if key in ('Rss', 'Private_Clean', 'Private_Dirty'):
+                found[key] = int(value.split()[0]) / 1024
+    return found['Rss'], found['Private_Clean'] + found['Private_Dirty']
 
 
 def wait(clouds: CloudProcess, ready: bool = False):
@@ -74,7 +78,7 @@ def main() -> None:
                               lambda *fault: faults.append(fault), lambda _: None)
         held = time.monotonic() - begin
         ready = held + wait(clouds, ready=True)[0]
-        starts.append((ready, held, rss_mib(clouds.pid)))
+        starts.append((ready, held, *memory_mib(clouds.pid)))
         if len(starts) < args.starts:
             clouds.close()
 
@@ -106,8 +110,10 @@ def main() -> None:
                  f'{starts[:, 0].max():7.2f}',
                  f'node thread held, ms      | {1e3 * np.median(starts[:, 1]):7.2f} | '
                  f'{1e3 * starts[:, 1].max():7.2f}',
-                 f'worker memory (RSS), MiB  | {np.median(starts[:, 2]):7.0f} | '
-                 f'{starts[:, 2].max():7.0f}']))
+                 f'worker resident, MiB      | {np.median(starts[:, 2]):7.0f} | '
+                 f'{starts[:, 2].max():7.0f}',
+                 f'... its own (private), MiB | {np.median(starts[:, 3]):7.0f} | '
+                 f'{starts[:, 3].max():7.0f}']))
     print()
     print(table(f'per cloud ({msg.width} points, {len(msg.data)} bytes) |  median |     max',
                 [f'submit holds the node, ms          | {1e3 * np.median(rows[:, 0]):7.3f} | '

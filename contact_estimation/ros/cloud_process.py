@@ -253,16 +253,15 @@ class CloudProcess:
                 self._start()
             return
         try:
-            alive = self._receive(now)
-        except OSError as err:
-            alive = False
+            if not self._receive(now):
+                return
+            if self._state in ('starting', 'busy'):
+                self._judge(now)
+            elif self._state == 'idle' and self._waiting is not None \
+                    and now >= self._rest_until:
+                self._hand_over(now)
+        except OSError as err:  # its end of the socket closed as it died
             self._died(f'failed on its socket: {err}')
-        if not alive:
-            return
-        if self._state in ('starting', 'busy'):
-            self._judge(now)
-        elif self._state == 'idle' and self._waiting is not None and now >= self._rest_until:
-            self._hand_over(now)
 
     def _judge(self, now: float) -> None:
         """Whether the worker, which owes an answer since `_since`, hangs (module doc)."""
@@ -370,7 +369,8 @@ class CloudProcess:
         self._state = 'starting'
         self._started = self._since = time.monotonic()
         self._cpu = (0.0, 0.0, self._since)
-        self._pause = min(2 * self._pause, MAX_RESTART_PAUSE) if self.restarts else self._pause
+        if self.restarts:  # the pause before the next start, should this worker fail too
+            self._pause = min(2 * self._pause, MAX_RESTART_PAUSE)
 
     def _stop(self, kill: bool) -> None:
         """End the worker: SIGKILL (a fault: reaped later) or SIGTERM, waited for."""
