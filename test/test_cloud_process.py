@@ -1,7 +1,7 @@
 """The cloud worker process (ros/cloud_process.py, issue 35): it finds what a replay finds in
 the node's thread; a newer cloud replaces the one waiting; a worker killed or hung is
 reported and replaced; closing, or the node's process ending by SIGINT or SIGKILL, leaves no
-worker; beside a real-time thread it runs at normal scheduling."""
+worker; beside a real-time thread it starts at normal scheduling and works just below it."""
 import os
 import signal
 import subprocess
@@ -173,21 +173,29 @@ def test_close_leaves_no_worker_even_while_it_starts(surfaces):
     assert not reports.faults
 
 
-def test_the_worker_runs_at_normal_scheduling_beside_a_real_time_thread(surfaces):
-    """The node's thread at SCHED_FIFO (as `up --priority` runs a stop's process): the worker
-    it starts does not inherit it."""
+def test_beside_a_real_time_thread_the_worker_starts_at_normal_scheduling_then_just_below(
+        surfaces):
+    """The node's thread at SCHED_FIFO 2 (as `up --priority` runs a stop's process): the
+    worker it starts imports at normal scheduling and, once ready, runs at SCHED_FIFO 1; a
+    thread the node starts afterwards keeps the node's scheduling."""
     found = {}
 
     def real_time():
         try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(2))
         except OSError as err:
             found['refused'] = err
             return
         clouds = CloudProcess(RECIPE, surfaces, 'test', True, Reports().report, print)
         try:
-            found['node'] = os.sched_getscheduler(0) & ~os.SCHED_RESET_ON_FORK
-            found['worker'] = os.sched_getscheduler(clouds.pid)
+            found['starting'] = os.sched_getscheduler(clouds.pid)
+            later = threading.Thread(  # as the executor's threads start after the nodes
+                target=lambda: found.update(later=os.sched_getscheduler(0)))
+            later.start()
+            later.join()
+            if wait_for(clouds, lambda: ready(clouds)):
+                found['ready'] = (os.sched_getscheduler(clouds.pid),
+                                  os.sched_getparam(clouds.pid).sched_priority)
         finally:
             clouds.close()
 
@@ -196,7 +204,8 @@ def test_the_worker_runs_at_normal_scheduling_beside_a_real_time_thread(surfaces
     thread.join()
     if 'refused' in found:
         pytest.skip(f'SCHED_FIFO not allowed here: {found["refused"]}')
-    assert found == {'node': os.SCHED_FIFO, 'worker': os.SCHED_OTHER}
+    assert found == {'starting': os.SCHED_OTHER, 'later': os.SCHED_FIFO,
+                     'ready': (os.SCHED_FIFO, 1)}
 
 
 def _worker_of(node: subprocess.Popen) -> int:

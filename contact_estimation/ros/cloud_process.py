@@ -27,12 +27,19 @@ MiB larger for good (issue 27).
 
 The worker is `python -m contact_estimation.ros.cloud_process`, started by the node when it
 starts; it builds its own robot model, link surfaces and LidarFusion from the `CloudRecipe`
-(STARTUP_COST below), then processes one cloud at a time. It runs at normal scheduling even
-when the node runs at SCHED_FIFO (the flag SCHED_RESET_ON_FORK on the thread that starts
-it): it is estimation work and must not take the CPU from what raises a stop. It is in a
-process group of its own (Ctrl-C in a terminal reaches the node, which ends it), and the
-kernel kills it when the node's thread that started it ends (PR_SET_PDEATHSIG): no orphan
-when the node is killed.
+(STARTUP_COST below), then processes one cloud at a time. It starts at normal scheduling
+even when the node runs at SCHED_FIFO (set by the node as soon as it exists: seconds of
+imports must not take a real-time core; not SCHED_RESET_ON_FORK, which would also put the
+threads the node starts later, its executor's among them, at normal scheduling), and once
+ready runs one
+priority step below the node (SCHED_FIFO 38 beside the proximity monitor at 39, `up
+--priority 40`): the node's check preempts it, and it preempts the other programs, so that
+its obstacles stay fresh on a busy machine (at normal priority beside a second job burning a
+core, a cloud's objects reached the check up to 270 ms after its stamp and the clusters went
+stale, past body_timeout, 12 times in 2 minutes); beside a node at normal priority (the
+localizer) it stays there. It is in a process group of its own (Ctrl-C in a terminal
+reaches the node, which ends it), and the kernel kills it when the node's thread that
+started it ends (PR_SET_PDEATHSIG): no orphan when the node is killed.
 
 Supervision, in `take` and `submit`: a worker that exits, or hangs, is killed, reported on
 the node's /diagnostics (counted as `cloud_worker_died` / `cloud_worker_hung`,
@@ -190,6 +197,8 @@ class CloudProcess:
         self._rest_until = 0.0
         self._pause = RESTART_PAUSE
         self._startup = float('nan')
+        self._real_time: tuple[int, int] | None = None  # of the thread that starts the worker
+        self._scheduling = ''     # what the ready worker runs at
         self._start()
 
     # ------------------------------------------------------------------ the node's side
@@ -217,9 +226,9 @@ class CloudProcess:
         if not self.in_real_time:
             return f'in the node (not real time): {self.processed} clouds'
         pid = self._process.pid if self._process else None
-        state = {'starting': f'starting (pid {pid})',
-                 'idle': f'ready (pid {pid}, started in {self._startup:.2f} s)',
-                 'busy': f'processing (pid {pid}, started in {self._startup:.2f} s)',
+        ready = f'pid {pid}, started in {self._startup:.2f} s, at {self._scheduling}'
+        state = {'starting': f'starting (pid {pid})', 'idle': f'ready ({ready})',
+                 'busy': f'processing ({ready})',
                  'down': f'down, restarting: {self.fault}'}[self._state]
         return (f'{state}; {self.processed} clouds, {self.dropped} dropped for a newer one, '
                 f'{self.restarts} restarts')
@@ -311,8 +320,9 @@ class CloudProcess:
         else:  # ready
             self._startup = now - self._started
             self.fault = ''
+            self._scheduling = _just_below(self._process.pid, self._real_time)
             self._log(f'cloud worker (pid {self._process.pid}) ready {self._startup:.2f} s after '
-                      'its start')
+                      f'its start, at {self._scheduling}')
         self._state, self._since = 'idle', now
 
     def _hand_over(self, now: float) -> None:
@@ -355,7 +365,7 @@ class CloudProcess:
             self._map(len(self._recipe))
         self._memory[:len(self._recipe)] = self._recipe
         ours, theirs = socket.socketpair()
-        _children_at_normal_priority()
+        self._real_time = _real_time_of_this_thread()
         try:
             self._process = subprocess.Popen(
                 [sys.executable, '-m', __name__, str(theirs.fileno()), str(self._memory_fd),
@@ -364,6 +374,8 @@ class CloudProcess:
                 process_group=0)
         finally:
             theirs.close()
+        if self._real_time is not None:  # its imports at normal scheduling (lowering is free)
+            os.sched_setscheduler(self._process.pid, os.SCHED_OTHER, os.sched_param(0))
         ours.setblocking(False)
         self._socket, self._inbox = ours, bytearray()
         self._state = 'starting'
@@ -410,13 +422,27 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK  # fields 14, 15 of proc(5)
 
 
-def _children_at_normal_priority() -> None:
-    """A process this thread starts runs at normal scheduling, even when this thread runs at
-    SCHED_FIFO or SCHED_RR (the flag needs no privilege to set)."""
-    policy = os.sched_getscheduler(0)
-    if policy & os.SCHED_RESET_ON_FORK or policy not in (os.SCHED_FIFO, os.SCHED_RR):
-        return
-    os.sched_setscheduler(0, policy | os.SCHED_RESET_ON_FORK, os.sched_getparam(0))
+def _real_time_of_this_thread() -> tuple[int, int] | None:
+    """This thread's real-time (policy, priority), None at normal scheduling."""
+    policy = os.sched_getscheduler(0) & ~os.SCHED_RESET_ON_FORK
+    if policy not in (os.SCHED_FIFO, os.SCHED_RR):
+        return None
+    return policy, os.sched_getparam(0).sched_priority
+
+
+def _just_below(pid: int, real_time: tuple[int, int] | None) -> str:
+    """Every thread of process `pid` one priority step below `real_time` (policy, priority),
+    if it is real-time and above the lowest step; says what the process runs at."""
+    if real_time is None or real_time[1] <= 1:
+        return 'normal scheduling'
+    policy, priority = real_time[0], real_time[1] - 1
+    name = 'SCHED_FIFO' if policy == os.SCHED_FIFO else 'SCHED_RR'
+    try:
+        for thread in os.listdir(f'/proc/{pid}/task'):
+            os.sched_setscheduler(int(thread), policy, os.sched_param(priority))
+    except OSError as err:
+        return f'normal scheduling ({name} {priority} refused: {err})'
+    return f'{name} {priority}'
 
 
 def _malloc_trim():
