@@ -8,7 +8,8 @@ deadline with the wall-clock time as its stamp; the nodes keep the stamp, so lat
 receipt time in the monitor (this process) − stamp, across every DDS hop and every node's
 work. Publisher and monitor are separate processes so that neither's Python work delays the
 other. The first `warmup` seconds (discovery, first-call costs) are not counted. CPU use is
-each process's utime + stime (/proc/<pid>/stat) over the measured period, beside the
+each process's utime + stime with its child processes' (/proc/<pid>/stat: a node's cloud
+worker, ros/cloud_process.py, counts with its node's process) over the measured period, beside the
 rclpy floor measured in the same run (`floor`): a bare process that receives the same 1 kHz
 joint states as messages on an EventsExecutor with an empty callback, so that a figure reads
 as a ratio that holds from one machine to the next (issue 35: machines differ by 1.5× and
@@ -62,17 +63,36 @@ def machine() -> str:
 
 
 class CpuClock:
-    """CPU time (user + system, s) a process has used, from /proc/<pid>/stat."""
+    """CPU time (user + system, s) a process has used, with its child processes' (a node's
+    cloud worker, ros/cloud_process.py: the live ones, and those it has waited for) unless
+    not `children`, from /proc/<pid>/stat and /proc/<pid>/task/*/children."""
 
     TICK = os.sysconf('SC_CLK_TCK')
 
-    def __init__(self, pid: int):
-        self.path = f'/proc/{pid}/stat'
+    def __init__(self, pid: int, children: bool = True):
+        self.pid, self.children = pid, children
 
     def read(self) -> float:
-        with open(self.path, encoding='ascii') as f:
-            fields = f.read().rsplit(')', 1)[1].split()  # after "pid (comm)"
-        return (int(fields[11]) + int(fields[12])) / self.TICK  # fields 14, 15 of proc(5)
+        return self._tree(self.pid)
+
+    def _tree(self, pid: int) -> float:
+        try:
+            with open(f'/proc/{pid}/stat', encoding='ascii') as f:
+                fields = f.read().rsplit(')', 1)[1].split()  # after "pid (comm)"
+        except FileNotFoundError:  # a child that has just exited
+            return 0.0
+        # utime, stime, cutime, cstime: fields 14-17 of proc(5)
+        if not self.children:
+            return (int(fields[11]) + int(fields[12])) / self.TICK
+        seconds = sum(int(x) for x in fields[11:15]) / self.TICK
+        for task in os.listdir(f'/proc/{pid}/task'):
+            try:
+                with open(f'/proc/{pid}/task/{task}/children', encoding='ascii') as f:
+                    children = f.read().split()
+            except FileNotFoundError:
+                continue
+            seconds += sum(self._tree(int(child)) for child in children)
+        return seconds
 
 
 @dataclass(frozen=True)
@@ -431,7 +451,9 @@ def _publish(stream: JointStream, topics: DriverTopics, duration: float, warmup:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f'no subscriber on {topics.joint_states}')
                 time.sleep(0.05)
-            clocks = {name: CpuClock(pid) for name, pid in pids.items()}
+            # The monitor started the nodes' processes: its own CPU only.
+            clocks = {name: CpuClock(pid, children=name != 'monitor')
+                      for name, pid in pids.items()}
             clocks['load publisher'] = CpuClock(os.getpid())
             run = Run(priority=priority)
             period, start = 1.0 / stream.rate, time.monotonic()
@@ -487,5 +509,5 @@ def cpu_table(run: Run) -> str:
     base = run.cpu.get(FLOOR, float('nan'))
     rows = [(name, cpu) for name, cpu in run.cpu.items()]
     rows.append(('suite', sum(run.cpu[name] for name in suite_names(run.cpu))))
-    return table('process              | CPU, % of one core | × floor',
-                 [f'{name:20s} | {cpu:18.1f} | {cpu / base:7.2f}' for name, cpu in rows])
+    return table('process (+ children)  | CPU, % of one core | × floor',
+                 [f'{name:21s} | {cpu:18.1f} | {cpu / base:7.2f}' for name, cpu in rows])

@@ -95,15 +95,24 @@ class NodeCounters:
 
 class CollisionEvents:
     """Output callback: the stamp (= publish time of the triggering joint state) of every
-    collision event."""
+    collision event, and (receipt time, cause) of every event."""
 
     def __init__(self):
         self.stamps = []
+        self.causes: list[tuple[float, str]] = []
 
     def __call__(self, msg: DiagnosticArray, now: float) -> None:
         for status in msg.status:
-            if {kv.key: kv.value for kv in status.values}.get('event') == COLLISION:
+            cause = {kv.key: kv.value for kv in status.values}.get('event')
+            self.causes.append((now, cause))
+            if cause == COLLISION:
                 self.stamps.append(stamp_to_seconds(msg.header.stamp))
+
+    def stops(self, start: float, end: float) -> dict[str, int]:
+        """Stops by cause (STOP_CAUSES) received from `start` to `end` (wall time): the
+        stale input after the driver's last message is the end of the run, not counted."""
+        return {cause: sum(start <= t <= end and c == cause for t, c in self.causes)
+                for cause in STOP_CAUSES}
 
 
 def latencies(triggers: np.ndarray, rises: list[float]) -> np.ndarray:
@@ -215,8 +224,9 @@ def measure(mode: str, rate: float, duration: float, free_motion: bool,
           + f': {lost} lost ({100.0 * lost / max(run.published, 1):.2f} %)')
     print(f'collision stops: {len(triggers)} live, {len(offline)} offline; samples that '
           f'differ {other_sample}')
-    causes = {cause: counters.count(detector.name, cause) for cause in STOP_CAUSES}
-    print('detector stops by cause: ' + ', '.join(f'{c} {n}' for c, n in causes.items())
+    causes = events.stops(run.measure_from, run.stamps[-1] + 0.05)
+    print('detector stops by cause while the driver published: '
+          + ', '.join(f'{c} {n}' for c, n in causes.items())
           + f"; lag p50 / p99 / max since start: "
           f"{counters.values.get(detector.name, {}).get('lag', '-')}")
     print(f'\n{cpu_table(run)}')

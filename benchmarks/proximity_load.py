@@ -7,12 +7,16 @@ and its CPU, with the suite composed as `up --priority 40` runs it.
 A driver process at SCHED_FIFO 50 (where allowed) publishes a Panda's free motion at 1 kHz
 (joint states and the base F/T readings: no contact, so no stop is due) and a lidar cloud of
 a cell (benchmarks/soak.py `cell_cloud`, 43 000 points, nothing near the arm) at 10 Hz; the
-chain runs at SCHED_FIFO 40, the estimation and proximity processes at normal priority, and a
+chain runs at SCHED_FIFO 40, the proximity process at 39 (nodes.yaml `realtime`), the estimation
+process at normal priority, and a
 second job burns one core at normal priority (a Python busy loop pinned to the last core), as
 on the user's 2-core machine. Reported from the proximity monitor's last /diagnostics: its
 stops by cause (behind: its check came more than max_lag after it was due; stale: no fresh
-joint state; fault), the checks' lateness (p50 / p99 / max since start) and its check's cost;
-and every process's CPU as a ratio to the rclpy floor of the same run.
+joint state; fault), the checks' lateness (p50 / p99 / max since start) and its check's cost,
+how old the clouds are when their objects reach the check, its cloud worker's state
+(ros/cloud_process.py: a process of its own; its start-up time, clouds processed and
+dropped); and every process's CPU, with its child processes' (the cloud workers), as a
+ratio to the rclpy floor of the same run.
 """
 from __future__ import annotations
 
@@ -96,11 +100,13 @@ def run(minutes: float, stress: bool, cloud: bool) -> str:
         + (', a second job burning one core' if stress else '')
         + f'; the chain at SCHED_FIFO {PRIORITY}, the driver {load.priority}; {machine()}',
         table('stops: ' + ' | '.join(f'{c:>6s}' for c in CAUSES)
-              + ' | check lag p50 / p99 / max | check time',
+              + ' | check lag p50 / p99 / max | check time | cloud age p50 / p99 / max',
               [' ' * 7 + ' | '.join(f'{values.get(c, "0"):>6s}' for c in CAUSES)
-               + f' | {values.get("lag", "?"):>25s} | {values.get("check_time", "?")}']),
-        f'the proximity monitor runs in `{process}`',
-        cpu_table(load, tuple(p.name for p in manifest.composed()))])
+               + f' | {values.get("lag", "?"):>25s} | {values.get("check_time", "?"):>10s} | '
+               + values.get('cloud_age', '-')]),
+        f'the proximity monitor runs in `{process}`; its cloud worker: '
+        f'{values.get("cloud_worker", "?")}',
+        cpu_table(load)])
 
 
 def main() -> None:

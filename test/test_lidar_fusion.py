@@ -91,12 +91,12 @@ def test_obstacle_next_to_a_link_is_found_and_the_robot_dropped(surfaces):
 
 
 def test_a_robot_alone_leaves_no_obstacle_and_stale_results_are_dropped(surfaces):
-    fusion = LidarFusion(surfaces, CloudConfig(self_margin=0.02, max_age=0.5))
-    assert fusion.current(0.0) is None
+    fusion = LidarFusion(surfaces, CloudConfig(self_margin=0.02))
     result = fusion.update(1.0, Q, robot_cloud(surfaces, Q))
     assert len(result.points) == 0 and np.isinf(result.proximity.distance).all()
-    assert fusion.current(1.4) is result
-    assert fusion.current(1.6) is None
+    assert result.fresh(1.4, max_age=0.5) and result.fresh(0.6, max_age=0.5)
+    assert not result.fresh(1.6, max_age=0.5)
+    assert not result.fresh(0.4, max_age=0.5), 'stamped in the future by more than max_age'
 
 
 def test_bad_clouds_are_refused(surfaces):

@@ -1,6 +1,8 @@
 """proximity_monitor over rclpy: per-part signals, go, fail-safe on bad or stale input,
 lidar objects, reset."""
 import os
+import re
+import signal
 
 import numpy as np
 import pytest
@@ -191,6 +193,31 @@ def test_a_cloud_object_near_the_arm_stops_it_without_a_skeleton(rig):
 
     probe.cloud = np.zeros((0, 3))
     assert until(executor, lambda: stopped_with(probe, 'empty cloud'))
+
+
+def worker_pid(monitor) -> int | None:
+    """The cloud worker's process id once it is ready, from its status on /diagnostics."""
+    found = re.match(r'ready \(pid (\d+)', monitor.problems.values.get('cloud_worker', ''))
+    return int(found.group(1)) if found else None
+
+
+def test_a_killed_cloud_worker_is_reported_its_clouds_go_stale_and_a_new_one_takes_over(rig):
+    """Issue 35: the clouds are processed in a worker process of the node's; killed, it is
+    counted on /diagnostics, the clusters it no longer delivers go stale and stop the arm,
+    and the worker started in its place finds the object again."""
+    monitor, probe, executor = rig
+    probe.cloud = cube(hand_position(monitor) + [0.25, 0.0, 0.0])
+    assert until(executor, lambda: probe.stop() is True and probe.parts
+                 and probe.signals().get('object_0') == 1 and worker_pid(monitor))
+    first = worker_pid(monitor)
+    assert first != os.getpid()
+    os.kill(first, signal.SIGKILL)
+    assert until(executor, lambda: monitor.problems.counts['cloud_worker_died'] == 1)
+    assert until(executor, lambda: stopped_with(probe, 'no fresh skeleton or lidar clusters'))
+    probe.parts.clear()
+    assert until(executor, lambda: worker_pid(monitor) not in (None, first) and probe.parts
+                 and probe.signals().get('object_0') == 1)
+    assert probe.stop() is True and monitor.problems.counts['cloud_worker_died'] == 1
 
 
 def reset(probe, executor) -> Trigger.Response:

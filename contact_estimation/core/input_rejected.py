@@ -30,3 +30,7 @@ class InputRejected(ValueError):
             raise ValueError(f'unknown input problem {kind!r} (one of {", ".join(KINDS)})')
         super().__init__(detail)
         self.kind = kind
+
+    def __reduce__(self):
+        """Pickled whole (a cloud worker hands it to its node: ros/cloud_process.py)."""
+        return type(self), (self.kind, str(self))

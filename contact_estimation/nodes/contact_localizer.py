@@ -15,9 +15,10 @@ estimate takes longer), on the residual just received, never queueing work: the 
 estimates on are chosen by their stamps, as a replay chooses them. The cloud is converted
 to the base frame when it arrives (refused from its header when too large) but processed
 (crop, voxels, self filter, clusters) only when an estimate needs it, with the arm's pose
-at the cloud's stamp, on a worker thread (ros/worker.py) so that it never holds the
-executor (and, in its process, the proximity monitor's stop): the estimate that asks for a
-new cloud uses the obstacles already processed, later ones the new cloud's.
+at the cloud's stamp, in a worker process (ros/cloud_process.py) so that it never holds the
+executor nor the interpreter lock: the estimate that asks for a new cloud uses the
+obstacles already processed, later ones the new cloud's (in a replay, which processes it
+at once, that estimate too).
 
 Publishes per estimate, with the stamp of the residual sample and frame_id = the contacted
 link: the point (PointStamped, link frame), the force on the robot there (WrenchStamped,
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from functools import partial
 
 import numpy as np
 from geometry_msgs.msg import PointStamped, WrenchStamped
@@ -52,26 +54,21 @@ from contact_estimation.core.contact.fused_contact import (
     FusedContactEstimator,
     SensorNoise,
 )
-from contact_estimation.core.contact.lidar_fusion import (
-    CloudConfig,
-    CloudError,
-    LidarFusion,
-    Obstacles,
-    PoseHistory,
-)
+from contact_estimation.core.contact.lidar_fusion import CloudConfig, Obstacles, PoseHistory
 from contact_estimation.core.contact.localization_schedule import (
     LocalizationSchedule,
     ScheduleConfig,
 )
 from contact_estimation.core.input_rejected import IMPLAUSIBLE, InputRejected
 from contact_estimation.core.robot.surfaces import LinkSurfaces, SurfacesError
+from contact_estimation.ros.cloud_process import CloudJob, CloudProcess, CloudRecipe
 from contact_estimation.ros.contact_messages import contact_messages
 from contact_estimation.ros.conversions import stamp_to_seconds
-from contact_estimation.ros.diagnostics import OK, WARN
+from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.localization_messages import estimate_markers, estimate_values
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, rows
+from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, robot_arguments, rows
 from contact_estimation.ros.qos import CLOUD_QOS
 from contact_estimation.ros.sensor_frames import (
     SensorFrame,
@@ -80,7 +77,6 @@ from contact_estimation.ros.sensor_frames import (
     sensor_frame_table,
 )
 from contact_estimation.ros.suite_node import SuiteNode
-from contact_estimation.ros.worker import LatestWorker
 
 NAME = 'contact_localizer'
 
@@ -106,25 +102,29 @@ class ContactLocalizerNode(SuiteNode):
         super().__init__(NAME, **kwargs)
         with self.starting():
             self.lidar = SensorFrame(self, 'lidar', 'lidar')
+            spacing = {'point_spacing': self.value('point_spacing')}
             try:
-                self.surfaces = LinkSurfaces(self.robot, self.value('point_spacing'))
+                self.surfaces = LinkSurfaces(self.robot, **spacing)
             except SurfacesError as err:
                 raise ValueError(f'the localizer needs link surfaces: {err}') from err
             self.localizer, self.schedule = self._build_localizer({})
-            self.fusion = LidarFusion(self.surfaces, PARAMETERS.build(CloudConfig,
-                                                                      self.values()))
+            self._cloud_config = PARAMETERS.build(CloudConfig, self.values())
         self._residuals = JointStateReader(self.robot.joint_names)
-        self._history = PoseHistory(self.fusion.config.max_age)
+        self._history = PoseHistory(self._cloud_config.max_age)
         self._cloud: tuple[float, np.ndarray] | None = None  # latest: stamp, base-frame points
         self._cloud_pending = False     # the cloud worker is processing one
         self._cloud_processed = True    # the latest cloud has been through the fusion
+        self._obstacles_found: Obstacles | None = None  # the latest processed cloud's
         self._base_wrench: WrenchStamped | None = None  # latest, parsed when an estimate needs it
         self._point_output = self.output('point', PointStamped)
         self._wrench_pub = self.publisher('wrench', WrenchStamped)
         self._marker_pub = self.publisher('markers', MarkerArray)
         self.receive('residual', JointState, self._on_residual, self.process_residual)
-        self._cloud_worker = LatestWorker(self._process_cloud, f'{NAME} clouds')
-        self.closing(self._cloud_worker.close)
+        self._clouds = CloudProcess(CloudRecipe(*robot_arguments(self), spacing),
+                                    self.surfaces, NAME, self.runs_in_real_time,
+                                    partial(self.problems.report, level=ERROR),
+                                    self.get_logger().info)
+        self.closing(self._clouds.close)
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         # In composed mode ft_contact_estimator hands each compensated wrench over (one thread).
         self.receive('base_wrench', WrenchStamped, self._on_base_wrench, self._on_base_wrench)
@@ -155,17 +155,17 @@ class ContactLocalizerNode(SuiteNode):
         (CloudError, FusedContactError) refuses the change (ros/suite_node.on_parameter_change)."""
         changed = set(changes)
         built = self._build_localizer(changes) if changed & set(_REBUILT_BY) else None
-        fusion = (LidarFusion(self.surfaces, PARAMETERS.build(CloudConfig, self.values(changes)))
-                  if changed & set(PARAMETERS.feeding(CloudConfig)) else None)
+        cloud = (PARAMETERS.build(CloudConfig, self.values(changes))
+                 if changed & set(PARAMETERS.feeding(CloudConfig)) else None)
         lidar = (self.lidar.proposed(changes) if changed & set(self.lidar.parameters)
                  else None)
         if lidar:
             self.lidar.use(lidar)
         if built:
             self.localizer, self.schedule = built
-        if fusion:
-            self.fusion, self._cloud_processed = fusion, False
-            self._history.span = fusion.config.max_age
+        if cloud:
+            self._cloud_config, self._cloud_processed = cloud, False
+            self._history.span = cloud.max_age
         return None
 
     # -------------------------------------------------------------------- messages
@@ -177,7 +177,7 @@ class ContactLocalizerNode(SuiteNode):
         if t is None:
             return
         try:
-            points = cloud_in_base_frame(msg, self.lidar, self.fusion.config.max_points,
+            points = cloud_in_base_frame(msg, self.lidar, self._cloud_config.max_points,
                                          self.value('cloud.budget_points'))
         except InputRejected as err:
             self.problems.report(err.kind, f'{err}: dropped')
@@ -274,53 +274,47 @@ class ContactLocalizerNode(SuiteNode):
         """The cloud's obstacles for a residual stamped t (s), processing the latest cloud
         first if it has not been and is recent enough; and a word on the cloud for the
         diagnostics."""
-        self._take_cloud_outcome()
         if self._cloud is None:
             return None, 'none received: torque only'
         stamp, points = self._cloud
         age = t - stamp
-        if not self._cloud_processed and abs(age) <= self.fusion.config.max_age:
+        max_age = self._cloud_config.max_age
+        if not self._cloud_processed and abs(age) <= max_age:
             self._cloud_processed = True
             q = self._history.at(stamp)
             if q is None:
                 return None, 'no joint positions at the cloud stamp: torque only'
-            self._cloud_worker.submit((stamp, points, q, self.fusion))
+            self._clouds.submit(*CloudJob.of_points(stamp, q, points, self._cloud_config))
             self._cloud_pending = True
-        obstacles = self.fusion.current(t)
+        self._take_cloud_result()
+        if self._clouds.fault:  # the cloud it had is lost; the next one goes to a new worker
+            self._cloud_pending = False
+            return None, f'{self._clouds.fault}: torque only'
+        obstacles = self._obstacles_found
+        if obstacles is None or not obstacles.fresh(t, max_age):
+            obstacles = None
         if obstacles is None and self._cloud_pending:
             return None, 'being processed: torque only'
         if obstacles is None:
             self.problems.report('stale_cloud', f'latest cloud {age:.2f} s from the residual '
-                                 f'(cloud.max_age {self.fusion.config.max_age:g} s): torque '
-                                 'only')
+                                 f'(cloud.max_age {max_age:g} s): torque only')
             return None, f'stale ({age:.2f} s old): torque only'
         return obstacles, f'{len(obstacles.points)} obstacle points, {age:.2f} s old'
 
-    def _process_cloud(self, job: tuple) -> tuple[float, CloudError | None]:
-        """On the cloud worker: (seconds it took, None), or (0, the CloudError)."""
-        stamp, points, q, fusion = job
-        start = self.steady()
-        try:
-            fusion.update(stamp, q, points)
-        except CloudError as err:
-            return 0.0, err
-        return self.steady() - start, None
-
-    def _take_cloud_outcome(self) -> None:
-        """What the cloud worker finished since the last estimate: counted, timed."""
-        outcome = self._cloud_worker.take()
-        if outcome is None:
+    def _take_cloud_result(self) -> None:
+        """What the cloud worker finished since the last estimate: kept, counted, timed."""
+        result = self._clouds.take()
+        self.problems.values['cloud_worker'] = self._clouds.status()
+        if result is None:
             return
         self._cloud_pending = False
-        result, unexpected = outcome
-        if unexpected is not None:
-            self.guard.failed('the cloud worker', unexpected)
-            return
-        seconds, err = result
-        if err is not None:
-            self.problems.report('bad_cloud', f'{err}: dropped')
+        if result.failed is not None:
+            self.guard.failed('the cloud worker', result.failed)
+        elif result.rejected is not None:
+            self.problems.report('bad_cloud', f'{result.rejected}: dropped')
         else:
-            self.problems.values['cloud_time'] = f'{1000 * seconds:.1f} ms'
+            self._obstacles_found = result.obstacles
+            self.problems.values['cloud_time'] = f'{1000 * result.cpu:.1f} ms of CPU'
 
     def _cluster_near(self, obstacles: Obstacles, estimate: ContactEstimate) -> np.ndarray:
         """The obstacle cluster that holds the obstacle point nearest the contacted link."""

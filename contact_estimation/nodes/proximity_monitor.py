@@ -39,20 +39,25 @@ constant offset (core/chain/lag.py ClockLag): the input stopped (the chain pause
 states' clock) or invalid (NaN keypoints, a wrong count, an empty cloud, an unknown frame: a
 clear message, counted on /diagnostics). Every stop is counted by its cause on /diagnostics
 (`behind`, `stale`, `fault`, `input`: the skeleton's or clouds', `near`), with the checks'
-lateness (`lag`: p50 / p99 / max since start). A stop beside something that stays (the
-margin never clears) is released by `~/reset` (std_srvs/Trigger); after it the arm may only
-move away (core/contact/proximity.py: Reset).
+lateness (`lag`: p50 / p99 / max since start) and how old the clouds are when their objects
+reach the check (`cloud_age`, from their stamps: the worker's time and its waits). A stop
+beside something that stays (the margin never clears) is released by `~/reset`
+(std_srvs/Trigger); after it the arm may only move away (core/contact/proximity.py: Reset).
 
 Issue 19: a message stamped more than 1 s ahead of this node's clock is dropped and counted
-(core/chain/stamps.py: it never counts as fresh); clouds are decoded and clustered on a worker
-thread (ros/worker.py) and the check takes the objects it finds, so the 100 Hz check is never
-held by a cloud; the stop's heartbeat is a thread of its own (ros/stop_signal.py); an
-unexpected error in any callback stops for FAULT_HOLD s (ros/guard.py).
+(core/chain/stamps.py: it never counts as fresh); clouds are decoded and clustered in a
+worker process (ros/cloud_process.py; issue 35: on a thread of this process, open3d held the
+interpreter lock and made the check late) and the check takes the objects it finds, so the
+100 Hz check never waits on a cloud; a worker that dies or hangs is reported (`cloud_worker`
+on /diagnostics, WARN while it restarts) and started again, its clouds stale meanwhile; the
+stop's heartbeat is a thread of its own (ros/stop_signal.py); an unexpected error in any
+callback stops for FAULT_HOLD s (ros/guard.py).
 """
 from __future__ import annotations
 
 import dataclasses
 import sys
+from functools import partial
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
@@ -61,12 +66,11 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.chain.lag import BEHIND, ClockLag
+from contact_estimation.core.chain.lag import BEHIND, ClockLag, LagStatistics
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.stamps import MAX_PAST
 from contact_estimation.core.contact.check_lateness import CheckLateness
-from contact_estimation.core.contact.lidar_fusion import (CloudConfig, CloudError, LidarFusion,
-                                                          PoseHistory)
+from contact_estimation.core.contact.lidar_fusion import CloudConfig, PoseHistory
 from contact_estimation.core.contact.proximity import (CLUSTERS, COCO_17, DEFAULT_PARTS,
                                                        SKELETON, SPHERE_SPACING, BoxPart,
                                                        HumanModel, ProximityConfig,
@@ -75,21 +79,21 @@ from contact_estimation.core.contact.proximity import (CLUSTERS, COCO_17, DEFAUL
 from contact_estimation.core.input_rejected import (EMPTY_CLOUD, NO_POSE, WRONG_SIZE,
                                                     InputRejected)
 from contact_estimation.core.robot.surfaces import LinkSurfaces, SurfacesError
-from contact_estimation.ros.conversions import seconds_to_stamp
+from contact_estimation.ros.cloud_process import CloudJob, CloudProcess, CloudRecipe
+from contact_estimation.ros.conversions import CloudLayout, seconds_to_stamp
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.joint_states import JointStateReader
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, rows
+from contact_estimation.ros.params import (ROBOT, Parameter, ParameterTable, robot_arguments,
+                                           rows)
 from contact_estimation.ros.hands_messages import hands_message
 from contact_estimation.ros.proximity_messages import (ProximityMarkers, part_statuses,
                                                        pose_array_size)
 from contact_estimation.ros.qos import CLOUD_QOS
-from contact_estimation.ros.sensor_frames import (SensorFrame, check_cloud_size,
-                                                  cloud_in_base_frame, cloud_table,
+from contact_estimation.ros.sensor_frames import (SensorFrame, check_cloud_size, cloud_table,
                                                   sensor_frame_table)
 from contact_estimation.ros.stop_signal import STOP_PARAMETERS, StopSignal
 from contact_estimation.ros.suite_node import SuiteNode
-from contact_estimation.ros.worker import LatestWorker
 
 NAME = 'proximity_monitor'
 # After an unexpected error in a callback (ros/guard.py) the stop is held this long (s) past
@@ -159,17 +163,18 @@ class ProximityMonitorNode(SuiteNode):
         with self.starting():
             self._skeleton_frame = SensorFrame(self, 'skeleton', 'skeleton')
             self._lidar_frame = SensorFrame(self, 'lidar', 'lidar')
+            spacing = {'sphere_spacing': self.value('robot_sphere_spacing')}
             try:
-                surfaces = LinkSurfaces(self.robot,
-                                        sphere_spacing=self.value('robot_sphere_spacing'))
+                surfaces = LinkSurfaces(self.robot, **spacing)
             except SurfacesError as err:
                 raise ValueError(f'the proximity monitor needs link geometry: {err}') from err
             self.monitor = ProximityMonitor(surfaces, self._config({}), self._human())
-            self.fusion = LidarFusion(surfaces, PARAMETERS.build(CloudConfig, self.values()))
+            self._cloud_config = PARAMETERS.build(CloudConfig, self.values())
         self._joint_states = JointStateReader(self.robot.joint_names, model_order_only=True)
         self._history = PoseHistory(self.value('body_timeout'))  # joint states by stamp
         self._age = ClockLag(self.value('max_lag'))  # the latest joint state's, beyond offset
         self._lateness = CheckLateness(1.0 / self.value('check_rate'), self.value('max_lag'))
+        self._cloud_age = LagStatistics()  # of each cloud's stamp when its objects arrive
         self._cause = ''                 # of the latest result's stop
         # The samples that wait, taken before each check: set by ros/sample_feed.py.
         self._latest: tuple[JointSample, float] | None = None  # sample, arrival (seconds())
@@ -189,8 +194,11 @@ class ProximityMonitorNode(SuiteNode):
         self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state)
         # Raw: a skeleton's size is checked before it is deserialised (`_on_skeleton`).
         self.subscribe('skeleton', PoseArray, self._on_skeleton, raw=True)
-        self._cloud_worker = LatestWorker(self._clusters, f'{NAME} clouds')
-        self.closing(self._cloud_worker.close)
+        self._clouds = CloudProcess(CloudRecipe(*robot_arguments(self), spacing), surfaces, NAME,
+                                    self.runs_in_real_time,
+                                    partial(self.problems.report, level=ERROR),
+                                    self.get_logger().info)
+        self.closing(self._clouds.close)
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         self.create_timer(1.0 / self.value('check_rate'), self._check)
         self.on_parameter_change(self._on_parameter_change)
@@ -236,7 +244,7 @@ class ProximityMonitorNode(SuiteNode):
             self.monitor.config = config
             self._history.span = config.body_timeout
         if cloud is not None:
-            self.fusion.config = cloud
+            self._cloud_config = cloud
         for frame, pose in poses:
             frame.use(pose)
         return None
@@ -290,49 +298,40 @@ class ProximityMonitorNode(SuiteNode):
             self.problems.report(err.kind, f'skeleton: {err}: stop')
 
     def _on_cloud(self, msg: PointCloud2) -> None:
-        """The cloud, refused from its header if too large, goes with the arm's pose at its
-        stamp to the cloud worker (ros/worker.py: decoding, lidar_fusion, clusters), off the
-        thread of the check and the heartbeat; `_check` takes the objects it finds."""
+        """The cloud, refused from its header if too large or empty, goes with the arm's pose
+        at its stamp and its frame's pose to the cloud worker (ros/cloud_process.py:
+        decoding, lidar_fusion), a process of its own; `_check` takes the objects it finds."""
         t = self.believed(msg.header.stamp, 'lidar cloud')
         if t is None:
             return
         self.problems.traffic['clouds_received'] += 1
         try:
-            check_cloud_size(msg, self.fusion.config.max_points)
-            q = self._pose_at(t)
+            check_cloud_size(msg, self._cloud_config.max_points)
+            if not msg.width * msg.height:
+                raise InputRejected(EMPTY_CLOUD, 'empty cloud: the lidar sees nothing')
+            job = CloudJob(t, self._pose_at(t), CloudLayout.of(msg),
+                           self._lidar_frame.pose_of(msg.header), self._cloud_config,
+                           self.value('cloud.budget_points'))
         except InputRejected as err:
             self._reject_cloud(t, err)
             return
-        self._cloud_worker.submit((t, msg, q, self.fusion,
-                                   self.value('cloud.budget_points')))
-
-    def _clusters(self, job: tuple) -> tuple[float, list | None, Exception | None]:
-        """On the cloud worker: (t, clusters, None), or (t, None, the expected error)."""
-        t, msg, q, fusion, budget = job
-        try:
-            points = cloud_in_base_frame(msg, self._lidar_frame, fusion.config.max_points,
-                                         budget)
-            if not len(points):
-                raise InputRejected(EMPTY_CLOUD, 'empty cloud: the lidar sees nothing')
-            return t, fusion.update(t, q, points).clusters, None
-        except (InputRejected, CloudError) as err:
-            return t, None, err
+        self._clouds.submit(job, msg.data)
 
     def _take_clusters(self) -> None:
         """The objects of the latest cloud the worker finished, if any (on the check's
         thread, as every change of the monitor)."""
-        outcome = self._cloud_worker.take()
-        if outcome is None:
+        result = self._clouds.take()
+        self.problems.values['cloud_worker'] = self._clouds.status()
+        if result is None:
             return
-        result, unexpected = outcome
-        if unexpected is not None:
-            self.guard.failed('the cloud worker', unexpected)
-            return
-        t, clusters, err = result
-        if err is not None:
-            self._reject_cloud(t, err)
+        self._cloud_age.add(max(self.stamp_clock() - result.t, 0.0))
+        self.problems.values['cloud_age'] = self._cloud_age.summary()
+        if result.failed is not None:
+            self.guard.failed('the cloud worker', result.failed)
+        elif result.rejected is not None:
+            self._reject_cloud(result.t, result.rejected)
         else:
-            self.monitor.set_clusters(t, clusters)
+            self.monitor.set_clusters(result.t, result.obstacles.clusters)
 
     def _reject_cloud(self, t: float, err: Exception) -> None:
         kind = getattr(err, 'kind', 'bad_cloud')
@@ -428,6 +427,9 @@ class ProximityMonitorNode(SuiteNode):
             self._marker_pub.publish(self._markers.markers(result, stamp))
         if result.stop:
             self.problems.set_status(ERROR, _reason(result))
+        elif self._clouds.fault:
+            self.problems.set_status(WARN, f'{self._clouds.fault}: restarting it; clouds stale '
+                                     'until then')
         else:
             self.problems.set_status(WARN if result.reset_active else OK,
                                      'reset: moving away allowed' if result.reset_active

@@ -310,16 +310,22 @@ def load_robot(node: Node):
     need link surfaces then refuse)."""
     from contact_estimation.core.robot.robot_model import RobotModel, RobotModelError
     from contact_estimation.ros.node_main import StartupError
-    values = ROBOT.values(node)
     try:
-        model = RobotModel.load(values['robot_description'] or values['robot'],
-                                values['base_link'], values['tip_link'])
+        model = RobotModel.load(*robot_arguments(node))
     except (RobotModelError, OSError) as err:
         raise StartupError(f'{node.get_name()}: cannot load the robot: {err}') from err
     if model.geometry_error:
         node.get_logger().warning(f'robot {model.name!r} without link geometry: '
                                   f'{model.geometry_error}')
     return model
+
+
+def robot_arguments(node: Node) -> tuple[str, str, str]:
+    """RobotModel.load's arguments from the ROBOT parameters (declared): the source (the
+    URDF `robot_description`, else `robot`), the base and the tip link."""
+    values = ROBOT.values(node)
+    return (values['robot_description'] or values['robot'], values['base_link'],
+            values['tip_link'])
 
 
 def check_joint_counts(node: Node, table: ParameterTable, robot) -> None:

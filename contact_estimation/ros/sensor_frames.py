@@ -1,6 +1,6 @@
 """Sensor messages into the robot's base frame: the frame lookup, cloud decoding and cloud
 parameters that every node reading a lidar or a tracker shares (the contact localizer, the
-proximity monitor).
+proximity monitor, and their cloud worker: ros/cloud_process.py).
 
 A message's frame_id is the base frame, the frame named by `<prefix>.frame` whose pose in
 the base frame `<prefix>.position` and `<prefix>.rpy` give (core/robot/pose.py: the one
@@ -21,7 +21,7 @@ from contact_estimation.core.input_rejected import (BAD_CLOUD, CLOUD_TOO_LARGE, 
                                                     UNKNOWN_FRAME, InputRejected)
 from contact_estimation.core.robot.pose import (position, rotation_from_quaternion,
                                                 rotation_from_rpy)
-from contact_estimation.ros.conversions import cloud_to_xyz
+from contact_estimation.ros.conversions import CloudLayout, xyz_from_bytes
 from contact_estimation.ros.params import Parameter, ParameterTable, rows
 
 try:  # a ROS distribution has it; the PyPI wheels do not
@@ -77,9 +77,11 @@ class SensorFrame:
     def to_base(self, header: Header, points: np.ndarray) -> np.ndarray:
         """Points (N×3) in the message's frame → base frame; InputRejected
         'unknown_frame' when the frame's pose is not known."""
-        return to_base_frame(points, *self._pose_of(header))
+        return to_base_frame(points, *self.pose_of(header))
 
-    def _pose_of(self, header: Header) -> tuple:
+    def pose_of(self, header: Header) -> tuple[np.ndarray, np.ndarray]:
+        """The pose (translation, rotation) in the base frame of the message's frame at its
+        stamp; InputRejected 'unknown_frame' when it is not known."""
         frame = header.frame_id.lstrip('/')
         base = self._node.robot.base_link
         if frame == base:
@@ -114,19 +116,28 @@ class SensorFrame:
 def cloud_in_base_frame(msg: PointCloud2, frame: SensorFrame, max_points: int,
                         budget: int) -> np.ndarray:
     """A PointCloud2 → its finite points (N×3) in the base frame, at most `budget` of them
-    (`cloud.budget_points`: a larger cloud is decimated from its raw bytes, before decoding:
-    ros/conversions.cloud_to_xyz). InputRejected 'cloud_too_large' (`check_cloud_size`),
-    'unknown_frame', 'bad_cloud' (no x, y, z or truncated) or 'not_finite' (points, none of
-    them finite). An empty cloud gives no points."""
+    (`points_in_base_frame`). InputRejected 'cloud_too_large' (`check_cloud_size`),
+    'unknown_frame', 'bad_cloud' or 'not_finite'."""
     check_cloud_size(msg, max_points)
+    return points_in_base_frame(CloudLayout.of(msg), msg.data, frame.pose_of(msg.header),
+                                budget)
+
+
+def points_in_base_frame(layout: CloudLayout, data, pose: tuple[np.ndarray, np.ndarray],
+                         budget: int | None) -> np.ndarray:
+    """A cloud's bytes (`data`, laid out as `layout` says) → its finite points (N×3) in the
+    base frame, its frame being at `pose` (translation, rotation) there; at most `budget` of
+    them (a larger cloud is decimated from its raw bytes, before decoding:
+    ros/conversions.xyz_from_bytes). InputRejected 'bad_cloud' (no x, y, z or truncated) or
+    'not_finite' (points, none of them finite). An empty cloud gives no points."""
     try:
-        points = cloud_to_xyz(msg, budget)
+        points = xyz_from_bytes(layout, data, budget)
     except ValueError as err:
         raise InputRejected(BAD_CLOUD, str(err)) from err
-    size = msg.width * msg.height
+    size = layout.width * layout.height
     if size and not len(points):
         raise InputRejected(NOT_FINITE, f'cloud of {size} points, none of them finite')
-    return frame.to_base(msg.header, points)
+    return to_base_frame(points, *pose)
 
 
 def check_cloud_size(msg: PointCloud2, max_points: int) -> None:
@@ -143,10 +154,9 @@ def check_cloud_size(msg: PointCloud2, max_points: int) -> None:
 
 
 # Points of a cloud decoded and processed at most (issue 27). open3d's voxel grid and DBSCAN
-# keep the interpreter lock for their whole call, ~2-3 ms per 1 000 points on a loaded 2-core
-# machine (a thread ticking every 1 ms beside them waits that long; benchmarks/hostile.py
-# has the heartbeat gaps that result): every thread of the process, the stop's heartbeat with
-# them, waits that long. 10 000 points keep each call to tens of ms; a 32 × 128 lidar fits.
+# cost ~2-3 ms per 1 000 points on a loaded 2-core machine, in the cloud worker's process
+# (ros/cloud_process.py), whose CPU and the obstacles' age grow with it: 10 000 points keep a
+# cloud to tens of ms; a 32 × 128 lidar fits.
 BUDGET_POINTS = 10_000
 
 
@@ -155,5 +165,5 @@ def cloud_table(skip: tuple[str, ...] = ()) -> ParameterTable:
     and `cloud.budget_points`."""
     return rows(CloudConfig, 'cloud.', skip=skip) + ParameterTable(Parameter(
         'cloud.budget_points', 'a cloud of more points is decimated to this many (every k-th '
-        'point, picked before decoding): the longest the cloud work holds the interpreter, '
-        'and with it the stop heartbeat, grows with it', BUDGET_POINTS, (100, 1_000_000)))
+        'point, picked before decoding): the cloud worker\'s CPU per cloud, and the age of '
+        'the obstacles it finds, grow with it', BUDGET_POINTS, (100, 1_000_000)))

@@ -14,8 +14,8 @@ positions at the cloud's time, and:
 4. clusters what is left (open3d DBSCAN) and drops what belongs to no cluster;
 5. for each link, the nearest obstacle point, its distance and the point of the link's
    surface nearest it (link frame): a `LinkProximity`.
-`LidarFusion.current(t)` returns the last result, or None when it is older than `max_age`
-(then the localizer works from the torques alone and says so). `PoseHistory` keeps the arm's
+It returns them as `Obstacles`, which are `fresh(t, max_age)` while no older than `max_age`
+(else the localizer works from the torques alone and says so). `PoseHistory` keeps the arm's
 recent poses, so a cloud is self-filtered at the pose it saw, not at the latest one.
 """
 from __future__ import annotations
@@ -66,6 +66,11 @@ class Obstacles:
     def clusters(self) -> list[np.ndarray]:
         """The points of each cluster."""
         return [self.points[self.labels == k] for k in range(self.labels.max(initial=-1) + 1)]
+
+    def fresh(self, t: float, max_age: float) -> bool:
+        """Whether these obstacles are no older than `max_age` at t (nor stamped in the future
+        by more than that: a clock jump)."""
+        return abs(t - self.t) <= max_age
 
 
 @dataclass(frozen=True)
@@ -141,13 +146,12 @@ def link_scenes(surfaces: LinkSurfaces) -> list[o3d.t.geometry.RaycastingScene]:
 
 
 class LidarFusion:
-    """Clouds → obstacles next to the links of `surfaces`; keeps the latest result."""
+    """Clouds → obstacles next to the links of `surfaces`."""
 
     def __init__(self, surfaces: LinkSurfaces, config: CloudConfig = CloudConfig()):
         self.surfaces = surfaces
         self.config = config
         self._scenes = link_scenes(surfaces)
-        self._latest: Obstacles | None = None
 
     def update(self, t: float, q: np.ndarray, points: np.ndarray) -> Obstacles:
         """Process a cloud (base frame, N×3) taken at time t (s) with the arm at q."""
@@ -172,15 +176,7 @@ class LidarFusion:
                             dtype=int) if len(points) else np.zeros(0, dtype=int)
         clustered = labels >= 0
         points, labels, bound = points[clustered], labels[clustered], bound[clustered]
-        self._latest = Obstacles(float(t), points, labels, self._nearest(points, bound, poses))
-        return self._latest
-
-    def current(self, t: float) -> Obstacles | None:
-        """The latest result, or None when there is none or it is older than `max_age` at t
-        (or stamped in the future by more than that: a clock jump)."""
-        if self._latest is None or abs(t - self._latest.t) > self.config.max_age:
-            return None
-        return self._latest
+        return Obstacles(float(t), points, labels, self._nearest(points, bound, poses))
 
     def _lower_bounds(self, q: np.ndarray, points: np.ndarray) -> np.ndarray:
         """A lower bound of every point's distance to every link (N×L): the distance to the
