@@ -4,8 +4,9 @@ it (issue 35).
 A lidar cloud's decoding, crop, voxels, self-filter and clusters (core/contact/lidar_fusion.py)
 cost 10-100 ms, and open3d's voxel grid and DBSCAN keep the interpreter lock for their whole
 call. Python threads share that lock: on a worker thread of the proximity monitor's process
-they made its 100 Hz check up to 950 ms late (p99 72 ms, 17 `behind` stops in 2 minutes,
-benchmarks/proximity_load.py). A process of its own shares nothing with the node:
+they delayed its 100 Hz check (benchmarks/proximity_load.py, a 43 000-point cloud at 10 Hz:
+p99 2-4 ms late against 0.2 ms without the cloud, and in one run up to 950 ms, 17 `behind`
+stops in 2 minutes). A process of its own shares nothing with the node:
 
     clouds = CloudProcess(CloudRecipe(*robot_arguments(node), {'sphere_spacing': s}),
                           surfaces, node.get_name(), node.runs_in_real_time,
@@ -26,20 +27,23 @@ after each cloud (glibc's malloc_trim): a 400 000-point cloud does not leave it 
 MiB larger for good (issue 27).
 
 The worker is `python -m contact_estimation.ros.cloud_process`, started by the node when it
-starts; it builds its own robot model, link surfaces and LidarFusion from the `CloudRecipe`
-(STARTUP_COST below), then processes one cloud at a time. It starts at normal scheduling
-even when the node runs at SCHED_FIFO (set by the node as soon as it exists: seconds of
-imports must not take a real-time core; not SCHED_RESET_ON_FORK, which would also put the
-threads the node starts later, its executor's among them, at normal scheduling), and once
-ready runs one
-priority step below the node (SCHED_FIFO 38 beside the proximity monitor at 39, `up
---priority 40`): the node's check preempts it, and it preempts the other programs, so that
-its obstacles stay fresh on a busy machine (at normal priority beside a second job burning a
-core, a cloud's objects reached the check up to 270 ms after its stamp and the clusters went
-stale, past body_timeout, 12 times in 2 minutes); beside a node at normal priority (the
-localizer) it stays there. It is in a process group of its own (Ctrl-C in a terminal
-reaches the node, which ends it), and the kernel kills it when the node's thread that
-started it ends (PR_SET_PDEATHSIG): no orphan when the node is killed.
+starts; it builds its own robot model, link surfaces and LidarFusion from the `CloudRecipe`,
+then processes one cloud at a time. Its start-up (benchmarks/cloud_worker.py, the Panda):
+1.1-1.4 s to ready on an idle 2-core Xeon, 3-15 s on a loaded one, mostly importing open3d
+and pinocchio, during which the node's thread is held ~0.5 ms; it takes ~400 MiB resident,
+~160 MiB of them its own (the libraries' pages are shared with the node). Per cloud
+(43 000 points, 516 kB): ~0.4 ms of the node's CPU, 12-14 ms of the worker's.
+
+It starts at normal scheduling even when the node runs at SCHED_FIFO (set by the node as
+soon as it exists: seconds of imports must not take a real-time core; not
+SCHED_RESET_ON_FORK, which would also put the threads the node starts later, its
+executor's among them, at normal scheduling), and once ready runs one priority step below
+the node (SCHED_FIFO 38 beside the proximity monitor at 39, `up --priority 40`): the node's
+check preempts it, and it preempts the other programs, so that its obstacles stay fresh on
+a busy machine; beside a node at normal priority (the localizer) it stays there. It is in a
+process group of its own (Ctrl-C in a terminal reaches the node, which ends it), and the
+kernel kills it when the node's thread that started it ends (PR_SET_PDEATHSIG): no orphan
+when the node is killed.
 
 Supervision, in `take` and `submit`: a worker that exits, or hangs, is killed, reported on
 the node's /diagnostics (counted as `cloud_worker_died` / `cloud_worker_hung`,
