@@ -429,6 +429,16 @@ def realtime_priority(priority: int = REALTIME_PRIORITY) -> str:
     return f'SCHED_FIFO {priority}'
 
 
+@contextmanager
+def realtime(priority: int):
+    """This process at SCHED_FIFO `priority` for the block (`realtime_priority` says what it
+    got), then back at normal priority."""
+    try:
+        yield realtime_priority(priority)
+    finally:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+
 def _publish(stream: JointStream, topics: DriverTopics, duration: float, warmup: float,
              pids: dict[str, int], reports) -> None:
     """The publisher process: input i (and its F/T reading and cloud, if any) at start +
