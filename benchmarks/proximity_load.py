@@ -13,6 +13,7 @@ second job burns one core at normal priority (a Python busy loop pinned to the l
 on the user's 2-core machine. Reported from the proximity monitor's last /diagnostics: its
 stops by cause (behind: its check came more than max_lag after it was due; stale: no fresh
 joint state; fault), the checks' lateness (p50 / p99 / max since start) and its check's cost,
+the joint state's age at the checks (the `stale` test against the same max_lag),
 how old the clouds are when their objects reach the check, its cloud worker's state
 (ros/cloud_process.py: a process of its own; its start-up time, clouds processed and
 dropped); and every process's CPU, with its child processes' (the cloud workers), as a
@@ -104,6 +105,8 @@ def run(minutes: float, stress: bool, cloud: bool) -> str:
               [' ' * 7 + ' | '.join(f'{values.get(c, "0"):>6s}' for c in CAUSES)
                + f' | {values.get("lag", "?"):>25s} | {values.get("check_time", "?"):>10s} | '
                + values.get('cloud_age', '-')]),
+        f'joint state age at the checks beyond the clocks\' offset, p50 / p99 / max: '
+        f'{values.get("joint_state_age", "?")}',
         f'the proximity monitor runs in `{process}`; its cloud worker: '
         f'{values.get("cloud_worker", "?")}',
         cpu_table(load, tuple(p.name for p in manifest.composed()))])
