@@ -7,16 +7,17 @@ and its CPU, with the suite composed as `up --priority 40` runs it.
 A driver process at SCHED_FIFO 50 (where allowed) publishes a Panda's free motion at 1 kHz
 (joint states and the base F/T readings: no contact, so no stop is due) and a lidar cloud of
 a cell (benchmarks/soak.py `cell_cloud`, 43 000 points, nothing near the arm) at 10 Hz; the
-chain runs at SCHED_FIFO 40, the proximity process at 39 (nodes.yaml `realtime`), the estimation
-process at normal priority, and a
-second job burns one core at normal priority (a Python busy loop pinned to the last core), as
-on the user's 2-core machine. Reported from the proximity monitor's last /diagnostics: its
-stops by cause (behind: its check came more than max_lag after it was due; stale: no fresh
-joint state; fault), the checks' lateness (p50 / p99 / max since start) and its check's cost,
-how old the clouds are when their objects reach the check, its cloud worker's state
-(ros/cloud_process.py: a process of its own; its start-up time, clouds processed and
-dropped); and every process's CPU, with its child processes' (the cloud workers), as a
-ratio to the rclpy floor of the same run.
+chain runs at SCHED_FIFO 40, the proximity process at 39 (nodes.yaml `realtime`), the
+estimation process at normal priority, and a second job burns one core at normal priority
+(a Python busy loop pinned to the last core), as on the user's 2-core machine. Reported
+from the proximity monitor's last /diagnostics before the driver stops (what follows, with
+no joint state, is not the run's): its stops by cause (behind: its check came more than
+max_lag after it was due; stale: no fresh joint state; fault), the checks' lateness (p50 /
+p99 / max since start) and its check's cost, the joint state's age at the checks (the
+`stale` test, against the same max_lag), how old the clouds are when their objects reach
+the check, its cloud worker's state (ros/cloud_process.py: a process of its own; its
+start-up time, clouds processed and dropped); and every process's CPU, with its child
+processes' (the cloud workers), as a ratio to the rclpy floor of the same run.
 """
 from __future__ import annotations
 
@@ -55,15 +56,19 @@ def burn() -> None:
 
 
 class LastDiagnostics:
-    """Output callback: the proximity monitor's latest status values on /diagnostics."""
+    """Output callback: the proximity monitor's status values on /diagnostics, by receipt
+    time; `before(t)` the last received by wall time t."""
 
     def __init__(self):
-        self.values: dict[str, str] = {}
+        self.received: list[tuple[float, dict[str, str]]] = []
 
-    def __call__(self, msg: DiagnosticArray, _now: float) -> None:
+    def __call__(self, msg: DiagnosticArray, now: float) -> None:
         for status in msg.status:
             if status.name.lstrip('/') == PROXIMITY.name:
-                self.values = {kv.key: kv.value for kv in status.values}
+                self.received.append((now, {kv.key: kv.value for kv in status.values}))
+
+    def before(self, t: float) -> dict[str, str]:
+        return next((values for now, values in reversed(self.received) if now <= t), {})
 
 
 def run(minutes: float, stress: bool, cloud: bool) -> str:
@@ -92,7 +97,8 @@ def run(minutes: float, stress: bool, cloud: bool) -> str:
     finally:
         if burner is not None:
             burner.kill()
-    values = diagnostics.values
+    # As the driver stopped: the drain after it (no joint state) is not the run's.
+    values = diagnostics.before(load.stamps[-1])
     process = next(p.name for p in manifest.composed() if PROXIMITY.name in p.nodes)
     return '\n\n'.join([
         f'{minutes:g} min of free motion at {RATE:.0f} Hz (joint states + F/T)'
@@ -104,6 +110,8 @@ def run(minutes: float, stress: bool, cloud: bool) -> str:
               [' ' * 7 + ' | '.join(f'{values.get(c, "0"):>6s}' for c in CAUSES)
                + f' | {values.get("lag", "?"):>25s} | {values.get("check_time", "?"):>10s} | '
                + values.get('cloud_age', '-')]),
+        f'joint state age at the checks beyond the clocks\' offset, p50 / p99 / max: '
+        f'{values.get("joint_state_age", "?")}',
         f'the proximity monitor runs in `{process}`; its cloud worker: '
         f'{values.get("cloud_worker", "?")}',
         cpu_table(load)])

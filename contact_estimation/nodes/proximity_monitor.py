@@ -39,10 +39,12 @@ constant offset (core/chain/lag.py ClockLag): the input stopped (the chain pause
 states' clock) or invalid (NaN keypoints, a wrong count, an empty cloud, an unknown frame: a
 clear message, counted on /diagnostics). Every stop is counted by its cause on /diagnostics
 (`behind`, `stale`, `fault`, `input`: the skeleton's or clouds', `near`), with the checks'
-lateness (`lag`: p50 / p99 / max since start) and how old the clouds are when their objects
-reach the check (`cloud_age`, from their stamps: the worker's time and its waits). A stop
-beside something that stays (the margin never clears) is released by `~/reset`
-(std_srvs/Trigger); after it the arm may only move away (core/contact/proximity.py: Reset).
+lateness (`lag`: p50 / p99 / max since start), the latest joint state's age at the checks
+beyond the clocks' offset (`joint_state_age`, judged against max_lag), and how old the clouds
+are when their objects reach the check (`cloud_age`, from their stamps: the worker's time and
+its waits). A stop beside something that stays (the margin never clears) is released by
+`~/reset` (std_srvs/Trigger); after it the arm may only move away (core/contact/proximity.py:
+Reset).
 
 Issue 19: a message stamped more than 1 s ahead of this node's clock is dropped and counted
 (core/chain/stamps.py: it never counts as fresh); clouds are decoded and clustered in a
@@ -382,6 +384,8 @@ class ProximityMonitorNode(SuiteNode):
             return
         sample, arrived = self._latest
         silent, age = now - arrived, self._age.update(self.stamp_clock(), sample.t)
+        self._age.statistics.add(age)
+        self.problems.values['joint_state_age'] = self._age.statistics.summary()
         if silent > self.value('joint_state_timeout') or age > self._age.max_lag:
             self._fail(STALE, f'{STALE}: joint states stale: the latest arrived '
                        f'{silent * 1e3:.0f} ms ago and is {age * 1e3:.0f} ms old beyond the '
