@@ -90,12 +90,13 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
                               tuple(t for t in shared.topics if t in fed), shared.source,
                               relays)
             nodes[0].closing(feed.close)
-            for node in nodes:
-                node.catch_up = feed.take
+        # What waits for this process: the driver's messages where the listener is (the
+        # chain, the replay), else the shared samples.
         listener = next((n for n in nodes if n.get_name() == SOURCE_NODE), None)
-        if listener is not None:  # the chain: what waits is the driver's messages
+        catch_up = listener.take_waiting if listener is not None else feeds and feed.take
+        if catch_up:
             for node in nodes:
-                node.catch_up = listener.take_waiting
+                node.catch_up = catch_up
         unreceived = handover.unreceived()
         if unreceived:
             raise RuntimeError(f'composed: nobody in the process reads {unreceived}')

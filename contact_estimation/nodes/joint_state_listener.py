@@ -48,7 +48,7 @@ from contact_estimation.ros.joint_states import JointStateWriter
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import ROBOT, ParameterTable, rows
 from contact_estimation.ros.qos import STOP_QOS
-from contact_estimation.ros.suite_node import SuiteNode
+from contact_estimation.ros.suite_node import SuiteNode, waiting_messages
 
 NAME = 'joint_state_listener'
 
@@ -112,13 +112,7 @@ class JointStateListenerNode(SuiteNode):
         executor then finds them taken; a replay, which calls the callback itself, has
         none), conditioned and passed on as one batch. The chain's other nodes take what
         waits through it before their watchdogs judge (SuiteNode.catch_up)."""
-        batch = list(batch)
-        with self._subscription.handle:
-            while len(batch) < MAX_BATCH:
-                taken = self._subscription.handle.take_message(JointState, True)
-                if taken is None:
-                    break
-                batch.append(taken[0])
+        batch = [*batch, *waiting_messages(self._subscription, MAX_BATCH - len(batch))]
         now = self.stamp_clock()
         samples = [sample for sample in map(self._condition, batch, repeat(now))
                    if sample is not None]

@@ -72,6 +72,21 @@ from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, SERVICE_QOS
 POLL_PERIOD = 0.005  # s between takes of a polled subscription: its messages wait this long
 
 
+def waiting_messages(subscription, limit: int) -> list:
+    """The messages (bytes, for a raw subscription) `subscription` has received and no
+    callback has taken yet, at most `limit`, in arrival order: an executor that wakes for
+    them later finds them taken."""
+    taken = []
+    with subscription.handle:
+        while len(taken) < limit:
+            message = subscription.handle.take_message(subscription.msg_type,
+                                                       subscription.raw)
+            if message is None:
+                break
+            taken.append(message[0])
+    return taken
+
+
 class SuiteNode(Node):
     """A node named in nodes.yaml: `spec` (its topics), `robot` (the shared robot parameters,
     loaded), `problems` (counts and status on its diagnostics topic). `handover` is given in
@@ -233,13 +248,8 @@ class SuiteNode(Node):
         """Every message the polled subscriptions received since the last take, in order
         (at most one queue's depth each)."""
         for subscription in self.polled_subscriptions:
-            with subscription.handle:
-                for _ in range(subscription.qos_profile.depth):
-                    taken = subscription.handle.take_message(subscription.msg_type,
-                                                             subscription.raw)
-                    if taken is None:
-                        break
-                    subscription.callback(taken[0])
+            for message in waiting_messages(subscription, subscription.qos_profile.depth):
+                subscription.callback(message)
 
     def receive(self, key: str, msg_type, on_message: Callable, on_sample: Callable,
                 qos: QoSProfile = SENSOR_QOS,
