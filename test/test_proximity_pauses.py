@@ -4,7 +4,6 @@ chain's is paused with SIGSTOP while a driver streams joint states and an empty 
 (nobody tracked: nothing is near, so any stop is a fault of timing)."""
 import os
 import signal
-import time
 from contextlib import contextmanager
 
 from diagnostic_msgs.msg import DiagnosticArray
@@ -14,7 +13,7 @@ from std_msgs.msg import Bool
 from contact_estimation import manifest
 from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS
 from contact_estimation.ros.testing import composed_processes, ros_context, spinning
-from test_behind import CHAIN, TIMEOUT, Driver
+from test_behind import CHAIN, Driver, _stream_until as _stream
 from test_behind import standing  # noqa: F401 (the fixture)
 
 PROXIMITY = manifest.node('proximity_monitor')
@@ -57,17 +56,6 @@ class Watcher:
             skeleton.header.stamp = self.driver.get_clock().now().to_msg()
             skeleton.header.frame_id = 'panda_link0'
             self._skeleton.publish(skeleton)
-
-
-def _stream(executor, watcher: Watcher, done, seconds: float = TIMEOUT) -> bool:
-    """Stream at ~1 kHz until `done()` (False after `seconds`)."""
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        watcher.send()
-        executor.spin_once(timeout_sec=0.001)
-        if done():
-            return True
-    return False
 
 
 @contextmanager
