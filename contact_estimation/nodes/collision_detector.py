@@ -115,6 +115,7 @@ class CollisionDetectorNode(SuiteNode):
             self._acceleration = AccelerationEstimate(
                 self.value(ACCELERATION_WINDOW))
             self._lag = ClockLag(self.value('max_lag'))
+        self.problems.values['lag'] = self._lag.statistics.summary  # p50 / p99 / max
         self._names = list(self.robot.joint_names)
         self._joint_states = JointStateReader(self._names)
         self._q: np.ndarray | None = None          # latest joint positions (markers)
@@ -274,11 +275,10 @@ class CollisionDetectorNode(SuiteNode):
         self.detector.set_hands(hands)
 
     def _on_watchdog(self) -> None:
-        """The fail-safe clock: input timeout and hold-time release even without input; the
-        lag's p50 / p99 / max since start on /diagnostics. The samples waiting for this
-        process are taken first (`catch_up`): a late wake is not stale input."""
+        """The fail-safe clock: input timeout and hold-time release even without input. The
+        samples waiting for this process are taken first (`catch_up`): a late wake is not
+        stale input."""
         self.catch_up()
-        self.problems.values['lag'] = self._lag.statistics.summary()
         now = self.seconds()
         state = self.detector.state(now)
         self._apply(state, react=(now, None, None) if state.input_problem in (WAITING, STALE)

@@ -36,7 +36,9 @@ class ProblemCounter:
         self.traffic: Counter[str] = Counter()  # messages handled, by kind (not problems)
         self.level = OK
         self.message = 'ok'
-        self.values: dict[str, str] = {}
+        # Key values by name: a string, or a function that gives it when /diagnostics is
+        # published (a figure that costs to format is not formatted at the 1 kHz rate).
+        self.values: dict[str, str | Callable[[], str]] = {}
         self._hardware_id = hardware_id
         self._pub = node.create_publisher(DiagnosticArray, topic, 10)
         self._timer = node.create_timer(period, self.publish)
@@ -63,7 +65,8 @@ class ProblemCounter:
             message=self.message, hardware_id=self._hardware_id)
         status.values = [KeyValue(key=k, value=str(v)) for k, v in sorted(
             (self.counts + self.traffic).items())]
-        status.values += [KeyValue(key=k, value=v) for k, v in sorted(self.values.items())]
+        status.values += [KeyValue(key=k, value=v() if callable(v) else v)
+                          for k, v in sorted(self.values.items())]
         array = DiagnosticArray(status=[status])
         array.header.stamp = self._node.get_clock().now().to_msg()
         self._pub.publish(array)

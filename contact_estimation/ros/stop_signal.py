@@ -46,6 +46,7 @@ class StopSignal:
                                     lambda: self.stop, node.seconds,
                                     f'{node.get_name()} heartbeat', node.steady,
                                     beating=node.runs_in_real_time)
+        node.problems.values['late_heartbeats'] = lambda: str(self.late)
         node.create_service(Trigger, '~/reset', self._on_reset)
         node.create_timer(1.0 / rate, self._repeat)
 
@@ -77,7 +78,6 @@ class StopSignal:
         return self._heartbeat.late
 
     def _repeat(self) -> None:
-        self._node.problems.values['late_heartbeats'] = str(self.late)
         if self.scale is not None:
             self._scale_pub.publish(Float64(data=self.scale))
 
