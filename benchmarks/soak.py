@@ -1,11 +1,12 @@
 """Soak: the whole suite for N minutes at 1 kHz; heartbeat gaps, memory and stops (issue 19).
 
     PYTHONPATH=$PWD nice -n 10 python benchmarks/soak.py --minutes 10 [--contact-every 5]
-                                                         [--subscribe-residual]
+                                       [--subscribe-residual] [--priority auto|N]
 
-The six core nodes run composed in their three processes, as `contact-estimation up` starts
-them. Two
-driver processes publish what a cell would:
+The core nodes run composed in their processes, as `contact-estimation up` starts them (at
+its default `--priority auto`: the stops' processes at SCHED_FIFO 40 and below where the OS
+allows it). Two driver processes publish what a cell would (the arm's at SCHED_FIFO 50, as
+ros2_control runs a robot driver):
 - joint states at 1 kHz of a Panda in free motion (every joint a sine, the effort its inverse
   dynamics, so that the residual is ~0 and no stop is due), and the wrist F/T readings of that
   motion at 1 kHz, both stamped with the wall clock;
@@ -21,9 +22,12 @@ This process listens to both stops. A controller keeping the README's contract s
 150 ms without a stop message, so every gap over 150 ms between two messages of a stop
 (heartbeats at 20 Hz: 50 ms apart) would have stopped the arm. Reported: for each stop, its
 gaps over 150 ms and the longest, how often it was raised; each node process's resident
-memory over the run. The gaps are measured in this process, which shares the machine: its own
-delays count in them (an upper bound); "at the same time" counts those that overlap a gap of
-the other stop (two processes silent at once: this process or the whole machine stalled).
+memory over the run; each process's CPU against the rclpy floor of the same run
+(`_ros_load.floor`); every stop each stopping node counted, by cause, from its /diagnostics
+(issue 35: with no push, any stop is one without a cause). The gaps are measured in this
+process, which shares the machine: its own delays count in them (an upper bound); "at the
+same time" counts those that overlap a gap of the other stop (two processes silent at once:
+this process or the whole machine stalled).
 """
 from __future__ import annotations
 
@@ -44,11 +48,13 @@ from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Bool
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _ros_load import LOG_DIR, Contacts, contact_effect, machine, table  # noqa: E402
+from _ros_load import (FLOOR, LOG_DIR, Contacts, CpuClock, contact_effect, floor,  # noqa: E402
+                       machine, realtime_priority, table)
 
 from contact_estimation import manifest  # noqa: E402
 from contact_estimation.core.contact.ft_compensation import SensorMount  # noqa: E402
 from contact_estimation.core.robot.robot_model import RobotModel  # noqa: E402
+from contact_estimation.launcher import chosen_priority  # noqa: E402
 from contact_estimation.ros.conversions import seconds_to_stamp, xyz_to_cloud  # noqa: E402
 from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS  # noqa: E402
 from contact_estimation.ros.spinning import spin_until  # noqa: E402
@@ -125,8 +131,11 @@ class CellStreams:
 def _drive(streams: CellStreams, seconds: float, reports, part: str) -> None:
     """A driver process: `part` 'arm' publishes the 1 kHz joint states and F/T readings,
     'sensors' the 10 Hz skeleton and cloud (a process each, as separate drivers would be, so
-    that serialising a 0.5 MB cloud never delays a joint state)."""
+    that serialising a 0.5 MB cloud never delays a joint state); the arm's at SCHED_FIFO 50
+    where allowed, as ros2_control runs a robot driver."""
     try:
+        if part == 'arm':
+            realtime_priority()
         with ros_context() as context:
             node = rclpy.create_node(f'soak_{part}_driver', context=context)
             spec = {name: manifest.node(name) for name in ('joint_state_listener', *SENSOR_NODES)}
@@ -225,13 +234,29 @@ class StopRecord:
                 f'{longest:11.0f} | {raised:6d} | {100 * values.mean():16.1f}')
 
 
+def counts_text(diagnosed: dict[str, dict[str, str]]) -> str:
+    """What each stopping node counted on its /diagnostics: stops by cause and problems by
+    kind (late_heartbeats: beats sent as stop because the node had fallen behind)."""
+    lines = ['counted on /diagnostics as the drivers stopped, since start:']
+    for name in STOPPING:
+        values = diagnosed.get(name)
+        counts = [f'{k} {v}' for k, v in sorted((values or {}).items()) if v.isdigit()
+                  and int(v) and not k.endswith(('_received', '_published'))]
+        lines.append(f'  {name}: ' + (', '.join(counts) or 'nothing' if values is not None
+                                      else 'no diagnostics'))
+    return '\n'.join(lines)
+
+
 def rss_mib(pid: int) -> float:
     with open(f'/proc/{pid}/status', encoding='ascii') as f:
         return next(int(line.split()[1]) for line in f if line.startswith('VmRSS')) / 1024
 
 
+STOPPING = ('collision_detector', 'proximity_monitor')
+
+
 def soak(minutes: float, cloud: str, cloud_points: int, contact_every: float = 0.0,
-         subscribe_residual: bool = False, warmup: float = 5.0) -> str:
+         subscribe_residual: bool = False, warmup: float = 5.0, priority: int = 0) -> str:
     load_before = ', '.join(f'{x:.2f}' for x in os.getloadavg())
     robot = RobotModel.load('panda')
     if contact_every and PERIOD % contact_every:
@@ -239,26 +264,31 @@ def soak(minutes: float, cloud: str, cloud_points: int, contact_every: float = 0
     streams = CellStreams(robot, cloud, cloud_points, contact_every)
     os.makedirs(LOG_DIR, exist_ok=True)
     log = lambda name: os.path.join(LOG_DIR, f'{name}_soak.log')  # noqa: E731
-    stops = {'collision_detector': StopRecord(), 'proximity_monitor': StopRecord()}
+    stops = {name: StopRecord() for name in STOPPING}
     with ExitStack() as stack:
         procs = stack.enter_context(composed_processes(
-            {'collision_detector': {'hold_time': HOLD_TIME}}, log_path=log))
+            {'collision_detector': {'hold_time': HOLD_TIME}}, log_path=log, priority=priority))
         context = stack.enter_context(ros_context())
         node = rclpy.create_node('soak_monitor', context=context)
         stack.callback(node.destroy_node)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
-        late = {}  # node → the late_heartbeats of its latest diagnostics
+        diagnosed: dict[str, dict[str, str]] = {}  # node → key values of its latest status
 
         def on_diagnostics(msg: DiagnosticArray) -> None:
             for status in msg.status:
                 if status.name.lstrip('/') in stops:
-                    late.update({status.name.lstrip('/'): kv.value for kv in status.values
-                                 if kv.key == 'late_heartbeats'})
+                    diagnosed[status.name.lstrip('/')] = {kv.key: kv.value
+                                                          for kv in status.values}
         for name, record in stops.items():
             node.create_subscription(Bool, manifest.node(name).topic('stop'), record, STOP_QOS)
         node.create_subscription(DiagnosticArray, manifest.node('proximity_monitor').topic(
             'diagnostics'), on_diagnostics, PIPELINE_QOS)
+        spawn = multiprocessing.get_context('spawn')
+        floor_process = spawn.Process(target=floor, daemon=True, args=(
+            manifest.node('joint_state_listener').topic('joint_states'),))
+        floor_process.start()
+        stack.callback(floor_process.kill)
 
         if not spin_until(executor, lambda: all(r.times for r in stops.values()), 60.0):
             raise RuntimeError(f'no stop heartbeat: exit codes '
@@ -269,7 +299,6 @@ def soak(minutes: float, cloud: str, cloud_points: int, contact_every: float = 0
             raise RuntimeError(f'other publishers of the stops on ROS_DOMAIN_ID '
                                f'{os.environ["ROS_DOMAIN_ID"]}: {others}; set '
                                'CONTACT_ESTIMATION_TEST_DOMAIN to a free one')
-        spawn = multiprocessing.get_context('spawn')
         reports = spawn.Queue()
         for part in ('arm', 'sensors'):
             driver = spawn.Process(target=_drive, daemon=True, args=(
@@ -283,10 +312,16 @@ def soak(minutes: float, cloud: str, cloud_points: int, contact_every: float = 0
             plot.start()
             stack.callback(plot.join, 10.0)
         measure_from = time.monotonic() + warmup
+        clocks = {**{n: CpuClock(p.pid) for n, p in procs.items()},
+                  FLOOR: CpuClock(floor_process.pid)}
+        cpu_from: dict[str, float] = {}
         memory: list[tuple[float, dict[str, float]]] = []
         next_sample, finished = measure_from, set()
         while finished != {'arm', 'sensors'}:
             executor.spin_once(timeout_sec=0.01)
+            if not cpu_from and time.monotonic() >= measure_from:
+                cpu_from = {n: clock.read() for n, clock in clocks.items()}
+                cpu_start = time.monotonic()
             if time.monotonic() >= next_sample:
                 memory.append((time.monotonic() - measure_from,
                                {n: rss_mib(p.pid) for n, p in procs.items()}))
@@ -298,6 +333,9 @@ def soak(minutes: float, cloud: str, cloud_points: int, contact_every: float = 0
             if isinstance(outcome, BaseException):
                 raise outcome
             finished.add(outcome)
+        cpu = {n: 100 * (clock.read() - cpu_from[n]) / (time.monotonic() - cpu_start)
+               for n, clock in clocks.items()}
+        counted = dict(diagnosed)  # up to 1 s before the drivers stopped (their end is stale)
         memory.append((time.monotonic() - measure_from,
                        {n: rss_mib(p.pid) for n, p in procs.items()}))
         exited = {n: p.returncode for n, p in procs.items() if p.poll() is not None}
@@ -312,13 +350,18 @@ def soak(minutes: float, cloud: str, cloud_points: int, contact_every: float = 0
         + (f'the residual subscribed ({residuals.value} received); ' if subscribe_residual
            else '')
         + f'{machine().split(", load average")[0]}; load average before the run {load_before}, '
-        f'after it {", ".join(f"{x:.2f}" for x in os.getloadavg())}; heartbeats the nodes '
-        f'sent as stop because they had fallen behind (late_heartbeats): {late}',
+        f'after it {", ".join(f"{x:.2f}" for x in os.getloadavg())}; the stops\' processes '
+        + (f'at SCHED_FIFO {priority} and below' if priority else 'at normal priority'),
         table('stop               | msg/s  | gaps > 150 ms | at same time |'
               ' longest, ms | raised | % of time raised',
               [record.row(name, measure_from, gaps[1 - k]) for k, (name, record)
                in enumerate(stops.items())]),
         table('   t, s | ' + ' | '.join(names) + '  (RSS, MiB)', rows),
+        table('process (+ children) | CPU, % of one core | × floor',
+              [f'{n:20s} | {c:18.1f} | {c / cpu[FLOOR]:7.2f}' for n, c in cpu.items()]
+              + [f'{"suite":20s} | {sum(cpu[n] for n in names):18.1f} | '
+                 f'{sum(cpu[n] for n in names) / cpu[FLOOR]:7.2f}']),
+        counts_text(counted),
         f'node processes that exited: {exited or "none"}'])
 
 
@@ -333,9 +376,14 @@ def main() -> None:
                         help=f'a {CONTACT:g} s push every S s (a divisor of {PERIOD:g}); 0: none')
     parser.add_argument('--subscribe-residual', action='store_true',
                         help='subscribe to the 1 kHz residual too, as a user plotting it')
+    parser.add_argument('--priority', default='auto', metavar='auto|N',
+                        help="the stops' processes' SCHED_FIFO priority, as `up --priority` "
+                             '(default auto, as `up`; 0: normal)')
     args = parser.parse_args()
+    priority, meaning = chosen_priority(args.priority)
+    print(meaning, flush=True)
     print(soak(args.minutes, args.cloud, args.cloud_points, args.contact_every,
-               args.subscribe_residual))
+               args.subscribe_residual, priority=priority))
 
 
 if __name__ == '__main__':
