@@ -237,7 +237,7 @@ class StopRecord:
 def counts_text(diagnosed: dict[str, dict[str, str]]) -> str:
     """What each stopping node counted on its /diagnostics: stops by cause and problems by
     kind (late_heartbeats: beats sent as stop because the node had fallen behind)."""
-    lines = ['counted on /diagnostics as the drivers stopped, since start:']
+    lines = ['counted on /diagnostics as the joint states stopped, since start:']
     for name in STOPPING:
         values = diagnosed.get(name)
         counts = [f'{k} {v}' for k, v in sorted((values or {}).items()) if v.isdigit()
@@ -333,9 +333,10 @@ def soak(minutes: float, cloud: str, cloud_points: int, contact_every: float = 0
             if isinstance(outcome, BaseException):
                 raise outcome
             finished.add(outcome)
+            if outcome == 'arm':  # up to 1 s before the joint states stopped (then stale)
+                counted = dict(diagnosed)
         cpu = {n: 100 * (clock.read() - cpu_from[n]) / (time.monotonic() - cpu_start)
                for n, clock in clocks.items()}
-        counted = dict(diagnosed)  # up to 1 s before the drivers stopped (their end is stale)
         memory.append((time.monotonic() - measure_from,
                        {n: rss_mib(p.pid) for n, p in procs.items()}))
         exited = {n: p.returncode for n, p in procs.items() if p.poll() is not None}
