@@ -21,10 +21,9 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
-from contact_estimation.core.contact.planar_localization import (PlanarLocalizer,
-                                                                 force_at_point, solve_planar)
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
+from planar_localization import PlanarLocalizer, force_at_point, solve_planar
 
 URDF = os.path.join(os.path.dirname(__file__), '..', 'urdf', 'planar_4link.urdf')
 MU = 0.5

@@ -1,8 +1,9 @@
 """Pictures of a recording's contacts (suite_bag.py → core/sim/render.py): for each contact,
-a PNG and a GIF animation of the arm as it was, the simulator's true contact (/sim/contact/*)
-beside the estimates of the
-contact localizer (/contact_estimate/*) and of the F/T estimator (/contact_estimate/ft/*),
-with their links and errors. Without ground truth (a real arm's bag), the estimates alone.
+a PNG and a GIF animation of the arm as it was, the simulator's true contact (sim_cobot's
+true_contact_*) beside the estimates of the contact localizer (contact_estimate/*) and of
+the F/T estimator (contact_estimate/ft/*), with their links and errors, on the topics of
+nodes.yaml in the namespace the recording's suite ran in. Without ground truth (a real
+arm's bag), the estimates alone.
 
 A contact is a run of stamps with a true contact (or, without truth, with an estimate) no
 more than `GAP` apart; its picture is at the localizer estimate nearest the middle of the run.
@@ -15,22 +16,29 @@ from pathlib import Path
 
 import numpy as np
 
+from contact_estimation import manifest
 from contact_estimation.core.chain.joint_order import JointOrder
 from contact_estimation.core.contact.contact import Contact, contact_error
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.ros.contact_messages import ContactPairs
-from contact_estimation.suite_bag import messages, stamp_ns
+from contact_estimation.suite_bag import messages, recorded_namespace, stamp_ns
 
 GAP = 1.0           # s between stamps that ends a contact (a loaded simulator skips time)
 MATCH = 0.02        # s: an estimate this near in stamp belongs to the pictured instant
 MAX_PICTURES = 6
 ANIMATION_FRAMES = 30
 ANIMATION_HOLD = 0.1  # s an estimate stays drawn in an animation
-SOURCES = {  # label → (point topic, wrench topic), truth first
-    'truth': ('/sim/contact/point', '/sim/contact/wrench'),
-    'localizer': ('/contact_estimate/point', '/contact_estimate/wrench'),
-    'F/T': ('/contact_estimate/ft/point', '/contact_estimate/ft/wrench'),
+SOURCES = {  # label → (node, its point topic's key, its wrench topic's key), truth first
+    'truth': ('sim_cobot', 'true_contact_point', 'true_contact_wrench'),
+    'localizer': ('contact_localizer', 'point', 'wrench'),
+    'F/T': ('ft_contact_estimator', 'point', 'wrench'),
 }
+
+
+def source_topics(label: str, namespace: str = '') -> tuple[str, str]:
+    """The point and wrench topics of SOURCES[`label`] in `namespace`."""
+    node, point, wrench = SOURCES[label]
+    return manifest.topic(node, point, namespace), manifest.topic(node, wrench, namespace)
 
 
 @dataclass
@@ -42,12 +50,18 @@ class BagContacts:
     contacts: dict[str, dict[float, Contact]] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, bag: str | os.PathLike, joint_states: str = '/joint_states') -> 'BagContacts':
+    def read(cls, bag: str | os.PathLike, namespace: str | None = None) -> 'BagContacts':
+        """The contacts `bag` recorded of the suite in `namespace` (None: the recording's,
+        suite_bag.recorded_namespace)."""
+        if namespace is None:
+            namespace = recorded_namespace(bag)
+        joint_states = manifest.topic('joint_state_listener', 'joint_states', namespace)
         found = cls()
         pairs = {}
-        for label, topics in SOURCES.items():
+        for label in SOURCES:
             found.contacts[label] = {}
-            pairs.update(dict.fromkeys(topics, (label, ContactPairs())))
+            pairs.update(dict.fromkeys(source_topics(label, namespace),
+                                       (label, ContactPairs())))
         for topic, _, _, msg in messages(bag, [joint_states, *pairs]):
             if topic == joint_states:
                 stamp = stamp_ns(msg) * 1e-9

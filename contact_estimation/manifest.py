@@ -138,6 +138,12 @@ def node(name: str) -> NodeSpec:
     return nodes()[name]
 
 
+def topic(node_name: str, key: str, namespace: str = '') -> str:
+    """Topic `key` of node `node_name`, fully qualified in `namespace` (for code outside the
+    nodes: the replay, the recorder, the pictures, the bags)."""
+    return node(node_name).resolved_topic(key, namespace)
+
+
 @lru_cache(maxsize=1)
 def composed() -> tuple[ComposedSpec, ...]:
     """The composed processes, in nodes.yaml order (the chain first)."""

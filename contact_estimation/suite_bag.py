@@ -46,14 +46,16 @@ TF_TOPIC = '/tf'
 TF_TYPE = 'tf2_msgs/msg/TFMessage'
 DESCRIPTION_TOPIC = '/robot_description'
 DESCRIPTION_TYPE = 'std_msgs/msg/String'
-JOINT_STATES = '/joint_states'
+JOINT_STATES = manifest.topic('joint_state_listener', 'joint_states')
 JOINT_STATE = 'sensor_msgs/msg/JointState'
 STORAGES = ('sqlite3', 'mcap')  # of a joint-state recording (`write_bag`)
 DEFAULT_TF_RATE = 100.0  # Hz of joint-state stamps
-# Topics whose publishers are transient local (the latched stop signals, input_stale): a
-# late subscriber, rviz among them, gets their last value at once.
-LATCHED = {'/contact_estimation/stop', '/contact_estimation/proximity/stop',
-           '/contact_estimation/input_stale', DESCRIPTION_TOPIC}
+# Topics whose publishers are transient local (the latched stop signals, input_stale), as
+# nodes.yaml names them (relative): a late subscriber, rviz among them, gets their last value
+# at once.
+LATCHED = tuple(manifest.node(name).topic(key) for name, key in (
+    ('collision_detector', 'stop'), ('proximity_monitor', 'stop'),
+    ('joint_state_listener', 'input_stale')))
 _PACKAGE_URI = re.compile(r'package://([^/"\s]+)/([^"\s<]+)')
 
 
@@ -86,13 +88,33 @@ def viewer_urdf(robot: RobotModel) -> str:
     return _PACKAGE_URI.sub(resolve, robot.urdf_xml)
 
 
-def _qos(latched: bool):
+def latched(topic: str) -> bool:
+    """Whether `topic` (fully qualified, in any namespace) is offered transient local."""
+    return topic == DESCRIPTION_TOPIC or any(topic.endswith(f'/{name}') for name in LATCHED)
+
+
+def recorded_namespace(bag: str | os.PathLike) -> str:
+    """The namespace of the suite `bag` recorded ('' for the root): the one its joint states
+    topic is in. ValueError when it holds the joint states of several namespaces."""
+    from rosbags.highlevel import AnyReader
+    with AnyReader([Path(bag)], default_typestore=typestore()) as reader:
+        topics = {connection.topic for connection in reader.connections}
+    found = sorted({t[:-len(JOINT_STATES)].strip('/') for t in topics
+                    if t.endswith(JOINT_STATES)})
+    if len(found) > 1:
+        raise ValueError(f'{bag} holds the joint states of several namespaces '
+                         f'({", ".join(f"/{ns}" if ns else "the root" for ns in found)}): '
+                         'choose one with --namespace')
+    return found[0] if found else ''
+
+
+def _qos(transient_local: bool):
     from rosbags.interfaces import (Qos, QosDurability, QosHistory, QosLiveliness,
                                     QosReliability, QosTime)
     infinite = QosTime(sec=0x7FFFFFFF, nsec=0xFFFFFFFF)
-    return Qos(history=QosHistory.KEEP_LAST, depth=10 if latched else 100,
+    return Qos(history=QosHistory.KEEP_LAST, depth=10 if transient_local else 100,
                reliability=QosReliability.RELIABLE,
-               durability=(QosDurability.TRANSIENT_LOCAL if latched
+               durability=(QosDurability.TRANSIENT_LOCAL if transient_local
                            else QosDurability.VOLATILE),
                deadline=infinite, lifespan=infinite, liveliness=QosLiveliness.AUTOMATIC,
                liveliness_lease_duration=infinite, avoid_ros_namespace_conventions=False)
@@ -168,7 +190,7 @@ class SuiteBag:
         if connection is None:
             connection = self._connections[topic] = self._writer.add_connection(
                 topic, msgtype, typestore=self._store,
-                offered_qos_profiles=[_qos(topic in LATCHED)])
+                offered_qos_profiles=[_qos(latched(topic))])
         self._writer.write(connection, log_ns, cdr)
         self.counts[topic] = self.counts.get(topic, 0) + 1
 

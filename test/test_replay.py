@@ -132,6 +132,46 @@ def test_the_replay_computes_the_live_residual_and_estimates(runs):
         assert most in during['replay']
 
 
+def _in_namespace(recording, copy, namespace: str) -> None:
+    """A copy of `recording` as a suite in `namespace` records it: every topic but the
+    global ones moved into the namespace (its /tf and /robot_description stay)."""
+    from rosbags.highlevel import AnyReader
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    from contact_estimation.suite_bag import typestore
+    store = typestore()
+    with AnyReader([recording], default_typestore=store) as reader, Writer(
+            copy, version=Writer.VERSION_LATEST, storage_plugin=StoragePlugin.MCAP) as writer:
+        moved = {c.id: writer.add_connection(
+            c.topic if c.topic in ('/tf', '/robot_description', '/diagnostics')
+            else f'/{namespace}{c.topic}', c.msgtype, typestore=store)
+            for c in reader.connections}
+        for connection, log_ns, raw in reader.messages():
+            writer.write(moved[connection.id], log_ns, raw)
+
+
+def test_a_recording_of_a_suite_in_a_namespace_replays_as_the_same_recording_at_the_root(
+        runs, tmp_path):
+    """Issue 39: the replay and the pictures take every topic from nodes.yaml, in the
+    namespace the recording's suite ran in (found from its joint states)."""
+    recording, out, _ = runs
+    moved = tmp_path / 'left'
+    _in_namespace(recording, moved, 'left')
+    assert BagContacts.read(moved).contacts['truth'].keys() == BagContacts.read(
+        recording).contacts['truth'].keys()
+    demo_dir = recording.parent
+    proc = subprocess.run(
+        [sys.executable, '-m', 'contact_estimation', 'replay', str(moved),
+         '--config', str(demo_dir / THRESHOLDS_FILE),
+         '--config', str(demo_dir / 'recording_parameters.yaml'),
+         '--out', str(tmp_path / 'out')],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy(),
+        timeout=600)
+    assert proc.returncode == 0, proc.stdout
+    assert _stop_events(tmp_path / 'out' / 'replay') == _stop_events(out / 'replay')
+    assert 'contact pictures: ' in proc.stdout
+
+
 def test_a_users_bag_with_joint_states_only_is_replayed_sample_by_sample(tmp_path):
     """A sqlite3 bag of joint states alone, as a real arm's driver records them (here the
     simulated arm's driver, 2 s at 1 kHz): every sample goes through the chain, and the

@@ -77,7 +77,7 @@ from contact_estimation.core.identification.payload_identification import (
 from contact_estimation.core.identification.recording import RecordingError, write_csv
 from contact_estimation.core.robot.robot_model import RobotModel, RobotModelError
 from contact_estimation.core.sim.harness import record_on_simulator, simulator_config
-from contact_estimation.suite_bag import STORAGES, read_recording, write_bag
+from contact_estimation.suite_bag import JOINT_STATES, STORAGES, read_recording, write_bag
 
 BAD_INPUT = 2
 
@@ -329,7 +329,7 @@ def main(argv: list[str]) -> int:
     fit = commands.add_parser('fit', help='identify gravity and friction from a recording')
     fit.add_argument('recording', help='CSV file or ROS 2 bag (directory, .db3 or .mcap)')
     fit.add_argument('--robot', default='panda', help='example-robot-data name or URDF path')
-    fit.add_argument('--topic', default='/joint_states', help='JointState topic in a bag')
+    fit.add_argument('--topic', default=JOINT_STATES, help='JointState topic in a bag')
     fit.add_argument('--out', required=True, help='identified model YAML to write')
     fit.add_argument('--plots', help='directory for one PNG per joint')
     fit.add_argument('--friction-model', choices=sorted(friction_models.MODELS),
@@ -352,7 +352,7 @@ def main(argv: list[str]) -> int:
                                   'from a short log of the arm carrying it')
     payload.add_argument('recording', help='CSV file or ROS 2 bag (directory, .db3 or .mcap)')
     payload.add_argument('--robot', default='panda', help='example-robot-data name or URDF path')
-    payload.add_argument('--topic', default='/joint_states', help='JointState topic in a bag')
+    payload.add_argument('--topic', default=JOINT_STATES, help='JointState topic in a bag')
     payload.add_argument('--model-file', help='the bare arm\'s identified model (identify fit); '
                                               'default: the URDF, no friction')
     payload.add_argument('--out', required=True, help='residual_node parameter file to write')

@@ -4,11 +4,14 @@ computed as fast as the CPU allows, not in real time.
     contact-estimation replay out/demo/recording [--config FILE]... [--out DIR]
 
 BAG is a rosbag2 (MCAP or sqlite3) with /joint_states and optionally /ft_sensor/wrench,
-/lidar/points, /wrist_ft_sensor/wrench and /human/skeleton: a recording of a real arm, or the
-demo's. The core nodes of nodes.yaml are built in this process, composed as `contact-estimation
-up` builds them (samples handed from node to node by function call: composed.py), with their
-shipped parameter files and the `--config` files a user gives `up`, and `use_sim_time`. The bag's
-input messages are handed to the nodes' subscription callbacks
+/lidar/points, /wrist_ft_sensor/wrench and /human/skeleton (the inputs nodes.yaml names): a
+recording of a real arm, or the demo's. A recording of a suite in a namespace
+(/left/joint_states ...) is replayed from that namespace's topics (`--namespace`, by default
+the one its joint states are in); the suite and the output bag are in the root namespace.
+The core nodes of nodes.yaml are built in this process, composed as `contact-estimation up`
+builds them (samples handed from node to node by function call: composed.py), with their
+shipped parameter files and the `--config` files a user gives `up`, and `use_sim_time`. The
+bag's input messages are handed to the nodes' subscription callbacks
 in header-stamp order; before each, the nodes' ROS time is set to its stamp and the timers due
 by then fire, as an executor would fire them. What a node publishes goes, by
 function call, to the nodes that read it, and into the output bag; nothing goes over DDS
@@ -38,13 +41,18 @@ from contact_estimation import manifest
 from contact_estimation.core.chain.stamps import nanoseconds
 
 OUTPUT_BAG = 'replay'
-# What a recording brings to the suite (read by a core node, published by none of them).
-TRUTH_TOPICS = ('/sim/contact/point', '/sim/contact/wrench', '/sim/contact/joint_torque')
-STOP = '/contact_estimation/stop'
-PROXIMITY_STOP = '/contact_estimation/proximity/stop'
-TIME_SCALING = '/contact_estimation/time_scaling'
-EVENTS = '/contact_estimation/collision_events'
-RESIDUAL = '/contact_estimation/residual'
+# The suite runs in the root namespace here; a recording's namespace is taken off its topics.
+# What a recording brings beside the suite's inputs: the simulator's truth.
+TRUTH_TOPICS = tuple(manifest.topic('sim_cobot', key) for key in (
+    'true_contact_point', 'true_contact_wrench', 'true_contact_torque'))
+JOINT_STATES = manifest.topic('joint_state_listener', 'joint_states')
+LIDAR_POINTS = manifest.topic('contact_localizer', 'lidar_points')
+FT_WRENCH = manifest.topic('ft_contact_estimator', 'ft_wrench')
+STOP = manifest.topic('collision_detector', 'stop')
+PROXIMITY_STOP = manifest.topic('proximity_monitor', 'stop')
+TIME_SCALING = manifest.topic('collision_detector', 'time_scaling')
+EVENTS = manifest.topic('collision_detector', 'events')
+RESIDUAL = manifest.topic('residual_node', 'residual')
 
 
 def input_topics() -> dict[str, str]:
@@ -249,11 +257,11 @@ def _summary(outcome: Outcome, found) -> str:
     truth = found.contacts['truth']
     lines.append('\nEstimates (sensors used):')
     uses = {'localizer': ('contact_localizer', 'joint torques (residual)'
-                          + (f' and {outcome.inputs["/lidar/points"]} lidar clouds'
-                             if outcome.inputs.get('/lidar/points') else ', no lidar cloud')),
+                          + (f' and {outcome.inputs[LIDAR_POINTS]} lidar clouds'
+                             if outcome.inputs.get(LIDAR_POINTS) else ', no lidar cloud')),
             'F/T': ('ft_contact_estimator', 'the base F/T sensor '
-                    + (f'({outcome.inputs["/ft_sensor/wrench"]} wrenches)'
-                       if outcome.inputs.get('/ft_sensor/wrench') else '(none in the bag)')
+                    + (f'({outcome.inputs[FT_WRENCH]} wrenches)'
+                       if outcome.inputs.get(FT_WRENCH) else '(none in the bag)')
                     + ' and the joint states')}
     for label, (node, sensors) in uses.items():
         estimates = found.contacts[label]
@@ -325,6 +333,9 @@ def main(argv: list[str]) -> int:
                         metavar='FILE', help='parameter file (node_name: ros__parameters: '
                         'form) over the defaults, as given to `up`; may be given several times')
     parser.add_argument('--out', default='out/replay', help='folder for the bag and pictures')
+    parser.add_argument('--namespace', metavar='NS',
+                        help='the namespace of the suite the recording holds (default: the '
+                             'one its joint states are in); the output bag is in the root')
     args = parser.parse_args(argv)
     if not os.path.exists(args.bag):
         parser.error(f'{args.bag}: no such bag')
@@ -338,24 +349,29 @@ def main(argv: list[str]) -> int:
     from rclpy.serialization import deserialize_message
 
     from contact_estimation import contact_pictures
-    from contact_estimation.ros.bag_recorder import (MARKER_ARRAY, TRUTH_MARKERS, TruthMarkers,
-                                                     message_class)
-    from contact_estimation.suite_bag import (SuiteBag, messages_by_stamp, remove_earlier_bag,
-                                              suite_topics)
+    from contact_estimation.ros.bag_recorder import MARKER_ARRAY, TruthMarkers, message_class
+    from contact_estimation.suite_bag import (SuiteBag, messages_by_stamp, recorded_namespace,
+                                              remove_earlier_bag, suite_topics)
 
-    topics = input_topics()
-    types = {**topics, TRUTH_TOPICS[0]: 'geometry_msgs/msg/PointStamped',
-             TRUTH_TOPICS[1]: 'geometry_msgs/msg/WrenchStamped',
-             TRUTH_TOPICS[2]: 'sensor_msgs/msg/JointState'}
+    types = {**input_topics(), **{topic: manifest.node('sim_cobot').message_type(key)
+                                  for topic, key in zip(TRUTH_TOPICS, (
+                                      'true_contact_point', 'true_contact_wrench',
+                                      'true_contact_torque'))}}
     try:
-        entries, skipped = messages_by_stamp(args.bag, types)
+        namespace = (args.namespace if args.namespace is not None
+                     else recorded_namespace(args.bag)).strip('/')
+        prefix = f'/{namespace}' if namespace else ''
+        entries, skipped = messages_by_stamp(
+            args.bag, {prefix + topic: name for topic, name in types.items()})
     except Exception as err:  # noqa: BLE001 - rosbags' errors are varied; the user gets why
         print(f'replay: cannot read {args.bag}: {type(err).__name__}: {err}', file=sys.stderr)
         return 1
+    entries = [(stamp, topic[len(prefix):], raw) for stamp, topic, raw in entries]
     for line in skipped:
         print(f'replay: {line}', file=sys.stderr)
-    if not any(topic == '/joint_states' for _, topic, _ in entries):
-        print(f'replay: {args.bag} has no /joint_states: nothing to replay', file=sys.stderr)
+    if not any(topic == JOINT_STATES for _, topic, _ in entries):
+        print(f'replay: {args.bag} has no {prefix}{JOINT_STATES}: nothing to replay',
+              file=sys.stderr)
         return 1
     os.makedirs(args.out, exist_ok=True)
     out_bag = os.path.join(args.out, OUTPUT_BAG)
@@ -386,13 +402,13 @@ def main(argv: list[str]) -> int:
                 msg = deserialize_message(raw, classes[topic])
                 outcome.inputs[topic] = outcome.inputs.get(topic, 0) + 1
                 outcome.record(topic, stamp * 1e-9, msg)
-                if topic == '/joint_states':
+                if topic == JOINT_STATES:
                     bag.write_joint_state(stamp, stamp, list(msg.name), msg.position, raw)
                 else:
                     bag.write(topic, types[topic], stamp, raw)
                     markers = truth_markers.feed(topic, raw)
                     if markers is not None:
-                        bag.write(TRUTH_MARKERS, MARKER_ARRAY, stamp, markers)
+                        bag.write(truth_markers.topic, MARKER_ARRAY, stamp, markers)
                 if topic not in TRUTH_TOPICS:
                     replay.step(stamp, topic, msg, raw)
             elapsed = time.perf_counter() - started

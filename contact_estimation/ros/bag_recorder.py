@@ -1,6 +1,6 @@
 """Record a running suite into a SuiteBag (suite_bag.py): every topic of nodes.yaml as it was
-sent, /tf from the joint states and /robot_description, and `TRUTH_MARKERS`: the simulator's
-true contact drawn as the estimators draw theirs (green), for Foxglove and rviz.
+sent, /tf from the joint states and /robot_description, and `truth_markers_topic`: the
+simulator's true contact drawn as the estimators draw theirs (green), for Foxglove and rviz.
 
 The subscriptions are raw: rclpy hands over the CDR bytes DDS carried, which is what a rosbag2
 stores, so nothing is parsed or serialised again (only /joint_states is parsed, for /tf).
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import posixpath
 
 import yaml
 
@@ -24,22 +25,36 @@ from contact_estimation.suite_bag import (DEFAULT_TF_RATE, SuiteBag, remove_earl
                                           stamp_ns, suite_topics)
 
 
-TRUTH_MARKERS = '/sim/contact/markers'
 MARKER_ARRAY = 'visualization_msgs/msg/MarkerArray'
-_TRUTH_POINT, _TRUTH_WRENCH = '/sim/contact/point', '/sim/contact/wrench'
 _TRUTH_RGBA = (0.0, 0.8, 0.1, 0.8)
+
+
+def truth_topics(namespace: str = '') -> tuple[str, str]:
+    """The simulator's true contact point and wrench topics in `namespace` (nodes.yaml)."""
+    return (manifest.topic('sim_cobot', 'true_contact_point', namespace),
+            manifest.topic('sim_cobot', 'true_contact_wrench', namespace))
+
+
+def truth_markers_topic(namespace: str = '') -> str:
+    """Where the recorder draws the true contact: `markers` beside the truth's topics."""
+    return posixpath.join(posixpath.dirname(truth_topics(namespace)[0]), 'markers')
+
+
+TRUTH_MARKERS = truth_markers_topic()  # in the root namespace
 
 
 class TruthMarkers:
     """Markers of the true contact (ns `truth`: a sphere at the point, the force arrow ending
-    there, in the link's frame, 0.1 s lifetime) from /sim/contact/point and /wrench of the
-    same stamp and link, as CDR for TRUTH_MARKERS."""
+    there, in the link's frame, 0.1 s lifetime) from the simulator's true contact point and
+    wrench of the same stamp and link (`truth_topics` in `namespace`), as CDR for
+    `truth_markers_topic`."""
 
-    def __init__(self):
+    def __init__(self, namespace: str = ''):
         from geometry_msgs.msg import PointStamped, WrenchStamped
 
         from contact_estimation.ros.contact_messages import ContactPairs
-        self._classes = {_TRUTH_POINT: PointStamped, _TRUTH_WRENCH: WrenchStamped}
+        self.topic = truth_markers_topic(namespace)
+        self._classes = dict(zip(truth_topics(namespace), (PointStamped, WrenchStamped)))
         self._pairs = ContactPairs()
 
     def feed(self, topic: str, cdr: bytes) -> bytes | None:
@@ -77,7 +92,7 @@ class BagRecorder:
         self.node = Node(node_name, context=context)
         self.bag = SuiteBag(path, robot, tf_rate)
         self._joint_state_class = message_class('sensor_msgs/msg/JointState')
-        self._truth = TruthMarkers()
+        self._truth = TruthMarkers(namespace)
         self._joint_states = manifest.node('joint_state_listener').resolved_topic(
             'joint_states', namespace)
         for topic, type_name in suite_topics(namespace).items():
@@ -103,7 +118,7 @@ class BagRecorder:
             self.bag.write(topic, type_name, log_ns, cdr)
             markers = self._truth.feed(topic, cdr)
             if markers is not None:
-                self.bag.write(TRUTH_MARKERS, MARKER_ARRAY, log_ns, markers)
+                self.bag.write(self._truth.topic, MARKER_ARRAY, log_ns, markers)
             return
         msg = deserialize_message(cdr, self._joint_state_class)
         self.bag.write_joint_state(log_ns, stamp_ns(msg), list(msg.name), msg.position, cdr,

@@ -145,7 +145,7 @@ class TimeScaling:
         return self.value
 
     def react(self, t: float, state, tau_ext, velocity) -> float:
-        """f_S after a core.detector.DetectorState `state` for the sample (τ_ext, q̇).
+        """f_S after a core.chain.detector.DetectorState `state` for the sample (τ_ext, q̇).
 
         Holds on a detected contact and whenever the input is unusable; learns the path
         direction only while no joint is over threshold.

@@ -6,7 +6,7 @@ the same sign). Joints beyond link k feel nothing, so the last loaded joint boun
 below (eq. 13.1) and the consistency of the first i equations bounds it from above (eq. 13.2).
 
 - The seed's analytic method on its planar arm (`solve_planar`, `PlanarLocalizer`) is in
-  planar_localization.py: the reproduction of the seed's figures (benchmarks/seed000_planar.py).
+  benchmarks/planar_localization.py: the reproduction of the seed's figures (seed000_planar.py).
 - `ContactLocalizer`: the same on a spatial arm. Every surface sample of the candidate links
   is scored at once by its least-squares residual; where the link's Jacobian has rank 6 the
   wrench's line of action is cast into the link's mesh; the best are refined on the surface.

@@ -24,7 +24,7 @@ def closed_loop(sim, residual, detector=None, scaling: TimeScaling | None = None
     """Run the whole reaction ROS-free: simulated cobot → residual → detector → f_S → reference.
 
     `sim` is a SimulatedCobot, `residual` a core.residual.Residual (None: record the joint
-    states only, tau_ext stays 0), `detector` a core.detector.CollisionDetector (None: record
+    states only, tau_ext stays 0), `detector` a core.chain.detector.CollisionDetector (None: record
     the residual only), given q̇ and, when its thresholds have a q̈ term, q̈ as the detector
     node estimates it (AccelerationEstimate, its default window); with `scaling` None the
     reference is never re-timed. `progress(steps)` is called every 1000 steps. Returns
