@@ -11,7 +11,8 @@ sends, one phase after another: nothing (`baseline`), 400 000-point clouds at 2 
 every 2 s, stamped 1 µs apart from now on (`burst`: the chain takes them in batches), a
 parameter set on the residual node, the detector and the proximity monitor every 20 ms
 (`parameters`: the residual is rebuilt on each), 500 `~/reset` calls at once on each stop
-every 2 s (`resets`), and nothing again (`idle`: does the memory return?). A
+every 2 s (`resets`), the driver paused (SIGSTOP) for 0.3 s every 2 s (`pauses`: both stops
+say `stale`, their input stopped), and nothing again (`idle`: does the memory return?). A
 monitor process at SCHED_FIFO 60 listens to both stops. A controller keeping the README's
 contract stops after 150 ms without a stop message: reported per phase and stop, the gaps
 over 150 ms, the longest with the value last heard before it, and the composed processes'
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import signal
 import sys
 import time
 
@@ -37,10 +39,11 @@ from contact_estimation.ros.testing import composed_processes  # noqa: E402
 
 CONTRACT = 0.150  # s without a stop message after which a controller stops (README)
 STOPS = ('collision_detector', 'proximity_monitor')
-PHASES = ('baseline', 'clouds', 'skeletons', 'burst', 'parameters', 'resets', 'idle')
+PHASES = ('baseline', 'clouds', 'skeletons', 'burst', 'parameters', 'resets', 'pauses', 'idle')
 RATE = 1000.0     # Hz: the driver's joint states
 SKELETON_EVERY = 20  # joint states per empty skeleton (50 Hz)
 BURST_EVERY = 2.0    # s between bursts in the `burst` phase
+PAUSE = 0.3          # s that the driver is paused in the `pauses` phase
 HOLD_TIME = 0.5      # s: the detector's stop clears this long after its cause, between phases
 
 
@@ -170,6 +173,17 @@ def _monitor(commands, results, ready) -> None:
         node.destroy_node()
 
 
+def pause_driver(pid: int, seconds: float) -> None:
+    """SIGSTOP the driver for PAUSE s every BURST_EVERY s, for `seconds`."""
+    end = time.monotonic() + seconds
+    while time.monotonic() + BURST_EVERY <= end:
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(PAUSE)
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(BURST_EVERY - PAUSE)
+    time.sleep(max(end - time.monotonic(), 0.0))
+
+
 def rss_mib(pid: int) -> float:
     with open(f'/proc/{pid}/status', encoding='ascii') as f:
         return next(int(line.split()[1]) for line in f if line.startswith('VmRSS')) / 1024
@@ -214,7 +228,10 @@ def main() -> int:
         results.get(timeout=30.0)
         for phase in args.phases:
             to_driver.put(phase)
-            time.sleep(args.seconds)
+            if phase == 'pauses':
+                pause_driver(driver.pid, args.seconds)
+            else:
+                time.sleep(args.seconds)
             to_monitor.put('report')
             heard, late = results.get(timeout=30.0)
             judged = 'yes' if late < CONTRACT else 'no: machine too loaded'
