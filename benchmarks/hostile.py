@@ -1,131 +1,253 @@
-"""Hostile inputs against the composed suite: stop heartbeat gaps and memory (issue 27).
+"""Hostile inputs against the composed suite: the stops' heartbeat gaps and memory (issues 27, 36).
 
-    PYTHONPATH=$PWD python benchmarks/hostile.py [--seconds 5]
+    PYTHONPATH=$PWD python benchmarks/hostile.py [--seconds 5] [--phases burst ...]
+                                                 [--burst 20000] [--priority 40]
 
-The core nodes run composed in one process, as `contact-estimation up` starts them; this
-process sends, one phase after another: nothing (baseline), 400 000-point clouds at 2 Hz,
-10 000-pose skeletons at 10 Hz, bursts of 10 000 joint states, and nothing again (does the
-memory return?). It listens to both stops. A controller keeping the README's contract stops
-after 150 ms without a stop message: reported per phase, for each stop, its gaps over 150 ms
-and the longest, and the composed process's resident memory at the end of the phase. The
-gaps are measured here, on a machine this process shares: "probe late" is the longest delay
-of this process's own 10 ms timer in the phase; when it is itself over 150 ms the machine
-was too loaded to judge the gaps, and the table says so.
+The core nodes run composed in their processes, as `contact-estimation up --priority 40`
+starts them. A driver process at SCHED_FIFO 50 streams joint states of a Panda standing still
+(gravity torques: no stop due) at 1 kHz and an empty skeleton (nobody tracked) at 50 Hz, and
+sends, one phase after another: nothing (`baseline`), 400 000-point clouds at 2 Hz
+(`clouds`), 10 000-pose skeletons at 10 Hz (`skeletons`), `--burst` joint states at once
+every 2 s, stamped 1 µs apart from now on (`burst`: the chain takes them in batches), a
+parameter set on the residual node, the detector and the proximity monitor every 20 ms
+(`parameters`: the residual is rebuilt on each), 500 `~/reset` calls at once on each stop
+every 2 s (`resets`), the driver paused (SIGSTOP) for 0.3 s every 2 s (`pauses`: both stops
+say `stale`, their input stopped), and nothing again (`idle`: does the memory return?). A
+monitor process at SCHED_FIFO 60 listens to both stops. A controller keeping the README's
+contract stops after 150 ms without a stop message: reported per phase and stop, the gaps
+over 150 ms, the longest with the value last heard before it, and the composed processes'
+resident memory at the end of the phase. "monitor late" is the longest delay of the
+monitor's own 10 ms timer in the phase: over 150 ms, the machine was too loaded to judge the
+gaps, and the table says so.
 """
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
+import signal
 import sys
 import time
 
 import numpy as np
-import rclpy
-from geometry_msgs.msg import Pose, PoseArray
-from rclpy.executors import SingleThreadedExecutor
-from sensor_msgs.msg import JointState, PointCloud2
-from std_msgs.msg import Bool
 
-from contact_estimation import manifest
-from contact_estimation.ros.conversions import seconds_to_stamp, xyz_to_cloud
-from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS
-from contact_estimation.ros.spinning import spin_until
-from contact_estimation.ros.testing import composed_process, isolate_ros_domain
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _ros_load import LOG_DIR, machine, realtime_priority, table  # noqa: E402
+
+from contact_estimation import manifest  # noqa: E402
+from contact_estimation.ros.testing import composed_processes  # noqa: E402
 
 CONTRACT = 0.150  # s without a stop message after which a controller stops (README)
 STOPS = ('collision_detector', 'proximity_monitor')
+PHASES = ('baseline', 'clouds', 'skeletons', 'burst', 'parameters', 'resets', 'pauses', 'idle')
+RATE = 1000.0     # Hz: the driver's joint states
+SKELETON_EVERY = 20  # joint states per empty skeleton (50 Hz)
+BURST_EVERY = 2.0    # s between bursts in the `burst` phase
+PAUSE = 0.3          # s that the driver is paused in the `pauses` phase
+HOLD_TIME = 0.5      # s: the detector's stop clears this long after its cause, between phases
 
 
-class Probe(rclpy.node.Node):
-    def __init__(self):
-        super().__init__('hostile_probe')
-        self.heard = {name: [] for name in STOPS}  # monotonic receipt times
-        for name in STOPS:
-            self.create_subscription(Bool, manifest.node(name).topic('stop'),
-                                     lambda _, n=name: self.heard[n].append(time.monotonic()),
-                                     STOP_QOS)
+def _drive(commands, ready, burst_size: int) -> None:
+    """The robot driver (SCHED_FIFO 50): joint states at RATE until told 'quit'; a phase
+    name in `commands` switches what it adds."""
+    import rclpy
+    from geometry_msgs.msg import Pose, PoseArray
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState, PointCloud2
+    from std_srvs.srv import Trigger
+
+    from contact_estimation.core.robot.robot_model import RobotModel
+    from contact_estimation.ros.conversions import seconds_to_stamp, xyz_to_cloud
+    from contact_estimation.ros.qos import PIPELINE_QOS
+    from contact_estimation.ros.testing import ros_context
+    realtime_priority(50)
+    robot = RobotModel.load('panda')
+    q = np.array([0.0, -0.5, 0.0, -2.0, 0.0, 1.6, 0.8])
+    still = np.zeros(robot.n)
+    with ros_context() as context:
+        node = rclpy.create_node('hostile_driver', context=context)
         spec = manifest.node('proximity_monitor')
-        self.cloud_pub = self.create_publisher(PointCloud2, spec.topic('lidar_points'),
-                                               PIPELINE_QOS)
-        self.skeleton_pub = self.create_publisher(PoseArray, spec.topic('skeleton'),
-                                                  PIPELINE_QOS)
-        self.joint_pub = self.create_publisher(
+        joints = node.create_publisher(
             JointState, manifest.node('joint_state_listener').topic('joint_states'),
             PIPELINE_QOS)
-        self.late, self._last = 0.0, time.monotonic()
-        self.create_timer(0.01, self._tick)
+        skeletons = node.create_publisher(PoseArray, spec.topic('skeleton'), PIPELINE_QOS)
+        clouds = node.create_publisher(PointCloud2, spec.topic('lidar_points'), PIPELINE_QOS)
+        msg = JointState(name=list(robot.joint_names), position=q.tolist(),
+                         velocity=still.tolist(), effort=robot.rnea(q, still, still).tolist())
+        empty, big = PoseArray(), PoseArray(poses=[Pose() for _ in range(10_000)])
+        empty.header.frame_id = big.header.frame_id = robot.base_link
+        points = np.random.default_rng(27).uniform(-1.0, 1.0, size=(400_000, 3))
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        setters = [(node.create_client(SetParameters, f'/{name}/set_parameters'),
+                    SetParameters.Request(
+                        parameters=[Parameter(key, value=value).to_parameter_msg()]))
+                   for name, key, value in (('residual_node', 'observer_gain', [50.0]),
+                                            ('collision_detector', 'hold_time', HOLD_TIME),
+                                            ('proximity_monitor', 'joint_state_timeout', 0.1))]
+        resets = [node.create_client(Trigger, f'/{name}/reset') for name in STOPS]
+        extras = {'clouds': 0.5, 'skeletons': 0.1, 'burst': BURST_EVERY, 'parameters': 0.02,
+                  'resets': 2.0}
+        phase, next_extra = 'baseline', 0.0
+        start, i = time.monotonic(), 0
+        ready.set()
+        while True:
+            if not commands.empty():
+                phase = commands.get()
+                if phase == 'quit':
+                    break
+                next_extra = time.monotonic()
+            delay = start + i / RATE - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            i += 1
+            now = time.time()
+            msg.header.stamp = seconds_to_stamp(now)
+            joints.publish(msg)
+            if i % SKELETON_EVERY == 0:
+                empty.header.stamp = msg.header.stamp
+                skeletons.publish(empty)
+            if phase in extras and time.monotonic() >= next_extra:
+                next_extra = time.monotonic() + extras[phase]
+                if phase == 'clouds':
+                    clouds.publish(xyz_to_cloud(msg.header.stamp, robot.base_link, points))
+                elif phase == 'skeletons':
+                    big.header.stamp = msg.header.stamp
+                    skeletons.publish(big)
+                elif phase == 'parameters':
+                    for client, request in setters:
+                        client.call_async(request)
+                elif phase == 'resets':
+                    for client in resets:
+                        for _ in range(500):
+                            client.call_async(Trigger.Request())
+                else:
+                    for k in range(1, burst_size + 1):
+                        msg.header.stamp = seconds_to_stamp(now + k * 1e-6)
+                        joints.publish(msg)
+                start, i = time.monotonic(), 0  # the stream goes on from here
+            if i % 10 == 0:
+                executor.spin_once(timeout_sec=0.0)  # the replies
+        node.destroy_node()
 
-    def _tick(self):
+
+def _monitor(commands, results, ready) -> None:
+    """The controller's view (SCHED_FIFO 60): every stop message's receipt time and value;
+    on 'report', the phase's records and this process's own lateness go to `results`."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from std_msgs.msg import Bool
+
+    from contact_estimation.ros.qos import STOP_QOS
+    from contact_estimation.ros.testing import ros_context
+    realtime_priority(60)
+    heard = {name: [] for name in STOPS}
+    late, last = [0.0], [time.monotonic()]
+
+    def tick():
         now = time.monotonic()
-        self.late, self._last = max(self.late, now - self._last - 0.01), now
+        late[0], last[0] = max(late[0], now - last[0] - 0.01), now
+    with ros_context() as context:
+        node = rclpy.create_node('hostile_monitor', context=context)
+        for name in STOPS:
+            node.create_subscription(
+                Bool, manifest.node(name).topic('stop'),
+                lambda m, n=name: heard[n].append((time.monotonic(), m.data)), STOP_QOS)
+        node.create_timer(0.01, tick)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        ready.set()
+        while True:
+            executor.spin_once(timeout_sec=0.005)
+            if commands.empty():
+                continue
+            command = commands.get()
+            if command == 'quit':
+                break
+            results.put(({n: list(h) for n, h in heard.items()}, late[0]))
+            for h in heard.values():
+                h.clear()
+            late[0] = 0.0
+        node.destroy_node()
+
+
+def pause_driver(pid: int, seconds: float) -> None:
+    """SIGSTOP the driver for PAUSE s every BURST_EVERY s, for `seconds`."""
+    end = time.monotonic() + seconds
+    while time.monotonic() + BURST_EVERY <= end:
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(PAUSE)
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(BURST_EVERY - PAUSE)
+    time.sleep(max(end - time.monotonic(), 0.0))
 
 
 def rss_mib(pid: int) -> float:
-    with open(f'/proc/{pid}/status') as f:
+    with open(f'/proc/{pid}/status', encoding='ascii') as f:
         return next(int(line.split()[1]) for line in f if line.startswith('VmRSS')) / 1024
+
+
+def gap_cells(heard: list[tuple[float, bool]]) -> list[str]:
+    """Gaps over the contract, and the longest with the value heard before it."""
+    if len(heard) < 2:
+        return ['silent', '-']
+    times = np.array([t for t, _ in heard])
+    gaps = np.diff(times)
+    k = int(np.argmax(gaps))
+    return [str(int(np.sum(gaps > CONTRACT))), f'{gaps[k] * 1e3:.0f} ({heard[k][1]})']
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--seconds', type=float, default=5.0, help='length of each phase')
+    parser.add_argument('--phases', nargs='+', choices=PHASES, default=list(PHASES))
+    parser.add_argument('--burst', type=int, default=20_000, help='joint states per burst')
+    parser.add_argument('--priority', type=int, default=40,
+                        help="the suite's SCHED_FIFO priority, as `up --priority` (0: none)")
     args = parser.parse_args()
-    isolate_ros_domain()
-    rclpy.init()
-    probe = Probe()
-    executor = SingleThreadedExecutor()
-    executor.add_node(probe)
-    rng = np.random.default_rng(27)
-    cloud_points = rng.uniform(-1.0, 1.0, size=(400_000, 3))
-    skeleton = PoseArray(poses=[Pose() for _ in range(10_000)])
-    skeleton.header.frame_id = 'panda_link0'
-    burst = JointState(name=[f'panda_joint{i}' for i in range(1, 8)], position=[0.0] * 7,
-                       velocity=[0.0] * 7, effort=[0.0] * 7)
-
-    def clouds():
-        stamp = probe.get_clock().now().to_msg()
-        probe.cloud_pub.publish(xyz_to_cloud(stamp, 'panda_link0', cloud_points))
-
-    def skeletons():
-        skeleton.header.stamp = probe.get_clock().now().to_msg()
-        probe.skeleton_pub.publish(skeleton)
-
-    def bursts():
-        now = time.time()
-        for k in range(10_000):
-            burst.header.stamp = seconds_to_stamp(now - 1.0 + k * 1e-4)
-            probe.joint_pub.publish(burst)
-
-    phases = [('baseline', None, 1.0), ('400 000-point clouds', clouds, 0.5),
-              ('10 000-pose skeletons', skeletons, 0.1), ('10 000 joint-state bursts', bursts,
-                                                          1.0), ('idle after', None, 1.0)]
+    spawn = multiprocessing.get_context('spawn')
+    to_driver, to_monitor, results = spawn.Queue(), spawn.Queue(), spawn.Queue()
+    ready = [spawn.Event(), spawn.Event()]
+    os.makedirs(LOG_DIR, exist_ok=True)
     rows = []
-    with composed_process() as proc:
-        assert spin_until(executor, lambda: all(len(h) > 5 for h in probe.heard.values()),
-                          60.0), 'the composed suite never published its stops'
-        for name, send, period in phases:
-            start = time.monotonic()
-            probe.late, next_send = 0.0, start
-            for heard in probe.heard.values():
-                heard.clear()
-            while time.monotonic() - start < args.seconds:
-                if send and time.monotonic() >= next_send:
-                    send()
-                    next_send += period
-                executor.spin_once(timeout_sec=0.005)
-            row = [name]
-            for stop in STOPS:
-                gaps = np.diff(probe.heard[stop]) if len(probe.heard[stop]) > 1 else [np.inf]
-                row += [str(int(np.sum(np.asarray(gaps) > CONTRACT))),
-                        f'{np.max(gaps) * 1e3:.0f}']
-            judged = 'yes' if probe.late < CONTRACT else 'no: machine too loaded'
-            rows.append(row + [f'{probe.late * 1e3:.0f}', judged, f'{rss_mib(proc.pid):.0f}'])
-    executor.shutdown()
-    probe.destroy_node()
-    rclpy.shutdown()
-    header = ['phase', 'detector gaps > 150 ms', 'longest, ms', 'proximity gaps > 150 ms',
-              'longest, ms', 'probe late, ms', 'judged', 'RSS, MiB']
-    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
-    for r in [header] + rows:
-        print(' | '.join(c.ljust(w) for c, w in zip(r, widths)))
+    with composed_processes({'collision_detector': {'hold_time': HOLD_TIME}},
+                            priority=args.priority, log_path=lambda name: os.path.join(
+                                LOG_DIR, f'{name}_hostile.log')) as procs:
+        driver = spawn.Process(target=_drive, args=(to_driver, ready[0], args.burst),
+                               daemon=True)
+        monitor = spawn.Process(target=_monitor, args=(to_monitor, results, ready[1]),
+                                daemon=True)
+        driver.start()
+        monitor.start()
+        if not all(event.wait(60.0) for event in ready):
+            raise RuntimeError('the driver or the monitor did not start')
+        time.sleep(5.0)  # discovery, the stops clear
+        to_monitor.put('report')
+        results.get(timeout=30.0)
+        for phase in args.phases:
+            to_driver.put(phase)
+            if phase == 'pauses':
+                pause_driver(driver.pid, args.seconds)
+            else:
+                time.sleep(args.seconds)
+            to_monitor.put('report')
+            heard, late = results.get(timeout=30.0)
+            judged = 'yes' if late < CONTRACT else 'no: machine too loaded'
+            rows.append(' | '.join([phase, *gap_cells(heard[STOPS[0]]),
+                                    *gap_cells(heard[STOPS[1]]), f'{late * 1e3:.0f}', judged,
+                                    ' / '.join(f'{rss_mib(p.pid):.0f}'
+                                               for p in procs.values())]))
+        to_driver.put('quit')
+        to_monitor.put('quit')
+        driver.join(10.0)
+        monitor.join(10.0)
+    print(f'{machine()}; suite at SCHED_FIFO {args.priority}, bursts of {args.burst}; '
+          f'RSS of {" / ".join(p.name for p in manifest.composed())}')
+    print(table('phase | detector gaps > 150 ms | longest, ms (value before) | proximity gaps '
+                '> 150 ms | longest, ms (value before) | monitor late, ms | judged | RSS, MiB',
+                rows))
     return 0
 
 

@@ -203,3 +203,35 @@ def test_the_proximity_monitor_keeps_its_own_process_and_stop(standing):
             finally:
                 os.kill(processes[estimation.name].pid, signal.SIGCONT)
             assert all(p.poll() is None for p in processes.values())
+
+
+def test_stamps_going_back_are_a_bad_stamp_not_behind(context, standing):
+    """Issue 36: the driver's stamps go back 0.5 s and go on from there (a driver restarted
+    with an older time base): the listener drops them until the new base has lasted its
+    input_timeout, and the detector then names the cause `bad_stamp`, never `behind` (its
+    max_lag at the ceiling: a loaded machine cannot make it behind)."""
+    def test(executor, driver):
+        assert _stream_until(executor, driver, lambda: driver.stops and not driver.stops[-1])
+        driver.causes.clear()
+        driver.offset = -0.5
+        assert _stream_until(executor, driver, lambda: 'bad_stamp' in driver.causes), \
+            driver.causes
+        assert 'behind' not in driver.causes, driver.causes
+    _run(context, standing, test, max_lag=1.0, input_timeout=1.0)
+
+
+def test_a_sample_that_reached_the_chain_late_is_stale_input_not_behind(context, standing):
+    """A driver paused 0.8 s after stamping a sample (SIGSTOP between its clock read and its
+    publish) sends it late: the chain, watching all along (its watchdog found nothing
+    waiting), was not what kept it waiting, so the stop is `stale_input`, not `behind`
+    (max_lag 0.5 s: over it, only the pause)."""
+    def test(executor, driver):
+        assert _stream_until(executor, driver, lambda: driver.stops and not driver.stops[-1])
+        driver.causes.clear()
+        stamped = driver.get_clock().now().nanoseconds * 1e-9
+        spin_until(executor, lambda: False, 0.8)
+        driver.send(stamp=stamped)
+        count = len(driver.stops)  # the late sample is decided on before 3 more beats
+        assert _stream_until(executor, driver, lambda: len(driver.stops) > count + 3)
+        assert 'stale_input' in driver.causes and 'behind' not in driver.causes, driver.causes
+    _run(context, standing, test, max_lag=0.5)

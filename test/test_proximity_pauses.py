@@ -13,7 +13,8 @@ from std_msgs.msg import Bool
 from contact_estimation import manifest
 from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS
 from contact_estimation.ros.testing import composed_processes, ros_context, spinning
-from test_behind import CHAIN, Driver, _stream_until as _stream
+from contact_estimation.ros.spinning import spin_until
+from test_behind import CHAIN, DETECTOR, Driver, _stream_until as _stream
 from test_behind import standing  # noqa: F401 (the fixture)
 
 PROXIMITY = manifest.node('proximity_monitor')
@@ -22,6 +23,8 @@ PROCESS = next(p for p in manifest.composed() if PROXIMITY.name in p.nodes)
 # heartbeat slow enough that a pause under MAX_LAG is not 3 missed beats (it would say stop).
 MAX_LAG = 0.3  # s
 OVERRIDES = {'max_lag': MAX_LAG, 'heartbeat_rate': 5.0}
+DETECTOR_OVERRIDES = {'max_lag': MAX_LAG, 'hold_time': 0.5}  # the detector, where it is judged
+BURST = 20_000  # joint states at once (issue 36)
 
 
 class Watcher:
@@ -59,10 +62,11 @@ class Watcher:
 
 
 @contextmanager
-def _suite(standing):  # noqa: F811 (the fixture)
-    """The composed processes with the proximity monitor's OVERRIDES, streamed until
-    its stop clears; yields (processes, executor, watcher)."""
-    with composed_processes({PROXIMITY.name: OVERRIDES}) as processes, \
+def _suite(standing, detector=None):  # noqa: F811 (the fixture)
+    """The composed processes with the proximity monitor's OVERRIDES (and `detector`'s for
+    the detector), streamed until its stop clears; yields (processes, executor, watcher)."""
+    overrides = {PROXIMITY.name: OVERRIDES, **({DETECTOR.name: detector} if detector else {})}
+    with composed_processes(overrides) as processes, \
             ros_context() as context:
         driver = Driver(context, standing)
         watcher = Watcher(driver)
@@ -111,3 +115,39 @@ def test_the_chains_process_paused_is_stale_input_for_the_proximity_monitor(stan
         _pause(executor, watcher, processes[CHAIN.name].pid, 3 * MAX_LAG)
         assert _stream(executor, watcher, lambda: watcher.counts.get('stale')), watcher.counts
         assert True in watcher.stops and watcher.counts['behind'] == 0, watcher.counts
+
+
+def test_a_paused_driver_is_stale_for_both_stops_never_behind(standing):  # noqa: F811 (the fixture)
+    """Issue 36: the driver (this process) sends nothing for 3 max_lag, then the sample it
+    stamped as it paused (a SIGSTOP between its clock read and its publish), then streams
+    on: both stops say their input stopped (`stale`, `stale_input`), neither `behind`."""
+    with _suite(standing, DETECTOR_OVERRIDES) as (processes, executor, watcher):
+        driver = watcher.driver
+        driver.causes.clear()
+        stamped = driver.get_clock().now().nanoseconds * 1e-9
+        spin_until(executor, lambda: False, 3 * MAX_LAG)
+        driver.send(stamp=stamped)
+        seen = watcher.diagnostics
+        assert _stream(executor, watcher, lambda: watcher.diagnostics >= seen + 2
+                       and 'stale_input' in driver.causes), (watcher.counts, driver.causes)
+        assert watcher.counts['stale'] and not watcher.counts['behind'], watcher.counts
+        assert 'behind' not in driver.causes, driver.causes
+
+
+def test_every_heartbeat_keeps_coming_through_a_burst_and_the_stop_says_why(standing):  # noqa: F811 (the fixture)
+    """Issue 36: 20 000 joint states at once (stamped 1 µs apart from now on): while the
+    chain works through them both stops keep beating, and every stop raised names its
+    cause. Counted as events (beats heard before the chain has taken the burst), no times."""
+    with _suite(standing, DETECTOR_OVERRIDES) as (processes, executor, watcher):
+        driver = watcher.driver
+        driver.causes.clear()
+        beats = len(driver.stops), len(watcher.stops)
+        now = driver.get_clock().now().nanoseconds * 1e-9
+        for k in range(1, BURST + 1):
+            driver.send(stamp=now + k * 1e-6)
+        assert _stream(executor, watcher, lambda: len(driver.stops) > beats[0] + 5
+                       and len(watcher.stops) > beats[1] + 5)
+        raised = [d for d in driver.stops[beats[0]:] if d]
+        assert not raised or set(driver.causes) & {'behind', 'stale_input', 'bad_stamp'}, \
+            driver.causes
+        assert all(p.poll() is None for p in processes.values())

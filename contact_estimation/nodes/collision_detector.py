@@ -35,8 +35,11 @@ stop is True. A message of the wrong size is dropped and counted; it does not re
 timeout, so a stream of them stops the arm within `input_timeout`. So does a residual stamped
 more than 1 s ahead of or behind this node's clock (dropped and counted: core/chain/stamps.py).
 A residual decided on more than `max_lag` after its stamp (beyond the clocks' constant
-offset: core/chain/lag.py) latches a `behind` stop: the node is working through a backlog,
-and every decision comes that late. An unexpected error in any callback latches a
+offset: core/chain/lag.py) latches a `behind` stop when the wait was this node's: it is
+working through a backlog, and every decision comes that late; when the residual reached it
+late, after a watchdog check that found nothing waiting (composed mode: its input paused),
+the stop is `stale_input`; stamps that go back (a restarted driver, a clock stepped back)
+latch `bad_stamp`. An unexpected error in any callback latches a
 `node_fault` stop (ros/guard.py). The stop's heartbeat is a thread of its own
 (ros/heartbeat.py).
 """
@@ -57,7 +60,7 @@ from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION
                                                     DetectorConfig, DetectorSettings, DetectorState,
                                                     event_stamped_by_residual)
 from contact_estimation.core.chain.detector import CollisionDetector
-from contact_estimation.core.chain.lag import MAX_LAG, ClockLag
+from contact_estimation.core.chain.lag import BAD_STAMP, MAX_LAG, ClockLag
 from contact_estimation.core.chain.reaction import Reaction
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
@@ -123,6 +126,7 @@ class CollisionDetectorNode(SuiteNode):
         self._stamp = seconds_to_stamp(0.0)         # stamp of the latest residual
         self._published: DetectorState | None = None
         self._decided_at = -np.inf                  # the time the latest sample was decided at
+        self._looked = -np.inf  # stamp_clock() when the watchdog last found nothing waiting
         self._shown_joints: tuple[int, ...] = ()
         self._rate = InputRateLog(self, self._unused_time_settings)
 
@@ -200,8 +204,9 @@ class CollisionDetectorNode(SuiteNode):
         wake; `_on_residual` otherwise.
         """
         now = self.seconds()
-        self.detector.set_behind(now, self._lag.check_batch(self.stamp_clock(), samples[0].t,
-                                                            samples[-1].t))
+        reason = self._lag.check_batch(self.stamp_clock(), samples[0].t, samples[-1].t,
+                                       self._looked)
+        self.detector.set_lag(now, self._lag.cause, reason)
         self.problems.traffic['residuals_received'] += len(samples)
         self._rate.add_batch(samples)
         newest, simulated = samples[-1].t, self.simulated_time
@@ -277,8 +282,12 @@ class CollisionDetectorNode(SuiteNode):
     def _on_watchdog(self) -> None:
         """The fail-safe clock: input timeout and hold-time release even without input. The
         samples waiting for this process are taken first (`catch_up`): a late wake is not
-        stale input."""
+        stale input. When there were none, any sample that comes later waited for this node
+        no longer than since then (core/chain/lag.py: the rest of its lag is its input's)."""
+        looked, received = self.stamp_clock(), self.problems.traffic['residuals_received']
         self.catch_up()
+        if self.catches_up and received == self.problems.traffic['residuals_received']:
+            self._looked = looked
         now = self.seconds()
         state = self.detector.state(now)
         self._apply(state, react=(now, None, None) if state.input_problem in (WAITING, STALE)
@@ -334,7 +343,7 @@ class CollisionDetectorNode(SuiteNode):
 
     def _on_stop_change(self, state: DetectorState, previous: DetectorState | None,
                         cleared_by: str) -> None:
-        if state.cause in (COLLISION, STALE, INVALID, FAULT, BEHIND):
+        if state.cause in (COLLISION, STALE, INVALID, FAULT, BEHIND, BAD_STAMP):
             # Every stop is logged and counted (report() would throttle a second one).
             self.problems.counts[state.cause] += 1
             self.get_logger().error(f'stop: {state.reason}')

@@ -35,10 +35,12 @@ Fail-safe: stop before the first joint state; `stale` when none came for
 constant offset (core/chain/lag.py ClockLag): the input stopped (the chain paused or gone);
 `behind` when the check itself comes more than `max_lag` after it was due: this node is late
 (issue 35: a late check that finds fresh samples is not a stop, and a paused input is never
-`behind`); when the skeleton or clouds are stale (`body_timeout`, by stamps on the joint
-states' clock) or invalid (NaN keypoints, a wrong count, an empty cloud, an unknown frame: a
-clear message, counted on /diagnostics). Every stop is counted by its cause on /diagnostics
-(`behind`, `stale`, `fault`, `input`: the skeleton's or clouds', `near`), with the checks'
+`behind`: the input is judged first, issue 36); `bad_stamp` for the check that finds the
+joint states' stamps gone back (the offset is then learned anew); when the skeleton or
+clouds are stale (`body_timeout`, by stamps on the joint states' clock) or invalid (NaN
+keypoints, a wrong count, an empty cloud, an unknown frame: a clear message, counted on
+/diagnostics). Every stop is counted by its cause on /diagnostics (`behind`, `stale`,
+`bad_stamp`, `fault`, `input`: the skeleton's or clouds', `near`), with the checks'
 lateness (`lag`: p50 / p99 / max since start), the latest joint state's age at the checks
 beyond the clocks' offset (`joint_state_age`, judged against max_lag), and how old the clouds
 are when their objects reach the check (`cloud_age`, from their stamps: the worker's time and
@@ -68,7 +70,7 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.chain.lag import BEHIND, ClockLag, LagStatistics
+from contact_estimation.core.chain.lag import BAD_STAMP, BEHIND, ClockLag, LagStatistics
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.stamps import MAX_PAST
 from contact_estimation.core.contact.check_lateness import CheckLateness
@@ -102,8 +104,8 @@ NAME = 'proximity_monitor'
 # the last one: what the node knows meanwhile is unknown; checks resume after it.
 FAULT_HOLD = 1.0
 # Why a stop was raised, counted on /diagnostics: the check came late (BEHIND), no fresh joint
-# state (STALE), an unexpected error (FAULT), the skeleton or clouds unusable (INPUT), a body
-# too near (NEAR).
+# state (STALE), the joint states' stamps went back (BAD_STAMP, for one check), an unexpected
+# error (FAULT), the skeleton or clouds unusable (INPUT), a body too near (NEAR).
 STALE, FAULT, INPUT, NEAR = 'stale', 'fault', 'input', 'near'
 
 def _part_rows(part: SegmentPart | BoxPart) -> tuple[Parameter, ...]:
@@ -376,9 +378,6 @@ class ProximityMonitorNode(SuiteNode):
         if fault is not None and self.steady() - fault[0] < FAULT_HOLD:
             self._fail(FAULT, fault[1])
             return
-        if late:
-            self._fail(BEHIND, f'{BEHIND}: {late}')
-            return
         if self._latest is None:
             self._fail('', 'waiting for joint states')
             return
@@ -386,12 +385,23 @@ class ProximityMonitorNode(SuiteNode):
         silent, age = now - arrived, self._age.update(self.stamp_clock(), sample.t)
         self._age.statistics.add(age)
         self.problems.values['joint_state_age'] = self._age.statistics.summary()
+        # The input first: a check that comes late while its input paused is no later for
+        # it than on time (issue 36: `behind` means only that this node is late).
+        if self._age.went_back:
+            self._t = sample.t
+            self._fail(BAD_STAMP, f'{BAD_STAMP}: the joint states\' stamps went back '
+                       f'{self._age.went_back * 1e3:.1f} ms: a restarted driver or a clock '
+                       'stepped back')
+            return
         if silent > self.value('joint_state_timeout') or age > self._age.max_lag:
             self._fail(STALE, f'{STALE}: joint states stale: the latest arrived '
                        f'{silent * 1e3:.0f} ms ago and is {age * 1e3:.0f} ms old beyond the '
                        f'{self._age.offset * 1e3:.1f} ms clock offset (joint_state_timeout '
                        f'{self.value("joint_state_timeout") * 1e3:g} ms, max_lag '
                        f'{self._age.max_lag * 1e3:g} ms)')
+            return
+        if late:
+            self._fail(BEHIND, f'{BEHIND}: {late}')
             return
         self._t = sample.t
         start = self.steady()

@@ -13,9 +13,19 @@ timeouts stop with it), so a decision is also too old after SLOWEST_CLOCK's shar
 silence on the monotonic clock (issue 27). `beat()` is also how
 the node publishes a change: one lock orders
 the thread's messages and the node's, so a beat read before a change is never sent after it.
+
+A thread of its own is not enough at real-time priority (issue 36): SCHED_FIFO never takes
+the CPU from a thread for another of the same priority, so while the node's executor worked
+through a burst of 20 000 joint states, its heartbeat thread, runnable, waited 250-300 ms for
+a CPU (its run-queue time, /proc/<pid>/task/<tid>/schedstat), and the proximity monitor's,
+one step below the chain, waited as long for the chain. So in a real-time process the thread
+beats `above` steps over its process's priority (StopSignal: one over the chain's, the
+highest of the suite): it takes a CPU from the node's work at once, and the interpreter lock
+within one switch interval (5 ms); a beat costs well under a millisecond every period.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Callable
@@ -33,10 +43,12 @@ class Heartbeat:
 
     def __init__(self, publisher, rate: float, decided: Callable[[], bool | None],
                  clock: Callable[[], float], name: str,
-                 steady: Callable[[], float] = time.monotonic, beating: bool = True):
+                 steady: Callable[[], float] = time.monotonic, beating: bool = True,
+                 above: int = 0):
         """`clock`: the node's watchdog clock; `steady`: its monotonic clock (a replay's
         stands for both); without `beating` (a replay: no wall time passes) no thread
-        beats, and the stop goes out on its changes only (`beat`)."""
+        beats, and the stop goes out on its changes only (`beat`); `above`: SCHED_FIFO
+        steps over its process's that the thread beats at, when the process is real-time."""
         self._publisher, self._period = publisher, 1.0 / rate
         self._decided, self._clock, self._steady = decided, clock, steady
         self._lock = threading.Lock()
@@ -45,6 +57,8 @@ class Heartbeat:
         self._decided_wall = steady()
         self.late = 0                       # beats that said stop because it was late
         self._thread = None
+        self._above = above
+        self.priority = 0                   # the thread's SCHED_FIFO priority (0: none)
         if beating:
             self._thread = threading.Thread(target=self._run, name=name, daemon=True)
             self._thread.start()
@@ -79,6 +93,7 @@ class Heartbeat:
     def _run(self) -> None:
         """Beats on a fixed schedule (not a sleep after each: the rate would fall short by
         the time a beat takes); after a stall, the schedule starts over."""
+        self.priority = outrank(self._above)
         due = time.monotonic()
         while True:
             due = max(due + self._period, time.monotonic())
@@ -88,3 +103,18 @@ class Heartbeat:
                 self.beat()
             except Exception:  # noqa: BLE001 -- the node is gone; silence means stop
                 return
+
+
+def outrank(above: int) -> int:
+    """The calling thread, when its process runs at SCHED_FIFO (or RR) priority P, at
+    SCHED_FIFO P + `above` (at most the highest there is, or the OS allows: RLIMIT_RTPRIO);
+    its priority (0: not real-time, left as it is)."""
+    if os.sched_getscheduler(0) not in (os.SCHED_FIFO, os.SCHED_RR):
+        return 0
+    priority = os.sched_getparam(0).sched_priority
+    wanted = min(priority + above, os.sched_get_priority_max(os.SCHED_FIFO))
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(wanted))  # this thread only
+    except PermissionError:
+        return priority
+    return wanted

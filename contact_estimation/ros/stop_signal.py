@@ -20,6 +20,7 @@ from typing import Callable
 from std_msgs.msg import Bool, Float64
 from std_srvs.srv import Trigger
 
+from contact_estimation import manifest
 from contact_estimation.core.chain.time_scaling import worth_publishing
 from contact_estimation.ros.heartbeat import Heartbeat
 from contact_estimation.ros.params import Parameter, ParameterTable
@@ -29,6 +30,13 @@ STOP_PARAMETERS = ParameterTable(
     Parameter('heartbeat_rate', 'the stop and the speed scale are repeated this often, Hz (a '
               f'controller treats {Heartbeat.MISSED} missed beats as stop)', 20.0, (1.0, 1000.0),
               read_only=True))
+
+
+def heartbeat_steps(name: str) -> int:
+    """How many SCHED_FIFO steps over the process of node `name` its heartbeat beats at: one
+    over the chain's process, the highest of the suite (nodes.yaml `realtime`), so that no
+    node's work, nor the chain's, can keep a stop's heartbeat from the CPU (ros/heartbeat.py)."""
+    return (manifest.process_of(name).realtime or 0) + 1
 
 
 class StopSignal:
@@ -45,7 +53,8 @@ class StopSignal:
         self._heartbeat = Heartbeat(node.publisher('stop', Bool, STOP_QOS), rate,
                                     lambda: self.stop, node.seconds,
                                     f'{node.get_name()} heartbeat', node.steady,
-                                    beating=node.runs_in_real_time)
+                                    beating=node.runs_in_real_time,
+                                    above=heartbeat_steps(node.get_name()))
         node.problems.values['late_heartbeats'] = lambda: str(self.late)
         node.create_service(Trigger, '~/reset', self._on_reset)
         node.create_timer(1.0 / rate, self._repeat)

@@ -87,6 +87,10 @@ def waiting_messages(subscription, limit: int) -> list:
     return taken
 
 
+def _nothing_taken() -> None:
+    """`catch_up` of a node whose messages its executor delivers (separate mode)."""
+
+
 class SuiteNode(Node):
     """A node named in nodes.yaml: `spec` (its topics), `robot` (the shared robot parameters,
     loaded), `problems` (counts and status on its diagnostics topic). `handover` is given in
@@ -117,9 +121,16 @@ class SuiteNode(Node):
         self.polled_subscriptions: list = []  # made by `subscribe(..., polled=True)`
         self._poller: Node | None = None
         self.outputs: list[Output] = []    # made by `output`
-        # Takes the samples waiting for this node now (composed mode: the shared-memory
-        # feed's take, ros/sample_feed.py), e.g. before a check decides on the newest.
-        self.catch_up: Callable[[], None] = lambda: None
+        # Takes the samples waiting for this node now (composed mode: the listener's or the
+        # shared-memory feed's take, ros/sample_feed.py), e.g. before a check decides on the
+        # newest; `catches_up` says whether it does (else the executor delivers them).
+        self.catch_up: Callable[[], None] = _nothing_taken
+
+    @property
+    def catches_up(self) -> bool:
+        """`catch_up` takes what waits for this node: when it hands over nothing, nothing
+        was waiting."""
+        return self.catch_up is not _nothing_taken
 
     def closing(self, close: Callable[[], None]) -> None:
         """Call `close` when this node is destroyed (threads, shared memory), the last

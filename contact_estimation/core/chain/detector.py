@@ -71,7 +71,7 @@ import numpy as np
 
 from contact_estimation.core.chain.contact_class import (TOUCH, ContactClassifier, ContactDecision,
                                                          HandsSeen, TouchConfig)
-from contact_estimation.core.chain.lag import BEHIND
+from contact_estimation.core.chain.lag import BAD_STAMP, BEHIND, LATE_INPUT
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.robot.robot_model import RobotModel
@@ -145,7 +145,8 @@ ACCELERATION_WINDOW_DURATION = 0.02
 NONE, COLLISION, STALE, INVALID, WAITING = ('', 'collision', 'stale_input', 'invalid_residual',
                                             'waiting')
 FAULT = 'node_fault'  # the node met an unexpected error (ros/guard.py): latched like a collision
-# BEHIND (core/chain/lag.py): the node decided on a sample too late: latched
+# BEHIND (core/chain/lag.py): the node decided on a sample too late: latched; BAD_STAMP: the
+# stamps went back (a restarted driver, a clock stepped back): latched
 
 
 def joint_roles(roles, n_joints: int) -> tuple[str, ...]:
@@ -434,13 +435,18 @@ class CollisionDetector:
         self._restart_runs()
         self._latch(now, FAULT, reason)
 
-    def set_behind(self, now: float, reason: str) -> None:
-        """Whether the node decided on its latest sample too late ('' = in time; else why:
-        core/chain/lag.py): a stop latched like stale input, since every decision comes as
-        late as the node is behind; a collision keeps its own cause. No reset while behind."""
-        self._behind = reason
-        if reason and self._latched_cause != COLLISION:
-            self._latch(now, BEHIND, reason)
+    def set_lag(self, now: float, cause: str, reason: str) -> None:
+        """How late the node's latest batch was (core/chain/lag.py: `cause` '' = in time, else
+        why, `reason`): BEHIND, a stop latched like stale input, since every decision comes
+        as late as the node is behind (no reset while behind); LATE_INPUT, stale input (its
+        input paused); BAD_STAMP, latched. A collision keeps its own cause."""
+        self._behind = reason if cause == BEHIND else ''
+        if not cause or self._latched_cause == COLLISION:
+            return
+        if cause == LATE_INPUT:
+            self._latch_stale(now, reason)
+        else:
+            self._latch(now, cause, reason)
 
     def stale(self, now: float) -> str:
         """Why the input is stale at `now` ('' when it is fresh)."""
@@ -613,4 +619,4 @@ def event_stamped_by_residual(state: DetectorState) -> bool:
     """True when a stop change came from a residual (collision, invalid residual, decided on
     too late): its event carries that residual's joint-state stamp; the others (stale input,
     waiting, cleared) are stamped by the node's clock."""
-    return state.cause in (COLLISION, INVALID, BEHIND)
+    return state.cause in (COLLISION, INVALID, BEHIND, BAD_STAMP)

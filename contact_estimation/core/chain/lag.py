@@ -20,6 +20,15 @@ themselves:
 - up at most `drift` s per s (clock drift between synchronised hosts is far less than
   1e-4 = 100 ppm), so a backlog that builds up is never learned as an offset.
 
+Only the node's own share of a lag is `behind` (issue 36): a sample that reached the node
+late, because its input paused (a driver stopped for a moment, a process upstream paused),
+was not kept waiting by the node. A node that knows when it last found nothing waiting
+(`looked`: it took every message queued then) bounds its own share of any later sample's
+wait by the time since; the rest was the input's: `LATE_INPUT`, which a node reports as its
+stale input. And stamps that go back (a driver restarted with an older time base, a clock
+stepped back: its samples look late by the step, and would for step / drift seconds) are
+no lag at all: `BAD_STAMP`, named once, and the offset is learned anew from the new base.
+
 A stamp far behind the node's clock (more than `max_past`, 1 s) never gets here:
 core/chain/stamps.py refuses it as `past_stamp`, as one ahead of the clock, so the offset
 learned is at most that.
@@ -39,7 +48,9 @@ from collections import deque
 
 import numpy as np
 
-BEHIND = 'behind'
+# Why a sample's lag is over max_lag (`ClockLag.cause`): this node is late; its input came
+# late (the node's own share is within max_lag); the stamps went back.
+BEHIND, LATE_INPUT, BAD_STAMP = 'behind', 'late_input', 'bad_stamp'
 ROBUST_SAMPLES = 3
 # s: the detector's default, a budget no scheduling hiccup reaches (issue 35): with the chain
 # at SCHED_FIFO 40 beside a second job burning a core, its batches' lag was p99 0.2 ms, max
@@ -52,7 +63,8 @@ DRIFT = 1e-4        # s per s that the learned offset may rise
 
 class ClockLag:
     """`update(now, t)`: the lag (s) of the sample stamped `t` decided on at `now`, both on
-    the node's clock (ROS time)."""
+    the node's clock (ROS time); `went_back`: how much older (s) that sample's stamp is than
+    the newest before it, 0 if it is not (a new time base: the offset is learned anew)."""
 
     def __init__(self, max_lag: float = MAX_LAG, drift: float = DRIFT):
         if not (max_lag > 0 and drift >= 0):
@@ -62,11 +74,19 @@ class ClockLag:
         self.lag = 0.0
         self._recent: deque = deque(maxlen=ROBUST_SAMPLES)
         self._last_now = -math.inf
+        self._newest = -math.inf            # the newest stamp seen
+        self.went_back = 0.0
+        self.cause = ''                     # why the last check was over max_lag ('' if not)
         self.statistics = LagStatistics()
 
     def update(self, now: float, t: float) -> float:
         """The lag of this sample (s, >= 0); learns the offset (module docstring)."""
         delay = now - t
+        self.went_back = max(self._newest - t, 0.0)
+        if self.went_back:
+            self.offset = None
+            self._recent.clear()
+        self._newest = t
         self._recent.append(delay)
         if self.offset is None:
             self.offset = delay
@@ -81,18 +101,33 @@ class ClockLag:
         """`update`, then '' when the sample is in time, else why the node is behind."""
         return self.check_batch(now, t, t)
 
-    def check_batch(self, now: float, oldest: float, newest: float) -> str:
+    def check_batch(self, now: float, oldest: float, newest: float,
+                    looked: float = -math.inf) -> str:
         """The lag of a batch of samples stamped `oldest` … `newest`, all decided on at `now`:
-        the offset learned from the newest, the lag that of the oldest (module docstring);
-        '' when it is within `max_lag`, else why the node is behind."""
+        the offset learned from the newest, the lag that of the oldest, this node's share of
+        it at most `now − looked` (module docstring); '' when it is within `max_lag`, else
+        why not, with `cause` BEHIND, LATE_INPUT or BAD_STAMP."""
         self.update(now, newest)
-        self.lag = max(now - oldest - self.offset, 0.0)
+        if self.went_back:
+            self.lag, self.cause = 0.0, BAD_STAMP
+            return (f'the stamps went back {self.went_back * 1e3:.1f} ms (to {newest:.6f} s): '
+                    'a restarted driver or a clock stepped back; the clock offset is learned '
+                    'anew')
+        waited = max(now - oldest - self.offset, 0.0)
+        self.lag = min(waited, max(now - looked, 0.0))
         self.statistics.add(self.lag)
-        if self.lag <= self.max_lag:
-            return ''
-        return (f'the sample stamped {oldest:.6f} s was decided on {self.lag * 1e3:.1f} ms '
-                f'late (beyond the {self.offset * 1e3:.1f} ms clock offset; max_lag '
-                f'{self.max_lag * 1e3:g} ms): this node is behind its input')
+        self.cause = (BEHIND if self.lag > self.max_lag
+                      else LATE_INPUT if waited > self.max_lag else '')
+        if self.cause == BEHIND:
+            return (f'the sample stamped {oldest:.6f} s was decided on {self.lag * 1e3:.1f} ms '
+                    f'late (beyond the {self.offset * 1e3:.1f} ms clock offset; max_lag '
+                    f'{self.max_lag * 1e3:g} ms): this node is behind its input')
+        if self.cause == LATE_INPUT:
+            return (f'the sample stamped {oldest:.6f} s arrived {waited * 1e3:.1f} ms after '
+                    f'it (beyond the {self.offset * 1e3:.1f} ms clock offset; max_lag '
+                    f'{self.max_lag * 1e3:g} ms), though this node was watching: its input '
+                    'paused')
+        return ''
 
 
 class LagStatistics:
