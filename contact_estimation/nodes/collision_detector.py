@@ -38,7 +38,8 @@ A residual decided on more than `max_lag` after its stamp (beyond the clocks' co
 offset: core/chain/lag.py) latches a `behind` stop: the node is working through a backlog,
 and every decision comes that late. An unexpected error in any callback latches a
 `node_fault` stop (ros/guard.py). The stop's heartbeat is a thread of its own
-(ros/heartbeat.py).
+(ros/heartbeat.py). A process started again after it died (`up`, the launch file) starts
+with a `restarted` stop, latched until `~/reset` (core/restart.py).
 """
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ from contact_estimation.core.chain.reaction import Reaction
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
 from contact_estimation.core.input_rejected import InputRejected
+from contact_estimation.core.restart import RESTARTED, restart_reason
 from contact_estimation.core.settings import WINDOW
 from contact_estimation.ros.collision_messages import collision_event, collision_markers
 from contact_estimation.ros.conversions import seconds_to_stamp
@@ -139,6 +141,9 @@ class CollisionDetectorNode(SuiteNode):
         self.create_timer(1.0 / self.value('watchdog_rate'), self._on_watchdog)
         self.create_timer(1.0 / self.value('heartbeat_rate'), self._refresh_markers)
         self.on_parameter_change(self._on_parameter_change)
+        restarted = restart_reason()
+        if restarted:
+            self.detector.restarted(self.seconds(), restarted)
         self._apply(self.detector.state(self.seconds()))
         self.get_logger().info(
             f'watching {len(self._names)} joints of {self.robot.name or "the robot"} on '
@@ -334,7 +339,7 @@ class CollisionDetectorNode(SuiteNode):
 
     def _on_stop_change(self, state: DetectorState, previous: DetectorState | None,
                         cleared_by: str) -> None:
-        if state.cause in (COLLISION, STALE, INVALID, FAULT, BEHIND):
+        if state.cause in (COLLISION, STALE, INVALID, FAULT, BEHIND, RESTARTED):
             # Every stop is logged and counted (report() would throttle a second one).
             self.problems.counts[state.cause] += 1
             self.get_logger().error(f'stop: {state.reason}')

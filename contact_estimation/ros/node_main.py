@@ -37,18 +37,30 @@ def run(make_nodes: Callable[[], Nodes], args: list[str] | None = None) -> int:
     nodes ~40 % of a core each, more than their own work (benchmarks/end_to_end.py). It is
     spun with spin_once in a loop, because its spin() does not return on Ctrl-C.
 
-    SIGINT (Ctrl-C, ros2 launch) and SIGTERM only ask the loop to end: a KeyboardInterrupt
-    raised inside a callback would leave it half done and be logged as a crash.
+    SIGINT (Ctrl-C, ros2 launch) and SIGTERM while the nodes are built (seconds: models,
+    surfaces, a cloud worker) end the process at once with exit code 0, the nodes built so
+    far destroyed: waiting for the build to finish kept a chain publishing its stop for
+    seconds after Ctrl-C, until `up` killed it (issue 36). Once the nodes spin they only ask
+    the loop to end: a KeyboardInterrupt raised inside a callback would leave it half done
+    and be logged as a crash.
     """
     stop_requested = threading.Event()
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, lambda *_: stop_requested.set())
+
+    def stop_spinning(signum, frame) -> None:
+        stop_requested.set()
+
+    def stopped_while_building(signum, frame) -> None:
+        _take_signals(stop_spinning)  # a second signal must not cut the clean-up short
+        raise SystemExit(0)
+
+    _take_signals(stopped_while_building)
     rclpy.init(args=args if args is not None else sys.argv,
                signal_handler_options=SignalHandlerOptions.NO)
     nodes: list[Node] = []
     try:
         made = make_nodes()
         nodes = [made] if isinstance(made, Node) else list(made)
+        _take_signals(stop_spinning)
         # Everything built so far lives as long as the nodes: keep it out of the garbage
         # collector's scans, which would otherwise pause the 1 kHz callbacks for ms.
         gc.freeze()
@@ -68,6 +80,11 @@ def run(make_nodes: Callable[[], Nodes], args: list[str] | None = None) -> int:
             node.destroy_node()
         rclpy.try_shutdown()
     return 0
+
+
+def _take_signals(handler) -> None:
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, handler)
 
 
 class StartupError(RuntimeError):
