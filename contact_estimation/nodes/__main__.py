@@ -16,6 +16,8 @@ import sys
 
 
 def _stopped_while_starting(signum, frame) -> None:
+    for number in (signal.SIGINT, signal.SIGTERM):  # the next (`up` sends it again) ignored
+        signal.signal(number, signal.SIG_IGN)
     raise SystemExit(0)
 
 

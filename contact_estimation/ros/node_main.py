@@ -42,15 +42,18 @@ def run(make_nodes: Callable[[], Nodes], args: list[str] | None = None) -> int:
     far destroyed: waiting for the build to finish kept a chain publishing its stop for
     seconds after Ctrl-C, until `up` killed it (issue 36). Once the nodes spin they only ask
     the loop to end: a KeyboardInterrupt raised inside a callback would leave it half done
-    and be logged as a crash.
+    and be logged as a crash. Either way the signals that follow are ignored: Ctrl-C in a
+    terminal reaches each process and `up` sends it again, and a second SIGINT that came while
+    the interpreter exits (its handlers already gone) killed the process (exit code -2).
     """
     stop_requested = threading.Event()
 
     def stop_spinning(signum, frame) -> None:
+        _take_signals(signal.SIG_IGN)
         stop_requested.set()
 
     def stopped_while_building(signum, frame) -> None:
-        _take_signals(stop_spinning)  # a second signal must not cut the clean-up short
+        _take_signals(signal.SIG_IGN)  # a second signal must not cut the clean-up short
         raise SystemExit(0)
 
     _take_signals(stopped_while_building)
