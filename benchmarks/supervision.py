@@ -7,9 +7,11 @@ own), fed the joint states of a Panda at rest, held against gravity, at 1 kHz by
 process (SCHED_FIFO 50 where the OS allows it), and watched by this process (SCHED_FIFO 60
 where allowed) on both stops and /diagnostics.
 
-- Ctrl-C (`--repeats` runs): SIGINT to the process group, as a terminal sends it; reported
-  per run, the time from it until every process of the suite has gone, the slowest
-  process, and `up`'s exit code and summary.
+- Ctrl-C (`--repeats` runs): SIGINT to the process group, as a terminal sends it, once every
+  process has started, and with `--during-start S ...` S seconds after `up` was started
+  (the processes import, and build their nodes); reported per run, the time from it until
+  every process of the suite has gone, the slowest process, and `up`'s exit code and
+  summary.
 - kill -9 of the chain (once): the detector's stop's silence (its last message before the
   kill to its first after; a controller keeping the README's contract stopped after 150 ms
   of it), the time until the restarted chain publishes its stop again, the cause that stop
@@ -206,19 +208,24 @@ def clear_detector_stop(monitor: Monitor, timeout: float = START_TIMEOUT) -> boo
     return True
 
 
-def ctrl_c_rows(monitor: Monitor, repeats: int, priority: str) -> list[str]:
+def ctrl_c_rows(monitor: Monitor, delays: list[float | None], priority: str) -> list[str]:
+    """A Ctrl-C run for each of `delays`: s after `up` starts, None once all has started."""
     rows = []
-    for run in range(repeats):
+    for run, delay in enumerate(delays):
         with tempfile.TemporaryDirectory() as logs:
             suite = Suite(logs, priority)
-            wait_started(suite, monitor)
-            monitor.spin_until(lambda: False, 1.0)  # settled
+            if delay is None:
+                wait_started(suite, monitor)
+                monitor.spin_until(lambda: False, 1.0)  # settled
+            else:
+                monitor.spin_until(lambda: False, delay)
             everything, out, gone = suite.ctrl_c()
             slowest = max(gone, key=gone.get)
             summary = [line.split('] ', 1)[1] for line in out.splitlines()
                        if line.startswith('[contact-estimation]') and ':' in line
                        and any(n in line for n in suite.names)]
-            rows.append(f'| {run + 1} | {everything * 1e3:.0f} | {slowest} '
+            rows.append(f'| {run + 1}: {"started" if delay is None else f"{delay:g} s"} | '
+                        f'{everything * 1e3:.0f} | {slowest} '
                         f'{gone[slowest] * 1e3:.0f} | {suite.up.returncode} | '
                         f'{"; ".join(summary) or out[-300:]!r} |')
     return rows
@@ -267,6 +274,8 @@ def _reset_cleared(monitor: Monitor) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--repeats', type=int, default=3, help='Ctrl-C runs')
+    parser.add_argument('--during-start', type=float, nargs='*', default=[], metavar='S',
+                        help='also a Ctrl-C S s after up starts (the processes still start)')
     parser.add_argument('--priority', default='auto', help="`up --priority`")
     parser.add_argument('--no-kill', action='store_true', help='only the Ctrl-C runs')
     args = parser.parse_args()
@@ -280,9 +289,10 @@ def main() -> int:
     try:
         with ros_context() as context:
             monitor = Monitor(context)
-            print('| Ctrl-C run | every process gone, ms | slowest, ms | up exit | summary |\n'
-                  '|---|---|---|---|---|', flush=True)
-            for row in ctrl_c_rows(monitor, args.repeats, args.priority):
+            print('| Ctrl-C run: when | every process gone, ms | slowest, ms | up exit | '
+                  'summary |\n|---|---|---|---|---|', flush=True)
+            delays = [None] * args.repeats + args.during_start
+            for row in ctrl_c_rows(monitor, delays, args.priority):
                 print(row, flush=True)
             if not args.no_kill:
                 print('\n| kill -9 of the chain: stop silent, ms | restarted stop heard '

@@ -28,8 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 import yaml
 
@@ -197,19 +198,40 @@ STOP_GRACE = 3.0
 
 def stop_process(proc: subprocess.Popen, grace: float = STOP_GRACE) -> int:
     """SIGINT (what Ctrl-C and ros2 launch send), then SIGKILL after `grace` seconds."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-    return _ended(proc, time.monotonic() + grace)
+    return stop_processes({'': proc}, grace)[0]['']
 
 
-def _ended(proc: subprocess.Popen, deadline: float) -> int:
-    """`proc`'s exit code once it has ended by `deadline`, else once SIGKILL has ended it."""
+def stop_processes(processes: dict[str, subprocess.Popen],
+                   grace: float = STOP_GRACE) -> tuple[dict[str, int], set[str]]:
+    """SIGINT to every process at once, SIGKILL to those still running after `grace` s; the
+    exit codes, and the names of the processes killed."""
+    deadline = time.monotonic() + grace
+    running = {name for name, proc in processes.items() if proc.poll() is None}
+    for name in running:
+        processes[name].send_signal(signal.SIGINT)
+    killed = set()
+    for name in running:
+        try:
+            processes[name].wait(max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            processes[name].kill()
+            killed.add(name)
+    return {name: proc.wait() for name, proc in processes.items()}, killed
+
+
+@contextmanager
+def ctrl_c_held() -> Iterator[None]:
+    """SIGINT held back (blocked: pending, not lost) in this process while it starts a
+    child, which starts with it blocked too, until the node entry takes it
+    (contact_estimation/nodes/__main__.py): a Ctrl-C while the child's interpreter starts
+    (site-packages: 0.1-2 s on a loaded machine) ended that start with a fatal error (exit
+    code 1); and this process gets its own once the child is started, never between its fork
+    and its exec."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        proc.wait(max(deadline - time.monotonic(), 0.0))
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    return proc.returncode
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 @dataclass
@@ -283,9 +305,11 @@ class NodeSet:
                        'w' if previous_code is None else 'a')
         env = restart_environment(previous_code)
         try:
-            self.processes[name] = subprocess.Popen(
-                realtime_prefix(process_priority(name, self.priority)) + self._command(name),
-                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env} if env else None)
+            with ctrl_c_held():
+                self.processes[name] = subprocess.Popen(
+                    realtime_prefix(process_priority(name, self.priority)) + self._command(name),
+                    stdout=out, stderr=subprocess.STDOUT,
+                    env={**os.environ, **env} if env else None)
         finally:
             if out is not None:
                 out.close()
@@ -325,14 +349,8 @@ class NodeSet:
         return [n for n, p in self.processes.items() if p.poll() is None]
 
     def stop(self, grace: float = STOP_GRACE) -> dict[str, int]:
-        """Ctrl-C every node at once, then wait for each, SIGKILL for those still running
-        after `grace` s (`killed`); return the exit codes."""
-        running = {name for name, proc in self.processes.items() if proc.poll() is None}
-        for name in running:
-            self.processes[name].send_signal(signal.SIGINT)
-        deadline = time.monotonic() + grace
-        codes = {name: _ended(proc, deadline) for name, proc in self.processes.items()}
-        self.killed = {name for name in running if codes[name] == -signal.SIGKILL}
+        """Ctrl-C every node (`stop_processes`); the exit codes, `killed` those killed."""
+        codes, self.killed = stop_processes(self.processes, grace)
         for path in self._scratch_files:
             os.remove(path)
         self._scratch_files.clear()
@@ -391,7 +409,9 @@ class Supervisor:
         lines, failed = [], False
         for name in self.nodes.names:
             code = codes.get(name)
-            if name in self.given_up:
+            if code is None:
+                ended = 'not started (Ctrl-C came first)'
+            elif name in self.given_up:
                 ended = f'given up after it died {len(self.deaths[name])} times'
             elif name in self.nodes.killed:
                 ended = f'killed: still running {STOP_GRACE:g} s after Ctrl-C'

@@ -41,6 +41,7 @@ def main(argv: list[str]) -> int:
                              'warning; 0: normal')
     parser.add_argument('--log-dir', help='write each process\'s output to DIR/<name>.log')
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stops them as Ctrl-C does
     for path in args.config:
         if not os.path.isfile(path):
             parser.error(f'--config {path}: no such file')
@@ -63,9 +64,7 @@ def main(argv: list[str]) -> int:
                     overrides=simulated_clock() if args.sim else {})
     say(f'starting {", ".join(names)} (Ctrl-C stops them); {meaning}')
     supervisor = Supervisor(nodes, say)
-    # Ctrl-C reaches the children through the process group, and `stop` sends it again;
-    # SIGTERM stops them the same way.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # Ctrl-C reaches the children through the process group, and `stop` sends it again.
     try:
         nodes.start()
         supervisor.run()
