@@ -228,13 +228,15 @@ def test_hold_time_releases_after_the_last_sample_over_threshold():
 
 def test_a_restarted_process_starts_latched_with_its_cause_and_only_a_reset_clears_it():
     """core/restart.py: the cause shows from the start, before any residual (stop True
-    either way), is not released by hold_time, and a reset clears it once the residual has
-    been quiet."""
+    either way), keeps its name through a `behind` start, is not released by hold_time, and
+    a reset clears it once the residual has been quiet."""
     detector = make(n=2, hold_time=0.01)
     detector.restarted(0.0, 'restarted after the process before it died (killed by SIGKILL)')
     waiting = detector.state(0.0)
     assert waiting.stop and waiting.cause == RESTARTED and 'SIGKILL' in waiting.reason
     assert 'no residual' in detector.reset(0.0)
+    detector.set_behind(0.0, 'behind its input')  # the new process catching up: still named
+    detector.set_behind(0.0, '')
     states, t = feed(detector, 0.0, [[0, 0, 0]] * 100)
     assert all(s.stop and s.cause == RESTARTED for s in states)
     assert detector.reset(t) == '' and not detector.state(t).stop

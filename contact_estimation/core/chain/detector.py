@@ -547,7 +547,10 @@ class CollisionDetector:
         return ''
 
     def _latch(self, t: float, cause: str, reason: str) -> None:
-        self._latched_cause, self._latched_reason = cause, reason
+        """Latch `cause`; a restart's latch keeps its name until reset but for a collision
+        (stale or `behind` input while the new process starts says less)."""
+        if self._latched_cause != RESTARTED or cause == COLLISION:
+            self._latched_cause, self._latched_reason = cause, reason
         self._last_unsafe = t
 
     def _latch_stale(self, t: float, reason: str) -> None:
