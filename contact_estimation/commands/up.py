@@ -80,7 +80,12 @@ def main(argv: list[str]) -> int:
 
 
 def say(line: str) -> None:
-    print(f'[contact-estimation] {line}', flush=True)
+    """A line for the user; one whose terminal or pipe has gone must not keep `up` from
+    stopping its processes (they would run on, orphaned)."""
+    try:
+        print(f'[contact-estimation] {line}', flush=True)
+    except OSError:
+        pass
 
 
 def robot_files(config: list[str], robot: str | None) -> list[str]:
