@@ -36,8 +36,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0 if argv else 2
     args = parser.parse_args(argv[:1])
-    module = importlib.import_module(COMMANDS[args.command][0])
-    return module.main(argv[1:])
+    try:
+        module = importlib.import_module(COMMANDS[args.command][0])
+        return module.main(argv[1:])
+    except KeyboardInterrupt:  # Ctrl-C that no command took (`up` stops its processes)
+        return 130
 
 
 if __name__ == '__main__':

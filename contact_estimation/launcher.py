@@ -13,6 +13,11 @@ for contact_estimation_estimation, _proximity and _relay: each node takes its ow
 section of every file, by name.
 (contact_estimation/nodes/__main__.py: a process stopped while it still imports exits
 quietly with code 0.)
+
+`Supervisor` starts a process that died again (`RestartPolicy`: at once, after pauses while it
+keeps dying soon after its start, never after MAX_QUICK_DEATHS such deaths in a row), with
+the exit code of the one before in its environment: its stops come back latched
+(core/restart.py). The launch file restarts with the same policy.
 """
 from __future__ import annotations
 
@@ -23,11 +28,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Callable, Iterator
 
 import yaml
 
 from contact_estimation import manifest
+from contact_estimation.core.restart import RESTARTED_AFTER, exit_description
 
 
 def node_command(name: str, params_file: str | None = None,
@@ -183,16 +191,84 @@ def param_literal(value: object) -> str:
     return repr(value)
 
 
-def stop_process(proc: subprocess.Popen, grace: float = 5.0) -> int:
+# s a process may take to end after SIGINT before it is killed: every process ends within
+# 1 s (benchmarks/supervision.py); one still running after this is stuck.
+STOP_GRACE = 3.0
+
+
+def stop_process(proc: subprocess.Popen, grace: float = STOP_GRACE) -> int:
     """SIGINT (what Ctrl-C and ros2 launch send), then SIGKILL after `grace` seconds."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
+    return stop_processes({'': proc}, grace)[0]['']
+
+
+def stop_processes(processes: dict[str, subprocess.Popen],
+                   grace: float = STOP_GRACE) -> tuple[dict[str, int], set[str]]:
+    """SIGINT to every process at once, SIGKILL to those still running after `grace` s; the
+    exit codes, and the names of the processes killed."""
+    deadline = time.monotonic() + grace
+    running = {name for name, proc in processes.items() if proc.poll() is None}
+    for name in running:
+        processes[name].send_signal(signal.SIGINT)
+    killed = set()
+    for name in running:
         try:
-            proc.wait(grace)
+            processes[name].wait(max(deadline - time.monotonic(), 0.0))
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
+            processes[name].kill()
+            killed.add(name)
+    return {name: proc.wait() for name, proc in processes.items()}, killed
+
+
+@contextmanager
+def ctrl_c_held() -> Iterator[None]:
+    """SIGINT held back (blocked: pending, not lost) in this process while it starts a
+    child, which starts with it blocked too, until the node entry takes it
+    (contact_estimation/nodes/__main__.py): a Ctrl-C while the child's interpreter starts
+    (site-packages: 0.1-2 s on a loaded machine) ended that start with a fatal error (exit
+    code 1); and this process gets its own once the child is started, never between its fork
+    and its exec."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@dataclass
+class RestartPolicy:
+    """When a process that died is started again: at once, unless it died less than QUICK s
+    after its start for the second time in a row or more, then after a pause doubling from
+    FIRST_PAUSE; never after MAX_QUICK_DEATHS such deaths in a row (a crash loop: a bad
+    parameter file, a missing model; its log says why)."""
+
+    QUICK = 30.0             # s
+    FIRST_PAUSE = 1.0        # s
+    MAX_QUICK_DEATHS = 3
+    quick_deaths: int = 0    # in a row
+
+    def pause_after(self, ran_for: float) -> float | None:
+        """Seconds to wait before starting again a process that died after running
+        `ran_for` s; None: give up."""
+        self.quick_deaths = self.quick_deaths + 1 if ran_for < self.QUICK else 0
+        if self.quick_deaths >= self.MAX_QUICK_DEATHS:
+            return None
+        return self.FIRST_PAUSE * 2 ** (self.quick_deaths - 2) if self.quick_deaths > 1 else 0.0
+
+    def verdict(self, name: str, code: int, ran_for: float) -> tuple[float | None, str]:
+        """`pause_after`, and the line that tells the user."""
+        pause = self.pause_after(ran_for)
+        died = f'{name} died ({exit_description(code)}) after {ran_for:.1f} s'
+        if pause is None:
+            return None, (f'{died}: not restarted, it died within {self.QUICK:g} s of its '
+                          f'start {self.quick_deaths} times in a row (see its log)')
+        return pause, (f'{died}: restarting it{f" in {pause:g} s" if pause else ""}, its '
+                       'stops latched until ~/reset')
+
+
+def restart_environment(previous_code: int | None) -> dict[str, str]:
+    """What a process started again after one that ended with `previous_code` gets in its
+    environment (none on a first start): core/restart.py."""
+    return {} if previous_code is None else {RESTARTED_AFTER: str(previous_code)}
 
 
 @dataclass
@@ -209,20 +285,36 @@ class NodeSet:
     priority: int = 0          # SCHED_FIFO priority (chrt -f) of the chain; 0: normal
     namespace: str = ''        # ROS namespace of every node ('' = the root)
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    started_at: dict[str, float] = field(default_factory=dict)  # monotonic, by name
+    killed: set[str] = field(default_factory=set)  # by `stop`, for not ending in time
     _reported: set[str] = field(default_factory=set)
     _scratch_files: list[str] = field(default_factory=list)
     _namespace_folder: str | None = None
 
     def start(self) -> None:
         for name in self.names:
-            out = subprocess.DEVNULL if self.log_dir else None
-            if self.log_dir:
-                os.makedirs(self.log_dir, exist_ok=True)
-                out = open(os.path.join(self.log_dir, f'{name}.log'), 'w')
-            self.processes[name] = subprocess.Popen(
-                realtime_prefix(process_priority(name, self.priority)) + self._command(name),
-                stdout=out,
-                stderr=subprocess.STDOUT)
+            self.launch(name)
+
+    def launch(self, name: str, previous_code: int | None = None) -> None:
+        """Start process `name`; again after one that ended with `previous_code` (its log
+        continued, and its stops latched: `restart_environment`)."""
+        out = None
+        if self.log_dir:
+            os.makedirs(self.log_dir, exist_ok=True)
+            out = open(os.path.join(self.log_dir, f'{name}.log'),
+                       'w' if previous_code is None else 'a')
+        env = restart_environment(previous_code)
+        try:
+            with ctrl_c_held():
+                self.processes[name] = subprocess.Popen(
+                    realtime_prefix(process_priority(name, self.priority)) + self._command(name),
+                    stdout=out, stderr=subprocess.STDOUT,
+                    env={**os.environ, **env} if env else None)
+        finally:
+            if out is not None:
+                out.close()
+        self.started_at[name] = time.monotonic()
+        self._reported.discard(name)
 
     def _command(self, name: str) -> list[str]:
         composed = manifest.composed_process(name)
@@ -256,12 +348,9 @@ class NodeSet:
     def alive(self) -> list[str]:
         return [n for n, p in self.processes.items() if p.poll() is None]
 
-    def stop(self) -> dict[str, int]:
-        """Ctrl-C every node at once, then wait for each; return the exit codes."""
-        for proc in self.processes.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-        codes = {name: stop_process(proc) for name, proc in self.processes.items()}
+    def stop(self, grace: float = STOP_GRACE) -> dict[str, int]:
+        """Ctrl-C every node (`stop_processes`); the exit codes, `killed` those killed."""
+        codes, self.killed = stop_processes(self.processes, grace)
         for path in self._scratch_files:
             os.remove(path)
         self._scratch_files.clear()
@@ -278,9 +367,62 @@ class NodeSet:
             return ''.join(f.readlines()[-lines:])
 
 
-def wait_for_processes(nodes: NodeSet, poll: float = 0.2) -> None:
-    """Block until every node has exited, reporting each death as it happens."""
-    while nodes.alive():
-        for name, code in nodes.newly_dead():
-            print(f'[contact-estimation] node {name} exited with code {code}', flush=True)
-        time.sleep(poll)
+class Supervisor:
+    """Keeps the processes of `nodes` running: each that dies is reported and started again
+    as its RestartPolicy says (`run`); `summary` says how each ended."""
+
+    POLL = 0.05  # s between looks: part of the stop's silence when a process dies
+
+    def __init__(self, nodes: NodeSet, say: Callable[[str], None]):
+        self.nodes, self._say = nodes, say
+        self._policies = {name: RestartPolicy() for name in nodes.names}
+        self.deaths: dict[str, list[int]] = {name: [] for name in nodes.names}  # exit codes
+        self._due: dict[str, tuple[float, int]] = {}  # name → (restart time, exit code)
+        self.given_up: set[str] = set()
+
+    def run(self) -> None:
+        """Until no process runs nor is due to start again (Ctrl-C: KeyboardInterrupt)."""
+        while self.nodes.alive() or self._due:
+            self.step()
+            time.sleep(self.POLL)
+
+    def step(self) -> None:
+        """Report the processes that died since the last step and start those due again."""
+        now = time.monotonic()
+        for name, code in self.nodes.newly_dead():
+            self.deaths[name].append(code)
+            pause, line = self._policies[name].verdict(name, code,
+                                                       now - self.nodes.started_at[name])
+            self._say(line)
+            if pause is None:
+                self.given_up.add(name)
+            else:
+                self._due[name] = (now + pause, code)
+        for name, (when, code) in list(self._due.items()):
+            if now >= when:
+                del self._due[name]
+                self.nodes.launch(name, code)
+
+    def summary(self, codes: dict[str, int]) -> tuple[list[str], bool]:
+        """One line per process, how it ended (`codes`: NodeSet.stop's) and how often it
+        died before; and whether any failed (died, or had to be killed)."""
+        lines, failed = [], False
+        for name in self.nodes.names:
+            code = codes.get(name)
+            if code is None:
+                ended = 'not started (Ctrl-C came first)'
+            elif name in self.given_up:
+                ended = f'given up after it died {len(self.deaths[name])} times'
+            elif name in self.nodes.killed:
+                ended = f'killed: still running {STOP_GRACE:g} s after Ctrl-C'
+            elif code in (0, -signal.SIGINT):
+                ended = 'stopped' + (' while starting' if code else '')
+            else:
+                ended = f'ended with {exit_description(code)}'
+            deaths = self.deaths[name]
+            if deaths and name not in self.given_up:
+                ended += (f'; it had died {len(deaths)} time{"s" if len(deaths) > 1 else ""} '
+                          f'({", ".join(map(exit_description, deaths))}) and was restarted')
+            failed |= bool(deaths) or ended.startswith(('killed', 'ended'))
+            lines.append(f'{name}: {ended}')
+        return lines, failed

@@ -20,14 +20,20 @@ sim:=true every node runs on the simulator's clock (use_sim_time). priority:=N r
 processes that raise a stop at SCHED_FIFO priority N and below (chrt -f; nodes.yaml
 `realtime`), below the robot driver's; auto (the default): 40 where the OS allows it, else
 normal priority with a warning; 0: normal (README, Real-time priority).
+A process that dies is started again as `contact-estimation up` does (launcher.RestartPolicy),
+with the exit code of the one before in its environment, so that its stops come back latched
+until ~/reset (core/restart.py).
 rviz:=true also starts rviz2 with rviz/contact_estimation.rviz and, for its robot model,
 robot_state_publisher with the URDF of the robot the nodes load; each only where the
 distribution has it.
 """
 import os
+import time
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
+from launch.actions import (DeclareLaunchArgument, LogInfo, OpaqueFunction,
+                            RegisterEventHandler, TimerAction)
+from launch.event_handlers import OnProcessExit
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
@@ -70,7 +76,7 @@ def _parameter_files(spec: manifest.Process, context, robot_file: list[str]) -> 
 
 
 def _nodes(context):
-    from contact_estimation.launcher import (chosen_priority, process_priority,
+    from contact_estimation.launcher import (RestartPolicy, chosen_priority, process_priority,
                                              realtime_prefix, simulated_clock)
 
     started = []
@@ -95,11 +101,30 @@ def _nodes(context):
         on_clock = [clock[n] for n in spec.node_names if n in clock][:1]
         fifo = process_priority(spec.name, priority)
         prefix = {'prefix': ' '.join(realtime_prefix(fifo))} if fifo else {}
-        started.append(Node(package=manifest.PACKAGE, executable=spec.executable,
-                            output='screen',
-                            parameters=_parameter_files(spec, context, robot_file) + on_clock,
-                            **named, **prefix, **placed))
+        arguments = dict(package=manifest.PACKAGE, executable=spec.executable, output='screen',
+                         parameters=_parameter_files(spec, context, robot_file) + on_clock,
+                         **named, **prefix, **placed)
+        started += _supervised(spec.name, arguments, RestartPolicy())
     return started
+
+
+def _supervised(name: str, arguments: dict, policy, previous_code: int | None = None) -> list:
+    """The Node of `arguments`, and what starts it again when it dies while the launch runs
+    (launch_ros's respawn would start it with the same environment: the new process must
+    know it is a restart)."""
+    from contact_estimation.launcher import restart_environment
+    node = Node(**arguments, additional_env=restart_environment(previous_code))
+    started = time.monotonic()
+
+    def on_exit(event, context):
+        if context.is_shutdown:
+            return None
+        pause, line = policy.verdict(name, event.returncode, time.monotonic() - started)
+        if pause is None:
+            return [LogInfo(msg=line)]
+        return [LogInfo(msg=line), TimerAction(period=pause, actions=_supervised(
+            name, arguments, policy, event.returncode))]
+    return [node, RegisterEventHandler(OnProcessExit(target_action=node, on_exit=on_exit))]
 
 
 def _installed(package: str) -> bool:

@@ -33,34 +33,40 @@ def test_help_and_unknown_command():
     assert proc.returncode == 2 and 'invalid choice' in out
 
 
-def test_up_reports_a_node_that_dies_and_stops_the_rest_on_ctrl_c(tmp_path):
+def test_up_restarts_a_node_that_dies_gives_up_on_a_crash_loop_and_stops_the_rest_on_ctrl_c(
+        tmp_path):
+    """A node that cannot start (its model file is missing) is started again, at once and
+    then after a pause, and given up on after its third quick death; the rest run on."""
     config = tmp_path / 'bad.yaml'
     config.write_text(yaml.safe_dump({'residual_node': {'ros__parameters': {
         'model': 'fast', 'model_file': str(tmp_path / 'missing_model.yaml')}}}))
     proc = _cli('up', '--separate', '--config', str(config), '--log-dir', str(tmp_path / 'logs'))
-    lines, deadline = [], time.monotonic() + 60
+    lines, deadline = [], time.monotonic() + 240
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         lines.append(line)
-        if 'node residual_node exited with code 1' in line:
+        if 'residual_node died (exit code 1)' in line and 'not restarted' in line:
             break
     else:
         proc.kill()
-        raise AssertionError('no report of the dead node:\n' + ''.join(lines))
+        raise AssertionError('no report of the given-up node:\n' + ''.join(lines))
+    restarts = [line for line in lines if 'residual_node died (exit code 1)' in line]
+    assert len(restarts) == 3 and 'restarting it,' in restarts[0], lines
+    assert 'restarting it in 1 s' in restarts[1], lines
     assert 'missing_model.yaml' in (tmp_path / 'logs' / 'residual_node.log').read_text()
     # Ctrl-C once the rest are running (each logs a line when it has started).
     rest = [spec.name for spec in manifest.processes(False, separate=True)
             if spec.name != 'residual_node']
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     while not all(_has_started(tmp_path / 'logs' / f'{name}.log') for name in rest):
         assert time.monotonic() < deadline, f'not all of {rest} started'
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 1, out
-    assert 'stopping' in out
-    for name in rest:  # stopped cleanly: only the dead node is reported
-        assert f'node {name} exited' not in out, out
+    assert 'residual_node: given up after it died 3 times' in out, out
+    for name in rest:  # stopped cleanly
+        assert f'{name}: stopped\n' in out, out
 
 
 def _has_started(log_path) -> bool:
@@ -73,7 +79,7 @@ def test_up_runs_the_core_nodes_composed_in_their_processes_and_stops_cleanly(tm
     processes = manifest.composed()
     together = manifest.composed_nodes()
     others = [s.name for s in manifest.selected(with_sim=False) if s.name not in together]
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # a loaded 2-core machine takes minutes
 
     def started(process) -> bool:
         log = logs / f'{process.name}.log'
@@ -84,7 +90,9 @@ def test_up_runs_the_core_nodes_composed_in_their_processes_and_stops_cleanly(tm
     while not (all(started(p) for p in processes)
                and all(_has_started(logs / f'{name}.log') for name in others)):
         assert proc.poll() is None, proc.communicate()[0]
-        assert time.monotonic() < deadline, 'the node set did not start'
+        if time.monotonic() > deadline:
+            proc.send_signal(signal.SIGINT)  # no suite left running
+            raise AssertionError('the node set did not start:\n' + proc.communicate()[0])
         time.sleep(0.1)
     # One process for each composed process (the chain, the estimators, the proximity
     # monitor), one for each other node.
@@ -93,7 +101,10 @@ def test_up_runs_the_core_nodes_composed_in_their_processes_and_stops_cleanly(tm
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
-    assert all(p.name in out for p in processes) and 'exited' not in out, out
+    summary = out[out.index('stopping'):]  # every process, stopped cleanly
+    assert all(f'{name}: stopped\n' in summary for name in [*(p.name for p in processes),
+                                                             *others]), out
+    assert 'died' not in out, out
 
 
 def test_up_refuses_a_missing_config_file(tmp_path):

@@ -8,6 +8,8 @@ import pytest
 from contact_estimation.core.chain.detector import (COLLISION, FORCE, INVALID, POSITION,
                                               STALE, WAITING, WEIGHTED, AccelerationEstimate,
                                               CollisionDetector, DetectorConfig)
+from contact_estimation.core.restart import RESTARTED
+from contact_estimation.core.chain.lag import BEHIND
 
 NAMES = ('j1', 'j2', 'j3')
 DT = 0.001
@@ -223,6 +225,22 @@ def test_hold_time_releases_after_the_last_sample_over_threshold():
     assert all(s.stop for s in quiet)
     states, _ = feed(detector, t, [[0, 0, 0]] * 2)
     assert not states[-1].stop
+
+
+def test_a_restarted_process_starts_latched_with_its_cause_and_only_a_reset_clears_it():
+    """core/restart.py: the cause shows from the start, before any residual (stop True
+    either way), keeps its name through a `behind` start, is not released by hold_time, and
+    a reset clears it once the residual has been quiet."""
+    detector = make(n=2, hold_time=0.01)
+    detector.restarted(0.0, 'restarted after the process before it died (killed by SIGKILL)')
+    waiting = detector.state(0.0)
+    assert waiting.stop and waiting.cause == RESTARTED and 'SIGKILL' in waiting.reason
+    assert 'no residual' in detector.reset(0.0)
+    detector.set_lag(0.0, BEHIND, 'behind its input')  # the new process catching up: still named
+    detector.set_lag(0.0, '', '')
+    states, t = feed(detector, 0.0, [[0, 0, 0]] * 100)
+    assert all(s.stop and s.cause == RESTARTED for s in states)
+    assert detector.reset(t) == '' and not detector.state(t).stop
 
 
 def test_markers_joints_stay_with_the_latched_collision_and_grow_with_it():

@@ -28,6 +28,10 @@ class _Recorder:
         self.args, self.kwargs = args, kwargs
 
 
+class _Registered(_Recorder):
+    """RegisterEventHandler: what restarts a process (left out of `_launched` but asked)."""
+
+
 class _LaunchConfiguration:
     values = {}
 
@@ -58,21 +62,28 @@ def _launch_stand_ins(installed: set[str]) -> dict:
     actions.DeclareLaunchArgument = _Recorder
     actions.OpaqueFunction = _Recorder
     actions.LogInfo = _Recorder
+    actions.RegisterEventHandler = _Registered
+    actions.TimerAction = _Recorder
+    event_handlers = types.ModuleType('launch.event_handlers')
+    event_handlers.OnProcessExit = _Recorder
     substitutions = types.ModuleType('launch.substitutions')
     substitutions.LaunchConfiguration = _LaunchConfiguration
     launch_ros = types.ModuleType('launch_ros')
     launch_ros_actions = types.ModuleType('launch_ros.actions')
     launch_ros_actions.Node = _Recorder
     return {'launch': launch, 'launch.actions': actions, 'launch.substitutions': substitutions,
+            'launch.event_handlers': event_handlers,
             'launch_ros': launch_ros, 'launch_ros.actions': launch_ros_actions,
             'ament_index_python': ament_index, 'ament_index_python.packages': ament_packages}
 
 
 def _launched(sim: str, params_file: str, rviz: str = 'false',
               installed: frozenset = frozenset(), separate: str = 'false',
-              priority: str = '0', namespace: str = '', robot: str = '') -> list[_Recorder]:
+              priority: str = '0', namespace: str = '', robot: str = '',
+              handlers: bool = False) -> list[_Recorder]:
     """The actions the launch file's OpaqueFunctions return for these arguments, with
-    `installed` the ROS packages the ament index knows."""
+    `installed` the ROS packages the ament index knows; with `handlers`, only the event
+    handlers (what restarts a process), else all but them."""
     path = os.path.join(ROOT, 'launch', 'contact_estimation.launch.py')
     stand_ins = _launch_stand_ins(set(installed))
     saved = {k: sys.modules.get(k) for k in stand_ins}
@@ -89,7 +100,8 @@ def _launched(sim: str, params_file: str, rviz: str = 'false',
         declared = {a.args[0] for a in description if a.args}
         assert declared == set(_LaunchConfiguration.values)
         opaque = [a for a in description if 'function' in a.kwargs]
-        return [action for a in opaque for action in a.kwargs['function'](None)]
+        return [action for a in opaque for action in a.kwargs['function'](None)
+                if isinstance(action, _Registered) == handlers]
     finally:
         for key, value in saved.items():
             if value is None:
@@ -273,6 +285,40 @@ def test_launch_and_runner_start_the_same_nodes():
         cmd = node_command(spec.name)
         files = [cmd[i + 1] for i, a in enumerate(cmd) if a == '--params-file']
         assert files == [spec.parameters_path(), manifest.robot_parameters_path()]
+
+
+def test_launch_restarts_a_process_that_dies_with_its_exit_code_until_it_keeps_dying():
+    """Each process has an OnProcessExit handler: a death while the launch runs starts the
+    same process again with the exit code in its environment (its stops come back latched:
+    core/restart.py), at once, then after pauses; after three quick deaths, a message; at
+    shutdown, nothing."""
+    from contact_estimation.core.restart import RESTARTED_AFTER
+    chain = manifest.process_of('collision_detector').name
+    handlers = _launched('false', '', handlers=True)
+    assert len(handlers) == len(manifest.processes(False, separate=False))
+    on_exit = next(h.args[0].kwargs for h in handlers
+                   if h.args[0].kwargs['target_action'].kwargs['executable'] == chain)
+    first = on_exit['target_action'].kwargs
+    assert first['additional_env'] == {}
+
+    def died(handler, shutting_down=False):
+        event = types.SimpleNamespace(returncode=-9)
+        return handler['on_exit'](event, types.SimpleNamespace(is_shutdown=shutting_down))
+
+    assert died(on_exit, shutting_down=True) is None
+    pauses = []
+    for _ in range(2):
+        message, timer = died(on_exit)
+        assert 'killed by SIGKILL' in message.kwargs['msg']
+        pauses.append(timer.kwargs['period'])
+        node, handler = timer.kwargs['actions']
+        assert node.kwargs['additional_env'] == {RESTARTED_AFTER: '-9'}
+        assert {k: v for k, v in node.kwargs.items() if k != 'additional_env'} == {
+            k: v for k, v in first.items() if k != 'additional_env'}
+        on_exit = handler.args[0].kwargs
+    assert pauses == [0.0, 1.0]
+    [message] = died(on_exit)
+    assert 'not restarted' in message.kwargs['msg']
 
 
 def test_every_manifest_node_has_a_module_with_main_and_declared_topics():

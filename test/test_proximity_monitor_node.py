@@ -17,6 +17,7 @@ from visualization_msgs.msg import MarkerArray
 
 from contact_estimation import manifest
 from contact_estimation.core.contact.proximity import COCO_17, standing_skeleton
+from contact_estimation.core.restart import RESTARTED_AFTER
 from contact_estimation.nodes.proximity_monitor import ProximityMonitorNode
 from contact_estimation.ros.conversions import xyz_to_cloud
 from contact_estimation.ros.proximity_messages import ROBOT_NS
@@ -257,6 +258,29 @@ def test_an_accepted_and_a_refused_reset_in_a_row_both_answer(rig):
     probe.keypoints = np.zeros((0, 3))
     assert until(executor, lambda: probe.stop() is False)
     assert until(executor, lambda: reset(probe, executor).success)
+
+
+def test_a_restarted_monitor_stays_stopped_saying_why_until_a_reset_clears_it(
+        context, monkeypatch):
+    """core/restart.py: started again after its process died, the monitor keeps its stop
+    with the cause `restarted` while the scene is clear; a refused reset (the input stale)
+    keeps it; an accepted one clears it."""
+    monkeypatch.setenv(RESTARTED_AFTER, str(-signal.SIGKILL))
+    monitor = ProximityMonitorNode(
+        context=context, cli_args=['--ros-args', '--params-file', PARAMS],
+        parameter_overrides=[Parameter(k, value=v) for k, v in OVERRIDES.items()])
+    probe = Probe(context, monitor.robot)
+    probe.keypoints = np.zeros((0, 3))  # nobody tracked: clear but for the restart
+    with spinning(context, monitor, probe) as executor:
+        assert until(executor, lambda: stopped_with(probe, 'killed by SIGKILL'))
+        assert until(executor, lambda: len(probe.parts) > 20)
+        assert stopped_with(probe, 'restarted') and all(probe.stops)
+        probe.streaming = False
+        assert until(executor, lambda: not reset(probe, executor).success)
+        assert stopped_with(probe, 'restarted')
+        probe.streaming = True
+        assert until(executor, lambda: reset(probe, executor).success)
+        assert until(executor, lambda: probe.stop() is False)
 
 
 def test_a_service_that_raises_answers_refused_and_raises_the_stop_with_why(rig):

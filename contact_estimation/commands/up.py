@@ -1,5 +1,7 @@
 """`contact-estimation up`: the node set of nodes.yaml (ros2 launch for pip users): the core
-nodes composed in one process, or with --separate one process per node."""
+nodes composed in their processes, or with --separate one process per node. A process that
+dies is started again, its stops latched until ~/reset (launcher.Supervisor); Ctrl-C stops
+them all, and the summary says how each ended."""
 from __future__ import annotations
 
 import argparse
@@ -7,8 +9,8 @@ import os
 import signal
 
 from contact_estimation import manifest
-from contact_estimation.launcher import (DEFAULT_PRIORITY, NodeSet, chosen_priority,
-                                         parameter_file, simulated_clock, wait_for_processes)
+from contact_estimation.launcher import (DEFAULT_PRIORITY, NodeSet, Supervisor,
+                                         chosen_priority, parameter_file, simulated_clock)
 
 
 def main(argv: list[str]) -> int:
@@ -39,6 +41,7 @@ def main(argv: list[str]) -> int:
                              'warning; 0: normal')
     parser.add_argument('--log-dir', help='write each process\'s output to DIR/<name>.log')
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stops them as Ctrl-C does
     for path in args.config:
         if not os.path.isfile(path):
             parser.error(f'--config {path}: no such file')
@@ -59,22 +62,30 @@ def main(argv: list[str]) -> int:
     nodes = NodeSet(names, tuple(files), log_dir=args.log_dir,
                     priority=priority, namespace=args.namespace,
                     overrides=simulated_clock() if args.sim else {})
-    print(f'[contact-estimation] starting {", ".join(names)} (Ctrl-C stops them); {meaning}',
-          flush=True)
-    # Ctrl-C reaches the children through the process group; we wait for them to finish.
-    signal.signal(signal.SIGTERM, lambda *_: nodes.stop())
-    nodes.start()
+    say(f'starting {", ".join(names)} (Ctrl-C stops them); {meaning}')
+    supervisor = Supervisor(nodes, say)
+    # Ctrl-C reaches the children through the process group, and `stop` sends it again.
     try:
-        wait_for_processes(nodes)
+        nodes.start()
+        supervisor.run()
     except KeyboardInterrupt:
-        print('[contact-estimation] stopping', flush=True)
+        say('stopping')
     codes = nodes.stop()
     if args.robot:
         os.remove(files[-1])
-    failed = {n: c for n, c in codes.items() if c not in (0, -signal.SIGINT)}
-    for name, code in failed.items():
-        print(f'[contact-estimation] node {name} exited with code {code}', flush=True)
+    lines, failed = supervisor.summary(codes)
+    for line in lines:
+        say(line)
     return 1 if failed else 0
+
+
+def say(line: str) -> None:
+    """A line for the user; one whose terminal or pipe has gone must not keep `up` from
+    stopping its processes (they would run on, orphaned)."""
+    try:
+        print(f'[contact-estimation] {line}', flush=True)
+    except OSError:
+        pass
 
 
 def robot_files(config: list[str], robot: str | None) -> list[str]:

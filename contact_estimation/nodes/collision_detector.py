@@ -41,7 +41,8 @@ late, after a watchdog check that found nothing waiting (composed mode: its inpu
 the stop is `stale_input`; stamps that go back (a restarted driver, a clock stepped back)
 latch `bad_stamp`. An unexpected error in any callback latches a
 `node_fault` stop (ros/guard.py). The stop's heartbeat is a thread of its own
-(ros/heartbeat.py).
+(ros/heartbeat.py). A process started again after it died (`up`, the launch file) starts
+with a `restarted` stop, latched until `~/reset` (core/restart.py).
 """
 from __future__ import annotations
 
@@ -65,6 +66,7 @@ from contact_estimation.core.chain.reaction import Reaction
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
 from contact_estimation.core.input_rejected import InputRejected
+from contact_estimation.core.restart import RESTARTED, restart_reason
 from contact_estimation.core.settings import WINDOW
 from contact_estimation.ros.collision_messages import collision_event, collision_markers
 from contact_estimation.ros.conversions import seconds_to_stamp
@@ -144,6 +146,9 @@ class CollisionDetectorNode(SuiteNode):
         self.create_timer(1.0 / self.value('watchdog_rate'), self._on_watchdog)
         self.create_timer(1.0 / self.value('heartbeat_rate'), self._refresh_markers)
         self.on_parameter_change(self._on_parameter_change)
+        restarted = restart_reason()
+        if restarted:
+            self.detector.restarted(self.seconds(), restarted)
         self._apply(self.detector.state(self.seconds()))
         self.get_logger().info(
             f'watching {len(self._names)} joints of {self.robot.name or "the robot"} on '
@@ -343,7 +348,7 @@ class CollisionDetectorNode(SuiteNode):
 
     def _on_stop_change(self, state: DetectorState, previous: DetectorState | None,
                         cleared_by: str) -> None:
-        if state.cause in (COLLISION, STALE, INVALID, FAULT, BEHIND, BAD_STAMP):
+        if state.cause in (COLLISION, STALE, INVALID, FAULT, BEHIND, BAD_STAMP, RESTARTED):
             # Every stop is logged and counted (report() would throttle a second one).
             self.problems.counts[state.cause] += 1
             self.get_logger().error(f'stop: {state.reason}')

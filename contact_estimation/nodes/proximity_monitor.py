@@ -55,7 +55,8 @@ interpreter lock and made the check late) and the check takes the objects it fin
 100 Hz check never waits on a cloud; a worker that dies or hangs is reported (`cloud_worker`
 on /diagnostics, WARN while it restarts) and started again, its clouds stale meanwhile; the
 stop's heartbeat is a thread of its own (ros/stop_signal.py); an unexpected error in any
-callback stops for FAULT_HOLD s (ros/guard.py).
+callback stops for FAULT_HOLD s (ros/guard.py). A process started again after it died (`up`,
+the launch file) starts with a `restarted` stop, latched until `~/reset` (core/restart.py).
 """
 from __future__ import annotations
 
@@ -82,6 +83,7 @@ from contact_estimation.core.contact.proximity import (CLUSTERS, COCO_17, DEFAUL
                                                        SegmentPart)
 from contact_estimation.core.input_rejected import (EMPTY_CLOUD, NO_POSE, WRONG_SIZE,
                                                     InputRejected)
+from contact_estimation.core.restart import RESTARTED, restart_reason
 from contact_estimation.core.robot.surfaces import LinkSurfaces, SurfacesError
 from contact_estimation.ros.cloud_process import CloudJob, CloudProcess, CloudRecipe
 from contact_estimation.ros.conversions import CloudLayout, seconds_to_stamp
@@ -180,6 +182,7 @@ class ProximityMonitorNode(SuiteNode):
         self._lateness = CheckLateness(1.0 / self.value('check_rate'), self.value('max_lag'))
         self._cloud_age = LagStatistics()  # of each cloud's stamp when its objects arrive
         self._cause = ''                 # of the latest result's stop
+        self._restarted = restart_reason()  # latched until ~/reset (core/restart.py)
         # The samples that wait, taken before each check: set by ros/sample_feed.py.
         self._latest: tuple[JointSample, float] | None = None  # sample, arrival (seconds())
         self._t = 0.0                    # stamp of the latest joint state used (s)
@@ -206,7 +209,8 @@ class ProximityMonitorNode(SuiteNode):
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         self.create_timer(1.0 / self.value('check_rate'), self._check)
         self.on_parameter_change(self._on_parameter_change)
-        self._publish(self.monitor.fail(0.0, 'waiting for joint states'))
+        self._fail(RESTARTED if self._restarted else '',
+                   self._restarted or 'waiting for joint states')
         self.get_logger().info(
             f'{len(surfaces.sphere_radii)} robot spheres against '
             f'{len(self.monitor.human.parts)} body parts of {self.spec.topic("skeleton")} '
@@ -353,14 +357,21 @@ class ProximityMonitorNode(SuiteNode):
 
     def _reset(self) -> tuple[bool, str]:
         """~/reset (ros/stop_signal.py): the monitor says whether the stop may be released;
-        the check then runs at once, so that the reply tells what it published."""
+        the check then runs at once, so that the reply tells what it published. A restart's
+        latch is judged on the check it held back, and stays when the reset is refused."""
         was_stopped = self._result is not None and self._result.stop
+        restarted, self._restarted = self._restarted, ''
+        if restarted:
+            self._check()
         refusal = self.monitor.reset()
-        if refusal:
-            return False, refusal
-        self._check()
-        if self._result.stop:
-            return False, f'refused: still stopped after the reset: {_reason(self._result)}'
+        if not refusal:
+            self._check()
+        if refusal or self._result.stop:
+            reply = refusal or f'refused: still stopped after the reset: {_reason(self._result)}'
+            if restarted:
+                self._restarted = restarted
+                self._check()
+            return False, reply
         return True, ('stop released: the arm may move away slowly; coming nearer stops it '
                       'again' if was_stopped else 'not stopped')
 
@@ -374,6 +385,9 @@ class ProximityMonitorNode(SuiteNode):
         late = self._lateness.check(now)
         self.problems.values['lag'] = self._lateness.statistics.summary()
         self._take_clusters()
+        if self._restarted:
+            self._fail(RESTARTED, self._restarted)
+            return
         fault = self.guard.last_fault  # on the steady clock, as the guard keeps it
         if fault is not None and self.steady() - fault[0] < FAULT_HOLD:
             self._fail(FAULT, fault[1])
@@ -453,7 +467,7 @@ class ProximityMonitorNode(SuiteNode):
         self.problems.values['stop'] = str(result.stop)
         if not result.stop:
             self.get_logger().info('proximity stop cleared')
-        elif first:
+        elif first and not self._cause:
             self.get_logger().info(f'stopped until the inputs arrive: {_reason(result)}')
         else:
             # Every stop is logged and counted by its cause (report() would throttle one).

@@ -37,18 +37,28 @@ def run(make_nodes: Callable[[], Nodes], args: list[str] | None = None) -> int:
     nodes ~40 % of a core each, more than their own work (benchmarks/end_to_end.py). It is
     spun with spin_once in a loop, because its spin() does not return on Ctrl-C.
 
-    SIGINT (Ctrl-C, ros2 launch) and SIGTERM only ask the loop to end: a KeyboardInterrupt
-    raised inside a callback would leave it half done and be logged as a crash.
+    SIGINT (Ctrl-C, ros2 launch) and SIGTERM while the nodes are built end the process at
+    once (the node entry's handler, contact_estimation/nodes/__main__.py). Once the nodes
+    spin they only ask the loop to end: a KeyboardInterrupt raised inside a callback would
+    leave it half done and be logged as a crash. The signals that follow are ignored: Ctrl-C
+    in a terminal reaches each process and `up` sends it again, and a second SIGINT that came
+    while the interpreter exits (its handlers gone) killed the process (exit code -2).
     """
     stop_requested = threading.Event()
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, lambda *_: stop_requested.set())
+
+    def stop_spinning(signum, frame) -> None:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_IGN)
+        stop_requested.set()
+
     rclpy.init(args=args if args is not None else sys.argv,
                signal_handler_options=SignalHandlerOptions.NO)
     nodes: list[Node] = []
     try:
         made = make_nodes()
         nodes = [made] if isinstance(made, Node) else list(made)
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, stop_spinning)
         # Everything built so far lives as long as the nodes: keep it out of the garbage
         # collector's scans, which would otherwise pause the 1 kHz callbacks for ms.
         gc.freeze()

@@ -43,9 +43,10 @@ The sign convention of τ_ext does not matter here (only |τ_ext| is used).
 
 Stop is latched: once raised (collision, stale input or a gap between residuals, a non-finite
 residual) it stays until `reset()` or, with `hold_time` > 0, until `hold_time` seconds after
-the last unsafe sample. Either way it clears only once the residual has been quiet (no joint
-over ψ) for max(T, `reset_quiet_time`) seconds of samples, so a contact that is still going on
-(a dip under ψ for a sample or two) cannot be reset away. Clearing keeps eq. 7's evidence.
+the last unsafe sample (a process restarted after it died: until `reset()` only). Either way
+it clears only once the residual has been quiet (no joint over ψ) for max(T,
+`reset_quiet_time`) seconds of samples, so a contact that is still going on (a dip under ψ
+for a sample or two) cannot be reset away. Clearing keeps eq. 7's evidence.
 Times are seconds on one clock chosen by the caller (the node uses a monotonic clock for the
 receipt time, which runs the timeouts, and the joint-state stamps for the sample clock).
 
@@ -74,6 +75,7 @@ from contact_estimation.core.chain.contact_class import (TOUCH, ContactClassifie
 from contact_estimation.core.chain.lag import BAD_STAMP, BEHIND, LATE_INPUT
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.per_joint import per_joint
+from contact_estimation.core.restart import RESTARTED
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.settings import DURATION, TIMEOUT, setting
 
@@ -145,6 +147,7 @@ ACCELERATION_WINDOW_DURATION = 0.02
 NONE, COLLISION, STALE, INVALID, WAITING = ('', 'collision', 'stale_input', 'invalid_residual',
                                             'waiting')
 FAULT = 'node_fault'  # the node met an unexpected error (ros/guard.py): latched like a collision
+# RESTARTED (core/restart.py): the process was started again after it died: latched until reset
 # BEHIND (core/chain/lag.py): the node decided on a sample too late: latched; BAD_STAMP: the
 # stamps went back (a restarted driver, a clock stepped back): latched
 
@@ -435,6 +438,11 @@ class CollisionDetector:
         self._restart_runs()
         self._latch(now, FAULT, reason)
 
+    def restarted(self, now: float, reason: str) -> None:
+        """This process was started again after it died (core/restart.py): stop, latched
+        until `reset()` (never by `hold_time`: what the dead process had latched is unknown)."""
+        self._latch(now, RESTARTED, reason)
+
     def set_lag(self, now: float, cause: str, reason: str) -> None:
         """How late the node's latest batch was (core/chain/lag.py: `cause` '' = in time, else
         why, `reason`): BEHIND, a stop latched like stale input, since every decision comes
@@ -462,20 +470,21 @@ class CollisionDetector:
         `decision`, the class decided at the sample just taken).
 
         Before the first residual, and while the listener has not yet reported fresh joint
-        states, the stop is raised but not latched (nothing has failed yet); after that,
-        stale input latches like a collision.
+        states, the stop is raised but not latched (nothing has failed yet), with the cause
+        of a latch from before (`restarted`, `fault`) if there is one; after that, stale
+        input latches like a collision.
         """
         stale = self.stale(now)
-        if self._last_input is None:
-            return self._make_state(True, WAITING, stale or 'waiting for the first residual',
-                                    WAITING)
-        if self._input_stale and not self._listener_fresh_once:
-            return self._make_state(True, WAITING, 'waiting for the first fresh joint states '
-                                    '(listener watchdog)', WAITING)
+        waiting = ((stale or 'waiting for the first residual') if self._last_input is None
+                   else 'waiting for the first fresh joint states (listener watchdog)'
+                   if self._input_stale and not self._listener_fresh_once else '')
+        if waiting:
+            return self._make_state(True, self._latched_cause or WAITING,
+                                    self._latched_reason or waiting, WAITING)
         if stale:
             self._latch_stale(now, stale)
-        elif (self._latched_cause and self.config.hold_time > 0 and not self._invalid
-              and not self._behind
+        elif (self._latched_cause not in (NONE, RESTARTED) and self.config.hold_time > 0
+              and not self._invalid and not self._behind
               and now - self._last_unsafe >= self.config.hold_time and not self._not_quiet(now)):
             self._clear()
         problem = STALE if stale else INVALID if self._invalid else NONE
@@ -544,7 +553,10 @@ class CollisionDetector:
         return ''
 
     def _latch(self, t: float, cause: str, reason: str) -> None:
-        self._latched_cause, self._latched_reason = cause, reason
+        """Latch `cause`; a restart's latch keeps its name until reset but for a collision
+        (stale or `behind` input while the new process starts says less)."""
+        if self._latched_cause != RESTARTED or cause == COLLISION:
+            self._latched_cause, self._latched_reason = cause, reason
         self._last_unsafe = t
 
     def _latch_stale(self, t: float, reason: str) -> None:
