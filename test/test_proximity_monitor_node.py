@@ -277,7 +277,7 @@ def test_a_restarted_monitor_stays_stopped_saying_why_until_a_reset_clears_it(
         assert stopped_with(probe, 'restarted') and all(probe.stops)
         probe.streaming = False
         assert until(executor, lambda: not reset(probe, executor).success)
-        assert stopped_with(probe, 'restarted')
+        assert until(executor, lambda: stopped_with(probe, 'restarted'))
         probe.streaming = True
         assert until(executor, lambda: reset(probe, executor).success)
         assert until(executor, lambda: probe.stop() is False)
