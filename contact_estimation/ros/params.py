@@ -152,12 +152,12 @@ class Parameter:
         depends on the arm, the values per joint and the links and frames, is checked
         against `robot` (a RobotModel; without it, as for a row's default, it is not)."""
         listed = isinstance(value, (list, tuple, array.array))
-        values = list(value) if listed else [value]
         shown = _shown(value)
-        each = ' (each element)' if listed else ''
-        count = self._count_problem(len(values), robot) if listed else None
-        if count:
+        count = self._count_problem(len(value), robot) if listed else None
+        if count:  # before any element is read: a count refused costs nothing
             return f'{self.name} = {shown}: {count}'
+        values = value if listed else [value]
+        each = ' (each element)' if listed else ''
         if self.choices is not None:
             bad = [x for x in values if x not in self.choices]
             if bad:
@@ -213,9 +213,8 @@ class Parameter:
 def _shown(value: Any) -> str:
     """`value` as a refusal shows it: a long array or string cut short."""
     if isinstance(value, (list, tuple, array.array)):
-        values = list(value)
-        shown = ', '.join(_shown(x) for x in values[:_SHOWN_VALUES])
-        more = f', … ({len(values)} values)' if len(values) > _SHOWN_VALUES else ''
+        shown = ', '.join(_shown(x) for x in value[:_SHOWN_VALUES])
+        more = f', … ({len(value)} values)' if len(value) > _SHOWN_VALUES else ''
         return f'[{shown}{more}]'
     if isinstance(value, str) and len(value) > 60:
         return f'{value[:60]!r}… ({len(value)} characters)'
