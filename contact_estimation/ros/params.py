@@ -184,9 +184,9 @@ class Parameter:
                 self.per_joint, self.per_joint * robot.n):
             return (f'{values}, but {robot.name} has {robot.n} joints: give '
                     f'{self.per_joint}, or {self.per_joint * robot.n} ({self.per_joint} per '
-                    f'joint, in the order {", ".join(robot.joint_names)}); a file '
-                    '`contact-estimation calibrate` or `identify` made for another arm: make '
-                    f'it again with --robot {robot.name}')
+                    f'joint, in the order {", ".join(robot.joint_names)}; a file '
+                    '`contact-estimation calibrate` or `identify` made for another arm? make '
+                    f'it again with --robot {robot.name})')
         if count > MAX_VALUES:
             return f'{values}, but it takes at most {MAX_VALUES}'
         return None
