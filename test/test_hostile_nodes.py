@@ -6,8 +6,6 @@ import os
 
 import pytest
 from geometry_msgs.msg import Pose, PoseArray
-from rcl_interfaces.msg import Parameter as ParameterMsg
-from rcl_interfaces.srv import SetParameters
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
@@ -23,6 +21,7 @@ from contact_estimation.nodes.residual_node import ResidualNode
 from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.qos import PIPELINE_QOS, SERVICE_QOS, STOP_QOS
 from contact_estimation.ros.spinning import spin_until
+from contact_estimation.ros import testing
 from contact_estimation.ros.testing import spinning
 
 CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'config')
@@ -40,14 +39,7 @@ def make(node_class, name, context, **overrides):
 
 def set_remotely(probe, executor, node_name: str, name: str, value) -> tuple[bool, str]:
     """`ros2 param set`'s way: the node's set_parameters service."""
-    client = probe.create_client(SetParameters, f'/{node_name}/set_parameters')
-    assert client.wait_for_service(timeout_sec=TIMEOUT)
-    request = SetParameters.Request(
-        parameters=[ParameterMsg(name=name, value=Parameter(name, value=value)
-                                 .get_parameter_value())])
-    future = client.call_async(request)
-    assert spin_until(executor, future.done, TIMEOUT)
-    result = future.result().results[0]
+    result, = testing.set_remotely(probe, executor, node_name, {name: value}, TIMEOUT)
     return result.successful, result.reason
 
 

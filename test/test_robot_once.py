@@ -61,7 +61,8 @@ def test_a_file_made_for_another_robot_is_refused_naming_both(context, tmp_path)
     assert manifest.suite_robot([*detector_files, made, robot_for_all])['robot'] == 'ur5'
     # As rcl reads them: the suite's `/**` robot over the node's own section (which only says
     # what the file was made for), and the node then refuses the thresholds sized for ur5.
-    with pytest.raises(StartupError, match='thresholds_position has 6 values but panda has 7'):
+    with pytest.raises(StartupError,
+                       match=r'thresholds_position = \[3\.0, .*\]: 6 values, but panda has 7'):
         _node(CollisionDetectorNode, context, *detector_files, made)
     node = _node(CollisionDetectorNode, context, *detector_files, made, robot_for_all)
     try:
@@ -81,5 +82,6 @@ def test_a_parameter_sized_for_another_arm_is_refused_naming_node_parameter_and_
         _node(node_class, context, manifest.node(name).parameters_path(),
               manifest.robot_parameters_path(), panda_sized)
     message = str(refusal.value)
-    assert message.startswith(f'{name}: {parameter} has 7 values but ur5 has 6 joints')
+    assert message.startswith(f'{name}: {parameter} = [20.0, ')
+    assert '(7 values)]: 7 values, but ur5 has 6 joints' in message
     assert 'give 1, or 6' in message and '--robot ur5' in message

@@ -285,17 +285,28 @@ def _check_joint_states_content(messages, robot) -> None:
     ({'scenario': '/nonexistent/scenario.yaml'}, 'No such file'),
     ({'scenario': 'config/scenarios/demo.yaml', 'robot': 'ur5'}, "written for robot 'panda'"),
     ({'publish_rate': 300.0}, 'must divide rate'),
-    ({'friction': [0.1, 1.0]}, re.escape('friction has 2 values but panda has 7 joints: '
-                                         'give 6, or 42 (6 per joint')),
+    ({'friction': [0.1, 1.0]}, re.escape('friction = [0.1, 1.0]: 2 values, but panda has 7 '
+                                         'joints: give 6, or 42 (6 per joint')),
+    ({'friction': [-0.1] * 6}, re.escape('friction = [-0.1, -0.1, -0.1, -0.1, -0.1, -0.1]: '
+                                         '-0.1, -0.1, -0.1 outside 0 … 10000')),
     ({'driver.effort': 'current'},
      "driver.effort = 'current': 'current' is not one of joint_torque, motor_current"),
     ({'driver.effort': 'motor_current', 'driver.gear_ratios': [100.0, 50.0]},
-     re.escape('driver.gear_ratios has 2 values but panda has 7 joints: give 1, or 7')),
+     re.escape('driver.gear_ratios = [100.0, 50.0]: 2 values, but panda has 7 joints: give '
+               '1, or 7')),
+    ({'driver.torque_constants': [1e308]}, re.escape('driver.torque_constants = [1e+308]: '
+                                                     '1e+308 outside 0 … 1000')),
     ({'publish_rate': 300.0, 'driver.period_jitter': 0.004}, 'shorter than one physics step'),
-    ({'payload.mass': 1.0, 'payload.link': 'nowhere'}, 'nowhere'),
-    ({'payload.centre_of_mass': [0.0]}, 'payload.centre_of_mass must be 3 finite values'),
-    ({'lidar.rpy': [0.0, 0.35]}, 'lidar.rpy takes 3 finite numbers'),
-    ({'lidar.position': [1.5, 0.0]}, 'lidar.position takes 3 finite numbers'),
+    ({'payload.link': 'nowhere'}, "payload.link = 'nowhere': not a link the joints of panda "
+                                  'move'),
+    ({'payload.centre_of_mass': [0.0]}, re.escape('payload.centre_of_mass = [0.0]: 1 value, '
+                                                  'but it takes exactly 3')),
+    ({'lidar.rpy': [0.0, 0.35]}, re.escape('lidar.rpy = [0.0, 0.35]: 2 values, but it takes '
+                                           'exactly 3')),
+    ({'lidar.position': [1.5, 0.0, 1e308]}, re.escape('lidar.position = [1.5, 0.0, 1e+308]: '
+                                                      '1e+308 outside -100 … 100')),
+    ({'trajectory.durations': [0.0]}, re.escape('trajectory.durations = [0.0]: 0.0 outside '
+                                                '0.001 … 3600')),
 ])
 def test_node_refuses_bad_parameters_with_a_clear_message(context, overrides, message):
     from contact_estimation.nodes.sim_cobot import SimCobotNode

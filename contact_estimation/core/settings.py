@@ -9,7 +9,9 @@
 The field's default is the setting's; its metadata holds what a user needs to give a good
 value: the description (with the unit), the allowed range (of a number, or of each element of
 a list) or the choices (of a string, or of each element of a list of strings), how many values
-it takes per joint, the name it has where it differs from the field's, and, for a time in
+it takes per joint or in all (`size`: a vector's 3), what of the robot a string names
+(`names`: LINK or SENSOR_FRAME, checked against the loaded model), the name it has where it
+differs from the field's, and, for a time in
 seconds, what it is to the input's rate (`timing`: ros/input_rate.py logs what it comes to).
 ros/params.rows makes one parameter row of each (the declaration, the check and
 docs/parameters.md); core checks the values again when the config is built. Core stays free
@@ -30,6 +32,12 @@ WINDOW = 'window'
 TIMEOUT = 'timeout'
 DURATION = 'duration'
 
+# What a string setting names (`names`), checked against the robot model it runs with
+# (ros/params.Parameter.problem): a link the arm's joints move ('' = the tip link), or the
+# frame of a sensor mounted off the arm, whose pose in the base frame is fixed ('' = none).
+LINK = 'link'
+SENSOR_FRAME = 'sensor frame'
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -41,11 +49,13 @@ class Setting:
     per_joint: int = 0   # values per joint: that many for every joint, or that many per joint
     name: str = ''       # the setting's name where it is not the field's ('' = the field's)
     timing: str = ''     # WINDOW, TIMEOUT or DURATION for a time in seconds ('' = none)
+    size: int = 0        # exactly this many values (a vector: 3; 0 = per_joint or a list)
+    names: str = ''      # LINK or SENSOR_FRAME: what of the robot a string names ('' = none)
 
 
 def setting(default: Any, description: str, *, range: tuple[float, float] | None = None,
             choices: tuple[str, ...] | None = None, per_joint: int = 0,
-            name: str = '', timing: str = '') -> Any:
+            name: str = '', timing: str = '', size: int = 0, names: str = '') -> Any:
     """A dataclass field at `default` that is a user setting (module docstring). A list
     default is stored as a tuple (a dataclass default must not be mutable)."""
     if isinstance(default, list):
@@ -56,7 +66,7 @@ def setting(default: Any, description: str, *, range: tuple[float, float] | None
                          f'{", ".join(choices)}')
     return dataclasses.field(default=default, metadata={_KEY: Setting(
         description, range, tuple(choices) if choices is not None else None, per_joint,
-        name, timing)})
+        name, timing, size, names)})
 
 
 def setting_of(field: dataclasses.Field) -> Setting | None:

@@ -93,10 +93,12 @@ PARAMETERS = ROBOT + ParameterTable(
               "the package share directory; '' = none", '', read_only=True),
     Parameter('trajectory.type', 'the trajectory (a scenario trajectory wins)',
               TRAJECTORY_TYPES[0], choices=TRAJECTORY_TYPES, read_only=True),
+    # No arm's joint turns beyond ±2π rad (a UR's ±360°) nor slides ±10 m; a segment takes
+    # more than 0 s (WaypointTrajectory) and not hours.
     Parameter('trajectory.waypoints', 'waypoints: m × n joint positions (rad), row after row',
-              [0.0], read_only=True),
+              [0.0], (-10.0, 10.0), read_only=True),
     Parameter('trajectory.durations', 'waypoints: m − 1 segment durations (s)', [1.0],
-              read_only=True),
+              (0.001, 3600.0), read_only=True),
     Parameter('driver.effort', 'a joint torque sensor (τ + noise.effort) or the motor current '
               '(τ = G_m k_m i_m, seed 001 eqs. 1-2)', EFFORT_SOURCES[0],
               choices=EFFORT_SOURCES, read_only=True),

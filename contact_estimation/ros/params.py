@@ -2,26 +2,31 @@
 
 generate_parameter_library's idea, in Python (it is not on PyPI): each node lists its
 parameters once, a `Parameter` row each (name, default, description, range or choices, values
-per joint, read-only, and the core field it feeds). A setting of core is declared once, on
-the field of the config it feeds (core/settings.setting: default, description, range,
-choices, per joint); `rows(Config)` makes its rows. A parameter of the node itself (a rate, a
-timeout of its own) is a `Parameter` row in the node's table. `ParameterTable.declare`
-declares them all on the node (values out of range or not among the choices are refused,
-naming the parameter), `fields` builds the core config from their values, `markdown` writes
-docs/parameters.md, and test/test_node_defaults.py checks config/<node>.yaml against the
-table.
+per joint or in all, what of the robot a string names, read-only, and the core field it
+feeds). A setting of core is declared once, on the field of the config it feeds
+(core/settings.setting); `rows(Config)` makes its rows. A parameter of the node itself (a
+rate, a timeout of its own) is a `Parameter` row in the node's table.
+`ParameterTable.declare` declares them all on the node, `check` checks their values at start,
+`fields` builds the core config from them, `markdown` writes docs/parameters.md, and
+test/test_node_defaults.py checks config/<node>.yaml against the table.
 
 Names are grouped with dots (`time_scaling.alpha`); a table's `renamed` maps old names to new
 ones, so that a parameter file with an old name is refused with the new one (ros/suite_node.py).
 
-A row's range bounds a number, or each element of an array; its choices are the strings a
-string (or each element of a string array) may be. rclpy checks only the range of a scalar;
-the rest is checked here, at start and by `ParameterGuard` at run time, naming the value.
+One check, `Parameter.problem`, runs on every value at start (`check`) and on every run-time
+set (`ParameterGuard`), and names the parameter, the value and what it allows: a number
+(every number of an array) finite and within the row's range; an array of `size` values,
+of `per_joint` or that many per joint of the robot, or of at most MAX_VALUES; a string among
+the choices; a link or a sensor frame (`names`) checked against the robot model. rclpy's
+descriptor ranges (scalars only) say the same to `ros2 param describe`. Values reach the
+check as lists, tuples or array.array (what the parameter service gives).
 """
 from __future__ import annotations
 
+import array
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
@@ -29,14 +34,27 @@ from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescr
                                 SetParametersResult)
 from rclpy.node import Node
 
-from contact_estimation.core.settings import DURATION, TIMEOUT, WINDOW, setting_of
+from contact_estimation.core.settings import (DURATION, LINK, SENSOR_FRAME, TIMEOUT, WINDOW,
+                                              setting_of)
+
+
+# Values an array row without `per_joint` or `size` holds at most: far more than any arm needs
+# (n × k friction parameters, m × n waypoints, a skeleton's keypoints), far fewer than the
+# 100 000 a careless set sent (issue 36).
+MAX_VALUES = 10_000
+# A sensor's frame_id: letters, digits, _ . - and /, as ROS and TF name frames (one leading /
+# is stripped, as tf2 does).
+_FRAME_NAME = re.compile(r'/?[A-Za-z0-9_][A-Za-z0-9_./-]*')
+_SHOWN_VALUES = 6  # values of an array a refusal shows
 
 
 @dataclass(frozen=True)
 class Parameter:
     """One parameter: `field` = (core config class, field name) it feeds, or None when the
     node itself uses it. `per_joint`: values per joint (a list of that many for every joint,
-    or that many per joint; 0: not per joint)."""
+    or that many per joint; 0: not per joint); `size`: exactly that many values (a vector);
+    `names`: core/settings.LINK or SENSOR_FRAME, what of the robot a string names. A number
+    (or each number of a list) needs a `range`."""
 
     name: str
     description: str
@@ -47,6 +65,8 @@ class Parameter:
     read_only: bool = False
     field: tuple[type, str] | None = None
     timing: str = ''  # core/settings.WINDOW, TIMEOUT or DURATION: ros/input_rate.py logs it
+    size: int = 0
+    names: str = ''
 
     def __post_init__(self):
         default = self.default
@@ -57,16 +77,34 @@ class Parameter:
         if isinstance(default, list) and not default:
             raise ValueError(f'{self.name}: an empty list default has no ROS type')
         object.__setattr__(self, 'default', default)
+        if self._numbers and self.range is None:
+            raise ValueError(f'{self.name}: a number needs a range')
+        if self.names not in ('', LINK, SENSOR_FRAME):
+            raise ValueError(f'{self.name}: names {self.names!r} is not {LINK!r} or '
+                             f'{SENSOR_FRAME!r}')
         problem = self.problem(default)
         if problem:
             raise ValueError(f'the default breaks the row: {problem}')
 
     @property
+    def _sample(self) -> Any:
+        return self.default[0] if isinstance(self.default, list) else self.default
+
+    @property
+    def _numbers(self) -> bool:
+        """Whether its values are numbers (int or float, not bool)."""
+        return isinstance(self._sample, (int, float)) and not isinstance(self._sample, bool)
+
+    @property
     def type_name(self) -> str:
         """Its ROS parameter type, as `ros2 param describe` names it."""
-        sample = self.default[0] if isinstance(self.default, list) else self.default
-        name = {bool: 'bool', int: 'integer', float: 'double', str: 'string'}[type(sample)]
+        name = {bool: 'bool', int: 'integer', float: 'double', str: 'string'}[type(self._sample)]
         return f'{name} array' if isinstance(self.default, list) else name
+
+    @property
+    def _bounds(self) -> str:
+        low, high = (f'{x}' if isinstance(x, int) else f'{x:g}' for x in self.range)
+        return f'{low} … {high}'
 
     @property
     def allowed(self) -> str:
@@ -74,9 +112,12 @@ class Parameter:
         each = ' each' if isinstance(self.default, list) else ''
         if self.choices is not None:
             return ', '.join(f'`{choice}`' for choice in self.choices) + each
-        if self.range is not None and not isinstance(self.default, bool):
-            low, high = (f'{x}' if isinstance(x, int) else f'{x:g}' for x in self.range)
-            return f'{low} … {high}{each}'
+        if self._numbers:
+            return f'{self._bounds}{each}'
+        if self.names == LINK:
+            return "a link the joints move ('' = tip_link)"
+        if self.names == SENSOR_FRAME:
+            return 'a frame name, not one the joints move'
         return ''
 
     @property
@@ -85,46 +126,99 @@ class Parameter:
         if self.per_joint:
             k = 'one' if self.per_joint == 1 else str(self.per_joint)
             return f'{k}, or {k} per joint'
-        return 'a list' if isinstance(self.default, list) else ''
+        if self.size:
+            return str(self.size)
+        return f'up to {MAX_VALUES}' if isinstance(self.default, list) else ''
 
     def descriptor(self) -> ParameterDescriptor:
         descriptor = ParameterDescriptor(description=self.description, read_only=self.read_only)
-        if self.range is not None and not isinstance(self.default, bool):
+        if self._numbers:
             low, high = self.range
-            if isinstance(self.default, int):
+            if isinstance(self._sample, int) and not isinstance(self.default, list):
                 descriptor.integer_range = [
                     IntegerRange(from_value=int(low), to_value=int(high), step=0)]
-            elif isinstance(self.default, float):
+            elif not isinstance(self.default, list):
                 descriptor.floating_point_range = [
                     FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)]
-            each = 'each element of ' if isinstance(self.default, list) else ''
-            descriptor.additional_constraints = f'{low} <= {each}{self.name} <= {high}'
-        if self.choices is not None:
-            each = 'each element ' if isinstance(self.default, list) else ''
-            descriptor.additional_constraints = f'{each}one of {", ".join(self.choices)}'
+        constraints = [f'{self.count} values' if self.count else '',
+                       self.allowed.replace('`', '')]
+        descriptor.additional_constraints = ': '.join(filter(None, constraints))
         return descriptor
 
-    def problem(self, value: Any) -> str | None:
-        """Why `value` breaks this row's choices, or the range of an array's elements (None
-        when it does not; rclpy checks a scalar's range against the descriptor)."""
+    def problem(self, value: Any, robot=None) -> str | None:
+        """Why `value` breaks this row (None when it does not), naming the parameter, the
+        value and what the row allows: how many values it has, a number not finite or
+        outside the range, a string not among the choices or not what `names` says. What
+        depends on the arm, the values per joint and the links and frames, is checked
+        against `robot` (a RobotModel; without it, as for a row's default, it is not)."""
+        listed = isinstance(value, (list, tuple, array.array))
+        shown = _shown(value)
+        count = self._count_problem(len(value), robot) if listed else None
+        if count:  # before any element is read: a count refused costs nothing
+            return f'{self.name} = {shown}: {count}'
+        values = value if listed else [value]
+        each = ' (each element)' if listed else ''
         if self.choices is not None:
-            values = value if isinstance(value, (list, tuple)) else [value]
             bad = [x for x in values if x not in self.choices]
             if bad:
-                each = ' (each element)' if isinstance(value, (list, tuple)) else ''
-                return (f'{self.name} = {value!r}: {", ".join(repr(x) for x in bad[:3])} is '
+                return (f'{self.name} = {shown}: {", ".join(_shown(x) for x in bad[:3])} is '
                         f'not one of {", ".join(self.choices)}{each}')
-            return None
-        if self.range is None or not isinstance(value, (list, tuple)) or isinstance(
-                self.default, bool) or not isinstance(self.default, list):
-            return None
-        low, high = self.range
-        bad = [x for x in value if isinstance(x, (int, float)) and not (
-            math.isfinite(x) and low <= x <= high)]
-        if bad:
-            return (f'{self.name} = {list(value)}: {", ".join(f"{x:g}" for x in bad[:3])} '
-                    f'outside {low:g} … {high:g} (each element)')
+        elif self._numbers:
+            low, high = self.range
+            bad = [x for x in values if not (math.isfinite(x) and low <= x <= high)]
+            if bad:
+                return (f'{self.name} = {shown}: {", ".join(_shown(x) for x in bad[:3])} '
+                        f'outside {self._bounds}{each}')
+        elif self.names and robot is not None:
+            return next(filter(None, (self._name_problem(x, robot) for x in values)), None)
         return None
+
+    def _count_problem(self, count: int, robot) -> str | None:
+        """Why an array of `count` values is not as many as the row takes (None when it
+        is): exactly `size`, `per_joint` or that many per joint of `robot`, or at most
+        MAX_VALUES."""
+        values = f'{count} value' + ('' if count == 1 else 's')
+        if self.size and count != self.size:
+            return f'{values}, but it takes exactly {self.size}'
+        if self.per_joint and robot is not None and count not in (
+                self.per_joint, self.per_joint * robot.n):
+            return (f'{values}, but {robot.name} has {robot.n} joints: give '
+                    f'{self.per_joint}, or {self.per_joint * robot.n} ({self.per_joint} per '
+                    f'joint, in the order {", ".join(robot.joint_names)}; a file '
+                    '`contact-estimation calibrate` or `identify` made for another arm? make '
+                    f'it again with --robot {robot.name})')
+        if count > MAX_VALUES:
+            return f'{values}, but it takes at most {MAX_VALUES}'
+        return None
+
+    def _name_problem(self, value: str, robot) -> str | None:
+        """Why string `value` is not what `names` says of `robot` (None when it is)."""
+        if value == '':
+            return None
+        if self.names == LINK:
+            if value in robot.link_joint:
+                return None
+            return (f'{self.name} = {_shown(value)}: not a link the joints of {robot.name} '
+                    f"move: '' ({robot.tip_link}) or one of {', '.join(robot.link_joint)}")
+        if not _FRAME_NAME.fullmatch(value):
+            return (f'{self.name} = {_shown(value)}: not a frame name (letters, digits, '
+                    "_ . - and /), nor ''")
+        if value.lstrip('/') in robot.moving_frames:
+            return (f'{self.name} = {_shown(value)}: a frame the joints of {robot.name} move, '
+                    "never at one pose in the base frame: give the sensor's own frame (its "
+                    "messages' frame_id), fixed in the base frame, or ''")
+        return None
+
+
+def _shown(value: Any) -> str:
+    """`value` as a refusal shows it: a long array or string cut short."""
+    if isinstance(value, (list, tuple, array.array)):
+        shown = ', '.join(_shown(x) for x in value[:_SHOWN_VALUES])
+        more = f', … ({len(value)} values)' if len(value) > _SHOWN_VALUES else ''
+        return f'[{shown}{more}]'
+    if isinstance(value, str) and len(value) > 60:
+        return f'{value[:60]!r}… ({len(value)} characters)'
+    return repr(value)
 
 
 def rows(config: type, prefix: str = '', *, read_only: bool = False,
@@ -140,7 +234,7 @@ def rows(config: type, prefix: str = '', *, read_only: bool = False,
         made.append(Parameter(prefix + (declared.name or field.name), declared.description,
                               field.default, declared.range, declared.choices,
                               declared.per_joint, read_only, (config, field.name),
-                              declared.timing))
+                              declared.timing, declared.size, declared.names))
     if not made:
         raise ValueError(f'{config.__name__} declares no setting')
     return ParameterTable(*made)
@@ -176,11 +270,11 @@ class ParameterTable:
         return [f'{name} (renamed: now {self.renamed[name]})' if name in self.renamed else name
                 for name in names]
 
-    def problems(self, values: Mapping[str, Any]) -> list[str]:
-        """Why values by name break their rows' choices or element ranges (ranges of
-        scalars rclpy checks itself)."""
+    def problems(self, values: Mapping[str, Any], robot) -> list[str]:
+        """Why values by name break their rows (Parameter.problem, against `robot`): the one
+        check of a value, at start (`check`) and of every run-time set (ParameterGuard)."""
         return [problem for name, value in values.items() if name in self._by_name
-                for problem in [self._by_name[name].problem(value)] if problem]
+                for problem in [self._by_name[name].problem(value, robot)] if problem]
 
     def time_settings(self, values: Mapping[str, Any], unused: Iterable[str] = ()
                       ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
@@ -195,12 +289,16 @@ class ParameterTable:
         return {row.name: row.default for row in self.rows}
 
     def declare(self, node: Node) -> None:
-        """Declare every row on `node`: a value from a parameter file out of the row's range
-        is refused by rclpy (ParameterException naming the parameter and the range), one not
-        among its choices or with an array element out of range by StartupError."""
+        """Declare every row on `node` at its default or the value a parameter file gives
+        (rclpy refuses a number outside its row's range: ParameterException naming it);
+        `check` then checks every value as a run-time set is."""
         for row in self.rows:
             node.declare_parameter(row.name, row.default, row.descriptor())
-        problems = self.problems(self.values(node))
+
+    def check(self, node: Node, robot) -> None:
+        """StartupError naming `node` and each declared value that breaks its row
+        (`problems`, against `robot`, the RobotModel the node runs with)."""
+        problems = self.problems(self.values(node), robot)
         if problems:
             from contact_estimation.ros.node_main import StartupError
             raise StartupError(f'{node.get_name()}: {"; ".join(problems)}')
@@ -245,21 +343,21 @@ class ParameterTable:
 
 class ParameterGuard:
     """The one run-time check of a node's parameter sets, before anything changes: refuses
-    what no parameter may do (a value not among its row's choices, array elements outside
-    its range; `use_sim_time` on
-    while nobody publishes /clock: the node's time would stand still, and with it every
-    timeout), then asks `apply({name: value})`, the node's own check and use of the values
-    (None to accept or a message to refuse). A refused set leaves every parameter as it was;
-    the message, which names the values refused, goes back to the caller (`ros2 param set`)."""
+    what no parameter may do (a value that breaks its row: Parameter.problem, against the
+    node's `robot`, as at start; `use_sim_time` on while nobody publishes /clock: the node's
+    time would stand still, and with it every timeout), then asks `apply({name: value})`,
+    the node's own check and use of the values (None to accept or a message to refuse). A
+    refused set leaves every parameter as it was; the message, which names the values
+    refused, goes back to the caller (`ros2 param set`)."""
 
-    def __init__(self, node: Node, table: ParameterTable):
-        self._node, self._table = node, table
+    def __init__(self, node: Node, table: ParameterTable, robot):
+        self._node, self._table, self._robot = node, table, robot
         self.apply: Callable[[dict[str, Any]], str | None] | None = None
         node.add_on_set_parameters_callback(self._callback)
 
     def refusals(self, changes: Mapping[str, Any]) -> list[str]:
         """What no node accepts in `changes`, each saying what and why."""
-        problems = self._table.problems(changes)
+        problems = self._table.problems(changes, self._robot)
         clock = self._node.resolve_topic_name('/clock')
         if changes.get('use_sim_time') is True and not self._node.count_publishers(clock):
             problems.append(f'use_sim_time = true refused: nobody publishes {clock}, so this '
@@ -326,23 +424,3 @@ def robot_arguments(node: Node) -> tuple[str, str, str]:
     values = ROBOT.values(node)
     return (values['robot_description'] or values['robot'], values['base_link'],
             values['tip_link'])
-
-
-def check_joint_counts(node: Node, table: ParameterTable, robot) -> None:
-    """StartupError naming the node, the parameter and the fix when a per-joint parameter
-    (a row with `per_joint`) has neither one value (`per_joint` of them) nor one per joint
-    of `robot`: a file sized for another arm."""
-    from contact_estimation.ros.node_main import StartupError
-    values = ROBOT.values(node)
-    source = 'robot_description' if values['robot_description'] else values['robot']
-    for row in table.rows:
-        if not row.per_joint:
-            continue
-        count = len(node.get_parameter(row.name).value)
-        if count not in (row.per_joint, row.per_joint * robot.n):
-            raise StartupError(
-                f'{node.get_name()}: {row.name} has {count} values but {robot.name} has '
-                f'{robot.n} joints: give {row.per_joint}, or {row.per_joint * robot.n} '
-                f'({row.per_joint} per joint, in the order {", ".join(robot.joint_names)}); '
-                f'a file `contact-estimation calibrate` or `identify` made for another arm: '
-                f'make it again with --robot {source}')

@@ -9,7 +9,6 @@ distribution has it; the PyPI wheels do not). What cannot be used is InputReject
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -19,8 +18,9 @@ from std_msgs.msg import Header
 from contact_estimation.core.contact.lidar_fusion import CloudConfig, to_base_frame
 from contact_estimation.core.input_rejected import (BAD_CLOUD, CLOUD_TOO_LARGE, NOT_FINITE,
                                                     UNKNOWN_FRAME, InputRejected)
-from contact_estimation.core.robot.pose import (position, rotation_from_quaternion,
-                                                rotation_from_rpy)
+from contact_estimation.core.robot.pose import (POSITION_RANGE, RPY_RANGE, position,
+                                                rotation_from_quaternion, rotation_from_rpy)
+from contact_estimation.core.settings import SENSOR_FRAME
 from contact_estimation.ros.conversions import CloudLayout, xyz_from_bytes
 from contact_estimation.ros.params import Parameter, ParameterTable, rows
 
@@ -36,12 +36,13 @@ def sensor_frame_table(prefix: str, sensor: str) -> ParameterTable:
     """`<prefix>.frame`, `<prefix>.position`, `<prefix>.rpy`: where a sensor is mounted."""
     return ParameterTable(
         Parameter(f'{prefix}.frame', f"the {sensor}'s frame_id, whose pose the next two give "
-                  "('' = none: messages in the base frame, or frames TF knows)", ''),
+                  "('' = none: messages in the base frame, or frames TF knows)", '',
+                  names=SENSOR_FRAME),
         Parameter(f'{prefix}.position', f'{sensor} origin x y z in the base frame, m',
-                  [0.0, 0.0, 0.0], (-100.0, 100.0)),
+                  [0.0, 0.0, 0.0], POSITION_RANGE, size=3),
         Parameter(f'{prefix}.rpy', f'{sensor} orientation in the base frame: roll, pitch, yaw '
                   'about the fixed x, y, z axes, rad (as a URDF origin)', [0.0, 0.0, 0.0],
-                  (-2 * math.pi, 2 * math.pi)),
+                  RPY_RANGE, size=3),
         renamed={f'{prefix}.orientation': f'{prefix}.rpy'})  # a quaternion before
 
 

@@ -32,7 +32,8 @@ that the nodes run in the recording's time; such a node starts no thread that be
 wall clock (`runs_in_real_time` is False: the stop's heartbeat, ros/stop_signal.py), and
 `outputs` lists its topics, which the replay records whether anyone listens or not.
 
-The node's `PARAMETERS` table (ros/params.py) is declared here, before anything else; its
+The node's `PARAMETERS` table (ros/params.py) is declared here, before anything else, and
+its values checked against the robot model as every run-time set is (ParameterGuard); its
 defaults come from core, and what config/<node>.yaml sets is at those defaults
 (test/test_node_defaults.py checks every node against its table).
 
@@ -111,9 +112,9 @@ class SuiteNode(Node):
             self.PARAMETERS.declare(self)
         except ParameterException as err:
             raise StartupError(f'{name}: {err}') from err
-        self._parameter_guard = params.ParameterGuard(self, self.PARAMETERS)
         self.robot = params.load_robot(self)  # StartupError when it cannot be loaded
-        params.check_joint_counts(self, self.PARAMETERS, self.robot)  # sized for this arm
+        self.PARAMETERS.check(self, self.robot)  # as every run-time set: sized for this arm
+        self._parameter_guard = params.ParameterGuard(self, self.PARAMETERS, self.robot)
         self.problems = ProblemCounter(self, topic=self.spec.topic('diagnostics'),
                                        hardware_id=self.robot.name, steady=self.steady)
         self._closers: list[Callable[[], None]] = []

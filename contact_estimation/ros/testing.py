@@ -9,16 +9,21 @@ from __future__ import annotations
 import os
 import subprocess
 from contextlib import ExitStack, contextmanager
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import rclpy
+from rcl_interfaces.msg import Parameter as ParameterMsg
+from rcl_interfaces.msg import SetParametersResult
+from rcl_interfaces.srv import SetParameters
 from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.executors import Executor, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 
 from contact_estimation import manifest
 from contact_estimation.launcher import (composed_command, node_command, parameter_file,
                                          process_priority, realtime_prefix, stop_process)
+from contact_estimation.ros.spinning import spin_until
 
 
 def isolate_ros_domain() -> int:
@@ -40,6 +45,25 @@ def ros_context() -> Iterator[Context]:
         yield context
     finally:
         context.try_shutdown()
+
+
+def set_remotely(probe: Node, executor: Executor, node_name: str,
+                 values: list[tuple[str, Any]] | Mapping[str, Any],
+                 timeout: float = 30.0) -> list[SetParametersResult]:
+    """`ros2 param set`'s way: `values` (name, value) sent from `probe` to the
+    set_parameters service of node `node_name`, which sets each on its own (the values
+    arrive as the service gives them: arrays as array.array); its result for each."""
+    pairs = list(values.items()) if isinstance(values, Mapping) else list(values)
+    client = probe.create_client(SetParameters, f'/{node_name}/set_parameters')
+    try:
+        assert client.wait_for_service(timeout_sec=timeout), f'no /{node_name}/set_parameters'
+        future = client.call_async(SetParameters.Request(parameters=[
+            ParameterMsg(name=name, value=Parameter(name, value=value).get_parameter_value())
+            for name, value in pairs]))
+        assert spin_until(executor, future.done, timeout), f'{node_name}: no reply'
+        return list(future.result().results)
+    finally:
+        probe.destroy_client(client)
 
 
 @contextmanager

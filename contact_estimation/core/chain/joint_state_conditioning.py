@@ -63,6 +63,12 @@ REPEATED_STAMP = 'repeated_stamp'
 OUT_OF_ORDER_STAMP = 'out_of_order_stamp'
 NO_NAMES = 'no_joint_names'
 IMPLAUSIBLE = 'implausible_value'
+
+# The ranges of a drive's k_m (N·m/A) and G_m: a cobot's motors have k_m ~0.05-0.5 N·m/A and
+# G_m ~50-160 (harmonic drives); a thousand times more is still a drive, 1e308 turns every
+# current into an infinite torque. Each must be > 0 (Transmission.create).
+TORQUE_CONSTANTS = (0.0, 1e3)
+GEAR_RATIOS = (0.0, 1e5)
 UNALIGNED_PARTS = 'unaligned_parts'
 GAP = 'gap'
 OUT_OF_LIMITS = 'out_of_limits'
@@ -92,9 +98,10 @@ class ConditioningConfig:
     positions_are_motor_side: bool = setting(
         False, 'positions and velocities are motor-side: divided by G_m (seed 001 eq. 3)')
     torque_constants: tuple[float, ...] = setting(
-        (1.0,), 'motor torque constants k_m (N·m/A)', range=(0.0, 1e3), per_joint=1)
+        (1.0,), 'motor torque constants k_m (N·m/A)', range=TORQUE_CONSTANTS, per_joint=1)
     gear_ratios: tuple[float, ...] = setting(
-        (1.0,), 'gear ratios G_m (motor turns per joint turn)', range=(0.0, 1e5), per_joint=1)
+        (1.0,), 'gear ratios G_m (motor turns per joint turn)', range=GEAR_RATIOS,
+        per_joint=1)
     velocity_window: float = setting(
         0.02, 'time span (s) of the least-squares fit that estimates velocity the driver '
         'omits (at least 3 samples whatever the rate)', range=(0.001, 1.0),

@@ -17,7 +17,7 @@ import numpy as np
 
 from contact_estimation.core.input_rejected import NOT_FINITE, UNKNOWN_FRAME, InputRejected
 from contact_estimation.core.robot.robot_model import RobotModel
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import LINK, setting
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,8 @@ class WristWrenchConfig:
 
     enabled: bool = setting(False, 'remove the wrench measured by a wrist F/T sensor '
                             '(intended task force)')
-    link: str = setting('', 'link whose frame the wrist wrench is given in ("" = tip_link)')
+    link: str = setting('', 'link whose frame the wrist wrench is given in ("" = tip_link)',
+                        names=LINK)
     timeout: float = setting(
         0.05, 'a wrist wrench further than this (s) from the joint state stamp is not used '
         '(the task force then counts as a contact: fail safe)', range=(1e-3, 10.0))

@@ -23,8 +23,9 @@ from contact_estimation.core.robot.body_surfaces import SURFACE_MODELS, Ellipsoi
 from contact_estimation.core.input_rejected import (NOT_FINITE, OUT_OF_ORDER, SATURATED,
                                                     ZERO_READING, InputRejected)
 from contact_estimation.core.per_joint import per_joint
-from contact_estimation.core.robot.pose import position, rotation_from_rpy
-from contact_estimation.core.settings import setting
+from contact_estimation.core.robot.pose import (POSITION_RANGE, RPY_RANGE, position,
+                                                rotation_from_rpy)
+from contact_estimation.core.settings import SENSOR_FRAME, setting
 
 
 @dataclass(frozen=True)
@@ -34,16 +35,17 @@ class FtEstimatorConfig:
 
     sensor_frame_id: str = setting(
         '', "frame_id of the F/T readings; others are dropped ('' = the robot's base link)",
-        name='sensor.frame_id')
+        name='sensor.frame_id', names=SENSOR_FRAME)
     sensor_reports: str = setting(
         ROBOT_ON_SENSOR, 'the wrench of the robot on the sensor (the sim cobot) or of the '
         'mount on the robot', choices=CONVENTIONS, name='sensor.reports')
     sensor_position: tuple = setting(
         (0.0, 0.0, 0.0), 'the point the sensor refers its moments to, x y z in the base '
-        'frame, m', name='sensor.position')
+        'frame, m', range=POSITION_RANGE, size=3, name='sensor.position')
     sensor_rpy: tuple = setting(
         (0.0, 0.0, 0.0), "the sensor's axes in the base frame: roll, pitch, yaw about the "
-        'fixed x, y, z axes, rad (as a URDF origin)', name='sensor.rpy')
+        'fixed x, y, z axes, rad (as a URDF origin)', range=RPY_RANGE, size=3,
+        name='sensor.rpy')
     force_limit: float = setting(
         2500.0, 'a force component this large (N) is saturated: the reading is dropped',
         range=(1.0, 1e5), name='sensor.force_limit')
@@ -58,7 +60,7 @@ class FtEstimatorConfig:
         "surface_model ellipsoid; '' = fitted to the meshes")
     contact_threshold: tuple = setting(
         (0.5,), '|τ_ext| (N·m) at which a joint counts as loaded by a contact (seed 004 '
-        'current constraint)', per_joint=1)
+        'current constraint)', range=(0.0, 1e4), per_joint=1)  # as the detector's thresholds
     stamp_tolerance: float = setting(
         0.005, 'most time between the stamps of a reading and the joint state it is paired '
         'with (s)', range=(0.0, 1.0))

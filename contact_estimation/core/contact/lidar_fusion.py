@@ -28,6 +28,7 @@ import numpy as np
 import open3d as o3d
 from scipy.spatial.distance import cdist
 
+from contact_estimation.core.robot.pose import POSITION_RANGE
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.core.settings import setting
 
@@ -80,9 +81,9 @@ class CloudConfig:
 
     workspace_min: tuple = setting(
         (-1.2, -1.2, 0.02), 'the cloud is cropped to the box from here (x y z, m, base '
-        'frame; its z cuts the floor)', range=(-100.0, 100.0))
+        'frame; its z cuts the floor)', range=POSITION_RANGE, size=3)
     workspace_max: tuple = setting((1.2, 1.2, 1.6), '... to here (x y z, m)',
-                                   range=(-100.0, 100.0))
+                                   range=POSITION_RANGE, size=3)
     voxel_size: float = setting(0.01, 'voxel grid of the cloud, m', range=(1e-3, 1.0))
     self_margin: float = setting(
         0.03, "points this close to the robot are its own, m (covers the pose's error at the "

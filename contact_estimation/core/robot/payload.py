@@ -25,7 +25,7 @@ import numpy as np
 import pinocchio as pin
 
 from contact_estimation.core.robot.robot_model import RobotModel
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import LINK, setting
 
 _PARAMETERS_PER_BODY = 10   # pinocchio's dynamic parameter vector per body
 GRAVITY_PARAMETERS = 4      # m, m·c'_x, m·c'_y, m·c'_z
@@ -41,8 +41,9 @@ class Payload:
                           range=(0.0, 1000.0))
     centre_of_mass: tuple[float, float, float] = setting(
         (0.0, 0.0, 0.0), 'payload centre of mass, m, in the frame of payload.link '
-        '(contact-estimation identify payload estimates it and the mass)', range=(-10.0, 10.0))
-    link: str = setting('', "link carrying the payload ('' = tip_link)")
+        '(contact-estimation identify payload estimates it and the mass)', range=(-10.0, 10.0),
+        size=3)
+    link: str = setting('', "link carrying the payload ('' = tip_link)", names=LINK)
 
     def __post_init__(self):
         centre = np.asarray(self.centre_of_mass, dtype=float).ravel()

@@ -9,6 +9,12 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+# The ranges of a mounting's parameters: a sensor within 100 m of the robot's base (a cell is
+# tens of metres at most), and each angle within a turn either way (a URDF rpy is within ±π;
+# ±2π also takes the same angle given the other way round).
+POSITION_RANGE = (-100.0, 100.0)
+RPY_RANGE = (-2 * np.pi, 2 * np.pi)
+
 
 def rotation_from_rpy(rpy, name: str = 'rpy') -> np.ndarray:
     """3×3 rotation of roll, pitch, yaw (rad, fixed axes); ValueError naming `name` unless

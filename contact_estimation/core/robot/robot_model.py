@@ -92,6 +92,9 @@ class RobotModel:
             f.name: f.parentJoint - 1 for f in self.model.frames
             if f.type == pin.FrameType.BODY and f.parentJoint > 0
         }
+        # Every frame a joint of the chain moves (links, joints, fixed frames on them): none
+        # is at one pose in the base frame.
+        self.moving_frames = frozenset(f.name for f in self.model.frames if f.parentJoint > 0)
 
     # ---------------------------------------------------------------- loading
     @classmethod

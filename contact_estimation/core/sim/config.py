@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from contact_estimation.core.robot.payload import Payload
-from contact_estimation.core.robot.pose import position, rotation_from_rpy
+from contact_estimation.core.robot.pose import (POSITION_RANGE, RPY_RANGE, position,
+                                                rotation_from_rpy)
 from contact_estimation.core.settings import setting
 from contact_estimation.core.sim.driver import MotorCurrent
 
@@ -19,9 +20,10 @@ class LidarConfig:
     `rows` × `columns` rays spread over the vertical and
     horizontal fields of view (rad)."""
 
-    position: tuple = setting((1.5, 0.0, 1.0), 'lidar origin x y z (m, base frame)')
+    position: tuple = setting((1.5, 0.0, 1.0), 'lidar origin x y z (m, base frame)',
+                              range=POSITION_RANGE, size=3)
     rpy: tuple = setting((0.0, 0.35, np.pi), 'lidar roll pitch yaw (rad, base frame, fixed '
-                         'axes); its x axis looks forward')
+                         'axes); its x axis looks forward', range=RPY_RANGE, size=3)
     rows: int = setting(32, 'rays per column', range=(1, 1024))
     columns: int = setting(128, 'rays per row', range=(1, 4096))
     vertical_fov: float = setting(1.0, 'vertical field of view (rad)', range=(0.0, 3.1))
@@ -54,8 +56,11 @@ class SimConfig:
     timestep: float = 0.001
     integrator: str = 'implicitfast'
     friction: tuple | np.ndarray = setting(
+        # Each γ ≥ 0: a negative one makes friction drive the joint (energy in, and a
+        # negative implicit damping f'(q̇) in the step); 1e4 is far beyond any joint's
+        # friction torques (tens of N·m) and tanh slopes (tens of s/rad).
         DEFAULT_FRICTION, 'joint friction γ1 … γ6 (seed 001 eq. 23): one row for every joint, '
-        'or one per joint, row after row', per_joint=6)
+        'or one per joint, row after row', range=(0.0, 1e4), per_joint=6)
     # Computed-torque controller: closed-loop natural frequency and damping ratio; the share
     # of the friction model it feeds forward (at the reference velocity).
     natural_frequency: float = setting(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from contact_estimation.core.chain.joint_state_conditioning import GEAR_RATIOS, TORQUE_CONSTANTS
 from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.settings import setting
 
@@ -25,9 +26,10 @@ from contact_estimation.core.settings import setting
 class MotorCurrent:
     """Joint torque as a driver computes it from motor current (seed 001 eqs. 1–2)."""
 
-    torque_constants: tuple = setting((0.1,), 'motor_current: k_m (N·m/A)', per_joint=1)
+    torque_constants: tuple = setting((0.1,), 'motor_current: k_m (N·m/A)',
+                                      range=TORQUE_CONSTANTS, per_joint=1)
     gear_ratios: tuple = setting((100.0,), 'motor_current: G_m (motor turns per joint turn)',
-                                 per_joint=1)
+                                 range=GEAR_RATIOS, per_joint=1)
     noise: float = setting(0.01, 'motor_current: current noise σ (A, Gaussian)',
                            range=(0.0, 100.0), name='current_noise')
     resolution: float = setting(0.01, 'motor_current: ADC step of the current (A); 0 = '
