@@ -22,7 +22,7 @@ from contact_estimation.nodes.proximity_monitor import ProximityMonitorNode
 from contact_estimation.ros.conversions import xyz_to_cloud
 from contact_estimation.ros.proximity_messages import ROBOT_NS
 from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS
-from contact_estimation.ros.spinning import spin_until
+from contact_estimation.ros.spinning import spin_for, spin_until
 from contact_estimation.ros.testing import spinning
 
 PARAMS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -276,7 +276,8 @@ def test_a_restarted_monitor_stays_stopped_saying_why_until_a_reset_clears_it(
         assert until(executor, lambda: len(probe.parts) > 20)
         assert stopped_with(probe, 'restarted') and all(probe.stops)
         probe.streaming = False
-        assert until(executor, lambda: not reset(probe, executor).success)
+        spin_for(executor, 1.0)  # the input now stale (joint_state_timeout 0.1 s)
+        assert not reset(probe, executor).success
         assert until(executor, lambda: stopped_with(probe, 'restarted'))
         probe.streaming = True
         assert until(executor, lambda: reset(probe, executor).success)
