@@ -33,8 +33,8 @@ STOP_PARAMETERS = ParameterTable(
     Parameter('heartbeat_rate', 'the stop and the speed scale are repeated this often, Hz (a '
               f'controller treats {Heartbeat.MISSED} missed beats as stop)', 20.0, (1.0, 1000.0),
               read_only=True),
-    Parameter('discovery_time', 'after the start the stop stays raised until a look at the '
-              'graph this long after it finds no other publisher on the stop topic (another '
+    Parameter('discovery_time', "the stop stays raised until a look at the graph this long "
+              "after the node's start finds no other publisher on the stop topic (another "
               "suite on it latches the stop: 'duplicate'); longer than DDS discovery takes on "
               'your network, s', DISCOVERY_TIME, (0.1, 60.0), read_only=True))
 

@@ -7,8 +7,9 @@ and moves while the first is stopped. So:
 
 - every stop (ros/stop_signal.py) watches the graph for another publisher on its topic
   (`DuplicateWatch`): it says stop from its start until a look at the graph `discovery_time`
-  (a parameter, DISCOVERY_TIME by default) after it found the topic its own (a suite that starts beside another never publishes a
-  cleared stop before it could see the other), then looks every WATCH_PERIOD. Another
+  (a parameter, DISCOVERY_TIME by default) after the node's creation found the topic its own
+  (a suite that starts beside another publishes no cleared stop before it could see the
+  other), then looks every WATCH_PERIOD. Another
   publisher latches the stop, cause `duplicate`, naming it; both suites see each other, so
   both say stop. The latch stays after the other has gone, until `~/reset`, which is refused
   while another publisher is there.
@@ -29,9 +30,11 @@ from contact_estimation import manifest
 DUPLICATE = 'duplicate'  # the cause of a stop latched by another publisher on its topic
 # Time after a participant starts by which it has discovered the others of its domain, s.
 # Fast DDS announces a participant 5 times in its first 0.5 s, then every 3 s: on localhost
-# discovery takes 10-150 ms, but on a 2-core machine at a load of 19 a first announcement
-# was missed 2 times in 5 and discovery took 1.6 and 3.4 s (the next announcement).
-DISCOVERY_TIME = 4.0
+# discovery takes 10-150 ms; on a 2-core machine at a load of 19 (5 tries) 0.09-0.15 s three
+# times, 1.6 and 3.4 s twice (a first exchange missed), while the nodes there stopped
+# `behind` every few seconds. Counted from the node's creation: a composed process's
+# participant is older (its first node's), and a node takes 1-4 s more to start.
+DISCOVERY_TIME = 2.0
 WATCH_PERIOD = 0.25  # s between two looks at the graph while running
 UNKNOWN = '_NODE_NAME_UNKNOWN_'  # rmw's node name of an endpoint whose node is not known yet
 UNNAMED = 'a publisher whose node is not known yet'
@@ -58,20 +61,20 @@ def other_publishers(node, topic: str) -> list[str]:
 class DuplicateWatch:
     """Whether another publisher shares `node`'s stop `topic`, looked at on the node's executor
     every WATCH_PERIOD. `stops` says the stop must be raised: while not yet `checked` (no look
-    `discovery_time` s after the start has found the topic its own) or while `latched` (the reason,
-    from the first other publisher found until `reset`). `changed()` is called when `stops`
-    may have changed; the log and the node's /diagnostics say what was found."""
+    `discovery_time` s after the node's creation has found the topic its own) or while
+    `latched` (the reason, from the first other publisher found until `reset`). `changed()`
+    is called when `stops` changed; the log and the node's /diagnostics say what was found."""
 
     def __init__(self, node, topic: str, changed: Callable[[], None],
                  discovery_time: float = DISCOVERY_TIME):
         self._node, self._topic, self._changed = node, topic, changed
         self._discovery_time = discovery_time
-        self._started = node.steady()
+        self._started = node.created
         self.checked = False
         self.latched: str | None = None
         self.others: list[str] = []       # the other publishers at the last look
-        self._status('looking for another publisher on it')
         node.create_timer(WATCH_PERIOD, self.look)
+        self.look()
 
     @property
     def stops(self) -> bool:
@@ -110,7 +113,7 @@ class DuplicateWatch:
                     f'{ADVICE}')
         if not self.checked:
             return (f'refused: still looking for another publisher on {self._topic} '
-                    f'(discovery_time: {self._discovery_time:g} s after the start)')
+                    f'(discovery_time: {self._discovery_time:g} s after the node\'s start)')
         return None
 
     def reset(self) -> bool:
