@@ -9,10 +9,10 @@ and moves while the first is stopped. So:
   (`DuplicateWatch`): it says stop from its start until a look at the graph `discovery_time`
   (a parameter, DISCOVERY_TIME by default) after the node's creation found the topic its own
   (a suite that starts beside another publishes no cleared stop before it could see the
-  other), then looks every WATCH_PERIOD. Another
-  publisher latches the stop, cause `duplicate`, naming it; both suites see each other, so
-  both say stop. The latch stays after the other has gone, until `~/reset`, which is refused
-  while another publisher is there.
+  other), then looks every WATCH_PERIOD. Another publisher latches the stop, cause
+  `duplicate`, naming it; both suites see each other, so both say stop. The latch stays
+  after the other has gone, until `~/reset`, which is refused while another publisher is
+  there.
 - `contact-estimation up` refuses to start where a stop topic it would use already has a
   publisher (`refusal`).
 
