@@ -112,6 +112,9 @@ def rig(context):
         parameter_overrides=[Parameter(k, value=v) for k, v in OVERRIDES.items()])
     probe = Probe(context, monitor.robot)
     with spinning(context, monitor, probe) as executor:
+        # Its stop stays raised until it has seen no other publisher on it (issue 36).
+        assert until(executor, lambda: monitor.problems.values['stop_topic'].endswith(
+            'this node alone'))
         yield monitor, probe, executor
 
 

@@ -44,6 +44,7 @@ from contact_estimation.core.contact.contact import Contact, contact_error
 from contact_estimation.core.chain.contact_class import TOUCH
 from contact_estimation.core.chain.detector import COLLISION, INVALID, STALE
 from contact_estimation.launcher import NodeSet, namespace_arguments, simulated_clock
+from contact_estimation.ros import stop_topic
 from contact_estimation.ros.contact_messages import ContactPairs
 from contact_estimation.ros.conversions import stamp_to_seconds
 
@@ -448,6 +449,9 @@ def main(argv: list[str]) -> int:
     if args.seconds <= 0:
         parser.error(f'--seconds {args.seconds:g}: must be positive')
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    refusal = stop_topic.refusal(args.namespace)  # e.g. the demo beside a real arm's suite
+    if refusal:
+        parser.error(refusal)
 
     import rclpy
     from rclpy.context import Context

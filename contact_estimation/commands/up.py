@@ -11,6 +11,7 @@ import signal
 from contact_estimation import manifest
 from contact_estimation.launcher import (DEFAULT_PRIORITY, NodeSet, Supervisor,
                                          chosen_priority, parameter_file, simulated_clock)
+from contact_estimation.ros import stop_topic
 
 
 def main(argv: list[str]) -> int:
@@ -49,6 +50,9 @@ def main(argv: list[str]) -> int:
         priority, meaning = chosen_priority(args.priority)
     except ValueError as err:
         parser.error(f'--{err}')
+    refusal = stop_topic.refusal(args.namespace)  # one suite per stop topic (issue 36)
+    if refusal:
+        parser.error(refusal)
     files = robot_files(args.config, args.robot)
     processes = manifest.processes(args.sim, args.separate)
     started = tuple(n for spec in processes for n in spec.node_names)

@@ -39,6 +39,9 @@ class ProblemCounter:
         # Key values by name: a string, or a function that gives it when /diagnostics is
         # published (a figure that costs to format is not formatted at the 1 kHz rate).
         self.values: dict[str, str | Callable[[], str]] = {}
+        # A stop latched over the node's own decisions (ros/stop_topic.py: `duplicate`): an
+        # error shown before the node's own status until it is released.
+        self.above: str | None = None
         self._hardware_id = hardware_id
         self._pub = node.create_publisher(DiagnosticArray, topic, 10)
         self._timer = node.create_timer(period, self.publish)
@@ -60,9 +63,12 @@ class ProblemCounter:
         self.level, self.message = level, message
 
     def publish(self) -> None:
+        level, message = self.level, self.message
+        if self.above is not None:
+            level, message = ERROR, f'{self.above} (and: {message})'
         status = DiagnosticStatus(
-            level=level_byte(self.level), name=self._node.get_fully_qualified_name(),
-            message=self.message, hardware_id=self._hardware_id)
+            level=level_byte(level), name=self._node.get_fully_qualified_name(),
+            message=message, hardware_id=self._hardware_id)
         status.values = [KeyValue(key=k, value=str(v)) for k, v in sorted(
             (self.counts + self.traffic).items())]
         status.values += [KeyValue(key=k, value=v() if callable(v) else v)

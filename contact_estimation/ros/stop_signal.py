@@ -12,6 +12,9 @@ collision detector, the proximity monitor); README "The stop contract" states it
   why not; it answers success only when the stop it then published is False (the reply and
   the published stop never disagree: issue 27), and its requests are queued deep enough for
   a flood of calls (ros/qos.SERVICE_QOS).
+- one suite per stop topic (ros/stop_topic.py): the stop is raised until a look at the graph
+  found no other publisher on its topic, and latched (`duplicate`) when one is found; the
+  reset is refused while it is there. A replay (no graph) does not look.
 """
 from __future__ import annotations
 
@@ -25,11 +28,16 @@ from contact_estimation.core.chain.time_scaling import worth_publishing
 from contact_estimation.ros.heartbeat import Heartbeat
 from contact_estimation.ros.params import Parameter, ParameterTable
 from contact_estimation.ros.qos import STOP_QOS
+from contact_estimation.ros.stop_topic import DISCOVERY_TIME, DuplicateWatch
 
 STOP_PARAMETERS = ParameterTable(
     Parameter('heartbeat_rate', 'the stop and the speed scale are repeated this often, Hz (a '
               f'controller treats {Heartbeat.MISSED} missed beats as stop)', 20.0, (1.0, 1000.0),
-              read_only=True))
+              read_only=True),
+    Parameter('discovery_time', "the stop stays raised until a look at the graph this long "
+              "after the node's start finds no other publisher on the stop topic (another "
+              "suite on it latches the stop: 'duplicate'); longer than DDS discovery takes on "
+              'your network, s', DISCOVERY_TIME, (0.1, 60.0), read_only=True))
 
 
 def heartbeat_steps(name: str) -> int:
@@ -50,12 +58,16 @@ class StopSignal:
         self.stop: bool | None = None        # the node's decision (None before the first)
         self.scale: float | None = None      # the speed scale last published
         self._scale_pub = node.publisher(scale_key, Float64)
-        self._heartbeat = Heartbeat(node.publisher('stop', Bool, STOP_QOS), rate,
-                                    lambda: self.stop, node.seconds,
+        publisher = node.publisher('stop', Bool, STOP_QOS)
+        self._watch: DuplicateWatch | None = None
+        self._heartbeat = Heartbeat(publisher, rate, lambda: self.published, node.seconds,
                                     f'{node.get_name()} heartbeat', node.steady,
                                     beating=node.runs_in_real_time,
                                     above=heartbeat_steps(node.get_name()))
         node.problems.values['late_heartbeats'] = lambda: str(self.late)
+        if node.runs_in_real_time:
+            self._watch = DuplicateWatch(node, publisher.topic_name, self._heartbeat.beat,
+                                         node.value('discovery_time'))
         node.create_service(Trigger, '~/reset', self._on_reset)
         node.create_timer(1.0 / rate, self._repeat)
 
@@ -70,6 +82,13 @@ class StopSignal:
         if changed:
             self._heartbeat.beat()
         return changed
+
+    @property
+    def published(self) -> bool | None:
+        """The stop on the topic: the node's, or True while the duplicate watch says stop."""
+        if self.stop is None:
+            return None
+        return self.stop or (self._watch is not None and self._watch.stops)
 
     def watching(self) -> None:
         """The node has just decided: its heartbeat may vouch for its stop (ros/heartbeat.py)."""
@@ -91,8 +110,14 @@ class StopSignal:
             self._scale_pub.publish(Float64(data=self.scale))
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
-        response.success, response.message = self._reset()
-        if response.success and self.stop is not False:  # the contract, whatever the node
+        refusal = self._watch and self._watch.refusal()
+        if refusal:
+            response.success, response.message = False, refusal
+        else:
+            response.success, response.message = self._reset()
+            if response.success and self._watch is not None and self._watch.reset():
+                self._heartbeat.beat()
+        if response.success and self.published is not False:  # the contract, whatever the node
             response.success = False
             response.message = f'refused: the stop is still raised ({response.message})'
         if response.success:  # rclpy wants one severity per logging call site

@@ -103,6 +103,7 @@ class SuiteNode(Node):
                  steady_clock: Callable[[], float] | None = None, **kwargs):
         self.steady: Callable[[], float] = steady_clock or time.monotonic
         self.runs_in_real_time = steady_clock is None
+        self.created = self.steady()  # before its DDS participant can be (ros/stop_topic.py)
         self.guard = CallbackGuard(self)  # before Node.__init__: it creates services
         super().__init__(name, **kwargs)
         self._watchdog_clock = WatchdogClock()
