@@ -123,6 +123,31 @@ def simulated_clock() -> dict[str, dict[str, object]]:
     return overrides
 
 
+# The Fast DDS settings of the suite's processes (issue 36): with Fast DDS's defaults a lidar
+# cloud of 1 MB or more at 10 Hz is lost on localhost (its shared memory segment holds 512 KB);
+# config/fastdds.xml gives shared memory a 16 MB segment (benchmarks/cloud_transport.py).
+# rmw_fastrtps replaces the transports with its own under ROS_AUTOMATIC_DISCOVERY_RANGE=
+# LOCALHOST, so there config/fastdds_localhost.xml does what that range does (discovery on
+# 127.0.0.1 only) and the range becomes SYSTEM_DEFAULT (the profile's). A profile or builtin
+# transports the user set are kept as they are.
+TRANSPORT_VARIABLES = ('FASTDDS_DEFAULT_PROFILES_FILE', 'FASTRTPS_DEFAULT_PROFILES_FILE',
+                       'FASTDDS_BUILTIN_TRANSPORTS')
+
+
+def transport_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (default: this process's) with the shipped Fast DDS settings, the environment of
+    every process of the suite (`up`, the demo, the launch file)."""
+    env = dict(os.environ if env is None else env)
+    if any(env.get(name) for name in TRANSPORT_VARIABLES):
+        return env
+    profile = 'fastdds.xml'
+    if env.get('ROS_AUTOMATIC_DISCOVERY_RANGE') == 'LOCALHOST':
+        profile = 'fastdds_localhost.xml'
+        env['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'SYSTEM_DEFAULT'
+    env['FASTDDS_DEFAULT_PROFILES_FILE'] = manifest.share_path('config', profile)
+    return env
+
+
 DEFAULT_PRIORITY = 40  # SCHED_FIFO: below a robot driver's (ros2_control's 50)
 
 
@@ -222,7 +247,7 @@ class NodeSet:
             self.processes[name] = subprocess.Popen(
                 realtime_prefix(process_priority(name, self.priority)) + self._command(name),
                 stdout=out,
-                stderr=subprocess.STDOUT)
+                stderr=subprocess.STDOUT, env=transport_environment())
 
     def _command(self, name: str) -> list[str]:
         composed = manifest.composed_process(name)

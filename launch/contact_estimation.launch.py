@@ -71,7 +71,8 @@ def _parameter_files(spec: manifest.Process, context, robot_file: list[str]) -> 
 
 def _nodes(context):
     from contact_estimation.launcher import (chosen_priority, process_priority,
-                                             realtime_prefix, simulated_clock)
+                                             realtime_prefix, simulated_clock,
+                                             transport_environment)
 
     started = []
     priority, meaning = chosen_priority(LaunchConfiguration('priority').perform(context)
@@ -83,6 +84,9 @@ def _nodes(context):
     sim = _flag(context, 'sim')
     clock = simulated_clock() if sim else {}
     robot_file = _robot_argument_file(context)
+    # The suite's Fast DDS settings (config/fastdds.xml: big lidar clouds), as `up` gives them.
+    transport = {name: value for name, value in transport_environment().items()
+                 if os.environ.get(name) != value}
     processes = manifest.processes(sim, _flag(context, 'separate'))
     # Every node the same robot: refused here, naming the files, before anything starts.
     names = tuple(n for spec in processes for n in spec.node_names)
@@ -98,7 +102,7 @@ def _nodes(context):
         started.append(Node(package=manifest.PACKAGE, executable=spec.executable,
                             output='screen',
                             parameters=_parameter_files(spec, context, robot_file) + on_clock,
-                            **named, **prefix, **placed))
+                            additional_env=transport, **named, **prefix, **placed))
     return started
 
 
