@@ -1,17 +1,20 @@
 """The largest lidar cloud that gets through at 10 Hz over localhost (issue 36).
 
     PYTHONPATH=$PWD python benchmarks/cloud_transport.py [--seconds 3] [--sizes 0.1 0.5 1 2 3 5]
+                                                         [--discovery LOCALHOST|SUBNET]
 
 For each transport setting, a publisher process sends PointCloud2 clouds of each size (MB of
 point data, x y z float32) at 10 Hz for `--seconds` to a subscriber in another process that
-subscribes as the proximity monitor and the localizer do (ros/qos.CLOUD_QOS: best effort,
-keep the last 2); the table gives delivered / sent per size. The settings:
+subscribes as the proximity monitor and the localizer do (`CLOUD_QOS` of ros/qos.py: best
+effort, keep the last 2); the table gives delivered / sent per size. The settings:
 
 - default: Fast DDS as the PyPI wheels start it (no profile, no FASTDDS_* variable);
 - shipped: the environment `up` and the launch file give the suite's processes
   (launcher.transport_environment: config/fastdds.xml), given to the publisher too, as a
   lidar driver that follows the README would run.
 
+Both run on a domain of their own with ROS_AUTOMATIC_DISCOVERY_RANGE `--discovery` (LOCALHOST,
+as the tests and the demo; SUBNET, ROS's default, as `up` runs unless the user sets it).
 The subscriber takes the serialised bytes (no decoding), so a loss is the transport's, not
 the reader's.
 """
@@ -142,9 +145,10 @@ def main() -> None:
         return publish(args.sizes, args.seconds)
     if args.role == 'subscriber':
         return subscribe()
-    results = {setting: run(setting, args.discovery, args.sizes, args.seconds) for setting in args.settings}
+    results = {setting: run(setting, args.discovery, args.sizes, args.seconds)
+               for setting in args.settings}
     print(f'\nPointCloud2 at {RATE:g} Hz for {args.seconds:g} s per size, best effort '
-          '(ros/qos.CLOUD_QOS), publisher and subscriber in two processes on localhost: '
+          '(`CLOUD_QOS` of ros/qos.py), publisher and subscriber in two processes on localhost: '
           'delivered / sent\n')
     print('| cloud | ' + ' | '.join(args.settings) + ' |')
     print('|---|' + '---|' * len(args.settings))

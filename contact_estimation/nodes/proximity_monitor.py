@@ -30,25 +30,24 @@ classification wants a hand at the contacted link, issue 29).
 The stop, the speed scale, their heartbeat and `~/reset` are the controller's contract,
 written once for this node and the collision detector (ros/stop_signal.py).
 
-Fail-safe: stop before the first joint state; `stale` when none came for
-`joint_state_timeout` (wall time) or the latest is older than `max_lag` beyond the clocks'
-constant offset (core/chain/lag.py ClockLag): the input stopped (the chain paused or gone);
-`behind` when the check itself comes more than `max_lag` after it was due: this node is late
-(issue 35: a late check that finds fresh samples is not a stop, and a paused input is never
-`behind`); when the skeleton or clouds are stale (`body_timeout`, by stamps on the joint
-states' clock) or invalid (NaN keypoints, a wrong count, an empty cloud, an unknown frame: a
-clear message, counted on /diagnostics); `stale` too when the lidar's clouds stop arriving,
-lost in transport or the sensor stopped (issue 36, core/contact/lidar_watch.py: none for
-`lidar.timeout` once one came, or since the start with `lidar.required`), whatever the
-skeleton shows: a person the tracker misses may be there, and only the lidar would see them
-(/diagnostics `lidar`: the time since the last cloud). Every stop is counted by its cause on /diagnostics
-(`behind`, `stale`, `fault`, `input`: the skeleton's or clouds', `near`), with the checks'
-lateness (`lag`: p50 / p99 / max since start), the latest joint state's age at the checks
-beyond the clocks' offset (`joint_state_age`, judged against max_lag), and how old the clouds
-are when their objects reach the check (`cloud_age`, from their stamps: the worker's time and
-its waits). A stop beside something that stays (the margin never clears) is released by
-`~/reset` (std_srvs/Trigger); after it the arm may only move away (core/contact/proximity.py:
-Reset).
+Fail-safe: stop before the first joint state; `stale` when none came for `joint_state_timeout`
+(wall time) or the latest is older than `max_lag` beyond the clocks' constant offset
+(core/chain/lag.py ClockLag): the input stopped (the chain paused or gone); `behind` when the
+check itself comes more than `max_lag` after it was due: this node is late (issue 35: a late
+check that finds fresh samples is not a stop, and a paused input is never `behind`); when the
+skeleton or clouds are stale (`body_timeout`, by stamps on the joint states' clock) or invalid
+(NaN keypoints, a wrong count, an empty cloud, an unknown frame: a clear message, counted on
+/diagnostics); `stale` too when the lidar's clouds stop arriving, lost in transport or the
+sensor stopped (issue 36, core/contact/lidar_watch.py: none for `lidar.timeout` once one came,
+or since the start with `lidar.required`), whatever the skeleton shows: a person the tracker
+misses may be there, and only the lidar would see them (/diagnostics `lidar`: the time since
+the last cloud). Every stop is counted by its cause on /diagnostics (`behind`, `stale`,
+`fault`, `input`: the skeleton's or clouds', `near`), with the checks' lateness (`lag`: p50 /
+p99 / max since start), the latest joint state's age at the checks beyond the clocks' offset
+(`joint_state_age`, judged against max_lag), and how old the clouds are when their objects
+reach the check (`cloud_age`, from their stamps: the worker's time and its waits). A stop
+beside something that stays (the margin never clears) is released by `~/reset`
+(std_srvs/Trigger); after it the arm may only move away (core/contact/proximity.py: Reset).
 
 Issue 19: a message stamped more than 1 s ahead of this node's clock is dropped and counted
 (core/chain/stamps.py: it never counts as fresh); clouds are decoded and clustered in a
