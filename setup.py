@@ -46,7 +46,7 @@ setup(
         ('share/ament_index/resource_index/packages', ['resource/' + PACKAGE]),
         ('share/' + PACKAGE, ['package.xml']),
         ('share/' + PACKAGE + '/launch', glob('launch/*.launch.py')),
-        ('share/' + PACKAGE + '/config', glob('config/*.yaml')),
+        ('share/' + PACKAGE + '/config', glob('config/*.yaml') + glob('config/*.xml')),
         ('share/' + PACKAGE + '/config/scenarios', glob('config/scenarios/*.yaml')),
         ('share/' + PACKAGE + '/urdf', glob('urdf/*.urdf')),
         ('share/' + PACKAGE + '/rviz', glob('rviz/*.rviz')),

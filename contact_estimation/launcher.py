@@ -131,6 +131,31 @@ def simulated_clock() -> dict[str, dict[str, object]]:
     return overrides
 
 
+# The Fast DDS settings of the suite's processes (issue 36): with Fast DDS's defaults a lidar
+# cloud of 1 MB or more at 10 Hz is lost on localhost (its shared memory segment holds 512 KB);
+# config/fastdds.xml gives shared memory a 16 MB segment (benchmarks/cloud_transport.py).
+# rmw_fastrtps replaces the transports with its own under ROS_AUTOMATIC_DISCOVERY_RANGE=
+# LOCALHOST, so there config/fastdds_localhost.xml does what that range does (discovery on
+# 127.0.0.1 only) and the range becomes SYSTEM_DEFAULT (the profile's). A profile or builtin
+# transports the user set are kept as they are.
+TRANSPORT_VARIABLES = ('FASTDDS_DEFAULT_PROFILES_FILE', 'FASTRTPS_DEFAULT_PROFILES_FILE',
+                       'FASTDDS_BUILTIN_TRANSPORTS')
+
+
+def transport_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (default: this process's) with the shipped Fast DDS settings, the environment of
+    every process of the suite (`up`, the demo, the launch file)."""
+    env = dict(os.environ if env is None else env)
+    if any(env.get(name) for name in TRANSPORT_VARIABLES):
+        return env
+    profile = 'fastdds.xml'
+    if env.get('ROS_AUTOMATIC_DISCOVERY_RANGE') == 'LOCALHOST':
+        profile = 'fastdds_localhost.xml'
+        env['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'SYSTEM_DEFAULT'
+    env['FASTDDS_DEFAULT_PROFILES_FILE'] = manifest.share_path('config', profile)
+    return env
+
+
 DEFAULT_PRIORITY = 40  # SCHED_FIFO: below a robot driver's (ros2_control's 50)
 
 
@@ -297,19 +322,19 @@ class NodeSet:
 
     def launch(self, name: str, previous_code: int | None = None) -> None:
         """Start process `name`; again after one that ended with `previous_code` (its log
-        continued, and its stops latched: `restart_environment`)."""
+        continued, and its stops latched: `restart_environment`), with the suite's transport
+        settings (`transport_environment`)."""
         out = None
         if self.log_dir:
             os.makedirs(self.log_dir, exist_ok=True)
             out = open(os.path.join(self.log_dir, f'{name}.log'),
                        'w' if previous_code is None else 'a')
-        env = restart_environment(previous_code)
         try:
             with ctrl_c_held():
                 self.processes[name] = subprocess.Popen(
                     realtime_prefix(process_priority(name, self.priority)) + self._command(name),
                     stdout=out, stderr=subprocess.STDOUT,
-                    env={**os.environ, **env} if env else None)
+                    env={**transport_environment(), **restart_environment(previous_code)})
         finally:
             if out is not None:
                 out.close()

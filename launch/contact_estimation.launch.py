@@ -77,7 +77,8 @@ def _parameter_files(spec: manifest.Process, context, robot_file: list[str]) -> 
 
 def _nodes(context):
     from contact_estimation.launcher import (RestartPolicy, chosen_priority, process_priority,
-                                             realtime_prefix, simulated_clock)
+                                             realtime_prefix, simulated_clock,
+                                             transport_environment)
 
     started = []
     priority, meaning = chosen_priority(LaunchConfiguration('priority').perform(context)
@@ -89,6 +90,9 @@ def _nodes(context):
     sim = _flag(context, 'sim')
     clock = simulated_clock() if sim else {}
     robot_file = _robot_argument_file(context)
+    # The suite's Fast DDS settings (config/fastdds.xml: big lidar clouds), as `up` gives them.
+    transport = {name: value for name, value in transport_environment().items()
+                 if os.environ.get(name) != value}
     processes = manifest.processes(sim, _flag(context, 'separate'))
     # Every node the same robot: refused here, naming the files, before anything starts.
     names = tuple(n for spec in processes for n in spec.node_names)
@@ -104,16 +108,18 @@ def _nodes(context):
         arguments = dict(package=manifest.PACKAGE, executable=spec.executable, output='screen',
                          parameters=_parameter_files(spec, context, robot_file) + on_clock,
                          **named, **prefix, **placed)
-        started += _supervised(spec.name, arguments, RestartPolicy())
+        started += _supervised(spec.name, arguments, RestartPolicy(), transport)
     return started
 
 
-def _supervised(name: str, arguments: dict, policy, previous_code: int | None = None) -> list:
-    """The Node of `arguments`, and what starts it again when it dies while the launch runs
-    (launch_ros's respawn would start it with the same environment: the new process must
-    know it is a restart)."""
+def _supervised(name: str, arguments: dict, policy, environment: dict[str, str],
+                previous_code: int | None = None) -> list:
+    """The Node of `arguments` with `environment` added to its own, and what starts it again
+    when it dies while the launch runs (launch_ros's respawn would start it with the same
+    environment: the new process must know it is a restart)."""
     from contact_estimation.launcher import restart_environment
-    node = Node(**arguments, additional_env=restart_environment(previous_code))
+    node = Node(**arguments, additional_env={**environment,
+                                             **restart_environment(previous_code)})
     started = time.monotonic()
 
     def on_exit(event, context):
@@ -123,7 +129,7 @@ def _supervised(name: str, arguments: dict, policy, previous_code: int | None = 
         if pause is None:
             return [LogInfo(msg=line)]
         return [LogInfo(msg=line), TimerAction(period=pause, actions=_supervised(
-            name, arguments, policy, event.returncode))]
+            name, arguments, policy, environment, event.returncode))]
     return [node, RegisterEventHandler(OnProcessExit(target_action=node, on_exit=on_exit))]
 
 

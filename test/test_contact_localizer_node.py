@@ -79,7 +79,8 @@ class Probe(Node):
         self._residual_pub.publish(self.spoil(msg))
 
     def _on_status(self, msg):
-        self.status += [{kv.key: kv.value for kv in s.values} | {'': s.message}
+        self.status += [{kv.key: kv.value for kv in s.values}
+                        | {'': s.message, '<level>': int.from_bytes(s.level)}
                         for s in msg.status if s.name.lstrip('/') == 'contact_localizer']
 
     def latest(self, key: str, default='0') -> str:
@@ -299,3 +300,22 @@ def test_calibrate_sets_the_gate_to_the_detectors_thresholds(context, tmp_path):
         np.testing.assert_allclose(node.schedule.thresholds, psi)
     finally:
         node.destroy_node()
+
+
+def test_clouds_that_stop_arriving_make_the_lidar_stale_on_diagnostics(rig):
+    """Issue 36: clouds lost in transport, or a lidar that stopped, are reported: WARN, with
+    the time since the last cloud."""
+    node, probe, executor = rig
+    cloud = xyz_to_cloud(probe.get_clock().now().to_msg(), node.robot.base_link,
+                         np.array([[2.0, 0.0, 0.5]]))
+    timer = probe.create_timer(0.1, lambda: probe.cloud_pub.publish(cloud) or setattr(
+        cloud.header, 'stamp', probe.get_clock().now().to_msg()))
+    assert spin_until(executor, lambda: probe.latest('lidar', '').startswith('last cloud')
+                      and 'stale' not in probe.latest(''), TIMEOUT)
+    assert probe.status[-1]['<level>'] == 0
+    probe.destroy_timer(timer)  # the lidar stops
+    assert spin_until(executor, lambda: 'lidar stale: the last cloud arrived'
+                      in probe.latest(''), TIMEOUT)
+    age = float(probe.latest('').split('arrived ')[1].split(' s ago')[0])
+    assert age > node.value('lidar.timeout') and probe.status[-1]['<level>'] >= 1
+    assert probe.counted('stale_lidar')

@@ -316,3 +316,48 @@ def test_an_empty_skeleton_stamped_in_2038_never_silences_the_stale_stop(rig):
     probe._skeleton_pub.publish(future)
     assert until(executor, lambda: monitor.problems.counts['future_stamp'] >= 1)
     assert until(executor, lambda: stopped_with(probe, 'no fresh skeleton'))
+
+
+class Diagnostics:
+    """The proximity monitor's statuses on /diagnostics: message and values."""
+
+    def __init__(self, probe):
+        self.statuses: list[dict] = []
+        probe.create_subscription(DiagnosticArray, SPEC.topic('diagnostics'), self._on_array,
+                                  PIPELINE_QOS)
+
+    def _on_array(self, msg):
+        self.statuses += [{kv.key: kv.value for kv in s.values} | {'': s.message}
+                          for s in msg.status if s.name.lstrip('/') == 'proximity_monitor']
+
+    def says(self, words: str) -> bool:
+        return bool(self.statuses) and words in self.statuses[-1]['']
+
+
+def test_a_lidar_whose_clouds_stop_arriving_is_stale_and_stops(rig):
+    """Issue 36: clouds lost in transport (or a lidar that stopped) are `stale`, reported on
+    /diagnostics with the time since the last cloud, and stop the arm although the tracker
+    sees nobody: a person only the lidar would see may be there."""
+    monitor, probe, executor = rig
+    diagnostics = Diagnostics(probe)
+    probe.keypoints = np.zeros((0, 3))  # nobody tracked
+    probe.cloud = cube(hand_position(monitor) + [2.0, 0.0, 0.0])
+    assert until(executor, lambda: probe.stop() is False)
+    probe.cloud = None  # the clouds stop arriving
+    assert until(executor, lambda: stopped_with(probe, 'lidar stale: the last cloud arrived'))
+    assert until(executor, lambda: diagnostics.says('lidar stale: the last cloud arrived'))
+    age = float(diagnostics.statuses[-1][''].split('arrived ')[1].split(' s ago')[0])
+    assert age > monitor.value('lidar.timeout')
+    assert diagnostics.statuses[-1]['lidar'].startswith('last cloud')
+    assert until(executor, lambda: monitor.problems.counts['stale'] >= 1)
+    probe.cloud = cube(hand_position(monitor) + [2.0, 0.0, 0.0])  # back: it clears
+    assert until(executor, lambda: probe.stop() is False)
+
+
+def test_a_required_lidar_that_never_sends_is_stale(rig):
+    """With lidar.required (set at run time), no cloud since the start is stale too."""
+    monitor, probe, executor = rig
+    probe.keypoints = np.zeros((0, 3))
+    assert until(executor, lambda: probe.stop() is False)  # no lidar: not needed
+    assert monitor.set_parameters([Parameter('lidar.required', value=True)])[0].successful
+    assert until(executor, lambda: stopped_with(probe, 'lidar stale: no cloud arrived'))

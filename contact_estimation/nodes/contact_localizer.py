@@ -33,6 +33,9 @@ The cloud's frame_id is the base frame, `lidar.frame` (pose from `lidar.position
 the wrong size, joints or with NaN: ros/joint_states.py) is dropped with a throttled message,
 counted under its kind (core/input_rejected.py); a cloud older than `cloud.max_age` at the
 residual's stamp is not used: the estimate is torque only and the diagnostics say why.
+Clouds that stop arriving (lost in transport or the lidar stopped; issue 36,
+core/contact/lidar_watch.py: none for `lidar.timeout` once one came, or since the start with
+`lidar.required`) make the status WARN with the time since the last cloud (`lidar`).
 """
 from __future__ import annotations
 
@@ -55,6 +58,7 @@ from contact_estimation.core.contact.fused_contact import (
     SensorNoise,
 )
 from contact_estimation.core.contact.lidar_fusion import CloudConfig, Obstacles, PoseHistory
+from contact_estimation.core.contact.lidar_watch import LidarWatch, LidarWatchConfig
 from contact_estimation.core.contact.localization_schedule import (
     LocalizationSchedule,
     ScheduleConfig,
@@ -88,7 +92,7 @@ PARAMETERS = ROBOT + rows(ScheduleConfig) + ParameterTable(
               'is not used, s (ft_contact_estimator publishes one per F/T reading)', 0.05,
               (1e-4, 10.0)),
 ) + rows(LocalizerConfig) + rows(SensorNoise, 'wrench_noise.') + cloud_table(
-) + sensor_frame_table('lidar', 'lidar')
+) + sensor_frame_table('lidar', 'lidar') + rows(LidarWatchConfig, 'lidar.')
 # Parameters that build the localizer and the schedule: a change of any rebuilds them (the
 # link surfaces, `point_spacing`, are built once).
 _REBUILT_BY = (*PARAMETERS.feeding(ScheduleConfig), *PARAMETERS.feeding(LocalizerConfig),
@@ -116,6 +120,9 @@ class ContactLocalizerNode(SuiteNode):
         self._cloud_processed = True    # the latest cloud has been through the fusion
         self._obstacles_found: Obstacles | None = None  # the latest processed cloud's
         self._base_wrench: WrenchStamped | None = None  # latest, parsed when an estimate needs it
+        self._lidar = LidarWatch(PARAMETERS.build(LidarWatchConfig, self.values()),
+                                 self.seconds())  # its clouds' arrivals: stale when they stop
+        self._lidar_stale = ''          # why, as last reported
         self._point_output = self.output('point', PointStamped)
         self._wrench_pub = self.publisher('wrench', WrenchStamped)
         self._marker_pub = self.publisher('markers', MarkerArray)
@@ -132,6 +139,7 @@ class ContactLocalizerNode(SuiteNode):
         self.problems.set_status(OK, 'no contact')
         self.problems.values['cloud'] = 'none received: torque only'
         self.problems.values['base_wrench'] = 'none received'
+        self.problems.condition(self._lidar_condition)
         self.get_logger().info(
             f'localizing contacts on {len(self.localizer.links)} links of '
             f'{self.robot.name or "the robot"} from {self.spec.topic("residual")}, '
@@ -159,8 +167,12 @@ class ContactLocalizerNode(SuiteNode):
                  if changed & set(PARAMETERS.feeding(CloudConfig)) else None)
         lidar = (self.lidar.proposed(changes) if changed & set(self.lidar.parameters)
                  else None)
+        watch = (PARAMETERS.build(LidarWatchConfig, self.values(changes))
+                 if changed & set(PARAMETERS.feeding(LidarWatchConfig)) else None)
         if lidar:
             self.lidar.use(lidar)
+        if watch:
+            self._lidar.config = watch
         if built:
             self.localizer, self.schedule = built
         if cloud:
@@ -176,6 +188,7 @@ class ContactLocalizerNode(SuiteNode):
         t = self.believed(msg.header.stamp, 'lidar cloud')
         if t is None:
             return
+        self._lidar.arrived(self.seconds())
         try:
             points = cloud_in_base_frame(msg, self.lidar, self._cloud_config.max_points,
                                          self.value('cloud.budget_points'))
@@ -184,6 +197,18 @@ class ContactLocalizerNode(SuiteNode):
             return
         self._cloud = (t, points)
         self._cloud_processed = False
+
+    def _lidar_condition(self) -> str:
+        """On /diagnostics (ros/diagnostics.condition): the time since the last cloud, and
+        a warning while the lidar is stale (estimates are then torque only); logged when it
+        goes stale."""
+        now = self.seconds()
+        self.problems.values['lidar'] = self._lidar.summary(now)
+        stale = self._lidar.stale(now)
+        if stale and not self._lidar_stale:
+            self.problems.report('stale_lidar', f'{stale}: estimates torque only')
+        self._lidar_stale = stale
+        return stale
 
     def _on_base_wrench(self, msg: WrenchStamped) -> None:
         """Keep the latest compensated base wrench; it is read when an estimate needs it."""

@@ -39,7 +39,11 @@ constant offset (core/chain/lag.py ClockLag): the input stopped (the chain pause
 joint states' stamps gone back (the offset is then learned anew); when the skeleton or
 clouds are stale (`body_timeout`, by stamps on the joint states' clock) or invalid (NaN
 keypoints, a wrong count, an empty cloud, an unknown frame: a clear message, counted on
-/diagnostics). Every stop is counted by its cause on /diagnostics (`behind`, `stale`,
+/diagnostics); `stale` too when the lidar's clouds stop arriving, lost in transport or the
+sensor stopped (issue 36, core/contact/lidar_watch.py: none for `lidar.timeout` once one came,
+or since the start with `lidar.required`), whatever the skeleton shows: a person the tracker
+misses may be there, and only the lidar would see them (/diagnostics `lidar`: the time since
+the last cloud). Every stop is counted by its cause on /diagnostics (`behind`, `stale`,
 `bad_stamp`, `fault`, `input`: the skeleton's or clouds', `near`), with the checks'
 lateness (`lag`: p50 / p99 / max since start), the latest joint state's age at the checks
 beyond the clocks' offset (`joint_state_age`, judged against max_lag), and how old the clouds
@@ -76,6 +80,7 @@ from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.stamps import MAX_PAST
 from contact_estimation.core.contact.check_lateness import CheckLateness
 from contact_estimation.core.contact.lidar_fusion import CloudConfig, PoseHistory
+from contact_estimation.core.contact.lidar_watch import LidarWatch, LidarWatchConfig
 from contact_estimation.core.contact.proximity import (CLUSTERS, COCO_17, DEFAULT_PARTS,
                                                        SKELETON, SPHERE_SPACING, BoxPart,
                                                        HumanModel, ProximityConfig,
@@ -155,7 +160,7 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
               SPHERE_SPACING, (1e-3, 0.5), read_only=True),
     *(row for part in DEFAULT_PARTS for row in _part_rows(part))) + rows(ProximityConfig) + (
     sensor_frame_table('skeleton', 'skeleton') + sensor_frame_table('lidar', 'lidar')
-    + cloud_table(skip=('max_age',)))
+    + rows(LidarWatchConfig, 'lidar.') + cloud_table(skip=('max_age',)))
 assert set(PARAMETERS.feeding(ProximityConfig)) == {
     f.name for f in dataclasses.fields(ProximityConfig)}
 
@@ -181,6 +186,8 @@ class ProximityMonitorNode(SuiteNode):
         self._age = ClockLag(self.value('max_lag'))  # the latest joint state's, beyond offset
         self._lateness = CheckLateness(1.0 / self.value('check_rate'), self.value('max_lag'))
         self._cloud_age = LagStatistics()  # of each cloud's stamp when its objects arrive
+        self._lidar = LidarWatch(PARAMETERS.build(LidarWatchConfig, self.values()),
+                                 self.seconds())  # its clouds' arrivals: stale when they stop
         self._cause = ''                 # of the latest result's stop
         self._restarted = restart_reason()  # latched until ~/reset (core/restart.py)
         # The samples that wait, taken before each check: set by ros/sample_feed.py.
@@ -248,6 +255,8 @@ class ProximityMonitorNode(SuiteNode):
         poses = [(frame, frame.proposed(changes))
                  for frame in (self._skeleton_frame, self._lidar_frame)
                  if changed & set(frame.parameters)]
+        lidar = (PARAMETERS.build(LidarWatchConfig, self.values(changes))
+                 if changed & set(PARAMETERS.feeding(LidarWatchConfig)) else None)
         if config is not None:
             self.monitor.config = config
             self._history.span = config.body_timeout
@@ -255,6 +264,8 @@ class ProximityMonitorNode(SuiteNode):
             self._cloud_config = cloud
         for frame, pose in poses:
             frame.use(pose)
+        if lidar is not None:
+            self._lidar.config = lidar
         return None
 
     # -------------------------------------------------------------------- messages
@@ -313,6 +324,7 @@ class ProximityMonitorNode(SuiteNode):
         if t is None:
             return
         self.problems.traffic['clouds_received'] += 1
+        self._lidar.arrived(self.seconds())
         try:
             check_cloud_size(msg, self._cloud_config.max_points)
             if not msg.width * msg.height:
@@ -413,6 +425,11 @@ class ProximityMonitorNode(SuiteNode):
                        f'{self._age.offset * 1e3:.1f} ms clock offset (joint_state_timeout '
                        f'{self.value("joint_state_timeout") * 1e3:g} ms, max_lag '
                        f'{self._age.max_lag * 1e3:g} ms)')
+            return
+        lidar_stale = self._lidar.stale(now)
+        self.problems.values['lidar'] = self._lidar.summary(now)
+        if lidar_stale:  # a person only the lidar would see may be there
+            self._fail(STALE, f'{STALE}: {lidar_stale}')
             return
         if late:
             self._fail(BEHIND, f'{BEHIND}: {late}')

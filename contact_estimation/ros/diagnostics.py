@@ -43,6 +43,7 @@ class ProblemCounter:
         # error shown before the node's own status until it is released.
         self.above: str | None = None
         self._hardware_id = hardware_id
+        self._conditions: list[Callable[[], str]] = []
         self._pub = node.create_publisher(DiagnosticArray, topic, 10)
         self._timer = node.create_timer(period, self.publish)
 
@@ -62,10 +63,18 @@ class ProblemCounter:
     def set_status(self, level: int, message: str) -> None:
         self.level, self.message = level, message
 
+    def condition(self, check: Callable[[], str]) -> None:
+        """A condition judged at each publication, whatever the callbacks set (an input
+        that stopped arriving calls none): while `check()` says something, the status is at
+        least WARN and it leads the message."""
+        self._conditions.append(check)
+
     def publish(self) -> None:
         level, message = self.level, self.message
         if self.above is not None:
             level, message = ERROR, f'{self.above} (and: {message})'
+        for problem in filter(None, (check() for check in self._conditions)):
+            level, message = max(level, WARN), f'{problem}; {message}'
         status = DiagnosticStatus(
             level=level_byte(level), name=self._node.get_fully_qualified_name(),
             message=message, hardware_id=self._hardware_id)
