@@ -299,7 +299,7 @@ def test_launch_restarts_a_process_that_dies_with_its_exit_code_until_it_keeps_d
     on_exit = next(h.args[0].kwargs for h in handlers
                    if h.args[0].kwargs['target_action'].kwargs['executable'] == chain)
     first = on_exit['target_action'].kwargs
-    assert first['additional_env'] == {}
+    assert RESTARTED_AFTER not in first['additional_env']  # the transport settings only
 
     def died(handler, shutting_down=False):
         event = types.SimpleNamespace(returncode=-9)
@@ -312,7 +312,7 @@ def test_launch_restarts_a_process_that_dies_with_its_exit_code_until_it_keeps_d
         assert 'killed by SIGKILL' in message.kwargs['msg']
         pauses.append(timer.kwargs['period'])
         node, handler = timer.kwargs['actions']
-        assert node.kwargs['additional_env'] == {RESTARTED_AFTER: '-9'}
+        assert node.kwargs['additional_env'] == {**first['additional_env'], RESTARTED_AFTER: '-9'}
         assert {k: v for k, v in node.kwargs.items() if k != 'additional_env'} == {
             k: v for k, v in first.items() if k != 'additional_env'}
         on_exit = handler.args[0].kwargs
