@@ -63,7 +63,7 @@ class StopSignal:
         self._heartbeat = Heartbeat(publisher, rate, lambda: self.published, node.seconds,
                                     f'{node.get_name()} heartbeat', node.steady,
                                     beating=node.runs_in_real_time,
-                                    above=heartbeat_steps(node.get_name()))
+                                    above=heartbeat_steps(node.spec.name))
         node.problems.values['late_heartbeats'] = lambda: str(self.late)
         if node.runs_in_real_time:
             self._watch = DuplicateWatch(node, publisher.topic_name, self._heartbeat.beat,
