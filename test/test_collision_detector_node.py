@@ -85,8 +85,10 @@ def status(event: DiagnosticArray) -> DiagnosticStatus:
 @pytest.fixture
 def rig(context, request):
     # max_lag 1 s: a loaded machine may run this process 20 ms late, which is not what these
-    # tests are about (test_behind is).
-    overrides = {'max_lag': 1.0, **getattr(request, 'param', {'input_timeout': 1.0})}
+    # tests are about (test_behind is); discovery_time 0.1 s: nor is a second suite
+    # (test_one_suite is).
+    overrides = {'max_lag': 1.0, 'discovery_time': 0.1,
+                 **getattr(request, 'param', {'input_timeout': 1.0})}
     detector = CollisionDetectorNode(
         context=context, cli_args=['--ros-args', '--params-file', PARAMS],
         parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])

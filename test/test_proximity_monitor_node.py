@@ -32,7 +32,8 @@ TIMEOUT = 15.0
 Q = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
 # Body parts approach at 0 m/s here, so that only the part at the arm stops; lidar objects
 # keep the default 1.6 m/s (S_p ≈ 0.7 m).
-OVERRIDES = {'human_speed': 0.0, 'release_time': 0.2}
+OVERRIDES = {'human_speed': 0.0, 'release_time': 0.2,
+             'discovery_time': 0.1}  # a second suite: test_one_suite
 
 
 class Probe(Node):
