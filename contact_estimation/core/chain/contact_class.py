@@ -56,8 +56,8 @@ The rules (the first that fires names the impact):
   `hand_distances`), a touch needs a hand within `hand_distance` of the link isolated (at
   the decision, and until then the one isolated now) or of a link beyond it (isolation, seed
   000 eq. 13.1, bounds the link from below only), at every sample from the hold on (a touch
-  whose hand leaves becomes an impact). With no hands seen recently the rule does not apply. The evidence only turns a
-  touch into an impact, never the reverse;
+  whose hand leaves becomes an impact). With no hands seen recently the rule does not
+  apply. The evidence only turns a touch into an impact, never the reverse;
 - a contact that ends (falls under `onset_ratio`) before its class is decided is an impact:
   too little of it was seen.
 

@@ -55,8 +55,9 @@ eq. 7 fires in a contact, the sample the stop latches on with touch off, is its 
 and the class is decided within `touch.decision_time` of it. An impact (and anything the
 classifier is unsure of) latches the stop on the sample it is decided on: the hold itself
 when a rule fired before it; a touch latches none (f_S holds and yields). A touch that shows
-a hit or grows beyond a limit becomes an impact and latches the stop on that sample. The classifier estimates the contact force (core/chain/contact_force.py), so touch
-needs the robot model (the constructor's `robot`) and the joint positions of each sample
+a hit or grows beyond a limit becomes an impact and latches the stop on that sample. The
+classifier estimates the contact force (core/chain/contact_force.py), so touch needs the
+robot model (the constructor's `robot`) and the joint positions of each sample
 (`update`'s `position`; without them a contact is an impact), and the tracked hands when
 there are any (`set_hands`: a contact with no hand at its link is an impact). With touch off
 no classifier runs and nothing differs.
