@@ -183,7 +183,7 @@ def test_a_hand_that_pushes_harder_stays_a_touch():
         assert not any(s.stop for s in states)
 
 
-@pytest.mark.parametrize('rise, newtons', [(0.0, 20.0), (0.02, 20.0), (0.05, 30.0)])
+@pytest.mark.parametrize('rise, newtons', [(0.0, 30.0), (0.02, 30.0), (0.05, 40.0)])
 def test_a_sudden_rise_after_a_touch_is_a_hit_that_latches_the_stop(rise, newtons):
     """A touch held at 30 N, then a push on top of it ramping in ≤ 50 ms: a sudden rise
     (a knee), an impact latched within touch.rise_span of its start, whatever ψ."""
