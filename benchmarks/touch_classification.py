@@ -175,8 +175,8 @@ def replay(robot, trace, touch: TouchConfig, threshold: float):
 
 
 def contacts(robot, runs, threshold: float) -> list[dict]:
-    """Per contact span: the first stop sample with touch off and on, the first f_S = 0 with
-    touch on, its decisions."""
+    """Per contact span: the first stop sample with touch off and on, the hold with touch on,
+    its decisions."""
     rows = []
     for trace, spans in runs:
         off, _, _ = replay(robot, trace, TouchConfig(), threshold)
@@ -184,8 +184,12 @@ def contacts(robot, runs, threshold: float) -> list[dict]:
         for a, b in spans:
             if off[a - 1]:
                 continue  # still stopped from before: not a clean trial
-            rows.append({'off': _first(off[a:b], a), 'on': _first(on[a:b], a),
-                         'hold': _first(f_s[a:b] == 0.0, a),
+            stop_off = _first(off[a:b], a)
+            # The hold: f_S ≤ 0 (0, or still yielding from a contact before), from the sample
+            # the stop latches on with touch off (None when eq. 7 never fired).
+            rows.append({'off': stop_off, 'on': _first(on[a:b], a),
+                         'hold': None if stop_off is None else _first(f_s[stop_off:b] <= 0.0,
+                                                                       stop_off),
                          'decided': [d for k, d in decided if a <= k < b]})
     return rows
 
@@ -300,7 +304,7 @@ def main(argv=None) -> int:
     print(f'ψ_0 = {args.threshold:g} N·m on every joint; touch.* at their defaults '
           f'(decision_time {ON.decision_time * 1e3:.0f} ms).\n')
     print('Impacts (touch.enabled true against false, the same samples):')
-    print('| impacts | f_S = 0 on the sample the stop latches on with touch off | latched | '
+    print('| impacts | f_S ≤ 0 on the sample the stop latches on with touch off | latched | '
           'decided touch first | latch after the hold p50 / p95 / max ms | first rule | '
           'rise share: min |')
     print('|---|---|---|---|---|---|---|')
