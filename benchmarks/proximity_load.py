@@ -7,7 +7,7 @@ and its CPU, with the suite composed as `up --priority 40` runs it.
 A driver process at SCHED_FIFO 50 (where allowed) publishes a Panda's free motion at 1 kHz
 (joint states and the base F/T readings: no contact, so no stop is due) and a lidar cloud of
 a cell (benchmarks/soak.py `cell_cloud`, 43 000 points, nothing near the arm) at 10 Hz; the
-chain runs at SCHED_FIFO 40, the proximity process at 39 (nodes.yaml `realtime`), the
+chain runs at SCHED_FIFO 39, the proximity process at 40 (nodes.yaml `realtime`), the
 estimation process at normal priority, and a second job burns one core at normal priority
 (a Python busy loop pinned to the last core), as on the user's 2-core machine. Reported
 from the proximity monitor's last /diagnostics before the driver stops (what follows, with

@@ -62,7 +62,7 @@ class ComposedSpec:
     `executable`), each handing its samples to the nodes that read them in the process by
     function call (contact_estimation/composed.py); `realtime`: how many steps below the
     priority `up --priority` and launch `priority:=` give the process runs at SCHED_FIFO (0:
-    the chain that raises the stop), None: normal priority."""
+    the top of the suite), None: normal priority."""
 
     key: str
     executable: str
@@ -159,6 +159,11 @@ def composed_nodes() -> tuple[str, ...]:
 def process_of(node_name: str) -> ComposedSpec:
     """The composed process that runs node `node_name` (the chain: the detector's)."""
     return next(p for p in composed() if node_name in p.nodes)
+
+
+def stopping_processes() -> tuple[ComposedSpec, ...]:
+    """The composed processes that raise a stop (a node of theirs publishes `stop`)."""
+    return tuple(p for p in composed() if any('stop' in node(n).publishes for n in p.nodes))
 
 
 def composed_process(name: str) -> ComposedSpec | None:

@@ -237,6 +237,23 @@ def test_launch_with_a_priority_runs_what_stops_under_chrt_and_nothing_else(sepa
     assert all('prefix' not in a.kwargs for a in _launched('true', '', priority='0'))
 
 
+def test_heartbeats_beat_above_the_suite_and_the_cloud_worker_below_every_stop():
+    """Issue 36: a heartbeat thread over every process of the suite (none keeps it from the
+    CPU); the proximity monitor, whose work is bounded, above the chain, whose backlog is
+    not (its interpreter lock is then never held by a thread the chain starves); its cloud
+    worker below every process that raises a stop."""
+    from contact_estimation.ros.stop_signal import heartbeat_steps, steps_below_stops
+    priority = {p.key: 40 - p.realtime for p in manifest.composed() if p.realtime is not None}
+    stopping = {p.key for p in manifest.stopping_processes()}
+    assert stopping == {'chain', 'proximity'}
+    assert priority['proximity'] > priority['chain'] > priority['estimation']
+    for name in ('collision_detector', 'proximity_monitor'):
+        process = manifest.process_of(name)
+        assert priority[process.key] + heartbeat_steps(name) == max(priority.values()) + 1
+    worker = priority['proximity'] - steps_below_stops('proximity_monitor')
+    assert worker == min(priority[key] for key in stopping) - 1
+
+
 def test_launch_in_a_namespace_moves_every_process_and_its_clock():
     launched = [a.kwargs for a in _launched('true', '', separate='true', namespace='left')]
     assert launched and all(n['namespace'] == 'left' for n in launched)

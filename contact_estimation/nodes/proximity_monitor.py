@@ -103,7 +103,7 @@ from contact_estimation.ros.proximity_messages import (ProximityMarkers, part_st
 from contact_estimation.ros.qos import CLOUD_QOS
 from contact_estimation.ros.sensor_frames import (SensorFrame, check_cloud_size, cloud_table,
                                                   sensor_frame_table)
-from contact_estimation.ros.stop_signal import STOP_PARAMETERS, StopSignal
+from contact_estimation.ros.stop_signal import STOP_PARAMETERS, StopSignal, steps_below_stops
 from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'proximity_monitor'
@@ -211,7 +211,7 @@ class ProximityMonitorNode(SuiteNode):
         self._clouds = CloudProcess(CloudRecipe(*robot_arguments(self), spacing), surfaces, NAME,
                                     self.runs_in_real_time,
                                     partial(self.problems.report, level=ERROR),
-                                    self.get_logger().info)
+                                    self.get_logger().info, below=steps_below_stops(NAME))
         self.closing(self._clouds.close)
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         self.create_timer(1.0 / self.value('check_rate'), self._check)

@@ -37,10 +37,11 @@ and pinocchio, during which the node's thread is held ~0.5 ms; it takes ~400 MiB
 It starts at normal scheduling even when the node runs at SCHED_FIFO (set by the node as
 soon as it exists: seconds of imports must not take a real-time core; not
 SCHED_RESET_ON_FORK, which would also put the threads the node starts later, its
-executor's among them, at normal scheduling), and once ready runs one priority step below
-the node (SCHED_FIFO 38 beside the proximity monitor at 39, `up --priority 40`): the node's
-check preempts it, and it preempts the other programs, so that its obstacles stay fresh on
-a busy machine; beside a node at normal priority (the localizer) it stays there. It is in a
+executor's among them, at normal scheduling), and once ready runs `below` priority steps
+below the node (the proximity monitor's: one step below every process that raises a stop,
+SCHED_FIFO 38 under `up --priority 40`): the stops' work preempts it, and it preempts the
+other programs, so that its obstacles stay fresh on a busy machine; beside a node at normal
+priority it stays there. It is in a
 process group of its own (Ctrl-C in a terminal reaches the node, which ends it), and the
 kernel kills it when the node's thread that started it ends (PR_SET_PDEATHSIG): no orphan
 when the node is killed.
@@ -175,8 +176,9 @@ class CloudProcess:
 
     def __init__(self, recipe: CloudRecipe, surfaces: LinkSurfaces, name: str,
                  in_real_time: bool, report: Callable[[str, str], None],
-                 log: Callable[[str], None], max_duty: float = 0.5):
+                 log: Callable[[str], None], max_duty: float = 0.5, below: int = 1):
         self.in_real_time = in_real_time
+        self._below = below
         self._report, self._log = report, log
         self.dropped = 0          # clouds replaced by a newer one before the worker took them
         self.processed = 0
@@ -324,7 +326,7 @@ class CloudProcess:
         else:  # ready
             self._startup = now - self._started
             self.fault = ''
-            self._scheduling = _just_below(self._process.pid, self._real_time)
+            self._scheduling = _just_below(self._process.pid, self._real_time, self._below)
             self._log(f'cloud worker (pid {self._process.pid}) ready {self._startup:.2f} s after '
                       f'its start, at {self._scheduling}')
         self._state, self._since = 'idle', now
@@ -434,12 +436,12 @@ def _real_time_of_this_thread() -> tuple[int, int] | None:
     return policy, os.sched_getparam(0).sched_priority
 
 
-def _just_below(pid: int, real_time: tuple[int, int] | None) -> str:
-    """Every thread of process `pid` one priority step below `real_time` (policy, priority),
-    if it is real-time and above the lowest step; says what the process runs at."""
-    if real_time is None or real_time[1] <= 1:
+def _just_below(pid: int, real_time: tuple[int, int] | None, below: int) -> str:
+    """Every thread of process `pid` `below` priority steps below `real_time` (policy,
+    priority), if it is real-time and above the lowest step; says what the process runs at."""
+    if real_time is None or real_time[1] <= below:
         return 'normal scheduling'
-    policy, priority = real_time[0], real_time[1] - 1
+    policy, priority = real_time[0], real_time[1] - below
     name = 'SCHED_FIFO' if policy == os.SCHED_FIFO else 'SCHED_RR'
     try:
         for thread in os.listdir(f'/proc/{pid}/task'):

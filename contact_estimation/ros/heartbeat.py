@@ -17,11 +17,14 @@ the thread's messages and the node's, so a beat read before a change is never se
 A thread of its own is not enough at real-time priority (issue 36): SCHED_FIFO never takes
 the CPU from a thread for another of the same priority, so while the node's executor worked
 through a burst of 20 000 joint states, its heartbeat thread, runnable, waited 250-300 ms for
-a CPU (its run-queue time, /proc/<pid>/task/<tid>/schedstat), and the proximity monitor's,
-one step below the chain, waited as long for the chain. So in a real-time process the thread
-beats `above` steps over its process's priority (StopSignal: one over the chain's, the
-highest of the suite): it takes a CPU from the node's work at once, and the interpreter lock
+a CPU (its run-queue time, /proc/<pid>/task/<tid>/schedstat). So in a real-time process the
+thread beats `above` steps over its process's priority (StopSignal: one over the suite's
+highest process): it takes a CPU from the node's work at once, and the interpreter lock
 within one switch interval (5 ms); a beat costs well under a millisecond every period.
+That holds only while the lock's holder can run: a thread of the process kept off the CPU by
+a higher process holds the lock, and the heartbeat waits for it (the proximity monitor one
+step below the chain, 300 ms through a burst). So the process whose work is bounded (the
+proximity monitor's check) runs above the one whose work is not (the chain's backlog).
 """
 from __future__ import annotations
 

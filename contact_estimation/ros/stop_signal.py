@@ -42,9 +42,18 @@ STOP_PARAMETERS = ParameterTable(
 
 def heartbeat_steps(name: str) -> int:
     """How many SCHED_FIFO steps over the process of node `name` its heartbeat beats at: one
-    over the chain's process, the highest of the suite (nodes.yaml `realtime`), so that no
-    node's work, nor the chain's, can keep a stop's heartbeat from the CPU (ros/heartbeat.py)."""
-    return (manifest.process_of(name).realtime or 0) + 1
+    over the suite's highest process (nodes.yaml `realtime`), so that no node's work can keep
+    a stop's heartbeat from the CPU (ros/heartbeat.py)."""
+    top = min(p.realtime for p in manifest.composed() if p.realtime is not None)
+    return (manifest.process_of(name).realtime or 0) - top + 1
+
+
+def steps_below_stops(name: str) -> int:
+    """How many SCHED_FIFO steps under the process of node `name` a helper process of its
+    (the proximity monitor's cloud worker) runs, to be one step below every process that
+    raises a stop: its heavy work never delays a stop."""
+    lowest = max(p.realtime for p in manifest.stopping_processes())
+    return lowest - (manifest.process_of(name).realtime or 0) + 1
 
 
 class StopSignal:
