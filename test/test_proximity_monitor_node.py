@@ -202,7 +202,7 @@ def test_a_cloud_object_near_the_arm_stops_it_without_a_skeleton(rig):
 
 def worker_pid(monitor) -> int | None:
     """The cloud worker's process id once it is ready, from its status on /diagnostics."""
-    found = re.match(r'ready \(pid (\d+)', monitor.problems.values.get('cloud_worker', ''))
+    found = re.match(r'ready \(pid (\d+)', monitor.problems.value('cloud_worker'))
     return int(found.group(1)) if found else None
 
 

@@ -216,6 +216,15 @@ class ProximityMonitorNode(SuiteNode):
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         self.create_timer(1.0 / self.value('check_rate'), self._check)
         self.on_parameter_change(self._on_parameter_change)
+        self._check_time = float('nan')  # s, the latest check's
+        # Formatted when /diagnostics is published, not on every check (issue 35).
+        self.problems.values.update({
+            'lag': self._lateness.statistics.summary,  # p50 / p99 / max
+            'joint_state_age': self._age.statistics.summary,
+            'cloud_age': self._cloud_age.summary,
+            'cloud_worker': self._clouds.status,
+            'lidar': lambda: self._lidar.summary(self.seconds()),
+            'check_time': lambda: f'{self._check_time * 1e3:.2f} ms'})
         self._fail(RESTARTED if self._restarted else '',
                    self._restarted or 'waiting for joint states')
         self.get_logger().info(
@@ -341,11 +350,9 @@ class ProximityMonitorNode(SuiteNode):
         """The objects of the latest cloud the worker finished, if any (on the check's
         thread, as every change of the monitor)."""
         result = self._clouds.take()
-        self.problems.values['cloud_worker'] = self._clouds.status()
         if result is None:
             return
         self._cloud_age.add(max(self.stamp_clock() - result.t, 0.0))
-        self.problems.values['cloud_age'] = self._cloud_age.summary()
         if result.failed is not None:
             self.guard.failed('the cloud worker', result.failed)
         elif result.rejected is not None:
@@ -395,7 +402,6 @@ class ProximityMonitorNode(SuiteNode):
         self.catch_up()
         now = self.seconds()
         late = self._lateness.check(now)
-        self.problems.values['lag'] = self._lateness.statistics.summary()
         self._take_clusters()
         if self._restarted:
             self._fail(RESTARTED, self._restarted)
@@ -410,7 +416,6 @@ class ProximityMonitorNode(SuiteNode):
         sample, arrived = self._latest
         silent, age = now - arrived, self._age.update(self.stamp_clock(), sample.t)
         self._age.statistics.add(age)
-        self.problems.values['joint_state_age'] = self._age.statistics.summary()
         # The input first: a check that comes late while its input paused is no later for
         # it than on time (issue 36: `behind` means only that this node is late).
         if self._age.went_back:
@@ -427,7 +432,6 @@ class ProximityMonitorNode(SuiteNode):
                        f'{self._age.max_lag * 1e3:g} ms)')
             return
         lidar_stale = self._lidar.stale(now)
-        self.problems.values['lidar'] = self._lidar.summary(now)
         if lidar_stale:  # a person only the lidar would see may be there
             self._fail(STALE, f'{STALE}: {lidar_stale}')
             return
@@ -437,7 +441,7 @@ class ProximityMonitorNode(SuiteNode):
         self._t = sample.t
         start = self.steady()
         result = self.monitor.update(self._t, sample.q, sample.v)
-        self.problems.values['check_time'] = f'{(self.steady() - start) * 1e3:.2f} ms'
+        self._check_time = self.steady() - start
         self._cause = INPUT if result.problem else NEAR
         self._publish(result)
 

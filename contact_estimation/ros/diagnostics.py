@@ -47,6 +47,11 @@ class ProblemCounter:
         self._pub = node.create_publisher(DiagnosticArray, topic, 10)
         self._timer = node.create_timer(period, self.publish)
 
+    def value(self, key: str, default: str = '') -> str:
+        """Key value `key` as /diagnostics shows it."""
+        value = self.values.get(key, default)
+        return value() if callable(value) else value
+
     def report(self, kind: str, detail: str, level: int = WARN) -> None:
         """Count one problem of `kind`; log `detail` unless this kind was logged recently."""
         self.counts[kind] += 1
@@ -80,8 +85,7 @@ class ProblemCounter:
             message=message, hardware_id=self._hardware_id)
         status.values = [KeyValue(key=k, value=str(v)) for k, v in sorted(
             (self.counts + self.traffic).items())]
-        status.values += [KeyValue(key=k, value=v() if callable(v) else v)
-                          for k, v in sorted(self.values.items())]
+        status.values += [KeyValue(key=k, value=self.value(k)) for k in sorted(self.values)]
         array = DiagnosticArray(status=[status])
         array.header.stamp = self._node.get_clock().now().to_msg()
         self._pub.publish(array)

@@ -155,6 +155,8 @@ class LagStatistics:
         return min((rank + 1) * self.BIN, self.max)
 
     def summary(self) -> str:
-        """'p50 / p99 / max' in ms, for /diagnostics."""
+        """'p50 / p99 / max' in ms, for /diagnostics ('none yet' before any)."""
+        if not self.count:
+            return 'none yet'
         return (f'{self.percentile(50) * 1e3:.1f} / {self.percentile(99) * 1e3:.1f} / '
                 f'{self.max * 1e3:.1f} ms')
