@@ -128,7 +128,7 @@ def parameter_file(calibration: Calibration, role: str, robot: str) -> str:
     c = calibration
     header = (f'# Proposed by `contact-estimation calibrate` from {c.source}:\n'
               f'# fitted on {c.fit_duration:.1f} s of free motion, margin {c.margin:g} over the '
-              f'envelope through the mean of its largest {TOP_SHARE:.0%} of samples;\n'
+              f'envelope through the mean of its largest {TOP_SHARE * 100:g} % of samples;\n'
               f'# checked on {c.heldout_duration:.1f} s '
               f'held out: {c.false_alarms} false alarms → at most '
               f'{c.false_alarm_bound_per_hour:.3g} per hour (95 %, exact Poisson bound)\n'
@@ -157,7 +157,7 @@ def main(argv: list[str]) -> int:
                         help='example-robot-data name or URDF path (the joint order)')
     parser.add_argument('--margin', type=float, default=MARGIN,
                         help='ψ = margin × the free-motion envelope through the mean of its '
-                             f'largest {TOP_SHARE:.0%} of samples (>= 1)')
+                             f'largest {TOP_SHARE * 100:g} % of samples (>= 1)')
     parser.add_argument('--min-threshold', type=float, default=0.5, help='floor of ψ_0, N·m')
     parser.add_argument('--persistence', choices=PERSISTENCE_RULES,
                         default=DEFAULTS.persistence, help="eq. 7's persistence rule")

@@ -91,6 +91,7 @@ TAIL_QUANTILE = 0.9  # of |τ_ext|: the quantile regression that gives the envel
 SHAPE_GAIN = 0.1     # a shape with k_v or k_a must lower the mean envelope this much (share)
 TOP_SHARE = 0.01     # the largest share of the fitting samples whose mean sets the level
 MARGIN = 2.0         # ψ = MARGIN × the envelope (calibrate's default; module docstring)
+TAIL_GROWTH = 1.1    # the held-out tail mean over the fitting one that `coverage` reports
 BEYOND_SHARE = 0.01    # held-out samples beyond the fitted |q̇|, |q̈| that calibrate reports
 CONFIDENCE = 0.95  # of the false-alarm promise
 EFFORT_FRACTION = 0.33  # ψ_max = this share of a joint's URDF effort limit (calibrate's default)
@@ -185,6 +186,9 @@ class Calibration:
     peak: np.ndarray               # largest fitting |τ_ext|, N·m
     peak_ratio: np.ndarray         # largest fitting |τ_ext| / ψ
     heldout_peak_ratio: np.ndarray  # largest held-out |τ_ext| / ψ (≥ 1 somewhere: an alarm risk)
+    # The mean of the largest TOP_SHARE of |τ_ext| / ψ, in the fitting and the held-out part.
+    tail_ratio: np.ndarray
+    heldout_tail_ratio: np.ndarray
     heldout_beyond: np.ndarray     # share of held-out samples faster (|q̇| or |q̈|) than any fitted
     false_alarms: int              # eq. 7 alarms on the held-out part at ψ
     # What did not set ψ (`screen`): samples left out by reason; holes in the stamps, the
@@ -223,8 +227,9 @@ class Calibration:
 
     def coverage(self) -> str:
         """'' when the held-out part stayed within what the fit saw: its |q̇| and |q̈| (all
-        but BEYOND_SHARE of its samples, per joint) and its peak |τ_ext|/ψ (no higher than
-        the fitting part's); else where it did not, and what to record."""
+        but BEYOND_SHARE of its samples, per joint) and the mean of its largest TOP_SHARE of
+        |τ_ext|/ψ (at most TAIL_GROWTH × the fitting part's); else where it did not, and what
+        to record."""
         said = []
         beyond = np.flatnonzero(self.heldout_beyond > BEYOND_SHARE)
         if beyond.size:
@@ -233,13 +238,14 @@ class Calibration:
             said.append(f'Coverage: NOT MET: the held-out part moved faster (|q̇| or |q̈|) '
                         f'than any fitting sample on {joints} of its samples; ψ there is '
                         'extrapolated.')
-        higher = np.flatnonzero(self.heldout_peak_ratio > self.peak_ratio)
+        higher = np.flatnonzero(self.heldout_tail_ratio > TAIL_GROWTH * self.tail_ratio)
         if higher.size:
-            joints = ', '.join(f'{self.joint_names[i]} ({self.heldout_peak_ratio[i]:.2f} ψ)'
-                               for i in higher)
-            said.append(f'Tail: the held-out part came nearer ψ than any fitting sample on '
-                        f'{joints}: the residual\'s peaks still grow with the length of the '
-                        'recording, and the margin is being used up.')
+            joints = ', '.join(f'{self.joint_names[i]} ({self.heldout_tail_ratio[i]:.2f} ψ '
+                               f'against {self.tail_ratio[i]:.2f} ψ)' for i in higher)
+            said.append(f'Tail: the largest {TOP_SHARE * 100:g} % of the held-out part came nearer ψ '
+                        f'than those of the fitting part on {joints}: the residual\'s peaks '
+                        'still grow with the length of the recording, and the margin is being '
+                        'used up.')
         if said:
             said.append('Record the motions the arm will make, as fast as it will make them, '
                         'for longer (the fitting part then holds them), and calibrate again.')
@@ -305,7 +311,7 @@ class Calibration:
                         f'{self.setting_stamps[i].size:8d} {self.setting_stamps[i][0]:13.3f}')
         rows.append(f'fitted on {self.fit_duration:.1f} s ({self.fitted} samples): ψ = margin '
                     f'{self.margin:g} × the envelope through the mean of its largest '
-                    f'{TOP_SHARE:.0%} of samples; checked on '
+                    f'{TOP_SHARE * 100:g} % of samples; checked on '
                     f'{self.heldout_duration:.1f} s held out: {self.false_alarms} false alarms '
                     f'({self._rule()}) → at most '
                     f'{self.false_alarm_bound_per_hour:.3g} per hour (95 %)')
@@ -323,7 +329,7 @@ class Calibration:
                                                                       values[:shown]))
             more = f', … {stamps.size - shown} more' if stamps.size > shown else ''
             rows.append(f'  {name}: {listed}{more}')
-        return (f'set ψ (the largest {TOP_SHARE:.0%} of {self.fitted} fitting samples, '
+        return (f'set ψ (the largest {TOP_SHARE * 100:g} % of {self.fitted} fitting samples, '
                 'against the envelope\'s shape; stamp (|τ_ext| N·m)):\n' + '\n'.join(rows))
 
     def exclusions(self) -> str:
@@ -367,6 +373,11 @@ def top_share(values: np.ndarray) -> np.ndarray:
     """Indices of the largest TOP_SHARE of `values` (at least one), largest first."""
     count = max(1, int(np.ceil(TOP_SHARE * values.size)))
     return np.argsort(values)[::-1][:count]
+
+
+def tail_mean(values: np.ndarray) -> np.ndarray:
+    """Per column (samples × joints), the mean of its largest TOP_SHARE."""
+    return np.array([column[top_share(column)].mean() for column in values.T])
 
 
 @dataclass(frozen=True)
@@ -522,6 +533,7 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = MARGIN,
         heldout_duration=float(t[held][-1] - t[held][0]),
         peak=y[fit].max(axis=0), peak_ratio=(y[fit] / psi_fit).max(axis=0),
         heldout_peak_ratio=(y[held] / psi_held).max(axis=0), heldout_beyond=beyond.mean(axis=0),
+        tail_ratio=tail_mean(y[fit] / psi_fit), heldout_tail_ratio=tail_mean(y[held] / psi_held),
         false_alarms=count_alarms(t[held], y[held] / psi_held, persistence, persistence_time),
         source=source, excluded=excluded, holes=int(screening.holes.size),
         gaps=int(screening.gaps.size), lost=screening.lost,
