@@ -5,11 +5,11 @@ recording (CSV or ROS 2 bag of the residual topic) or live from the residual top
 `--seconds`, and proposes ψ = ψ_0 + k_v|q̇| + k_a|q̈| per joint with a false-alarm margin
 (core/chain/threshold_calibration.py): fitted on the first part of the recording, checked for
 false alarms on the held-out rest. The samples that set each joint's ψ, and those left out
-and why, are printed and written in the file's header. Prints a table, what the check promises in plain words
-(and how long a recording a given promise needs), and writes a parameter file for
-collision_detector (`collision_detector: ros__parameters:` form) with a section for
-contact_localizer too, whose gate takes ψ_0 (so that every stop gets its estimates), to
-pass to `up --config` or a launch file. The arm must not touch anything while the motion is
+and why, are printed and written in the file's header. Prints a table, what the check
+promises in plain words (and how long a recording a given promise needs), and writes a
+parameter file for collision_detector (`collision_detector: ros__parameters:` form) with
+a section for contact_localizer too, whose gate takes ψ_0 (so that every stop gets its
+estimates), to pass to `up --config` or a launch file. The arm must not touch anything while the motion is
 recorded.
 
     contact-estimation calibrate free_motion.csv -o config/thresholds.yaml

@@ -242,10 +242,10 @@ class Calibration:
         if higher.size:
             joints = ', '.join(f'{self.joint_names[i]} ({self.heldout_tail_ratio[i]:.2f} ψ '
                                f'against {self.tail_ratio[i]:.2f} ψ)' for i in higher)
-            said.append(f'Tail: the largest {TOP_SHARE * 100:g} % of the held-out part came nearer ψ '
-                        f'than those of the fitting part on {joints}: the residual\'s peaks '
-                        'still grow with the length of the recording, and the margin is being '
-                        'used up.')
+            said.append(f'Tail: the largest {TOP_SHARE * 100:g} % of the held-out part came '
+                        f'nearer ψ than those of the fitting part on {joints}: the residual\'s '
+                        'peaks still grow with the length of the recording, and the margin is '
+                        'being used up.')
         if said:
             said.append('Record the motions the arm will make, as fast as it will make them, '
                         'for longer (the fitting part then holds them), and calibrate again.')
