@@ -9,8 +9,8 @@ and why, are printed and written in the file's header. Prints a table, what the 
 promises in plain words (and how long a recording a given promise needs), and writes a
 parameter file for collision_detector (`collision_detector: ros__parameters:` form) with
 a section for contact_localizer too, whose gate takes ψ_0 (so that every stop gets its
-estimates), to pass to `up --config` or a launch file. The arm must not touch anything while the motion is
-recorded.
+estimates), to pass to `up --config` or a launch file. The arm must not touch anything
+while the motion is recorded.
 
     contact-estimation calibrate free_motion.csv -o config/thresholds.yaml
     contact-estimation calibrate --live --seconds 120 -o config/thresholds.yaml
