@@ -3,7 +3,7 @@ at 1 kHz and at 100 Hz, for each persistence rule of eq. 7.
 
 SimulatedCobot (panda, the sim's default sensor noise) → momentum observer (URDF model, the
 sim's friction, at 1 kHz) → CollisionDetector (seed 001 eq. 7). Three runs:
-1. calibration: free motion → `calibrate` proposes ψ = ψ_0 + k_v|q̇| + k_a|q̈| (margin 1.5),
+1. calibration: free motion → `calibrate` proposes ψ = ψ_0 + k_v|q̇| + k_a|q̈| (its margin),
    fitted on the first half and checked on the held-out second half (its promise);
 2. false alarms: another free motion (other seed), at the calibrated and at the seed's
    4 N·m thresholds;
@@ -37,11 +37,11 @@ from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.harness import simulate
 from contact_estimation.core.sim.scenario import PointForce, Scenario
-from contact_estimation.core.chain.threshold_calibration import accelerations, calibrate
+from contact_estimation.core.chain.threshold_calibration import (MARGIN, accelerations,
+                                                                 calibrate)
 from contact_estimation.core.identification.trajectory import make_trajectory
 
 PERSISTENCE_TIME = DEFAULTS.persistence_time
-MARGIN = 1.5
 SPACING, DURATION, RAMP = 1.0, 0.4, 0.01  # s, contact schedule
 LINKS = ['panda_link3', 'panda_link4', 'panda_link5', 'panda_link6', 'panda_link7']
 LEVELS = [4.0, 8.0, 15.0]

@@ -19,7 +19,7 @@ The user's steps, with the shipped defaults everywhere (README "Real arm", "Iden
 2. `identify payload` with that model on 30 s of slow motion carrying the tool → the payload
    declared to the residual;
 3. the residual (fast, rnea, momentum_observer) on 60 s of free motion → `calibrate`
-   (margin 1.5, half held out, weighted persistence of 25 ms) → the detector's thresholds;
+   (its margin, half held out, weighted persistence of 25 ms) → the detector's thresholds;
    `defaults` rows: the detector's shipped 4 N·m instead.
 Measured (benchmarks/detection.py's contacts and replay): point forces on random links scaled
 so that their largest joint torque at onset is 4, 8 or 15 N·m (0.4 s, 10 ms ramp, 1 s apart,
@@ -69,6 +69,7 @@ from contact_estimation.core.chain.detector import DetectorConfig, thresholds
 from contact_estimation.core.chain.joint_state_conditioning import JointStateConditioner
 from contact_estimation.core.chain.residual import MODELS, StaticTerms, make_residual
 from contact_estimation.core.chain.threshold_calibration import (
+    MARGIN,
     accelerations,
     calibrate,
     caps_from_effort,
@@ -97,7 +98,6 @@ DRIVER_TIMING = DriverTiming(period_jitter=0.003, reorder_probability=0.01)
 EPOCH = 1000.0          # s added to the sim's stamps for the listener (a driver's clock)
 IDENTIFICATION_S = 60.0  # s of ordinary motion to identify from (the issue's)
 PAYLOAD_S = 30.0         # s of slow motion carrying the tool
-CALIBRATION_MARGIN = 1.5  # `calibrate`'s default
 CONTACT_SHARE = 0.8       # of the effort limits at most for gravity and push: the arm holds
 # Not the hand's link7: the sim's computed torque holds joint 7 with M₇₇ω_n² ≈ 6 N·m/rad, and
 # a 2 N·m push spins it past its velocity limit (the listener then drops the samples).
@@ -261,7 +261,7 @@ def suite_rows(arm: Arm, rate: str, streams: dict, models: dict, payloads: dict,
             configs = {}
             try:
                 fitted = calibrate(cal['t'], cal['q'], cal['v'], cal['tau_ext'],
-                                   robot.joint_names, margin=CALIBRATION_MARGIN)
+                                   robot.joint_names, margin=MARGIN)
                 configs['calibrated'] = DetectorConfig.build(
                     robot.joint_names, thresholds_position=fitted.base,
                     speed_gain=fitted.speed_gain, acceleration_gain=fitted.acceleration_gain,
@@ -367,7 +367,7 @@ def issue_11(quick: bool) -> None:
         rows.append(baseline_row(robot, rate, streams, forces))
 
     print(f'\n3. detection: tool {TOOL.mass:g} kg declared as identified; effort from motor '
-          f'current; calibrate on {cal_s:g} s of free motion (margin {CALIBRATION_MARGIN:g}, '
+          f'current; calibrate on {cal_s:g} s of free motion (margin {MARGIN:g}, '
           f'half held out), weighted persistence 25 ms. Contacts detected of {per_level} per '
           f'level, delay p50 / p95 ms; false alarms in {free_s:g} s of other free motion. '
           f'What the listener found: '
@@ -450,7 +450,7 @@ def free_run(name: str, minutes: float, calibration_s: float, per_level: int) ->
     cal, problems['calibration'] = observed(arm, model, payload, of_log(driver_log(
         arm, work(11), calibration_s, 11, TOOL, 'calibration motion')), 'calibration')
     fitted = calibrate(cal['t'], cal['q'], cal['v'], cal['tau_ext'], robot.joint_names,
-                       margin=CALIBRATION_MARGIN,
+                       margin=MARGIN,
                        threshold_max=caps_from_effort(robot.effort_limits),
                        source=f'{calibration_s:g} s of free motion')
     print(fitted.table())
@@ -496,7 +496,7 @@ def free_runs(robots, minutes: float, calibration_s: float, quick: bool) -> None
           f'limits, {FREE_RATE:g} Hz ± {DRIVER_TIMING.period_jitter * 1e3:g} ms, '
           f'{DRIVER_TIMING.reorder_probability:.0%} late, motor current, {TOOL.mass:g} kg '
           f'tool; model from {IDENTIFICATION_S:g} s of ordinary motion, thresholds calibrated '
-          f'on {calibration_s:g} s of free motion, margin {CALIBRATION_MARGIN:g}); contacts at '
+          f'on {calibration_s:g} s of free motion, margin {MARGIN:g}); contacts at '
           'the flange: detected, delay p50 / p95 ms from onset:')
     header = ' | '.join(f'{level:g} N·m' for level in FLANGE_LEVELS)
     print(f'| robot | ψ_0 N·m | calibrate promises (per hour, 95 %) | free motion, h | '

@@ -290,7 +290,7 @@ def test_calibrate_sets_the_gate_to_the_detectors_thresholds(context, tmp_path):
     csv = tmp_path / 'free.csv'
     write_csv(csv, JointRecording(JOINTS, t, q, v, tau))
     out = tmp_path / 'thresholds.yaml'
-    assert calibrate_command.main([str(csv), '-o', str(out)]) == 0
+    assert calibrate_command.main([str(csv), '-o', str(out), '--margin', '1.5']) == 0
     written = yaml.safe_load(out.read_text())
     psi = written['collision_detector']['ros__parameters']['thresholds_position']
     assert written['contact_localizer']['ros__parameters']['gate_thresholds'] == psi

@@ -4,12 +4,13 @@ Reads the residual (τ_ext in the effort field, with q and q̇) of a free motion
 recording (CSV or ROS 2 bag of the residual topic) or live from the residual topic for
 `--seconds`, and proposes ψ = ψ_0 + k_v|q̇| + k_a|q̈| per joint with a false-alarm margin
 (core/chain/threshold_calibration.py): fitted on the first part of the recording, checked for
-false alarms on the held-out rest. Prints a table, what the check promises in plain words
-(and how long a recording a given promise needs), and writes a parameter file for
-collision_detector (`collision_detector: ros__parameters:` form) with a section for
-contact_localizer too, whose gate takes ψ_0 (so that every stop gets its estimates), to
-pass to `up --config` or a launch file. The arm must not touch anything while the motion is
-recorded.
+false alarms on the held-out rest. The samples that set each joint's ψ, and those left out
+and why, are printed and written in the file's header. Prints a table, what the check
+promises in plain words (and how long a recording a given promise needs), and writes a
+parameter file for collision_detector (`collision_detector: ros__parameters:` form) with
+a section for contact_localizer too, whose gate takes ψ_0 (so that every stop gets its
+estimates), to pass to `up --config` or a launch file. The arm must not touch anything
+while the motion is recorded.
 
     contact-estimation calibrate free_motion.csv -o config/thresholds.yaml
     contact-estimation calibrate --live --seconds 120 -o config/thresholds.yaml
@@ -29,7 +30,8 @@ from contact_estimation.core.chain.joint_order import JointOrder
 from contact_estimation.core.identification.recording import RecordingError
 from contact_estimation.suite_bag import read_recording
 from contact_estimation.core.robot.robot_model import RobotModel, RobotModelError
-from contact_estimation.core.chain.threshold_calibration import (EFFORT_FRACTION, Calibration,
+from contact_estimation.core.chain.threshold_calibration import (EFFORT_FRACTION, MARGIN,
+                                                                 TOP_SHARE, Calibration,
                                                                  calibrate, caps_from_effort)
 
 NODE = 'collision_detector'
@@ -125,12 +127,15 @@ def parameter_file(calibration: Calibration, role: str, robot: str) -> str:
     the file: manifest.suite_robot)."""
     c = calibration
     header = (f'# Proposed by `contact-estimation calibrate` from {c.source}:\n'
-              f'# fitted on {c.fit_duration:.1f} s of free motion, margin {c.margin:g} (every '
-              f'fitting sample below ψ/{c.margin:g});\n# checked on {c.heldout_duration:.1f} s '
+              f'# fitted on {c.fit_duration:.1f} s of free motion, margin {c.margin:g} over the '
+              f'envelope through the mean of its largest {TOP_SHARE * 100:g} % of samples;\n'
+              f'# checked on {c.heldout_duration:.1f} s '
               f'held out: {c.false_alarms} false alarms → at most '
               f'{c.false_alarm_bound_per_hour:.3g} per hour (95 %, exact Poisson bound)\n'
               f'# for motions like the recorded ones.\n'
-              f'# Made for robot {robot}; joint order: {", ".join(c.joint_names)}.\n')
+              f'# Made for robot {robot}; joint order: {", ".join(c.joint_names)}.\n'
+              + ''.join(f'# {line}\n' for line in (c.setting() + '\n' + c.exclusions())
+                        .splitlines()))
     parameters = calibration.parameters(role)
     body = {NODE: {'ros__parameters': {'robot': robot, **parameters}},
             # a copy: the same list twice would be a YAML alias, which ROS refuses
@@ -150,8 +155,9 @@ def main(argv: list[str]) -> int:
                         help='topic of the residual (in a bag, or live)')
     parser.add_argument('--robot', default='panda',
                         help='example-robot-data name or URDF path (the joint order)')
-    parser.add_argument('--margin', type=float, default=1.5,
-                        help='ψ = margin × the free-motion envelope (>= 1)')
+    parser.add_argument('--margin', type=float, default=MARGIN,
+                        help='ψ = margin × the free-motion envelope through the mean of its '
+                             f'largest {TOP_SHARE * 100:g} % of samples (>= 1)')
     parser.add_argument('--min-threshold', type=float, default=0.5, help='floor of ψ_0, N·m')
     parser.add_argument('--persistence', choices=PERSISTENCE_RULES,
                         default=DEFAULTS.persistence, help="eq. 7's persistence rule")

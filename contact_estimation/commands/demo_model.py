@@ -9,7 +9,7 @@ arm (issue 28; README "For a real arm: checklist", steps 4 and 5), before the li
    file `identify fit` writes (it names the robot and its structure: residual_node refuses
    it on another arm).
 3. residual_node's residual (its default settings) with that model on CALIBRATION_S of
-   other free motion, and `calibrate`'s calibration (its defaults: margin 1.5, half held
+   other free motion, and `calibrate`'s calibration (its defaults: margin 2, half held
    out, ψ_max a third of each joint's effort limit) → THRESHOLDS_FILE, the file `calibrate`
    writes (its sections name the robot).
 The demo runs the suite with these files instead of the simulator's friction and the shipped

@@ -9,15 +9,33 @@ Fit: for each joint an envelope
 
     e(q̇, q̈) = b + k_v |q̇| + k_a |q̈|,   b, k_v, k_a ≥ 0,
 
-in two steps. Its shape comes from the tail of the residual, not from its few largest
-samples: the recording is cut into cells of (|q̇|, |q̈|) (`BINS` per axis), each cell with at
-least `MIN_CELL_SAMPLES` samples gives one point, the `TAIL_QUANTILE` of |τ_ext| there, and
-the shape is the smallest-mean envelope over the motion lying above those points (a small
-linear programme). It is then raised to lie above every fitting sample: e = λ·shape, λ the
-largest |τ_ext| / shape (noise whose size grows with the motion), or e = shape + δ, δ added to
-b (noise of a constant size), whichever has the smaller mean over the motion. The result is
-multiplied by the false-alarm margin m ≥ 1: ψ = m·e, with b raised past rounding so that the
-margin holds exactly: no fitting sample has |τ_ext| ≥ ψ/m.
+in two steps, each a statistic of many samples, so that the same motion recorded again (with
+other samples lost, issue 35) gives the same ψ:
+- shape: the `TAIL_QUANTILE` quantile regression of |τ_ext| on (1, |q̇|, |q̈|) with b, k_v,
+  k_a ≥ 0 (the linear programme of Koenker and Bassett, solved in its dual form): every
+  fitting sample pulls on it, so a few lost samples move it little. A speed or acceleration
+  term must earn its place: the shape is used only when it lowers the mean envelope over the
+  motion by `SHAPE_GAIN` against a constant one; else k_v = k_a = 0 (gains fitted to noise
+  of a constant size would make ψ change from run to run and with the motion for nothing).
+- level: e = λ·shape (noise whose size grows with the motion) or e = shape + δ, δ added to b
+  (noise of a constant size), whichever has the smaller mean over the motion, with λ (or δ)
+  the mean of the largest `TOP_SHARE` of the fitting samples' |τ_ext| / shape (or
+  |τ_ext| − shape): the tail mean (expected shortfall), not the single largest sample.
+The result is multiplied by the margin m ≥ 1: ψ = m·e (`MARGIN` by default). The samples in
+that top share are those that set ψ (`Calibration.setting`, with their stamps and values).
+
+Why a tail mean and not the largest sample. Seed 001 eq. 7 fires only when |τ_ext| stays over
+ψ for its persistence time (25 ms: at least 2 samples at 100 Hz, even under the `weighted`
+rule), so no single sample is what a threshold must clear, and the largest of a recording is
+its least repeatable statistic: whether it was lost, and how large it came, swings from one
+recording to the next (9.4 % on ψ_0, 14.8 % on the mean ψ, of 5 recordings of the same 40 s
+with the largest-sample rule; docs/performance.md "Calibration run to run"), and it grows
+with the recording's length. The mean of the top 1 % moves by a fraction of a % when a few
+samples go. Its level is lower than the largest sample's, so the default margin is 2 (1.5 over
+the largest sample before): on 20 s of fitting at 100 Hz, about the same thresholds (the mean ψ
+0-10 % higher on the benchmark's UR5).
+What a tail mean leaves above ψ/m is reported (`peak_ratio`, the largest fitting
+|τ_ext| / ψ), and the held-out check below counts what eq. 7 would do with it.
 
 Why not the tightest envelope over every sample (issue 28's diagnosis, docs/performance.md
 "Real arm: false stops per hour"): at 100 Hz the residual of free motion is mostly noise
@@ -25,10 +43,10 @@ Why not the tightest envelope over every sample (issue 28's diagnosis, docs/perf
 shoulder, independent of |q̇| and |q̈|), not model error. Fitted to the largest samples of a
 minute of such noise, the tightest envelope tilts: it explains the few highest peaks, which
 fell at speed, with k_v and k_a, and leaves a low b where the arm moved slowly, which longer
-motion then crosses (1.54 ψ in 10 min after a 60 s calibration). A quantile per cell is
-estimated from many samples, so k_v and k_a only grow where the residual does; λ or δ still
-covers every sample, as the margin promises. What is left is the noise's tail: the peaks of
-30 min exceed those of 30 s, which `Calibration.coverage` says ("Tail").
+motion then crosses (1.54 ψ in 10 min after a 60 s calibration). A quantile regression is
+estimated from every sample, so k_v and k_a only grow where the residual does. What is left
+is the noise's tail: the peaks of 30 min exceed those of 30 s, which `Calibration.coverage`
+says ("Tail").
 
 Check: eq. 7 (the detector's persistence rule and time) runs on the held-out part, which the
 fit has not seen, and counts k false alarms in its T hours. The promise is the exact one-sided
@@ -70,9 +88,11 @@ from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION
                                               accumulate_evidence, is_collision, thresholds)
 from contact_estimation.core.chain.residual import ResidualConfig
 
-BINS = 8           # cells per axis of (|q̇|, |q̈|) for the envelope's shape
-MIN_CELL_SAMPLES = 30  # a cell gives a point of the shape only with this many samples
-TAIL_QUANTILE = 0.9    # of |τ_ext| in a cell: the point of the shape
+TAIL_QUANTILE = 0.9  # of |τ_ext|: the quantile regression that gives the envelope's shape
+SHAPE_GAIN = 0.1     # a shape with k_v or k_a must lower the mean envelope this much (share)
+TOP_SHARE = 0.01     # the largest share of the fitting samples whose mean sets the level
+MARGIN = 2.0         # ψ = MARGIN × the envelope (calibrate's default; module docstring)
+TAIL_GROWTH = 1.1    # the held-out tail mean over the fitting one that `coverage` reports
 BEYOND_SHARE = 0.01    # held-out samples beyond the fitted |q̇|, |q̈| that calibrate reports
 CONFIDENCE = 0.95  # of the false-alarm promise
 EFFORT_FRACTION = 0.33  # ψ_max = this share of a joint's URDF effort limit (calibrate's default)
@@ -165,8 +185,11 @@ class Calibration:
     fit_duration: float            # s of free motion the thresholds were fitted on
     heldout_duration: float        # s of free motion they were checked on
     peak: np.ndarray               # largest fitting |τ_ext|, N·m
-    peak_ratio: np.ndarray         # largest fitting |τ_ext| / ψ (< 1/margin)
+    peak_ratio: np.ndarray         # largest fitting |τ_ext| / ψ
     heldout_peak_ratio: np.ndarray  # largest held-out |τ_ext| / ψ (≥ 1 somewhere: an alarm risk)
+    # The mean of the largest TOP_SHARE of |τ_ext| / ψ, in the fitting and the held-out part.
+    tail_ratio: np.ndarray
+    heldout_tail_ratio: np.ndarray
     heldout_beyond: np.ndarray     # share of held-out samples faster (|q̇| or |q̈|) than any fitted
     false_alarms: int              # eq. 7 alarms on the held-out part at ψ
     # What did not set ψ (`screen`): samples left out by reason; holes in the stamps, the
@@ -175,11 +198,11 @@ class Calibration:
     holes: int
     gaps: int
     lost: int
-    # The fitting sample nearest to ψ/margin on each joint (the one that bounds its
-    # envelope): its stamp (s), |q̇| (rad/s) and |q̈| (rad/s²).
-    bound_stamp: np.ndarray
-    bound_speed: np.ndarray
-    bound_acceleration: np.ndarray
+    # Per joint, the fitting samples whose mean set ψ's level (the largest TOP_SHARE,
+    # `envelope`), largest first: their stamps (s) and |τ_ext| (N·m); and how many fitted.
+    setting_stamps: tuple[np.ndarray, ...]
+    setting_values: tuple[np.ndarray, ...]
+    fitted: int
     source: str = ''
 
     @property
@@ -205,8 +228,9 @@ class Calibration:
 
     def coverage(self) -> str:
         """'' when the held-out part stayed within what the fit saw: its |q̇| and |q̈| (all
-        but BEYOND_SHARE of its samples, per joint) and its peak |τ_ext|/ψ (below 1/margin,
-        as every fitting sample); else where it did not, and what to record."""
+        but BEYOND_SHARE of its samples, per joint) and the mean of its largest TOP_SHARE of
+        |τ_ext|/ψ (at most TAIL_GROWTH × the fitting part's); else where it did not, and what
+        to record."""
         said = []
         beyond = np.flatnonzero(self.heldout_beyond > BEYOND_SHARE)
         if beyond.size:
@@ -215,12 +239,12 @@ class Calibration:
             said.append(f'Coverage: NOT MET: the held-out part moved faster (|q̇| or |q̈|) '
                         f'than any fitting sample on {joints} of its samples; ψ there is '
                         'extrapolated.')
-        higher = np.flatnonzero(self.heldout_peak_ratio > 1.0 / self.margin)
+        higher = np.flatnonzero(self.heldout_tail_ratio > TAIL_GROWTH * self.tail_ratio)
         if higher.size:
-            joints = ', '.join(f'{self.joint_names[i]} ({self.heldout_peak_ratio[i]:.2f} ψ)'
-                               for i in higher)
-            said.append(f'Tail: the held-out part came nearer ψ than the margin lets any '
-                        f'fitting sample (1/{self.margin:g} ψ) on {joints}: the residual\'s '
+            joints = ', '.join(f'{self.joint_names[i]} ({self.heldout_tail_ratio[i]:.2f} ψ '
+                               f'against {self.tail_ratio[i]:.2f} ψ)' for i in higher)
+            said.append(f'Tail: the largest {TOP_SHARE * 100:g} % of the held-out part came '
+                        f'nearer ψ than those of the fitting part on {joints}: the residual\'s '
                         'peaks still grow with the length of the recording, and the margin is '
                         'being used up.')
         if said:
@@ -274,27 +298,40 @@ class Calibration:
         return self.thresholds_table() + '\n' + self.promise()
 
     def thresholds_table(self) -> str:
-        """One row per joint (thresholds, the free-motion peak and the headroom, and the
-        fitting sample that bounds the envelope: its stamp, |q̇| and |q̈|), then the fit and
-        the held-out check in one line, then the samples that set no ψ and why."""
+        """One row per joint (thresholds, the free-motion peak and the headroom, how many
+        fitting samples set ψ and the stamp of the largest), then the fit and the held-out
+        check in one line, then the samples that set ψ, and those that set none and why."""
         rows = [f'{"joint":16s} {"ψ_0 N·m":>9s} {"k_v N·m·s/rad":>14s} {"k_a N·m·s²/rad":>15s} '
                 f'{"ψ_max N·m":>10s} {"peak |τ_ext|":>13s} {"peak/ψ":>7s} {"held-out peak/ψ":>16s} '
-                f'{"held-out beyond fit":>20s}  {"set by: stamp s":>17s} {"|q̇| rad/s":>10s} '
-                f'{"|q̈| rad/s²":>11s}']
+                f'{"held-out beyond fit":>20s}  {"set by":>8s} {"largest at s":>13s}']
         for i, name in enumerate(self.joint_names):
             rows.append(f'{name:16s} {self.base[i]:9.3f} {self.speed_gain[i]:14.3f} '
                         f'{self.acceleration_gain[i]:15.4f} {self.threshold_max[i]:10.3f} '
                         f'{self.peak[i]:13.3f} {self.peak_ratio[i]:7.3f} '
                         f'{self.heldout_peak_ratio[i]:16.3f} {self.heldout_beyond[i]:20.1%}  '
-                        f'{self.bound_stamp[i]:17.3f} {self.bound_speed[i]:10.3f} '
-                        f'{self.bound_acceleration[i]:11.2f}')
-        rows.append(f'fitted on {self.fit_duration:.1f} s: margin {self.margin:g} (every '
-                    f'fitting sample below ψ/{self.margin:g}); checked on '
+                        f'{self.setting_stamps[i].size:8d} {self.setting_stamps[i][0]:13.3f}')
+        rows.append(f'fitted on {self.fit_duration:.1f} s ({self.fitted} samples): ψ = margin '
+                    f'{self.margin:g} × the envelope through the mean of its largest '
+                    f'{TOP_SHARE * 100:g} % of samples; checked on '
                     f'{self.heldout_duration:.1f} s held out: {self.false_alarms} false alarms '
                     f'({self._rule()}) → at most '
                     f'{self.false_alarm_bound_per_hour:.3g} per hour (95 %)')
+        rows.append(self.setting())
         rows.append(self.exclusions())
         return '\n'.join(rows)
+
+    def setting(self, shown: int = 5) -> str:
+        """Per joint, the fitting samples that set ψ: how many, and the `shown` largest as
+        stamp s (|τ_ext| N·m)."""
+        rows = []
+        for name, stamps, values in zip(self.joint_names, self.setting_stamps,
+                                        self.setting_values):
+            listed = ', '.join(f'{t:.3f} s ({y:.3f})' for t, y in zip(stamps[:shown],
+                                                                      values[:shown]))
+            more = f', … {stamps.size - shown} more' if stamps.size > shown else ''
+            rows.append(f'  {name}: {listed}{more}')
+        return (f'set ψ (the largest {TOP_SHARE * 100:g} % of {self.fitted} fitting samples, '
+                'against the envelope\'s shape; stamp (|τ_ext| N·m)):\n' + '\n'.join(rows))
 
     def exclusions(self) -> str:
         """The samples that set no ψ, by reason, and the holes in the stamps."""
@@ -321,64 +358,65 @@ def accelerations(t: np.ndarray, q: np.ndarray,
     return np.array(rows)
 
 
-def tail_points(y: np.ndarray, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The points the envelope's shape lies above (one joint): per cell of the features'
-    (|q̇|, |q̈|) columns with at least MIN_CELL_SAMPLES samples, the cell's median features
-    and the TAIL_QUANTILE of its y. Empty when no cell has that many samples."""
-    cells = np.zeros(y.size, dtype=int)
-    for column in features[:, 1:].T:
-        if column.max() > 0:
-            cells = cells * BINS + np.minimum((column / column.max() * BINS).astype(int), BINS - 1)
-    rows, points = [], []
-    for cell in np.unique(cells):
-        members = cells == cell
-        if members.sum() >= MIN_CELL_SAMPLES:
-            rows.append(np.median(features[members], axis=0))
-            points.append(np.quantile(y[members], TAIL_QUANTILE))
-    return np.reshape(rows, (len(rows), features.shape[1])), np.array(points)
+def shape_of(y: np.ndarray, features: np.ndarray) -> np.ndarray:
+    """Coefficients ≥ 0 of the TAIL_QUANTILE quantile regression of y on the feature columns:
+    the β ≥ 0 minimising Σ ρ_p(y − Xβ). Solved as its dual, max yᵀd subject to Xᵀd ≤ 0 and
+    −(1 − p) ≤ d ≤ p, whose constraints' multipliers are β (fast at 1 kHz sizes)."""
+    p = TAIL_QUANTILE
+    result = linprog(-y, A_ub=features.T, b_ub=np.zeros(features.shape[1]),
+                     bounds=(-(1.0 - p), p), method='highs')
+    if not result.success:  # cannot happen: d = 0 is always feasible and d is bounded
+        raise RuntimeError(f'quantile regression failed: {result.message}')
+    return np.maximum(-result.ineqlin.marginals, 0.0)
+
+
+def top_share(values: np.ndarray) -> np.ndarray:
+    """Indices of the largest TOP_SHARE of `values` (at least one), largest first."""
+    count = max(1, int(np.ceil(TOP_SHARE * values.size)))
+    return np.argsort(values)[::-1][:count]
+
+
+def tail_mean(values: np.ndarray) -> np.ndarray:
+    """Per column (samples × joints), the mean of its largest TOP_SHARE."""
+    return np.array([column[top_share(column)].mean() for column in values.T])
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """One joint's envelope b + k_v|q̇| + k_a|q̈| and the samples whose mean set its level."""
+
+    coefficients: np.ndarray  # (b, k_v, k_a)
+    setting: np.ndarray       # indices into the fitted samples, largest first
 
 
 def envelope(y: np.ndarray, speed: np.ndarray, acceleration: np.ndarray,
-             use_speed: bool = True, use_acceleration: bool = True) -> np.ndarray:
-    """(b, k_v, k_a) ≥ 0 of the envelope b + k_v|q̇| + k_a|q̈| ≥ y (one joint): the shape of
-    the smallest mean over the motion above `tail_points`, raised to lie above every y by
-    scaling it or by shifting b, whichever has the smaller mean (noise whose size grows with
-    the motion, or noise of a constant size; the module docstring says why). Without enough
-    samples for a shape, the constant max y."""
+             use_speed: bool = True, use_acceleration: bool = True) -> Envelope:
+    """The envelope b + k_v|q̇| + k_a|q̈| of y = |τ_ext| (one joint; module docstring): the
+    quantile regression's shape, raised to the mean of its largest TOP_SHARE of samples by
+    scaling it or by shifting b, whichever has the smaller mean over the motion; a constant
+    one (the mean of the largest TOP_SHARE of y) unless the shape lowers that mean by
+    SHAPE_GAIN."""
     features = np.column_stack([np.ones_like(y),
                                 np.abs(speed) if use_speed else np.zeros_like(y),
                                 np.abs(acceleration) if use_acceleration else np.zeros_like(y)])
-    rows, points = tail_points(y, features)
-    if points.size == 0:
-        return np.array([y.max(), 0.0, 0.0])
     mean = features.mean(axis=0)
-    bounds = [(0, None), (0, None if use_speed else 0), (0, None if use_acceleration else 0)]
-    result = linprog(mean, A_ub=-rows, b_ub=-points, bounds=bounds, method='highs')
-    if not result.success:  # cannot happen: b = max point, k = 0 is always feasible
-        raise RuntimeError(f'envelope LP failed: {result.message}')
-    shape = result.x
-    shifted = shape + [(y - features @ shape).max(), 0.0, 0.0]
+    top = top_share(y)
+    constant = Envelope(np.array([y[top].mean(), 0.0, 0.0]), top)
+    shape = shape_of(y, features)
+    if not shape[1:].any():
+        return constant
     level = features @ shape
-    if not (level > 0).all():  # the shape is 0 somewhere: only a shift covers every y
-        return shifted
-    scaled = shape * (y / level).max()
-    return min((shifted, scaled), key=mean.__matmul__)
-
-
-def keep_margin(base: np.ndarray, speed_gain, acceleration_gain, y, speed, acceleration,
-                margin: float) -> np.ndarray:
-    """ψ_0 raised just enough that every sample has y < ψ/margin exactly (per joint, in
-    floating point, with the detector's formula)."""
-    base = np.array(base, dtype=float)
-    for _ in range(64):
-        psi = thresholds(base, speed_gain, acceleration_gain, np.inf, speed, acceleration)
-        short = (y >= psi / margin).any(axis=0)
-        if not short.any():
-            return base
-        excess = (margin * y - psi).max(axis=0)
-        base[short] = np.nextafter(base[short] + np.maximum(excess[short], 0.0)
-                                   + 1e-12 * np.maximum(base[short], 1.0), np.inf)
-    raise RuntimeError('could not place the thresholds above the recorded residual')
+    excess = y - level
+    top = top_share(excess)
+    candidates = [Envelope(shape + [excess[top].mean(), 0.0, 0.0], top)]
+    if (level > 0).all():  # else the shape is 0 somewhere: only a shift covers it
+        ratio = y / level
+        top = top_share(ratio)
+        candidates.append(Envelope(shape * ratio[top].mean(), top))
+    shaped = min(candidates, key=lambda candidate: mean @ candidate.coefficients)
+    if mean @ shaped.coefficients <= (1.0 - SHAPE_GAIN) * (mean @ constant.coefficients):
+        return shaped
+    return constant
 
 
 def count_alarms(t: np.ndarray, ratio: np.ndarray, persistence: str,
@@ -396,7 +434,7 @@ def count_alarms(t: np.ndarray, ratio: np.ndarray, persistence: str,
     return alarms
 
 
-def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
+def calibrate(t, q, v, tau_ext, joint_names, margin: float = MARGIN,
               min_threshold: float = 0.5,
               persistence: str = DEFAULTS.persistence,
               persistence_time: float = DEFAULTS.persistence_time,
@@ -411,6 +449,9 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
     `restart_settling` s after a gap of `restart_gap` s or more (the residual node's
     gap_threshold, and SETTLING_TIME_CONSTANTS / its K_O) neither set ψ nor count in the
     check (`screen`; the module docstring says why).
+
+    ψ = `margin` × the envelope (`envelope`), whose level is set by the largest TOP_SHARE of
+    the fitting samples: which ones, per joint, is in `Calibration.setting_stamps`.
 
     `min_threshold` (N·m) floors ψ_0 so that a joint the recording barely exercised does not
     get a threshold inside the noise of motions it did not see.
@@ -467,11 +508,11 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
         raise ValueError(f'recording too short to fit on {1 - holdout:g} of it and check on '
                          f'{holdout:g}: {fit.sum()} and {held.sum()} samples')
     y = np.abs(tau)
-    coefficients = np.array([envelope(y[fit, i], v[fit, i], a[fit, i], use_speed,
-                                      use_acceleration) for i in range(n_joints)])
-    speed_gain, acceleration_gain = margin * coefficients[:, 1], margin * coefficients[:, 2]
-    base = keep_margin(np.maximum(margin * coefficients[:, 0], min_threshold), speed_gain,
-                       acceleration_gain, y[fit], v[fit], a[fit], margin)
+    envelopes = [envelope(y[fit, i], v[fit, i], a[fit, i], use_speed, use_acceleration)
+                 for i in range(n_joints)]
+    coefficients = margin * np.array([e.coefficients for e in envelopes])
+    base = np.maximum(coefficients[:, 0], min_threshold)
+    speed_gain, acceleration_gain = coefficients[:, 1], coefficients[:, 2]
     needed = thresholds(base, speed_gain, acceleration_gain, np.inf, v[fit], a[fit]).max(axis=0)
     for i in np.flatnonzero(needed > cap):
         raise ValueError(f'{names[i]}: the recorded free motion needs ψ up to {needed[i]:.2f} '
@@ -481,9 +522,8 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
     psi_fit = thresholds(base, speed_gain, acceleration_gain, cap, v[fit], a[fit])
     psi_held = thresholds(base, speed_gain, acceleration_gain, cap, v[held], a[held])
     fastest = np.abs(v[fit]).max(axis=0), np.abs(a[fit]).max(axis=0)
-    # The sample that bounds each joint's envelope: the nearest to ψ/margin.
-    bound = np.flatnonzero(fit)[np.argmax(y[fit] / psi_fit, axis=0)]
-    joints = np.arange(n_joints)
+    fitting = np.flatnonzero(fit)
+    setting = [fitting[e.setting] for e in envelopes]
     beyond = (np.abs(v[held]) > fastest[0]) | (np.abs(a[held]) > fastest[1])
     return Calibration(
         joint_names=names, base=base, speed_gain=speed_gain, acceleration_gain=acceleration_gain,
@@ -494,8 +534,9 @@ def calibrate(t, q, v, tau_ext, joint_names, margin: float = 1.5,
         heldout_duration=float(t[held][-1] - t[held][0]),
         peak=y[fit].max(axis=0), peak_ratio=(y[fit] / psi_fit).max(axis=0),
         heldout_peak_ratio=(y[held] / psi_held).max(axis=0), heldout_beyond=beyond.mean(axis=0),
+        tail_ratio=tail_mean(y[fit] / psi_fit), heldout_tail_ratio=tail_mean(y[held] / psi_held),
         false_alarms=count_alarms(t[held], y[held] / psi_held, persistence, persistence_time),
         source=source, excluded=excluded, holes=int(screening.holes.size),
         gaps=int(screening.gaps.size), lost=screening.lost,
-        bound_stamp=t[bound], bound_speed=np.abs(v[bound, joints]),
-        bound_acceleration=np.abs(a[bound, joints]))
+        setting_stamps=tuple(t[k] for k in setting),
+        setting_values=tuple(y[k, i] for i, k in enumerate(setting)), fitted=int(fit.sum()))
