@@ -12,10 +12,14 @@ every 2 s, stamped 1 µs apart from now on (`burst`: the chain takes them in bat
 parameter set on the residual node, the detector and the proximity monitor every 20 ms
 (`parameters`: the residual is rebuilt on each), 500 `~/reset` calls at once on each stop
 every 2 s (`resets`), the driver paused (SIGSTOP) for 0.3 s every 2 s (`pauses`: both stops
-say `stale`, their input stopped), and nothing again (`idle`: does the memory return?). A
-monitor process at SCHED_FIFO 60 listens to both stops. A controller keeping the README's
-contract stops after 150 ms without a stop message: reported per phase and stop, the gaps
-over 150 ms, the longest with the value last heard before it, and the composed processes'
+say `stale`, their input stopped), a second suite started in the same domain and namespace
+for SECOND_RUNS s, stopped, then a reset, over and over (`second`: the first latches
+`duplicate`; no cleared stop of the second may reach a controller), and nothing again
+(`idle`: does the memory return?). A monitor process at SCHED_FIFO 60 listens to both
+stops, and tells the suite's messages from another's by their publisher. A controller
+keeping the README's contract stops after 150 ms without a stop message: reported per phase
+and stop, the gaps over 150 ms, the longest with the value last heard before it, the
+cleared stops (False) heard from any publisher but the suite's, and the composed processes'
 resident memory at the end of the phase. "monitor late" is the longest delay of the
 monitor's own 10 ms timer in the phase: over 150 ms, the machine was too loaded to judge the
 gaps, and the table says so.
@@ -39,12 +43,14 @@ from contact_estimation.ros.testing import composed_processes  # noqa: E402
 
 CONTRACT = 0.150  # s without a stop message after which a controller stops (README)
 STOPS = ('collision_detector', 'proximity_monitor')
-PHASES = ('baseline', 'clouds', 'skeletons', 'burst', 'parameters', 'resets', 'pauses', 'idle')
+PHASES = ('baseline', 'clouds', 'skeletons', 'burst', 'parameters', 'resets', 'pauses', 'second',
+          'idle')
 RATE = 1000.0     # Hz: the driver's joint states
 SKELETON_EVERY = 20  # joint states per empty skeleton (50 Hz)
 BURST_EVERY = 2.0    # s between bursts in the `burst` phase
 PAUSE = 0.3          # s that the driver is paused in the `pauses` phase
 HOLD_TIME = 0.5      # s: the detector's stop clears this long after its cause, between phases
+SECOND_RUNS = 30.0   # s that each second suite runs in the `second` phase (it starts in 3-20 s)
 
 
 def _drive(commands, ready, burst_size: int) -> None:
@@ -134,8 +140,9 @@ def _drive(commands, ready, burst_size: int) -> None:
 
 
 def _monitor(commands, results, ready) -> None:
-    """The controller's view (SCHED_FIFO 60): every stop message's receipt time and value;
-    on 'report', the phase's records and this process's own lateness go to `results`."""
+    """The controller's view (SCHED_FIFO 60): every stop message's receipt time, value and
+    publisher; on 'report', the phase's records and this process's own lateness go to
+    `results`."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from std_msgs.msg import Bool
@@ -154,7 +161,8 @@ def _monitor(commands, results, ready) -> None:
         for name in STOPS:
             node.create_subscription(
                 Bool, manifest.node(name).topic('stop'),
-                lambda m, n=name: heard[n].append((time.monotonic(), m.data)), STOP_QOS)
+                lambda m, info, n=name: heard[n].append(
+                    (time.monotonic(), m.data, bytes(info['publisher_gid']['data']))), STOP_QOS)
         node.create_timer(0.01, tick)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
@@ -189,14 +197,33 @@ def rss_mib(pid: int) -> float:
         return next(int(line.split()[1]) for line in f if line.startswith('VmRSS')) / 1024
 
 
-def gap_cells(heard: list[tuple[float, bool]]) -> list[str]:
-    """Gaps over the contract, and the longest with the value heard before it."""
+def run_second_suites(seconds: float, to_driver) -> None:
+    """A second suite in the same domain and namespace for SECOND_RUNS s, stopped, then the
+    driver's resets of the first (`resets` for a moment), until `seconds` are over."""
+    end = time.monotonic() + seconds
+    while time.monotonic() + SECOND_RUNS + 2 * BURST_EVERY <= end:
+        with composed_processes(priority=0, log_path=lambda name: os.path.join(
+                LOG_DIR, f"{name}_second.log")):
+            time.sleep(SECOND_RUNS)
+        time.sleep(BURST_EVERY)
+        to_driver.put('resets')
+        time.sleep(BURST_EVERY)
+        to_driver.put('second')
+    time.sleep(max(end - time.monotonic(), 0.0))
+
+
+def gap_cells(heard: list[tuple[float, bool, bytes]], ours: set[bytes]) -> list[str]:
+    """Gaps over the contract, the longest with the value heard before it, and the cleared
+    stops of those heard from a publisher not in `ours`."""
+    others = [value for _, value, gid in heard if gid not in ours]
+    cleared = f'{others.count(False)} of {len(others)}'
+    heard = [h for h in heard if h[2] in ours]
     if len(heard) < 2:
-        return ['silent', '-']
-    times = np.array([t for t, _ in heard])
+        return ['silent', '-', cleared]
+    times = np.array([t for t, _, _ in heard])
     gaps = np.diff(times)
     k = int(np.argmax(gaps))
-    return [str(int(np.sum(gaps > CONTRACT))), f'{gaps[k] * 1e3:.0f} ({heard[k][1]})']
+    return [str(int(np.sum(gaps > CONTRACT))), f'{gaps[k] * 1e3:.0f} ({heard[k][1]})', cleared]
 
 
 def main() -> int:
@@ -225,18 +252,22 @@ def main() -> int:
             raise RuntimeError('the driver or the monitor did not start')
         time.sleep(5.0)  # discovery, the stops clear
         to_monitor.put('report')
-        results.get(timeout=30.0)
+        ours = {name: {gid for _, _, gid in heard} for name, heard in
+                results.get(timeout=30.0)[0].items()}  # the suite's publishers
         for phase in args.phases:
             to_driver.put(phase)
             if phase == 'pauses':
                 pause_driver(driver.pid, args.seconds)
+            elif phase == 'second':
+                run_second_suites(args.seconds, to_driver)
             else:
                 time.sleep(args.seconds)
             to_monitor.put('report')
             heard, late = results.get(timeout=30.0)
             judged = 'yes' if late < CONTRACT else 'no: machine too loaded'
-            rows.append(' | '.join([phase, *gap_cells(heard[STOPS[0]]),
-                                    *gap_cells(heard[STOPS[1]]), f'{late * 1e3:.0f}', judged,
+            rows.append(' | '.join([phase, *gap_cells(heard[STOPS[0]], ours[STOPS[0]]),
+                                    *gap_cells(heard[STOPS[1]], ours[STOPS[1]]),
+                                    f'{late * 1e3:.0f}', judged,
                                     ' / '.join(f'{rss_mib(p.pid):.0f}'
                                                for p in procs.values())]))
         to_driver.put('quit')
@@ -245,9 +276,9 @@ def main() -> int:
         monitor.join(10.0)
     print(f'{machine()}; suite at SCHED_FIFO {args.priority}, bursts of {args.burst}; '
           f'RSS of {" / ".join(p.name for p in manifest.composed())}')
-    print(table('phase | detector gaps > 150 ms | longest, ms (value before) | proximity gaps '
-                '> 150 ms | longest, ms (value before) | monitor late, ms | judged | RSS, MiB',
-                rows))
+    print(table('phase | detector gaps > 150 ms | longest, ms (value before) | cleared of '
+                "another's | proximity gaps > 150 ms | longest, ms (value before) | cleared of "
+                "another's | monitor late, ms | judged | RSS, MiB", rows))
     return 0
 
 
