@@ -4,10 +4,12 @@ The chain's process (joint_state_listener, residual_node, collision_detector, co
 writing the shared samples) is built in this process with its config/ files; a Panda joint
 state stream (`_ros_load.PandaStream`, 7 arm + 2 finger joints, free motion) is serialised
 as the driver sends it and handed to the listener's raw callback as the executor would, at
-1 kHz on the wall clock (at SCHED_FIFO 40, as `up` runs the chain), stamped with it, in batches of 1 (a chain that keeps up: one
-message per wake), 5 or 20 (a chain that woke late). Prints µs of the callback per sample
-(this thread's CPU; median, mean, p99): what the executor's wake costs the chain besides rclpy's own receiving
-(the floor). `--profile` prints cProfile's top functions of the batches of 1.
+1 kHz on the wall clock (this process at SCHED_FIFO 40, as `up` runs the chain), stamped
+with it, in batches of 1 (a chain that keeps up: one message per wake), 5 or 20 (a chain
+that woke late). Prints µs of this thread's CPU in the callback per sample (median, mean,
+p99): what a wake costs the chain besides rclpy's own receiving (the floor); the thread's
+CPU, not the wall clock, so other work on the machine moves it little. `--profile` prints
+cProfile's top functions of the batches of 1.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/chain_wake.py [--seconds S] [--profile]
 """

@@ -3,8 +3,8 @@
 The listener makes one per clean joint state; the residual node hands on a new one with
 τ_ext to the detector and the estimators (a sample is frozen). Where a node fits q̈ from the
 positions anyway (the listener, when the driver gives no q̇; the rnea residual), the sample
-carries it on (`Acceleration`), and a node that needs q̈ over the same window takes it. In composed mode
-(contact_estimation/composed.py) it goes from node to node by function call within a
+carries it on (`Acceleration`), and a node that needs q̈ over the same window takes it. In
+composed mode (contact_estimation/composed.py) it goes from node to node by function call within a
 process, and from the chain's process to the estimators' through shared memory
 (core/chain/sample_ring.py); between separate processes it travels as a
 sensor_msgs/JointState (ros/joint_states.py: effort = τ, or τ_ext on the residual topic). A
