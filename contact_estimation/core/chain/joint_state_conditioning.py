@@ -446,7 +446,7 @@ class JointStateConditioner:
         gave every joint (one stamp: nothing to align), its positions within the limits, and
         whether it gave (velocity, effort)."""
         newest = 0 if whole else int(np.argmax(self._stamps))
-        t = self._stamps[newest]
+        t = float(self._stamps[newest])  # a float, not a numpy scalar: cheaper downstream
         spread = 0.0 if whole else t - self._stamps.min()
         if spread > self.merge_window:
             problems.append((UNALIGNED_PARTS, f'joint state parts {1e3 * spread:.3f} ms apart, '
