@@ -181,8 +181,9 @@ def thresholds(base, speed_gain, acceleration_gain, threshold_max=np.inf, veloci
 
 
 def _finite(term) -> bool:
-    """None, or every element finite (a finite sum of squares; an overflow says no)."""
-    return term is None or math.isfinite(np.dot(term, term))
+    """None, or every element finite (a finite sum: inf and NaN carry through it; an
+    overflow says no). A sum, not a dot product: BLAS costs ~10 µs on a wake's cold cache."""
+    return term is None or math.isfinite(np.add.reduce(term, axis=None))
 
 
 def accumulate_evidence(evidence: float, dt: float, ratio: float, rule: str,
@@ -285,8 +286,7 @@ class DetectorConfig(DetectorSettings):
 
     def thresholds(self, velocity=None, acceleration=None) -> np.ndarray:
         """ψ of every joint at this q̇ and q̈ (module function `thresholds`). At 1 kHz with
-        k_v = k_a = 0 and finite q̇ and q̈ (a sum of squares that is finite: no element is
-        inf or NaN) that is ψ_0, read-only, without the arithmetic."""
+        k_v = k_a = 0 and finite q̇ and q̈ that is ψ_0, read-only, without the arithmetic."""
         if self.constant_thresholds and _finite(velocity) and _finite(acceleration):
             return self.base_thresholds
         return thresholds(self.base_thresholds, self.speed_gain, self.acceleration_gain,
