@@ -19,10 +19,10 @@ WATCHED = {'/' + manifest.node('collision_detector').topic(key)
            for key in ('stop', 'time_scaling', 'events')}
 
 
-@pytest.fixture(scope='module')
-def recording():
+def _recording(velocity: bool) -> list:
     """(stamp ns, raw joint state) of a Panda standing still, held against gravity, pushed
-    on joint 4 with 20 N·m for 0.2 s of every second (the stop clears 0.1 s after each)."""
+    on joint 4 with 20 N·m for 0.2 s of every second (the stop clears 0.1 s after each);
+    without `velocity`, the listener estimates q̇ (and hands its q̈ on)."""
     robot = RobotModel.load('panda')
     q = np.array([0.0, -0.5, 0.0, -2.0, 0.0, 1.6, 0.8])
     still = np.zeros(robot.n)
@@ -35,18 +35,25 @@ def recording():
         effort = tau + rng.normal(0.0, 0.05, robot.n)
         if 0.3 <= (i / RATE) % 1.0 < 0.5:
             effort[3] -= 20.0
-        msg = JointState(name=list(robot.joint_names), position=q.tolist(),
-                         velocity=still.tolist(), effort=effort.tolist())
+        msg = JointState(name=list(robot.joint_names),
+                         position=q.tolist() if velocity else  # encoder noise: q̈ ≠ 0
+                         (q + rng.normal(0.0, 1e-4, robot.n)).tolist(),
+                         velocity=still.tolist() if velocity else [], effort=effort.tolist())
         msg.header.stamp = seconds_to_stamp(t)
         recorded.append((int(round(t * 1e9)), serialize_message(msg)))
     return recorded
 
 
-def _published(context, recording, batch_sizes) -> list:
+@pytest.fixture(scope='module')
+def recording():
+    return _recording(velocity=True)
+
+
+def _published(context, recording, batch_sizes, detector: str = '') -> list:
     """What the detector published, fed `recording` in batches of the given sizes (None:
-    one message per step, as the replay feeds it)."""
+    one message per step, as the replay feeds it); `detector`: more of its parameters."""
     seen = []
-    run = replay.build(context, [_parameters()],
+    run = replay.build(context, [_parameters(detector)],
                        lambda topic, _, msg: seen.append((topic, _content(msg)))
                        if topic in WATCHED else None)
     try:
@@ -87,13 +94,13 @@ def _changes(published: list) -> dict[str, list]:
     return changes
 
 
-def _parameters() -> str:
+def _parameters(more: str = '') -> str:
     import os
     import tempfile
     path = os.path.join(tempfile.mkdtemp(), 'detector.yaml')
     with open(path, 'w', encoding='utf-8') as f:
         f.write('collision_detector:\n  ros__parameters:\n    hold_time: 0.1\n    max_lag: 0.1\n'
-                '    time_scaling:\n      resume_delay: 0.1\n      recovery_rate: 5.0\n')
+                '    time_scaling:\n      resume_delay: 0.1\n      recovery_rate: 5.0\n' + more)
     return path
 
 
@@ -108,10 +115,15 @@ def _from_first_collision(published: list) -> list:
     return published[first:]
 
 
-def test_a_batch_gives_the_samples_decisions_one_by_one(context, recording):
-    one_by_one = _published(context, recording, None)
+@pytest.mark.parametrize('velocity', [True, False], ids=['q̇ given', 'q̇ and q̈ fitted'])
+def test_a_batch_gives_the_samples_decisions_one_by_one(context, recording, velocity):
+    """With q̇ from the driver, and without (the listener fits q̇ and hands its q̈ on to the
+    detector's acceleration term, issue 35)."""
+    detector = '' if velocity else '    acceleration_gain: [0.5]\n'
+    recorded = recording if velocity else _recording(velocity=False)
+    one_by_one = _published(context, recorded, None, detector)
     sizes = np.random.default_rng(7).integers(1, 41, size=97)
-    batched = _published(context, recording, sizes)
+    batched = _published(context, recorded, sizes, detector)
     stop = '/' + manifest.node('collision_detector').topic('stop')
     assert _changes(one_by_one)[stop].count(True) >= 3, \
         'the pushes did not stop the arm: nothing compared'

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from contact_estimation.core.chain import friction
-from contact_estimation.core.chain.detector import (CollisionDetector, DetectorConfig,
-                                                    accumulate_evidence, is_collision)
+from contact_estimation.core.chain.detector import (AccelerationEstimate, CollisionDetector,
+                                                    DetectorConfig, accumulate_evidence,
+                                                    is_collision, thresholds)
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.chain.joint_state_conditioning import JointStateConditioner
 from contact_estimation.core.chain.residual import make_residual
@@ -103,6 +104,52 @@ def test_the_conditioner_passes_every_message_on_in_model_order(robot, stream):
         assert (sample.t, sample.stamp) == (t[k], k)
         for got, expected in ((sample.q, q[k]), (sample.v, v[k]), (sample.tau, tau[k])):
             np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize('gains', [(0.0, 0.0), (0.5, 0.0), (0.0, 0.02)])
+def test_the_thresholds_are_the_formula_at_every_q̇_and_q̈(robot, gains):
+    """ψ without the arithmetic when k_v = k_a = 0 (issue 35) is still the formula's, also
+    for a q̇ or q̈ that is not finite (ψ_max) or that overflows a sum of squares."""
+    config = DetectorConfig.build(robot.joint_names, speed_gain=gains[0],
+                                  acceleration_gain=gains[1], threshold_max=9.0)
+    rng = np.random.default_rng(2)
+    terms = [None, rng.normal(0.0, 2.0, robot.n), np.full(robot.n, 1e200)]
+    for bad in (np.inf, -np.inf, np.nan):
+        term = rng.normal(0.0, 2.0, robot.n)
+        term[3] = bad
+        terms.append(term)
+    for velocity in terms:
+        for acceleration in terms:
+            with np.errstate(over='ignore', invalid='ignore'):
+                np.testing.assert_array_equal(
+                    config.thresholds(velocity, acceleration),
+                    thresholds(config.base_thresholds, config.speed_gain,
+                               config.acceleration_gain, config.threshold_max, velocity,
+                               acceleration))
+
+
+def test_the_q̈_handed_on_is_the_fit_a_reader_would_make(robot, stream):
+    """q̈ is fitted once per sample (issue 35): the listener's velocity fit (a driver without
+    q̇) and the rnea residual's hand theirs on with the sample, and it is exactly what the
+    detector's own fit over the same window gives on the same positions."""
+    t, q, v, tau = stream
+    conditioner = JointStateConditioner.for_robot(robot)
+    rnea = make_residual('rnea', robot)
+    detector_fit = AccelerationEstimate(conditioner.estimator.duration)
+    compared = 0
+    for k in range(COUNT):
+        sample = conditioner.condition(t[k], robot.joint_names, q[k], (), tau[k],
+                                       now=t[k] + 1e-4).sample
+        own = detector_fit.update(t[k], q[k])
+        rnea.update(t[k], q[k], v[k], tau[k])
+        if sample is None:  # the velocity fit is filling: no sample yet
+            continue
+        assert sample.acceleration.window == 0.02 == rnea.acceleration.window
+        if own is not None:
+            np.testing.assert_array_equal(sample.acceleration.value, own)
+            np.testing.assert_array_equal(rnea.acceleration.value, own)
+            compared += 1
+    assert compared > COUNT - 50
 
 
 def test_the_detector_is_eq_7_with_weighted_persistence(robot, stream):

@@ -7,7 +7,7 @@ import uuid
 import numpy as np
 import pytest
 
-from contact_estimation.core.chain.lag import ClockLag
+from contact_estimation.core.chain.lag import ClockLag, LagStatistics
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.sample_ring import SampleRingReader, SampleRingWriter
 from contact_estimation.core.chain.stamps import PAST_STAMP, stamp_problem
@@ -174,3 +174,18 @@ def test_a_writer_that_stops_after_a_new_one_started_leaves_the_new_one_alone(ri
     finally:
         reader.close()
         new.close()
+
+
+def test_the_lag_statistics_give_p50_p99_and_max_to_a_bin():
+    """The summary /diagnostics shows: each percentile within one BIN above numpy's (the
+    histogram's upper bin edge), the max exact."""
+    statistics = LagStatistics()
+    assert statistics.summary() == 'none yet'
+    lags = np.random.default_rng(4).exponential(2e-3, 5000)
+    for lag in lags:
+        statistics.add(lag)
+    for p in (50, 99):
+        exact = np.percentile(lags, p)
+        assert exact - 1e-9 <= statistics.percentile(p) <= exact + LagStatistics.BIN
+    p50, p99 = (statistics.percentile(p) * 1e3 for p in (50, 99))
+    assert statistics.summary() == f'{p50:.1f} / {p99:.1f} / {lags.max() * 1e3:.1f} ms'

@@ -117,8 +117,8 @@ class CollisionDetectorNode(SuiteNode):
             self.detector = CollisionDetector(self._detector_config({}),
                                      PARAMETERS.build(TouchConfig, self.values()), self.robot)
             self.reaction: Reaction = REACTION(PARAMETERS.build(REACTION.CONFIG, self.values()))
-            self._acceleration = AccelerationEstimate(
-                self.value(ACCELERATION_WINDOW))
+            self._acceleration_window = self.value(ACCELERATION_WINDOW)
+            self._acceleration = AccelerationEstimate(self._acceleration_window)
             self._lag = ClockLag(self.value('max_lag'))
         self.problems.values['lag'] = self._lag.statistics.summary  # p50 / p99 / max
         self._names = list(self.robot.joint_names)
@@ -215,15 +215,16 @@ class CollisionDetectorNode(SuiteNode):
         self.problems.traffic['residuals_received'] += len(samples)
         self._rate.add_batch(samples)
         newest, simulated = samples[-1].t, self.simulated_time
+        acceleration_used = bool(self.detector.config.acceleration_gain.any())
         for sample in samples:
             at = sample.t if simulated else now - (newest - sample.t)
             self._decided_at = max(at, self._decided_at)
-            self._decide(self._decided_at, sample)
+            self._decide(self._decided_at, sample, acceleration_used)
         self.stop_signal.watching()
 
-    def _decide(self, now: float, sample: JointSample) -> None:
+    def _decide(self, now: float, sample: JointSample, acceleration_used: bool) -> None:
         """One τ_ext sample → the detector and the reaction, then what changed is published
-        (`_apply`).
+        (`_apply`); `acceleration_used`: the thresholds have a q̈ term (k_a > 0).
 
         Without velocity the thresholds fall back to ψ_0, the most sensitive setting, which
         errs on the safe side; without position there are no markers, no q̈ term and no
@@ -235,7 +236,7 @@ class CollisionDetectorNode(SuiteNode):
             self.problems.report('non_finite_residual', 'residual with NaN/inf: stop')
         if sample.q is not None:
             self._q, self._q_stamp = sample.q, stamp
-        acceleration = self._acceleration_of(t, sample.q)
+        acceleration = self._acceleration_of(sample, acceleration_used)
         state = self.detector.update(now, tau_ext, velocity, acceleration, stamp=t,
                                      position=sample.q)
         if state.ignored:
@@ -248,13 +249,19 @@ class CollisionDetectorNode(SuiteNode):
         """For InputRateLog: the q̈ window is in use only while k_a is."""
         return () if self.detector.config.acceleration_gain.any() else (ACCELERATION_WINDOW,)
 
-    def _acceleration_of(self, t: float, position: np.ndarray | None):
+    def _acceleration_of(self, sample: JointSample, in_use: bool):
         """q̈ for the acceleration term when the thresholds use it (core/chain/detector.py
-        AccelerationEstimate has the rules); None without positions."""
-        if position is None:
+        AccelerationEstimate has the rules); None without positions. The q̈ a node upstream
+        fitted over the same window comes with the sample (the listener's, for a driver
+        without q̇; the rnea residual's): it is taken, not fitted again (issue 35), and this
+        node's own fit pauses meanwhile (its samples would be out of date)."""
+        if sample.q is None:
             return None
-        acceleration = self._acceleration.update(
-            t, position, in_use=self.detector.config.acceleration_gain.any())
+        given = sample.acceleration
+        if given is not None and given.window == self._acceleration_window:
+            self._acceleration.update(sample.t, sample.q, in_use=False)
+            return given.value if in_use else None
+        acceleration = self._acceleration.update(sample.t, sample.q, in_use=in_use)
         if self._acceleration.restarted:
             self.problems.report('stamp_order', f'residual stamp: '
                                  f'{self._acceleration.restarted}; q̈ estimate restarted')

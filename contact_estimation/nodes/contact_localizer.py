@@ -51,6 +51,7 @@ from visualization_msgs.msg import MarkerArray
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.contact.contact import ContactEstimate
 from contact_estimation.core.contact.contact_localization import LocalizerConfig
+from contact_estimation.core.contact.ft_compensation import BaseWrench
 from contact_estimation.core.contact.fused_contact import (
     LIDAR,
     FusedContactError,
@@ -119,7 +120,7 @@ class ContactLocalizerNode(SuiteNode):
         self._cloud_pending = False     # the cloud worker is processing one
         self._cloud_processed = True    # the latest cloud has been through the fusion
         self._obstacles_found: Obstacles | None = None  # the latest processed cloud's
-        self._base_wrench: WrenchStamped | None = None  # latest, parsed when an estimate needs it
+        self._base_wrench: BaseWrench | None = None  # the latest
         self._lidar = LidarWatch(PARAMETERS.build(LidarWatchConfig, self.values()),
                                  self.seconds())  # its clouds' arrivals: stale when they stop
         self._lidar_stale = ''          # why, as last reported
@@ -134,7 +135,8 @@ class ContactLocalizerNode(SuiteNode):
         self.closing(self._clouds.close)
         self.subscribe('lidar_points', PointCloud2, self._on_cloud, CLOUD_QOS)
         # In composed mode ft_contact_estimator hands each compensated wrench over (one thread).
-        self.receive('base_wrench', WrenchStamped, self._on_base_wrench, self._on_base_wrench)
+        self.receive('base_wrench', WrenchStamped, self._on_base_wrench,
+                     self.process_base_wrench)
         self.on_parameter_change(self._on_parameter_change)
         self.problems.set_status(OK, 'no contact')
         self.problems.values['cloud'] = 'none received: torque only'
@@ -211,9 +213,16 @@ class ContactLocalizerNode(SuiteNode):
         return stale
 
     def _on_base_wrench(self, msg: WrenchStamped) -> None:
-        """Keep the latest compensated base wrench; it is read when an estimate needs it."""
+        force, torque = msg.wrench.force, msg.wrench.torque
+        self.process_base_wrench(BaseWrench(
+            stamp_to_seconds(msg.header.stamp), msg.header.frame_id,
+            np.array([force.x, force.y, force.z, torque.x, torque.y, torque.z])))
+
+    def process_base_wrench(self, wrench: BaseWrench) -> None:
+        """Keep the latest compensated base wrench (handed over as it is in composed mode);
+        it is checked when an estimate needs it."""
         self.problems.traffic['base_wrenches_received'] += 1
-        self._base_wrench = msg
+        self._base_wrench = wrench
 
     def _on_residual(self, msg: JointState) -> None:
         """A residual (τ_ext in its effort) with the positions it was computed at."""
@@ -281,15 +290,14 @@ class ContactLocalizerNode(SuiteNode):
     def _wrench_at(self, t: float) -> np.ndarray | None:
         """The latest base wrench [f; m] (base origin, base frame) if stamped within
         `wrench_max_age` of t (s), finite and in the base frame; the diagnostics say which."""
-        msg = self._base_wrench
-        if msg is None:
+        latest = self._base_wrench
+        if latest is None:
             return None
-        force, torque = msg.wrench.force, msg.wrench.torque
-        wrench = np.array([force.x, force.y, force.z, torque.x, torque.y, torque.z])
-        age = t - stamp_to_seconds(msg.header.stamp)
+        wrench = latest.wrench
+        age = t - latest.t
         problem = ('not finite' if not np.isfinite(wrench).all() else
-                   f'in frame {msg.header.frame_id!r}, not {self.robot.base_link!r}'
-                   if msg.header.frame_id != self.robot.base_link else
+                   f'in frame {latest.frame_id!r}, not {self.robot.base_link!r}'
+                   if latest.frame_id != self.robot.base_link else
                    f'{age:.3f} s from the residual' if abs(age) > self.value('wrench_max_age')
                    else '')
         self.problems.values['base_wrench'] = f'not used: {problem}' if problem else 'used'

@@ -41,7 +41,7 @@ from visualization_msgs.msg import MarkerArray
 
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.chain.sample import JointSample
-from contact_estimation.core.contact.ft_compensation import (BaseWrenchCompensator,
+from contact_estimation.core.contact.ft_compensation import (BaseWrench, BaseWrenchCompensator,
                                                              FtContactError,
                                                              MomentumWrenchObserver)
 from contact_estimation.core.contact.ft_contact import FtContactLocator, FtLocatorConfig
@@ -218,9 +218,10 @@ class FtContactEstimatorNode(SuiteNode):
             wrench = (self._observer.update(t_reading, reading, q, v) if self._observer
                       else self._compensator.contact_wrench(reading, q, v, a))
             if self._base_wrench.wanted:  # by the localizer in composed mode, or a subscriber
-                self._base_wrench.send(wrench_stamped(seconds_to_stamp(t_reading),
-                                                      self.robot.base_link, wrench[:3],
-                                                      wrench[3:]))
+                self._base_wrench.send(BaseWrench(t_reading, self.robot.base_link, wrench),
+                                       lambda: wrench_stamped(seconds_to_stamp(t_reading),
+                                                              self.robot.base_link, wrench[:3],
+                                                              wrench[3:]))
             self.problems.traffic['base_wrenches_published'] += 1
             self._resting.add(t_joint, reading, q, v, self.robot.joint_names)
             try:  # with a faster sensor, the first reading of each joint state is located

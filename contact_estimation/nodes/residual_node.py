@@ -161,7 +161,9 @@ class ResidualNode(SuiteNode):
             self.problems.report('non_finite_residual', 'τ_ext came out NaN/inf: residual '
                                  'restarted, sample dropped')
             return None
-        return JointSample(t, q, v, tau, tau_ext, sample.stamp, sample.frame_id)
+        # q̈ handed on: this residual's fit, else the listener's (issue 35: fitted once).
+        return JointSample(t, q, v, tau, tau_ext, sample.stamp, sample.frame_id,
+                           setup.residual.acceleration or sample.acceleration)
 
     def _unused_time_settings(self) -> tuple[str, ...]:
         """For InputRateLog: the q̈ window is in use only by the rnea residual."""

@@ -32,8 +32,9 @@ Rules:
   refreshes a joint again before the set is complete abandons that cycle (`MISSING_JOINTS`).
 - Motor-side readings are converted with seed 001 eqs. 1–3 (`Transmission`).
 - Velocity the driver does not provide comes from `DerivativeEstimator`, fed only while it is
-  needed; the estimator restarts after a gap longer than `gap_threshold`. Acceleration is not
-  estimated here: the nodes that need q̈ run their own `DerivativeEstimator`.
+  needed; the estimator restarts after a gap longer than `gap_threshold`. The q̈ of that same
+  fit goes on with the sample (`JointSample.acceleration`): a node that needs q̈ over the same
+  window takes it instead of fitting again; otherwise it runs its own `DerivativeEstimator`.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ import numpy as np
 
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.chain.joint_order import JointOrder
-from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.chain.sample import Acceleration, JointSample
 from contact_estimation.core import input_rejected
 # The stamp problem kinds are among the kinds below (core/chain/stamps.py checks every input).
 from contact_estimation.core.chain.stamps import (  # noqa: F401
@@ -445,7 +446,7 @@ class JointStateConditioner:
         gave every joint (one stamp: nothing to align), its positions within the limits, and
         whether it gave (velocity, effort)."""
         newest = 0 if whole else int(np.argmax(self._stamps))
-        t = self._stamps[newest]
+        t = float(self._stamps[newest])  # a float, not a numpy scalar: cheaper downstream
         spread = 0.0 if whole else t - self._stamps.min()
         if spread > self.merge_window:
             problems.append((UNALIGNED_PARTS, f'joint state parts {1e3 * spread:.3f} ms apart, '
@@ -462,11 +463,13 @@ class JointStateConditioner:
         self._last_sample_t = t
         q, v, effort = self._values.copy()
         missing = None if whole and whole[0] else np.isnan(v)
+        fitted = None
         if missing is not None and missing.any():
-            estimate, _ = self.estimator.update(t, q)
+            estimate, acceleration = self.estimator.update(t, q)
             if not self.estimator.ready:
                 return None  # a velocity must be estimated and the estimator is still filling
             v[missing] = estimate[missing]
+            fitted = Acceleration(self.estimator.duration, acceleration)  # handed on
         else:
             self.estimator.reset()  # unfed now, its window would later span a hole
         if whole is None:
@@ -476,7 +479,7 @@ class JointStateConditioner:
                                  f'{q[outside].round(4).tolist()} rad, beyond the limits'))
         given = whole[1] if whole else not np.isnan(effort).any()
         return JointSample(t=t, q=q, v=v, tau=effort if given else None,
-                           stamp=self._stamp_objects[newest])
+                           stamp=self._stamp_objects[newest], acceleration=fitted)
 
 
 def _bound(limits: np.ndarray | None, factor: float, n: int) -> np.ndarray:

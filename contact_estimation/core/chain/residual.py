@@ -33,6 +33,7 @@ import pinocchio as pin
 
 from contact_estimation.core.chain import friction
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
+from contact_estimation.core.chain.sample import Acceleration
 from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
@@ -201,6 +202,10 @@ class Residual:
     gap's length (0 otherwise).
     """
 
+    # The q̈ the latest update fitted, to hand on with the sample (None: this residual fits
+    # none).
+    acceleration: Acceleration | None = None
+
     def __init__(self, terms: StaticTerms, gap_threshold: float):
         self.robot = terms.robot
         self.terms = terms
@@ -232,7 +237,8 @@ class InverseDynamicsResidual(Residual):
     """Seed 001 eq. 6 / seed 003 eq. 7, project sign: τ_ext = M q̈ + C q̇ + g + f − τ.
 
     q̈ comes from `acceleration`, a DerivativeEstimator of the joint positions
-    (core/chain/joint_state_conditioning.py), restarted with the residual after a gap.
+    (core/chain/joint_state_conditioning.py), restarted with the residual after a gap; it is
+    handed on with the sample (`Residual.acceleration`, once its window has filled).
     """
 
     def __init__(self, terms, gap_threshold, acceleration: DerivativeEstimator):
@@ -243,6 +249,8 @@ class InverseDynamicsResidual(Residual):
         if dt is None:
             self._acceleration.reset()
         _, a = self._acceleration.update(t, q)
+        fit = self._acceleration
+        self.acceleration = Acceleration(fit.duration, a if fit.ready else None)
         return self.terms.inverse_dynamics(q, v, a) - tau
 
     def reset(self):

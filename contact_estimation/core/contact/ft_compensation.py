@@ -19,6 +19,7 @@ Frames: the base frame of the `RobotModel` (REP 103) unless said otherwise.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,6 +42,16 @@ _LEVI_CIVITA[[0, 1, 2], [2, 0, 1], [1, 2, 0]] = -1.0
 def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a × b over the last axis."""
     return np.einsum('ijk,...j,...k->...i', _LEVI_CIVITA, a, b)
+
+
+class BaseWrench(NamedTuple):
+    """A compensated base wrench, from the F/T estimator to the localizer: its stamp (s), its
+    frame and [f; m]. In composed mode it is handed over as it is, and its WrenchStamped is
+    built only for a subscriber (issue 35: a message per 1 kHz reading that nobody read)."""
+
+    t: float
+    frame_id: str
+    wrench: np.ndarray
 
 
 class FtContactError(ValueError):

@@ -128,11 +128,13 @@ def check_reading(reading: np.ndarray, force_limit: float, torque_limit: float) 
     if reading.shape != (6,) or not np.isfinite(reading).all():
         raise InputRejected(NOT_FINITE, f'F/T reading {reading.tolist()} is not finite: '
                            'dropped')
-    if not np.any(reading):
+    if not reading.any():
         raise InputRejected(ZERO_READING, 'F/T reading is exactly zero (sensor not '
                            'measuring?): dropped')
-    over = np.flatnonzero(np.abs(reading) >= np.repeat([force_limit, torque_limit], 3))
-    if len(over):
+    # At 1 kHz: the limits compared as floats, the array only for a reading over them.
+    largest_force, largest_torque = np.abs(reading).reshape(2, 3).max(axis=1).tolist()
+    if largest_force >= force_limit or largest_torque >= torque_limit:
+        over = np.flatnonzero(np.abs(reading) >= np.repeat([force_limit, torque_limit], 3))
         axes = ', '.join(['fx', 'fy', 'fz', 'mx', 'my', 'mz'][i] for i in over)
         raise InputRejected(SATURATED, f'F/T reading saturated on {axes} (limits '
                            f'{force_limit:g} N, {torque_limit:g} N·m): dropped')

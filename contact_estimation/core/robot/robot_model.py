@@ -78,6 +78,7 @@ class RobotModel:
         self._continuous = [
             self.model.joints[j].nq == 2 for j in range(1, self.model.njoints)
         ]
+        self._any_continuous = any(self._continuous)  # asked at 1 kHz (`configuration`)
         if any(self.model.joints[j].nv != 1 for j in range(1, self.model.njoints)):
             raise RobotModelError('only 1-DoF joints (revolute, continuous, prismatic) are '
                                   'supported')
@@ -203,7 +204,7 @@ class RobotModel:
         """Joint angles (one per joint) → pinocchio configuration (cos, sin for continuous
         joints)."""
         q = np.asarray(q, dtype=float)
-        if not any(self._continuous):
+        if not self._any_continuous:
             return q
         parts = [[np.cos(a), np.sin(a)] if c else [a] for a, c in zip(q, self._continuous)]
         return np.concatenate(parts)
