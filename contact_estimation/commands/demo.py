@@ -43,7 +43,8 @@ from contact_estimation.commands.up import robot_files
 from contact_estimation.core.contact.contact import Contact, contact_error
 from contact_estimation.core.chain.contact_class import TOUCH
 from contact_estimation.core.chain.detector import COLLISION, INVALID, STALE
-from contact_estimation.launcher import NodeSet, namespace_arguments, simulated_clock
+from contact_estimation.launcher import (SIMULATED_CLOCK_NOTE, NodeSet, namespace_arguments,
+                                         simulated_clock)
 from contact_estimation.ros import stop_topic
 from contact_estimation.ros.contact_messages import ContactPairs
 from contact_estimation.ros.conversions import stamp_to_seconds
@@ -491,7 +492,8 @@ def main(argv: list[str]) -> int:
                     log_dir=os.path.join(args.out, 'logs'), namespace=args.namespace)
     write_parameters({**nodes.overrides, **({manifest.WILDCARD: robot} if robot else {})},
                      os.path.join(args.out, 'recording_parameters.yaml'))
-    print(f'demo: starting {", ".join(nodes.names)}; scenario {args.scenario}', flush=True)
+    print(f'demo: starting {", ".join(nodes.names)}; scenario {args.scenario}; '
+          f'{SIMULATED_CLOCK_NOTE}', flush=True)
     nodes.start()
     try:
         if not _wait_for_residuals(monitor, executor, nodes, STARTUP_TIMEOUT):
