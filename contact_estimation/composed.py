@@ -33,7 +33,7 @@ import os
 import sys
 
 from contact_estimation import manifest
-from contact_estimation.core.chain.sample_ring import SampleRingWriter, ring_name
+from contact_estimation.core.chain.sample_ring import FRAME_BYTES, SampleRingWriter, ring_name
 from contact_estimation.ros.handover import Handover
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.sample_feed import SampleFeed
@@ -95,8 +95,15 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
 
 
 def _write_samples(nodes: list[SuiteNode], handover: Handover, source: str) -> None:
-    """Every sample handed over on `source`, also into the shared memory of this suite."""
-    writer = SampleRingWriter(ring_name(nodes[0].get_namespace()), nodes[0].robot.n)
+    """Every sample handed over on `source`, also into the shared memory of this suite; a
+    frame_id too long for it is said on the first node's /diagnostics (`frame_id_cut`)."""
+    def said(frame_id: str) -> None:
+        nodes[0].problems.report('frame_id_cut', f'joint state frame_id {frame_id[:80]!r} is '
+                                 f'longer than {FRAME_BYTES} bytes: the other processes get '
+                                 'it cut to that')
+
+    writer = SampleRingWriter(ring_name(nodes[0].get_namespace()), nodes[0].robot.n,
+                              on_cut=said)
     handover.receivers(source).append(writer.write_batch)
     nodes[0].closing(writer.close)
 
