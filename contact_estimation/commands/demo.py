@@ -445,9 +445,13 @@ def _plot(monitor: TopicMonitor, path: str) -> None:
     ax_tau.grid(alpha=0.3)
     for key, node, label in (('stop', 'collision_detector', 'stop (1 = stop)'),
                              ('time_scaling', 'collision_detector', 'time scaling f_S')):
-        data = sorted((since(t), v) for t, v in stamped.get(_topic(node, key), []))
+        # In stamp order; changes of one stamp in the order they came (a stop raised while
+        # waiting and cleared by the first sample are both drawn at 0: the clear last).
+        data = sorted(((since(t), v) for t, v in stamped.get(_topic(node, key), [])),
+                      key=lambda change: change[0])
         if data:
-            t, v = zip(*data)
+            end = max(data[-1][0], residual[-1][0] if residual else 0.0)
+            t, v = zip(*data, (end, data[-1][1]))  # the last value holds to the end
             ax_stop.step(t, v, where='post', label=label)
     ax_stop.set_xlabel("simulated time since the first sample, by the messages' stamps (s)")
     ax_stop.legend(fontsize=8, loc='lower left')
