@@ -431,8 +431,9 @@ def _plot(monitor: TopicMonitor, path: str) -> None:
                 tt, true = zip(*truth)
                 ax_tau.plot(tt, np.array(true)[:, j], '--', color=line.get_color(), lw=1.2)
     touched = [since(stamp) for stamp, _ in monitor.touches]
+    last = residual[-1][0] if residual else 0.0
     for onset, end in ((since(span[0]), span[2]) for span in monitor.contact_spans):
-        end = since(end) if end is not None else onset
+        end = since(end) if end is not None else max(last, onset)  # still going at the end
         touch = any(onset <= stamp <= end for stamp in touched)
         for ax in (ax_tau, ax_stop):
             ax.axvspan(onset, end, color='tab:green' if touch else 'tab:red', alpha=0.12)
@@ -450,7 +451,7 @@ def _plot(monitor: TopicMonitor, path: str) -> None:
         data = sorted(((since(t), v) for t, v in stamped.get(_topic(node, key), [])),
                       key=lambda change: change[0])
         if data:
-            end = max(data[-1][0], residual[-1][0] if residual else 0.0)
+            end = max(data[-1][0], last)
             t, v = zip(*data, (end, data[-1][1]))  # the last value holds to the end
             ax_stop.step(t, v, where='post', label=label)
     ax_stop.set_xlabel("simulated time since the first sample, by the messages' stamps (s)")
