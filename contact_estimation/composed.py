@@ -33,7 +33,7 @@ import os
 import sys
 
 from contact_estimation import manifest
-from contact_estimation.core.chain.sample_ring import SampleRingWriter, ring_name
+from contact_estimation.core.chain.sample_ring import FRAME_BYTES, SampleRingWriter, ring_name
 from contact_estimation.ros.handover import Handover
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.sample_feed import SampleFeed
@@ -52,43 +52,30 @@ def node_class(name: str) -> type[SuiteNode]:
 
 def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
           **node_kwargs) -> list[SuiteNode]:
-    """The nodes `names` (default: every composed node) in this process, wired by a Handover;
-    `node_kwargs` go to every node (context, cli_args...). With `shared_memory` (a composed
-    process of nodes.yaml) the shared samples cross to the nodes of the other process:
-    written when their source is here and some reader is not, taken when the source is
-    elsewhere.
+    """The nodes `names` (default: every composed node) in this process, wired by a Handover
+    as their plan says (manifest.process_plan: what is handed over, whether this process
+    writes or reads the shared samples and which topics it publishes); `node_kwargs` go to
+    every node (context, cli_args...).
 
     Built from the last to the first, so that what a node hands over while starting (the
     listener's first input_stale) reaches its readers, as a transient-local topic would.
     """
     names = tuple(names or manifest.composed_nodes())
+    plan = manifest.process_plan(names, shared_memory)
     shared = manifest.shared_samples()
-    readers = {n for n in manifest.composed_nodes()
-               if manifest.read_topics([n]) & set(shared.topics)}
-    relays = shared_memory and set(names) == set(manifest.relaying_process().nodes)
-    # The relay publishes the source's topic too, but only ever from shared memory.
-    source_here = not relays and shared.source in manifest.published_topics(names)
-    writes = shared_memory and source_here and not readers <= set(names)
-    feeds = shared_memory and not source_here and (relays or bool(readers & set(names)))
-    # The topics taken from shared memory: all (published here) or those read here.
-    fed = set(shared.topics) if relays else set(shared.topics) & manifest.read_topics(names)
-    handed_over = manifest.handed_over_topics(names)
-    if writes:
-        handed_over |= {shared.source}
-    elif feeds:
-        handed_over |= fed & manifest.read_topics(names)
-    handover = Handover(handed_over, frozenset(shared.topics) if writes else frozenset())
+    handover = Handover(set(plan.handed_over), frozenset(plan.published_elsewhere))
     built: dict[str, SuiteNode] = {}
     try:
         for name in reversed(names):
             built[name] = node_class(name)(handover=handover, **node_kwargs)
         nodes = [built[n] for n in names]
-        if writes:
+        if plan.writes_ring:
             _write_samples(nodes, handover, shared.source)
+        feeds = bool(plan.reads_ring)
         if feeds:
             feed = SampleFeed(nodes[0], handover, ring_name(nodes[0].get_namespace()),
-                              tuple(t for t in shared.topics if t in fed), shared.source,
-                              relays)
+                              plan.reads_ring, shared.source,
+                              publishes=bool(set(plan.reads_ring) & set(plan.publishes)))
             nodes[0].closing(feed.close)
         # What waits for this process: the driver's messages where the listener is (the
         # chain, the replay), else the shared samples.
@@ -108,8 +95,15 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
 
 
 def _write_samples(nodes: list[SuiteNode], handover: Handover, source: str) -> None:
-    """Every sample handed over on `source`, also into the shared memory of this suite."""
-    writer = SampleRingWriter(ring_name(nodes[0].get_namespace()), nodes[0].robot.n)
+    """Every sample handed over on `source`, also into the shared memory of this suite; a
+    frame_id too long for it is said on the first node's /diagnostics (`frame_id_cut`)."""
+    def said(frame_id: str) -> None:
+        nodes[0].problems.report('frame_id_cut', f'joint state frame_id {frame_id[:80]!r} is '
+                                 f'longer than {FRAME_BYTES} bytes: the other processes get '
+                                 'it cut to that')
+
+    writer = SampleRingWriter(ring_name(nodes[0].get_namespace()), nodes[0].robot.n,
+                              on_cut=said)
     handover.receivers(source).append(writer.write_batch)
     nodes[0].closing(writer.close)
 

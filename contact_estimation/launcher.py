@@ -35,6 +35,7 @@ from typing import Callable, Iterator
 import yaml
 
 from contact_estimation import manifest
+from contact_estimation.core.chain.lag import MAX_LAG, SIMULATED_MAX_LAG
 from contact_estimation.core.restart import RESTARTED_AFTER, exit_description
 
 
@@ -114,17 +115,21 @@ def parameter_file(values: dict[str, dict[str, object]]) -> str:
     return f.name
 
 
-SIMULATED_MAX_LAG = 0.1  # s: the detector's max_lag on the simulated cobot's clock
+# What `simulated_clock` changes of a node's settings, said by every command that uses it.
+SIMULATED_CLOCK_NOTE = (
+    f'on the simulated clock collision_detector max_lag is {SIMULATED_MAX_LAG * 1e3:g} ms, '
+    f'not {MAX_LAG * 1e3:g} ms: the clock steps up to 50 ms ahead of or behind the samples '
+    '(core/chain/lag.SIMULATED_MAX_LAG)')
 
 
 def simulated_clock() -> dict[str, dict[str, object]]:
     """Parameter overrides, by node, that run the graph on the simulated cobot's clock: it
     publishes /clock and waits for the listener (nodes/sim_cobot.py), every other node runs
-    with use_sim_time, so a machine that cannot keep up slows them all together."""
+    with use_sim_time, so a machine that cannot keep up slows them all together; and the
+    collision detector's max_lag is core/chain/lag.SIMULATED_MAX_LAG (what
+    SIMULATED_CLOCK_NOTE says at start)."""
     overrides: dict[str, dict[str, object]] = {
         spec.name: {'use_sim_time': True} for spec in manifest.selected(with_sim=False)}
-    # The simulated clock moves in steps of up to lockstep.lead (20 ms) and max_catch_up
-    # (50 ms), ahead of or behind the samples by that much by design: not the detector behind.
     overrides['collision_detector']['max_lag'] = SIMULATED_MAX_LAG
     overrides.update({spec.name: {'publish_clock': True}
                       for spec in manifest.nodes().values() if spec.group == 'sim'})

@@ -87,12 +87,13 @@ class ComposedSpec:
 class SharedSamples:
     """The joint samples one composed process hands to the others through shared memory
     (core/chain/sample_ring.py): what `source` (a topic) hands over in its process, every
-    reader of `topics` in another process receives; the process `relayed_by` (a key of
-    nodes.yaml `composed: processes`) also publishes `topics` for anyone who subscribes."""
+    reader of `topics` in another process receives; the process `published_by` (a key of
+    nodes.yaml `composed: processes`), their publisher, publishes `topics` for anyone who
+    subscribes."""
 
     source: str
     topics: tuple[str, ...]
-    relayed_by: str
+    published_by: str
 
 
 def published_topics(names) -> set[str]:
@@ -174,17 +175,78 @@ def composed_process(name: str) -> ComposedSpec | None:
 @lru_cache(maxsize=1)
 def shared_samples() -> SharedSamples:
     raw = _declarations()['composed']['shared_samples']
-    return SharedSamples(raw['source'], tuple(raw['topics']), raw['relayed_by'])
+    return SharedSamples(raw['source'], tuple(raw['topics']), raw['published_by'])
 
 
-def relaying_process() -> ComposedSpec:
-    """The composed process that publishes the shared samples' topics (`relayed_by`)."""
-    key = shared_samples().relayed_by
+def publishing_process() -> ComposedSpec:
+    """The composed process that publishes the shared samples' topics (`published_by`)."""
+    key = shared_samples().published_by
     process = next((p for p in composed() if p.key == key), None)
     if process is None:
-        raise ValueError(f'nodes.yaml: shared_samples relayed_by = {key!r} names no composed '
+        raise ValueError(f'nodes.yaml: shared_samples published_by = {key!r} names no composed '
                          f'process (one of {[p.key for p in composed()]})')
     return process
+
+
+@dataclass(frozen=True)
+class ProcessPlan:
+    """What one process of composed mode does with the topics of its nodes, worked out from
+    nodes.yaml (`process_plan`): a plain value, printed by `contact-estimation parameters
+    --plan`. Topics are relative, sorted.
+
+    - `from_outside`: what its nodes read that no suite node publishes (the driver's joint
+      states, the sensors), each taken by this process itself;
+    - `handed_over`: what passes from node to node inside it by function call;
+    - `writes_ring`: it writes the shared samples (its `source` topic) into shared memory;
+    - `reads_ring`: the shared topics it takes from shared memory;
+    - `publishes`: every topic it is the publisher of (for anyone who subscribes);
+    - `published_elsewhere`: topics it hands over inside but whose publisher is another
+      process (it creates no publisher for them).
+    """
+
+    process: str
+    nodes: tuple[str, ...]
+    from_outside: tuple[str, ...]
+    handed_over: tuple[str, ...]
+    writes_ring: bool
+    reads_ring: tuple[str, ...]
+    publishes: tuple[str, ...]
+    published_elsewhere: tuple[str, ...]
+
+
+def process_plan(names: tuple[str, ...], shared_memory: bool = True,
+                 process: str = '') -> ProcessPlan:
+    """The plan of a process running nodes `names` (ProcessPlan). With `shared_memory` (a
+    composed process of nodes.yaml, beside the others) the shared samples cross processes:
+    written where their source is and some reader is not, read where the source is not and
+    a reader, or their publisher, is. Without it (every node in one process: the replay)
+    everything is handed over inside."""
+    shared, here = shared_samples(), set(names)
+    readers = {n for n in composed_nodes() if read_topics([n]) & set(shared.topics)}
+    publisher = shared_memory and here == set(publishing_process().nodes)
+    source_here = not publisher and shared.source in published_topics(names)
+    writes = shared_memory and source_here and not readers <= here
+    reads = shared_memory and not source_here and (publisher or bool(readers & here))
+    ring = set(shared.topics) if publisher else set(shared.topics) & read_topics(names)
+    handed_over = handed_over_topics(names)
+    if writes:
+        handed_over |= {shared.source}
+    elif reads:
+        handed_over |= ring & read_topics(names)
+    elsewhere = set(shared.topics) if writes else set()
+    suite = published_topics(n for n, spec in nodes().items() if spec.group == 'core')
+    return ProcessPlan(
+        process or '+'.join(names), tuple(names),
+        from_outside=tuple(sorted(read_topics(names) - suite)),
+        handed_over=tuple(sorted(handed_over)), writes_ring=writes,
+        reads_ring=tuple(t for t in shared.topics if t in ring) if reads else (),
+        publishes=tuple(sorted(published_topics(names) - elsewhere)),
+        published_elsewhere=tuple(sorted(elsewhere)))
+
+
+def plan() -> tuple[ProcessPlan, ...]:
+    """The plan of every composed process of nodes.yaml, in its order."""
+    return tuple(process_plan(p.nodes, process=p.name) for p in composed())
 
 
 def share_directory() -> str:

@@ -76,7 +76,8 @@ def _parameter_files(spec: manifest.Process, context, robot_file: list[str]) -> 
 
 
 def _nodes(context):
-    from contact_estimation.launcher import (RestartPolicy, chosen_priority, process_priority,
+    from contact_estimation.launcher import (SIMULATED_CLOCK_NOTE, RestartPolicy,
+                                             chosen_priority, process_priority,
                                              realtime_prefix, simulated_clock,
                                              transport_environment)
 
@@ -89,6 +90,8 @@ def _nodes(context):
               if namespace else {})
     sim = _flag(context, 'sim')
     clock = simulated_clock() if sim else {}
+    if sim:
+        print(f'[contact_estimation] {SIMULATED_CLOCK_NOTE}', flush=True)
     robot_file = _robot_argument_file(context)
     # The suite's Fast DDS settings (config/fastdds.xml: big lidar clouds), as `up` gives them.
     transport = {name: value for name, value in transport_environment().items()

@@ -14,6 +14,7 @@ from contact_estimation.core.contact.contact_localization import (ContactLocaliz
                                                                    LocalizerConfig)
 from contact_estimation.core.contact.lidar_fusion import LinkProximity
 from contact_estimation.core.robot.surfaces import LinkSurfaces
+from contact_estimation.core.settings import SettingError
 
 MU = 0.5
 
@@ -137,5 +138,5 @@ def test_bad_input_is_a_clear_error(localizer):
     with pytest.raises(LocalizationError, match='7 joint torques'):
         localizer.estimate(np.zeros(7), np.zeros(6))
     assert localizer.estimate(np.zeros(7), np.zeros(7)).source == SOURCE_NONE
-    with pytest.raises(LocalizationError, match='positive'):
+    with pytest.raises(SettingError, match='delta_w = 0: 0 outside'):
         ContactLocalizer(localizer.surfaces, LocalizerConfig(delta_w=0))

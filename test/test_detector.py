@@ -326,7 +326,7 @@ def test_fast_motion_cannot_raise_the_threshold_past_its_cap():
 
 @pytest.mark.parametrize('kwargs, message', [
     ({'thresholds_position': -1.0}, 'thresholds_position'),
-    ({'thresholds_force': [8.0, 0.0, 8.0]}, r'thresholds_force\[1\]'),
+    ({'thresholds_force': [8.0, 0.0, 8.0]}, r'thresholds_force = .*: 0.0 outside'),
     ({'persistence_time': 0.0}, 'persistence_time'),
     ({'persistence_time': np.inf}, 'persistence_time'),
     ({'persistence': 'cusum'}, 'persistence'),

@@ -9,7 +9,8 @@ import pytest
 
 from contact_estimation.core.chain.lag import ClockLag, LagStatistics
 from contact_estimation.core.chain.sample import JointSample
-from contact_estimation.core.chain.sample_ring import SampleRingReader, SampleRingWriter
+from contact_estimation.core.chain.sample_ring import (FRAME_BYTES, IDLE_TIME, SampleRingReader,
+                                                      SampleRingWriter)
 from contact_estimation.core.chain.stamps import PAST_STAMP, stamp_problem
 
 
@@ -118,6 +119,47 @@ def test_a_sample_without_joint_torques_stays_without(ring_name):
     finally:
         reader.close()
         writer.close()
+
+
+def test_a_frame_id_too_long_for_a_slot_is_kept_cut_and_said_once(ring_name):
+    cut = []
+    writer = SampleRingWriter(ring_name, 3, on_cut=cut.append)
+    reader = SampleRingReader(ring_name)
+    frame = 'f' * (FRAME_BYTES + 10)
+    try:
+        reader.take()
+        for k in range(3):
+            writer.write(JointSample(1.0 + k, np.zeros(3), np.zeros(3), None, np.ones(3),
+                                     None, frame))
+        assert [s.frame_id for s in reader.take()] == [frame[:FRAME_BYTES]] * 3
+        assert cut == [frame]
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_writer_gone_without_closing_is_left_after_idle_time_for_its_successor(ring_name):
+    """A chain's process killed (its segment never marked closed): once no new sample came
+    for IDLE_TIME of the reader's clock, the reader attaches to the new writer of the name."""
+    now = [0.0]
+    reader = SampleRingReader(ring_name, clock=lambda: now[0])
+    killed = SampleRingWriter(ring_name, 7)
+    try:
+        reader.take()
+        killed.write(_sample(0))
+        assert [s.t for s in reader.take()] == [_sample(0).t]
+        successor = SampleRingWriter(ring_name, 7)  # the name taken over, the old not closed
+        successor.write(_sample(5))
+        now[0] += IDLE_TIME / 2
+        assert reader.take() == []  # still on the killed writer's segment
+        now[0] += IDLE_TIME
+        reader.take()  # attaches to the successor
+        successor.write(_sample(6))
+        assert [s.t for s in reader.take()] == [_sample(6).t]
+        successor.close()
+    finally:
+        reader.close()
+        killed.close()
 
 
 def _write_in_another_process(name: str, first: int, go, done) -> None:

@@ -101,8 +101,8 @@ WRITABLE = [name for name in TABLED
 
 # What `ros2 param set` got accepted (issue 36), with what the refusal must say it allows.
 ISSUE_36 = {
-    'joint_state_listener': [('torque_constants', [1e308], '0 … 1000'),
-                             ('gear_ratios', [1e308], '0 … 100000')],
+    'joint_state_listener': [('torque_constants', [1e308], '0.0001 … 1000'),
+                             ('gear_ratios', [1e308], '0.001 … 100000')],
     'collision_detector': [
         *(('touch.max_torque', value, '0 … 10000') for value in ([NAN], [-1.0], [INF])),
         ('touch.max_torque', [30.0] * TOO_MANY, 'give 1, or 7'),

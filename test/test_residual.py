@@ -320,7 +320,7 @@ def test_a_payload_from_its_gravity_parameters_is_the_same_payload(panda):
     assert again.mass == pytest.approx(TOOL.mass)
     np.testing.assert_allclose(again.centre_of_mass, TOOL.centre_of_mass, atol=1e-12)
     for bad in (dict(mass=-1.0), dict(mass=float('nan')), dict(centre_of_mass=(0.0, 1.0))):
-        with pytest.raises(ValueError, match='payload'):
+        with pytest.raises(ValueError, match='payload|mass = '):
             Payload(**{'mass': 1.0, 'centre_of_mass': (0.0, 0.0, 0.0)} | bad)
 
 

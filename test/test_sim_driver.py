@@ -7,6 +7,7 @@ import pytest
 
 from contact_estimation.core.chain.detector import CollisionDetector, DetectorConfig
 from contact_estimation.core.robot.payload import Payload
+from contact_estimation.core.settings import SettingError
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.config import SimConfig
 from contact_estimation.core.sim.driver import DriverStream, DriverTiming, MotorCurrent
@@ -46,8 +47,8 @@ def test_effort_from_motor_current_lies_on_the_current_grid_around_the_joint_tor
 
 
 def test_motor_current_refuses_bad_constants(robot):
-    with pytest.raises(ValueError, match=re.escape('driver.torque_constants[1] = -0.1 is '
-                                                   'invalid: must be finite and > 0')):
+    with pytest.raises(SettingError, match=re.escape('torque_constants = [0.1, -0.1]: -0.1 '
+                                                     'outside 0.0001 … 1000')):
         MotorCurrent(torque_constants=(0.1, -0.1))
     with pytest.raises(ValueError, match='noise'):
         MotorCurrent(noise=float('nan'))
@@ -89,7 +90,7 @@ def test_a_scenario_payload_wins_and_a_bad_one_is_refused(robot):
     masses = [inertia.mass for inertia in sim.robot.model.inertias]
     bare = [inertia.mass for inertia in robot.model.inertias]
     assert sum(masses) == pytest.approx(sum(bare) + 2.0)
-    for raw, message in [({'mass': -1.0}, 'mass must be finite and ≥ 0'),
+    for raw, message in [({'mass': -1.0}, 'mass = -1.0: -1.0 outside 0 … 1000'),
                          ({'mass': 1.0, 'link': 'nowhere'}, 'nowhere'),
                          ({'mass': 1.0, 'centre_of_mass': [0, 0]}, 'centre_of_mass must be 3'),
                          ({'mass': 1.0, 'inertia': 1.0}, "unknown keys ['inertia']")]:

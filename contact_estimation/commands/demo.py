@@ -41,10 +41,12 @@ from contact_estimation import manifest
 from contact_estimation.commands import demo_model
 from contact_estimation.commands.up import robot_files
 from contact_estimation.core.contact.contact import Contact, contact_error
-from contact_estimation.core.chain.contact_class import TOUCH
+from contact_estimation.core.chain.contact_class import IMPACT, TOUCH
 from contact_estimation.core.chain.detector import COLLISION, INVALID, STALE
-from contact_estimation.launcher import NodeSet, namespace_arguments, simulated_clock
+from contact_estimation.launcher import (SIMULATED_CLOCK_NOTE, NodeSet, namespace_arguments,
+                                         simulated_clock)
 from contact_estimation.ros import stop_topic
+from contact_estimation.ros.collision_messages import CLEARED
 from contact_estimation.ros.contact_messages import ContactPairs
 from contact_estimation.ros.conversions import stamp_to_seconds
 
@@ -60,6 +62,8 @@ EVENTS = {'contact': 'the contact (ground truth)', 'collision': "the detector's 
 # A scripted force ramping up this slowly (s) or slower is a hand's touch (issue 29: hands
 # ramp over 150–1000 ms); a faster one is an impact.
 TOUCH_RAMP = 0.15
+# The `event` of a detector event that decides a contact's class without changing the stop.
+CONTACT_CLASSES = (IMPACT, TOUCH)
 
 
 def _message_class(type_name: str):
@@ -71,7 +75,18 @@ class TopicMonitor:
     """Counts every manifest topic and keeps the time series the plot needs; notes, as they
     arrive, the scenario's EVENTS and sim_cobot's pace report on /diagnostics.
 
-    Times are receive times in seconds since the monitor started.
+    `series`, `events` and `first_last` are by receive time, s since the monitor started: the
+    order of what happened, never its delays (the monitor lags the suite). `stamped`, what
+    the plot draws, is by the stamps the suite gave (simulated s), as the recording has it:
+    - τ_ext and the true contact torque: their header stamps;
+    - the stop (a Bool, with no header): its changes as the detector's events state them,
+      each at the event's stamp (a collision's is the stamp of the sample it was decided on;
+      a stale input's and a clearing's the detector's clock, simulated time here). The
+      recording's own time for the Bool is when the recorder received it, which lags as
+      this monitor does; the event says when the suite decided;
+    - f_S (a Float64, with no header): at the stamp of the newest τ_ext this monitor had
+      received when f_S came (the detector publishes f_S on the sample it just took, and
+      both wait in this monitor's queue alike), so within a sample or two of its own.
     """
 
     def __init__(self, context, namespace: str = ''):
@@ -84,6 +99,8 @@ class TopicMonitor:
         self.counts: dict[str, int] = defaultdict(int)
         self.first_last: dict[str, tuple[float, float]] = {}  # receive times, by topic
         self.series: dict[str, list] = defaultdict(list)
+        self.stamped: dict[str, list] = defaultdict(list)  # by stamp: (s, value), the plot's
+        self._newest_residual = None  # stamp of the newest τ_ext received (s)
         self.events: dict[str, float] = {}  # EVENTS: first receive time
         # True contacts, one after another: [onset stamp, receive time, end stamp, receive
         # time] (simulated s; monitor s), the end None while it goes on.
@@ -135,12 +152,13 @@ class TopicMonitor:
             handler(topic, now, msg)
 
     def _on_residual(self, topic: str, now: float, msg) -> None:
-        self.series[topic].append((now, np.array(msg.effort)))
+        self._newest_residual = stamp_to_seconds(msg.header.stamp)
+        self.stamped[topic].append((self._newest_residual, np.array(msg.effort)))
 
     def _on_truth(self, topic: str, now: float, msg) -> None:
         effort = np.array(msg.effort)
-        self.series[topic].append((now, effort))
         stamp, spans = stamp_to_seconds(msg.header.stamp), self.contact_spans
+        self.stamped[topic].append((stamp, effort))
         touching, going_on = np.any(effort != 0.0), bool(spans) and spans[-1][2] is None
         if touching and not going_on:
             self.events.setdefault('contact', now)
@@ -155,6 +173,8 @@ class TopicMonitor:
         """Hold: f_S = 0 once the collision was detected; resume: f_S > 0 after the hold and
         the end of the contact going on then."""
         self.series[topic].append((now, msg.data))
+        if self._newest_residual is not None:
+            self.stamped[topic].append((self._newest_residual, msg.data))
         if 'collision' in self.events and msg.data <= 0.0:
             self.events.setdefault('hold', now)
         spans = self.contact_spans
@@ -167,6 +187,9 @@ class TopicMonitor:
         for status in msg.status:
             self.series[topic].append((now, stamp, status.message))
             cause = next((kv.value for kv in status.values if kv.key == 'event'), '')
+            if cause not in CONTACT_CLASSES:  # a change of the stop (not a class decided)
+                self.stamped[_topic('collision_detector', 'stop')].append(
+                    (stamp, float(cause != CLEARED)))
             if cause in (COLLISION, STALE, INVALID):
                 self.stops.append((stamp, cause, status.message))
             if cause == TOUCH:
@@ -379,11 +402,24 @@ def _localization(monitor: TopicMonitor) -> str:
 
 
 def _plot(monitor: TopicMonitor, path: str) -> None:
+    """Every series at its stamp (TopicMonitor.stamped says which stamp each has), in
+    simulated s since the first τ_ext: a detection is drawn as far after its contact as the
+    suite decided it, not as late as this monitor received it. A stop raised before the
+    first sample (waiting for input, stamped by a clock that had not started yet) is drawn
+    from it."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    residual = monitor.series.get(_topic('residual_node', 'residual'), [])
-    truth = monitor.series.get(_topic('sim_cobot', 'true_contact_torque'), [])
+    stamped = monitor.stamped
+    residual = stamped.get(_topic('residual_node', 'residual'), [])
+    origin = residual[0][0] if residual else 0.0
+
+    def since(stamp: float) -> float:
+        return max(stamp - origin, 0.0)
+
+    residual = [(since(t), tau) for t, tau in residual]
+    truth = [(since(t), tau) for t, tau in stamped.get(_topic('sim_cobot', 'true_contact_torque'),
+                                                         [])]
     fig, (ax_tau, ax_stop) = plt.subplots(2, 1, figsize=(11, 7), sharex=True,
                                           gridspec_kw={'height_ratios': [3, 1]})
     if residual:
@@ -394,10 +430,11 @@ def _plot(monitor: TopicMonitor, path: str) -> None:
             if truth:
                 tt, true = zip(*truth)
                 ax_tau.plot(tt, np.array(true)[:, j], '--', color=line.get_color(), lw=1.2)
-    touched = [now for _, now in monitor.touches]
-    for onset, end in ((span[1], span[3]) for span in monitor.contact_spans):
-        end = end if end is not None else onset
-        touch = any(onset <= now <= end for now in touched)
+    touched = [since(stamp) for stamp, _ in monitor.touches]
+    last = residual[-1][0] if residual else 0.0
+    for onset, end in ((since(span[0]), span[2]) for span in monitor.contact_spans):
+        end = since(end) if end is not None else max(last, onset)  # still going at the end
+        touch = any(onset <= stamp <= end for stamp in touched)
         for ax in (ax_tau, ax_stop):
             ax.axvspan(onset, end, color='tab:green' if touch else 'tab:red', alpha=0.12)
         ax_tau.annotate('touch: no stop' if touch else 'impact: stop', (onset, 1.0),
@@ -409,11 +446,15 @@ def _plot(monitor: TopicMonitor, path: str) -> None:
     ax_tau.grid(alpha=0.3)
     for key, node, label in (('stop', 'collision_detector', 'stop (1 = stop)'),
                              ('time_scaling', 'collision_detector', 'time scaling f_S')):
-        data = monitor.series.get(_topic(node, key), [])
+        # In stamp order; changes of one stamp in the order they came (a stop raised while
+        # waiting and cleared by the first sample are both drawn at 0: the clear last).
+        data = sorted(((since(t), v) for t, v in stamped.get(_topic(node, key), [])),
+                      key=lambda change: change[0])
         if data:
-            t, v = zip(*data)
+            end = max(data[-1][0], last)
+            t, v = zip(*data, (end, data[-1][1]))  # the last value holds to the end
             ax_stop.step(t, v, where='post', label=label)
-    ax_stop.set_xlabel('time since start (s)')
+    ax_stop.set_xlabel("simulated time since the first sample, by the messages' stamps (s)")
     ax_stop.legend(fontsize=8, loc='lower left')
     ax_stop.grid(alpha=0.3)
     fig.tight_layout()
@@ -491,7 +532,8 @@ def main(argv: list[str]) -> int:
                     log_dir=os.path.join(args.out, 'logs'), namespace=args.namespace)
     write_parameters({**nodes.overrides, **({manifest.WILDCARD: robot} if robot else {})},
                      os.path.join(args.out, 'recording_parameters.yaml'))
-    print(f'demo: starting {", ".join(nodes.names)}; scenario {args.scenario}', flush=True)
+    print(f'demo: starting {", ".join(nodes.names)}; scenario {args.scenario}; '
+          f'{SIMULATED_CLOCK_NOTE}', flush=True)
     nodes.start()
     try:
         if not _wait_for_residuals(monitor, executor, nodes, STARTUP_TIMEOUT):

@@ -4,11 +4,16 @@ docs/parameters.md shows it.
     contact-estimation parameters                  all nodes, markdown, to stdout
     contact-estimation parameters collision_detector
     contact-estimation parameters --write docs/parameters.md
+    contact-estimation parameters --plan           what each composed process does with
+                                                   the topics (manifest.process_plan)
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+
+import yaml
 
 from contact_estimation import manifest
 from contact_estimation.composed import node_class
@@ -32,13 +37,27 @@ def markdown(names: list[str]) -> str:
     return '\n'.join(sections)
 
 
+def plan_text() -> str:
+    """The composed processes' plan (manifest.plan) as YAML, by process."""
+    return yaml.safe_dump(
+        {p.process: {field: list(value) if isinstance(value, tuple) else value
+                     for field, value in dataclasses.asdict(p).items() if field != 'process'}
+         for p in manifest.plan()}, sort_keys=False)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog='contact-estimation parameters',
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('nodes', nargs='*', help='node names (default: all of nodes.yaml)')
     parser.add_argument('--write', metavar='FILE', help='write the markdown to FILE')
+    parser.add_argument('--plan', action='store_true',
+                        help="print what each composed process takes from outside, hands "
+                        'over, writes to or reads from shared memory and publishes')
     args = parser.parse_args(argv)
+    if args.plan:
+        sys.stdout.write(plan_text())
+        return 0
     known = sorted(manifest.nodes())
     unknown = [n for n in args.nodes if n not in known]
     if unknown:

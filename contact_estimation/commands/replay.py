@@ -42,9 +42,10 @@ from contact_estimation.core.chain.stamps import nanoseconds
 
 OUTPUT_BAG = 'replay'
 # The suite runs in the root namespace here; a recording's namespace is taken off its topics.
-# What a recording brings beside the suite's inputs: the simulator's truth.
-TRUTH_TOPICS = tuple(manifest.topic('sim_cobot', key) for key in (
-    'true_contact_point', 'true_contact_wrench', 'true_contact_torque'))
+# What a recording brings beside the suite's inputs: the simulator's truth, by its keys in
+# nodes.yaml (they give the topics and the message types alike).
+TRUTH_KEYS = ('true_contact_point', 'true_contact_wrench', 'true_contact_torque')
+TRUTH_TOPICS = tuple(manifest.topic('sim_cobot', key) for key in TRUTH_KEYS)
 JOINT_STATES = manifest.topic('joint_state_listener', 'joint_states')
 LIDAR_POINTS = manifest.topic('contact_localizer', 'lidar_points')
 FT_WRENCH = manifest.topic('ft_contact_estimator', 'ft_wrench')
@@ -353,10 +354,9 @@ def main(argv: list[str]) -> int:
     from contact_estimation.suite_bag import (SuiteBag, messages_by_stamp, recorded_namespace,
                                               remove_earlier_bag, suite_topics)
 
-    types = {**input_topics(), **{topic: manifest.node('sim_cobot').message_type(key)
-                                  for topic, key in zip(TRUTH_TOPICS, (
-                                      'true_contact_point', 'true_contact_wrench',
-                                      'true_contact_torque'))}}
+    simulator = manifest.node('sim_cobot')
+    types = {**input_topics(), **{topic: simulator.message_type(key)
+                                  for topic, key in zip(TRUTH_TOPICS, TRUTH_KEYS, strict=True)}}
     try:
         namespace = (args.namespace if args.namespace is not None
                      else recorded_namespace(args.bag)).strip('/')

@@ -9,8 +9,9 @@ import os
 import signal
 
 from contact_estimation import manifest
-from contact_estimation.launcher import (DEFAULT_PRIORITY, NodeSet, Supervisor,
-                                         chosen_priority, parameter_file, simulated_clock)
+from contact_estimation.launcher import (DEFAULT_PRIORITY, SIMULATED_CLOCK_NOTE, NodeSet,
+                                         Supervisor, chosen_priority, parameter_file,
+                                         simulated_clock)
 from contact_estimation.ros import stop_topic
 
 
@@ -67,6 +68,8 @@ def main(argv: list[str]) -> int:
                     priority=priority, namespace=args.namespace,
                     overrides=simulated_clock() if args.sim else {})
     say(f'starting {", ".join(names)} (Ctrl-C stops them); {meaning}')
+    if args.sim:
+        say(SIMULATED_CLOCK_NOTE)
     supervisor = Supervisor(nodes, say)
     # Ctrl-C reaches the children through the process group, and `stop` sends it again.
     try:

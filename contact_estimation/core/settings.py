@@ -13,15 +13,28 @@ it takes per joint or in all (`size`: a vector's 3), what of the robot a string 
 (`names`: LINK or SENSOR_FRAME, checked against the loaded model), the name it has where it
 differs from the field's, and, for a time in
 seconds, what it is to the input's rate (`timing`: ros/input_rate.py logs what it comes to).
-ros/params.rows makes one parameter row of each (the declaration, the check and
-docs/parameters.md); core checks the values again when the config is built. Core stays free
+ros/params.rows makes one parameter row of each (the declaration and docs/parameters.md).
+
+The range and the choices are checked in one place, `problem`: by ros/params on every value a
+node is given (at start and on every run-time set) and, through `@checked` on the config
+class, whenever a core config is built (SettingError, one shape of message). A config's own
+`__post_init__` keeps only what `problem` cannot say: rules that span several fields and
+normalisations (test/test_settings.py fails on a range checked anywhere else). Core stays free
 of ROS: this is plain data.
+
+    @dataclass(frozen=True)
+    @checked
+    class FilterConfig: ...
 """
 from __future__ import annotations
 
+import array
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 _KEY = 'contact_estimation.setting'
 
@@ -72,3 +85,90 @@ def setting(default: Any, description: str, *, range: tuple[float, float] | None
 def setting_of(field: dataclasses.Field) -> Setting | None:
     """The Setting a field declares, or None when the field is not a user setting."""
     return field.metadata.get(_KEY)
+
+
+class SettingError(ValueError):
+    """A value outside its setting's declared range or choices (`problem` says which)."""
+
+
+_SHOWN_VALUES = 6  # values of an array a refusal shows
+
+
+def shown(value: Any) -> str:
+    """`value` as a refusal shows it: a long array or string cut short."""
+    if isinstance(value, np.ndarray):
+        value = value.ravel().tolist()
+    if isinstance(value, (list, tuple, array.array)):
+        head = ', '.join(shown(x) for x in value[:_SHOWN_VALUES])
+        more = f', … ({len(value)} values)' if len(value) > _SHOWN_VALUES else ''
+        return f'[{head}{more}]'
+    if isinstance(value, str) and len(value) > 60:
+        return f'{value[:60]!r}… ({len(value)} characters)'
+    if isinstance(value, np.generic):
+        value = value.item()
+    return repr(value)
+
+
+def bounds(range: tuple[float, float]) -> str:
+    """A range as refusals and docs say it: `low … high`."""
+    low, high = (f'{x}' if isinstance(x, int) else f'{x:g}' for x in range)
+    return f'{low} … {high}'
+
+
+def _within(x: Any, low: float, high: float) -> bool:
+    """Whether `x` is a finite number (not a bool) in [low, high]."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.number)):
+        return False
+    return math.isfinite(x) and low <= x <= high
+
+
+def problem(name: str, value: Any, range: tuple[float, float] | None = None,
+            choices: tuple[str, ...] | None = None) -> str | None:
+    """Why `value` (one value, or a list, tuple, array of them) is outside `range` (finite
+    numbers within it, inclusive) or `choices` (None when it is not): the one check of a
+    setting's declared bounds, naming the setting `name`, the value and what is allowed."""
+    listed = isinstance(value, (list, tuple, array.array, np.ndarray))
+    values = np.ravel(value).tolist() if isinstance(value, np.ndarray) else (
+        value if listed else [value])
+    each = ' (each element)' if listed else ''
+    if choices is not None:
+        bad = [x for x in values if x not in choices]
+        if bad:
+            return (f'{name} = {shown(value)}: {", ".join(shown(x) for x in bad[:3])} is not '
+                    f'one of {", ".join(choices)}{each}')
+    elif range is not None:
+        low, high = range
+        bad = [x for x in values if not _within(x, low, high)]
+        if bad:
+            return (f'{name} = {shown(value)}: {", ".join(shown(x) for x in bad[:3])} outside '
+                    f'{bounds(range)}{each}')
+    return None
+
+
+def check_settings(config: Any) -> None:
+    """SettingError naming every setting field of dataclass instance `config` whose value is
+    outside its declared range or choices (`problem`)."""
+    problems = [found for field in dataclasses.fields(config)
+                for declared in [setting_of(field)] if declared is not None
+                for found in [problem(declared.name or field.name, getattr(config, field.name),
+                                      declared.range, declared.choices)] if found]
+    if problems:
+        raise SettingError('; '.join(problems))
+
+
+def checked(cls: type) -> type:
+    """Class decorator, under @dataclass, on a core config with setting fields: `check_settings`
+    runs when an instance is built, before the class's own `__post_init__` (if any)."""
+    if '__dataclass_fields__' in cls.__dict__:
+        raise TypeError(f'{cls.__name__}: put @checked under @dataclass (dataclass must see '
+                        'the __post_init__ it adds)')
+    own = getattr(cls, '__post_init__', None)
+
+    def __post_init__(self):
+        check_settings(self)
+        if own is not None:
+            own(self)
+
+    __post_init__.__doc__ = own.__doc__ if own is not None else check_settings.__doc__
+    cls.__post_init__ = __post_init__
+    return cls

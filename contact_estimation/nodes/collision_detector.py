@@ -61,7 +61,7 @@ from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION
                                                     DetectorConfig, DetectorSettings, DetectorState,
                                                     event_stamped_by_residual)
 from contact_estimation.core.chain.detector import CollisionDetector
-from contact_estimation.core.chain.lag import BAD_STAMP, MAX_LAG, ClockLag
+from contact_estimation.core.chain.lag import BAD_STAMP, ClockLag, LagBudget
 from contact_estimation.core.chain.reaction import Reaction
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
@@ -89,15 +89,12 @@ REACTION: type[Reaction] = TimeScaling
 ACCELERATION_WINDOW = 'acceleration_filter.window_duration'
 _TIME_SCALING_FIELDS = ('alpha', 'push_threshold', 'push_hysteresis', 'push_filter_time',
                         'yield_rate', 'recovery_rate', 'resume_delay')
-PARAMETERS = ROBOT + STOP_PARAMETERS + rows(DetectorSettings) + ParameterTable(
+PARAMETERS = ROBOT + STOP_PARAMETERS + rows(LagBudget, read_only=True) + rows(
+    DetectorSettings) + ParameterTable(
     Parameter(ACCELERATION_WINDOW, 'time span (s) of the quadratic fit to q that gives q̈ for '
               'the acceleration term (at least 3 samples whatever the rate; lag about half of '
               'it)', ACCELERATION_WINDOW_DURATION, (0.001, 1.0), read_only=True,
               timing=WINDOW),
-    Parameter('max_lag', 'a residual decided on later than this after its stamp (beyond the '
-              "constant offset between the driver's clock and this node's, learned) → stop "
-              "with cause 'behind': the node is behind its input, s", MAX_LAG, (0.001, 1.0),
-              read_only=True),
     Parameter('watchdog_rate', 'rate of the input timeout check, Hz: a stop for missing '
               'input comes at most input_timeout + 1/watchdog_rate late', 50.0, (10.0, 2000.0),
               read_only=True),

@@ -75,7 +75,8 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.chain.lag import BAD_STAMP, BEHIND, ClockLag, LagStatistics
+from contact_estimation.core.chain.lag import (BAD_STAMP, BEHIND, ClockLag, LagBudget,
+                                               LagStatistics)
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.stamps import MAX_PAST
 from contact_estimation.core.contact.check_lateness import CheckLateness
@@ -126,30 +127,12 @@ def _part_rows(part: SegmentPart | BoxPart) -> tuple[Parameter, ...]:
                       (0.005, 1.0), read_only=True),)
 
 
-# A check may come this late, and the latest joint state be this old, before it stops
-# (`behind`, `stale`); added to the reaction time, so it is a trade-off: 100 ms would grow the
-# protective distance by 16 cm more at 1.6 m/s, and then a person standing at a table in the
-# soak's cell was always too near. Measured (benchmarks/proximity_load.py, 2 min, 2-core Xeon,
-# chain at SCHED_FIFO 40, a second job burning a core): with the 10 Hz 43 000-point cloud the
-# check's lateness is p50 0.1 / p99 72 / max 950 ms (17 `behind` stops); without it p99 1.2 ms:
-# the cloud worker's open3d/numpy calls, which hold the interpreter in this process, delay
-# the check, not the scheduler. No budget short enough for the protective distance covers
-# that, so it stays 50 ms until the cloud work leaves this process.
-PROXIMITY_MAX_LAG = 0.05  # s
-
-PARAMETERS = ROBOT + STOP_PARAMETERS + ParameterTable(
+PARAMETERS = ROBOT + STOP_PARAMETERS + rows(LagBudget, read_only=True) + ParameterTable(
     Parameter('check_rate', 'checks per second on the latest joint state, Hz (each ~0.4-0.8 ms '
               'of CPU); 1/check_rate is added to reaction_time', 100.0, (1.0, 1000.0),
               read_only=True),
     Parameter('joint_state_timeout', 'no joint state for this long (wall time) → stop, s', 0.1,
               (1e-3, 10.0)),
-    Parameter('max_lag', "a check later than this after it was due → stop with the cause "
-              "'behind' (this node is late); the latest joint state older than this at a check "
-              "(beyond the constant offset between the driver's clock and this node's, "
-              "learned) → stop with the cause 'stale' (the input stopped); added to "
-              'reaction_time, since a body may come that much nearer and the arm may have '
-              'moved that long since its pose, s', PROXIMITY_MAX_LAG,
-              (1e-3, 1.0), read_only=True),
     Parameter('display_rate', 'markers and part statuses per second, Hz (and on every change '
               'of a stop)', 5.0, (0.1, 100.0), read_only=True),
     Parameter('robot_sphere_spacing', 'length of link axis covered by one robot sphere, m',

@@ -16,6 +16,7 @@ from contact_estimation.ros.diagnostics import ERROR, OK, WARN, level_byte
 from contact_estimation.ros.markers import cleared, marker
 
 _EVENT_LEVELS = {NONE: OK, WAITING: WARN, TOUCH: WARN}
+CLEARED = 'cleared'  # the `event` of a stop that cleared (its cause is NONE)
 MARKER_NS = 'collision'
 _SPHERE_SIZE = 0.12   # m
 _LABEL_HEIGHT = 0.05  # m, text size; the label floats one sphere size above the joint
@@ -31,7 +32,7 @@ def collision_event(state: DetectorState, joint_names: Sequence[str], message: s
     event = DiagnosticStatus(name='collision', message=message, hardware_id=hardware_id,
                              level=level_byte(_EVENT_LEVELS.get(cause, ERROR)))
     joints = state.colliding_joints if state.cause == COLLISION and not kind else ()
-    event.values = [KeyValue(key='event', value=cause or 'cleared'),
+    event.values = [KeyValue(key='event', value=cause or CLEARED),
                     KeyValue(key='stamp', value=f'{stamp_to_seconds(stamp):.9f}'),
                     KeyValue(key='joints', value=','.join(joint_names[i] for i in joints))]
     for i in joints:

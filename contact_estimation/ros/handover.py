@@ -7,11 +7,11 @@ nodes of one process share a `Handover`: a node that produces a topic another me
 hands each sample (a core.chain.sample.JointSample, or the message itself for low-rate
 topics) to that member's receiver (`Output.send`), and the reader does not subscribe to
 the topic. Every topic is still published, with the same stamps and QoS, for anyone else who
-subscribes, by the process that holds it: a topic `relayed` by another process (the joint
-samples the estimation process receives through shared memory and publishes:
-ros/sample_feed.py) is not published here at all. In separate mode (no Handover) the same node
-code publishes and subscribes as usual, so each node keeps one "process one sample" method
-that both modes call.
+subscribes, by the one process that is its publisher (manifest.process_plan): a topic
+`published_elsewhere` (the joint samples the relay process takes from shared memory and
+publishes: ros/sample_feed.py) has no publisher here at all. In separate mode (no Handover)
+the same node code publishes and subscribes as usual, so each node keeps one "process one
+sample" method that both modes call.
 
 A receiver is called at once, on the producer's thread, with every batch of samples, in
 stamp order: a producer that woke late hands its whole backlog on at once (issue 35: one
@@ -31,11 +31,11 @@ from rclpy.qos import QoSProfile
 
 class Handover:
     """The topics passed by function call inside one process, and their receivers;
-    `relayed`: topics this process hands over but another process publishes."""
+    `published_elsewhere`: topics this process hands over but another process publishes."""
 
-    def __init__(self, topics: set[str], relayed: frozenset[str] = frozenset()):
+    def __init__(self, topics: set[str], published_elsewhere: frozenset[str] = frozenset()):
         self._receivers: dict[str, list[Callable]] = {topic: [] for topic in topics}
-        self.relayed = relayed
+        self.published_elsewhere = published_elsewhere
 
     def receivers(self, topic: str) -> list[Callable] | None:
         """The (growing) list of in-process receivers of `topic`; None if it is not handed over."""
@@ -55,24 +55,25 @@ class Output:
     publisher's matched events (the subscription count, without asking the middleware per
     sample), and asks the middleware every RECOUNT s as well: a match that happens while
     the process is still building its nodes, before their executor runs, may never arrive
-    as an event (a simulated cobot waiting for the relayed joint states then waited for
-    nothing).
+    as an event (a simulated cobot waiting for the joint states published from shared
+    memory then waited for nothing).
     Latched, low-rate topics (the stop, input_stale: transient local) are always published,
     so that their last value is what a late subscriber gets. A topic another process
-    publishes (`relayed`) has no publisher here and is never `listened`.
+    publishes (`published_elsewhere`) has no publisher here and is never `listened`.
     """
 
     RECOUNT = 0.5  # s
 
     def __init__(self, node: Node, topic: str, msg_type, qos: QoSProfile,
-                 receivers: list[Callable], only_when_listened: bool, relayed: bool = False):
+                 receivers: list[Callable], only_when_listened: bool,
+                 published_elsewhere: bool = False):
         events = PublisherEventCallbacks(matched=self._on_matched) if only_when_listened \
             else None
-        self.publisher = None if relayed else node.create_publisher(
+        self.publisher = None if published_elsewhere else node.create_publisher(
             msg_type, topic, qos, event_callbacks=events)
         self.receivers = receivers
-        self._listened = not (only_when_listened or relayed)
-        self._recount = (only_when_listened and not relayed)
+        self._listened = not (only_when_listened or published_elsewhere)
+        self._recount = (only_when_listened and not published_elsewhere)
         self._recount_at = 0.0
         self._subscribers = 0   # matched subscriptions as last counted (only_when_listened)
         self._joined = False    # one came since `joined` was last asked

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import array
 import dataclasses
-import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
@@ -35,7 +34,8 @@ from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescr
 from rclpy.node import Node
 
 from contact_estimation.core.settings import (DURATION, LINK, SENSOR_FRAME, TIMEOUT, WINDOW,
-                                              setting_of)
+                                              bounds, setting_of, shown)
+from contact_estimation.core.settings import problem as core_problem
 
 
 # Values an array row without `per_joint` or `size` holds at most: far more than any arm needs
@@ -45,7 +45,6 @@ MAX_VALUES = 10_000
 # A sensor's frame_id: letters, digits, _ . - and /, as ROS and TF name frames (one leading /
 # is stripped, as tf2 does).
 _FRAME_NAME = re.compile(r'/?[A-Za-z0-9_][A-Za-z0-9_./-]*')
-_SHOWN_VALUES = 6  # values of an array a refusal shows
 
 
 @dataclass(frozen=True)
@@ -102,18 +101,13 @@ class Parameter:
         return f'{name} array' if isinstance(self.default, list) else name
 
     @property
-    def _bounds(self) -> str:
-        low, high = (f'{x}' if isinstance(x, int) else f'{x:g}' for x in self.range)
-        return f'{low} … {high}'
-
-    @property
     def allowed(self) -> str:
         """The values it allows, as the docs and `ros2 param describe` say it ('' = any)."""
         each = ' each' if isinstance(self.default, list) else ''
         if self.choices is not None:
             return ', '.join(f'`{choice}`' for choice in self.choices) + each
         if self._numbers:
-            return f'{self._bounds}{each}'
+            return f'{bounds(self.range)}{each}'
         if self.names == LINK:
             return "a link the joints move ('' = tip_link)"
         if self.names == SENSOR_FRAME:
@@ -152,24 +146,15 @@ class Parameter:
         depends on the arm, the values per joint and the links and frames, is checked
         against `robot` (a RobotModel; without it, as for a row's default, it is not)."""
         listed = isinstance(value, (list, tuple, array.array))
-        shown = _shown(value)
         count = self._count_problem(len(value), robot) if listed else None
         if count:  # before any element is read: a count refused costs nothing
-            return f'{self.name} = {shown}: {count}'
-        values = value if listed else [value]
-        each = ' (each element)' if listed else ''
-        if self.choices is not None:
-            bad = [x for x in values if x not in self.choices]
-            if bad:
-                return (f'{self.name} = {shown}: {", ".join(_shown(x) for x in bad[:3])} is '
-                        f'not one of {", ".join(self.choices)}{each}')
-        elif self._numbers:
-            low, high = self.range
-            bad = [x for x in values if not (math.isfinite(x) and low <= x <= high)]
-            if bad:
-                return (f'{self.name} = {shown}: {", ".join(_shown(x) for x in bad[:3])} '
-                        f'outside {self._bounds}{each}')
-        elif self.names and robot is not None:
+            return f'{self.name} = {shown(value)}: {count}'
+        bounded = core_problem(self.name, value, self.range if self._numbers else None,
+                               self.choices)
+        if bounded or self.choices is not None or self._numbers:
+            return bounded
+        if self.names and robot is not None:
+            values = value if listed else [value]
             return next(filter(None, (self._name_problem(x, robot) for x in values)), None)
         return None
 
@@ -198,27 +183,16 @@ class Parameter:
         if self.names == LINK:
             if value in robot.link_joint:
                 return None
-            return (f'{self.name} = {_shown(value)}: not a link the joints of {robot.name} '
+            return (f'{self.name} = {shown(value)}: not a link the joints of {robot.name} '
                     f"move: '' ({robot.tip_link}) or one of {', '.join(robot.link_joint)}")
         if not _FRAME_NAME.fullmatch(value):
-            return (f'{self.name} = {_shown(value)}: not a frame name (letters, digits, '
+            return (f'{self.name} = {shown(value)}: not a frame name (letters, digits, '
                     "_ . - and /), nor ''")
         if value.lstrip('/') in robot.moving_frames:
-            return (f'{self.name} = {_shown(value)}: a frame the joints of {robot.name} move, '
+            return (f'{self.name} = {shown(value)}: a frame the joints of {robot.name} move, '
                     "never at one pose in the base frame: give the sensor's own frame (its "
                     "messages' frame_id), fixed in the base frame, or ''")
         return None
-
-
-def _shown(value: Any) -> str:
-    """`value` as a refusal shows it: a long array or string cut short."""
-    if isinstance(value, (list, tuple, array.array)):
-        shown = ', '.join(_shown(x) for x in value[:_SHOWN_VALUES])
-        more = f', … ({len(value)} values)' if len(value) > _SHOWN_VALUES else ''
-        return f'[{shown}{more}]'
-    if isinstance(value, str) and len(value) > 60:
-        return f'{value[:60]!r}… ({len(value)} characters)'
-    return repr(value)
 
 
 def rows(config: type, prefix: str = '', *, read_only: bool = False,

@@ -1,7 +1,8 @@
 """A reading process's end of the shared-memory joint samples (core/chain/sample_ring.py): it
 takes what the chain's process wrote and hands each sample to the nodes of this process that
-read the shared topics; in the process that relays them (nodes.yaml `shared_samples:
-relayed_by`, the estimation process) it also publishes those topics for anyone who subscribes.
+read the shared topics; in their publisher (nodes.yaml `shared_samples: published_by`, the
+relay process; manifest.process_plan) it also publishes those topics for anyone who
+subscribes.
 
 The chain's process writes every sample the residual node makes (q, q̇, τ, τ_ext, stamp) and
 publishes nothing at 1 kHz (issue 26): receiving, building and sending those messages would
@@ -34,29 +35,30 @@ PERIOD = 0.005  # s between takes: a sample waits at most this (plus the estimat
 class SampleFeed:
     """On `node` (a node of this process, whose timer and diagnostics it uses): the ring
     named `name`, its samples handed to the receivers of `topics` in `handover` and, when
-    `relays`, published on them (effort = τ on the joint-state topic, τ_ext on the residual
-    one)."""
+    `publishes` (this process is their publisher), published on them (effort = τ on the
+    joint-state topic, τ_ext on the residual one)."""
 
     def __init__(self, node: SuiteNode, handover: Handover, name: str,
-                 topics: tuple[str, ...], residual_topic: str, relays: bool):
+                 topics: tuple[str, ...], residual_topic: str, publishes: bool):
         self._node = node
         self._reader = SampleRingReader(name, lambda sec, nanosec: Time(sec=sec,
                                                                         nanosec=nanosec))
         self._writer = JointStateWriter(list(node.robot.joint_names))
         self._outputs = [(Output(node, topic, JointState, PIPELINE_QOS,
                                  handover.receivers(topic) or [], only_when_listened=True,
-                                 relayed=not relays),
+                                 published_elsewhere=not publishes),
                           topic == residual_topic) for topic in topics]
         self._receivers = [receive for output, _ in self._outputs
                            for receive in output.receivers]
         self._reported_lost = 0
         self._latest: list = []  # the last sample taken
         # On the steady clock: the samples come at the machine's pace, whatever /clock does
-        # (the simulated cobot's lockstep waits for the joint states relayed here).
+        # (the simulated cobot's lockstep waits for the joint states published here).
         node.create_timer(PERIOD, self.take, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def take(self) -> None:
-        """Hand over (and relay) the samples written since the last take."""
+        """Hand over (and publish, in their publisher) the samples written since the last
+        take."""
         samples = self._reader.take()
         if samples:
             for receive in self._receivers:

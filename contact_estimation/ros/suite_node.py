@@ -340,8 +340,8 @@ class SuiteNode(Node):
         mode). `only_when_listened` for 1 kHz streams: see ros/handover.Output."""
         topic = self.spec.topic(key)
         receivers = self._handover and self._handover.receivers(topic)
-        relayed = bool(self._handover) and topic in self._handover.relayed
+        elsewhere = bool(self._handover) and topic in self._handover.published_elsewhere
         output = Output(self, topic, msg_type, qos, [] if receivers is None else receivers,
-                        only_when_listened, relayed)
+                        only_when_listened, elsewhere)
         self.outputs.append(output)
         return output

@@ -77,7 +77,7 @@ from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.restart import RESTARTED
 from contact_estimation.core.robot.robot_model import RobotModel
-from contact_estimation.core.settings import DURATION, TIMEOUT, setting
+from contact_estimation.core.settings import DURATION, TIMEOUT, checked, setting
 
 POSITION, FORCE = 'position', 'force'
 ROLES = (POSITION, FORCE)
@@ -90,8 +90,12 @@ TIME_TOLERANCE = 1e-6
 # Seed 001 section 4.2: thresholds by joint role, N·m.
 SEED_POSITION_THRESHOLD = 4.0
 SEED_FORCE_THRESHOLD = 8.0
+# The range of a torque threshold ψ (N·m): above 0, as ψ = 0 would call every sample a
+# contact; the ceiling a user may raise is threshold_ceiling, checked beside it.
+TORQUE_THRESHOLDS = (0.01, 1e4)
 
 @dataclass(frozen=True)
+@checked
 class DetectorSettings:
     """The detector's settings as a user gives them (one value for every joint or one per
     joint), at their defaults: declared once, here (core/settings.py); `DetectorConfig` is
@@ -99,10 +103,10 @@ class DetectorSettings:
 
     thresholds_position: float | tuple = setting(
         SEED_POSITION_THRESHOLD, 'ψ_0 of position-controlled joints, N·m (seed 001: 4 N·m)',
-        range=(0.0, 1e4), per_joint=1)
+        range=TORQUE_THRESHOLDS, per_joint=1)
     thresholds_force: float | tuple = setting(
         SEED_FORCE_THRESHOLD, 'ψ_0 of force-controlled joints, N·m (seed 001: 8 N·m)',
-        range=(0.0, 1e4), per_joint=1)
+        range=TORQUE_THRESHOLDS, per_joint=1)
     roles: str | tuple = setting(POSITION, "each joint's role; switchable at run time",
                                  choices=ROLES, per_joint=1, name='joint_roles')
     # benchmarks/detection.py: weighted is 2–3× faster on hits ≥ 8 N·m, with no false alarm
@@ -121,7 +125,7 @@ class DetectorSettings:
         0.0, 'k_a, N·m per rad/s²: ψ grows by k_a |q̈|', range=(0.0, 1e4), per_joint=1)
     threshold_max: float | tuple = setting(
         15.0, 'ψ_max, N·m: cap of ψ so that fast motion never hides a contact this strong '
-        '(>= ψ_0)', range=(0.0, 1e4), per_joint=1)
+        '(>= ψ_0)', range=TORQUE_THRESHOLDS, per_joint=1)
     # A value that switches detection off (1e308) is refused unless the user raises this.
     threshold_ceiling: float = setting(
         100.0, 'N·m: thresholds, threshold_max and the gains (their term at 1 rad/s, '
@@ -153,15 +157,13 @@ FAULT = 'node_fault'  # the node met an unexpected error (ros/guard.py): latched
 
 
 def joint_roles(roles, n_joints: int) -> tuple[str, ...]:
-    """Roles as a tuple of 'position'/'force', one per joint (one role applies to all)."""
+    """Roles (each one of ROLES: the setting's choices) as a tuple of one per joint (one role
+    applies to all)."""
     roles = [roles] if isinstance(roles, str) else list(roles)
     if len(roles) == 1:
         roles = roles * n_joints
     if len(roles) != n_joints:
         raise ValueError(f'joint_roles: expected 1 or {n_joints} roles, got {len(roles)}')
-    for i, role in enumerate(roles):
-        if role not in ROLES:
-            raise ValueError(f'joint_roles[{i}] = {role!r}: must be one of {", ".join(ROLES)}')
     return tuple(roles)
 
 
@@ -216,42 +218,27 @@ class DetectorConfig(DetectorSettings):
         unknown = set(parameters) - {f.name for f in dataclasses.fields(DetectorSettings)}
         if unknown:
             raise TypeError(f'unknown detector parameters: {", ".join(sorted(unknown))}')
-        p = {**dataclasses.asdict(DEFAULTS), **parameters}
+        p = dataclasses.asdict(DetectorSettings(**parameters))  # the one check of each bound
         names = tuple(joint_names)
         n = len(names)
         if n == 0:
             raise ValueError('the detector needs at least one joint')
-        if p['persistence'] not in PERSISTENCE_RULES:
-            raise ValueError(f'persistence = {p["persistence"]!r}: must be one of '
-                             f'{", ".join(PERSISTENCE_RULES)}')
-        if not np.isfinite(p['persistence_time']) or p['persistence_time'] <= 0:
-            raise ValueError(f'persistence_time = {p["persistence_time"]} s: must be > 0 '
-                             '(how long some joint must be over threshold, eq. 7)')
-        for name, low, note in (('hold_time', 0.0, ' (0 = latch until reset)'),
-                                ('reset_quiet_time', 0.0, '')):
-            if not np.isfinite(p[name]) or p[name] < low:
-                raise ValueError(f'{name} = {p[name]} s: must be >= {low:g}{note}')
-        if not np.isfinite(p['input_timeout']) or p['input_timeout'] <= 0:
-            raise ValueError(f'input_timeout = {p["input_timeout"]} s: must be > 0')
-        ceiling = float(p['threshold_ceiling'])
-        if not (np.isfinite(ceiling) and ceiling > 0):
-            raise ValueError(f'threshold_ceiling = {ceiling} N·m: must be finite and > 0')
+        ceiling = p['threshold_ceiling']
         limit = {'high': ceiling, 'high_name': 'threshold_ceiling'}
         config = cls(
             joint_names=names,
             thresholds_position=per_joint('thresholds_position', p['thresholds_position'], n,
-                                          low=0.0, strict=True, unit=' N·m', **limit),
+                                          unit=' N·m', **limit),
             thresholds_force=per_joint('thresholds_force', p['thresholds_force'], n,
-                                       low=0.0, strict=True, unit=' N·m', **limit),
+                                       unit=' N·m', **limit),
             roles=joint_roles(p['roles'], n),
             persistence=p['persistence'], persistence_time=float(p['persistence_time']),
-            speed_gain=per_joint('speed_gain', p['speed_gain'], n, low=0.0, unit=' N·m·s/rad',
-                                 **limit),
-            acceleration_gain=per_joint('acceleration_gain', p['acceleration_gain'], n, low=0.0,
+            speed_gain=per_joint('speed_gain', p['speed_gain'], n, unit=' N·m·s/rad', **limit),
+            acceleration_gain=per_joint('acceleration_gain', p['acceleration_gain'], n,
                                         unit=' N·m·s²/rad', **limit),
-            threshold_max=per_joint('threshold_max', p['threshold_max'], n, low=0.0, strict=True,
-                                    unit=' N·m', **limit),
-            threshold_ceiling=ceiling,
+            threshold_max=per_joint('threshold_max', p['threshold_max'], n, unit=' N·m',
+                                    **limit),
+            threshold_ceiling=float(ceiling),
             hold_time=float(p['hold_time']), reset_quiet_time=float(p['reset_quiet_time']),
             input_timeout=float(p['input_timeout']))
         base = config.base_thresholds

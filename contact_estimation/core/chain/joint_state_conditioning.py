@@ -51,7 +51,7 @@ from contact_estimation.core import input_rejected
 from contact_estimation.core.chain.stamps import (  # noqa: F401
     FUTURE_STAMP, MAX_FUTURE, MAX_PAST, PAST_STAMP, ZERO_STAMP, stamp_problem)
 from contact_estimation.core.per_joint import per_joint
-from contact_estimation.core.settings import TIMEOUT, WINDOW, setting
+from contact_estimation.core.settings import TIMEOUT, WINDOW, checked, setting
 
 # Problem kinds (the keys counted on /diagnostics): those every node meets have the names of
 # core/input_rejected.py, the others are the listener's own.
@@ -67,9 +67,11 @@ IMPLAUSIBLE = 'implausible_value'
 
 # The ranges of a drive's k_m (N·m/A) and G_m: a cobot's motors have k_m ~0.05-0.5 N·m/A and
 # G_m ~50-160 (harmonic drives); a thousand times more is still a drive, 1e308 turns every
-# current into an infinite torque. Each must be > 0 (Transmission.create).
-TORQUE_CONSTANTS = (0.0, 1e3)
-GEAR_RATIOS = (0.0, 1e5)
+# current into an infinite torque. Each is > 0: a zero or negative one would turn every push
+# into a pull (the residual's sign flips); a drive that counts the other way is the driver's
+# sign convention to fix.
+TORQUE_CONSTANTS = (1e-4, 1e3)
+GEAR_RATIOS = (1e-3, 1e5)
 UNALIGNED_PARTS = 'unaligned_parts'
 GAP = 'gap'
 OUT_OF_LIMITS = 'out_of_limits'
@@ -85,6 +87,7 @@ Problem = tuple[str, str]
 
 
 @dataclass(frozen=True)
+@checked
 class ConditioningConfig:
     """How joint states are converted and checked: joint_state_listener's parameters, and
     the one source of their defaults (its parameter table takes them; config/
@@ -160,14 +163,10 @@ class Transmission:
 
     @classmethod
     def create(cls, n: int, config: 'ConditioningConfig') -> 'Transmission':
-        """The constants of `config` for `n` joints (one value for all or one per joint).
-
-        A negative or zero one is refused: it would turn every push into a pull (the
-        residual's sign flips); a drive that counts the other way is the driver's sign
-        convention to fix.
-        """
-        return cls(per_joint('torque_constants', config.torque_constants, n, 0.0, strict=True),
-                   per_joint('gear_ratios', config.gear_ratios, n, 0.0, strict=True),
+        """The constants of `config` for `n` joints (one value for all or one per joint;
+        each within TORQUE_CONSTANTS and GEAR_RATIOS, checked as `config` was built)."""
+        return cls(per_joint('torque_constants', config.torque_constants, n),
+                   per_joint('gear_ratios', config.gear_ratios, n),
                    bool(config.effort_is_current), bool(config.positions_are_motor_side))
 
     def joint_position(self, value: np.ndarray, joints: np.ndarray) -> np.ndarray:

@@ -45,20 +45,53 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
+
+from contact_estimation.core.settings import checked, setting
 
 # Why a sample's lag is over max_lag (`ClockLag.cause`): this node is late; its input came
 # late (the node's own share is within max_lag); the stamps went back.
 BEHIND, LATE_INPUT, BAD_STAMP = 'behind', 'late_input', 'bad_stamp'
 ROBUST_SAMPLES = 3
-# s: the detector's default, a budget no scheduling hiccup reaches (issue 35): with the chain
-# at SCHED_FIFO 40 beside a second job burning a core, its batches' lag was p99 0.2 ms, max
-# 11 ms (benchmarks/end_to_end.py --second-job); at 20 ms ordinary hiccups on a loaded 2-core
-# machine stopped the arm every few seconds. It stays under the input timeout (0.1 s) and the
-# heartbeat's 150 ms: a stop is never later than the replay's by more than this.
+# s: the one default of `max_lag`, for the collision detector and the proximity monitor alike.
+# - The detector (issue 35): a budget no scheduling hiccup reaches. With the chain at
+#   SCHED_FIFO 40 beside a second job burning a core, its batches' lag was p99 0.2 ms, max
+#   11 ms (benchmarks/end_to_end.py --second-job); at 20 ms ordinary hiccups on a loaded 2-core
+#   machine stopped the arm every few seconds. It stays under the input timeout (0.1 s) and
+#   the heartbeat's 150 ms: a stop is never later than the replay's by more than this.
+# - The proximity monitor adds it to the reaction time, so it is a trade-off there: 100 ms
+#   would grow the protective distance by 16 cm more at 1.6 m/s, and then a person standing
+#   at a table in the soak's cell was always too near. Measured (benchmarks/proximity_load.py,
+#   2 min, 2-core Xeon, chain at SCHED_FIFO 40, a second job burning a core): with the 10 Hz
+#   43 000-point cloud the check's lateness is p50 0.1 / p99 72 / max 950 ms (17 `behind`
+#   stops); without it p99 1.2 ms: the cloud worker's open3d/numpy calls, which hold the
+#   interpreter in that process, delay the check, not the scheduler. No budget short enough
+#   for the protective distance covers that, so it stays 50 ms until the cloud work leaves.
 MAX_LAG = 0.05
+# s: the collision detector's max_lag on the simulated cobot's clock (`up --sim`, the demo),
+# which moves in steps of up to lockstep.lead (20 ms) and max_catch_up (50 ms) ahead of or
+# behind the samples by design: not the detector behind. launcher.simulated_clock sets it and
+# says so at start; the proximity monitor keeps MAX_LAG there (its protective distance).
+SIMULATED_MAX_LAG = 0.1
 DRIFT = 1e-4        # s per s that the learned offset may rise
+
+
+@dataclass(frozen=True)
+@checked
+class LagBudget:
+    """`max_lag`, declared once for the nodes that raise a stop (the collision detector and
+    the proximity monitor: rows(LagBudget) in each table) and given to their ClockLag and
+    CheckLateness."""
+
+    max_lag: float = setting(
+        MAX_LAG, "a decision later than this after its sample's stamp (beyond the constant "
+        "offset between the driver's clock and this node's, learned), or a check later than "
+        "this after it was due → stop with the cause 'behind' (this node is late); in the "
+        'proximity monitor also: the latest joint state older than this at a check → stop, '
+        "'stale' (the input stopped), and it is added to reaction_time (a body may come that "
+        'much nearer), s', range=(0.001, 1.0))
 
 
 class ClockLag:

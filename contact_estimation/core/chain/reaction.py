@@ -11,7 +11,7 @@ and replaces its `config` when a parameter feeding it changes at run time.
 
 Seed 003's time scaling (core/chain/time_scaling.TimeScaling) is the one the node uses
 (`REACTION` in its module). Another reaction is a class with this interface beside it in
-core/chain/, whose CONFIG is a frozen dataclass checked in `__post_init__`, its defaults
+core/chain/, whose CONFIG is a frozen @checked dataclass of setting(...) fields, its defaults
 feeding the node's parameter rows; the node then names it as its `REACTION`, with rows for
 its config.
 """

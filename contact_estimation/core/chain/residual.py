@@ -37,7 +37,7 @@ from contact_estimation.core.chain.sample import Acceleration
 from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
-from contact_estimation.core.settings import TIMEOUT, WINDOW, setting
+from contact_estimation.core.settings import TIMEOUT, WINDOW, checked, setting
 
 if TYPE_CHECKING:
     from contact_estimation.core.identification.identified_model import IdentifiedModel
@@ -51,6 +51,7 @@ MAX_OBSERVER_GAIN = 1000.0
 
 
 @dataclass(frozen=True)
+@checked
 class ResidualConfig:
     """Which residual, and its settings: residual_node's parameters, and the one source of
     their defaults (its parameter table and `make_residual` take them; config/
@@ -69,7 +70,7 @@ class ResidualConfig:
         'n×k flat (row per joint, model joint order)', range=(-1e4, 1e4))
     observer_gain: tuple[float, ...] = setting(
         (50.0,), 'momentum observer gain K_O, 1/s (time constant 1/K_O): each > 0',
-        range=(0.0, MAX_OBSERVER_GAIN), per_joint=1)
+        range=(0.1, MAX_OBSERVER_GAIN), per_joint=1)
     # Times in seconds, not samples, so that they mean the same at 1 kHz and at 100 Hz.
     acceleration_window: float = setting(
         0.02, 'time span (s) of the least-squares fit giving q̈ for the rnea residual (at '

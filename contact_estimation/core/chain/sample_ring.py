@@ -17,27 +17,47 @@ oldest and counts them (`lost`): the ring is bounded, and nothing blocks the wri
 The segment's name is the one thing both processes must agree on (`ring_name`: the ROS
 namespace and domain, so two arms on one host do not share one); the writer creates it
 anew at start (a random `generation`), and marks it closed when it stops. A reader that
-finds its segment closed, or sees no new sample for `IDLE_TAKES` takes (a writer killed
-without closing), opens the name again and follows a new writer from its first sample.
+finds its segment closed, or sees no new sample for `IDLE_TIME` (a writer killed without
+closing), opens the name again and follows a new writer from its first sample.
+
+Each slot is described once, `slot_dtype(n)` (a numpy structured dtype): the sequence number
+before and after the data, the chain's time `t`, the stamp in one form (`stamp_ns`, whole ns),
+whether τ was given, q, q̇, τ, τ_ext, and the frame_id in FRAME_BYTES bytes. A longer
+frame_id is kept cut, and the writer says so once per frame (`on_cut`).
 """
 from __future__ import annotations
 
 import os
 import re
 import secrets
+import time
 from multiprocessing import shared_memory
+from typing import Callable
 
 import numpy as np
 
 from contact_estimation.core.chain.sample import JointSample
-from contact_estimation.core.chain.stamps import sec_nanosec
+from contact_estimation.core.chain.stamps import nanoseconds, sec_nanosec
 
 CAPACITY = 2048          # samples: 2 s at 1 kHz
-IDLE_TAKES = 100         # takes without a new sample before the reader looks for a new writer
-FRAME_BYTES = 64         # frame_id kept up to this many UTF-8 bytes
+IDLE_TIME = 0.5          # s without a new sample before the reader looks for a new writer
+FRAME_BYTES = 64         # frame_id kept up to this many UTF-8 bytes (a longer one: `on_cut`)
 _HEADER = 4              # int64: written count, generation, joints, capacity
-_FIXED = 6               # float64 per slot besides the arrays: seq, t, sec, nanosec, has_tau, seq
 _WRITTEN_HERE: set[str] = set()  # segments this process created (and will unlink)
+
+
+def slot_dtype(n: int) -> np.dtype:
+    """One slot of the ring for an arm of `n` joints: the one description of its layout."""
+    return np.dtype([
+        ('seq_before', np.int64),           # −seq while the slot is written, then seq
+        ('t', np.float64),                  # s, the sample's time as the chain used it
+        ('stamp_ns', np.int64),             # the stamp, whole ns (its sec, nanosec derived)
+        ('has_tau', np.int64),              # 1: τ measured, 0: the driver gives none
+        ('q', np.float64, (n,)), ('v', np.float64, (n,)),
+        ('tau', np.float64, (n,)), ('tau_ext', np.float64, (n,)),
+        ('frame_id', f'S{FRAME_BYTES}'),    # UTF-8, NUL-padded
+        ('seq_after', np.int64),            # seq once the data is written
+    ])
 
 
 def ring_name(namespace: str = '', domain: str | None = None) -> str:
@@ -47,8 +67,8 @@ def ring_name(namespace: str = '', domain: str | None = None) -> str:
     return f'contact_estimation_{domain}_{tag}_samples'
 
 
-def _slot_width(n: int) -> int:
-    return _FIXED + 4 * n + FRAME_BYTES // 8
+def _segment_size(n: int, capacity: int) -> int:
+    return _HEADER * 8 + capacity * slot_dtype(n).itemsize
 
 
 class _Layout:
@@ -57,14 +77,11 @@ class _Layout:
     def __init__(self, memory: shared_memory.SharedMemory, n: int, capacity: int):
         self.memory = memory
         self.header = np.ndarray((_HEADER,), np.int64, memory.buf, 0)
-        width = _slot_width(n)
-        self.slots = np.ndarray((capacity, width), np.float64, memory.buf, _HEADER * 8)
+        self.slots = np.ndarray((capacity,), slot_dtype(n), memory.buf, _HEADER * 8)
         self.n, self.capacity = n, capacity
-        a = 5  # q, q̇, τ, τ_ext after seq, t, sec, nanosec, has_tau
-        self.q, self.v = slice(a, a + n), slice(a + n, a + 2 * n)
-        self.tau, self.tau_ext = slice(a + 2 * n, a + 3 * n), slice(a + 3 * n, a + 4 * n)
-        self.frame = slice(a + 4 * n, a + 4 * n + FRAME_BYTES // 8)
-        self.seq_after = width - 1
+        # One view per field over every slot: plain ndarray indexing per sample (a field
+        # looked up by name on each write cost 5 times the write).
+        self.field = {name: self.slots[name] for name in self.slots.dtype.names}
 
     def close(self) -> None:
         del self.header, self.slots
@@ -72,10 +89,12 @@ class _Layout:
 
 
 class SampleRingWriter:
-    """The chain's end: `write(sample)` for every sample with τ_ext."""
+    """The chain's end: `write(sample)` for every sample with τ_ext. `on_cut(frame_id)` is
+    called once for each frame_id longer than FRAME_BYTES (it is kept cut)."""
 
-    def __init__(self, name: str, n_joints: int, capacity: int = CAPACITY):
-        size = _HEADER * 8 + capacity * _slot_width(n_joints) * 8
+    def __init__(self, name: str, n_joints: int, capacity: int = CAPACITY,
+                 on_cut: Callable[[str], None] = lambda frame_id: None):
+        size = _segment_size(n_joints, capacity)
         try:  # a segment left by a writer that died: replaced
             stale = shared_memory.SharedMemory(name)
             stale.close()
@@ -85,41 +104,42 @@ class SampleRingWriter:
         memory = shared_memory.SharedMemory(name, create=True, size=size)
         _WRITTEN_HERE.add(name)
         self._ring = _Layout(memory, n_joints, capacity)
-        self._ring.slots[:, 0] = 0.0
+        self._ring.slots['seq_before'] = 0
         self._ring.header[:] = (0, secrets.randbits(62), n_joints, capacity)
         self.name = name
-        self._frames: dict[str, np.ndarray] = {}
+        self._on_cut = on_cut
+        self._frames: dict[str, bytes] = {}
 
     def write(self, sample: JointSample) -> None:
-        ring = self._ring
+        ring, field = self._ring, self._ring.field
         count = int(ring.header[0])
-        slot = ring.slots[count % ring.capacity]
-        seq = float(count + 1)
-        slot[0] = -seq
-        slot[1] = sample.t
-        sec, nanosec = _stamp_parts(sample)
-        slot[2], slot[3] = sec, nanosec
-        slot[4] = sample.tau is not None
-        slot[ring.q] = sample.q
-        slot[ring.v] = sample.v
+        i, seq = count % ring.capacity, count + 1
+        field['seq_before'][i] = -seq
+        field['t'][i] = sample.t
+        field['stamp_ns'][i] = _stamp_ns(sample)
+        field['has_tau'][i] = sample.tau is not None
+        field['q'][i] = sample.q
+        field['v'][i] = sample.v
         if sample.tau is not None:
-            slot[ring.tau] = sample.tau
-        slot[ring.tau_ext] = sample.tau_ext
-        slot[ring.frame] = self._frame(sample.frame_id)
-        slot[ring.seq_after] = seq
-        slot[0] = seq
+            field['tau'][i] = sample.tau
+        field['tau_ext'][i] = sample.tau_ext
+        field['frame_id'][i] = self._frame(sample.frame_id)
+        field['seq_after'][i] = seq
+        field['seq_before'][i] = seq
         ring.header[0] = count + 1
 
     def write_batch(self, samples) -> None:
         for sample in samples:
             self.write(sample)
 
-    def _frame(self, frame_id: str) -> np.ndarray:
+    def _frame(self, frame_id: str) -> bytes:
         if frame_id not in self._frames:
-            raw = frame_id.encode()[:FRAME_BYTES].ljust(FRAME_BYTES, b'\0')
+            raw = frame_id.encode()
+            if len(raw) > FRAME_BYTES:
+                self._on_cut(frame_id)
             if len(self._frames) > 16:
                 self._frames.clear()
-            self._frames[frame_id] = np.frombuffer(raw, np.float64).copy()
+            self._frames[frame_id] = raw[:FRAME_BYTES]
         return self._frames[frame_id]
 
     def close(self) -> None:
@@ -146,21 +166,22 @@ class SampleRingReader:
     first, as JointSamples with τ_ext (stamp = (sec, nanosec); `make_stamp` turns it into
     the caller's stamp type). `lost` counts samples overwritten before they were read."""
 
-    def __init__(self, name: str, make_stamp=None):
+    def __init__(self, name: str, make_stamp=None, clock: Callable[[], float] = time.monotonic):
         self.name = name
         self._make_stamp = make_stamp or (lambda sec, nanosec: (sec, nanosec))
+        self._clock = clock  # s, for IDLE_TIME
         self._ring: _Layout | None = None
         self._generation = None
         self._next = 0
-        self._idle = 0
+        self._last_new = clock()  # when the last new sample (or the attach) was seen
         self.lost = 0
 
     def attached(self) -> bool:
         """Attach (again, if the writer was restarted); False while there is no writer."""
         if self._ring is not None and int(self._ring.header[1]) == self._generation \
-                and self._idle < IDLE_TAKES:
+                and self._clock() - self._last_new < IDLE_TIME:
             return True
-        self._idle = 0
+        self._last_new = self._clock()
         try:
             memory = shared_memory.SharedMemory(self.name)
         except FileNotFoundError:
@@ -187,23 +208,26 @@ class SampleRingReader:
             return []
         ring = self._ring
         count = int(ring.header[0])
-        self._idle = self._idle + 1 if count == self._next else 0
+        if count != self._next:
+            self._last_new = self._clock()
         if count - self._next > ring.capacity:
             self.lost += count - self._next - ring.capacity
             self._next = count - ring.capacity
-        samples = []
-        for index in range(self._next, count):
-            row = ring.slots[index % ring.capacity].copy()
-            if row[0] != index + 1 or row[ring.seq_after] != index + 1 \
-                    or ring.slots[index % ring.capacity, 0] != index + 1:
-                self.lost += 1
-                continue
-            frame = row[ring.frame].tobytes().rstrip(b'\0').decode(errors='replace')
-            samples.append(JointSample(
-                float(row[1]), row[ring.q], row[ring.v], row[ring.tau] if row[4] else None,
-                row[ring.tau_ext], self._make_stamp(int(row[2]), int(row[3])), frame))
+        seqs = np.arange(self._next, count) + 1
+        rows = ring.slots[(seqs - 1) % ring.capacity]  # one copy of the batch
+        # A slot is kept only if its sequence number was the same before and after its data
+        # and still is after the copy: never half-written, never overwritten meanwhile.
+        whole = ((rows['seq_before'] == seqs) & (rows['seq_after'] == seqs)
+                 & (ring.field['seq_before'][(seqs - 1) % ring.capacity] == seqs))
+        self.lost += int(np.count_nonzero(~whole))
+        rows = rows[whole]
         self._next = count
-        return samples
+        return [JointSample(float(t), q, v, tau if has_tau else None, tau_ext,
+                            self._make_stamp(*sec_nanosec(int(ns))),
+                            frame.decode(errors='replace'))
+                for t, ns, has_tau, q, v, tau, tau_ext, frame in zip(
+                    rows['t'], rows['stamp_ns'], rows['has_tau'], rows['q'], rows['v'],
+                    rows['tau'], rows['tau_ext'], rows['frame_id'])]
 
     def _detach(self) -> None:
         if self._ring is not None:
@@ -214,13 +238,14 @@ class SampleRingReader:
         self._detach()
 
 
-def _stamp_parts(sample: JointSample) -> tuple[int, int]:
+def _stamp_ns(sample: JointSample) -> int:
+    """The sample's stamp in whole ns: of its stamp object (a header's, or (sec, nanosec)),
+    or of `t` when it has none."""
     stamp = sample.stamp
     if stamp is None:
-        return sec_nanosec(int(round(sample.t * 1e9)))
-    if isinstance(stamp, tuple):
-        return stamp
-    return stamp.sec, stamp.nanosec
+        return int(round(sample.t * 1e9))
+    return nanoseconds(*stamp) if isinstance(stamp, tuple) else nanoseconds(stamp.sec,
+                                                                             stamp.nanosec)
 
 
 def _untrack(memory: shared_memory.SharedMemory) -> None:

@@ -58,10 +58,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contact_estimation.core.settings import DURATION, setting
+from contact_estimation.core.settings import DURATION, checked, setting
 
 
 @dataclass(frozen=True)
+@checked
 class TimeScalingConfig:
     alpha: float = setting(0.1, 'seed 003 α: yield speed (fraction of nominal) per N·m of '
                            'push back beyond the push threshold, 1/(N·m)', range=(0.0, 100.0))
@@ -85,18 +86,6 @@ class TimeScalingConfig:
         0.5, 'f_S stays 0 this long after the residuals fall back under threshold, s',
         range=(0.0, 60.0))
     min_speed: float = 1e-3       # rad/s: slower motion has no direction to remember
-
-    def __post_init__(self):
-        for name in ('alpha', 'push_threshold', 'push_hysteresis', 'push_filter_time',
-                     'resume_delay', 'min_speed'):
-            value = getattr(self, name)
-            if not np.isfinite(value) or value < 0:
-                raise ValueError(f'time scaling {name} = {value}: must be finite and >= 0')
-        for name in ('yield_rate', 'recovery_rate'):
-            value = getattr(self, name)
-            if not np.isfinite(value) or value <= 0:
-                raise ValueError(f'time scaling {name} = {value} 1/s: must be > 0 (else '
-                                 'f_S never leaves 0)')
 
 
 class TimeScaling:

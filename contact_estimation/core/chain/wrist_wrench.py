@@ -17,10 +17,11 @@ import numpy as np
 
 from contact_estimation.core.input_rejected import NOT_FINITE, UNKNOWN_FRAME, InputRejected
 from contact_estimation.core.robot.robot_model import RobotModel
-from contact_estimation.core.settings import LINK, setting
+from contact_estimation.core.settings import LINK, checked, setting
 
 
 @dataclass(frozen=True)
+@checked
 class WristWrenchConfig:
     """residual_node's `wrist_wrench.*` parameters, and the one source of their defaults (its
     parameter table takes them; config/residual_node.yaml ships the same values)."""

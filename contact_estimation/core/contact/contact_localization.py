@@ -31,7 +31,7 @@ from contact_estimation.core.contact.ft_contact import line_of_action as spatial
 from contact_estimation.core.contact.lidar_fusion import LinkProximity, link_scenes
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import checked, setting
 
 
 class LocalizationError(ValueError):
@@ -127,6 +127,7 @@ def moving_link_samples(surfaces: LinkSurfaces) -> tuple:
 
 
 @dataclass(frozen=True)
+@checked
 class LocalizerConfig:
     """A contact localizer's settings (`ContactLocalizer`; the contact_localizer node gives
     the same to `FusedContactEstimator`). normal_slack stands for the error of a mesh facet's
@@ -153,12 +154,11 @@ class LocalizerConfig:
                           range=(1, 100))
 
     def __post_init__(self):
-        if min(self.mu, self.delta_tau, self.delta_w, self.contact_distance,
-               self.prior_radius) <= 0 or self.refine < 1:
-            raise LocalizationError('mu, delta_tau, delta_w, contact_distance and prior_radius '
-                                    'must be positive, refine at least 1')
-        if not 0 <= self.normal_slack < np.pi / 2 - np.arctan(self.mu):
-            raise LocalizationError('normal_slack must be in [0, π/2 − atan μ)')
+        if self.normal_slack >= np.pi / 2 - np.arctan(self.mu):
+            raise LocalizationError(f'normal_slack = {self.normal_slack:g} rad must be below '
+                                    f'π/2 − atan(mu) = {np.pi / 2 - np.arctan(self.mu):g} '
+                                    f'(mu = {self.mu:g}): the widened cone would be a '
+                                    'half-space')
 
     @property
     def cone_mu(self) -> float:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from contact_estimation.core.contact.contact import Contact
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import checked, setting
 from contact_estimation.core.contact.ft_compensation import FtContactError, cross, finite_rows
 from contact_estimation.core.robot.body_surfaces import (EllipsoidSurfaces, MeshSurfaces,
                                                          body_poses)
@@ -79,6 +79,7 @@ def contacted_joint(tau_ext: np.ndarray, threshold) -> int | None:
 
 # ------------------------------------------------------------------------ estimate
 @dataclass(frozen=True)
+@checked
 class FtLocatorConfig:
     """`FtContactLocator`'s settings (the ft_contact_estimator's rows feed them).
     `singular_ratio`: see `compatible_wrenches`; `residual_noise`, `normal_preference` and
@@ -106,16 +107,6 @@ class FtLocatorConfig:
         'then ambiguous', range=(0.0, 100.0))
 
     def __post_init__(self):
-        if not 0.0 <= self.singular_ratio < 1.0 / np.sqrt(3.0):
-            raise FtContactError(f'singular_ratio must be in [0, 1/√3), got '
-                                 f'{self.singular_ratio}')
-        if not self.min_force > 0.0:
-            raise FtContactError(f'min_force must be > 0 N, got {self.min_force}')
-        if not self.residual_noise > 0.0 or not self.normal_preference >= 0.0:
-            raise FtContactError(f'residual_noise must be > 0 N·m and normal_preference ≥ 0, '
-                                 f'got {self.residual_noise} and {self.normal_preference}')
-        if not self.ambiguity_margin >= 0.0:
-            raise FtContactError(f'ambiguity_margin must be ≥ 0, got {self.ambiguity_margin}')
         if not self.presence_force >= self.min_force:
             raise FtContactError(f'presence_force must be ≥ min_force ({self.min_force} N), '
                                  f'got {self.presence_force}')

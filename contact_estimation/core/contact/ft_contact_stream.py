@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import yaml
 
+from contact_estimation.core.chain.detector import TORQUE_THRESHOLDS
 from contact_estimation.core.contact.ft_compensation import (COMPENSATIONS, CONVENTIONS,
                                                              ROBOT_ON_SENSOR,
                                                              BaseWrenchCompensator,
@@ -25,10 +26,11 @@ from contact_estimation.core.input_rejected import (NOT_FINITE, OUT_OF_ORDER, SA
 from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.robot.pose import (POSITION_RANGE, RPY_RANGE, position,
                                                 rotation_from_rpy)
-from contact_estimation.core.settings import SENSOR_FRAME, setting
+from contact_estimation.core.settings import SENSOR_FRAME, checked, setting
 
 
 @dataclass(frozen=True)
+@checked
 class FtEstimatorConfig:
     """The ft_contact_estimator's settings but the locator's (`FtLocatorConfig`) and the
     payload's."""
@@ -60,7 +62,7 @@ class FtEstimatorConfig:
         "surface_model ellipsoid; '' = fitted to the meshes")
     contact_threshold: tuple = setting(
         (0.5,), '|τ_ext| (N·m) at which a joint counts as loaded by a contact (seed 004 '
-        'current constraint)', range=(0.0, 1e4), per_joint=1)  # as the detector's thresholds
+        'current constraint)', range=TORQUE_THRESHOLDS, per_joint=1)
     stamp_tolerance: float = setting(
         0.005, 'most time between the stamps of a reading and the joint state it is paired '
         'with (s)', range=(0.0, 1.0))
@@ -98,11 +100,6 @@ class FtEstimatorConfig:
         '~/.ros/contact_estimation/ft_sensor_offset.yaml', 'where ~/zero stores the sensor '
         "offset and the node reads it at start ('' = not stored)")
 
-    def __post_init__(self):
-        if self.compensation not in COMPENSATIONS:
-            raise FtContactError(f'compensation must be one of {COMPENSATIONS}, got '
-                                 f'{self.compensation!r}')
-
     def mount(self) -> SensorMount:
         """The sensor's mounting (core/robot/pose.py's convention); ValueError if no pose."""
         return SensorMount(self.sensor_reports, rotation_from_rpy(self.sensor_rpy, 'sensor.rpy'),
@@ -110,8 +107,7 @@ class FtEstimatorConfig:
 
     def thresholds(self, n_joints: int) -> np.ndarray:
         """`contact_threshold` for each of `n_joints` joints (core/per_joint.py), N·m."""
-        return per_joint('contact_threshold', self.contact_threshold, n_joints, low=0.0,
-                         strict=True, unit=' N·m')
+        return per_joint('contact_threshold', self.contact_threshold, n_joints, unit=' N·m')
 
 
 # How far back (s of stamps) samples are kept for pairing.

@@ -51,7 +51,7 @@ from contact_estimation.core.contact.ft_contact import line_of_action
 from contact_estimation.core.contact.lidar_fusion import LinkProximity
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import checked, setting
 
 # The sensors an estimate can use (`ContactEstimate.sensors`).
 TORQUE = 'torque'
@@ -94,6 +94,7 @@ class FusedContactError(ValueError):
 
 
 @dataclass(frozen=True)
+@checked
 class SensorNoise:
     """Standard deviations of the sensors' errors: `torque` per joint of τ_ext (N·m, one
     value or n), `force` and `moment` per axis of the compensated base wrench (N, N·m)."""
@@ -106,9 +107,10 @@ class SensorNoise:
         range=(1e-4, 100.0))
 
     def __post_init__(self):
-        values = np.concatenate([np.ravel(self.torque), [self.force, self.moment]])
-        if not (np.isfinite(values).all() and np.all(values > 0)):
-            raise FusedContactError(f'noise levels must be finite and > 0, got {self}')
+        torque = np.ravel(self.torque)  # not a setting: the node gives the residual's noise
+        if not (np.isfinite(torque).all() and np.all(torque > 0)):
+            raise FusedContactError(f'torque noise levels must be finite and > 0, got '
+                                    f'{torque.tolist()}')
 
 
 def _fused(sensors: tuple[str, ...], **fields) -> ContactEstimate:

@@ -30,7 +30,7 @@ from scipy.spatial.distance import cdist
 
 from contact_estimation.core.robot.pose import POSITION_RANGE
 from contact_estimation.core.robot.surfaces import LinkSurfaces
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import checked, setting
 
 
 # Points tried first, per link, for its nearest obstacle point (nearest bounds first); the
@@ -75,6 +75,7 @@ class Obstacles:
 
 
 @dataclass(frozen=True)
+@checked
 class CloudConfig:
     """How a lidar cloud becomes obstacles (the `cloud.*` settings of the nodes that read
     one)."""
@@ -98,11 +99,6 @@ class CloudConfig:
         low, high = np.asarray(self.workspace_min, float), np.asarray(self.workspace_max, float)
         if low.shape != (3,) or high.shape != (3,) or not np.all(low < high):
             raise CloudError('workspace_min and workspace_max must be 3 numbers each, min < max')
-        if min(self.voxel_size, self.cluster_eps, self.max_age) <= 0 or self.self_margin < 0:
-            raise CloudError('voxel_size, cluster_eps and max_age must be positive, '
-                             'self_margin not negative')
-        if self.cluster_min_points < 1 or self.max_points < 1:
-            raise CloudError('cluster_min_points and max_points must be at least 1')
 
 
 def to_base_frame(points: np.ndarray, translation, rotation) -> np.ndarray:

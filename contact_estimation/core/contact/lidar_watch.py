@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import checked, setting
 
 
 @dataclass(frozen=True)
+@checked
 class LidarWatchConfig:
     """When the lidar counts as stale (the `lidar.timeout` and `lidar.required` settings)."""
 
@@ -24,10 +25,6 @@ class LidarWatchConfig:
     required: bool = setting(
         False, 'the cell has a lidar: also stale when no cloud arrived within timeout of the '
         'start')
-
-    def __post_init__(self):
-        if not self.timeout > 0:
-            raise ValueError(f'lidar timeout = {self.timeout}: must be > 0')
 
 
 class LidarWatch:

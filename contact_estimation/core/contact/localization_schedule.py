@@ -23,10 +23,11 @@ import numpy as np
 
 from contact_estimation.core.chain import detector
 from contact_estimation.core.per_joint import per_joint
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import checked, setting
 
 
 @dataclass(frozen=True)
+@checked
 class ScheduleConfig:
     """When to localize (the contact localizer's settings). max_rate: 20 estimates of ~10 ms
     use 20 % of a core during a contact; a 1e308 gate threshold (never an estimate) is
@@ -34,7 +35,8 @@ class ScheduleConfig:
 
     gate_thresholds: tuple = setting(
         (float(detector.DEFAULTS.thresholds_position),), 'estimate while some |τ_ext,i| '
-        "exceeds this, N·m (default: the detector's ψ_0)", range=(0.0, 1e4), per_joint=1)
+        "exceeds this, N·m (default: the detector's ψ_0)", range=detector.TORQUE_THRESHOLDS,
+        per_joint=1)
     max_rate: float = setting(20.0, 'most estimates per second, Hz (each costs ms of CPU)',
                               range=(0.1, 1000.0))
     threshold_ceiling: float = setting(
@@ -49,11 +51,8 @@ class LocalizationSchedule:
 
     def __init__(self, config: ScheduleConfig, n_joints: int):
         self.thresholds = per_joint('gate_thresholds', config.gate_thresholds, n_joints,
-                                    low=0.0, strict=True, unit=' N·m',
-                                    high=config.threshold_ceiling,
+                                    unit=' N·m', high=config.threshold_ceiling,
                                     high_name='threshold_ceiling')
-        if not np.isfinite(config.max_rate) or config.max_rate <= 0:
-            raise ValueError(f'max_rate = {config.max_rate} Hz: must be > 0')
         self.interval = 1.0 / config.max_rate
         self._next = -np.inf
     def contact(self, tau: np.ndarray) -> bool:

@@ -65,7 +65,7 @@ from scipy.spatial import cKDTree
 from contact_estimation.core.input_rejected import (IMPLAUSIBLE, NOT_FINITE, WRONG_SIZE,
                                                     InputRejected)
 from contact_estimation.core.robot.surfaces import LinkSurfaces
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import checked, setting
 
 # The keypoints of the COCO-17 skeleton, in its order (most 2-D/3-D pose trackers use it).
 COCO_17 = ('nose', 'left_eye', 'right_eye', 'left_ear', 'right_ear', 'left_shoulder',
@@ -306,6 +306,7 @@ def cluster_spheres(points, voxel_size: float) -> tuple[np.ndarray, np.ndarray]:
 
 # ------------------------------------------------------------------------ monitor
 @dataclass(frozen=True)
+@checked
 class ProximityConfig:
     """Parameters of the protective separation distance (ISO/TS 15066 in spirit) and the signals."""
 
@@ -346,16 +347,6 @@ class ProximityConfig:
         0.05, 'm: lidar cluster → spheres of about this size', range=(1e-3, 1.0))
     report_range: float = setting(  # see ProximityMonitor._check
         0.5, 'm: distances are exact at least this far (farther: inf)', range=(0.0, 10.0))
-
-    def __post_init__(self):
-        for name, value in vars(self).items():
-            strict = name in ('slowdown_distance', 'recovery_rate', 'body_timeout', 'voxel_size')
-            if not np.isfinite(value) or value < 0 or (strict and value == 0):
-                raise ProximityConfigError(f'proximity {name} = {value}: must be finite and '
-                                           f'{"> 0" if strict else ">= 0"}')
-        if self.reset_speed_scale > 1:
-            raise ProximityConfigError(f'proximity reset_speed_scale = '
-                                       f'{self.reset_speed_scale}: must be in [0, 1]')
 
 
 @dataclass

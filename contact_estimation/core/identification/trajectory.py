@@ -32,7 +32,7 @@ import numpy as np
 
 from contact_estimation.core.identification.excitation import SweepSettings, plan_sweeps
 from contact_estimation.core.robot.robot_model import RobotModel
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import checked, setting
 
 
 def bounded_limits(robot: RobotModel, margin: float) -> tuple[np.ndarray, np.ndarray]:
@@ -47,6 +47,7 @@ def bounded_limits(robot: RobotModel, margin: float) -> tuple[np.ndarray, np.nda
 
 
 @dataclass(frozen=True)
+@checked
 class SmoothRandomSettings:
     """SmoothRandomTrajectory's settings at their defaults (the sim's `trajectory.*`)."""
 

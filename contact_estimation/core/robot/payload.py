@@ -25,13 +25,14 @@ import numpy as np
 import pinocchio as pin
 
 from contact_estimation.core.robot.robot_model import RobotModel
-from contact_estimation.core.settings import LINK, setting
+from contact_estimation.core.settings import LINK, checked, setting
 
 _PARAMETERS_PER_BODY = 10   # pinocchio's dynamic parameter vector per body
 GRAVITY_PARAMETERS = 4      # m, m·c'_x, m·c'_y, m·c'_z
 
 
 @dataclass(frozen=True)
+@checked
 class Payload:
     """A tool or a held part: a point mass `mass` (kg) at `centre_of_mass` (m) in the frame
     of `link` ('' = the robot's tip link)."""
@@ -47,12 +48,9 @@ class Payload:
 
     def __post_init__(self):
         centre = np.asarray(self.centre_of_mass, dtype=float).ravel()
-        if not (np.isfinite(self.mass) and self.mass >= 0.0):
-            raise ValueError(f'payload.mass must be finite and ≥ 0 kg, got {self.mass}')
-        if centre.size != 3 or not np.isfinite(centre).all():
-            raise ValueError(f'payload.centre_of_mass must be 3 finite values (m, in the '
-                             f'frame of {self.link or "the tip link"}), got '
-                             f'{list(self.centre_of_mass)}')
+        if centre.size != 3:
+            raise ValueError(f'payload.centre_of_mass must be 3 values (m, in the frame of '
+                             f'{self.link or "the tip link"}), got {list(self.centre_of_mass)}')
         object.__setattr__(self, 'mass', float(self.mass))
         object.__setattr__(self, 'centre_of_mass', tuple(float(x) for x in centre))
 

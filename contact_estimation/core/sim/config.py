@@ -9,11 +9,12 @@ import numpy as np
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.pose import (POSITION_RANGE, RPY_RANGE, position,
                                                 rotation_from_rpy)
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import checked, setting
 from contact_estimation.core.sim.driver import MotorCurrent
 
 
 @dataclass
+@checked
 class LidarConfig:
     """Rays from `position` (base frame); the lidar's x axis looks forward, rotated by `rpy`
     (roll, pitch, yaw about the fixed axes: core/robot/pose.py, the one mounting convention).
@@ -52,6 +53,7 @@ DEFAULT_FRICTION = (0.3, 40.0, 4.0, 1.0, 40.0, 0.2)  # seed 001 eq. 23: γ1 … 
 
 
 @dataclass
+@checked
 class SimConfig:
     timestep: float = 0.001
     integrator: str = 'implicitfast'

@@ -19,10 +19,11 @@ import numpy as np
 
 from contact_estimation.core.chain.joint_state_conditioning import GEAR_RATIOS, TORQUE_CONSTANTS
 from contact_estimation.core.per_joint import per_joint
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import checked, setting
 
 
 @dataclass(frozen=True)
+@checked
 class MotorCurrent:
     """Joint torque as a driver computes it from motor current (seed 001 eqs. 1–2)."""
 
@@ -35,18 +36,9 @@ class MotorCurrent:
     resolution: float = setting(0.01, 'motor_current: ADC step of the current (A); 0 = '
                                 'continuous', range=(0.0, 10.0), name='current_resolution')
 
-    def __post_init__(self):
-        for name, values in self._per_joint():  # each > 0 (their count: torque_per_ampere)
-            per_joint(name, values, max(np.size(values), 1), low=0.0, strict=True)
-        for name in ('noise', 'resolution'):
-            value = getattr(self, name)
-            if not (np.isfinite(value) and value >= 0):
-                raise ValueError(f'motor current {name} = {value} A: must be finite and >= 0')
-
     def torque_per_ampere(self, joints: int) -> np.ndarray:
         """G_m k_m of every joint (N·m of joint torque per A of motor current)."""
-        k_m, g_m = (per_joint(name, values, joints, low=0.0, strict=True)
-                    for name, values in self._per_joint())
+        k_m, g_m = (per_joint(name, values, joints) for name, values in self._per_joint())
         return g_m * k_m
 
     def _per_joint(self) -> tuple[tuple[str, tuple], ...]:
@@ -66,6 +58,7 @@ class MotorCurrent:
 
 
 @dataclass(frozen=True)
+@checked
 class DriverTiming:
     """When a joint-state driver samples and in which order its samples leave."""
 
@@ -75,13 +68,6 @@ class DriverTiming:
     reorder_probability: float = setting(
         0.0, 'share of joint states published right after the next one (out of order)',
         range=(0.0, 1.0))
-
-    def __post_init__(self):
-        if not (np.isfinite(self.period_jitter) and self.period_jitter >= 0):
-            raise ValueError(f'period_jitter = {self.period_jitter} s: must be finite and >= 0')
-        if not 0.0 <= self.reorder_probability <= 1.0:
-            raise ValueError(f'reorder_probability = {self.reorder_probability}: must be in '
-                             '[0, 1]')
 
 
 class DriverStream:
