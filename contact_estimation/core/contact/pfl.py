@@ -55,8 +55,9 @@ class BodyRegion:
       (0.11 J) agree with the transient energy limits sara-shield cites from ISO/TS 15066
       (github.com/JakobThumm/sara-shield, safety_shield/config/cmu_mocap_no_hand.yaml,
       `max_contact_energy`), which confirms F and k of those four regions together. The hand's
-      0.49 J there is below 280²/(2·75 000) = 0.52 J: the hand's force or k is unconfirmed, and
-      the lower energy would allow less speed (ours is the higher value: see test_pfl).
+      0.49 J there is below 2·140 N's 280²/(2·75 000) = 0.52 J: its transient force or k is
+      unconfirmed, so the safer of the two is kept, the force that compresses 75 N/mm by
+      0.49 J, √(2·75 000·0.49) = 271 N (a 3 % lower force limit and v_max).
       Skull, neck, back, abdomen, pelvis, thigh and lower leg: one source only.
     - Transient = 2 × quasi-static (Table A.2's multiplier) except head and neck. The open
       references give no transient value for skull/forehead, face and neck, and practitioners'
@@ -84,8 +85,11 @@ class BodyRegion:
 
 
 def _region(name: str, quasi_static: float, k_per_mm: float, mass: float,
-            transient_allowed: bool = True) -> BodyRegion:
+            transient_allowed: bool = True, energy: float = math.inf) -> BodyRegion:
+    """A region with transient = 2 × quasi-static (quasi-static where `transient_allowed` is
+    False), capped where a second source's transient `energy` (J) allows less: √(2 k E)."""
     transient = 2.0 * quasi_static if transient_allowed else quasi_static
+    transient = min(transient, math.sqrt(2.0 * k_per_mm * 1e3 * energy))
     return BodyRegion(name, quasi_static, transient, k_per_mm * 1e3, mass, transient_allowed)
 
 
@@ -100,7 +104,7 @@ BODY_REGIONS: dict[str, BodyRegion] = {r.name: r for r in (
     _region('pelvis', 180.0, 25.0, 40.0),
     _region('upper_arm_elbow', 150.0, 30.0, 3.0),
     _region('lower_arm_wrist', 160.0, 40.0, 2.0),
-    _region('hand_fingers', 140.0, 75.0, 0.6),
+    _region('hand_fingers', 140.0, 75.0, 0.6, energy=0.49),  # sara-shield's 0.49 J: 271 N
     _region('thigh_knee', 220.0, 50.0, 75.0),
     _region('lower_leg', 130.0, 60.0, 75.0),
 )}
@@ -157,12 +161,34 @@ def effective_mass(robot, q, link: str, point, direction) -> float:
     `link`) along the unit vector `direction` u (base frame), from its joint-space inertia. A
     payload counts when `robot` carries it (`Payload.carried_by`). inf when no joint moves the
     point along u (the arm is rigid that way)."""
-    u = _unit(direction, 'direction')
-    rotation, origin = robot.link_pose(q, link)
-    jacobian = robot.point_jacobian(q, link, rotation.T @ (np.asarray(point, float) - origin))
-    projected = jacobian.T @ u
-    inverse_mass = float(projected @ np.linalg.solve(robot.mass_matrix(q), projected))
-    return 1.0 / inverse_mass if inverse_mass > 1e-12 else math.inf
+    return float(effective_masses(robot, q, [link], [point], [direction])[0])
+
+
+def effective_masses(robot, q, links: Sequence[str], points, directions) -> np.ndarray:
+    """`effective_mass` of K points at once (links K, points and directions K×3, base frame),
+    from one kinematics pass and one factorisation of M(q): what a proximity check needs for
+    every robot part in a cycle."""
+    points = np.asarray(points, dtype=float).reshape(-1, 3)
+    units = np.array([_unit(u, 'direction') for u in directions]).reshape(-1, 3)
+    if not (len(links) == len(points) == len(units)):
+        raise ValueError(f'{len(links)} links, {len(points)} points, {len(units)} directions')
+    if not np.isfinite(points).all():
+        raise InputRejected(NOT_FINITE, 'a point for the effective mass is not finite')
+    names = sorted(set(links))
+    rotations, origins, jacobians = robot.link_kinematics(q, names)
+    index = np.array([names.index(link) for link in links], dtype=int)
+    rotations, origins, jacobians = rotations[index], origins[index], jacobians[index]
+    # The point's base-frame Jacobian R (J_v − [p_local]× J_ω) = R J_v − [p − o]× R J_ω, so
+    # uᵀ J = (R ᵀu)ᵀ J_v + ((p − o) × u)ᵀ R J_ω.
+    local_u = np.einsum('kji,kj->ki', rotations, units)
+    local_moment = np.einsum('kji,kj->ki', rotations, np.cross(points - origins, units))
+    projected = (np.einsum('ki,kin->kn', local_u, jacobians[:, :3])
+                 + np.einsum('ki,kin->kn', local_moment, jacobians[:, 3:]))
+    inverse = np.einsum('kn,nk->k', projected, np.linalg.solve(robot.mass_matrix(q), projected.T))
+    masses = np.full(len(points), math.inf)
+    moving = inverse > 1e-12
+    masses[moving] = 1.0 / inverse[moving]
+    return masses
 
 
 def standard_effective_mass(robot, payload_mass: float = 0.0) -> float:
@@ -249,22 +275,26 @@ class PflCheck:
 
     def region_of(self, point: np.ndarray, parts: Sequence[BodyPart]) -> tuple[str, str]:
         """(part, region) touched at `point`: the nearest part within `region_distance`, its
-        strictest region (lowest force limit); ('', default_region) without one."""
-        best, nearest = None, self.config.region_distance
-        for part in parts:
-            points = np.asarray(part.points, dtype=float).reshape(-1, 3)
-            if not part.regions or not len(points) or not np.isfinite(points).all():
-                continue
-            distance = float(np.min(np.linalg.norm(points - point, axis=1)))
-            if distance <= nearest:
-                best, nearest = part, distance
-        if best is None:
-            return '', self.config.default_region
-        unknown = [r for r in best.regions if r not in BODY_REGIONS]
+        strictest region (lowest force limit); ('', default_region) without one. A part
+        without regions or points, or with a point that is not finite, is not considered."""
+        usable = [p for p in parts if p.regions and np.size(p.points)
+                  and np.isfinite(p.points).all()]
+        if usable:
+            stacked = np.concatenate([np.reshape(p.points, (-1, 3)) for p in usable])
+            owner = np.repeat(np.arange(len(usable)), [np.size(p.points) // 3 for p in usable])
+            distance = np.linalg.norm(stacked - point, axis=1)
+            nearest = int(np.argmin(distance))
+            if distance[nearest] <= self.config.region_distance:
+                return self._strictest(usable[owner[nearest]])
+        return '', self.config.default_region
+
+    @staticmethod
+    def _strictest(part: BodyPart) -> tuple[str, str]:
+        unknown = [r for r in part.regions if r not in BODY_REGIONS]
         if unknown:
-            raise ValueError(f'body part {best.name!r}: unknown region(s) {unknown} (one of '
+            raise ValueError(f'body part {part.name!r}: unknown region(s) {unknown} (one of '
                              f'{", ".join(REGION_NAMES)})')
-        return best.name, min(best.regions, key=lambda r: BODY_REGIONS[r].quasi_static_force)
+        return part.name, min(part.regions, key=lambda r: BODY_REGIONS[r].quasi_static_force)
 
     def check(self, link: str, point, force, stamp: float, onset: float,
               parts: Sequence[BodyPart] = ()) -> PflResult:
