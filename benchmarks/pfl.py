@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 from contact_estimation.core.contact.pfl import (
-    BODY_REGIONS, BodyPart, PflCheck, effective_mass, effective_masses, part_regions,
-    permissible_speed, standard_effective_mass)
+    BODY_REGIONS, PflCheck, effective_mass, effective_masses, permissible_speed,
+    standard_effective_mass, tracked_parts)
 from contact_estimation.core.contact.proximity import HumanModel, standing_skeleton
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
@@ -84,9 +84,7 @@ def cost_table(robot: RobotModel) -> None:
     q = np.array(POSES['reaching'])
     link, point = points(robot, q)['flange']
     keypoints = standing_skeleton((point[0] + 0.3, point[1], 0.0))
-    parts = [BodyPart(b.name, part_regions(b.name) or ('face',),
-                      b.centres if b.box_centre is None else b.box_centre[None])
-             for b in HumanModel().bodies(keypoints)]
+    parts = tracked_parts(HumanModel().bodies(keypoints))
     links = [f'panda_link{k}' for k in range(1, 8)]
     link_points = [origin for _, origin in robot.link_poses(q, links)]
     directions = np.tile((1.0, 0.0, 0.0), (len(links), 1))

@@ -9,8 +9,8 @@ import pytest
 from contact_estimation.core.contact.pfl import (
     BODY_REGIONS, QUASI_STATIC, TRANSIENT, BodyPart, PflCheck, PflConfig, approach_speed_scale,
     effective_mass, effective_masses, part_regions, permissible_speed, reduced_mass,
-    standard_effective_mass, strictest_speed)
-from contact_estimation.core.contact.proximity import DEFAULT_PARTS
+    standard_effective_mass, strictest_speed, tracked_parts)
+from contact_estimation.core.contact.proximity import DEFAULT_PARTS, HumanModel, standing_skeleton
 from contact_estimation.core.input_rejected import (IMPLAUSIBLE, NOT_FINITE, WRONG_SIZE,
                                                     InputRejected)
 from contact_estimation.core.robot.payload import Payload
@@ -287,3 +287,18 @@ def test_every_tracked_part_has_regions_and_every_setting_is_declared():
     assert part_regions('cluster_3') == ()
     for field in dataclasses.fields(PflConfig):
         assert setting_of(field) is not None and setting_of(field).description, field.name
+
+
+def test_a_tracked_person_from_the_proximity_model():
+    """The proximity monitor's bodies of a standing person: a contact at the trunk box's front
+    face is the trunk's (abdomen), one at the right wrist's hand spheres the hand's."""
+    bodies = HumanModel().bodies(standing_skeleton((1.0, 0.0, 0.0)))
+    parts = tracked_parts(bodies)
+    assert [p.name for p in parts] == [b.name for b in bodies]
+    trunk = next(b for b in bodies if b.name == 'trunk')
+    # the box's columns: across, depth, up (core/contact/proximity.HumanModel._box)
+    front = trunk.box_centre + trunk.box_rotation @ (trunk.box_half_extents * (0.0, 1.0, 0.0))
+    check = PflCheck()
+    assert check.region_of(front, parts) == ('trunk', 'abdomen')
+    hand = next(b for b in bodies if b.name == 'right_hand')
+    assert check.region_of(hand.centres[-1], parts) == ('right_hand', 'hand_fingers')

@@ -166,8 +166,8 @@ def effective_mass(robot, q, link: str, point, direction) -> float:
 
 def effective_masses(robot, q, links: Sequence[str], points, directions) -> np.ndarray:
     """`effective_mass` of K points at once (links K, points and directions K×3, base frame),
-    from one kinematics pass and one factorisation of M(q): what a proximity check needs for
-    every robot part in a cycle."""
+    from one kinematics pass and one solve with M(q): what a proximity check needs for every
+    robot part in a cycle."""
     points = np.asarray(points, dtype=float).reshape(-1, 3)
     units = np.array([_unit(u, 'direction') for u in directions]).reshape(-1, 3)
     if not (len(links) == len(points) == len(units)):
@@ -246,6 +246,23 @@ class BodyPart:
     name: str
     regions: tuple[str, ...]
     points: np.ndarray
+
+
+def tracked_parts(bodies) -> list[BodyPart]:
+    """The proximity monitor's bodies (core/contact/proximity.Body: sphere centres, or the
+    trunk's box) as BodyParts: a box by its centre and the 26 centres of its faces, edges and
+    corners (every point of the box within half its half-diagonal of one: 0.22 m for the
+    default trunk), a lidar cluster with no regions (never chosen: the default region
+    applies)."""
+    grid = np.array(np.meshgrid(*[(-1.0, 0.0, 1.0)] * 3)).reshape(3, -1).T
+    parts = []
+    for body in bodies:
+        if body.box_centre is not None:
+            points = body.box_centre + (grid * body.box_half_extents) @ body.box_rotation.T
+        else:
+            points = body.centres
+        parts.append(BodyPart(body.name, part_regions(body.name), np.asarray(points, float)))
+    return parts
 
 
 @dataclass(frozen=True)
