@@ -5,7 +5,7 @@ For a few Panda poses, with and without a 2 kg payload on the hand: m_R = 1 / (u
 at the flange (the hand link's origin) and at mid-forearm (panda_link5, halfway between the
 elbow and the wrist), along the base axes x, y, z, against the standard's m_R = M/2 + m_L;
 then v_max = F_T / √(μ k) for the hand, lower arm, chest and thigh at the lightest and the
-heaviest of those masses, and at M/2 + m_L. Last, the cost per call (µs, median of batches) of
+heaviest of those masses, and at M/2 + m_L. Last, the CPU time per call (µs, median of batches) of
 the force check, the effective mass and the permissible speed.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/pfl.py
@@ -70,13 +70,13 @@ def mass_table(robot: RobotModel) -> None:
 
 
 def per_call(function, batches: int = 15, size: int = 200) -> float:
-    """Median over batches of the time per call, µs."""
+    """Median over batches of the CPU time per call, µs (CPU, not wall: the machine is shared)."""
     times = []
     for _ in range(batches):
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in range(size):
             function()
-        times.append((time.perf_counter() - start) / size)
+        times.append((time.process_time() - start) / size)
     return 1e6 * float(np.median(times))
 
 
@@ -90,7 +90,7 @@ def cost_table(robot: RobotModel) -> None:
     directions = np.tile((1.0, 0.0, 0.0), (len(links), 1))
     check = PflCheck()
     force = np.array([0.0, 0.0, -150.0])
-    print('\n| call | µs per call (median of 15 × 200) |\n|---|---|')
+    print('\n| call | CPU µs per call (median of 15 × 200) |\n|---|---|')
     rows = {
         f'PflCheck.check, {len(parts)} tracked parts '
         f'({sum(len(p.points) for p in parts)} points)':

@@ -181,7 +181,7 @@ def effective_masses(robot, q, links: Sequence[str], points, directions) -> np.n
     # The point's base-frame Jacobian R (J_v − [p_local]× J_ω) = R J_v − [p − o]× R J_ω, so
     # uᵀ J = (R ᵀu)ᵀ J_v + ((p − o) × u)ᵀ R J_ω.
     local_u = np.einsum('kji,kj->ki', rotations, units)
-    local_moment = np.einsum('kji,kj->ki', rotations, np.cross(points - origins, units))
+    local_moment = np.einsum('kji,kj->ki', rotations, _cross(points - origins, units))
     projected = (np.einsum('ki,kin->kn', local_u, jacobians[:, :3])
                  + np.einsum('ki,kin->kn', local_moment, jacobians[:, 3:]))
     inverse = np.einsum('kn,nk->k', projected, np.linalg.solve(robot.mass_matrix(q), projected.T))
@@ -337,6 +337,13 @@ class PflCheck:
                   f'its {phase} limit {limit:.0f} N ({100 * margin:.0f} %)')
         return PflResult(stamp, link, point, magnitude, name, part, phase, limit, margin, over,
                          reason)
+
+
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise a × b of K×3 arrays (np.cross costs ~50 µs a call in axis handling)."""
+    return np.column_stack([a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1],
+                            a[:, 2] * b[:, 0] - a[:, 0] * b[:, 2],
+                            a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]])
 
 
 def _vector(value, what: str) -> np.ndarray:
