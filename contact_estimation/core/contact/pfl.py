@@ -221,8 +221,8 @@ class PflConfig:
         'tracker, a lidar object): the strictest, face, unless the risk assessment excludes '
         'the head', choices=REGION_NAMES)
     transient_time: float = setting(
-        0.5, 's after a contact\'s onset during which the transient limit applies (ISO/TS 15066 '
-        '3.4: transient contact lasts < 0.5 s); the quasi-static limit after', range=(0.0, 5.0))
+        0.5, 's after a contact\'s onset during which the transient limit applies (ISO/TS 15066: '
+        'a transient contact lasts under 0.5 s); the quasi-static limit after', range=(0.0, 5.0))
     region_distance: float = setting(
         0.3, 'm: a tracked body part farther than this from the contact point is not the one '
         'touched (default_region applies)', range=(0.0, 5.0))
@@ -290,10 +290,11 @@ class PflCheck:
     def __init__(self, config: PflConfig = PflConfig()):
         self.config = config
 
-    def region_of(self, point: np.ndarray, parts: Sequence[BodyPart]) -> tuple[str, str]:
+    def region_of(self, point: np.ndarray, parts: Sequence[BodyPart],
+                  phase: str = QUASI_STATIC) -> tuple[str, str]:
         """(part, region) touched at `point`: the nearest part within `region_distance`, its
-        strictest region (lowest force limit); ('', default_region) without one. A part
-        without regions or points, or with a point that is not finite, is not considered."""
+        strictest region (lowest force limit in `phase`); ('', default_region) without one. A
+        part without regions or points, or with a point that is not finite, is not considered."""
         usable = [p for p in parts if p.regions and np.size(p.points)
                   and np.isfinite(p.points).all()]
         if usable:
@@ -302,16 +303,16 @@ class PflCheck:
             distance = np.linalg.norm(stacked - point, axis=1)
             nearest = int(np.argmin(distance))
             if distance[nearest] <= self.config.region_distance:
-                return self._strictest(usable[owner[nearest]])
+                return self._strictest(usable[owner[nearest]], phase)
         return '', self.config.default_region
 
     @staticmethod
-    def _strictest(part: BodyPart) -> tuple[str, str]:
+    def _strictest(part: BodyPart, phase: str) -> tuple[str, str]:
         unknown = [r for r in part.regions if r not in BODY_REGIONS]
         if unknown:
             raise ValueError(f'body part {part.name!r}: unknown region(s) {unknown} (one of '
                              f'{", ".join(REGION_NAMES)})')
-        return part.name, min(part.regions, key=lambda r: BODY_REGIONS[r].quasi_static_force)
+        return part.name, min(part.regions, key=lambda r: BODY_REGIONS[r].force_limit(phase))
 
     def check(self, link: str, point, force, stamp: float, onset: float,
               parts: Sequence[BodyPart] = ()) -> PflResult:
@@ -325,9 +326,9 @@ class PflCheck:
         if stamp < onset:
             raise InputRejected(IMPLAUSIBLE, f'contact stamp {stamp} s is before its onset '
                                              f'{onset} s')
-        part, name = self.region_of(point, parts)
-        region = BODY_REGIONS[name]
         phase = TRANSIENT if stamp - onset < self.config.transient_time else QUASI_STATIC
+        part, name = self.region_of(point, parts, phase)
+        region = BODY_REGIONS[name]
         limit = region.force_limit(phase)
         magnitude = float(np.linalg.norm(force_vector))
         margin = magnitude / limit
