@@ -237,7 +237,9 @@ class RobotModel:
         origins, axes = np.zeros((self.n, 3)), np.zeros((self.n, 3))
         for i, j in enumerate(range(1, self.model.njoints)):
             origins[i] = (inv * self.data.oMi[j]).translation
-            jac = pin.getJointJacobian(self.model, self.data, j, pin.LOCAL_WORLD_ALIGNED)
+            # reshape: pinocchio gives a 1-D (6,) Jacobian for a one-joint chain
+            jac = pin.getJointJacobian(self.model, self.data, j,
+                                       pin.LOCAL_WORLD_ALIGNED).reshape(6, -1)
             axes[i] = inv.rotation @ jac[3:, i]
         return origins, axes
 
@@ -267,7 +269,8 @@ class RobotModel:
         fid = self.frame_id(link)
         pin.computeJointJacobians(self.model, self.data, self.configuration(q))
         pin.updateFramePlacements(self.model, self.data)
-        jac = pin.getFrameJacobian(self.model, self.data, fid, pin.LOCAL)
+        # reshape: pinocchio gives a 1-D (6,) Jacobian for a one-joint chain
+        jac = pin.getFrameJacobian(self.model, self.data, fid, pin.LOCAL).reshape(6, -1)
         if point is not None:
             jac[:3] -= skew(np.asarray(point, dtype=float)) @ jac[3:]  # v_p = v_o + ω × p
         if frame == LINK_FRAME:
