@@ -38,7 +38,7 @@ import numpy as np
 
 from contact_estimation.core.input_rejected import (IMPLAUSIBLE, NOT_FINITE, WRONG_SIZE,
                                                     InputRejected)
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import checked, setting
 
 TRANSIENT, QUASI_STATIC = 'transient', 'quasi-static'
 
@@ -213,6 +213,7 @@ def approach_speed_scale(velocity, direction, v_max: float,
 
 # ------------------------------------------------------------------------ check
 @dataclass(frozen=True)
+@checked
 class PflConfig:
     """Settings of the online force check."""
 
@@ -226,15 +227,6 @@ class PflConfig:
     region_distance: float = setting(
         0.3, 'm: a tracked body part farther than this from the contact point is not the one '
         'touched (default_region applies)', range=(0.0, 5.0))
-
-    def __post_init__(self):
-        if self.default_region not in BODY_REGIONS:
-            raise ValueError(f'pfl.default_region {self.default_region!r} is not one of '
-                             f'{", ".join(REGION_NAMES)}')
-        for name in ('transient_time', 'region_distance'):
-            value = getattr(self, name)
-            if not (np.isfinite(value) and value >= 0.0):
-                raise ValueError(f'pfl.{name} must be finite and ≥ 0, got {value}')
 
 
 @dataclass(frozen=True)
