@@ -60,7 +60,8 @@ def main(argv=None) -> int:
             r = run_demo(os.path.join(folder, f'run{k}'), args.separate)
             rows.append(f'{k + 1:3d} | {r["ok"]:3s} | {r["delay"]:>8s} | {r["links"]:>9s} | '
                         f'{r["point"]:>8s} | {r["force"]:>7s} | {r["pace"]:>5s} | '
-                        f'{r["model"]:>5s} | {r["wall"]:>5s} | {r["verdict"][:70]}')
+                        f'{r["model"]:>5s} | {r["wall"]:>5s} | '
+                        f'{r["verdict"] if r["ok"] == "NO" else r["verdict"][:70]}')
             print(rows[-1], flush=True)
     print(table('run | OK  | delay ms | link      | point mm | force % | pace  | model | wall  '
                 '| verdict', rows))
