@@ -525,8 +525,8 @@ class _Rise:
     `counted` (the hold's jolt) only fill τ̄_ext's mean; across them y is taken to follow its
     trend before them (its rise over the last span, the steeper side) up to the next counted
     y: a hand's ramp goes on as it was, and whatever rose beyond that trend in the gap (a push
-    that reached its force while the arm stopped) counts as a step, sudden. O(1) per sample, bounded memory however long the contact: monotonic deques
-    give the extremes."""
+    that reached its force while the arm stopped) counts as a step, sudden. O(1) per
+    sample, bounded memory however long the contact: monotonic deques give the extremes."""
 
     def __init__(self, span: float, flat_span: float):
         self.span, self.flat_span = span, flat_span
