@@ -11,8 +11,10 @@ simulated time; estimates within 10 mm median.
 
     .venv/bin/python benchmarks/demo_runs.py [--runs 5] [--separate] [--keep DIR]
 
-`--keep DIR` keeps each failed run's folder (its recording, thresholds and printout) in DIR,
-for `contact-estimation replay` to reproduce its decisions offline.
+The runs are in a ROS domain of their own (ros/testing.py `isolate_ros_domain`): another suite
+on the machine (another engineer's demo) would otherwise refuse them ("another suite already
+publishes a stop here"). `--keep DIR` keeps each failed run's folder (its recording,
+thresholds and printout) in DIR, for `contact-estimation replay` to reproduce its decisions.
 """
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ import tempfile
 import time
 
 from _ros_load import machine, table
+
+from contact_estimation.ros.testing import isolate_ros_domain
 
 PATTERNS = {
     'verdict': r'^verdict: (.*)$',
@@ -61,7 +65,7 @@ def main(argv=None) -> int:
     parser.add_argument('--separate', action='store_true', help='one process per node')
     parser.add_argument('--keep', metavar='DIR', help="keep failed runs' folders here")
     args = parser.parse_args(argv)
-    print(f'machine: {machine()}')
+    print(f'machine: {machine()}; ROS domain {isolate_ros_domain()}')
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for k in range(args.runs):
