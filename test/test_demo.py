@@ -77,7 +77,8 @@ def test_demo_runs_every_node_reports_their_topics_and_the_reaction_and_writes_a
     assert 'collision: panda_joint' in printout
     # Issue 29: the hand's touch first, yielded to with no stop (a stop during it fails the
     # demo), then the push, an impact.
-    assert 'touch: slow, smooth rise within every touch limit' in printout, printout
+    assert re.search(r'touch: a slow, smooth rise \(\d+% within 50 ms\) within every touch limit',
+                     printout), printout
     assert 'yielded to with no stop' in printout.split('verdict:')[1], printout
     assert 'impact: ' in printout.split('collision: panda_joint')[1], printout
     # Seed 003: the push of config/scenarios/demo.yaml holds the arm, then it resumes by

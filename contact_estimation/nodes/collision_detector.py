@@ -12,10 +12,11 @@ Two outputs, two meanings:
   the arm is pushed back along its path, then back to 1 by itself, even while the stop is
   still latched, at limited rates (no chatter); it is 0 whenever the input is waiting, stale
   or invalid.
-With `touch.enabled` (off by default) each contact is classified impact or touch on the
-sample eq. 7 fires (core/chain/contact_class.py): a touch latches no stop (f_S holds and
-yields), an impact stops on the same sample as with touch off; each decision is a collision
-event with its evidence. The proximity monitor's tracked hands (`proximity/hands`, ~100 Hz
+With `touch.enabled` (off by default) every contact holds the arm (f_S = 0) on the sample
+eq. 7 fires and is classified impact or touch within `touch.decision_time` of it
+(core/chain/contact_class.py): a touch latches no stop (f_S holds and yields), an impact
+latches it on the sample it is decided on; each decision is a collision event with its
+evidence. The proximity monitor's tracked hands (`proximity/hands`, ~100 Hz
 while a skeleton is tracked; over DDS from its process, handed over when built in one) are
 kept, the latest only, for the classifier: while they are recent (`touch.hand_max_age`) a
 touch needs a hand at the contacted link.

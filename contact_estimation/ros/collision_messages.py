@@ -44,8 +44,12 @@ def collision_event(state: DetectorState, joint_names: Sequence[str], message: s
         event.values += [KeyValue(key=key, value=value) for key, value in (
             ('class', decision.kind), ('class.reason', decision.reason),
             ('class.onset', f'{decision.onset:.9f}'),
+            ('class.hold', f'{decision.hold:.9f}'),
+            ('class.decided', f'{decision.stamp:.9f}'),
             ('class.decision_time', f'{decision.delay:.4f}'),
             ('class.link', decision.link), ('class.force', f'{decision.force:.1f}'),
+            ('class.torque', f'{decision.torque:.3f}'),
+            ('class.rise_share', f'{decision.rise_share:.3f}'),
             ('class.rise_rate', f'{decision.rise_rate:.2f}'),
             ('class.roughness', f'{decision.roughness:.4f}'),
             ('class.opposing_speed', f'{decision.opposing_speed:.3f}'),

@@ -50,13 +50,15 @@ for a sample or two) cannot be reset away. Clearing keeps eq. 7's evidence.
 Times are seconds on one clock chosen by the caller (the node uses a monotonic clock for the
 receipt time, which runs the timeouts, and the joint-state stamps for the sample clock).
 
-Touch (issue 29, `TouchConfig.enabled`; core/chain/contact_class.py): each contact is
-classified on the sample eq. 7 fires, the sample the stop latches on with touch off. An
-impact (and anything the classifier is unsure of) latches it on that very sample, as without
-touch; a touch does not latch it, while eq. 7 still holds (`contact`: f_S holds and yields,
-seed 003). A touch that grows beyond a limit becomes an impact and latches the stop on that
-sample. The classifier estimates the contact force (core/chain/contact_force.py), so touch
-needs the robot model (the constructor's `robot`) and the joint positions of each sample
+Touch (issues 29 and 37, `TouchConfig.enabled`; core/chain/contact_class.py): the sample
+eq. 7 fires in a contact, the sample the stop latches on with touch off, is its hold
+(`contact`, and `deciding` until its class is decided: f_S = 0 from that sample, seed 003),
+and the class is decided within `touch.decision_time` of it. An impact (and anything the
+classifier is unsure of) latches the stop on the sample it is decided on: the hold itself
+when a rule fired before it; a touch latches none (f_S holds and yields). A touch that shows
+a hit or grows beyond a limit becomes an impact and latches the stop on that sample. The
+classifier estimates the contact force (core/chain/contact_force.py), so touch needs the
+robot model (the constructor's `robot`) and the joint positions of each sample
 (`update`'s `position`; without them a contact is an impact), and the tracked hands when
 there are any (`set_hands`: a contact with no hand at its link is an impact). With touch off
 no classifier runs and nothing differs.
@@ -70,8 +72,8 @@ from functools import cached_property
 
 import numpy as np
 
-from contact_estimation.core.chain.contact_class import (TOUCH, ContactClassifier, ContactDecision,
-                                                         HandsSeen, TouchConfig)
+from contact_estimation.core.chain.contact_class import (IMPACT, TOUCH, ContactClassifier,
+                                                         ContactDecision, HandsSeen, TouchConfig)
 from contact_estimation.core.chain.lag import BAD_STAMP, BEHIND, LATE_INPUT
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.per_joint import per_joint
@@ -296,6 +298,7 @@ class DetectorState:
     input_problem: str = NONE         # WAITING, STALE or INVALID while the input is unusable now
     ignored: str = ''                 # why this sample was ignored (out of order), else ''
     touch: bool = False               # eq. 7 holds on a contact classified as a touch (no stop)
+    deciding: bool = False            # a contact held (eq. 7 fired), its class not yet decided
     decision: ContactDecision | None = None  # a contact's class decided at this sample
 
 
@@ -412,10 +415,12 @@ class CollisionDetector:
         else:
             self._over_samples, self._over_time = 0, 0.0
             self._quiet_time += dt
-        if self._contact() and not self._touching(stamp):
+        if self._collides(stamp):
             # The joints of the latched collision: every joint over ψ while it lasts.
+            # (An impact decided while no joint is over ψ: the joint nearest to it.)
+            over = self._over if self._over_any else ratios == ratio
             self._colliding = tuple(sorted(set(self._colliding)
-                                           | {int(i) for i in np.flatnonzero(self._over)}))
+                                           | {int(i) for i in np.flatnonzero(over)}))
             if self._latched_cause != COLLISION:
                 self._latch(t, COLLISION, self._collision_reason())
                 if self._decision is not None:
@@ -512,16 +517,19 @@ class CollisionDetector:
         return ''
 
     # ----------------------------------------------------------------- helpers
-    def _touching(self, stamp: float) -> bool:
-        """Eq. 7 holds at this sample: whether on a touch (the stop stays as it is). The class
-        is decided on the contact's first sample with eq. 7 holding; an impact is latched
-        on that same sample."""
+    def _collides(self, stamp: float) -> bool:
+        """Whether this sample latches (or keeps latching) a collision. Touch off: eq. 7
+        holds. Touch on: eq. 7's first sample in a contact is its hold (f_S = 0 from it,
+        seed 003) and opens its decision window (core/chain/contact_class.py); an impact
+        latches on the sample it is decided on, in the window or after a touch, whether or
+        not eq. 7 holds then, and on every sample eq. 7 holds after it."""
         classifier = self.classifier
         if classifier is None:
-            return False
-        if not classifier.kind:
-            self._decision = classifier.decide(stamp)
-        return classifier.kind == TOUCH
+            return self._contact()
+        if self._contact() and classifier.awaiting_hold:
+            self._decision = classifier.hold(stamp) or self._decision
+        decided = self._decision is not None and self._decision.kind == IMPACT
+        return decided or (self._contact() and classifier.kind == IMPACT)
 
     def _sample_step(self, stamp: float) -> float | None:
         """Δt of a sample stamped `stamp` (s), remembered as the last stamp; None when it is
@@ -592,6 +600,7 @@ class CollisionDetector:
                              input_problem=problem,
                              touch=self._contact() and self.classifier is not None
                              and self.classifier.kind == TOUCH,
+                             deciding=self.classifier is not None and self.classifier.deciding,
                              decision=decision)
 
 

@@ -136,11 +136,13 @@ class TimeScaling:
     def react(self, t: float, state, tau_ext, velocity) -> float:
         """f_S after a core.chain.detector.DetectorState `state` for the sample (τ_ext, q̇).
 
-        Holds on a detected contact and whenever the input is unusable; learns the path
-        direction only while no joint is over threshold.
+        Holds on a detected contact (and, with touch classification, until its class is
+        decided: core/chain/contact_class.py) and whenever the input is unusable; learns the
+        path direction only while no joint is over threshold.
         """
         usable = None if state.input_problem else tau_ext
-        return self.update(t, state.contact, usable, None if state.over_threshold else velocity)
+        return self.update(t, state.contact or state.deciding, usable,
+                           None if state.over_threshold else velocity)
 
     def _follow_push(self, dt: float, push_back: float) -> None:
         """Low-pass P (exact first order for any step dt), then the play of width h."""
