@@ -104,7 +104,7 @@ ISSUE_36 = {
     'joint_state_listener': [('torque_constants', [1e308], '0.0001 … 1000'),
                              ('gear_ratios', [1e308], '0.001 … 100000')],
     'collision_detector': [
-        *(('touch.max_torque', value, '0 … 10000') for value in ([NAN], [-1.0], [INF])),
+        *(('touch.max_torque', value, '0.01 … 10000') for value in ([NAN], [-1.0], [INF])),
         ('touch.max_torque', [30.0] * TOO_MANY, 'give 1, or 7'),
         *(('touch.reference_torque', value, '0.01 … 1000')
           for value in ([1e308], [-1.0], [NAN], [INF]))],

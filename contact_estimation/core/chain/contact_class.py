@@ -93,7 +93,7 @@ import numpy as np
 from contact_estimation.core.chain.contact_force import ContactForce
 from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.robot.robot_model import RobotModel
-from contact_estimation.core.settings import setting
+from contact_estimation.core.settings import checked, setting
 
 IMPACT, TOUCH = 'impact', 'touch'
 # τ_before is the mean τ_ext over BASELINE_SPAN s ending BASELINE_LEAD s before a contact's
@@ -113,6 +113,7 @@ SLOWING = 0.8
 
 
 @dataclass(frozen=True)
+@checked
 class TouchConfig:
     """collision_detector's `touch.*` parameters, at their defaults (benchmarks/
     touch_classification.py measured them)."""
@@ -174,7 +175,7 @@ class TouchConfig:
     max_torque: float | tuple = setting(
         30.0, 'a touch over this joint torque (the second, higher joint threshold beside '
         'touch.max_force, whatever the force estimate says) becomes an impact, N·m',
-        range=(0.0, 1e4), per_joint=1)
+        range=(0.01, 1e4), per_joint=1)
     spread: float = setting(
         0.05, "the contact's assumed distance from its link's centre of mass, for the force "
         'estimate on links with fewer than 6 joints upstream, m', range=(0.001, 1.0))
@@ -208,24 +209,6 @@ class TouchConfig:
         0.5, 'hands seen (contact_estimation/proximity/hands) by stamp at most this long '
         'before a sample make the hand rule apply to it; none that recent: it does not, s',
         range=(0.001, 10.0))
-
-    def __post_init__(self):
-        for name in ('decision_time', 'onset_ratio', 'rise_span', 'max_rise_share', 'hit_share',
-                     'plateau_time', 'window', 'max_roughness', 'max_opposing_speed',
-                     'max_force', 'spread', 'isolation_torque', 'hand_max_age'):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f'touch.{name} = {value}: must be finite and > 0')
-        for name in ('hold_latency', 'rest_speed', 'settle_time', 'hand_distance'):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f'touch.{name} = {value}: must be finite and >= 0')
-        if self.onset_ratio >= 1.0:
-            raise ValueError(f'touch.onset_ratio = {self.onset_ratio}: must be < 1 (a '
-                             'contact starts before eq. 7 can fire)')
-        if self.max_rise_share > 1.0:
-            raise ValueError(f'touch.max_rise_share = {self.max_rise_share}: must be <= 1 '
-                             '(a share of the peak)')
 
 
 @dataclass(frozen=True)
