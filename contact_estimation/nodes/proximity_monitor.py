@@ -179,6 +179,7 @@ class ProximityMonitorNode(SuiteNode):
         restarted = restart_reason()  # latched until ~/reset (core/restart.py)
         if restarted:
             self._gate.restarted(restarted)
+        # The samples that wait, taken before each check: set by ros/sample_feed.py.
         self._latest: JointSample | None = None
         self._t = 0.0                    # stamp of the latest joint state used (s)
         self._result: ProximityResult | None = None
