@@ -4,6 +4,8 @@ wins when several hold, and what holds until a reset."""
 from contact_estimation.core.chain.input_gate import (BAD_STAMP, BEHIND, CAUSES, FAULT,
                                                       STALE, WAITING, GateConfig, InputGate,
                                                       Verdict)
+from contact_estimation.core.chain.detector import FAULT as NODE_FAULT
+from contact_estimation.core.chain.detector import CollisionDetector, DetectorConfig
 from contact_estimation.core.chain.lag import LATE_INPUT
 from contact_estimation.core.restart import RESTARTED
 
@@ -150,3 +152,31 @@ def test_when_several_hold_the_first_in_the_order_wins():
         undo()
         causes.append(gate.judge(10.3).cause)
     assert causes == [FAULT, WAITING, BAD_STAMP, STALE, BEHIND, '']
+
+
+def test_the_detector_latches_as_the_table_says():
+    """The detector's column of the gate's table: a fault latches and refuses a reset while
+    held, then a reset clears it; bad_stamp latches and a reset clears it; behind refuses a
+    reset until a batch is in time; waiting never latches."""
+    detector = CollisionDetector(DetectorConfig.build(('j1', 'j2'), persistence_time=0.005))
+    assert detector.state(0.0).cause == WAITING
+    t = 0.0
+    for _ in range(60):
+        t += 0.001
+        detector.update(t, [0.0, 0.0])
+    assert not detector.state(t).stop  # waiting was not latched
+    detector.fault(t, 'unexpected KeyError')
+    assert detector.state(t).cause == NODE_FAULT
+    assert detector.reset(t + 0.5) == 'cannot reset: unexpected KeyError'
+    for _ in range(1100):  # past the hold, quiet
+        t += 0.001
+        detector.update(t, [0.0, 0.0])
+    assert detector.state(t).cause == NODE_FAULT  # latched after the hold
+    assert detector.reset(t) == '' and not detector.state(t).stop
+    detector.set_lag(t, BAD_STAMP, 'the stamps went back')
+    assert detector.state(t).cause == BAD_STAMP
+    assert detector.reset(t) == ''
+    detector.set_lag(t, BEHIND, 'behind its input')
+    assert detector.reset(t) == 'cannot reset: behind its input'
+    detector.set_lag(t, '', '')
+    assert detector.state(t).cause == BEHIND and detector.reset(t) == ''
