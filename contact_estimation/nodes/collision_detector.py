@@ -30,20 +30,21 @@ The residuals' rate is measured on their stamps (on /diagnostics) and logged wit
 time settings (all in seconds) come to at it (ros/input_rate.py), as the listener and the
 residual node do.
 
-Fail-safe: before the first residual, after `input_timeout` without one (or a gap that long
-between two), while the listener reports stale joint states, and on a non-finite residual,
-stop is True. A message of the wrong size is dropped and counted; it does not restart the
-timeout, so a stream of them stops the arm within `input_timeout`. So does a residual stamped
-more than 1 s ahead of or behind this node's clock (dropped and counted: core/chain/stamps.py).
-A residual decided on more than `max_lag` after its stamp (beyond the clocks' constant
-offset: core/chain/lag.py) latches a `behind` stop when the wait was this node's: it is
-working through a backlog, and every decision comes that late; when the residual reached it
-late, after a watchdog check that found nothing waiting (composed mode: its input paused),
-the stop is `stale_input`; stamps that go back (a restarted driver, a clock stepped back)
-latch `bad_stamp`. An unexpected error in any callback latches a
-`node_fault` stop (ros/guard.py). The stop's heartbeat is a thread of its own
-(ros/heartbeat.py). A process started again after it died (`up`, the launch file) starts
-with a `restarted` stop, latched until `~/reset` (core/restart.py).
+Fail-safe, judged by the input gate as the proximity monitor's (core/chain/input_gate.py,
+which has the order and which causes latch): before the first residual, after
+`input_timeout` without one (or a gap that long between two), while the listener reports
+stale joint states, and on a non-finite residual, stop is True. A message of the wrong size
+is dropped and counted; it does not restart the timeout, so a stream of them stops the arm
+within `input_timeout`. So does a residual stamped more than 1 s ahead of or behind this
+node's clock (dropped and counted: core/chain/stamps.py). A residual decided on more than
+`max_lag` after its stamp (beyond the clocks' constant offset: core/chain/lag.py) latches a
+`behind` stop when the wait was this node's: it is working through a backlog, and every
+decision comes that late; when the residual reached it late, after a watchdog check that
+found nothing waiting (composed mode: its input paused), the stop is `stale_input`; stamps
+that go back (a restarted driver, a clock stepped back) latch `bad_stamp`. An unexpected
+error in any callback latches a `node_fault` stop (ros/guard.py). The stop's heartbeat is a
+thread of its own (ros/heartbeat.py). A process started again after it died (`up`, the
+launch file) starts with a `restarted` stop, latched until `~/reset` (core/restart.py).
 """
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ from contact_estimation.core.chain.detector import (ACCELERATION_WINDOW_DURATION
                                                     DetectorConfig, DetectorSettings, DetectorState,
                                                     event_stamped_by_residual)
 from contact_estimation.core.chain.detector import CollisionDetector
-from contact_estimation.core.chain.lag import BAD_STAMP, ClockLag, LagBudget
+from contact_estimation.core.chain.lag import BAD_STAMP, LagBudget
 from contact_estimation.core.chain.reaction import Reaction
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
@@ -113,11 +114,12 @@ class CollisionDetectorNode(SuiteNode):
         super().__init__(NAME, **kwargs)
         with self.starting():
             self.detector = CollisionDetector(self._detector_config({}),
-                                     PARAMETERS.build(TouchConfig, self.values()), self.robot)
+                                     PARAMETERS.build(TouchConfig, self.values()), self.robot,
+                                     self.value('max_lag'))
             self.reaction: Reaction = REACTION(PARAMETERS.build(REACTION.CONFIG, self.values()))
             self._acceleration_window = self.value(ACCELERATION_WINDOW)
             self._acceleration = AccelerationEstimate(self._acceleration_window)
-            self._lag = ClockLag(self.value('max_lag'))
+            self._lag = self.detector.gate.lag  # core/chain/lag.py, in the input gate
         self.problems.values['lag'] = self._lag.statistics.summary  # p50 / p99 / max
         self._names = list(self.robot.joint_names)
         self._joint_states = JointStateReader(self._names)

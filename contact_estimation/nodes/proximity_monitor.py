@@ -30,9 +30,10 @@ classification wants a hand at the contacted link, issue 29).
 The stop, the speed scale, their heartbeat and `~/reset` are the controller's contract,
 written once for this node and the collision detector (ros/stop_signal.py).
 
-Fail-safe: stop before the first joint state; `stale` when none came for
-`joint_state_timeout` (wall time) or the latest is older than `max_lag` beyond the clocks'
-constant offset (core/chain/lag.py ClockLag): the input stopped (the chain paused or gone);
+Fail-safe, judged by the input gate as the detector's (core/chain/input_gate.py, which has
+the order and which causes latch): stop before the first joint state; `stale` when none came
+for `joint_state_timeout` or the latest is older than `max_lag` beyond the clocks' constant
+offset (core/chain/lag.py ClockLag): the input stopped (the chain paused or gone);
 `behind` when the check itself comes more than `max_lag` after it was due: this node is late
 (issue 35: a late check that finds fresh samples is not a stop, and a paused input is never
 `behind`: the input is judged first, issue 36); `bad_stamp` for the check that finds the
@@ -59,8 +60,9 @@ interpreter lock and made the check late) and the check takes the objects it fin
 100 Hz check never waits on a cloud; a worker that dies or hangs is reported (`cloud_worker`
 on /diagnostics, WARN while it restarts) and started again, its clouds stale meanwhile; the
 stop's heartbeat is a thread of its own (ros/stop_signal.py); an unexpected error in any
-callback stops for FAULT_HOLD s (ros/guard.py). A process started again after it died (`up`,
-the launch file) starts with a `restarted` stop, latched until `~/reset` (core/restart.py).
+callback stops for the gate's fault_hold, 1 s (ros/guard.py). A process started again after
+it died (`up`, the launch file) starts with a `restarted` stop, latched until `~/reset`
+(core/restart.py).
 """
 from __future__ import annotations
 
@@ -75,8 +77,9 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
-from contact_estimation.core.chain.lag import (BAD_STAMP, BEHIND, ClockLag, LagBudget,
-                                               LagStatistics)
+from contact_estimation.core.chain.input_gate import (STALE, WAITING, GateConfig, InputGate,
+                                                      Verdict)
+from contact_estimation.core.chain.lag import BAD_STAMP, BEHIND, LagBudget, LagStatistics
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.stamps import MAX_PAST
 from contact_estimation.core.contact.check_lateness import CheckLateness
@@ -89,7 +92,7 @@ from contact_estimation.core.contact.proximity import (CLUSTERS, COCO_17, DEFAUL
                                                        SegmentPart)
 from contact_estimation.core.input_rejected import (EMPTY_CLOUD, NO_POSE, WRONG_SIZE,
                                                     InputRejected)
-from contact_estimation.core.restart import RESTARTED, restart_reason
+from contact_estimation.core.restart import restart_reason
 from contact_estimation.core.robot.surfaces import LinkSurfaces, SurfacesError
 from contact_estimation.ros.cloud_process import CloudJob, CloudProcess, CloudRecipe
 from contact_estimation.ros.conversions import CloudLayout, seconds_to_stamp
@@ -108,13 +111,12 @@ from contact_estimation.ros.stop_signal import STOP_PARAMETERS, StopSignal, step
 from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'proximity_monitor'
-# After an unexpected error in a callback (ros/guard.py) the stop is held this long (s) past
-# the last one: what the node knows meanwhile is unknown; checks resume after it.
-FAULT_HOLD = 1.0
-# Why a stop was raised, counted on /diagnostics: the check came late (BEHIND), no fresh joint
-# state (STALE), the joint states' stamps went back (BAD_STAMP, for one check), an unexpected
-# error (FAULT), the skeleton or clouds unusable (INPUT), a body too near (NEAR).
-STALE, FAULT, INPUT, NEAR = 'stale', 'fault', 'input', 'near'
+# Why a stop was raised, counted on /diagnostics: the input gate's causes
+# (core/chain/input_gate.py: restarted, fault, bad_stamp, stale, behind), the skeleton or
+# clouds unusable (INPUT), a body too near (NEAR).
+INPUT, NEAR = 'input', 'near'
+# The gate's causes whose reason is shown after the cause's name.
+_NAMED = (BAD_STAMP, STALE, BEHIND)
 
 def _part_rows(part: SegmentPart | BoxPart) -> tuple[Parameter, ...]:
     """`parts.<name>.*`: the size of one of core DEFAULT_PARTS, at its default."""
@@ -166,15 +168,19 @@ class ProximityMonitorNode(SuiteNode):
             self._cloud_config = PARAMETERS.build(CloudConfig, self.values())
         self._joint_states = JointStateReader(self.robot.joint_names, model_order_only=True)
         self._history = PoseHistory(self.value('body_timeout'))  # joint states by stamp
-        self._age = ClockLag(self.value('max_lag'))  # the latest joint state's, beyond offset
+        # What makes the stop fail safe, judged as the detector's are.
+        self._gate = InputGate(GateConfig('joint state', self.value('joint_state_timeout'),
+                                          'joint_state_timeout', self.value('max_lag')))
         self._lateness = CheckLateness(1.0 / self.value('check_rate'), self.value('max_lag'))
         self._cloud_age = LagStatistics()  # of each cloud's stamp when its objects arrive
         self._lidar = LidarWatch(PARAMETERS.build(LidarWatchConfig, self.values()),
                                  self.seconds())  # its clouds' arrivals: stale when they stop
         self._cause = ''                 # of the latest result's stop
-        self._restarted = restart_reason()  # latched until ~/reset (core/restart.py)
+        restarted = restart_reason()  # latched until ~/reset (core/restart.py)
+        if restarted:
+            self._gate.restarted(restarted)
         # The samples that wait, taken before each check: set by ros/sample_feed.py.
-        self._latest: tuple[JointSample, float] | None = None  # sample, arrival (seconds())
+        self._latest: JointSample | None = None
         self._t = 0.0                    # stamp of the latest joint state used (s)
         self._result: ProximityResult | None = None
         self._display_period = 1.0 / self.value('display_rate')
@@ -203,13 +209,12 @@ class ProximityMonitorNode(SuiteNode):
         # Formatted when /diagnostics is published, not on every check (issue 35).
         self.problems.values.update({
             'lag': self._lateness.statistics.summary,  # p50 / p99 / max
-            'joint_state_age': self._age.statistics.summary,
+            'joint_state_age': self._gate.lag.statistics.summary,
             'cloud_age': self._cloud_age.summary,
             'cloud_worker': self._clouds.status,
             'lidar': lambda: self._lidar.summary(self.seconds()),
             'check_time': lambda: f'{self._check_time * 1e3:.2f} ms'})
-        self._fail(RESTARTED if self._restarted else '',
-                   self._restarted or 'waiting for joint states')
+        self._fail(self._gate.judge(self.seconds()))
         self.get_logger().info(
             f'{len(surfaces.sphere_radii)} robot spheres against '
             f'{len(self.monitor.human.parts)} body parts of {self.spec.topic("skeleton")} '
@@ -258,6 +263,9 @@ class ProximityMonitorNode(SuiteNode):
             frame.use(pose)
         if lidar is not None:
             self._lidar.config = lidar
+        if 'joint_state_timeout' in changes:
+            self._gate.config = dataclasses.replace(
+                self._gate.config, input_timeout=changes['joint_state_timeout'])
         return None
 
     # -------------------------------------------------------------------- messages
@@ -272,7 +280,8 @@ class ProximityMonitorNode(SuiteNode):
 
     def process_joint_state(self, sample: JointSample) -> None:
         """Kept for the check (the latest) and for clouds (the one nearest their stamp)."""
-        self._latest = (sample, self.seconds())
+        self._latest = sample
+        self._gate.arrived(self.seconds())
         self._history.add(sample.t, sample)
 
     def _on_skeleton(self, raw: bytes) -> None:
@@ -362,7 +371,7 @@ class ProximityMonitorNode(SuiteNode):
         the check then runs at once, so that the reply tells what it published. A restart's
         latch is judged on the check it held back, and stays when the reset is refused."""
         was_stopped = self._result is not None and self._result.stop
-        restarted, self._restarted = self._restarted, ''
+        restarted = self._gate.reset()
         if restarted:
             self._check()
         refusal = self.monitor.reset()
@@ -371,7 +380,7 @@ class ProximityMonitorNode(SuiteNode):
         if refusal or self._result.stop:
             reply = refusal or f'refused: still stopped after the reset: {_reason(self._result)}'
             if restarted:
-                self._restarted = restarted
+                self._gate.restarted(restarted)
                 self._check()
             return False, reply
         return True, ('stop released: the arm may move away slowly; coming nearer stops it '
@@ -379,47 +388,22 @@ class ProximityMonitorNode(SuiteNode):
 
     # ------------------------------------------------------------------ the check
     def _check(self) -> None:
-        """The check on the newest joint state, or a stop when there is none usable: the
-        samples that wait are taken first, then the check is judged on its own lateness
-        (behind) and on the joint state's age (stale)."""
+        """The check on the newest joint state, or a stop when the input gate says why not
+        (core/chain/input_gate.py: the input judged before this node's lateness): the
+        samples that wait are taken first."""
         self.catch_up()
         now = self.seconds()
-        late = self._lateness.check(now)
+        self._gate.late(self._lateness.check(now))
         self._take_clusters()
-        if self._restarted:
-            self._fail(RESTARTED, self._restarted)
-            return
-        fault = self.guard.last_fault  # on the steady clock, as the guard keeps it
-        if fault is not None and self.steady() - fault[0] < FAULT_HOLD:
-            self._fail(FAULT, fault[1])
-            return
-        if self._latest is None:
-            self._fail('', 'waiting for joint states')
-            return
-        sample, arrived = self._latest
-        silent, age = now - arrived, self._age.update(self.stamp_clock(), sample.t)
-        self._age.statistics.add(age)
-        # The input first: a check that comes late while its input paused is no later for
-        # it than on time (issue 36: `behind` means only that this node is late).
-        if self._age.went_back:
-            self._t = sample.t
-            self._fail(BAD_STAMP, f'{BAD_STAMP}: the joint states\' stamps went back '
-                       f'{self._age.went_back * 1e3:.1f} ms: a restarted driver or a clock '
-                       'stepped back')
-            return
-        if silent > self.value('joint_state_timeout') or age > self._age.max_lag:
-            self._fail(STALE, f'{STALE}: joint states stale: the latest arrived '
-                       f'{silent * 1e3:.0f} ms ago and is {age * 1e3:.0f} ms old beyond the '
-                       f'{self._age.offset * 1e3:.1f} ms clock offset (joint_state_timeout '
-                       f'{self.value("joint_state_timeout") * 1e3:g} ms, max_lag '
-                       f'{self._age.max_lag * 1e3:g} ms)')
-            return
-        lidar_stale = self._lidar.stale(now)
-        if lidar_stale:  # a person only the lidar would see may be there
-            self._fail(STALE, f'{STALE}: {lidar_stale}')
-            return
-        if late:
-            self._fail(BEHIND, f'{BEHIND}: {late}')
+        sample = self._latest
+        if sample is not None:
+            self._gate.newest(self.stamp_clock(), sample.t)
+        # A person only the lidar would see may be there while its clouds are stale.
+        verdict = self._gate.judge(now, self._lidar.stale(now))
+        if verdict.cause:
+            if verdict.cause == BAD_STAMP:
+                self._t = sample.t
+            self._fail(verdict)
             return
         self._t = sample.t
         start = self.steady()
@@ -428,15 +412,19 @@ class ProximityMonitorNode(SuiteNode):
         self._cause = INPUT if result.problem else NEAR
         self._publish(result)
 
-    def _fail(self, cause: str, reason: str) -> None:
-        """Stop for `reason`, counted under `cause` if it raises the stop."""
+    def _fail(self, verdict: Verdict) -> None:
+        """Stop for the gate's `verdict`, counted under its cause (not while waiting)."""
+        cause = '' if verdict.cause == WAITING else verdict.cause
         self._cause = cause
+        reason = f'{cause}: {verdict.reason}' if cause in _NAMED else verdict.reason
         self._publish(self.monitor.fail(self._t, reason))
 
     def fail_safe(self, reason: str) -> None:
-        """An unexpected error in a callback (ros/guard.py): stop now; `_check` holds the
-        stop for FAULT_HOLD s after the last such error."""
-        self._fail(FAULT, reason)
+        """An unexpected error in a callback (ros/guard.py): stop now; the gate holds the
+        stop for its fault_hold after the last such error."""
+        now = self.seconds()
+        self._gate.fault(now, reason)
+        self._fail(self._gate.judge(now))
 
     # -------------------------------------------------------------------- outputs
     def _publish(self, result: ProximityResult) -> None:

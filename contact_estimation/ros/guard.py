@@ -32,11 +32,11 @@ LOG_PERIOD = 2.0
 
 
 class CallbackGuard:
-    """Wraps callbacks of `node` (a SuiteNode: `steady`, `problems` and `fail_safe`)."""
+    """Wraps callbacks of `node` (a SuiteNode: `problems` and `fail_safe`, which holds the
+    stop: core/chain/input_gate.py)."""
 
     def __init__(self, node):
         self._node = node
-        self.last_fault: tuple[float, str] | None = None  # node.steady() time, reason
 
     def wrap(self, callback: Callable, where: str, service: bool = False) -> Callable:
         """`callback`, guarded; `where` names it in the log (topic, timer, service). A
@@ -56,7 +56,6 @@ class CallbackGuard:
         frame = traceback.extract_tb(err.__traceback__)[-1] if err.__traceback__ else None
         at = f' at {frame.filename.rsplit("/", 1)[-1]}:{frame.lineno}' if frame else ''
         reason = f'unexpected {type(err).__name__} in {where}{at}: {err}'
-        self.last_fault = (self._node.steady(), reason)
         problems = getattr(self._node, 'problems', None)  # None while the node starts
         try:
             if problems is not None:

@@ -47,6 +47,9 @@ the last unsafe sample (a process restarted after it died: until `reset()` only)
 it clears only once the residual has been quiet (no joint over ψ) for max(T,
 `reset_quiet_time`) seconds of samples, so a contact that is still going on (a dip under ψ
 for a sample or two) cannot be reset away. Clearing keeps eq. 7's evidence.
+What makes the stop fail safe (a restart, a fault, no input yet, stale input, stamps gone
+back, this node behind) is judged by the input gate, core/chain/input_gate.py, as the
+proximity monitor's is; its table says which of those this detector latches.
 Times are seconds on one clock chosen by the caller (the node uses a monotonic clock for the
 receipt time, which runs the timeouts, and the joint-state stamps for the sample clock).
 
@@ -74,7 +77,8 @@ import numpy as np
 
 from contact_estimation.core.chain.contact_class import (IMPACT, TOUCH, ContactClassifier,
                                                          ContactDecision, HandsSeen, TouchConfig)
-from contact_estimation.core.chain.lag import BAD_STAMP, BEHIND, LATE_INPUT
+from contact_estimation.core.chain.input_gate import GateConfig, InputGate
+from contact_estimation.core.chain.lag import BAD_STAMP, BEHIND, LATE_INPUT, MAX_LAG
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.restart import RESTARTED
@@ -307,8 +311,11 @@ class CollisionDetector:
     seconds (consecutive or weighted), latching, fail-safe."""
 
     def __init__(self, config: DetectorConfig, touch: TouchConfig = TouchConfig(),
-                 robot: RobotModel | None = None):
+                 robot: RobotModel | None = None, max_lag: float = MAX_LAG):
         self.config = config
+        # What makes the stop fail safe, judged as the proximity monitor's are
+        # (core/chain/input_gate.py); this detector latches what it says.
+        self.gate = InputGate(GateConfig('residual', config.input_timeout, max_lag=max_lag))
         self.robot = robot  # the arm's model: touch classification estimates the force with it
         self.classifier: ContactClassifier | None = None
         self._hands: HandsSeen | None = None  # kept across configure_touch
@@ -323,12 +330,8 @@ class CollisionDetector:
         self._over = np.zeros(config.n, dtype=bool)
         self._over_any = False            # _over.any()
         self._invalid = False             # the last sample was not finite
-        self._behind = ''                 # why the last sample was decided on too late
         self._residuals = np.zeros(config.n)
         self._thresholds = config.base_thresholds
-        self._last_input: float | None = None
-        self._input_stale = False
-        self._listener_fresh_once = False  # the listener has reported fresh joint states
         self._latched_cause = NONE
         self._latched_reason = ''
         self._last_unsafe = -np.inf
@@ -341,6 +344,8 @@ class CollisionDetector:
             raise ValueError(f'the detector has {self.config.n} joints, the new '
                              f'configuration {config.n}')
         self.config = config
+        self.gate.config = dataclasses.replace(self.gate.config,
+                                               input_timeout=config.input_timeout)
 
     def configure_touch(self, touch: TouchConfig) -> None:
         """Touch classification on (a fresh classifier) or off (none runs)."""
@@ -386,11 +391,10 @@ class CollisionDetector:
             return dataclasses.replace(self.state(t), ignored=(
                 f'residual stamp {stamp:.6f} s not after the previous {self._last_stamp:.6f} s '
                 f'(out of order): ignored'))
-        if self._last_input is not None and t - self._last_input > self.config.input_timeout:
-            self._latch_stale(t, f'gap of {t - self._last_input:.3f} s between residuals '
-                                 f'(input_timeout {self.config.input_timeout:g} s)')
+        gap = self.gate.arrived(t)
+        if gap.cause:
+            self._latch_stale(t, gap.reason)
             dt = 0.0
-        self._last_input = t
         config = self.config
         thresholds = config.thresholds(velocity, acceleration)  # finite and > 0
         ratios = np.abs(tau) / thresholds
@@ -435,18 +439,19 @@ class CollisionDetector:
         Until it has once reported fresh joint states, its True means the arm's driver has
         not started yet: stop, but as waiting (not latched), like before the first residual.
         """
-        self._input_stale = bool(stale)
-        self._listener_fresh_once |= not self._input_stale
+        self.gate.upstream('joint states are stale (listener watchdog)' if stale else '')
 
     def fault(self, now: float, reason: str) -> None:
         """The node met an error it did not expect: stop, latched like a collision (cleared
         by `reset()` or `hold_time`), since what it decided meanwhile is unknown."""
+        self.gate.fault(now, reason)
         self._restart_runs()
         self._latch(now, FAULT, reason)
 
     def restarted(self, now: float, reason: str) -> None:
         """This process was started again after it died (core/restart.py): stop, latched
         until `reset()` (never by `hold_time`: what the dead process had latched is unknown)."""
+        self.gate.restarted(reason)
         self._latch(now, RESTARTED, reason)
 
     def set_lag(self, now: float, cause: str, reason: str) -> None:
@@ -454,7 +459,7 @@ class CollisionDetector:
         why, `reason`): BEHIND, a stop latched like stale input, since every decision comes
         as late as the node is behind (no reset while behind); LATE_INPUT, stale input (its
         input paused); BAD_STAMP, latched. A collision keeps its own cause."""
-        self._behind = reason if cause == BEHIND else ''
+        self.gate.sample_lag(cause, reason)
         if not cause or self._latched_cause == COLLISION:
             return
         if cause == LATE_INPUT:
@@ -464,12 +469,7 @@ class CollisionDetector:
 
     def stale(self, now: float) -> str:
         """Why the input is stale at `now` ('' when it is fresh)."""
-        if self._input_stale:
-            return 'joint states are stale (listener watchdog)'
-        if self._last_input is not None and now - self._last_input > self.config.input_timeout:
-            return (f'no residual for {now - self._last_input:.3f} s '
-                    f'(input_timeout {self.config.input_timeout:g} s)')
-        return ''
+        return self.gate.stale(now)
 
     def state(self, now: float, decision: ContactDecision | None = None) -> DetectorState:
         """Apply the fail-safe and the hold-time release at `now`; the resulting state (with
@@ -480,17 +480,15 @@ class CollisionDetector:
         of a latch from before (`restarted`, `fault`) if there is one; after that, stale
         input latches like a collision.
         """
-        stale = self.stale(now)
-        waiting = ((stale or 'waiting for the first residual') if self._last_input is None
-                   else 'waiting for the first fresh joint states (listener watchdog)'
-                   if self._input_stale and not self._listener_fresh_once else '')
+        waiting = self.gate.waiting
         if waiting:
             return self._make_state(True, self._latched_cause or WAITING,
                                     self._latched_reason or waiting, WAITING)
+        stale = self.stale(now)
         if stale:
             self._latch_stale(now, stale)
         elif (self._latched_cause not in (NONE, RESTARTED) and self.config.hold_time > 0
-              and not self._invalid and not self._behind
+              and not self._invalid and not self.gate.judge(now).cause
               and now - self._last_unsafe >= self.config.hold_time and not self._not_quiet(now)):
             self._clear()
         problem = STALE if stale else INVALID if self._invalid else NONE
@@ -500,19 +498,20 @@ class CollisionDetector:
     def reset(self, now: float) -> str:
         """Clear a latched stop; refused (a message saying why) while unsafe, '' when done.
 
-        Unsafe: the input is stale or invalid, or some joint has been over ψ within the last
-        n samples or `reset_quiet_time` seconds (a contact may still be going on).
+        Unsafe: the input gate says why (core/chain/input_gate.py: a fault within its hold,
+        no residual yet, stale input, behind), the last residual was not finite, or some joint
+        has been over ψ within the last n samples or `reset_quiet_time` seconds (a contact
+        may still be going on). A reset also releases the restart's latch.
         """
-        stale = self.stale(now) or (self._last_input is None and 'no residual received yet')
-        if stale:
-            return f'cannot reset: {stale}'
+        refusal = self.gate.refusal(now)
+        if refusal:
+            return refusal
         if self._invalid:
             return 'cannot reset: the last residual was not finite'
-        if self._behind:
-            return f'cannot reset: {self._behind}'
         not_quiet = self._not_quiet(now)
         if not_quiet:
             return f'cannot reset: {not_quiet}'
+        self.gate.reset()
         self._clear()
         return ''
 

@@ -130,6 +130,11 @@ class ClockLag:
         self.lag = max(delay - self.offset, 0.0)
         return self.lag
 
+    def went_back_reason(self, t: float) -> str:
+        """Why the sample stamped `t` is BAD_STAMP (`went_back` > 0)."""
+        return (f'the stamps went back {self.went_back * 1e3:.1f} ms (to {t:.6f} s): '
+                'a restarted driver or a clock stepped back; the clock offset is learned anew')
+
     def check(self, now: float, t: float) -> str:
         """`update`, then '' when the sample is in time, else why the node is behind."""
         return self.check_batch(now, t, t)
@@ -143,9 +148,7 @@ class ClockLag:
         self.update(now, newest)
         if self.went_back:
             self.lag, self.cause = 0.0, BAD_STAMP
-            return (f'the stamps went back {self.went_back * 1e3:.1f} ms (to {newest:.6f} s): '
-                    'a restarted driver or a clock stepped back; the clock offset is learned '
-                    'anew')
+            return self.went_back_reason(newest)
         waited = max(now - oldest - self.offset, 0.0)
         self.lag = min(waited, max(now - looked, 0.0))
         self.statistics.add(self.lag)
