@@ -486,6 +486,7 @@ class Scored:
     stop: float = np.nan             # when its collision event came
     behind: bool = False             # a `behind` stop came in the slot before it
     first: dict[str, float] = field(default_factory=dict)      # estimator → first estimate
+    first_sample: dict[str, float] = field(default_factory=dict)  # → the first one's sample
     errors: dict[str, list] = field(default_factory=dict)      # estimator → ContactErrors
     decisions: list[tuple[str, int]] = field(default_factory=list)  # class, stamp (ns)
     decided: float = np.nan          # when the first decision's event came
@@ -522,6 +523,7 @@ def score(seen: Seen, recording: Recording, stamps: np.ndarray) -> list[Scored]:
             mine = [(t, stamp, e) for stamp, t, e in found if stamps[truth.onset] <= stamp
                     <= finish]
             scored.first[label] = mine[0][0] - onset if mine else np.nan
+            scored.first_sample[label] = mine[0][1] * 1e-9 - onset if mine else np.nan
             scored.errors[label] = [contact_error(e, recording.truth(index[stamp]))
                                     for _, stamp, e in mine if stamp in index
                                     and recording.truth(index[stamp]) is not None]
@@ -623,6 +625,12 @@ def report(recording: Recording, live_run: LiveRun, live_scored: list[Scored],
     for label in ESTIMATORS:
         rows.append((f'{label}: right link, point median, first estimate p50',
                      _estimator(replayed, label), _estimator(live_scored, label)))
+        # Where the first estimate's delay goes: on a later sample, or later after its sample.
+        rows.append((f'{label}: first estimate, its sample after the onset / came after its '
+                     'sample, p50', *(
+                         f'{_ms([x.first_sample[label] for x in scored], 50)} / '
+                         f'{_ms([x.first[label] - x.first_sample[label] for x in scored], 50)}'
+                         ' ms' for scored in (replayed, live_scored))))
     if live_run.lags is not None:
         rows.append(('the user\'s residual plot: received, lag p50 / p99 / max', '',
                      f'{live_run.lags.size}, {_ms(live_run.lags, 50, 99, 100)} ms'))

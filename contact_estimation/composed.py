@@ -73,7 +73,7 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
             _write_samples(nodes, handover, shared.source)
         feeds = bool(plan.reads_ring)
         if feeds:
-            feed = SampleFeed(nodes[0], handover, ring_name(nodes[0].get_namespace()),
+            feed = SampleFeed(nodes, handover, ring_name(nodes[0].get_namespace()),
                               plan.reads_ring, shared.source,
                               publishes=bool(set(plan.reads_ring) & set(plan.publishes)))
             nodes[0].closing(feed.close)

@@ -7,16 +7,21 @@ import numpy as np
 import pytest
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import WrenchStamped
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from contact_estimation import composed, manifest
+from contact_estimation.core.chain.sample import JointSample
+from contact_estimation.core.chain.sample_ring import SampleRingWriter, ring_name
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.identification.trajectory import SmoothRandomTrajectory
-from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds
+from contact_estimation.ros import sample_feed
+from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds, wrench_stamped
 from contact_estimation.ros.handover import Output
 from contact_estimation.ros.qos import PIPELINE_QOS, SENSOR_QOS, STOP_QOS
 from contact_estimation.ros.spinning import spin_until
@@ -207,3 +212,64 @@ def test_an_output_is_listened_to_exactly_while_a_subscription_is_matched(contex
         executor.shutdown()
         reader.destroy_node()
         node.destroy_node()
+
+
+def _wait_until_received(context, subscription, timeout: float) -> bool:
+    """A message waits in `subscription`, untaken (no executor spins its node)."""
+    wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, context.handle)
+    wait_set.add_subscription(subscription.handle)
+    wait_set.wait(round(timeout * 1e9))
+    return bool(wait_set.get_ready_entities('subscription'))
+
+
+def test_the_estimation_process_takes_a_reading_and_its_joint_sample_in_one_wake(context):
+    """The shared-memory feed's take also takes the F/T readings (issue 35): a reading and
+    the joint sample of its stamp, both waiting, are compensated in that one take, and the
+    feed wakes every CONTACT_PERIOD exactly while the localizer's gate is open."""
+    ft, localizer = nodes = _composed(manifest.composed_process(
+        'contact_estimation_estimation').nodes, shared_memory=True, context=context,
+        cli_args=_cli_args())
+    robot = ft.robot
+    writer = SampleRingWriter(ring_name(ft.get_namespace()), robot.n)
+    driver = Node('wake_test_driver', context=context)
+    readings = driver.create_publisher(WrenchStamped, ft.spec.topic('ft_wrench'), PIPELINE_QOS)
+    q, still = SmoothRandomTrajectory(robot, seed=3).sample(0.0)[0], np.zeros(robot.n)
+    weight = np.concatenate(robot.base_wrench(q, still, still))
+    [polled] = ft.polled_subscriptions
+    feed_timer = next(timer for timer in ft.timers if timer.timer_period_ns
+                      == round(sample_feed.PERIOD * 1e9))
+
+    def sample(t, tau_ext):
+        stamp = seconds_to_stamp(t)
+        return JointSample(stamp_to_seconds(stamp), q, still, robot.rnea(q, still, still),
+                           tau_ext, (stamp.sec, stamp.nanosec), robot.base_link)
+
+    try:
+        ft.catch_up()  # the reader attaches to the ring
+        deadline = time.monotonic() + TIMEOUT
+        while not readings.get_subscription_count():
+            assert time.monotonic() < deadline, 'the F/T subscription was never matched'
+            time.sleep(0.01)
+        t = time.time()
+        readings.publish(wrench_stamped(seconds_to_stamp(t), robot.base_link, weight[:3],
+                                        weight[3:]))
+        assert _wait_until_received(context, polled, TIMEOUT), 'the reading never came'
+        writer.write(sample(t, still))
+        ft.catch_up()  # one wake: the reading, then the joint sample and residual
+        assert ft.problems.traffic['base_wrenches_published'] == 1
+        assert localizer.problems.traffic['base_wrenches_received'] == 1
+        assert feed_timer.timer_period_ns == round(sample_feed.PERIOD * 1e9)
+        # a residual over the localizer's gate: a contact lasts, the feed wakes sooner
+        writer.write(sample(t + 0.001, np.full(robot.n, 50.0)))
+        ft.catch_up()
+        assert localizer.contact_lasts
+        assert feed_timer.timer_period_ns == round(sample_feed.CONTACT_PERIOD * 1e9)
+        writer.write(sample(t + 0.002, still))
+        ft.catch_up()
+        assert not localizer.contact_lasts
+        assert feed_timer.timer_period_ns == round(sample_feed.PERIOD * 1e9)
+    finally:
+        writer.close()
+        driver.destroy_node()
+        for node in nodes:
+            node.destroy_node()

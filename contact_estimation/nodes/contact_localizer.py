@@ -238,8 +238,9 @@ class ContactLocalizerNode(SuiteNode):
         the same samples estimates on the same ones."""
         t, q, tau = sample.t, sample.q, sample.tau_ext
         self._history.add(t, q)
+        self.contact_lasts = self.schedule.contact(tau)  # the gate: its process wakes sooner
         if not self.schedule.due(t, tau):
-            if not self.schedule.contact(tau):
+            if not self.contact_lasts:
                 self.problems.set_status(OK, 'no contact')
             return
         start = self.steady()

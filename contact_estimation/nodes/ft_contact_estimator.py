@@ -277,6 +277,7 @@ class FtContactEstimatorNode(SuiteNode):
             else:
                 estimate = self._locator.locate_from_residual(q, wrench, tau_ext,
                                                               self._threshold)
+            self.contact_lasts = estimate is not None  # its process then wakes sooner
             if estimate is None:
                 self._no_contact(t, tau_ext, wrench)
             else:

@@ -15,6 +15,15 @@ A node that decides at its own pace on the newest sample (the proximity monitor'
 a `catch_up` attribute: the feed sets it to `take`, and the node calls it before it decides,
 so that a late wake decides on the samples that came meanwhile, whichever of its timers the
 executor runs first (issue 35).
+
+One wake for all of a process's inputs (issue 35): each take first takes the polled
+subscriptions of its nodes (the F/T readings, ros/suite_node.py), which then have no timer
+of their own, so a reading and the joint sample of its stamp meet in the same wake, as a
+replay hands them over, instead of one waiting for the other's timer. While a node of the
+process says a contact lasts (`contact_lasts`: the localizer's gate is open, the F/T
+estimator has a contact), the feed wakes every `CONTACT_PERIOD` instead, so that the
+estimates of a contact wait less; it returns to `PERIOD` when none does, or when no sample
+came for `QUIET` s (the driver stopped during a contact).
 """
 from __future__ import annotations
 
@@ -30,17 +39,23 @@ from contact_estimation.ros.suite_node import SuiteNode
 
 PERIOD = 0.005  # s between takes: a sample waits at most this (plus the estimators' work); one
 # wake per sample at 1 kHz cost the estimation process more than its estimates (issue 35)
+CONTACT_PERIOD = 0.001  # s between takes while a contact lasts: the estimates wait less
+QUIET = 0.1  # s without a sample after which a contact no longer counts (the driver stopped)
 
 
 class SampleFeed:
-    """On `node` (a node of this process, whose timer and diagnostics it uses): the ring
-    named `name`, its samples handed to the receivers of `topics` in `handover` and, when
-    `publishes` (this process is their publisher), published on them (effort = τ on the
-    joint-state topic, τ_ext on the residual one)."""
+    """For `nodes` (the nodes of this process; the first's timer and diagnostics it uses):
+    the ring named `name`, its samples handed to the receivers of `topics` in `handover`
+    and, when `publishes` (this process is their publisher), published on them (effort = τ on
+    the joint-state topic, τ_ext on the residual one); and the nodes' polled subscriptions."""
 
-    def __init__(self, node: SuiteNode, handover: Handover, name: str,
+    def __init__(self, nodes: list[SuiteNode], handover: Handover, name: str,
                  topics: tuple[str, ...], residual_topic: str, publishes: bool):
-        self._node = node
+        self._node = node = nodes[0]
+        self._nodes = nodes
+        self._polling = [n for n in nodes if n.polled_subscriptions]
+        for polled in self._polling:
+            polled.poll_elsewhere()
         self._reader = SampleRingReader(name, lambda sec, nanosec: Time(sec=sec,
                                                                         nanosec=nanosec))
         self._writer = JointStateWriter(list(node.robot.joint_names))
@@ -54,11 +69,17 @@ class SampleFeed:
         self._latest: list = []  # the last sample taken
         # On the steady clock: the samples come at the machine's pace, whatever /clock does
         # (the simulated cobot's lockstep waits for the joint states published here).
-        node.create_timer(PERIOD, self.take, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._timer = node.create_timer(PERIOD, self.take,
+                                        clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._in_contact = False  # the timer runs at CONTACT_PERIOD
+        self._sample_came = -QUIET  # s, steady: when a take last found samples
 
     def take(self) -> None:
-        """Hand over (and publish, in their publisher) the samples written since the last
-        take."""
+        """Hand over the messages of the polled subscriptions, then (and publish, in their
+        publisher) the samples written since the last take; wake sooner while a contact
+        lasts."""
+        for polled in self._polling:
+            polled.take_polled()
         samples = self._reader.take()
         if samples:
             for receive in self._receivers:
@@ -76,6 +97,15 @@ class SampleFeed:
                         sample.stamp, sample.frame_id, sample.q, sample.v,
                         sample.tau_ext if residual else sample.tau))
         self._latest = samples[-1:] or self._latest
+        now = self._node.steady()
+        if samples:
+            self._sample_came = now
+        in_contact = (now - self._sample_came < QUIET
+                      and any(n.contact_lasts for n in self._nodes))
+        if in_contact != self._in_contact:
+            self._in_contact = in_contact
+            self._timer.timer_period_ns = round(1e9 * (CONTACT_PERIOD if in_contact
+                                                       else PERIOD))
         if self._reader.lost != self._reported_lost:
             self._node.problems.report('samples_lost', f'{self._reader.lost - self._reported_lost} '
                                        'joint sample(s) overwritten in shared memory before this '

@@ -122,6 +122,10 @@ class SuiteNode(Node):
         self.raw_topics: set[str] = set()  # subscribed with raw=True: callbacks take bytes
         self.polled_subscriptions: list = []  # made by `subscribe(..., polled=True)`
         self._poller: Node | None = None
+        self._poll_timer = None  # takes the polled subscriptions, until `poll_elsewhere`
+        # A contact lasts, as this node knows it (the localizer's gate, the F/T estimator's
+        # estimate): the shared-memory feed of its process then wakes at once (sample_feed.py).
+        self.contact_lasts = False
         self.outputs: list[Output] = []    # made by `output`
         # Takes the samples waiting for this node now (composed mode: the listener's or the
         # shared-memory feed's take, ros/sample_feed.py), e.g. before a check decides on the
@@ -233,7 +237,8 @@ class SuiteNode(Node):
         is not woken for each message; every POLL_PERIOD s it takes those received, in
         order, each to `callback` (issue 35: at 1 kHz the wakes cost more than the work).
         Such a subscription belongs to a node of its own that no executor spins,
-        `<name>_polled` in the graph, and is listed in `polled_subscriptions`."""
+        `<name>_polled` in the graph, and is listed in `polled_subscriptions`; in composed
+        mode the shared-memory feed takes them on its wake instead (`poll_elsewhere`)."""
         if polled:
             return self._polled(key, msg_type, callback, qos, raw)
         subscription = self.create_subscription(msg_type, self.spec.topic(key), callback, qos,
@@ -248,7 +253,7 @@ class SuiteNode(Node):
                                 namespace=self.get_namespace(),
                                 start_parameter_services=False, enable_rosout=False)
             self.closing(self._poller.destroy_node)
-            self.create_timer(POLL_PERIOD, self._take_polled)
+            self._poll_timer = self.create_timer(POLL_PERIOD, self.take_polled)
         topic = self.spec.topic(key)
         subscription = self._poller.create_subscription(
             msg_type, topic, self.guard.wrap(callback, topic), qos, raw=raw)
@@ -257,12 +262,20 @@ class SuiteNode(Node):
         self.polled_subscriptions.append(subscription)
         return subscription
 
-    def _take_polled(self) -> None:
+    def take_polled(self) -> None:
         """Every message the polled subscriptions received since the last take, in order
         (at most one queue's depth each)."""
         for subscription in self.polled_subscriptions:
             for message in waiting_messages(subscription, subscription.qos_profile.depth):
                 subscription.callback(message)
+
+    def poll_elsewhere(self) -> None:
+        """Stop this node's own POLL_PERIOD timer: a caller that wakes anyway calls
+        `take_polled` (composed mode: the shared-memory feed's take, so that a reading and
+        the joint sample of its stamp meet in one wake, and the process wakes once)."""
+        if self._poll_timer is not None:
+            self.destroy_timer(self._poll_timer)
+            self._poll_timer = None
 
     def receive(self, key: str, msg_type, on_message: Callable, on_sample: Callable,
                 qos: QoSProfile = SENSOR_QOS,
