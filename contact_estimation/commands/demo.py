@@ -178,7 +178,7 @@ class TopicMonitor:
         if 'collision' in self.events and msg.data <= 0.0:
             self.events.setdefault('hold', now)
         spans = self.contact_spans
-        if ('hold' in self.events and msg.data > 0.0 and spans[-1][3] is not None
+        if ('hold' in self.events and msg.data > 0.0 and spans and spans[-1][3] is not None
                 and spans[-1][1] <= self.events['hold']):
             self.events.setdefault('resume', now)
 
