@@ -295,7 +295,7 @@ def _check_joint_states_content(messages, robot) -> None:
      re.escape('driver.gear_ratios = [100.0, 50.0]: 2 values, but panda has 7 joints: give '
                '1, or 7')),
     ({'driver.torque_constants': [1e308]}, re.escape('driver.torque_constants = [1e+308]: '
-                                                     '1e+308 outside 0 … 1000')),
+                                                     '1e+308 outside 0.0001 … 1000')),
     ({'publish_rate': 300.0, 'driver.period_jitter': 0.004}, 'shorter than one physics step'),
     ({'payload.link': 'nowhere'}, "payload.link = 'nowhere': not a link the joints of panda "
                                   'move'),
