@@ -44,6 +44,10 @@ LOCALIZER = 'contact_localizer'
 RECORDER_DEPTH = 10000
 
 
+PUBLISHER_WAIT = 10.0  # s the recorder waits to discover the residual's publisher (2 s was
+# too short on a loaded machine: it then chose best-effort and lost samples), returning at once
+
+
 def recorder_qos(publishers_reliable: bool):
     """Reliable when every publisher of the residual is (the suite's are: PIPELINE_QOS; DDS
     then resends what a loaded machine dropped), else best-effort (which matches any)."""
@@ -98,7 +102,8 @@ def record_live(robot: RobotModel, seconds: float, topic: str):
         node = Node('contact_estimation_calibrate')
         executor = FastExecutor()
         executor.add_node(node)
-        spin_until(executor, lambda: bool(node.get_publishers_info_by_topic(topic)), 2.0)
+        spin_until(executor, lambda: bool(node.get_publishers_info_by_topic(topic)),
+                   PUBLISHER_WAIT)
         publishers = node.get_publishers_info_by_topic(topic)
         reliable = bool(publishers) and all(
             p.qos_profile.reliability == ReliabilityPolicy.RELIABLE for p in publishers)
