@@ -106,6 +106,9 @@ class TopicMonitor:
         # time] (simulated s; monitor s), the end None while it goes on.
         self.contact_spans: list[list] = []
         self.stops: list[tuple[float, str, str]] = []  # detector stops: stamp, cause, message
+        # With touch on, a collision's hold (f_S = 0) comes on an earlier sample than its latch
+        # (docs/collision_events.md `class.hold`): by the collision's stamp.
+        self.holds: dict[float, float] = {}
         self.touches: list[tuple[float, float]] = []   # touch events: stamp, receive time
         # sim_cobot's first and latest pace reports: (receive time, simulated time, values)
         self.first_sim_report: tuple[float, float, dict[str, str]] | None = None
@@ -196,6 +199,9 @@ class TopicMonitor:
                 self.touches.append((stamp, now))
             if cause == COLLISION:
                 self.events.setdefault('collision', now)
+                hold = next((kv.value for kv in status.values if kv.key == 'class.hold'), '')
+                if hold:
+                    self.holds[stamp] = float(hold)
 
     def _on_contact_half(self, source: str, pairs: ContactPairs, topic: str, now: float,
                          msg) -> None:
@@ -345,9 +351,13 @@ def _verdict(monitor: TopicMonitor, kinds: list[str]) -> tuple[str, bool]:
     detected = [stop for stop in monitor.stops if stop[1] == COLLISION]
     if not detected:
         return f'verdict: FAILED: the push at {onset:.3f} s was not detected', False
-    delay = detected[0][0] - onset
+    latched = detected[0][0]
+    held = monitor.holds.get(latched, latched)
+    latch = (f'; the stop latched {(latched - onset) * 1e3:.0f} ms after it, once the contact '
+             'was decided an impact' if held < latched else '')
     return (f'verdict: no stop before the push; {"".join(touches)}the push at {onset:.3f} s '
-            f'detected {delay * 1e3:.0f} ms later (simulated time)'), True
+            f'detected {(held - onset) * 1e3:.0f} ms later (simulated time: the arm held, '
+            f'f_S = 0){latch}'), True
 
 
 def _reaction(monitor: TopicMonitor) -> str:
