@@ -194,7 +194,8 @@ class ProximityMonitorNode(SuiteNode):
         self._parts_pub = self.publisher('parts', DiagnosticArray)
         self._marker_pub = self.publisher('markers', MarkerArray)
         self._hands = self.output('hands', DiagnosticArray)
-        self.receive('joint_state', JointState, self._on_joint_state, self.process_joint_state)
+        self.receive('joint_state', JointState, self._on_joint_state, None,
+                     on_batch=self.process_joint_states)
         # Raw: a skeleton's size is checked before it is deserialised (`_on_skeleton`).
         self.subscribe('skeleton', PoseArray, self._on_skeleton, raw=True)
         self._clouds = CloudProcess(CloudRecipe(*robot_arguments(self), spacing), surfaces, NAME,
@@ -276,13 +277,15 @@ class ProximityMonitorNode(SuiteNode):
         sample = self.joint_sample(msg, self._joint_states, 'joint state', max_past=MAX_PAST,
                                    required=('position', 'velocity'))
         if sample is not None:
-            self.process_joint_state(sample)
+            self.process_joint_states((sample,))
 
-    def process_joint_state(self, sample: JointSample) -> None:
-        """Kept for the check (the latest) and for clouds (the one nearest their stamp)."""
-        self._latest = sample
+    def process_joint_states(self, samples) -> None:
+        """Kept for clouds (the one nearest their stamp) and the newest for the check; one
+        arrival per batch (its samples arrived together: one clock read, not one each)."""
+        for sample in samples:
+            self._history.add(sample.t, sample)
+        self._latest = samples[-1]
         self._gate.arrived(self.seconds())
-        self._history.add(sample.t, sample)
 
     def _on_skeleton(self, raw: bytes) -> None:
         """A serialised skeleton: one with more poses than there are keypoints is refused
