@@ -61,6 +61,8 @@ def _parameter_files(spec: manifest.Process, context, robot_file: list[str]) -> 
     """The parameter file of each node the process runs, config/robot.yaml, the user's, then
     `robot_file` (robot:=); in a namespace, copies whose sections name the nodes there
     (launcher.placed_in_namespace)."""
+    import atexit
+    import shutil
     import tempfile
 
     from contact_estimation.launcher import placed_in_namespace
@@ -72,6 +74,8 @@ def _parameter_files(spec: manifest.Process, context, robot_file: list[str]) -> 
     if not namespace:
         return files
     folder = tempfile.mkdtemp(prefix='contact_estimation_ns_')
+    # Kept while the launch runs (a respawned node reads its files again), removed with it.
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return [placed_in_namespace(path, namespace, folder) for path in files]
 
 
