@@ -25,9 +25,11 @@ gaps over 150 ms and the longest, how often it was raised; each node process's r
 memory over the run; each process's CPU against the rclpy floor of the same run
 (`_ros_load.floor`); every stop each stopping node counted, by cause, from its /diagnostics
 (issue 35: with no push, any stop is one without a cause). The gaps are measured in this
-process, which shares the machine: its own delays count in them (an upper bound); "at the
-same time" counts those that overlap a gap of the other stop (two processes silent at once:
-this process or the whole machine stalled).
+process, at SCHED_FIFO 60 as a controller would be (its own delays still count in them: an
+upper bound); "at the same time" counts those that overlap a gap of the other stop (two
+processes silent at once: this process or the whole machine stalled). The arm driver reports
+its own silences over the listener's input_timeout: a `stale_input` stop it caused has a
+cause.
 """
 from __future__ import annotations
 
@@ -63,6 +65,8 @@ from contact_estimation.ros.testing import (composed_processes,  # noqa: E402
 
 RATE = 1000.0          # Hz: joint states and F/T readings
 SENSOR_RATE = 10.0     # Hz: skeletons and clouds
+DRIVER_STALL = 0.05    # s: the listener's input_timeout (config/joint_state_listener.yaml)
+MONITOR_PRIORITY = 60  # SCHED_FIFO of this process once its children run: a controller's
 PERIOD = 20.0          # s: the motion repeats exactly (every joint's frequency is k / PERIOD)
 CONTRACT = 0.150       # s: the README's "stop after 150 ms without a stop message"
 Q0 = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
@@ -157,10 +161,15 @@ def _drive(streams: CellStreams, seconds: float, reports, part: str) -> None:
                 empty.header.frame_id = streams.base
                 rate = SENSOR_RATE
             samples, start = len(streams.q), time.monotonic()
+            stalls, last = [], None  # the driver's own silences over DRIVER_STALL, s
             for i in range(int(seconds * rate)):
                 delay = start + i / rate - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
+                now = time.monotonic()
+                if last is not None and now - last > DRIVER_STALL:
+                    stalls.append(now - last)
+                last = now
                 stamp = seconds_to_stamp(time.time())
                 if part == 'arm':
                     k = i % samples
@@ -176,7 +185,7 @@ def _drive(streams: CellStreams, seconds: float, reports, part: str) -> None:
                     skeleton.publish(empty)
                     lidar.publish(cloud)
             node.destroy_node()
-        reports.put(part)
+        reports.put((part, stalls))
     except BaseException as err:  # re-raised in the monitor
         reports.put(err)
 
@@ -311,12 +320,14 @@ def soak(minutes: float, cloud: str, cloud_points: int, contact_every: float = 0
                                  args=(warmup + 60 * minutes, residuals))
             plot.start()
             stack.callback(plot.join, 10.0)
+        monitor = realtime_priority(MONITOR_PRIORITY)  # after the children: they inherit it
         measure_from = time.monotonic() + warmup
         clocks = {**{n: CpuClock(p.pid) for n, p in procs.items()},
                   FLOOR: CpuClock(floor_process.pid)}
         cpu_from: dict[str, float] = {}
         memory: list[tuple[float, dict[str, float]]] = []
         next_sample, finished = measure_from, set()
+        stalls: dict[str, list[float]] = {}
         while finished != {'arm', 'sensors'}:
             executor.spin_once(timeout_sec=0.01)
             if not cpu_from and time.monotonic() >= measure_from:
@@ -332,8 +343,9 @@ def soak(minutes: float, cloud: str, cloud_points: int, contact_every: float = 0
                 continue
             if isinstance(outcome, BaseException):
                 raise outcome
-            finished.add(outcome)
-            if outcome == 'arm':  # up to 1 s before the joint states stopped (then stale)
+            part, stalls[part] = outcome
+            finished.add(part)
+            if part == 'arm':  # up to 1 s before the joint states stopped (then stale)
                 counted = dict(diagnosed)
         cpu = {n: 100 * (clock.read() - cpu_from[n]) / (time.monotonic() - cpu_start)
                for n, clock in clocks.items()}
@@ -352,7 +364,8 @@ def soak(minutes: float, cloud: str, cloud_points: int, contact_every: float = 0
            else '')
         + f'{machine().split(", load average")[0]}; load average before the run {load_before}, '
         f'after it {", ".join(f"{x:.2f}" for x in os.getloadavg())}; the stops\' processes '
-        + (f'at SCHED_FIFO {priority} and below' if priority else 'at normal priority'),
+        + (f'at SCHED_FIFO {priority} and below' if priority else 'at normal priority')
+        + f'; this monitor at {monitor}',
         table('stop               | msg/s  | gaps > 150 ms | at same time |'
               ' longest, ms | raised | % of time raised',
               [record.row(name, measure_from, gaps[1 - k]) for k, (name, record)
@@ -363,6 +376,9 @@ def soak(minutes: float, cloud: str, cloud_points: int, contact_every: float = 0
               + [f'{"suite":20s} | {sum(cpu[n] for n in names):18.1f} | '
                  f'{sum(cpu[n] for n in names) / cpu[FLOOR]:7.2f}']),
         counts_text(counted),
+        'the arm driver itself (SCHED_FIFO 50) silent for over '
+        f'{DRIVER_STALL * 1e3:.0f} ms (a stale input it causes): {len(stalls["arm"])} times'
+        + (f', longest {max(stalls["arm"]) * 1e3:.0f} ms' if stalls['arm'] else ''),
         f'node processes that exited: {exited or "none"}'])
 
 
