@@ -380,3 +380,18 @@ def test_every_rule_is_named_once_and_cites_its_source():
     assert all(rule.source.strip() and rule.kind in (IMPACT, TOUCH) for rule in rows)
     assert all(rule.kind == IMPACT for rule in IMPACT_RULES)
     assert [rule.kind for rule in WINDOW_END].count(TOUCH) == 1 and WINDOW_END[-1].kind == TOUCH
+
+
+def test_a_held_arm_that_never_comes_to_rest_is_an_impact_and_its_contact_goes_on():
+    """The window closes with the held arm slowing but never at rest (under 80 % of its speed
+    at the hold, over touch.rest_speed): no clear touch, an impact; the contact's later
+    samples are still taken (before the rules were a table, the next one raised TypeError)."""
+    tau = ramp(0.4, 40.0, hold=0.5)
+    hold = first(run(tau, TouchConfig()), lambda s: s.stop)
+    speed = np.clip(1.0 - 5.0 * DT * (np.arange(len(tau)) - hold), 0.5, 1.0)  # 0.5 after 100 ms
+    detector = CollisionDetector(DetectorConfig.build(ROBOT.joint_names), ON, ROBOT)
+    states = [detector.update(k * DT, row, speed[k] * np.eye(ROBOT.n)[0], position=Q)
+              for k, row in enumerate(tau)]
+    (k, decision), = decisions(states)
+    assert decision.rule == 'window end: not at rest' and decision.kind == IMPACT
+    assert all(s.stop and s.contact for s in states[k:])
