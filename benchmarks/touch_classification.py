@@ -199,20 +199,6 @@ def _first(mask, offset):
     return int(hits[0]) + offset if hits.size else None
 
 
-def rule(reason: str) -> str:
-    """A decision's rule, in a word or two."""
-    after = reason.startswith('touch became an impact: ')
-    reason = reason.removeprefix('touch became an impact: ')
-    for words, name in (('sudden rise', 'hit (knee)'), ('rose to', 'sudden rise'),
-                        ('no clear touch', 'window end'), ('high-frequency', 'roughness'),
-                        ('against', 'against motion'), ('touch.max_force', 'max_force'),
-                        ('max_torque', 'max_torque'), ('ended within', 'ended'),
-                        ('no hand', 'no hand'), ('no joint positions', 'no positions')):
-        if words in reason:
-            return f'{name} after touch' if after else name
-    return reason
-
-
 def quantiles(values_ms) -> str:
     values = np.asarray(values_ms, dtype=float)
     return (f'{np.percentile(values, 50):.0f} / {np.percentile(values, 95):.0f} / '
@@ -229,7 +215,7 @@ def impact_row(name, rows, dt):
     latched = [r for r in fired if r['on'] is not None]
     first_touch = sum(bool(r['decided']) and r['decided'][0].kind == TOUCH for r in fired)
     after = [(r['on'] - r['hold']) * dt * 1e3 for r in latched if r['hold'] is not None]
-    rules = Counter(rule(r['decided'][0].reason) for r in fired if r['decided'])
+    rules = Counter(r['decided'][0].rule for r in fired if r['decided'])
     shares = [r['decided'][0].rise_share for r in fired if r['decided']]
     print(f'| {name} ({len(rows)}; {len(rows) - len(fired)} under ψ) | '
           f'{percent(same, len(fired))} | {percent(len(latched), len(fired))} | '
@@ -242,7 +228,7 @@ def touch_table(rows, scripted: int):
     fired = [r for r in rows if r['decided']]
     stopped = [r for r in fired if r['on'] is not None]
     touched = [r['decided'][0] for r in fired if r['decided'][0].kind == TOUCH]
-    rules = Counter(rule(d.reason) for r in stopped for d in r['decided'] if d.kind == IMPACT)
+    rules = Counter(d.rule for r in stopped for d in r['decided'] if d.kind == IMPACT)
     print('| touches (scripted) | fired eq. 7 | fired: no latched stop | all: no latched stop | '
           'decided p50 / p95 / max ms after the hold | rise share of touches: max | latched, '
           'by rule |')

@@ -229,6 +229,7 @@ def test_a_touch_holds_without_a_stop_and_becomes_an_impact_beyond_max_force(rig
     assert values['event'] == 'collision' and values['class'] == 'impact'
     assert values['class.reason'].startswith('touch became an impact')
     assert 'touch.max_force' in values['class.reason']
+    assert values['class.rule'] == 'max_force after touch'
 
 
 def diagnostics(probe) -> list:

@@ -11,7 +11,8 @@ at the contacted link; the evidence only turns a touch into an impact."""
 import numpy as np
 import pytest
 
-from contact_estimation.core.chain.contact_class import IMPACT, TOUCH, HandsSeen, TouchConfig
+from contact_estimation.core.chain.contact_class import (IMPACT, IMPACT_RULES, TOUCH,
+                                                          WINDOW_END, HandsSeen, TouchConfig)
 from contact_estimation.core.chain.detector import COLLISION, CollisionDetector, DetectorConfig
 from contact_estimation.core.chain.time_scaling import TimeScaling
 from contact_estimation.core.robot.robot_model import RobotModel
@@ -140,6 +141,7 @@ def test_a_window_that_ends_unsure_is_an_impact():
     states = run(tau, threshold=1.0)
     (k, decision), = decisions(states)
     assert decision.kind == IMPACT and decision.reason.startswith('no clear touch')
+    assert decision.rule.startswith('window end: ')
     assert decision.after_hold == pytest.approx(ON.decision_time, abs=DT / 2)
     assert first(states, lambda s: s.stop) == k
 
@@ -155,6 +157,7 @@ def test_a_contact_that_ends_before_its_decision_is_an_impact():
     states = run(tau)
     (k, decision), = decisions(states)
     assert decision.kind == IMPACT and 'ended within touch.decision_time' in decision.reason
+    assert decision.rule == 'ended'
     assert k == ended and states[k].stop
 
 
@@ -196,6 +199,7 @@ def test_a_sudden_rise_after_a_touch_is_a_hit_that_latches_the_stop(rise, newton
         (_, touched), (k, impact) = decisions(states)
         assert touched.kind == TOUCH and impact.kind == IMPACT
         assert impact.reason.startswith('touch became an impact: ')
+        assert impact.rule in ('hit (knee) after touch', 'roughness after touch')  # a hit
         assert len(touch) <= k <= len(touch) + round(ON.rise_span / DT)
         assert first(states, lambda s: s.stop) == k
 
@@ -365,3 +369,29 @@ def test_hands_survive_a_change_of_the_touch_settings():
     detector.set_hands(hands)
     detector.configure_touch(TouchConfig(enabled=True, hand_distance=0.01))
     assert detector.classifier.hands is hands
+
+
+def test_every_rule_is_named_once_and_cites_its_source():
+    """The rules are a table: each row's name is unique (collision events carry it as
+    `class.rule`), says what it decides, and cites where its constants come from; the window's
+    end always decides (its last row, a touch, always fires)."""
+    rows = IMPACT_RULES + WINDOW_END
+    assert len({rule.name for rule in rows}) == len(rows)
+    assert all(rule.source.strip() and rule.kind in (IMPACT, TOUCH) for rule in rows)
+    assert all(rule.kind == IMPACT for rule in IMPACT_RULES)
+    assert [rule.kind for rule in WINDOW_END].count(TOUCH) == 1 and WINDOW_END[-1].kind == TOUCH
+
+
+def test_a_held_arm_that_never_comes_to_rest_is_an_impact_and_its_contact_goes_on():
+    """The window closes with the held arm slowing but never at rest (under 80 % of its speed
+    at the hold, over touch.rest_speed): no clear touch, an impact; the contact's later
+    samples are still taken (before the rules were a table, the next one raised TypeError)."""
+    tau = ramp(0.4, 40.0, hold=0.5)
+    hold = first(run(tau, TouchConfig()), lambda s: s.stop)
+    speed = np.clip(1.0 - 5.0 * DT * (np.arange(len(tau)) - hold), 0.5, 1.0)  # 0.5 after 100 ms
+    detector = CollisionDetector(DetectorConfig.build(ROBOT.joint_names), ON, ROBOT)
+    states = [detector.update(k * DT, row, speed[k] * np.eye(ROBOT.n)[0], position=Q)
+              for k, row in enumerate(tau)]
+    (k, decision), = decisions(states)
+    assert decision.rule == 'window end: not at rest' and decision.kind == IMPACT
+    assert all(s.stop and s.contact for s in states[k:])

@@ -42,7 +42,8 @@ def collision_event(state: DetectorState, joint_names: Sequence[str], message: s
     decision = state.decision
     if decision is not None:
         event.values += [KeyValue(key=key, value=value) for key, value in (
-            ('class', decision.kind), ('class.reason', decision.reason),
+            ('class', decision.kind), ('class.rule', decision.rule),
+            ('class.reason', decision.reason),
             ('class.onset', f'{decision.onset:.9f}'),
             ('class.hold', f'{decision.hold:.9f}'),
             ('class.decided', f'{decision.stamp:.9f}'),

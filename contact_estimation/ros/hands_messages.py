@@ -1,6 +1,16 @@
 """The tracked hands' links (DiagnosticArray): written by the proximity monitor, read back by
 the collision detector. Apart from ros/proximity_messages.py so that the chain's process,
-which reads them, does not load the proximity geometry (open3d: ~200 MiB and ~1.5 s)."""
+which reads them, does not load the proximity geometry (open3d: ~200 MiB and ~1.5 s).
+
+Why a DiagnosticArray and no other standard type (issue 39 asked): what travels is a relation,
+each (hand, link) pair → the distance between them (m) that the monitor's check measured on its
+sphere pairs at its own q, stamped with the skeleton's stamp. geometry_msgs/PoseArray or
+PointStamped would carry where the hands are, and the detector would have to measure each
+link's distance itself, with the geometry kept out of its process; visualization_msgs is for
+display; sensor_msgs/JointState names joints; std_msgs/Float32MultiArray has no header and
+names neither hands nor links (their order would be a convention beside the message).
+DiagnosticArray is the standard type with a header and named values: a status per hand, a
+KeyValue per link. Its price, a decimal string a value: benchmarks/hand_evidence.py."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

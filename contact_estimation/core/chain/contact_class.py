@@ -1,91 +1,36 @@
-"""Impact or touch: collision classification of each contact the detector sees (issues 29, 37).
+"""Impact or touch: the classification of each contact the detector sees (issues 29, 37).
 
-Haddadin, De Luca & Albu-Schäffer 2017 ("Robot collisions: a survey on detection,
-isolation, and identification", IEEE T-RO) split the collision event pipeline into
-detection, isolation, identification, classification and reaction; this module is the
-classification step, between seed 001 eq. 7 (core/chain/detector.py) and seed 003's reaction
-(core/chain/time_scaling.py). Like Golz, Osendorfer & Haddadin 2015 ("Using tactile sensation
-for learning contact knowledge: discriminate collision from physical interaction", ICRA) and
-Kouris, Dimeas & Aspragathos 2018 ("A frequency domain approach for contact type
-distinction in human–robot collaboration", IEEE RA-L), it uses proprioceptive features of
-how τ_ext rises and of its frequency content; unlike their learned classifiers it is a set of
-explicit rules with physical bounds, conservative by construction.
+Haddadin, De Luca & Albu-Schäffer 2017 ("Robot collisions: a survey on detection, isolation,
+and identification", IEEE T-RO) split a collision's handling into detection, isolation,
+identification, classification and reaction; this is the classification, between seed 001's
+eq. 7 (core/chain/detector.py) and seed 003's reaction (core/chain/time_scaling.py). Like
+Golz, Osendorfer & Haddadin 2015 (ICRA) and Kouris, Dimeas & Aspragathos 2018 (IEEE RA-L) it
+reads how τ_ext rises and its frequency content; unlike their learned classifiers it is a
+table of explicit rules (`Rule`), each with its source, and unsure is always an impact.
 
-Hold first, then decide (issue 37). What protects a person is that the arm stops moving: on
-the sample eq. 7 fires, every contact holds the arm (seed 003's f_S = 0, a controlled stop
-that keeps power: `hold`), the very sample the stop latches on with touch off. The class is
-decided afterwards, within `decision_time` of the hold, on the evidence of that window: eq. 7
-fires a few ms into a hand's ramp when ψ is calibrated low, before its rise can be told from
-a push's; tens of ms later it can. An impact rule firing in the window latches the stop at
-once; the window ending with no clear touch is an impact; unsure is always an impact. A
-touch keeps the hold, yields (seed 003) and latches nothing.
-
-The rise is measured in torque, not in ψ, so that ψ does not change what a hand looks like:
-y = ‖τ_ext − τ_before‖ (N·m), τ_ext less its value BASELINE_LEAD before the contact's onset
-(the model's error in motion, which would otherwise count as part of the contact). Its
-shape tells a push from a hand whatever its size: a push or a hit ramps to its full force in
-50 ms or less, so most of its rise comes within one `rise_span` (50 ms); a hand ramps over
-150 ms or more (Golz 2015, Kouris 2018: intended contacts rise slowly), at most a third of
-it within 50 ms. The rise share is the largest rise of y within any `rise_span` of the
-contact, as a share of y's peak so far.
-
-The hold's own jolt (issue 37): f_S to 0 (seed 003 eqs. 8–9) decelerates the arm, and the
-model's error in that deceleration and the friction's flip at rest show in τ_ext as 0.4–1.3
-N·m over 20–40 ms, as large as a hand's torque when a calibrated ψ fires. It starts when the
-arm slows down, not at the hold: 1–3 ms later in the benchmark's closed loop, 10–40 ms in the
-demo (f_S reaches the simulator over DDS, later the more loaded the machine), which is why a
-fixed time after the hold let it into the rise of the demo's hand (rise shares 0.56–0.64, 3
-runs in 20). So the samples from the hold until `settle_time` after the arm came to rest
-(‖q̇‖ ≤ `rest_speed`; an arm that has not begun to slow `hold_latency` after the hold is not
-jolted) are left out of the rise and the roughness, and across them the rise keeps its trend
-from before the hold (_Rise): what rose beyond it counts as a step. A window that ends with
-the arm not yet settled is no clear touch.
-
-The rules (the first that fires names the impact):
-- sudden rise: a rise share over `max_rise_share` once the rise has stopped (y has not
-  reached a new 95 % of its peak for `plateau_time`): a push that reached its force. Still
-  rising, a hand's share falls as its ramp goes on (rise_span over the ramp's length so far),
-  so at the window's end a share still over `max_rise_share` is no clear touch, an impact;
-- high frequency: the RMS of s = max_i |τ_ext,i| / τ_ref,i (τ_ref = `reference_torque`,
-  seed 001's ψ of 4 N·m) about its straight-line fit over the last `window` seconds (what a
-  line cannot follow: content above about 1/window, the knee and ringing of a hit, Kouris
-  2018's spectral cue) above `max_roughness`. Measured in a fixed torque: the residual's
-  noise is a torque, and in a calibrated ψ it made the demo's hand rough. Not while the
-  hold settles (below);
-- power: a contact that opposes the motion (τ_extᵀq̇ < 0) while the arm moves into it
-  faster than `max_opposing_speed` (v_o = −τ_extᵀq̇ / ‖τ_ext‖, rad/s): a person does not
-  push against an arm moving that fast (Haddadin 2017: an impact opposes the motion);
-- size: the contact force, estimated from τ_ext and q on the isolated link
-  (core/chain/contact_force.py: Haddadin 2017's isolation and identification steps, seed
-  000), over `max_force` N; a joint over `max_torque` N·m, the second, higher joint
-  threshold, whatever the estimate. An over-estimate of the force makes a touch an impact
-  (safe); where the estimate is unsure (fewer than 6 joints upstream of the contact) the
-  joint threshold still bounds it. Without joint positions there is no force: every
-  contact is an impact;
-- a hand at the contacted link: while hands have been seen within `hand_max_age` of the
-  sample (`HandsSeen`, from the proximity monitor's skeleton: core/contact/proximity.py
-  `hand_distances`), a touch needs a hand within `hand_distance` of the link isolated (at
-  the decision, and until then the one isolated now) or of a link beyond it (isolation, seed
-  000 eq. 13.1, bounds the link from below only), at every sample from the hold on (a touch
-  whose hand leaves becomes an impact). With no hands seen recently the rule does not
-  apply. The evidence only turns a touch into an impact, never the reverse;
-- a contact that ends (falls under `onset_ratio`) before its class is decided is an impact:
-  too little of it was seen.
-
-A hand that pushes harder is still a hand: after a touch is decided it becomes an impact
-only on evidence of a hit, a sudden rise (y rising within `rise_span` by more than
-`max_rise_share` of its peak: a hand's ramp, seen for `decision_time` and more, rises less)
-or ringing (the high-frequency rule), or on its size (`max_force`, `max_torque`), or when
-its hand leaves. A slow, steady increase is none of these.
+Hold first, then decide (issue 37). On the sample eq. 7 fires every contact holds the arm
+(f_S = 0, `hold`: the very sample the stop latches on with touch off). Then, on the
+contact's `Evidence`:
+- IMPACT_RULES are evaluated on every sample of the contact, in order, until one fires; it is
+  kept with its evidence. Within `decision_time` of the hold it makes the contact an impact
+  at once (the stop latches); fired before the hold, at the hold; after a touch, it makes
+  the touch an impact.
+- WINDOW_END decides when the window closes, `decision_time` after the hold or when the
+  contact ends undecided: its first row that fires (the last, a touch, always does).
+- A touch latches nothing (f_S holds, then yields); an impact never becomes a touch.
 
 A contact starts when max_i |τ_ext,i|/ψ_i reaches `onset_ratio` and ends when it falls back
-under it, but not while it is held undecided or a touch settles (`settle_time` after its
-hold): the hold's jolt can dip it under for a few ms. An impact never becomes a touch.
+under it, but not while the hold's jolt settles: from the hold until `settle_time` after the
+arm came to rest (‖q̇‖ ≤ `rest_speed`; an arm not slowing `hold_latency` after the hold is not
+jolted). Those samples are also left out of the rise and the roughness, the rise bridged
+across them by its trend before the hold (`_Rise`). What set each constant: the rows'
+`source`, and docs/performance.md (Touch classification).
 """
 from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -123,12 +68,7 @@ class TouchConfig:
         'contact holds the arm (f_S = 0) on the sample eq. 7 fires, an impact latches the stop '
         'within touch.decision_time, a touch latches none and yields (seed 003); off until '
         'you turn it on (README, Touch)')
-    # Why 150 ms (benchmarks/touch_classification.py, issue 37): a hand's rise share falls
-    # under max_rise_share once about rise_span / max_rise_share (90 ms) of its ramp has been
-    # seen, and at a calibrated ψ eq. 7 fires as early as 20 ms into it; at 150 ms after the
-    # hold the hands' shares were at most 0.49, pushes' at least 0.62, and every push and hit
-    # was latched by a rule before 100 ms. Longer only delays the stop of a push no rule
-    # caught; shorter decides hands on too little of their ramp.
+    # 150 ms: benchmarks/touch_classification.py (issue 37; docs/performance.md).
     decision_time: float = setting(
         0.15, 'each contact is decided within this long after its hold (the sample eq. 7 '
         'fires): an impact rule firing latches the stop at once, the window ending with no '
@@ -137,17 +77,10 @@ class TouchConfig:
         0.5, 'a contact starts when some |τ_ext,i| reaches this share of ψ_i', range=(0.05, 0.99))
     rise_span: float = setting(
         0.05, 'the span a push or a hit rises to its full force in, s', range=(0.005, 0.5))
-    # 0.5 (benchmarks/touch_classification.py seed 37 at ψ 0.8 N·m, the tuning draw): with
-    # the hold's jolt left out until the arm rests, hands rose so by at most 0.53 at the
-    # window's end (95 % under 0.47; the demo's hand 0.22–0.37 in 5 recordings), pushes by at
-    # least 0.53; a push taken for a touch is the failure that harms, so the line is drawn
-    # under the pushes.
     max_rise_share: float = setting(
         0.5, 'a contact whose torque rose by more than this share of its peak within '
         'touch.rise_span is an impact (a push), once the rise stopped or at the end of '
         'touch.decision_time; after a touch, such a rise is a hit', range=(0.05, 1.0))
-    # 0.4: after their decision the benchmark's hands (holding, then yielding: the arm's own
-    # friction flips as it starts back) rose so by up to 0.32 of their peak.
     hit_share: float = setting(
         0.4, 'after a touch, its torque rising within touch.rise_span by this share of its '
         'peak more than in the touch.rise_span before (a knee: 0 on a steady ramp) is a hit',
@@ -176,19 +109,17 @@ class TouchConfig:
         30.0, 'a touch over this joint torque (the second, higher joint threshold beside '
         'touch.max_force, whatever the force estimate says) becomes an impact, N·m',
         range=(0.01, 1e4), per_joint=1)
+    # No benchmark set it (9e44837, issue 29); with it the estimate is within a factor 2 of
+    # the true force on 94.7 % of draws on links 3–5 (test_contact_force.py).
     spread: float = setting(
         0.05, "the contact's assumed distance from its link's centre of mass, for the force "
         'estimate on links with fewer than 6 joints upstream, m', range=(0.001, 1.0))
     isolation_torque: float = setting(
         0.5, 'δ_τ: the contacted link is the one the last joint with |τ_ext| at least this '
         'moves (seed 000 eq. 13.1), N·m', range=(0.01, 100.0))
-    # The hold's jolt (seed 003's f_S = 0, benchmarks/touch_classification.py and the demo's
-    # recordings, issue 37): the model's error while the arm decelerates, 0.4–1.3 N·m of
-    # ‖τ̄_ext‖ (20 ms mean), from when the arm starts to slow down (1–3 ms after the hold in
-    # the benchmark's closed loop, 10–40 ms in the demo, where f_S travels over DDS to the
-    # simulator) until it is at rest, then the momentum observer's 20 ms. So the jolt is
-    # timed by the arm's motion, not by the clock: it is over `settle_time` after the arm's
-    # joint speed ‖q̇‖ fell to `rest_speed` (the last 0.1 rad/s takes the hold about 10 ms).
+    # The hold's jolt (issue 37, docs/performance.md) is timed by the arm's motion: over
+    # settle_time (the momentum observer's T_O, 20 ms, and 10 ms; no benchmark tuned it)
+    # after ‖q̇‖ fell to rest_speed (the last 0.1 rad/s takes the hold about 10 ms).
     hold_latency: float = setting(
         0.05, 'an arm that has not begun to slow down (‖q̇‖ under 80 % of its speed at the '
         'hold) this long after the hold is not jolted by it (a controller that does not '
@@ -211,6 +142,8 @@ class TouchConfig:
         range=(0.001, 10.0))
 
 
+
+
 @dataclass(frozen=True)
 class HandsSeen:
     """Where a tracked person's hands were: `t` the skeleton's stamp (s), `link_distance`
@@ -226,7 +159,8 @@ class ContactDecision:
     """What was decided about one contact, with its evidence (collision events carry it)."""
 
     kind: str               # IMPACT or TOUCH
-    reason: str             # the rule that made it an impact, or why it is a touch
+    rule: str               # the name of the rule that decided it (`Rule.name`)
+    reason: str             # that rule's reason, with the evidence that made it fire
     onset: float            # s, stamp of the contact's first sample over onset_ratio
     hold: float             # s, stamp of the sample eq. 7 fired on: f_S = 0 from it
     stamp: float            # s, stamp of the sample it was decided on
@@ -254,6 +188,150 @@ class ContactDecision:
         return self.stamp - self.hold
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What a contact has shown up to one sample: what the rules read. y = ‖τ̄_ext − τ_before‖
+    (N·m): τ_ext's mean over SMOOTHING less its mean BASELINE_LEAD before the onset, so that
+    ψ does not change what a hand looks like and the model's error in motion is not counted."""
+
+    t: float               # s, the sample's stamp
+    located: bool          # joint positions known: the contact force can be estimated
+    held: bool             # eq. 7 fired in the contact: f_S holds
+    touched: bool          # decided a touch
+    settling: bool         # held, undecided, the hold's jolt not over: samples left out
+    ended: bool            # the contact fell under onset_ratio at this sample
+    seen: float            # s of rise seen since the jolt settled (nan: not yet at rest)
+    peak: float            # N·m, y's peak since the onset
+    rise_share: float      # the largest rise of y within rise_span, a share of its peak
+    knee: float            # how much more y rose over the last rise_span than over the one
+                           # before, a share of its peak (0 on a steady ramp); after a touch
+    band: float            # max − min of y over the last plateau_time, a share of its peak
+    roughness: float       # largest RMS of max_i |τ_ext,i|/τ_ref,i about its line over `window`
+    opposing_speed: float  # rad/s, fastest −τ_extᵀq̇/‖τ_ext‖ since the onset (not after a touch)
+    force: float           # N, largest contact force on the isolated link since the onset
+    link: str              # the isolated link ('' none yet)
+    torque_share: float    # largest max_i |τ_ext,i| / max_torque_i since the onset
+    hand_distance: float   # m, nearest hand to the contacted link or one beyond it (inf: none
+                           # there; nan: no hands seen within hand_max_age)
+    speed: float           # rad/s, ‖q̇‖ (inf: unknown)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the classification: when it fires (over the evidence and the settings),
+    what it decides, the reason it gives and where its constants come from."""
+
+    name: str
+    kind: str                                        # IMPACT or TOUCH
+    fires: Callable[[Evidence, TouchConfig], bool]
+    reason: Callable[[Evidence, TouchConfig], str]
+    source: str
+
+
+def _ms(seconds: float) -> str:
+    return f'{seconds * 1e3:.0f} ms'
+
+
+# Evaluated in order on every sample of a contact until one fires (module docstring).
+IMPACT_RULES = (
+    Rule('no positions', IMPACT,
+         lambda e, c: not e.located,
+         lambda e, c: 'no joint positions: the contact force is unknown',
+         'issue 29: without q there is no contact force (the size rule), and unsure is an '
+         'impact'),
+    Rule('sudden rise', IMPACT,
+         lambda e, c: (not e.touched and e.held and not e.settling
+                       and e.rise_share > c.max_rise_share and e.seen >= c.plateau_time
+                       and e.band <= PLATEAU_BAND),
+         lambda e, c: (f'rose to {e.peak:.2f} N·m, {e.rise_share:.0%} of it within '
+                       f'{_ms(c.rise_span)} > touch.max_rise_share {c.max_rise_share:g}, and '
+                       'stopped: a push'),
+         'Golz 2015, Kouris 2018: a push or a hit reaches its force within rise_span (50 ms), '
+         'a hand ramps over 150 ms or more (issue 37); stopped: y within PLATEAU_BAND of its '
+         'peak for plateau_time (40 ms). max_rise_share 0.5: benchmarks/touch_classification.py '
+         'seed 37, ψ 0.8 N·m (hands at most 0.53, pushes at least 0.54: drawn under the pushes)'),
+    Rule('hit (knee)', IMPACT,
+         lambda e, c: e.touched and e.knee > c.hit_share,
+         lambda e, c: (f'a sudden rise: {e.knee:.0%} of its {e.peak:.2f} N·m peak more within '
+                       f'{_ms(c.rise_span)} than in the {_ms(c.rise_span)} before > '
+                       f'touch.hit_share {c.hit_share:g}: a hit'),
+         'issue 37: a hand that pushes harder is still a hand, a knee in its ramp is a hit. '
+         'hit_share 0.4: benchmarks/touch_classification.py (after their decision the hands '
+         'rose so by up to 0.32, yielding)'),
+    Rule('roughness', IMPACT,
+         lambda e, c: e.roughness > c.max_roughness,
+         lambda e, c: (f'high-frequency content {e.roughness:.3f} τ_ref RMS > '
+                       f'touch.max_roughness {c.max_roughness:g}'),
+         "Kouris 2018's spectral cue: what a line over `window` cannot follow, a hit's knee and "
+         "ringing; in seed 001's ψ (4 N·m, reference_torque), as in issue 29's benchmark, where "
+         "in a calibrated ψ the residual's noise made 234 of 282 hands rough"),
+    Rule('against motion', IMPACT,
+         lambda e, c: e.opposing_speed > c.max_opposing_speed,
+         lambda e, c: (f'against the motion at {e.opposing_speed:.2f} rad/s > '
+                       f'touch.max_opposing_speed {c.max_opposing_speed:g}'),
+         'Haddadin 2017: an impact opposes the motion; a person does not push against an arm '
+         'moving that fast. issue 29 benchmark: at 0.5 rad/s it stopped 5 % of the hands and '
+         'caught no impact another rule did not; 1.5 since issue 37 (52efc5f)'),
+    Rule('max_force', IMPACT,
+         lambda e, c: e.force > c.max_force,
+         lambda e, c: f'{e.force:.0f} N on {e.link} > touch.max_force {c.max_force:g}',
+         "Haddadin 2017's isolation and identification (seed 000, core/chain/contact_force.py). "
+         '80 N (9e44837, issue 29): above the largest estimate among issue 29\'s hands (54 N, '
+         'true forces ≤ 40 N); not tuned by a benchmark'),
+    Rule('max_torque', IMPACT,
+         lambda e, c: e.torque_share > 1.0,
+         lambda e, c: f'{e.torque_share:.2f} × touch.max_torque',
+         'the second, higher joint threshold, where the force estimate is unsure (fewer than 6 '
+         'joints upstream). 30 N·m (9e44837, issue 29): not set by a benchmark'),
+    Rule('no hand', IMPACT,
+         lambda e, c: e.held and e.hand_distance > c.hand_distance,  # nan: does not apply
+         lambda e, c: (f'no hand at the contacted link ({e.link or "none isolated"}: nearest '
+                       f'hand {e.hand_distance:.2f} m > touch.hand_distance '
+                       f'{c.hand_distance:g})'),
+         "issue 29: with a skeleton's hands seen, a touch needs one at the contacted link or "
+         'beyond it (seed 000 eq. 13.1 bounds the link from below), the link kept from the '
+         "decision (else the hold's jolt moved it past the hand: 26 of 339 hands at ψ 1 N·m, "
+         'issue 29 benchmark). hand_distance 0.15 m, hand_max_age 0.5 s: not set by a benchmark'),
+)
+
+# Evaluated once, when the window closes: the first row that fires decides.
+WINDOW_END = (
+    Rule('ended', IMPACT,
+         lambda e, c: e.ended,
+         lambda e, c: ('the contact ended within touch.decision_time of its hold, before it '
+                       'could be told from an impact'),
+         'issue 37: too little of it was seen (a brief tap); unsure is an impact'),
+    Rule('window end: not at rest', IMPACT,
+         lambda e, c: e.settling,
+         lambda e, c: (f'no clear touch within touch.decision_time {_ms(c.decision_time)}: '
+                       f'the held arm had not come to rest (‖q̇‖ {e.speed:.2f} rad/s, '
+                       f'touch.rest_speed {c.rest_speed:g}) and settled'),
+         "issue 37: the hold's jolt (0.4–1.3 N·m) would still be in the evidence"),
+    Rule('window end: rise share', IMPACT,
+         lambda e, c: e.rise_share > c.max_rise_share,
+         lambda e, c: (f'no clear touch within touch.decision_time {_ms(c.decision_time)}: '
+                       f'{e.rise_share:.0%} of its rise came within {_ms(c.rise_span)} > '
+                       f'touch.max_rise_share {c.max_rise_share:g}'),
+         "issue 37: a hand's share falls as its ramp goes on (rise_span over the ramp so far); "
+         'still over max_rise_share at decision_time is no clear touch. decision_time 150 ms: '
+         'benchmarks/touch_classification.py (hands at most 0.49 then, every push and hit '
+         'latched by a rule before 100 ms)'),
+    Rule('slow smooth rise', TOUCH,
+         lambda e, c: True,
+         lambda e, c: (f'a slow, smooth rise ({e.rise_share:.0%} within {_ms(c.rise_span)}) '
+                       'within every touch limit'
+                       + ('' if math.isnan(e.hand_distance) else ', a hand at the contacted '
+                          'link')),
+         'issue 37: no impact rule fired over the window'),
+)
+
+
+def first_fired(rules: tuple[Rule, ...], evidence: Evidence, config: TouchConfig
+                ) -> Rule | None:
+    """The first of `rules` that fires on `evidence` (None: none does)."""
+    return next((rule for rule in rules if rule.fires(evidence, config)), None)
+
+
 class ContactClassifier:
     """Impact or touch for the contact going on, sample by sample (module docstring); the
     contact force from `robot` (core/chain/contact_force.py). The detector calls `update` on
@@ -274,7 +352,8 @@ class ContactClassifier:
         self._speed = math.inf            # ‖q̇‖ of the latest sample (inf: unknown)
         self._hold_speed = math.inf       # ‖q̇‖ at the hold
         self.kind = ''                    # '' until decided, then TOUCH or IMPACT
-        self._impact_rule = ''            # the first rule that fired in this contact
+        self._fired: tuple[Rule, Evidence] | None = None  # the first impact rule that fired
+        self._located = False             # the latest sample had joint positions
         self._rise = _Rise(config.rise_span, config.plateau_time)
         self._roughness = self._opposing = self._share = 0.0
         self._force = self._power = 0.0
@@ -312,33 +391,71 @@ class ContactClassifier:
         if float(ratios.max()) < config.onset_ratio:
             if self._settling(t):  # the hold's jolt can dip r: the same contact goes on
                 return None
-            if self.deciding:  # ended undecided: unsure
-                return self._decide(t, IMPACT, 'the contact ended within touch.decision_time '
-                                    'of its hold, before it could be told from an impact')
-            self._onset, self._held, self.kind, self._impact_rule = None, None, '', ''
+            if self.deciding:  # ended undecided
+                return self._close_window(t, ended=True)
+            self._onset, self._held, self.kind, self._fired = None, None, '', None
             return None
         if self._onset is None:
             self._start(t)
         self._measure(t, tau_ext, velocity, position)
-        if self.kind == TOUCH and self._impact_rule:
-            return self._decide(t, IMPACT, f'touch became an impact: {self._impact_rule}')
-        if self.deciding:
-            if self._impact_rule:
-                return self._decide(t, IMPACT, self._impact_rule)
-            if t - self._held >= config.decision_time - 1e-9:
-                return self._window_end(t)
+        if self._fired is not None and (self.kind == TOUCH or self.deciding):
+            return self._decide(t, *self._fired)
+        if self.deciding and t - self._held >= config.decision_time - 1e-9:
+            return self._close_window(t)
         return None
 
     def hold(self, t: float) -> ContactDecision | None:
         """Eq. 7 fired at `t` in this contact: f_S holds from this sample (seed 003) and the
-        decision window opens; an impact rule that already fired decides it at once."""
+        decision window opens; an impact rule that fired already, or fires now that it is
+        held, decides it at once."""
         self._held = t
         self._rested = t if self._speed <= self.config.rest_speed else None
         self._hold_speed = self._speed
-        self._impact_rule = self._impact_rule or self._no_hand(t)
-        if self._impact_rule:
-            return self._decide(t, IMPACT, self._impact_rule)
-        return None
+        self._fire(t)
+        return self._decide(t, *self._fired) if self._fired is not None else None
+
+    # ------------------------------------------------------------------ the rules
+    def _fire(self, t: float) -> None:
+        """IMPACT_RULES on this sample's evidence, unless one fired already in this contact
+        (kept with the evidence it fired on) or it is an impact."""
+        if self._fired is None and self.kind != IMPACT:
+            evidence = self._evidence(t)
+            rule = first_fired(IMPACT_RULES, evidence, self.config)
+            self._fired = None if rule is None else (rule, evidence)
+
+    def _close_window(self, t: float, ended: bool = False) -> ContactDecision:
+        """The window closes (decision_time after the hold, or the contact `ended`): the first
+        WINDOW_END row that fires decides."""
+        evidence = self._evidence(t, ended)
+        return self._decide(t, first_fired(WINDOW_END, evidence, self.config), evidence)
+
+    def _evidence(self, t: float, ended: bool = False) -> Evidence:
+        rise, rested = self._rise, self._rested
+        return Evidence(
+            t=t, located=self._located, held=self._held is not None,
+            touched=self.kind == TOUCH, settling=self._settling(t), ended=ended,
+            seen=(t - max(self._onset, rested + self.config.settle_time)
+                  if rested is not None else math.nan),
+            peak=rise.peak, rise_share=rise.share, knee=rise.knee, band=rise.band,
+            roughness=self._roughness, opposing_speed=self._opposing, force=self._force,
+            link=self._link, torque_share=self._share, hand_distance=self._hand_distance(t),
+            speed=self._speed)
+
+    def _decide(self, t: float, rule: Rule, evidence: Evidence) -> ContactDecision:
+        """`rule`, fired on `evidence`, decides the contact at `t`."""
+        reason, name = rule.reason(evidence, self.config), rule.name
+        if self.kind == TOUCH:
+            reason, name = f'touch became an impact: {reason}', f'{name} after touch'
+        self.kind, self._decided = rule.kind, t
+        self._hand_link = self._hand_link or self._link
+        if rule.kind == TOUCH:
+            self._rise.decided()
+        rise = self._rise
+        return ContactDecision(rule.kind, name, reason, self._onset, self._held, t, self._link,
+                               self._force, rise.peak, rise.share,
+                               rise.largest / self.config.rise_span, self._roughness,
+                               self._opposing, self._power, self._share,
+                               self._hand_distance(t))
 
     # ------------------------------------------------------------------ evidence
     def _remember(self, t: float, tau_ext: np.ndarray) -> None:
@@ -368,8 +485,9 @@ class ContactClassifier:
         self._force, self._joint, self._hand_link = 0.0, -1, ''
 
     def _measure(self, t: float, tau_ext: np.ndarray, velocity, position) -> None:
-        """The contact's evidence after this sample; the first rule it breaks is kept."""
+        """The contact's evidence after this sample, and the impact rules on it."""
         self._rise.add(t, tau_ext, counted=not self._settling(t))
+        self._located = position is not None
         if position is not None and not self._settling(t):
             self._joint, force = self.contact_force.estimate(position, tau_ext, self._joint)
             self._force = max(self._force, math.sqrt(float(np.dot(force, force))))
@@ -383,9 +501,7 @@ class ContactClassifier:
             if size > 0 and self.kind != TOUCH:  # a touch's arm holds or yields: not a hit
                 self._opposing = max(self._opposing, -self._power / size)
         self._share = max(self._share, float((np.abs(tau_ext) / self.max_torque).max()))
-        if not self._impact_rule:
-            self._impact_rule = (self._broken_rule(t, position is not None)
-                                 or (self._no_hand(t) if self._held is not None else ''))
+        self._fire(t)
 
     def _settling(self, t: float) -> bool:
         """Held, undecided, and not yet settle_time after the arm came to rest: the arm's own
@@ -393,77 +509,13 @@ class ContactClassifier:
         return self._held is not None and not self.kind and (
             self._rested is None or t - self._rested < self.config.settle_time)
 
-    def _broken_rule(self, t: float, located: bool) -> str:
-        """Why the contact so far is an impact ('' while it may be a touch)."""
-        config = self.config
-        if not located:
-            return 'no joint positions: the contact force is unknown'
-        sudden = self._sudden_rise(t)
-        if sudden:
-            return sudden
-        if self._roughness > config.max_roughness:
-            return (f'high-frequency content {self._roughness:.3f} τ_ref RMS > '
-                    f'touch.max_roughness {config.max_roughness:g}')
-        if self._opposing > config.max_opposing_speed:
-            return (f'against the motion at {self._opposing:.2f} rad/s > '
-                    f'touch.max_opposing_speed {config.max_opposing_speed:g}')
-        if self._force > config.max_force:
-            return (f'{self._force:.0f} N on {self._link} > touch.max_force '
-                    f'{config.max_force:g}')
-        if self._share > 1.0:
-            return f'{self._share:.2f} × touch.max_torque'
-        return ''
-
-    def _sudden_rise(self, t: float) -> str:
-        """A push's rise ('' if none): before a touch, a rise share over max_rise_share
-        once the rise stopped; after it, a new rise that large (a hit)."""
-        config, rise = self.config, self._rise
-        if self.kind == TOUCH:
-            if rise.knee > config.hit_share:
-                return (f'a sudden rise: {rise.knee:.0%} of its {rise.peak:.2f} N·m peak more '
-                        f'within {config.rise_span * 1e3:.0f} ms than in the '
-                        f'{config.rise_span * 1e3:.0f} ms before > touch.hit_share '
-                        f'{config.hit_share:g}: a hit')
-            return ''
-        if self._held is None or self._settling(t):
-            return ''  # the share so far of a rise still going on, and none seen in the jolt
-        # Stopped: y within PLATEAU_BAND of its peak over plateau_time of samples seen (not
-        # those the hold's jolt hid).
-        seen = t - max(self._onset, self._rested + config.settle_time)
-        if (rise.share > config.max_rise_share and seen >= config.plateau_time
-                and rise.band <= PLATEAU_BAND):
-            return (f'rose to {rise.peak:.2f} N·m, {rise.share:.0%} of it within '
-                    f'{config.rise_span * 1e3:.0f} ms > touch.max_rise_share '
-                    f'{config.max_rise_share:g}, and stopped: a push')
-        return ''
-
-    def _window_end(self, t: float) -> ContactDecision:
-        """touch.decision_time after the hold: a touch only if the evidence is clear."""
-        config, rise = self.config, self._rise
-        if self._settling(t):
-            return self._decide(t, IMPACT, (
-                f'no clear touch within touch.decision_time {config.decision_time * 1e3:.0f} '
-                f'ms: the held arm had not come to rest (‖q̇‖ {self._speed:.2f} rad/s, '
-                f'touch.rest_speed {config.rest_speed:g}) and settled'))
-        if rise.share > config.max_rise_share:
-            return self._decide(t, IMPACT, (
-                f'no clear touch within touch.decision_time {config.decision_time * 1e3:.0f} '
-                f'ms: {rise.share:.0%} of its rise came within {config.rise_span * 1e3:.0f} '
-                f'ms > touch.max_rise_share {config.max_rise_share:g}'))
-        return self._decide(t, TOUCH, f'a slow, smooth rise ({rise.share:.0%} within '
-                            f'{config.rise_span * 1e3:.0f} ms) within every touch limit' + (
-                                '' if math.isnan(self._hand_distance(t))
-                                else ', a hand at the contacted link'))
-
     # ------------------------------------------------------------------ the hand
     def _hand_distance(self, t: float) -> float:
         """The nearest hand to the contacted link or a link beyond it, m (inf: none there or
         no link isolated); nan when no hands were seen within hand_max_age of `t` (the rule
         does not apply). Links the model does not know are left out. After the decision the
-        link is the one isolated then: while the arm holds, its own jolt can lift a distal
-        joint's residual past touch.isolation_torque and move the isolated link out along the
-        arm, past the hand (benchmarks/touch_classification.py: 26 of 339 touches at ψ = 1
-        N·m became impacts so, issue 29)."""
+        link is the one isolated then (the hold's jolt can move the isolated link out along
+        the arm, past the hand: the `no hand` rule's source)."""
         hands = self.hands
         if hands is None or t - hands.t > self.config.hand_max_age:
             return math.nan
@@ -474,30 +526,10 @@ class ContactClassifier:
         return min((distance for link, distance in hands.link_distance.items()
                     if self._moved_by.get(link, -1) >= first), default=math.inf)
 
-    def _no_hand(self, t: float) -> str:
-        """'no hand at the contacted link' while hands are seen and none is there."""
-        distance = self._hand_distance(t)
-        if not distance > self.config.hand_distance:  # nan: the rule does not apply
-            return ''
-        return (f'no hand at the contacted link ({self._link or "none isolated"}: nearest hand '
-                f'{distance:.2f} m > touch.hand_distance {self.config.hand_distance:g})')
-
     @property
     def _link(self) -> str:
         """The contacted link ('' before one is isolated)."""
         return self.contact_force.robot.joint_links[self._joint] if self._joint >= 0 else ''
-
-    def _decide(self, t: float, kind: str, reason: str) -> ContactDecision:
-        self.kind, self._decided = kind, t
-        self._hand_link = self._hand_link or self._link
-        if kind == TOUCH:
-            self._rise.decided()
-        rise = self._rise
-        return ContactDecision(kind, reason, self._onset, self._held, t, self._link,
-                               self._force, rise.peak, rise.share,
-                               rise.largest / self.config.rise_span, self._roughness,
-                               self._opposing, self._power, self._share,
-                               self._hand_distance(t))
 
 
 class _Rise:
