@@ -9,6 +9,8 @@ from functools import lru_cache
 
 import yaml
 
+from contact_estimation.core.chain.sample_ring import ORDERED_STORES
+
 PACKAGE = 'contact_estimation'
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -328,8 +330,9 @@ def _robot_named(values: dict[str, str]) -> str:
 
 def processes(with_sim: bool, separate: bool = False) -> list[Process]:
     """What to start, one entry per process: the `selected` nodes, each composed process
-    where its first node stands, unless `separate`."""
-    if separate:
+    where its first node stands, unless `separate` or the shared samples cannot cross
+    processes here (core/chain/sample_ring.py: not on ARM)."""
+    if separate or not ORDERED_STORES:
         return [spec for spec in selected(with_sim) if not spec.composed_only]
     result: list[Process] = []
     for spec in selected(with_sim):

@@ -7,6 +7,8 @@ import uuid
 import numpy as np
 import pytest
 
+from contact_estimation import manifest
+from contact_estimation.core.chain import sample_ring
 from contact_estimation.core.chain.lag import ClockLag, LagStatistics
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.sample_ring import (FRAME_BYTES, IDLE_TIME, SampleRingReader,
@@ -231,3 +233,18 @@ def test_the_lag_statistics_give_p50_p99_and_max_to_a_bin():
         assert exact - 1e-9 <= statistics.percentile(p) <= exact + LagStatistics.BIN
     p50, p99 = (statistics.percentile(p) * 1e3 for p in (50, 99))
     assert statistics.summary() == f'{p50:.1f} / {p99:.1f} / {lags.max() * 1e3:.1f} ms'
+
+
+def test_on_a_machine_without_x86_64s_memory_order_the_ring_refuses_and_the_suite_runs_separate(
+        monkeypatch):
+    """The seqlock needs stores seen in program order (x86-64); elsewhere (ARMv8) a reader
+    could keep a half-written slot, so the writer refuses and the processes run separate."""
+    composed = {p.name for p in manifest.processes(False)}
+    assert composed & {p.name for p in manifest.composed()}
+    monkeypatch.setattr(sample_ring, 'ORDERED_STORES', False)
+    monkeypatch.setattr(manifest, 'ORDERED_STORES', False)
+    monkeypatch.setattr(sample_ring.platform, 'machine', lambda: 'aarch64')
+    with pytest.raises(RuntimeError, match='aarch64.*separate'):
+        sample_ring.SampleRingWriter('contact_estimation_test_arm', 7)
+    assert {p.name for p in manifest.processes(False)} == {
+        p.name for p in manifest.processes(False, separate=True)}

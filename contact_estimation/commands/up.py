@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import signal
 
 from contact_estimation import manifest
+from contact_estimation.core.chain.sample_ring import ORDERED_STORES
 from contact_estimation.launcher import (DEFAULT_PRIORITY, SIMULATED_CLOCK_NOTE, NodeSet,
                                          Supervisor, chosen_priority, parameter_file,
                                          simulated_clock)
@@ -56,6 +58,9 @@ def main(argv: list[str]) -> int:
         parser.error(refusal)
     files = robot_files(args.config, args.robot)
     processes = manifest.processes(args.sim, args.separate)
+    if not args.separate and not ORDERED_STORES:
+        say(f'{platform.machine()}: the nodes run separate, as the shared sample ring needs '
+            "x86-64's memory order (core/chain/sample_ring.py)")
     started = tuple(n for spec in processes for n in spec.node_names)
     try:
         manifest.suite_robot([manifest.robot_parameters_path()] + files, started)

@@ -24,10 +24,17 @@ Each slot is described once, `slot_dtype(n)` (a numpy structured dtype): the seq
 before and after the data, the chain's time `t`, the stamp in one form (`stamp_ns`, whole ns),
 whether τ was given, q, q̇, τ, τ_ext, and the frame_id in FRAME_BYTES bytes. A longer
 frame_id is kept cut, and the writer says so once per frame (`on_cut`).
+
+The seqlock relies on x86-64's memory order: stores become visible in program order, and
+loads are not reordered with older loads. Python puts no barrier between its stores, so on a
+weaker order (ARMv8, POWER) a reader could accept a slot half-written. There the writer
+refuses (`ORDERED_STORES`), and the suite runs its nodes as separate processes over DDS
+(manifest.processes). docs/performance.md measures iceoryx2, which would carry it there.
 """
 from __future__ import annotations
 
 import os
+import platform
 import re
 import secrets
 import time
@@ -38,6 +45,8 @@ import numpy as np
 
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.stamps import nanoseconds, sec_nanosec
+
+ORDERED_STORES = platform.machine().lower() in ('x86_64', 'amd64')
 
 CAPACITY = 2048          # samples: 2 s at 1 kHz
 IDLE_TIME = 0.5          # s without a new sample before the reader looks for a new writer
@@ -94,6 +103,10 @@ class SampleRingWriter:
 
     def __init__(self, name: str, n_joints: int, capacity: int = CAPACITY,
                  on_cut: Callable[[str], None] = lambda frame_id: None):
+        if not ORDERED_STORES:
+            raise RuntimeError(f'the shared sample ring needs x86-64\'s memory order, and this '
+                               f'machine is {platform.machine()}: run the nodes separate '
+                               '(`up --separate`, separate:=true)')
         size = _segment_size(n_joints, capacity)
         try:  # a segment left by a writer that died: replaced
             stale = shared_memory.SharedMemory(name)
