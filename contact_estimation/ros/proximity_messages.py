@@ -41,7 +41,9 @@ def part_statuses(result: ProximityResult, hardware_id: str, stamp: Time) -> Dia
             KeyValue(key='margin', value=_number(result.body_margin[k])),
             KeyValue(key='protective_distance',
                      value=_number(result.body_protective_distance[k])),
-            KeyValue(key='link', value=result.body_link[k] or '')]
+            KeyValue(key='link', value=result.body_link[k] or ''),
+            # Power and force limiting: the fastest approach to it, as a share of its v_max.
+            KeyValue(key='speed_share', value=_number(result.body_speed_share[k]))]
         statuses.append(status)
     stopping = [n for n, s in zip(result.body_names, result.body_stop) if s]
     message = (result.problem or (f'stop: {", ".join(stopping)}' if result.stop else
@@ -53,6 +55,7 @@ def part_statuses(result: ProximityResult, hardware_id: str, stamp: Time) -> Dia
     nearest = float(np.min(result.body_distance, initial=np.inf))
     robot.values = [KeyValue(key='signal', value=str(int(result.stop))),
                     KeyValue(key='speed_scale', value=_number(result.speed_scale)),
+                    KeyValue(key='pfl_ratio', value=_number(result.pfl_ratio)),
                     KeyValue(key='source', value=result.source),
                     KeyValue(key='distance', value=_number(nearest)),
                     KeyValue(key='reset_active', value=str(result.reset_active)),
