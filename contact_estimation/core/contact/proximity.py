@@ -54,11 +54,13 @@ left. It inflates the radii for a pre-contact buffer. Here:
   approach at most v_max = F_T / √(μ k) of the part's strictest region, m_R the arm's
   effective mass at the robot sphere's centre along u (`pfl.permissible_speeds`). v_r is
   measured at the scale s already published, so the scale that brings it to v_max is
-  s v_max / v_r; the pair's ratio is 1 − w (1 − min(1, v_max / v_r)), its weight w rising
-  from 0 at m = slowdown_distance to 1 at m = slowdown_distance / 2, so that the limit sets in
+  s v_max / v_r; the pair's ratio is 1 − w (1 − v_max / v_r), its weight w rising from 0 at
+  m = slowdown_distance to 1 at m = slowdown_distance / 2, so that the limit sets in
   continuously as a body comes near, never as a step. The scale is then
-  min(target, (s + recovery_rate dt) · ratio), the smallest ratio over pairs: it falls at
-  once when a part approaches too fast and rises at the recovery rate. The body's own speed
+  min(target, s + recovery_rate dt, s · ratio), the smallest ratio over pairs: it falls at
+  once when a part approaches too fast, rises at the recovery rate, and never above the scale
+  that brings the approach to v_max (while s = 0 the arm's speed says nothing of its path's,
+  and the rise alone applies). `pfl_ratio` reports min(1, ratio). The body's own speed
   is not in v_r (the tracker's keypoints carry none): the risk assessment's. Lidar objects
   keep the plain rule: what they are is not known.
 
@@ -569,8 +571,7 @@ class ProximityMonitor:
         approach = pairs.approach[chosen]
         weight = np.clip(2.0 * (1.0 - pairs.margin[chosen] / self.config.slowdown_distance),
                          0.0, 1.0)
-        ratio = 1.0 - weight * (1.0 - np.minimum(1.0, v_max / approach))
-        check.pfl_ratio = float(np.min(ratio))
+        check.pfl_ratio = float(np.min(1.0 - weight * (1.0 - v_max / approach)))
         np.maximum.at(check.speed_share, pairs.body[chosen], approach / v_max)
 
     # ------------------------------------------------------------------ internals
@@ -625,8 +626,11 @@ class ProximityMonitor:
         # The ramp up starts when the stop is released, not at the last stopped sample.
         dt = 0.0 if self._t is None or self._stopped else max(t - self._t, 0.0)
         self._t, self._stopped = t, stop
-        ratio = check.pfl_ratio if check else 1.0
-        self._scale = min(target, (self._scale + self.config.recovery_rate * dt) * ratio)
+        rising = self._scale + self.config.recovery_rate * dt
+        ratio = check.pfl_ratio if check else np.inf
+        if self._scale > 0.0:  # the power and force limit (module doc)
+            rising = min(rising, self._scale * ratio)
+        self._scale = min(target, rising)
         links = self.surfaces.links
         if check is None:
             unknown = np.full(len(names), np.nan)
@@ -649,7 +653,7 @@ class ProximityMonitor:
             robot_sphere_distance=check.sphere_distance,
             bodies=current.bodies if current else [],
             reset_active=self._best_since_reset is not None,
-            body_speed_share=check.speed_share, pfl_ratio=ratio)
+            body_speed_share=check.speed_share, pfl_ratio=min(1.0, ratio))
         return self._last
 
     def _robot_stop(self, t: float, smallest: float, check: _Check | None) -> bool:
@@ -696,7 +700,7 @@ class _Check:
     sphere_margin: np.ndarray    # per robot sphere: smallest (distance − S_p) over bodies
     speed_share: np.ndarray      # per body: the largest v_r / v_max (ProximityMonitor._limit_speed)
     approaching: _Approach | None = None
-    pfl_ratio: float = 1.0       # the speed scale's power and force limit (module doc)
+    pfl_ratio: float = np.inf    # the speed scale's power and force limit (module doc)
 
 
 def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_link: np.ndarray,
