@@ -21,7 +21,8 @@ POINT = np.array([0.0, 0.0, 0.05])  # on the hand, in its frame
 
 class ContactProbe(Probe):
     """The proximity probe that also plays the contact localizer: while `force` is set, an
-    estimate (point and wrench, same stamp, frame = LINK) at 20 Hz; records contact_estimation/pfl."""
+    estimate (point and wrench, same stamp, frame = LINK) at 20 Hz; records the checks
+    published on contact_estimation/pfl."""
 
     def __init__(self, context, robot):
         super().__init__(context, robot)

@@ -5,7 +5,7 @@ and the limit sets in continuously as the body comes near. Plain core, the plana
 import numpy as np
 import pytest
 
-from contact_estimation.core.contact.pfl import strictest_speed, effective_mass, part_regions
+from contact_estimation.core.contact.pfl import effective_mass, part_regions, strictest_speed
 from contact_estimation.core.contact.proximity import (HumanModel, ProximityConfig,
                                                        ProximityMonitor, standing_skeleton)
 from test_proximity import tip_sphere
@@ -68,8 +68,8 @@ def test_a_part_approaching_a_hand_settles_at_its_v_max_and_without_the_limit_it
 
 
 def test_the_limit_sets_in_continuously_as_a_body_comes_near(planar):  # noqa: F811
-    """The arm at a fixed speed toward a hand coming nearer 2 mm a check: the ratio is 1
-    beyond the warning zone and moves by small steps, never a jump."""
+    """The arm at a fixed speed toward a hand placed nearer and nearer, 2 mm at a time: the
+    ratio is 1 beyond the warning zone and falls by small steps, never a jump."""
     rate = 0.2 * nominal_rate(planar)  # 4 m/s, over the hand's v_max (2.2 m/s here)
     ratios = []
     for gap in np.arange(0.45, 0.05, -0.002):
@@ -78,7 +78,8 @@ def test_the_limit_sets_in_continuously_as_a_body_comes_near(planar):  # noqa: F
         ratios.append(monitor.update(0.0, Q, rate).pfl_ratio)
     ratios = np.array(ratios)
     assert ratios[0] == 1.0 and ratios[-1] < 0.8
-    assert np.max(np.abs(np.diff(ratios))) < 0.02
+    # A step would fall by all of it at once; this fall spreads over more than 10 steps.
+    assert np.max(np.abs(np.diff(ratios))) < 0.1 * (1.0 - ratios[-1])
 
 
 def test_a_lidar_object_is_not_speed_limited(planar):  # noqa: F811

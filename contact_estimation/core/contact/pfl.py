@@ -169,11 +169,16 @@ def effective_masses(robot, q, links: Sequence[str], points, directions) -> np.n
     from one kinematics pass and one solve with M(q): what a proximity check needs for every
     robot part in a cycle."""
     points = np.asarray(points, dtype=float).reshape(-1, 3)
-    units = np.array([_unit(u, 'direction') for u in directions]).reshape(-1, 3)
+    units = np.asarray(directions, dtype=float).reshape(-1, 3)
     if not (len(links) == len(points) == len(units)):
         raise ValueError(f'{len(links)} links, {len(points)} points, {len(units)} directions')
-    if not np.isfinite(points).all():
-        raise InputRejected(NOT_FINITE, 'a point for the effective mass is not finite')
+    if not (np.isfinite(points).all() and np.isfinite(units).all()):
+        raise InputRejected(NOT_FINITE, 'a point or direction for the effective mass is not '
+                                        'finite')
+    lengths = np.sqrt(np.einsum('ki,ki->k', units, units))
+    if np.any(lengths < 1e-9):
+        raise InputRejected(IMPLAUSIBLE, 'a direction for the effective mass has no length')
+    units = units / lengths[:, None]
     names = sorted(set(links))
     rotations, origins, jacobians = robot.link_kinematics(q, names)
     index = np.array([names.index(link) for link in links], dtype=int)

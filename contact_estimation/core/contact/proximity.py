@@ -53,14 +53,16 @@ left. It inflates the radii for a pre-contact buffer. Here:
   zone (m < slowdown_distance) at v_r, at the pair of the two with the smallest margin, may
   approach at most v_max = F_T / √(μ k) of the part's strictest region, m_R the arm's
   effective mass at the robot sphere's centre along u (`pfl.permissible_speeds`). v_r is
-  measured at the scale s already published, so the scale that brings it to v_max is
-  s v_max / v_r; the pair's ratio is 1 − w (1 − v_max / v_r), its weight w rising from 0 at
-  m = slowdown_distance to 1 at m = slowdown_distance / 2, so that the limit sets in
-  continuously as a body comes near, never as a step. The scale is then
-  min(target, s + recovery_rate dt, s · ratio), the smallest ratio over pairs: it falls at
-  once when a part approaches too fast, rises at the recovery rate, and never above the scale
-  that brings the approach to v_max (while s = 0 the arm's speed says nothing of its path's,
-  and the rise alone applies). `pfl_ratio` reports min(1, ratio). The body's own speed
+  measured at the scale s already published, so the scale that brings it to a permitted
+  speed v_p is s v_p / v_r: the pair's ratio v_p / v_r. The permitted speed falls from
+  unlimited where the warning zone begins to v_max halfway into it, v_p = v_max / w with w
+  rising linearly from 0 at m = slowdown_distance to 1 at m = slowdown_distance / 2 and
+  beyond, so that the limit sets in continuously as a body comes near, never as a step. The
+  scale is then min(target, s + recovery_rate dt, s · ratio), the smallest ratio over pairs:
+  it falls at once when a part approaches too fast, rises at the recovery rate, and never
+  above the scale that brings the approach to v_p (while s = 0 the arm's speed says nothing
+  of its path's, and the rise alone applies). `pfl_ratio` reports min(1, ratio), and
+  `body_speed_share` v_r / v_max. The body's own speed
   is not in v_r (the tracker's keypoints carry none): the risk assessment's. Lidar objects
   keep the plain rule: what they are is not known.
 
@@ -558,7 +560,7 @@ class ProximityMonitor:
         pairs = check.approaching
         regions = [part_regions(name) for name in current.names]
         links = self.surfaces.sphere_link[pairs.row]
-        usable = np.flatnonzero([bool(regions[b]) for b in pairs.body])
+        usable = np.flatnonzero(np.array([bool(r) for r in regions])[pairs.body])
         key = pairs.body[usable] * len(self.surfaces.links) + links[usable]
         nearest_first = np.lexsort((pairs.margin[usable], key))  # by key, then margin
         chosen = usable[nearest_first[np.unique(key[nearest_first], return_index=True)[1]]]
@@ -570,8 +572,8 @@ class ProximityMonitor:
             [regions[b] for b in pairs.body[chosen]])
         approach = pairs.approach[chosen]
         weight = np.clip(2.0 * (1.0 - pairs.margin[chosen] / self.config.slowdown_distance),
-                         0.0, 1.0)
-        check.pfl_ratio = float(np.min(1.0 - weight * (1.0 - v_max / approach)))
+                         0.0, 1.0)  # > 0: every pair is within the warning zone
+        check.pfl_ratio = float(np.min(v_max / (weight * approach)))
         np.maximum.at(check.speed_share, pairs.body[chosen], approach / v_max)
 
     # ------------------------------------------------------------------ internals
