@@ -123,9 +123,9 @@ def proximity_rows(robot: RobotModel, q: np.ndarray, keypoints: np.ndarray) -> d
         monitor = ProximityMonitor(surfaces, config, speed_limit_robot=limit)
         monitor.set_skeleton(0.0, keypoints)
         result = monitor.update(0.0, q, velocity)
-        pairs = int(np.count_nonzero(result.body_speed_share))
-        rows[f'ProximityMonitor.update, person in reach, {label} the speed limit '
-             f'({pairs} body parts approached, ratio {result.pfl_ratio:.2f})'] = (
+        limited = (f' ({np.count_nonzero(result.body_speed_share)} body parts approached, '
+                   f'ratio {result.pfl_ratio:.2f})' if limit else '')
+        rows[f'ProximityMonitor.update, person in reach, {label} the speed limit{limited}'] = (
             lambda m=monitor: m.update(0.0, q, velocity))
     return rows
 

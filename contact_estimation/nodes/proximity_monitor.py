@@ -45,7 +45,7 @@ sensor stopped (issue 36, core/contact/lidar_watch.py: none for `lidar.timeout` 
 or since the start with `lidar.required`), whatever the skeleton shows: a person the tracker
 misses may be there, and only the lidar would see them (/diagnostics `lidar`: the time since
 the last cloud). Every stop is counted by its cause on /diagnostics (`behind`, `stale`,
-`bad_stamp`, `fault`, `input`: the skeleton's or clouds', `near`), with the checks'
+`bad_stamp`, `fault`, `input`: the skeleton's or clouds', `near`, `pfl`), with the checks'
 lateness (`lag`: p50 / p99 / max since start), the latest joint state's age at the checks
 beyond the clocks' offset (`joint_state_age`, judged against max_lag), and how old the clouds
 are when their objects reach the check (`cloud_age`, from their stamps: the worker's time and
