@@ -391,15 +391,22 @@ class ProximityMonitorNode(SuiteNode):
 
     def _check_contact(self, stamp, t: float, contact) -> None:
         """The contact estimated at stamp t against its body region's limit: published with
-        its marker, and latching the stop with the cause `pfl` when over it. A bad estimate
-        (not finite, an unknown link, a stamp not believed) is counted and dropped."""
+        its marker, and latching the stop with the cause `pfl` when over it. One that cannot
+        be placed (no joint state of its stamp, an unknown link: counted) is checked against
+        `pfl.default_region`; one not finite, or with a stamp not believed, is counted and
+        dropped."""
         if self.believed(stamp, 'contact estimate') is None:
             return
         sample = self._history.at(t)
+        point, force, parts = contact.point, contact.force, ()
         try:
-            if sample is None:  # no pose to place it: the default region, wherever it is
-                point, force, parts = contact.point, contact.force, ()
-            else:
+            self.robot.frame_id(contact.link)
+        except RobotModelError as err:
+            self.problems.report('unknown_link', f'contact estimate: {err}: checked against '
+                                 'pfl.default_region')
+            sample = None
+        try:
+            if sample is not None:
                 rotation, origin = self.robot.link_pose(sample.q, contact.link)
                 point, force = rotation @ contact.point + origin, rotation @ contact.force
                 parts = tracked_parts(self._result.bodies) if self._result else ()
@@ -407,9 +414,6 @@ class ProximityMonitorNode(SuiteNode):
         except InputRejected as err:
             self.problems.report(err.kind, f'contact estimate on {contact.link!r}: {err}: '
                                  'dropped')
-            return
-        except RobotModelError as err:
-            self.problems.report('unknown_link', f'contact estimate: {err}: dropped')
             return
         self.problems.values[PFL] = result.reason
         self._pfl_pub.publish(pfl_status(result, contact.link, contact.point, self.robot.name,
