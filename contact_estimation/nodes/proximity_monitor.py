@@ -221,8 +221,10 @@ class ProximityMonitorNode(SuiteNode):
         self._pfl_pub = self.publisher('pfl', DiagnosticArray)
         self._pfl_stop = ''              # the over-limit contact's reason, latched until ~/reset
         self._contacts = ContactPairs()  # the estimates' halves, paired by stamp and link
-        self.subscribe('contact_point', PointStamped, self._on_contact_half)
-        self.subscribe('contact_wrench', WrenchStamped, self._on_contact_half)
+        # Over DDS from the estimation process; handed over where the localizer is built in
+        # this process (the replay).
+        for key, kind in (('contact_point', PointStamped), ('contact_wrench', WrenchStamped)):
+            self.receive(key, kind, self._on_contact_half, self._on_contact_half)
         self.receive('joint_state', JointState, self._on_joint_state, None,
                      on_batch=self.process_joint_states)
         # Raw: a skeleton's size is checked before it is deserialised (`_on_skeleton`).
