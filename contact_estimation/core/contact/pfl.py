@@ -242,7 +242,7 @@ class PflConfig:
         'touched (default_region applies)', range=(0.0, 5.0))
     enabled: bool = setting(
         True, 'check every contact estimate against its body region\'s force limit; one over '
-        'it latches the stop with the cause pfl')
+        'it latches the stop with the cause pfl (off: no check and no speed_limit)')
     contact_gap: float = setting(
         1.0, 's without a contact estimate after which the next one is a new contact (its '
         'onset: the transient limit applies again); shorter gaps belong to the same contact',
