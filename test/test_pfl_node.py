@@ -10,6 +10,7 @@ from rclpy.parameter import Parameter
 from contact_estimation.core.contact.pfl import BODY_REGIONS, PflCheck, tracked_parts
 from contact_estimation.core.contact.proximity import HumanModel, standing_skeleton
 from contact_estimation.nodes.proximity_monitor import ProximityMonitorNode
+from contact_estimation.ros.proximity_messages import ROBOT_NS
 from contact_estimation.ros.qos import PIPELINE_QOS
 from contact_estimation.ros.testing import spinning
 from test_proximity_monitor_node import (OVERRIDES, PARAMS, Q, SPEC, Probe, hand_position,
@@ -163,6 +164,11 @@ def test_the_speed_scale_keeps_an_approach_to_a_hand_under_its_v_max(rig):
                 and float(values['robot']['pfl_ratio']) < 1.0)
 
     assert until(executor, limited)
+    # rviz: the gripper's spheres magenta, at its v_max or faster.
+    assert until(executor, lambda: probe.markers and any(
+        marker.ns == ROBOT_NS and any(c.r == 1.0 and c.g == 0.0 and c.b == 1.0
+                                      for c in marker.colors)
+        for marker in probe.markers[-1].markers))
     assert monitor.set_parameters_atomically([Parameter('pfl.speed_limit', value=False)]
                                              ).successful
     assert until(executor, lambda: part_values(probe.parts[-1])['robot']['pfl_ratio']

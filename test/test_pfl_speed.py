@@ -64,6 +64,7 @@ def test_a_part_approaching_a_hand_settles_at_its_v_max_and_without_the_limit_it
     assert TIP_SPEED * plain.speed_scale > 2 * v_max  # without the limit: twice as hard
     assert TIP_SPEED * limited.speed_scale == pytest.approx(v_max, rel=0.05)
     assert limited.body_speed_share[hand] == pytest.approx(1.0, abs=0.05)
+    assert limited.link_speed_share[planar.links.index('link4')] == pytest.approx(1.0, abs=0.05)
     assert plain.pfl_ratio == 1.0 and np.all(plain.body_speed_share == 0.0)
 
 

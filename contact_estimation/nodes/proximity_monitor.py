@@ -210,6 +210,7 @@ class ProximityMonitorNode(SuiteNode):
         self._display_period = 1.0 / self.value('display_rate')
         self._displayed = -np.inf        # monotonic time of the last markers and statuses
         self._markers = ProximityMarkers(self.robot.base_link, surfaces.sphere_radii,
+                                         surfaces.sphere_link,
                                          self.monitor.config.report_range,
                                          3.0 * self._display_period)
 

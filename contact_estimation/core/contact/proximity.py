@@ -62,7 +62,8 @@ left. It inflates the radii for a pre-contact buffer. Here:
   it falls at once when a part approaches too fast, rises at the recovery rate, and never
   above the scale that brings the approach to v_p (while s = 0 the arm's speed says nothing
   of its path's, and the rise alone applies). `pfl_ratio` reports min(1, ratio), and
-  `body_speed_share` v_r / v_max. The body's own speed
+  `body_speed_share` and `link_speed_share` v_r / v_max (the largest per body part and per
+  robot link). The body's own speed
   is not in v_r (the tracker's keypoints carry none): the risk assessment's. Lidar objects
   keep the plain rule: what they are is not known.
 
@@ -397,6 +398,7 @@ class ProximityResult:
     # Power and force limiting (module doc): per body, the largest share v_r / v_max of the
     # robot links approaching it in its warning zone (0: none); the scale's ratio from it.
     body_speed_share: np.ndarray
+    link_speed_share: np.ndarray
     pfl_ratio: float
 
     def hand_distances(self) -> dict[str, np.ndarray]:
@@ -575,6 +577,8 @@ class ProximityMonitor:
                          0.0, 1.0)  # > 0: every pair is within the warning zone
         check.pfl_ratio = float(np.min(v_max / (weight * approach)))
         np.maximum.at(check.speed_share, pairs.body[chosen], approach / v_max)
+        check.link_speed_share = np.zeros(len(self.surfaces.links))
+        np.maximum.at(check.link_speed_share, links[chosen], approach / v_max)
 
     # ------------------------------------------------------------------ internals
     def _fresh(self, bodies: _BodySet | None, t: float) -> bool:
@@ -655,7 +659,9 @@ class ProximityMonitor:
             robot_sphere_distance=check.sphere_distance,
             bodies=current.bodies if current else [],
             reset_active=self._best_since_reset is not None,
-            body_speed_share=check.speed_share, pfl_ratio=min(1.0, ratio))
+            body_speed_share=check.speed_share,
+            link_speed_share=(np.zeros(len(links)) if check.link_speed_share is None
+                              else check.link_speed_share), pfl_ratio=min(1.0, ratio))
         return self._last
 
     def _robot_stop(self, t: float, smallest: float, check: _Check | None) -> bool:
@@ -702,6 +708,7 @@ class _Check:
     sphere_margin: np.ndarray    # per robot sphere: smallest (distance − S_p) over bodies
     speed_share: np.ndarray      # per body: the largest v_r / v_max (ProximityMonitor._limit_speed)
     approaching: _Approach | None = None
+    link_speed_share: np.ndarray | None = None  # per link (ProximityMonitor._limit_speed)
     pfl_ratio: float = np.inf    # the speed scale's power and force limit (module doc)
 
 
