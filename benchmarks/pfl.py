@@ -6,7 +6,9 @@ at the flange (the hand link's origin) and at mid-forearm (panda_link5, halfway 
 elbow and the wrist), along the base axes x, y, z, against the standard's m_R = M/2 + m_L;
 then v_max = F_T / √(μ k) for the hand, lower arm, chest and thigh at the lightest and the
 heaviest of those masses, and at M/2 + m_L. Last, the CPU time per call (µs, median of batches) of
-the force check, the effective mass and the permissible speed.
+the force check, the effective mass and the permissible speed, and of the proximity monitor's
+check (one per period, 100 Hz) with a person in reach and the arm approaching, with and
+without the power and force limit on speed (its extra cost per cycle).
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/pfl.py
 """
@@ -19,9 +21,11 @@ import numpy as np
 from contact_estimation.core.contact.pfl import (
     BODY_REGIONS, PflCheck, effective_mass, effective_masses, permissible_speed,
     standard_effective_mass, tracked_parts)
-from contact_estimation.core.contact.proximity import HumanModel, standing_skeleton
+from contact_estimation.core.contact.proximity import (HumanModel, ProximityConfig,
+                                                       ProximityMonitor, standing_skeleton)
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 
 POSES = {
     'ready': [0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785],
@@ -102,9 +106,28 @@ def cost_table(robot: RobotModel) -> None:
         'effective_masses (Panda, one point on each of the 7 links, at once)':
             lambda: effective_masses(robot, q, links, link_points, directions),
         'permissible_speed': lambda: permissible_speed(BODY_REGIONS['hand_fingers'], 3.0),
+        **proximity_rows(robot, q, keypoints),
     }
     for label, function in rows.items():
         print(f'| {label} | {per_call(function):.1f} |')
+
+
+def proximity_rows(robot: RobotModel, q: np.ndarray, keypoints: np.ndarray) -> dict:
+    """The proximity monitor's check at q, the arm reaching toward the person at 1 rad/s on
+    joints 2 and 4 (speed scale held at 1 by a long recovery), without and with the limit."""
+    surfaces = LinkSurfaces(robot, sphere_spacing=0.05)
+    config = ProximityConfig(human_speed=0.0, recovery_rate=100.0)
+    velocity = np.array([0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+    rows = {}
+    for label, limit in (('without', None), ('with', robot)):
+        monitor = ProximityMonitor(surfaces, config, speed_limit_robot=limit)
+        monitor.set_skeleton(0.0, keypoints)
+        result = monitor.update(0.0, q, velocity)
+        limited = (f' ({np.count_nonzero(result.body_speed_share)} body parts approached, '
+                   f'ratio {result.pfl_ratio:.2f})' if limit else '')
+        rows[f'ProximityMonitor.update, person in reach, {label} the speed limit{limited}'] = (
+            lambda m=monitor: m.update(0.0, q, velocity))
+    return rows
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from geometry_msgs.msg import Point, Pose, PoseArray, PointStamped, WrenchStamped
+from geometry_msgs.msg import Point, PointStamped, Pose, PoseArray, Vector3, WrenchStamped
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -77,13 +77,15 @@ class Fuzzer(Node):
                                  self._count_base_wrench, PIPELINE_QOS)
         kinds = {'joint_states': JointState, 'joint_state': JointState, 'residual': JointState,
                  'wrist_wrench': WrenchStamped, 'ft_wrench': WrenchStamped,
-                 'localizer_point': PointStamped, 'skeleton': PoseArray,
+                 'localizer_point': PointStamped, 'contact_wrench': WrenchStamped,
+                 'skeleton': PoseArray,
                  'lidar_points': PointCloud2, 'input_stale': Bool, 'hands': DiagnosticArray}
         owner = {'joint_states': 'joint_state_listener', 'joint_state': 'residual_node',
                  'residual': 'collision_detector', 'wrist_wrench': 'residual_node',
                  'ft_wrench': 'ft_contact_estimator', 'localizer_point': 'ft_contact_estimator',
                  'skeleton': 'proximity_monitor', 'lidar_points': 'proximity_monitor',
-                 'input_stale': 'collision_detector', 'hands': 'collision_detector'}
+                 'contact_wrench': 'proximity_monitor', 'input_stale': 'collision_detector',
+                 'hands': 'collision_detector'}
         self.pub = {key: self.create_publisher(kind, topic(owner[key], key), PIPELINE_QOS)
                     for key, kind in kinds.items()}
         self.services_called = [self.create_client(Trigger, name) for name in (
@@ -176,6 +178,10 @@ class Fuzzer(Node):
         point.header.frame_id = str(self.rng.choice(['panda_link4', 'panda_link0', 'x']))
         point.point = Point(**dict(zip('xyz', self.floats(3))))
         self.pub['localizer_point'].publish(point)
+        # Its other half, for the proximity monitor's force check (issue 38): a bad force.
+        wrench = WrenchStamped(header=point.header)
+        wrench.wrench.force = Vector3(**dict(zip('xyz', self.floats(3))))
+        self.pub['contact_wrench'].publish(wrench)
         self.pub['skeleton'].publish(self.skeleton())
         self.pub['lidar_points'].publish(self.cloud())
         self.pub['input_stale'].publish(Bool(data=bool(self.rng.integers(2))))
@@ -376,15 +382,19 @@ def test_no_input_ends_a_node_or_lowers_a_stop_and_valid_input_brings_the_output
     fuzzer.year_2038()  # the last bad messages, each of which once stopped an output for good
     fuzzer.valid = True
     proximity, detector = fuzzer.stops['proximity_monitor'], fuzzer.stops['collision_detector']
-    assert spin_until(executor, lambda: proximity and proximity[-1] is False, TIMEOUT)
-    reset = fuzzer.services_called[0]
 
-    def detector_reset() -> bool:
+    def accepted(reset) -> bool:
         future = reset.call_async(Trigger.Request())
         spin_until(executor, future.done, TIMEOUT)
         return future.result().success
 
-    assert spin_until(executor, detector_reset, TIMEOUT), 'the detector never became resettable'
+    # A bad contact over its force limit latched the proximity stop (pfl) until a reset.
+    assert spin_until(executor, lambda: accepted(fuzzer.services_called[1]), TIMEOUT), \
+        'the proximity monitor never became resettable'
+    assert spin_until(executor, lambda: proximity and proximity[-1] is False, TIMEOUT)
+    assert nodes['proximity_monitor'].problems.counts['pfl'] > 0
+    assert spin_until(executor, lambda: accepted(fuzzer.services_called[0]), TIMEOUT), \
+        'the detector never became resettable'
     assert spin_until(executor, lambda: detector and detector[-1] is False, TIMEOUT)
     wrenches = fuzzer.base_wrenches
     assert spin_until(executor, lambda: fuzzer.base_wrenches > wrenches + 10, TIMEOUT)

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from contact_estimation.core.contact.pfl import (
-    BODY_REGIONS, QUASI_STATIC, TRANSIENT, BodyPart, PflCheck, PflConfig, approach_speed_scale,
+    BODY_REGIONS, QUASI_STATIC, TRANSIENT, BodyPart, ContactOnset, PflCheck, PflConfig,
+    approach_speed_scale,
     effective_mass, effective_masses, part_regions, permissible_speed, reduced_mass,
     standard_effective_mass, strictest_speed, tracked_parts)
 from contact_estimation.core.contact.proximity import DEFAULT_PARTS, HumanModel, standing_skeleton
@@ -302,3 +303,12 @@ def test_a_tracked_person_from_the_proximity_model():
     assert check.region_of(front, parts) == ('trunk', 'abdomen')
     hand = next(b for b in bodies if b.name == 'right_hand')
     assert check.region_of(hand.centres[-1], parts) == ('right_hand', 'hand_fingers')
+
+
+def test_a_contact_begins_after_a_gap_or_when_its_stamps_go_back():
+    onset = ContactOnset(gap=1.0)
+    assert [onset(t) for t in (5.0, 5.05, 5.9, 6.8)] == [5.0, 5.0, 5.0, 5.0]  # gaps ≤ 1 s
+    assert onset(7.81) == 7.81                                               # 1.01 s gap
+    assert onset(7.9) == 7.81
+    assert onset(2.0) == 2.0  # the source started again: a new contact
+    assert onset(2.5) == 2.0

@@ -43,6 +43,7 @@ class Probe(Node):
         super().__init__('proximity_probe', context=context)
         self.names = list(robot.joint_names)
         self.streaming = True
+        self.velocity = np.zeros(len(Q))  # q̇ of the joint states (the pose stays Q)
         self.keypoints: np.ndarray | None = None  # K×3 in `skeleton_frame`; None: not sent
         self.skeleton_frame = robot.base_link
         self.cloud: np.ndarray | None = None       # N×3, base frame; None: not sent
@@ -69,7 +70,7 @@ class Probe(Node):
     def _joint_state(self):
         if not self.streaming:
             return
-        msg = JointState(name=self.names, position=Q.tolist(), velocity=[0.0] * len(Q),
+        msg = JointState(name=self.names, position=Q.tolist(), velocity=self.velocity.tolist(),
                          effort=[0.0] * len(Q))
         msg.header.stamp = self.get_clock().now().to_msg()
         self._joint_pub.publish(msg)

@@ -125,7 +125,7 @@ class ContactLocalizerNode(SuiteNode):
                                  self.seconds())  # its clouds' arrivals: stale when they stop
         self._lidar_stale = ''          # why, as last reported
         self._point_output = self.output('point', PointStamped)
-        self._wrench_pub = self.publisher('wrench', WrenchStamped)
+        self._wrench_output = self.output('wrench', WrenchStamped)
         self._marker_pub = self.publisher('markers', MarkerArray)
         self.receive('residual', JointState, self._on_residual, self.process_residual)
         self._clouds = CloudProcess(CloudRecipe(*robot_arguments(self), spacing),
@@ -272,7 +272,7 @@ class ContactLocalizerNode(SuiteNode):
         if contact is not None and estimate.consistent:
             point, wrench, _ = contact_messages(contact, stamp)
             self._point_output.send(point)
-            self._wrench_pub.publish(wrench)
+            self._wrench_output.send(wrench)
             self.problems.traffic['estimates_published'] += 1
             self.problems.set_status(OK, f'contact on {contact.link}: '
                                      f'{np.linalg.norm(contact.force):.1f} N '

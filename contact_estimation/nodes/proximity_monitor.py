@@ -45,13 +45,27 @@ sensor stopped (issue 36, core/contact/lidar_watch.py: none for `lidar.timeout` 
 or since the start with `lidar.required`), whatever the skeleton shows: a person the tracker
 misses may be there, and only the lidar would see them (/diagnostics `lidar`: the time since
 the last cloud). Every stop is counted by its cause on /diagnostics (`behind`, `stale`,
-`bad_stamp`, `fault`, `input`: the skeleton's or clouds', `near`), with the checks'
+`bad_stamp`, `fault`, `input`: the skeleton's or clouds', `near`, `pfl`), with the checks'
 lateness (`lag`: p50 / p99 / max since start), the latest joint state's age at the checks
 beyond the clocks' offset (`joint_state_age`, judged against max_lag), and how old the clouds
 are when their objects reach the check (`cloud_age`, from their stamps: the worker's time and
 its waits). A stop beside something that stays (the margin never clears) is released by
 `~/reset` (std_srvs/Trigger); after it the arm may only move away (core/contact/proximity.py:
 Reset).
+
+Power and force limiting (issue 38, core/contact/pfl.py, docs/pfl.md): each contact estimate
+(`contact_estimate/point` + `wrench`, paired by stamp and link: ros/contact_messages.py) is
+checked as it comes (10-20 Hz, on this node's thread, never per joint sample): the body
+region is the tracked body part nearest the contact point (the point brought into the base
+frame at the joint state of its stamp), else `pfl.default_region`; |F| against the region's
+transient limit for `pfl.transient_time` after the contact's onset (its first estimate after
+`pfl.contact_gap` without one), its quasi-static limit after. Each check is published on
+`contact_estimation/pfl` (margin = force / limit, region, link, point) with a marker; one over
+the limit latches the stop with the cause `pfl`, naming region, force and limit, until
+`~/reset`. An estimate whose joint state is not in the history (older than body_timeout) is
+checked against `pfl.default_region`. And the speed scale keeps each robot link approaching a
+tracked body part under the speed that keeps a collision within the part's transient limit
+(`pfl.speed_limit`; core/contact/proximity.py module doc), with the payload (`payload.*`).
 
 Issue 19: a message stamped more than 1 s ahead of this node's clock is dropped and counted
 (core/chain/stamps.py: it never counts as fresh); clouds are decoded and clustered in a
@@ -72,7 +86,7 @@ from functools import partial
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import PoseArray
+from geometry_msgs.msg import PointStamped, PoseArray, WrenchStamped
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
@@ -85,6 +99,7 @@ from contact_estimation.core.chain.stamps import MAX_PAST
 from contact_estimation.core.contact.check_lateness import CheckLateness
 from contact_estimation.core.contact.lidar_fusion import CloudConfig, PoseHistory
 from contact_estimation.core.contact.lidar_watch import LidarWatch, LidarWatchConfig
+from contact_estimation.core.contact.pfl import ContactOnset, PflCheck, PflConfig, tracked_parts
 from contact_estimation.core.contact.proximity import (CLUSTERS, COCO_17, DEFAULT_PARTS,
                                                        SKELETON, SPHERE_SPACING, BoxPart,
                                                        HumanModel, ProximityConfig,
@@ -93,8 +108,11 @@ from contact_estimation.core.contact.proximity import (CLUSTERS, COCO_17, DEFAUL
 from contact_estimation.core.input_rejected import (EMPTY_CLOUD, NO_POSE, WRONG_SIZE,
                                                     InputRejected)
 from contact_estimation.core.restart import restart_reason
+from contact_estimation.core.robot.payload import Payload
+from contact_estimation.core.robot.robot_model import RobotModelError
 from contact_estimation.core.robot.surfaces import LinkSurfaces, SurfacesError
 from contact_estimation.ros.cloud_process import CloudJob, CloudProcess, CloudRecipe
+from contact_estimation.ros.contact_messages import ContactPairs
 from contact_estimation.ros.conversions import CloudLayout, seconds_to_stamp
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.joint_states import JointStateReader
@@ -102,6 +120,7 @@ from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import (ROBOT, Parameter, ParameterTable, robot_arguments,
                                            rows)
 from contact_estimation.ros.hands_messages import hands_message
+from contact_estimation.ros.pfl_messages import pfl_marker, pfl_status
 from contact_estimation.ros.proximity_messages import (ProximityMarkers, part_statuses,
                                                        pose_array_size)
 from contact_estimation.ros.qos import CLOUD_QOS
@@ -113,8 +132,9 @@ from contact_estimation.ros.suite_node import SuiteNode
 NAME = 'proximity_monitor'
 # Why a stop was raised, counted on /diagnostics: the input gate's causes
 # (core/chain/input_gate.py: restarted, fault, bad_stamp, stale, behind), the skeleton or
-# clouds unusable (INPUT), a body too near (NEAR).
-INPUT, NEAR = 'input', 'near'
+# clouds unusable (INPUT), a body too near (NEAR), a contact over its body region's force
+# limit (PFL).
+INPUT, NEAR, PFL = 'input', 'near', 'pfl'
 # The gate's causes whose reason is shown after the cause's name.
 _NAMED = (BAD_STAMP, STALE, BEHIND)
 
@@ -145,7 +165,8 @@ PARAMETERS = ROBOT + STOP_PARAMETERS + rows(LagBudget, read_only=True) + Paramet
               SPHERE_SPACING, (1e-3, 0.5), read_only=True),
     *(row for part in DEFAULT_PARTS for row in _part_rows(part))) + rows(ProximityConfig) + (
     sensor_frame_table('skeleton', 'skeleton') + sensor_frame_table('lidar', 'lidar')
-    + rows(LidarWatchConfig, 'lidar.') + cloud_table(skip=('max_age',)))
+    + rows(LidarWatchConfig, 'lidar.') + cloud_table(skip=('max_age',))
+    + rows(PflConfig, 'pfl.') + rows(Payload, 'payload.', read_only=True))
 assert set(PARAMETERS.feeding(ProximityConfig)) == {
     f.name for f in dataclasses.fields(ProximityConfig)}
 
@@ -164,8 +185,11 @@ class ProximityMonitorNode(SuiteNode):
                 surfaces = LinkSurfaces(self.robot, **spacing)
             except SurfacesError as err:
                 raise ValueError(f'the proximity monitor needs link geometry: {err}') from err
+            # The arm with its payload: the power and force limit's effective mass.
+            self._carrying = PARAMETERS.build(Payload, self.values()).carried_by(self.robot)
             self.monitor = ProximityMonitor(surfaces, self._config({}), self._human())
             self._cloud_config = PARAMETERS.build(CloudConfig, self.values())
+            self._use_pfl(PARAMETERS.build(PflConfig, self.values()))
         self._joint_states = JointStateReader(self.robot.joint_names, model_order_only=True)
         self._history = PoseHistory(self.value('body_timeout'))  # joint states by stamp
         # What makes the stop fail safe, judged as the detector's are.
@@ -186,6 +210,7 @@ class ProximityMonitorNode(SuiteNode):
         self._display_period = 1.0 / self.value('display_rate')
         self._displayed = -np.inf        # monotonic time of the last markers and statuses
         self._markers = ProximityMarkers(self.robot.base_link, surfaces.sphere_radii,
+                                         surfaces.sphere_link,
                                          self.monitor.config.report_range,
                                          3.0 * self._display_period)
 
@@ -194,6 +219,13 @@ class ProximityMonitorNode(SuiteNode):
         self._parts_pub = self.publisher('parts', DiagnosticArray)
         self._marker_pub = self.publisher('markers', MarkerArray)
         self._hands = self.output('hands', DiagnosticArray)
+        self._pfl_pub = self.publisher('pfl', DiagnosticArray)
+        self._pfl_stop = ''              # the over-limit contact's reason, latched until ~/reset
+        self._contacts = ContactPairs()  # the estimates' halves, paired by stamp and link
+        # Over DDS from the estimation process; handed over where the localizer is built in
+        # this process (the replay).
+        for key, kind in (('contact_point', PointStamped), ('contact_wrench', WrenchStamped)):
+            self.receive(key, kind, self._on_contact_half, self._on_contact_half)
         self.receive('joint_state', JointState, self._on_joint_state, None,
                      on_batch=self.process_joint_states)
         # Raw: a skeleton's size is checked before it is deserialised (`_on_skeleton`).
@@ -241,11 +273,20 @@ class ProximityMonitorNode(SuiteNode):
         fields['reaction_time'] += 1.0 / self.value('check_rate') + self.value('max_lag')
         return ProximityConfig(**fields)
 
+    def _use_pfl(self, config: PflConfig) -> None:
+        """The power and force limit's check and speed limit (issue 38) as `config` says."""
+        self._pfl = PflCheck(config)
+        self._onset = ContactOnset(config.contact_gap)
+        self.monitor.speed_limit_robot = (self._carrying if config.enabled and config.speed_limit
+                                          else None)
+
     def _on_parameter_change(self, changes: dict) -> str | None:
-        """Protective distance, signals, cloud processing and sensor poses change at run
-        time, all or nothing: everything is built from the proposed values first (a bad one
-        raises and refuses the set), and only then put in use."""
+        """Protective distance, signals, cloud processing, sensor poses and the power and
+        force limit change at run time, all or nothing: everything is built from the proposed
+        values first (a bad one raises and refuses the set), and only then put in use."""
         changed = set(changes)
+        pfl = (PARAMETERS.build(PflConfig, self.values(changes))
+               if changed & set(PARAMETERS.feeding(PflConfig)) else None)
         config = (self._config(changes) if changed & set(PARAMETERS.feeding(ProximityConfig))
                   else None)
         cloud = (PARAMETERS.build(CloudConfig, self.values(changes))
@@ -264,6 +305,8 @@ class ProximityMonitorNode(SuiteNode):
             frame.use(pose)
         if lidar is not None:
             self._lidar.config = lidar
+        if pfl is not None:
+            self._use_pfl(pfl)
         if 'joint_state_timeout' in changes:
             self._gate.config = dataclasses.replace(
                 self._gate.config, input_timeout=changes['joint_state_timeout'])
@@ -341,6 +384,54 @@ class ProximityMonitorNode(SuiteNode):
             return
         self._clouds.submit(job, msg.data)
 
+    def _on_contact_half(self, msg: PointStamped | WrenchStamped) -> None:
+        """Half of a contact estimate; with both, the contact's check (`_check_contact`)."""
+        if not self._pfl.config.enabled:
+            return
+        paired = self._contacts.add(msg)
+        if paired is not None:
+            self._check_contact(msg.header.stamp, *paired)
+
+    def _check_contact(self, stamp, t: float, contact) -> None:
+        """The contact estimated at stamp t against its body region's limit: published with
+        its marker, and latching the stop with the cause `pfl` when over it. One that cannot
+        be placed (no joint state of its stamp, an unknown link: counted) is checked against
+        `pfl.default_region`; one not finite, or with a stamp not believed, is counted and
+        dropped."""
+        if self.believed(stamp, 'contact estimate') is None:
+            return
+        sample = self._history.at(t)
+        point, force, parts = contact.point, contact.force, ()
+        try:
+            self.robot.frame_id(contact.link)
+        except RobotModelError as err:
+            self.problems.report('unknown_link', f'contact estimate: {err}: checked against '
+                                 'pfl.default_region')
+            sample = None
+        try:
+            if sample is not None:
+                rotation, origin = self.robot.link_pose(sample.q, contact.link)
+                point, force = rotation @ contact.point + origin, rotation @ contact.force
+                parts = tracked_parts(self._result.bodies) if self._result else ()
+            result = self._pfl.check(contact.link, point, force, t, self._onset(t), parts)
+        except InputRejected as err:
+            self.problems.report(err.kind, f'contact estimate on {contact.link!r}: {err}: '
+                                 'dropped')
+            return
+        self.problems.values[PFL] = result.reason
+        self._pfl_pub.publish(pfl_status(result, contact.link, contact.point, self.robot.name,
+                                         stamp))
+        self._marker_pub.publish(MarkerArray(markers=[pfl_marker(result, contact.link,
+                                                                 contact.point, stamp)]))
+        if result.over and not self._pfl_stop:
+            self._pfl_stop = f'{PFL}: {result.reason}'
+            was_stopped = self._result is not None and self._result.stop
+            self._cause = PFL
+            self._publish(self.monitor.fail(self._t, self._pfl_stop))
+            if was_stopped:  # no change of the stop: counted and logged here
+                self.problems.counts[PFL] += 1
+                self.get_logger().error(f'proximity stop ({PFL}): {self._pfl_stop}')
+
     def _take_clusters(self) -> None:
         """The objects of the latest cloud the worker finished, if any (on the check's
         thread, as every change of the monitor)."""
@@ -375,7 +466,8 @@ class ProximityMonitorNode(SuiteNode):
         latch is judged on the check it held back, and stays when the reset is refused."""
         was_stopped = self._result is not None and self._result.stop
         restarted = self._gate.reset()
-        if restarted:
+        over_limit, self._pfl_stop = self._pfl_stop, ''
+        if restarted or over_limit:
             self._check()
         refusal = self.monitor.reset()
         if not refusal:
@@ -384,6 +476,8 @@ class ProximityMonitorNode(SuiteNode):
             reply = refusal or f'refused: still stopped after the reset: {_reason(self._result)}'
             if restarted:
                 self._gate.restarted(restarted)
+            self._pfl_stop = over_limit
+            if restarted or over_limit:
                 self._check()
             return False, reply
         return True, ('stop released: the arm may move away slowly; coming nearer stops it '
@@ -409,6 +503,10 @@ class ProximityMonitorNode(SuiteNode):
             self._fail(verdict)
             return
         self._t = sample.t
+        if self._pfl_stop:  # latched until ~/reset
+            self._cause = PFL
+            self._publish(self.monitor.fail(self._t, self._pfl_stop))
+            return
         start = self.steady()
         result = self.monitor.update(self._t, sample.q, sample.v)
         self._check_time = self.steady() - start

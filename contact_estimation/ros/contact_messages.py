@@ -47,7 +47,10 @@ def contact_markers(ns: str, contact: Contact, stamp: Time, rgba=RED) -> list[Ma
 
 class ContactPairs:
     """The inverse of `contact_messages`: PointStamped and WrenchStamped messages paired by
-    stamp and frame (the link) into contacts. A half waits until its other half comes."""
+    stamp and frame (the link) into contacts. A half waits until its other half comes; at
+    most WAITING of each wait (the oldest is dropped: its other half was lost)."""
+
+    WAITING = 64
 
     def __init__(self):
         self._points: dict[tuple[float, str], np.ndarray] = {}
@@ -63,6 +66,8 @@ class ContactPairs:
             value, mine, other = msg.wrench.force, self._forces, self._points
         mine[key] = np.array([value.x, value.y, value.z])
         if key not in other:
+            if len(mine) > self.WAITING:
+                del mine[next(iter(mine))]
             return None
         point, force = self._points.pop(key), self._forces.pop(key)
         return key[0], Contact(key[1], point, force)

@@ -41,7 +41,9 @@ def part_statuses(result: ProximityResult, hardware_id: str, stamp: Time) -> Dia
             KeyValue(key='margin', value=_number(result.body_margin[k])),
             KeyValue(key='protective_distance',
                      value=_number(result.body_protective_distance[k])),
-            KeyValue(key='link', value=result.body_link[k] or '')]
+            KeyValue(key='link', value=result.body_link[k] or ''),
+            # Power and force limiting: the fastest approach to it, as a share of its v_max.
+            KeyValue(key='speed_share', value=_number(result.body_speed_share[k]))]
         statuses.append(status)
     stopping = [n for n, s in zip(result.body_names, result.body_stop) if s]
     message = (result.problem or (f'stop: {", ".join(stopping)}' if result.stop else
@@ -53,6 +55,7 @@ def part_statuses(result: ProximityResult, hardware_id: str, stamp: Time) -> Dia
     nearest = float(np.min(result.body_distance, initial=np.inf))
     robot.values = [KeyValue(key='signal', value=str(int(result.stop))),
                     KeyValue(key='speed_scale', value=_number(result.speed_scale)),
+                    KeyValue(key='pfl_ratio', value=_number(result.pfl_ratio)),
                     KeyValue(key='source', value=result.source),
                     KeyValue(key='distance', value=_number(nearest)),
                     KeyValue(key='reset_active', value=str(result.reset_active)),
@@ -64,13 +67,16 @@ def part_statuses(result: ProximityResult, hardware_id: str, stamp: Time) -> Dia
 
 class ProximityMarkers:
     """The robot's spheres coloured by distance (red touching → green at `full_range` or
-    more, grey unknown) and the bodies' spheres and boxes coloured by signal (red stop,
-    orange slow down, blue clear), in namespaces of their own on a shared marker topic.
+    more, grey unknown), but those of a link approaching a tracked body part in its warning
+    zone by the share of its v_max it moves at (power and force limiting: cyan slow →
+    magenta at v_max or faster), and the bodies' spheres and boxes coloured by signal (red
+    stop, orange slow down, blue clear), in namespaces of their own on a shared marker topic.
     Markers live `lifetime` seconds, so they vanish when the node stops publishing."""
 
-    def __init__(self, frame_id: str, robot_radii: np.ndarray, full_range: float,
-                 lifetime: float):
+    def __init__(self, frame_id: str, robot_radii: np.ndarray, sphere_link: np.ndarray,
+                 full_range: float, lifetime: float):
         self._frame_id, self._robot_radii, self._full_range = frame_id, robot_radii, full_range
+        self._sphere_link = sphere_link  # each robot sphere's link index
         seconds = int(lifetime)
         self._lifetime = Duration(sec=seconds, nanosec=int((lifetime - seconds) * 1e9))
         self._sent = {ROBOT_NS: 0, BODIES_NS: 0}
@@ -79,7 +85,9 @@ class ProximityMarkers:
         robot = []
         if len(result.robot_centres):
             closeness = np.clip(result.robot_sphere_distance / self._full_range, 0.0, 1.0)
-            colours = [(0.5, 0.5, 0.5) if np.isnan(c) else (1.0 - c, c, 0.0) for c in closeness]
+            share = np.minimum(result.link_speed_share[self._sphere_link], 1.0)
+            colours = [(s, 1.0 - s, 1.0) if s > 0 else (0.5, 0.5, 0.5) if np.isnan(c)
+                       else (1.0 - c, c, 0.0) for c, s in zip(closeness, share)]
             robot = self._sphere_lists(ROBOT_NS, result.robot_centres, self._robot_radii,
                                        colours, stamp)
         bodies = []

@@ -169,11 +169,16 @@ def effective_masses(robot, q, links: Sequence[str], points, directions) -> np.n
     from one kinematics pass and one solve with M(q): what a proximity check needs for every
     robot part in a cycle."""
     points = np.asarray(points, dtype=float).reshape(-1, 3)
-    units = np.array([_unit(u, 'direction') for u in directions]).reshape(-1, 3)
+    units = np.asarray(directions, dtype=float).reshape(-1, 3)
     if not (len(links) == len(points) == len(units)):
         raise ValueError(f'{len(links)} links, {len(points)} points, {len(units)} directions')
-    if not np.isfinite(points).all():
-        raise InputRejected(NOT_FINITE, 'a point for the effective mass is not finite')
+    if not (np.isfinite(points).all() and np.isfinite(units).all()):
+        raise InputRejected(NOT_FINITE, 'a point or direction for the effective mass is not '
+                                        'finite')
+    lengths = np.sqrt(np.einsum('ki,ki->k', units, units))
+    if np.any(lengths < 1e-9):
+        raise InputRejected(IMPLAUSIBLE, 'a direction for the effective mass has no length')
+    units = units / lengths[:, None]
     names = sorted(set(links))
     rotations, origins, jacobians = robot.link_kinematics(q, names)
     index = np.array([names.index(link) for link in links], dtype=int)
@@ -189,6 +194,14 @@ def effective_masses(robot, q, links: Sequence[str], points, directions) -> np.n
     moving = inverse > 1e-12
     masses[moving] = 1.0 / inverse[moving]
     return masses
+
+
+def permissible_speeds(robot, q, links: Sequence[str], points, directions,
+                       regions: Sequence[Sequence[str]]) -> np.ndarray:
+    """v_max (m/s) of K robot points (`effective_masses`' arguments) each approaching a body
+    part of `regions` (its strictest, `strictest_speed`): one kinematics pass for all."""
+    masses = effective_masses(robot, q, links, points, directions)
+    return np.array([strictest_speed(names, mass) for names, mass in zip(regions, masses)])
 
 
 def standard_effective_mass(robot, payload_mass: float = 0.0) -> float:
@@ -227,6 +240,34 @@ class PflConfig:
     region_distance: float = setting(
         0.3, 'm: a tracked body part farther than this from the contact point is not the one '
         'touched (default_region applies)', range=(0.0, 5.0))
+    enabled: bool = setting(
+        True, 'check every contact estimate against its body region\'s force limit; one over '
+        'it latches the stop with the cause pfl (off: no check and no speed_limit)')
+    contact_gap: float = setting(
+        1.0, 's without a contact estimate after which the next one is a new contact (its '
+        'onset: the transient limit applies again); shorter gaps belong to the same contact',
+        range=(0.0, 10.0))
+    speed_limit: bool = setting(
+        True, 'slow each robot part approaching a tracked body part to the speed v_max that '
+        'keeps a collision within the transient limit (folded into the speed scale)')
+
+
+class ContactOnset:
+    """The onset of the contact an estimate belongs to: the stamp of the first estimate after
+    more than `gap` s without one. A stamp before the onset (the source started again) begins
+    a new contact."""
+
+    def __init__(self, gap: float):
+        self.gap = gap
+        self._onset = self._last = -math.inf
+
+    def __call__(self, stamp: float) -> float:
+        """The onset of the contact estimated at `stamp` (s)."""
+        if stamp < self._onset or stamp - self._last > self.gap:
+            self._onset = self._last = stamp
+        else:
+            self._last = max(self._last, stamp)
+        return self._onset
 
 
 @dataclass(frozen=True)

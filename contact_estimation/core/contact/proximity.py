@@ -48,6 +48,24 @@ left. It inflates the radii for a pre-contact buffer. Here:
   As the arm slows, v_r and with it S_p shrink, so the arm creeps no closer than the static
   part of S_p (v_h (T_r + T_s) + C + Z) and stops there. A body is warned about when its scale
   is below 1.
+- Power and force limiting (issue 38, core/contact/pfl.py), with `speed_limit_robot` set:
+  each robot link approaching a tracked body part (one with body regions) within its warning
+  zone (m < slowdown_distance) at v_r, at the pair of the two with the smallest margin, may
+  approach at most v_max = F_T / √(μ k) of the part's strictest region, m_R the arm's
+  effective mass at the robot sphere's centre along u (`pfl.permissible_speeds`). v_r is
+  measured at the scale s already published, so the scale that brings it to a permitted
+  speed v_p is s v_p / v_r: the pair's ratio v_p / v_r. The permitted speed falls from
+  unlimited where the warning zone begins to v_max halfway into it, v_p = v_max / w with w
+  rising linearly from 0 at m = slowdown_distance to 1 at m = slowdown_distance / 2 and
+  beyond, so that the limit sets in continuously as a body comes near, never as a step. The
+  scale is then min(target, s + recovery_rate dt, s · ratio), the smallest ratio over pairs:
+  it falls at once when a part approaches too fast, rises at the recovery rate, and never
+  above the scale that brings the approach to v_p (while s = 0 the arm's speed says nothing
+  of its path's, and the rise alone applies). `pfl_ratio` reports min(1, ratio), and
+  `body_speed_share` and `link_speed_share` v_r / v_max (the largest per body part and per
+  robot link). The body's own speed
+  is not in v_r (the tracker's keypoints carry none): the risk assessment's. Lidar objects
+  keep the plain rule: what they are is not known.
 
 Inputs are arrays in the robot's base frame (REP 103, metres, seconds; t is the stamp of the
 input on one clock). Sphere pairs are checked all at once, not pair by pair: a KD-tree of the
@@ -62,6 +80,7 @@ from typing import Sequence
 import numpy as np
 from scipy.spatial import cKDTree
 
+from contact_estimation.core.contact.pfl import part_regions, permissible_speeds
 from contact_estimation.core.input_rejected import (IMPLAUSIBLE, NOT_FINITE, WRONG_SIZE,
                                                     InputRejected)
 from contact_estimation.core.robot.surfaces import LinkSurfaces
@@ -376,6 +395,11 @@ class ProximityResult:
     robot_sphere_distance: np.ndarray  # M, each robot sphere to the nearest body
     bodies: list[Body]              # the bodies checked (their spheres and boxes, for markers)
     reset_active: bool              # a reset is in force: the approach rule (module doc: Reset)
+    # Power and force limiting (module doc): per body, the largest share v_r / v_max of the
+    # robot links approaching it in its warning zone (0: none); the scale's ratio from it.
+    body_speed_share: np.ndarray
+    link_speed_share: np.ndarray
+    pfl_ratio: float
 
     def hand_distances(self) -> dict[str, np.ndarray]:
         """Each tracked hand (HANDS) → its distance to each link (`link_names` order), m;
@@ -429,10 +453,12 @@ class ProximityMonitor:
     """
 
     def __init__(self, surfaces: LinkSurfaces, config: ProximityConfig = ProximityConfig(),
-                 human: HumanModel | None = None):
+                 human: HumanModel | None = None, speed_limit_robot=None):
         self.surfaces = surfaces
         self.config = config
         self.human = human or HumanModel()
+        # The arm with its payload for the power and force limit's v_max (None: not limited).
+        self.speed_limit_robot = speed_limit_robot
         self._skeleton: _BodySet | None = None
         self._clusters: _BodySet | None = None
         self._latched: dict[object, float | None] = {}  # key → clear since (None: not clear)
@@ -525,7 +551,34 @@ class ProximityMonitor:
         check = _check(centres, self.surfaces.sphere_radii, sphere_velocity,
                        self.surfaces.sphere_link, len(self.surfaces.links), current,
                        self.config, speed)
+        if self.speed_limit_robot is not None and len(check.approaching.row):
+            self._limit_speed(q, centres, current, check)
         return self._verdict(t, '', current, check, centres)
+
+    def _limit_speed(self, q: np.ndarray, centres: np.ndarray, current: _BodySet,
+                     check: _Check) -> None:
+        """The power and force limit's ratio and per-body shares (module doc), into `check`:
+        one pair per (tracked body part, robot link), one kinematics pass for them all."""
+        pairs = check.approaching
+        regions = [part_regions(name) for name in current.names]
+        links = self.surfaces.sphere_link[pairs.row]
+        usable = np.flatnonzero(np.array([bool(r) for r in regions])[pairs.body])
+        key = pairs.body[usable] * len(self.surfaces.links) + links[usable]
+        nearest_first = np.lexsort((pairs.margin[usable], key))  # by key, then margin
+        chosen = usable[nearest_first[np.unique(key[nearest_first], return_index=True)[1]]]
+        if not len(chosen):
+            return
+        v_max = permissible_speeds(
+            self.speed_limit_robot, q, [self.surfaces.links[k] for k in links[chosen]],
+            centres[pairs.row[chosen]], pairs.direction[chosen],
+            [regions[b] for b in pairs.body[chosen]])
+        approach = pairs.approach[chosen]
+        weight = np.clip(2.0 * (1.0 - pairs.margin[chosen] / self.config.slowdown_distance),
+                         0.0, 1.0)  # > 0: every pair is within the warning zone
+        check.pfl_ratio = float(np.min(v_max / (weight * approach)))
+        np.maximum.at(check.speed_share, pairs.body[chosen], approach / v_max)
+        check.link_speed_share = np.zeros(len(self.surfaces.links))
+        np.maximum.at(check.link_speed_share, links[chosen], approach / v_max)
 
     # ------------------------------------------------------------------ internals
     def _fresh(self, bodies: _BodySet | None, t: float) -> bool:
@@ -579,13 +632,17 @@ class ProximityMonitor:
         # The ramp up starts when the stop is released, not at the last stopped sample.
         dt = 0.0 if self._t is None or self._stopped else max(t - self._t, 0.0)
         self._t, self._stopped = t, stop
-        self._scale = min(target, self._scale + self.config.recovery_rate * dt)
+        rising = self._scale + self.config.recovery_rate * dt
+        ratio = check.pfl_ratio if check else np.inf
+        if self._scale > 0.0:  # the power and force limit (module doc)
+            rising = min(rising, self._scale * ratio)
+        self._scale = min(target, rising)
         links = self.surfaces.links
         if check is None:
             unknown = np.full(len(names), np.nan)
             check = _Check(unknown, unknown, unknown, np.full(len(names), -1),
                            np.full(len(links), np.nan), np.full((len(names), len(links)), np.nan),
-                           np.zeros(0), np.zeros(0))
+                           np.zeros(0), np.zeros(0), np.zeros(len(names)))
         self._last_sphere_margin = check.sphere_margin
         self._last = ProximityResult(
             t=t, stop=stop, speed_scale=self._scale, problem=problem,
@@ -601,7 +658,10 @@ class ProximityMonitor:
             robot_centres=centres if centres is not None else np.zeros((0, 3)),
             robot_sphere_distance=check.sphere_distance,
             bodies=current.bodies if current else [],
-            reset_active=self._best_since_reset is not None)
+            reset_active=self._best_since_reset is not None,
+            body_speed_share=check.speed_share,
+            link_speed_share=(np.zeros(len(links)) if check.link_speed_share is None
+                              else check.link_speed_share), pfl_ratio=min(1.0, ratio))
         return self._last
 
     def _robot_stop(self, t: float, smallest: float, check: _Check | None) -> bool:
@@ -623,6 +683,18 @@ class ProximityMonitor:
 
 
 @dataclass
+class _Approach:
+    """The pairs of robot sphere and body element in the body's warning zone (margin below
+    slowdown_distance) whose sphere moves toward it (v_r > 0): the power and force limit's."""
+
+    row: np.ndarray        # robot sphere
+    body: np.ndarray       # body index
+    direction: np.ndarray  # unit vector from the sphere toward the body element, K×3
+    approach: np.ndarray   # v_r, m/s
+    margin: np.ndarray     # m
+
+
+@dataclass
 class _Check:
     """What `_check` finds, before latching."""
 
@@ -634,6 +706,10 @@ class _Check:
     body_link_distance: np.ndarray  # bodies × links
     sphere_distance: np.ndarray  # per robot sphere
     sphere_margin: np.ndarray    # per robot sphere: smallest (distance − S_p) over bodies
+    speed_share: np.ndarray      # per body: the largest v_r / v_max (ProximityMonitor._limit_speed)
+    approaching: _Approach | None = None
+    link_speed_share: np.ndarray | None = None  # per link (ProximityMonitor._limit_speed)
+    pfl_ratio: float = np.inf    # the speed scale's power and force limit (module doc)
 
 
 def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_link: np.ndarray,
@@ -672,7 +748,10 @@ def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_
     result = _Check(np.full(count, np.inf), np.full(count, np.inf), np.full(count, np.nan),
                     np.full(count, -1), np.full(link_count, np.inf),
                     np.full((count, link_count), np.inf), np.full(len(radii), np.inf),
-                    np.full(len(radii), np.inf))
+                    np.full(len(radii), np.inf), np.zeros(count))
+    near = np.flatnonzero((approach > 0.0) & (margin < config.slowdown_distance))
+    result.approaching = _Approach(row[near], body[near], direction[near], approach[near],
+                                   margin[near])
     np.minimum.at(result.sphere_distance, row, distance)
     np.minimum.at(result.sphere_margin, row, margin)
     np.minimum.at(result.link_distance, sphere_link, result.sphere_distance)

@@ -1,0 +1,175 @@
+"""Power and force limiting in the proximity monitor over rclpy (issue 38): contact estimates
+checked against the limit of the body region they touch, the margin published on
+contact_estimation/pfl, the stop latched with the cause pfl when over, until ~/reset."""
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PointStamped, WrenchStamped
+from rclpy.parameter import Parameter
+
+from contact_estimation.core.contact.pfl import BODY_REGIONS, PflCheck, tracked_parts
+from contact_estimation.core.contact.proximity import HumanModel, standing_skeleton
+from contact_estimation.nodes.proximity_monitor import ProximityMonitorNode
+from contact_estimation.ros.proximity_messages import ROBOT_NS
+from contact_estimation.ros.qos import PIPELINE_QOS
+from contact_estimation.ros.testing import spinning
+from test_proximity_monitor_node import (OVERRIDES, PARAMS, Q, SPEC, Probe, hand_position,
+                                         reset, until)
+
+LINK = 'panda_hand'
+POINT = np.array([0.0, 0.0, 0.05])  # on the hand, in its frame
+
+
+class ContactProbe(Probe):
+    """The proximity probe that also plays the contact localizer: while `force` is set, an
+    estimate (point and wrench, same stamp, frame = LINK) at 20 Hz; records the checks
+    published on contact_estimation/pfl."""
+
+    def __init__(self, context, robot):
+        super().__init__(context, robot)
+        self.force: np.ndarray | None = None
+        self.checks: list[dict] = []
+        self._point_pub = self.create_publisher(PointStamped, SPEC.topic('contact_point'),
+                                                PIPELINE_QOS)
+        self._wrench_pub = self.create_publisher(WrenchStamped, SPEC.topic('contact_wrench'),
+                                                 PIPELINE_QOS)
+        self.create_subscription(DiagnosticArray, SPEC.topic('pfl'), self._on_check,
+                                 PIPELINE_QOS)
+        self.create_timer(0.05, self._estimate)
+
+    def _estimate(self):
+        if self.force is None:
+            return
+        point, wrench = PointStamped(), WrenchStamped()
+        stamp = self.get_clock().now().to_msg()
+        for msg in (point, wrench):
+            msg.header.stamp, msg.header.frame_id = stamp, LINK
+        point.point.x, point.point.y, point.point.z = (float(v) for v in POINT)
+        wrench.wrench.force.x, wrench.wrench.force.y, wrench.wrench.force.z = (
+            float(v) for v in self.force)
+        self._point_pub.publish(point)
+        self._wrench_pub.publish(wrench)
+
+    def _on_check(self, msg: DiagnosticArray):
+        status = msg.status[0]
+        self.checks.append({'message': status.message,
+                            **{kv.key: kv.value for kv in status.values}})
+
+
+@pytest.fixture
+def rig(context):
+    monitor = ProximityMonitorNode(
+        context=context, cli_args=['--ros-args', '--params-file', PARAMS],
+        parameter_overrides=[Parameter(k, value=v) for k, v in OVERRIDES.items()])
+    probe = ContactProbe(context, monitor.robot)
+    with spinning(context, monitor, probe) as executor:
+        assert until(executor, lambda: monitor.problems.values['stop_topic'].endswith(
+            'this node alone'))
+        yield monitor, probe, executor
+
+
+def checked(probe, executor, count: int = 5) -> list[dict]:
+    """The next `count` checks published on contact_estimation/pfl."""
+    first = len(probe.checks)
+    assert until(executor, lambda: len(probe.checks) >= first + count)
+    return probe.checks[first:]
+
+
+def test_a_contact_over_the_face_limit_latches_the_stop_naming_region_force_and_limit(rig):
+    """No tracked person: the default region, the face (65 N, no transient allowance)."""
+    monitor, probe, executor = rig
+    probe.keypoints = np.zeros((0, 3))  # nobody tracked: the default region
+    probe.force = np.array([0.0, 80.0, -60.0])  # 100 N
+    assert until(executor, lambda: probe.stop() is True and probe.parts
+                 and probe.robot_status()['message'].startswith('pfl: '))
+    message = probe.robot_status()['message']
+    assert 'face' in message and '100 N' in message and '65 N' in message, message
+    assert monitor.problems.counts['pfl'] == 1
+    check = checked(probe, executor, 1)[0]
+    assert check['region'] == 'face' and check['over'] == 'True' and check['link'] == LINK
+    assert float(check['margin']) == pytest.approx(100.0 / 65.0, rel=1e-3)
+    assert float(check['force']) == pytest.approx(100.0, abs=0.1)
+    assert [float(check[axis]) for axis in 'xyz'] == pytest.approx(POINT.tolist())
+    # Latched: the contact has ended and the scene is clear, yet the stop holds, for pfl …
+    probe.force = None
+    stops, parts = len(probe.stops), len(probe.parts)
+    assert until(executor, lambda: len(probe.parts) >= parts + 3
+                 and probe.robot_status()['message'].startswith('pfl: '))
+    assert all(probe.stops[stops - 1:])
+    # … until ~/reset.
+    assert until(executor, lambda: reset(probe, executor).success)
+    assert until(executor, lambda: probe.stop() is False)
+    assert monitor.problems.counts['pfl'] == 1
+
+
+def test_a_contact_under_the_limit_is_published_and_does_not_stop(rig):
+    monitor, probe, executor = rig
+    probe.keypoints = np.zeros((0, 3))  # nobody tracked: the default region
+    probe.force = np.array([50.0, 0.0, 0.0])
+    checks = checked(probe, executor)
+    assert all(c['region'] == 'face' and c['over'] == 'False' for c in checks)
+    assert float(checks[-1]['margin']) == pytest.approx(50.0 / 65.0, rel=1e-3)
+    assert float(checks[-1]['limit']) == pytest.approx(BODY_REGIONS['face'].quasi_static_force)
+    assert monitor.problems.counts.get('pfl', 0) == 0
+    assert not any(pfl_stop(parts) for parts in probe.parts)
+
+
+def pfl_stop(parts: DiagnosticArray) -> bool:
+    """Whether these part statuses say the robot stops for pfl."""
+    return any(s.name == 'proximity/robot' and s.message.startswith('pfl: ')
+               for s in parts.status)
+
+
+def test_the_region_is_the_tracked_body_part_nearest_the_contact(rig):
+    """A hand at the gripper: a 120 N push is within the hand's limits (271 N transient,
+    140 N quasi-static), though over the default face's 65 N. The proximity stop is raised
+    (the hand is inside the protective distance), but not for the checks on the hand. (A
+    check that finds the skeleton stale, on a loaded machine, takes the default region: the
+    safe side, and a pfl stop.)"""
+    monitor, probe, executor = rig
+    keypoints = standing_skeleton(hand_position(monitor) + [0.55, 0.2, 0.0])
+    rotation, origin = monitor.robot.link_pose(Q, LINK)
+    part, region = PflCheck().region_of(rotation @ POINT + origin,
+                                        tracked_parts(HumanModel().bodies(keypoints)))
+    assert (part, region) == ('left_hand', 'hand_fingers')  # the scene is what it should be
+    probe.keypoints = keypoints
+    assert until(executor, lambda: probe.parts and probe.signals().get('left_hand') == 1)
+    probe.force = np.array([0.0, 0.0, 120.0])
+    checks = checked(probe, executor, 15)  # 0.75 s: transient, then quasi-static
+    on_the_hand = [c for c in checks if c['part']]
+    assert len(on_the_hand) >= 10, checks
+    assert all(c['part'] == 'left_hand' and c['region'] == 'hand_fingers'
+               and c['over'] == 'False' for c in on_the_hand), on_the_hand
+    assert {c['phase'] for c in on_the_hand} == {'transient', 'quasi-static'}
+
+
+def part_values(parts: DiagnosticArray) -> dict[str, dict[str, str]]:
+    """Part name → its values in these part statuses."""
+    return {s.name.split('/', 1)[1]: {kv.key: kv.value for kv in s.values} for s in parts.status}
+
+
+def test_the_speed_scale_keeps_an_approach_to_a_hand_under_its_v_max(rig):
+    """The gripper moving at 2 m/s toward a person whose left hand is 0.95 m farther than in
+    the test above (inside its warning zone, outside its protective distance): the hand's
+    v_max (~1.4 m/s) is exceeded (share > 1) and the robot's scale is cut by pfl_ratio < 1;
+    with pfl.speed_limit off, nothing of it."""
+    monitor, probe, executor = rig
+    jacobian = monitor.robot.jacobian(Q, LINK)[:3]
+    probe.velocity = np.linalg.pinv(jacobian) @ np.array([2.0, 0.0, 0.0])
+    probe.keypoints = standing_skeleton(hand_position(monitor) + [0.55 + 0.95, 0.2, 0.0])
+
+    def limited() -> bool:
+        values = part_values(probe.parts[-1]) if probe.parts else {}
+        return (float(values.get('left_hand', {}).get('speed_share', 0.0)) > 1.0
+                and float(values['robot']['pfl_ratio']) < 1.0)
+
+    assert until(executor, limited)
+    # rviz: the gripper's spheres magenta, at its v_max or faster.
+    assert until(executor, lambda: probe.markers and any(
+        marker.ns == ROBOT_NS and any(c.r == 1.0 and c.g == 0.0 and c.b == 1.0
+                                      for c in marker.colors)
+        for marker in probe.markers[-1].markers))
+    assert monitor.set_parameters_atomically([Parameter('pfl.speed_limit', value=False)]
+                                             ).successful
+    assert until(executor, lambda: part_values(probe.parts[-1])['robot']['pfl_ratio']
+                 == '1.0000' and not limited())
