@@ -99,7 +99,8 @@ class SimulatedCobot:
         self._ray_dist = np.zeros(len(self._rays))
 
         q0, v0, _ = self.scaler.reference()
-        self.data.qpos[:], self.data.qvel[:] = q0, v0
+        n = robot.n  # the arm's joints come first; a moving obstacle's after
+        self.data.qpos[:n], self.data.qvel[:n] = q0, v0
         self.time = 0.0
         self.q = self.v = self.tau = None  # true state and motor torque at `time`
         self._measured = None
@@ -121,18 +122,19 @@ class SimulatedCobot:
 
     def step(self) -> None:
         m, d, cfg = self.model, self.data, self.config
-        q, v = d.qpos.copy(), d.qvel.copy()
+        n = self.robot.n
+        q, v = d.qpos[:n].copy(), d.qvel[:n].copy()
         reference = self.scaler.reference()
         (f, f_ref), (slope, _) = _friction_and_slope(np.stack([v, reference[1]]), *self._friction)
         # Implicit friction: damping f'(q̇) here, +f'(q̇)q̇ in qfrc_applied (see module doc).
-        m.dof_damping[:] = np.maximum(slope, 0.0)
+        m.dof_damping[:n] = np.maximum(slope, 0.0)
         mujoco.mj_step1(m, d)
 
         noise = self._rng.standard_normal((3, self.robot.n))
         q_meas = q + cfg.position_noise * noise[0]
         v_meas = v + cfg.velocity_noise * noise[1]
         tau = self._control(q_meas, v_meas, reference, f_ref)
-        d.qfrc_applied[:] = tau - f + m.dof_damping * v
+        d.qfrc_applied[:n] = tau - f + m.dof_damping[:n] * v
         self.time = d.time
         self._apply_forces(q)
         mujoco.mj_step2(m, d)

@@ -80,6 +80,29 @@ def _joint(body: ET.Element, robot: RobotModel, j: int) -> None:
     ET.SubElement(body, 'joint', **attrs)
 
 
+def _obstacle(world: ET.Element, obstacle: Obstacle) -> None:
+    """A fixed obstacle as a geom of the world; one with a mass as a body sliding along its
+    own x axis on a spring (`Obstacle`), its joint named like its geom."""
+    name = OBSTACLE_PREFIX + obstacle.name
+    pose = {'pos': _fmt(obstacle.position),
+            'quat': _quat(rotation_from_rpy(obstacle.rpy, f'obstacle {obstacle.name} rpy'))}
+    contact = {'condim': str(obstacle.condim)}
+    if obstacle.solref is not None:
+        contact['solref'] = _fmt(obstacle.solref)
+    if obstacle.solimp is not None:
+        contact['solimp'] = _fmt(obstacle.solimp)
+    parent, geom_pose = world, pose
+    if obstacle.mass > 0.0:
+        parent = ET.SubElement(world, 'body', name=name, gravcomp='1', **pose)  # held up
+        geom_pose = {}
+        ET.SubElement(parent, 'joint', name=name, type='slide', axis='1 0 0',
+                      stiffness=repr(obstacle.spring), damping=repr(obstacle.spring_damping))
+        ET.SubElement(parent, 'inertial', pos='0 0 0', mass=repr(obstacle.mass),
+                      diaginertia=_fmt([obstacle.mass * 1e-3] * 3))
+    ET.SubElement(parent, 'geom', name=name, type=obstacle.shape, size=_fmt(obstacle.size),
+                  contype='0', conaffinity='1', rgba='0.8 0.3 0.2 0.6', **geom_pose, **contact)
+
+
 def build_mjcf(robot: RobotModel, obstacles: list[Obstacle], config: SimConfig) -> str:
     """MJCF of the robot on its F/T sensor, the obstacles and the floor; world = base frame."""
     model = robot.model
@@ -99,11 +122,6 @@ def build_mjcf(robot: RobotModel, obstacles: list[Obstacle], config: SimConfig) 
         ET.SubElement(world, 'geom', name=FLOOR, type='box', size='5 5 0.005',
                       pos=_fmt([0, 0, lidar.floor_height - 0.005]), contype='0',
                       conaffinity='0', rgba='0.5 0.5 0.5 1')
-    for obstacle in obstacles:
-        ET.SubElement(world, 'geom', name=OBSTACLE_PREFIX + obstacle.name, type=obstacle.shape,
-                      size=_fmt(obstacle.size), pos=_fmt(obstacle.position),
-                      quat=_quat(rotation_from_rpy(obstacle.rpy, f'obstacle {obstacle.name} rpy')),
-                      contype='0', conaffinity='1', rgba='0.8 0.3 0.2 0.6')
 
     bodies = {0: world}
     # Massless body between the base and joint 1: the F/T sensor measures its link to the world.
@@ -127,6 +145,8 @@ def build_mjcf(robot: RobotModel, obstacles: list[Obstacle], config: SimConfig) 
         joint = geometry.parentJoint
         _robot_geom(assets, bodies[joint], geometry,
                     base_inverse * geometry.placement if joint == 0 else geometry.placement)
+    for obstacle in obstacles:  # after the arm: its joints are the first in qpos
+        _obstacle(world, obstacle)
     sensors = ET.SubElement(root, 'sensor')
     ET.SubElement(sensors, 'force', site=FT_SITE)
     ET.SubElement(sensors, 'torque', site=FT_SITE)

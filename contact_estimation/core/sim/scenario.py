@@ -50,14 +50,26 @@ class PointForce:
 
 @dataclass(frozen=True)
 class Obstacle:
-    """A fixed solid the arm can hit: MuJoCo sizes (box: half extents; sphere: radius;
-    capsule, cylinder: radius and half length along the obstacle's z), pose in the base frame."""
+    """A solid the arm can hit: MuJoCo sizes (box: half extents; sphere: radius; capsule,
+    cylinder: radius and half length along the obstacle's z), pose in the base frame.
+
+    Fixed to the world unless `mass` > 0 (kg): then it slides along its own x axis, held at
+    its pose by a spring of `spring` N/m and `spring_damping` N·s/m, its weight compensated
+    (a body part that recoils, held up by its person).
+    `solref` / `solimp`: MuJoCo's contact parameters for its contacts (None: MuJoCo's
+    defaults); `condim` 1 makes them frictionless."""
 
     name: str
     shape: str
     size: tuple
     position: np.ndarray
     rpy: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    mass: float = 0.0
+    spring: float = 0.0
+    spring_damping: float = 0.0
+    solref: tuple | None = None
+    solimp: tuple | None = None
+    condim: int = 3
 
 
 @dataclass

@@ -1,0 +1,377 @@
+"""Power and force limiting (issue 38) on the simulated cobot, ROS-free: the true contact force
+on compliant body parts against ISO/TS 15066's limits, with and without the speed limit, and
+the online force check (estimated force against the truth).
+
+The body parts (core/contact/pfl.py, BODY_REGIONS): hand, lower arm, chest, thigh, a sphere
+of 4, 4, 12, 8 cm under the Panda's gripper, touched by the arm descending onto it (the hand's
+fingers lead). Each contact is MuJoCo's soft contact in its direct form, frictionless
+(condim 1): solref = (−k/μ, −b/μ), solimp d = 0.99 flat. MuJoCo's solref is a reference
+acceleration, not a force: the contact force is μ (k_in r + b_in ṙ) with μ the reduced mass
+its constraint sees (1/μ = 1/m_R + 1/m_H, m_R the arm's mass at the contact point along the
+approach, `pfl.effective_mass`), so k_in = k/μ makes it a spring of the region's k (N/m)
+between the arm and the part; b: a damping ratio of 0.1 in the contact's own oscillation.
+`calibration` checks it: the peak force of a free collision against v √(μ k).
+
+1. Impacts: the part is a free body of mass m_H sliding along the approach (gravity
+   compensated: a person holds it), held at its place by a spring of 1 Hz (ζ = 0.5). The arm
+   approaches it at 0.2-1 m/s (a constant joint velocity that moves the flange straight down
+   at the contact, after a 0.25 s smooth start), the suite's reaction in the loop (momentum
+   observer → CollisionDetector, ψ_0 = 4 N·m → TimeScaling's f_S, as core/sim/harness.py).
+   With the speed limit, every 10 ms (the proximity check's 100 Hz) the robot sphere with the
+   smallest margin to the part (LinkSurfaces, as the proximity monitor) gives v_max =
+   `permissible_speeds` at its centre along the direction to the part, and
+   `approach_speed_scale` the scale of the planned (unscaled) reference that keeps the
+   sphere's approach ≤ v_max; the reference's time scaling is the smaller of it and f_S (the
+   monitor's limit from halfway into its warning zone on, w = 1; its protective-distance stop
+   is left out: it would stop the arm before any contact, this measures the second layer).
+   True peak |F| on the part within `transient_time` of the onset against the transient
+   limit, after it against the quasi-static limit.
+2. Quasi-static pushes: the part fixed (a body part clamped against a table, infinite mass),
+   the arm pressing its reference into it (true forces ~0.55-1.6 × the quasi-static limit) over
+   0.4 s and holding it (≥ 0.8 s), the detector not reacting (the push is the test).
+Every contact (impacts and pushes) also feeds the online check as the suite runs it: the base
+F/T's contact wrench from `MomentumWrenchObserver` (the F/T estimator's, K = observer_gain),
+at most `max_rate` (100 Hz) estimates while |F̂| ≥ 5 N, `ContactOnset` and `PflCheck` with
+the part as the tracked body part. Stopped `pfl`: some check over. Against the truth: the
+true margin max(peak / limit) over both phases; the estimate's error at the peak (the
+largest estimate against the true peak) and, for pushes, over the hold (medians).
+
+    PYTHONPATH=$PWD MUJOCO_GL=egl nice -n 10 .venv/bin/python benchmarks/pfl_sim.py [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from contact_estimation.core.chain.contact_class import TouchConfig
+from contact_estimation.core.chain.detector import CollisionDetector, DetectorConfig
+from contact_estimation.core.chain.residual import make_residual
+from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
+from contact_estimation.core.contact.ft_compensation import (BaseWrenchCompensator,
+                                                             MomentumWrenchObserver)
+from contact_estimation.core.contact.ft_contact_stream import FtEstimatorConfig
+from contact_estimation.core.contact.pfl import (BODY_REGIONS, QUASI_STATIC, TRANSIENT,
+                                                 BodyPart, ContactOnset, PflCheck, PflConfig,
+                                                 approach_speed_scale, effective_mass,
+                                                 permissible_speeds, reduced_mass)
+from contact_estimation.core.identification.trajectory import WaypointTrajectory
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces
+from contact_estimation.core.sim.cobot import SimulatedCobot
+from contact_estimation.core.sim.config import SimConfig
+from contact_estimation.core.sim.mjcf import OBSTACLE_PREFIX
+from contact_estimation.core.sim.scenario import Obstacle, Scenario
+
+PARTS = {'hand_fingers': 0.04, 'lower_arm_wrist': 0.04, 'chest': 0.12, 'thigh_knee': 0.08}  # m
+SPEEDS = (0.2, 0.4, 0.6, 0.8, 1.0)      # m/s planned at the contact
+Q_CONTACT = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785])  # flange above the part, down
+DOWN = np.array([0.0, 0.0, -1.0])
+FINGER_REACH = 0.11     # m below the flange to the fingertips: the part's top sits here
+START, LEAD = 0.25, 0.1  # s of smooth start, s at full speed before the contact
+AFTER = 0.6             # s simulated after the planned contact
+CONTACT_DAMPING, HOLD_HZ, HOLD_DAMPING = 0.1, 1.0, 0.5
+SOLIMP = (0.99, 0.99, 0.001, 0.5, 2.0)
+PUSH_RAMP, PUSH_HOLD, PUSH_ABOVE = 0.4, 0.8, 0.01   # s, s, m above the contact at the start
+# Aimed-at forces, share of the quasi-static limit: the controller presses ~1.35 × harder than
+# the depth computed from its nominal stiffness m_R ω_n² asks (its feedforward and gravity
+# terms), so the true forces spread over ~0.55-1.6 × the limit.
+PUSH_AIM = (0.4, 1.2)
+ESTIMATE_FLOOR = 5.0    # N: an estimate this large is a contact the suite checks
+CHECK_PERIOD = 0.01     # s: the proximity check's period (100 Hz)
+PSI = 4.0               # N·m, the detector's threshold on every joint (seed 001)
+
+
+@dataclass
+class Run:
+    region: str
+    kind: str           # 'impact' or 'push'
+    limited: bool
+    planned: float      # m/s planned (impact) or N aimed at (push)
+    speed: float        # m/s of the arm toward the part at the onset
+    v_max: float        # m/s, the speed limit at the onset (nan without it)
+    model: float        # N, v √(μ k) at the speed at onset (Annex A.3.2's free collision)
+    peak: dict          # phase → true peak |F| (N)
+    estimate_peak: float
+    hold_error: float   # median relative error of the estimate over the hold (pushes)
+    stopped: bool       # some PflCheck over
+    checks: int
+
+
+class ConstantApproach:
+    """q(t) = q_c + φ(t) dq: a straight line in joint space through `q_c` whose tangent
+    moves the flange along `direction` at φ̇ m/s there; φ̇ rises smoothly from 0 to `speed`
+    over START s, reaching q_c at START + LEAD."""
+
+    def __init__(self, robot: RobotModel, q_c: np.ndarray, direction: np.ndarray, speed: float):
+        jacobian = robot.jacobian(q_c, robot.tip_link)
+        self.q_c, self.speed = q_c, speed
+        self.dq = np.linalg.pinv(jacobian) @ np.concatenate([direction, np.zeros(3)])
+        self.start = -(speed * (START / 2 + LEAD))
+        self.duration = START + LEAD + AFTER
+
+    def sample(self, t: float):
+        s = min(max(t / START, 0.0), 1.0)
+        blend = s ** 3 * (10 - 15 * s + 6 * s ** 2)
+        phi = self.start + self.speed * START * (2.5 * s ** 4 - 3 * s ** 5 + s ** 6)
+        phi += self.speed * max(t - START, 0.0)
+        rate = self.speed * blend
+        acceleration = self.speed * 30 * s ** 2 * (1 - s) ** 2 / START if s < 1 else 0.0
+        return self.q_c + phi * self.dq, rate * self.dq, acceleration * self.dq
+
+
+def part_centre(robot: RobotModel, radius: float) -> np.ndarray:
+    _, flange = robot.link_pose(Q_CONTACT, robot.tip_link)
+    return flange + (FINGER_REACH + radius) * DOWN
+
+
+def contact_solref(k: float, mass: float) -> tuple[float, float]:
+    """(−k/μ, −b/μ): MuJoCo's direct solref for a spring k (N/m) and damping ratio
+    CONTACT_DAMPING between bodies of reduced mass `mass` (module doc)."""
+    b = 2 * CONTACT_DAMPING * math.sqrt(k * mass)
+    return -k / mass, -b / mass
+
+
+def obstacle(robot: RobotModel, region: str, free: bool) -> tuple[Obstacle, float]:
+    """The body part (free: mass m_H on its holding spring; else fixed) and the arm's m_R at
+    the fingertips along the approach."""
+    body, radius = BODY_REGIONS[region], PARTS[region]
+    centre = part_centre(robot, radius)
+    m_r = effective_mass(robot, Q_CONTACT, robot.tip_link, centre - radius * DOWN, DOWN)
+    mass = reduced_mass(body.effective_mass, m_r) if free else m_r
+    hold = body.effective_mass * (2 * math.pi * HOLD_HZ) ** 2
+    # The part's x axis along the approach (down): pitch π/2.
+    return Obstacle(region, 'sphere', (radius,), centre, np.array([0.0, math.pi / 2, 0.0]),
+                    mass=body.effective_mass if free else 0.0, spring=hold if free else 0.0,
+                    spring_damping=2 * HOLD_DAMPING * math.sqrt(hold * body.effective_mass),
+                    solref=contact_solref(body.stiffness, mass), solimp=SOLIMP,
+                    condim=1), m_r
+
+
+def part_force(sim: SimulatedCobot) -> float:
+    """|F| (N) the arm exerts on the part: the sum over its contacts."""
+    total = np.zeros(3)
+    for contact in sim.true_contacts():
+        rotation, _ = sim.robot.link_pose(sim.q, contact.link)
+        total += rotation @ contact.force
+    return float(np.linalg.norm(total))
+
+
+class SpeedLimit:
+    """The proximity monitor's power and force limit on one tracked part (module doc)."""
+
+    def __init__(self, robot: RobotModel, surfaces: LinkSurfaces, region: str,
+                 centre: np.ndarray, radius: float):
+        self.robot, self.surfaces = robot, surfaces
+        self.region, self.centre, self.radius = region, centre, radius
+
+    def scale(self, q: np.ndarray, planned_velocity: np.ndarray) -> tuple[float, float, float]:
+        """(scale, v_max, planned approach speed) at q for the planned joint velocity."""
+        centres = self.surfaces.sphere_centres(q)
+        offset = self.centre - centres
+        distance = np.linalg.norm(offset, axis=1)
+        nearest = int(np.argmin(distance - self.surfaces.sphere_radii))
+        u = offset[nearest] / distance[nearest]
+        step = 1e-4
+        velocity = (self.surfaces.sphere_centres(q + step * planned_velocity)[nearest]
+                    - centres[nearest]) / step
+        link = self.surfaces.links[self.surfaces.sphere_link[nearest]]
+        v_max = float(permissible_speeds(self.robot, q, [link], [centres[nearest]], [u],
+                                         [(self.region,)])[0])
+        approach, scale = approach_speed_scale(velocity, u, v_max)
+        return scale, v_max, approach
+
+
+class OnlineCheck:
+    """The suite's check of one contact: F/T momentum observer → estimates at max_rate while
+    |F̂| ≥ ESTIMATE_FLOOR → ContactOnset → PflCheck against the part."""
+
+    def __init__(self, robot: RobotModel, part: BodyPart):
+        stream = FtEstimatorConfig()
+        self.observer = MomentumWrenchObserver(BaseWrenchCompensator(robot), stream.observer_gain)
+        self.period = 1.0 / stream.max_rate
+        self.check, self.part = PflCheck(PflConfig()), part
+        self.onset = ContactOnset(PflConfig().contact_gap)
+        self._slot = -1
+        self.results, self.estimates = [], []   # PflResult; (t, |F̂|) of every sample
+
+    def update(self, t: float, sim: SimulatedCobot, q: np.ndarray, v: np.ndarray) -> None:
+        wrench = self.observer.update(t, np.concatenate(sim.ft_wrench()), q, v)
+        force = wrench[:3]
+        magnitude = float(np.linalg.norm(force))
+        self.estimates.append((t, magnitude))
+        slot = int(math.floor(t / self.period + 1e-6))
+        if magnitude < ESTIMATE_FLOOR or slot == self._slot:
+            return
+        self._slot = slot
+        point = self.part.points[0] + PARTS[self.part.regions[0]] * -DOWN
+        self.results.append(self.check.check('panda_hand', point, force, t, self.onset(t),
+                                             [self.part]))
+
+
+def simulate(robot, surfaces, region: str, kind: str, planned: float, limited: bool,
+             rng) -> Run:
+    """One contact (module doc): an impact at `planned` m/s, or a push aiming at `planned` N."""
+    free = kind == 'impact'
+    part, m_r = obstacle(robot, region, free)
+    if free:
+        trajectory = ConstantApproach(robot, Q_CONTACT, DOWN, planned)
+        seconds = trajectory.duration
+    else:
+        body = BODY_REGIONS[region]
+        controller = m_r * SimConfig().natural_frequency ** 2   # N/m along the approach
+        depth = planned * (1 / body.stiffness + 1 / controller)
+        line = ConstantApproach(robot, Q_CONTACT, DOWN, 1.0)
+        trajectory = WaypointTrajectory([Q_CONTACT - PUSH_ABOVE * line.dq,
+                                         Q_CONTACT + depth * line.dq], [PUSH_RAMP])
+        seconds = PUSH_RAMP + PUSH_HOLD + 0.1
+    sim = SimulatedCobot(robot, trajectory, Scenario(obstacles=[part]))
+    residual = make_residual('momentum_observer', robot, friction_model='continuous',
+                             friction_params=sim.config.friction)
+    detector = CollisionDetector(DetectorConfig.build(robot.joint_names, hold_time=1.0,
+                                                      thresholds_position=PSI),
+                                 TouchConfig(), robot)
+    reaction = TimeScaling(TimeScalingConfig())
+    limit = (SpeedLimit(robot, surfaces, region, part.position, PARTS[region]) if limited
+             else None)
+    check = OnlineCheck(robot, BodyPart(region, (region,), part.position[None, :]))
+    pfl_scale, v_max, onset, speed = 1.0, math.nan, None, math.nan
+    forces = []
+    joint = OBSTACLE_PREFIX + region
+    part_velocity = (sim.model.jnt_dofadr[sim.model.joint(joint).id] if free else None)
+    for k in range(int(seconds / sim.dt)):
+        if limit is not None and k % round(CHECK_PERIOD / sim.dt) == 0 and onset is None:
+            planned_velocity = trajectory.sample(sim.scaler.path_time)[1]
+            pfl_scale, v_max, _ = limit.scale(sim.data.qpos[:robot.n].copy(), planned_velocity)
+        sim.step()
+        q, v, tau = sim.joint_state()
+        tau_ext = residual.update(sim.time, q, v, tau)
+        state = detector.update(sim.time, tau_ext, v, None, position=q)
+        f_s = reaction.react(sim.time, state, tau_ext, v) if free else 1.0
+        sim.set_time_scaling(min(f_s, pfl_scale))
+        force = part_force(sim)
+        if onset is None and force > 0.0:
+            onset = sim.time
+            flange_velocity = robot.point_jacobian(sim.q, robot.tip_link, np.zeros(3)) @ sim.v
+            part_speed = sim.data.qvel[part_velocity] if free else 0.0
+            speed = float(flange_velocity @ DOWN - part_speed)
+        forces.append((sim.time, force))
+        check.update(sim.time, sim, q, v)
+    body = BODY_REGIONS[region]
+    model = speed * math.sqrt(reduced_mass(body.effective_mass, m_r) * body.stiffness)
+    return score(region, kind, planned, limited, speed, v_max, model, onset, np.array(forces),
+                 check)
+
+
+def score(region, kind, planned, limited, speed, v_max, model, onset, forces, check) -> Run:
+    transient_time = PflConfig().transient_time
+    peak = {TRANSIENT: 0.0, QUASI_STATIC: 0.0}
+    if onset is not None:
+        after = forces[:, 0] - onset
+        peak[TRANSIENT] = float(forces[(after >= 0) & (after < transient_time), 1].max())
+        late = after >= transient_time
+        peak[QUASI_STATIC] = float(forces[late, 1].max()) if late.any() else 0.0
+    estimates = np.array(check.estimates)
+    hold_error = math.nan
+    if kind == 'push':
+        hold = forces[:, 0] >= forces[-1, 0] - PUSH_HOLD + 0.3
+        truth = forces[hold, 1]
+        hold_error = float(np.median((estimates[hold, 1] - truth) / truth))
+    return Run(region, kind, limited, planned, speed, v_max, model, peak,
+               float(estimates[:, 1].max()), hold_error,
+               any(r.over for r in check.results), len(check.results))
+
+
+def margin(run: Run) -> float:
+    """The true peak over its limit, the larger of the two phases."""
+    body = BODY_REGIONS[run.region]
+    return max(run.peak[phase] / body.force_limit(phase) for phase in run.peak)
+
+
+def impact_table(runs: list[Run]) -> None:
+    print('\nImpacts: true peak |F| on the part within 0.5 s of the onset (transient limit), '
+          'the arm at the planned speed, and with the speed limit:\n')
+    print('| region | F_T N | planned m/s | without: speed at onset m/s | peak N | over | '
+          'with: v_max m/s | speed at onset | peak N | over |')
+    print('|---|---|---|---|---|---|---|---|---|---|')
+    by_key = {(r.region, r.planned, r.limited): r for r in runs if r.kind == 'impact'}
+    for region in PARTS:
+        limit = BODY_REGIONS[region].transient_force
+        for speed in sorted({key[1] for key in by_key if key[0] == region}):
+            free, held = by_key[(region, speed, False)], by_key[(region, speed, True)]
+            cells = []
+            for run in (free, held):
+                over = 'yes' if run.peak[TRANSIENT] > limit else 'no'
+                lead = [f'{run.v_max:.2f}'] if run.limited else []
+                cells += lead + [f'{run.speed:.2f}', f'{run.peak[TRANSIENT]:.0f}', over]
+            print(f'| {region} | {limit:.0f} | {speed:.1f} | ' + ' | '.join(cells) + ' |')
+    for limited in (False, True):
+        chosen = [r for r in runs if r.kind == 'impact' and r.limited == limited]
+        over = sum(r.peak[TRANSIENT] > BODY_REGIONS[r.region].transient_force for r in chosen)
+        print(f'\n{"with" if limited else "without"} the speed limit: {over} of {len(chosen)} '
+              f'impacts over the transient limit', end='')
+    print()
+
+
+def check_table(runs: list[Run]) -> None:
+    print('\nOnline check against the truth (every contact; true margin = true peak / limit, '
+          'the larger phase):\n')
+    print('| region | contacts | over (true > 1) | stopped pfl | 0.9-1 | under 0.9 | stopped '
+          '(false) | peak estimate error median / p90 | hold error median / p90 | '
+          'within ±10 % (hold) |')
+    print('|---|---|---|---|---|---|---|---|---|---|')
+    for region in list(PARTS) + ['all']:
+        chosen = [r for r in runs if region in ('all', r.region)]
+        margins = np.array([margin(r) for r in chosen])
+        stopped = np.array([r.stopped for r in chosen])
+        over, under = margins > 1.0, margins < 0.9
+        peak_error = np.array([(r.estimate_peak - max(r.peak.values())) / max(r.peak.values())
+                               for r in chosen if max(r.peak.values()) > 0])
+        hold = np.array([r.hold_error for r in chosen if r.kind == 'push'])
+        within = f'{np.mean(np.abs(hold) <= 0.1):.0%} of {len(hold)}' if len(hold) else '-'
+        print(f'| {region} | {len(chosen)} | {over.sum()} | {(stopped & over).sum()} | '
+              f'{(~over & ~under).sum()} | {under.sum()} | {(stopped & under).sum()} | '
+              f'{percentiles(peak_error)} | {percentiles(hold)} | {within} |')
+
+
+def percentiles(errors: np.ndarray) -> str:
+    if not len(errors):
+        return '-'
+    return (f'{100 * np.median(errors):+.1f} % / '
+            f'{100 * np.percentile(np.abs(errors), 90):.1f} %')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--quick', action='store_true', help='3 speeds, 4 pushes a region')
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--every', type=int, default=5, help='a progress line per N runs')
+    args = parser.parse_args()
+    robot = RobotModel.load('panda')
+    surfaces = LinkSurfaces(robot)
+    rng = np.random.default_rng(args.seed)
+    speeds = (0.2, 0.6, 1.0) if args.quick else SPEEDS
+    pushes = 4 if args.quick else 16
+    plan = [(region, 'impact', speed, limited) for region in PARTS for speed in speeds
+            for limited in (False, True)]
+    for region in PARTS:
+        limit = BODY_REGIONS[region].quasi_static_force
+        plan += [(region, 'push', float(rng.uniform(*PUSH_AIM)) * limit, False)
+                 for _ in range(pushes)]
+    runs, started = [], time.monotonic()
+    for i, (region, kind, planned, limited) in enumerate(plan):
+        runs.append(simulate(robot, surfaces, region, kind, planned, limited, rng))
+        if (i + 1) % args.every == 0 or i + 1 == len(plan):
+            print(f'... {i + 1}/{len(plan)} runs, {time.monotonic() - started:.0f} s',
+                  file=sys.stderr, flush=True)
+    impact_table(runs)
+    check_table(runs)
+
+
+if __name__ == '__main__':
+    main()
