@@ -279,7 +279,7 @@ def score(region, kind, planned, limited, speed, v_max, model, onset, forces, ch
     estimates = np.array(check.estimates)
     hold_error = math.nan
     if kind == 'push':
-        hold = forces[:, 0] >= forces[-1, 0] - PUSH_HOLD + 0.3
+        hold = (forces[:, 0] >= forces[-1, 0] - PUSH_HOLD + 0.3) & (forces[:, 1] > 0.0)
         truth = forces[hold, 1]
         hold_error = float(np.median((estimates[hold, 1] - truth) / truth))
     return Run(region, kind, limited, planned, speed, v_max, model, peak,
@@ -325,8 +325,8 @@ def check_table(runs: list[Run]) -> None:
           '(false) | peak estimate error median / p90 | hold error median / p90 | '
           'within ±10 % (hold) |')
     print('|---|---|---|---|---|---|---|---|---|---|')
-    for region in list(PARTS) + ['all']:
-        chosen = [r for r in runs if region in ('all', r.region)]
+    for region in list(PARTS) + ['impact', 'push', 'all']:
+        chosen = [r for r in runs if region in ('all', r.region, r.kind)]
         margins = np.array([margin(r) for r in chosen])
         stopped = np.array([r.stopped for r in chosen])
         over, under = margins > 1.0, margins < 0.9
@@ -337,6 +337,15 @@ def check_table(runs: list[Run]) -> None:
         print(f'| {region} | {len(chosen)} | {over.sum()} | {(stopped & over).sum()} | '
               f'{(~over & ~under).sum()} | {under.sum()} | {(stopped & under).sum()} | '
               f'{percentiles(peak_error)} | {percentiles(hold)} | {within} |')
+    print('\nOver the limit, not stopped:\n')
+    for run in runs:
+        if margin(run) > 1.0 and not run.stopped:
+            unit = 'm/s' if run.kind == 'impact' else 'N aimed'
+            limit = 'on' if run.limited else 'off'
+            print(f'- {run.region} {run.kind} ({run.planned:.1f} {unit}, speed limit {limit}): '
+                  f'true peak '
+                  f'{run.peak[TRANSIENT]:.0f} N transient / {run.peak[QUASI_STATIC]:.0f} N after, '
+                  f'margin {margin(run):.2f}; largest estimate {run.estimate_peak:.0f} N')
 
 
 def percentiles(errors: np.ndarray) -> str:

@@ -356,3 +356,48 @@ def test_time_scaler_plays_the_path_on_the_scaled_clock(robot):
         scaler.advance()
     assert scaler.path_time == 0.0
     np.testing.assert_allclose(scaler.reference()[1], 0.0)
+
+
+def test_a_moving_compliant_obstacle_recoils_and_bears_the_spring_force_of_its_stiffness(robot):
+    """A part of mass m on a soft holding spring, contact spring k (solref in MuJoCo's direct
+    form, k / μ), hit by the sweeping hand: it recoils, the arm's dynamics still agree with
+    its τ_ext, and the peak force is the two-mass spring's v √(μ k) (Annex A.3.2 of ISO/TS
+    15066; benchmarks/pfl_sim.py relies on it). The arm's joints stay the first in qpos."""
+    from contact_estimation.core.contact.pfl import effective_mass, reduced_mass
+    from contact_estimation.core.sim.scenario import Obstacle
+    end = POSE.copy()
+    end[0] = 0.8
+    sweep = WaypointTrajectory([POSE, end], [1.0])
+    q_hit = sweep.sample(0.5)[0]
+    hand = robot.link_pose(q_hit, 'panda_hand')[1]
+    direction = robot.point_jacobian(q_hit, 'panda_hand', np.zeros(3)) @ sweep.sample(0.5)[1]
+    direction /= np.linalg.norm(direction)
+    mass, k = 0.6, 75_000.0
+    mu = reduced_mass(mass, effective_mass(robot, q_hit, 'panda_hand', hand, direction))
+    yaw = np.arctan2(direction[1], direction[0])
+    part = Obstacle('part', 'sphere', (0.04,), hand + 0.12 * direction,
+                    np.array([0.0, 0.0, yaw]), mass=mass, spring=mass * (2 * np.pi) ** 2,
+                    solref=(-k / mu, -0.2 * np.sqrt(k * mu) / mu),
+                    solimp=(0.99, 0.99, 0.001, 0.5, 2.0), condim=1)
+    sim = SimulatedCobot(robot, sweep, Scenario(obstacles=[part]), SimConfig(**NOISELESS))
+    first, speed, rows = [], None, []   # |F| over the first impact, until it lets go
+    for _ in range(900):
+        sim.step()
+        rows.append((sim.q, sim.v, sim.tau, sim.true_external_torque()))
+        force = sum(np.linalg.norm(c.force) for c in sim.true_contacts())
+        if force and speed is None:
+            speed = float(robot.point_jacobian(sim.q, 'panda_hand', np.zeros(3)) @ sim.v
+                          @ direction)
+        if speed is not None and (not first or first[-1] > 0.0):
+            first.append(force)
+    peak = max(first)
+    assert speed is not None and speed > 0.3
+    assert sim.data.qpos[robot.n] > 0.01                       # the part recoiled
+    assert abs(peak - speed * np.sqrt(mu * k)) < 0.15 * speed * np.sqrt(mu * k)
+    # The arm's dynamics with the part's joint after its own (as `_check_dynamics`, exact)
+    q, v, tau, tau_ext = (np.array(x) for x in zip(*rows))
+    rigid = np.array([robot.rnea(q[i], v[i], (v[i + 1] - v[i]) / sim.dt)
+                      for i in range(len(v) - 1)])
+    f, slope = _friction_and_slope(v[:-1], *sim._friction)
+    implicit = rigid + f + np.maximum(slope, 0.0) * (v[1:] - v[:-1]) - tau[:-1]
+    np.testing.assert_allclose(implicit, tau_ext[:-1], atol=1e-4)
