@@ -46,7 +46,6 @@ import sys
 import time
 from dataclasses import dataclass
 
-import mujoco
 import numpy as np
 
 from contact_estimation.core.chain.contact_class import TouchConfig

@@ -58,22 +58,25 @@ def _run(sim: SimulatedCobot, steps: int):
     return q, v, tau, tau_ext
 
 
-def _check_dynamics(sim, q, v, tau, tau_ext) -> None:
+def _check_dynamics(sim, q, v, tau, tau_ext, estimate_share: float | None = 0.01) -> None:
     """τ_ext = M q̈ + C q̇ + g + f − τ from the model (RobotModel.rnea, q̈ the velocity change
     of each step) against the ground truth.
 
     Exact (to solver precision) with friction as the simulator integrates it: implicitly,
     linearised about the step's start velocity (module doc of sim_cobot). With the friction
     of the step's end velocity, as an estimator with the true friction model would use it,
-    the error stays at a percent of τ_ext (impacts that cross the Coulomb slope in one step)."""
+    the error stays within `estimate_share` of τ_ext (impacts that cross the Coulomb slope in
+    one step; None: not checked)."""
     a = np.diff(v, axis=0) / sim.dt
     rigid = np.array([sim.robot.rnea(q[k], v[k], a[k]) for k in range(len(a))])
     f, slope = _friction_and_slope(v[:-1], *sim._friction)
     implicit = rigid + f + np.maximum(slope, 0.0) * (v[1:] - v[:-1]) - tau[:-1]
     np.testing.assert_allclose(implicit, tau_ext[:-1], atol=1e-4)
+    if estimate_share is None:
+        return
     estimate = rigid + sim.friction(v[1:]) - tau[:-1]
     error = estimate - tau_ext[:-1]
-    assert np.sqrt(np.mean(error ** 2)) < 0.01 * np.sqrt(np.mean(tau_ext ** 2))
+    assert np.sqrt(np.mean(error ** 2)) < estimate_share * np.sqrt(np.mean(tau_ext ** 2))
 
 
 # ------------------------------------------------------------------------- dynamics
@@ -394,10 +397,5 @@ def test_a_moving_compliant_obstacle_recoils_and_bears_the_spring_force_of_its_s
     assert speed is not None and speed > 0.3
     assert sim.data.qpos[robot.n] > 0.01                       # the part recoiled
     assert abs(peak - speed * np.sqrt(mu * k)) < 0.15 * speed * np.sqrt(mu * k)
-    # The arm's dynamics with the part's joint after its own (as `_check_dynamics`, exact)
-    q, v, tau, tau_ext = (np.array(x) for x in zip(*rows))
-    rigid = np.array([robot.rnea(q[i], v[i], (v[i + 1] - v[i]) / sim.dt)
-                      for i in range(len(v) - 1)])
-    f, slope = _friction_and_slope(v[:-1], *sim._friction)
-    implicit = rigid + f + np.maximum(slope, 0.0) * (v[1:] - v[:-1]) - tau[:-1]
-    np.testing.assert_allclose(implicit, tau_ext[:-1], atol=1e-4)
+    # stiff repeated impacts cross the Coulomb slope: only the exact identity holds
+    _check_dynamics(sim, *(np.array(x) for x in zip(*rows)), estimate_share=None)
