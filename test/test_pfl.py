@@ -235,6 +235,18 @@ def test_transient_then_quasi_static_limit():
         assert word in late.reason
 
 
+def test_an_estimate_just_under_the_limit_is_over_it_by_the_estimates_error():
+    """The estimate errs by a few %: from estimate_share (0.95) of the limit it is over, so a
+    true force just over the limit read 3 % low still stops; under 90 % never does."""
+    check = PflCheck()
+    assert check.config.estimate_share == 0.95
+    hand = [HAND]
+    assert check.check('l', AT_HAND, (0.0, 0.97 * 140.0, 0.0), 11.0, 10.0, hand).over
+    assert not check.check('l', AT_HAND, (0.0, 0.9 * 140.0, 0.0), 11.0, 10.0, hand).over
+    exact = PflCheck(PflConfig(estimate_share=1.0))
+    assert not exact.check('l', AT_HAND, (0.0, 0.97 * 140.0, 0.0), 11.0, 10.0, hand).over
+
+
 def test_nearest_part_and_its_strictest_region():
     """Nearer the trunk than the hand: the trunk, whose strictest region is the abdomen."""
     near_trunk = np.array([0.5, 0.35, 0.6])
