@@ -42,7 +42,7 @@ from contact_estimation.commands import demo_model
 from contact_estimation.commands.up import robot_files
 from contact_estimation.core.contact.contact import Contact, contact_error
 from contact_estimation.core.chain.contact_class import IMPACT, TOUCH
-from contact_estimation.core.chain.detector import COLLISION, INVALID, STALE
+from contact_estimation.core.chain.detector import COLLISION, WAITING
 from contact_estimation.launcher import (SIMULATED_CLOCK_NOTE, NodeSet, namespace_arguments,
                                          simulated_clock)
 from contact_estimation.ros import stop_topic
@@ -109,7 +109,9 @@ class TopicMonitor:
         # True contacts, one after another: [onset stamp, receive time, end stamp, receive
         # time] (simulated s; monitor s), the end None while it goes on.
         self.contact_spans: list[list] = []
-        self.stops: list[tuple[float, str, str]] = []  # detector stops: stamp, cause, message
+        # Every stop the detector latched (a collision, stale input, behind, a fault, ...):
+        # stamp, cause, message. The first before the push fails the demo (_verdict).
+        self.stops: list[tuple[float, str, str]] = []
         # With touch on, a collision's hold (f_S = 0) comes on an earlier sample than its latch
         # (docs/collision_events.md `class.hold`): by the collision's stamp.
         self.holds: dict[float, float] = {}
@@ -197,7 +199,7 @@ class TopicMonitor:
             if cause not in CONTACT_CLASSES:  # a change of the stop (not a class decided)
                 self.stamped[_topic('collision_detector', 'stop')].append(
                     (stamp, float(cause != CLEARED)))
-            if cause in (COLLISION, STALE, INVALID):
+            if cause not in (*CONTACT_CLASSES, CLEARED, WAITING):  # a latched stop, any cause
                 self.stops.append((stamp, cause, status.message))
             if cause == TOUCH:
                 self.touches.append((stamp, now))
