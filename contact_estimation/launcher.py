@@ -118,7 +118,7 @@ def parameter_file(values: dict[str, dict[str, object]]) -> str:
 # What `simulated_clock` changes of a node's settings, said by every command that uses it.
 SIMULATED_CLOCK_NOTE = (
     f'on the simulated clock collision_detector max_lag is {SIMULATED_MAX_LAG * 1e3:g} ms, '
-    f'not {MAX_LAG * 1e3:g} ms: the clock steps up to 50 ms ahead of or behind the samples '
+    f'not {MAX_LAG * 1e3:g} ms: the clock is up to 25 ms ahead of or behind the samples '
     '(core/chain/lag.SIMULATED_MAX_LAG)')
 
 

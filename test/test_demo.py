@@ -113,3 +113,35 @@ def test_the_demo_on_a_6_joint_arm_detects_and_locates_the_push(tmp_path):
     with open(out_dir / 'recording_parameters.yaml') as f:
         assert yaml.safe_load(f)['/**']['ros__parameters'] == {'robot': 'ur5'}
     _identified_and_calibrated(out_dir, proc.stdout, 'ur5')
+
+
+def test_a_stop_of_any_cause_latched_before_the_push_fails_the_demo(context):
+    """Issue 37: the demo says plainly when the stop latched before the push it is meant to
+    show, and fails, whatever the cause (here `behind`): the push's collision later changes
+    the latched stop's cause, and was taken for the push detected."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+
+    from contact_estimation.commands.demo import TopicMonitor, _topic, _verdict
+    from contact_estimation.core.chain.contact_class import TOUCH
+    from contact_estimation.core.chain.detector import COLLISION
+    from contact_estimation.ros.conversions import seconds_to_stamp
+
+    def event(stamp: float, cause: str) -> DiagnosticArray:
+        msg = DiagnosticArray(status=[DiagnosticStatus(message=f'{cause} at {stamp}', values=[
+            KeyValue(key='event', value=cause)])])
+        msg.header.stamp = seconds_to_stamp(stamp)
+        return msg
+
+    def verdict(*events: DiagnosticArray) -> tuple[str, bool]:
+        monitor = TopicMonitor(context)
+        try:
+            monitor.contact_spans = [[10.0, 1.0, 11.5, 2.0], [20.0, 3.0, None, None]]
+            for msg in (event(10.3, TOUCH), *events, event(20.015, COLLISION)):
+                monitor._on_event(_topic('collision_detector', 'events'), 0.0, msg)
+            return _verdict(monitor, [TOUCH, COLLISION])
+        finally:
+            monitor.node.destroy_node()
+
+    assert verdict()[1]  # the touch yielded to, the push detected: OK
+    text, shown = verdict(event(15.0, 'behind'))
+    assert not shown and 'stop latched at 15.000 s' in text and 'behind' in text, text

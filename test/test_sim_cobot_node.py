@@ -396,3 +396,34 @@ def test_with_publish_clock_it_is_the_graphs_clock_and_waits_for_the_listener(co
         holds(stamps()[-1])
     finally:
         node.destroy_node()
+
+
+def test_the_clock_ticks_every_clock_period_however_many_steps_a_call_takes(context):
+    """Issue 37: a simulation slower than real time steps a batch of up to max_catch_up per
+    timer call; /clock still advances by at most CLOCK_PERIOD at a time, so no node sees the
+    clock a batch behind its newest samples or a batch ahead of its oldest (the detector took
+    that spread for a paused input). Here every call is a 50-step batch (timer_period 50 ms)."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rosgraph_msgs.msg import Clock
+
+    from contact_estimation.nodes.sim_cobot import CLOCK_PERIOD, SimCobotNode
+    listener = Listener(context)
+    clocks = []
+    listener.node.create_subscription(
+        Clock, '/clock', lambda m: clocks.append(stamp_to_seconds(m.clock)),
+        QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+    node = SimCobotNode(context=context, parameter_overrides=[
+        Parameter('publish_rate', value=PUBLISH_RATE), Parameter('publish_clock', value=True),
+        Parameter('lockstep.lead', value=0.0), Parameter('timer_period', value=0.05)])
+    listener.executor.add_node(node)
+    states = listener.received['joint_states']
+    try:
+        assert spin_until(listener.executor, lambda: len(clocks) > 50 and len(states) > 50,
+                          TIMEOUT)
+        steps = np.diff(clocks)
+        assert np.all(steps >= 0.0)
+        assert steps.max() <= CLOCK_PERIOD + 1e-6, (
+            f'/clock stepped {steps.max() * 1e3:.1f} ms at once (CLOCK_PERIOD '
+            f'{CLOCK_PERIOD * 1e3:g} ms)')
+    finally:
+        node.destroy_node()

@@ -21,9 +21,15 @@ Pace: a timer steps the physics as many steps as wall time requires, publishing 
 driver samples (every `rate / publish_rate`-th without jitter); stamps are start time +
 simulated time of the sampled step. When it falls more than `max_catch_up` behind:
 - with `publish_clock` (the demo, the tests and the benchmarks), it is the graph's clock:
-  /clock carries the simulated time before each batch of steps, every node runs with
-  use_sim_time, and the simulation just runs slower than real time, with no gap in the
-  stamps: the whole graph slows together (the f_S timeout is on simulated time too). It also
+  /clock carries the simulated time reached before each CLOCK_PERIOD (5 ms) of steps, every
+  node runs with use_sim_time, and the simulation just runs slower than real time, with no
+  gap in the stamps: the whole graph slows together (the f_S timeout is on simulated time
+  too). The clock ticks every CLOCK_PERIOD however long a timer call's batch of steps is (up
+  to `max_catch_up` once behind): a node judges a sample's stamp against the clock it last
+  received, so a clock that stepped a whole batch at once was a batch behind the newest
+  samples and, once the next batch's clock came before all of them were taken, a batch
+  ahead of the oldest: a spread of two batches, 100 ms at 50 ms batches, which the detector
+  took for a paused input (`stale_input`) on a loaded machine (issue 37). It also
   starts only once the listener subscribes and runs at most `lockstep.lead` ahead of the
   samples the listener has taken (its joint-state output, core/sim/realtime.Lockstep): a
   suite that starts late or falls behind slows the simulation instead of losing samples;
@@ -65,6 +71,10 @@ from contact_estimation.ros.suite_node import SuiteNode
 NAME = 'sim_cobot'
 
 LOAD_PERIOD = 1.0     # s between CPU load figures on /diagnostics
+# s of simulated time between two /clock messages with `publish_clock`, however many steps one
+# timer call takes: the clock is never further than this behind the newest sample (module
+# docstring, "Pace").
+CLOCK_PERIOD = 0.005
 EFFORT_SOURCES = ('joint_torque', 'motor_current')  # driver.effort
 
 
@@ -125,6 +135,7 @@ class SimCobotNode(SuiteNode):
         rate = self.value('rate')
         self._lidar_every = round(rate / self.value('lidar.rate'))
         self._max_catch_up = max(1, round(self.value('max_catch_up') * rate))
+        self._clock_every = max(1, round(CLOCK_PERIOD * rate))  # steps between /clock ticks
         self._base_frame = self.robot.base_link
         # Reused messages: the array.array fields skip rclpy's per-element checks.
         self._state_msg = JointState(name=list(self.robot.joint_names))
@@ -272,11 +283,11 @@ class SimCobotNode(SuiteNode):
                                      f'skipped {lost * self.sim.dt * 1e3:.0f} ms')
         if self._lockstep is not None:
             due = self._lockstep.steps(due, self.sim.time, self.sim.dt, now)
-        if self._clock_pub:  # the time reached, before the samples after it
-            self._clock_pub.publish(Clock(clock=seconds_to_stamp(self._stamp_offset
-                                                                 + self.sim.time)))
+        self._publish_clock()
         try:
-            for _ in range(due):
+            for done in range(due):
+                if done and done % self._clock_every == 0:
+                    self._publish_clock()
                 self.sim.step()
                 self._publish(self._steps)
                 self._steps += 1
@@ -286,6 +297,12 @@ class SimCobotNode(SuiteNode):
             self.problems.set_status(ERROR, f'simulation stopped: {err}')
             return
         self._report_load(now)
+
+    def _publish_clock(self) -> None:
+        """With `publish_clock`: /clock at the time reached, before the samples after it."""
+        if self._clock_pub:
+            self._clock_pub.publish(Clock(clock=seconds_to_stamp(self._stamp_offset
+                                                                 + self.sim.time)))
 
     def _publish(self, step: int) -> None:
         """The readings of physics step number `step` that are due at their rates."""
