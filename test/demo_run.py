@@ -1,5 +1,6 @@
 """One `contact-estimation demo` run per test session, shared by the tests of what it leaves
-behind (its recording, its pictures, a replay of the recording)."""
+behind (its recording, its pictures, a replay of the recording). It runs in a namespace, as a
+cell with two arms would (issue 39: everything it records and replays is namespaced)."""
 from __future__ import annotations
 
 import os
@@ -11,6 +12,15 @@ from contact_estimation.commands.demo import STARTUP_TIMEOUT, WALL_DEADLINE
 from contact_estimation.ros.testing import isolate_ros_domain
 
 
+NAMESPACE = 'cell'
+GLOBAL_TOPICS = ('/tf', '/robot_description', '/diagnostics')  # not moved by a namespace
+
+
+def recorded(topic: str) -> str:
+    """`topic` (absolute, as at the root) as the namespaced demo records it."""
+    return topic if topic in GLOBAL_TOPICS else f'/{NAMESPACE}{topic}'
+
+
 def demo_output(tmp_path_factory) -> tuple[Path, str]:
     """The demo's output folder and its printout; the demo runs on the session's first call."""
     out_dir = tmp_path_factory.getbasetemp() / 'shared_demo_run'
@@ -18,7 +28,8 @@ def demo_output(tmp_path_factory) -> tuple[Path, str]:
     if not log.is_file():
         isolate_ros_domain()
         proc = subprocess.run(
-            [sys.executable, '-m', 'contact_estimation', 'demo', '--out', str(out_dir)],
+            [sys.executable, '-m', 'contact_estimation', 'demo', '--out', str(out_dir),
+             '--namespace', NAMESPACE],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env=os.environ.copy(), timeout=STARTUP_TIMEOUT + WALL_DEADLINE + 120)
         assert proc.returncode == 0, proc.stdout

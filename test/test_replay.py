@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 import yaml
-from demo_run import demo_output
+from demo_run import demo_output, recorded
 
 from contact_estimation import manifest
 from contact_estimation.commands.demo_model import THRESHOLDS_FILE
@@ -38,10 +38,11 @@ def runs(tmp_path_factory):
     return demo_dir / 'recording', out, proc.stdout
 
 
-def _stop_events(bag) -> list[tuple[float, str]]:
-    """(stamp s, cause) of the collision detector's events; cause 'cleared' lowers the stop."""
+def _stop_events(bag, topic: str = EVENTS) -> list[tuple[float, str]]:
+    """(stamp s, cause) of the collision detector's events on `topic` (the replay's at the
+    root, the demo's `recorded` in its namespace); cause 'cleared' lowers the stop."""
     found = []
-    for _, _, _, msg in messages(bag, [EVENTS]):
+    for _, _, _, msg in messages(bag, [topic]):
         for status in msg.status:
             cause = next(kv.value for kv in status.values if kv.key == 'event')
             found.append((stamp_ns(msg) * 1e-9, cause))
@@ -50,7 +51,8 @@ def _stop_events(bag) -> list[tuple[float, str]]:
 
 def _slack(recording) -> float:
     """The longest pause in the recorded joint states plus the detector's persistence time."""
-    stamps = np.array([stamp_ns(m) for _, _, _, m in messages(recording, ['/joint_states'])])
+    joint_states = messages(recording, [recorded('/joint_states')])
+    stamps = np.array([stamp_ns(m) for _, _, _, m in joint_states])
     with open(manifest.node('collision_detector').parameters_path()) as f:
         persistence = yaml.safe_load(f)['collision_detector']['ros__parameters'][
             'persistence_time']
@@ -89,7 +91,8 @@ def test_the_replay_stops_when_the_live_run_stopped(runs):
     cannot see; and the live start-up clear comes when the last node has started, after the
     recording began."""
     recording, out, _ = runs
-    live, replayed = _stop_events(recording), _stop_events(out / 'replay')
+    live, replayed = _stop_events(recording, recorded(EVENTS)), _stop_events(out / 'replay')
+    assert any(cause == 'collision' for _, cause in live), live
     slack = _slack(recording)
     truth = BagContacts.read(recording).contacts['truth']
     assert any(cause == 'cleared' and t < min(truth) for t, cause in replayed), replayed
@@ -106,8 +109,8 @@ def test_the_replay_stops_when_the_live_run_stopped(runs):
 def test_the_replay_computes_the_live_residual_and_estimates(runs):
     recording, out, _ = runs
     live_residual, replayed_residual = (
-        {stamp_ns(m): np.array(m.effort) for _, _, _, m in messages(bag, [RESIDUAL])}
-        for bag in (recording, out / 'replay'))
+        {stamp_ns(m): np.array(m.effort) for _, _, _, m in messages(bag, [topic])}
+        for bag, topic in ((recording, recorded(RESIDUAL)), (out / 'replay', RESIDUAL)))
     common = set(live_residual) & set(replayed_residual)
     assert len(common) > len(live_residual) / 4
     differences = [np.abs(live_residual[s] - replayed_residual[s]).max() for s in common]
@@ -150,10 +153,11 @@ def _in_namespace(recording, copy, namespace: str) -> None:
             writer.write(moved[connection.id], log_ns, raw)
 
 
-def test_a_recording_of_a_suite_in_a_namespace_replays_as_the_same_recording_at_the_root(
-        runs, tmp_path):
+def test_a_recording_moved_into_another_namespace_replays_as_the_same_recording(runs, tmp_path):
     """Issue 39: the replay and the pictures take every topic from nodes.yaml, in the
-    namespace the recording's suite ran in (found from its joint states)."""
+    namespace the recording's suite ran in (found from its joint states): the session's demo
+    ran in one (demo_run.NAMESPACE, replayed by `runs`), and its recording moved into another
+    gives the same stops."""
     recording, out, _ = runs
     moved = tmp_path / 'left'
     _in_namespace(recording, moved, 'left')
