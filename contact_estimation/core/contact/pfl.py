@@ -404,6 +404,13 @@ class PflCheck:
                          reason)
 
 
+def margin_rgb(margin: float) -> tuple[float, float, float]:
+    """The colour a contact is shown in by its margin (force / limit): green at no force,
+    yellow at half the limit, red at and over it (rviz markers and the contact pictures)."""
+    share = min(max(float(margin), 0.0), 1.0)
+    return min(1.0, 2.0 * share), min(1.0, 2.0 * (1.0 - share)), 0.0
+
+
 def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise a × b of K×3 arrays (np.cross costs ~50 µs a call in axis handling)."""
     return np.column_stack([a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1],
