@@ -3,7 +3,10 @@ a PNG and a GIF animation of the arm as it was, the simulator's true contact (si
 true_contact_*) beside the estimates of the contact localizer (contact_estimate/*) and of
 the F/T estimator (contact_estimate/ft/*), with their links and errors, on the topics of
 nodes.yaml in the namespace the recording's suite ran in. Without ground truth (a real
-arm's bag), the estimates alone.
+arm's bag), the estimates alone. Where the proximity monitor checked the contact against its
+body region's force limit (its `pfl` topic, issue 38), a sphere at the checked point in the
+colour of its margin (force / limit: green, yellow at half, red at and over the limit, as
+rviz shows it), with a colour bar and a table line (region, force, limit, over or not).
 
 A contact is a run of stamps with a true contact (or, without truth, with an estimate) no
 more than `GAP` apart; its picture is at the localizer estimate nearest the middle of the run.
@@ -19,6 +22,7 @@ import numpy as np
 from contact_estimation import manifest
 from contact_estimation.core.chain.joint_order import JointOrder
 from contact_estimation.core.contact.contact import Contact, contact_error
+from contact_estimation.core.contact.pfl import margin_rgb
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.ros.contact_messages import ContactPairs
 from contact_estimation.suite_bag import messages, recorded_namespace, stamp_ns
@@ -28,6 +32,8 @@ MATCH = 0.02        # s: an estimate this near in stamp belongs to the pictured 
 MAX_PICTURES = 6
 ANIMATION_FRAMES = 30
 ANIMATION_HOLD = 0.1  # s an estimate stays drawn in an animation
+PFL_RADIUS = 0.045  # m: the sphere of a power and force limit check, around the point
+PFL_ALPHA = 0.55
 SOURCES = {  # label → (node, its point topic's key, its wrench topic's key), truth first
     'truth': ('sim_cobot', 'true_contact_point', 'true_contact_wrench'),
     'localizer': ('contact_localizer', 'point', 'wrench'),
@@ -41,13 +47,37 @@ def source_topics(label: str, namespace: str = '') -> tuple[str, str]:
     return manifest.topic(node, point, namespace), manifest.topic(node, wrench, namespace)
 
 
+@dataclass(frozen=True)
+class PflMark:
+    """One power and force limit check of a contact estimate (ros/pfl_messages.pfl_status):
+    `point` in the frame of `link`; `margin` = force / limit."""
+
+    link: str
+    point: np.ndarray
+    margin: float
+    force: float
+    limit: float
+    region: str
+    phase: str
+    over: bool
+
+    @classmethod
+    def of(cls, status) -> 'PflMark':
+        """From the status on the proximity monitor's `pfl` topic (rclpy's or a bag's)."""
+        values = {kv.key: kv.value for kv in status.values}
+        return cls(values['frame'], np.array([float(values[axis]) for axis in 'xyz']),
+                   float(values['margin']), float(values['force']), float(values['limit']),
+                   values['region'], values['phase'], values['over'] == 'True')
+
+
 @dataclass
 class BagContacts:
-    """A bag's joint positions and contacts, by stamp (s)."""
+    """A bag's joint positions, contacts and power and force limit checks, by stamp (s)."""
 
     joint_names: list[str] = field(default_factory=list)
     positions: dict[float, np.ndarray] = field(default_factory=dict)
     contacts: dict[str, dict[float, Contact]] = field(default_factory=dict)
+    pfl: dict[float, PflMark] = field(default_factory=dict)
 
     @classmethod
     def read(cls, bag: str | os.PathLike, namespace: str | None = None) -> 'BagContacts':
@@ -56,17 +86,21 @@ class BagContacts:
         if namespace is None:
             namespace = recorded_namespace(bag)
         joint_states = manifest.topic('joint_state_listener', 'joint_states', namespace)
+        pfl = manifest.topic('proximity_monitor', 'pfl', namespace)
         found = cls()
         pairs = {}
         for label in SOURCES:
             found.contacts[label] = {}
             pairs.update(dict.fromkeys(source_topics(label, namespace),
                                        (label, ContactPairs())))
-        for topic, _, _, msg in messages(bag, [joint_states, *pairs]):
+        for topic, _, _, msg in messages(bag, [joint_states, pfl, *pairs]):
             if topic == joint_states:
                 stamp = stamp_ns(msg) * 1e-9
                 found.joint_names = found.joint_names or list(msg.name)
                 found.positions[stamp] = np.array(msg.position, dtype=float)
+                continue
+            if topic == pfl:
+                found.pfl.update((stamp_ns(msg) * 1e-9, PflMark.of(s)) for s in msg.status)
                 continue
             label, pairing = pairs[topic]
             paired = pairing.add(msg)
@@ -96,11 +130,15 @@ class BagContacts:
     def at(self, label: str, stamp: float, within: float = MATCH
            ) -> tuple[float, Contact] | None:
         """`label`'s contact nearest `stamp`, if it is `within` s of it."""
-        contacts = self.contacts[label]
-        if not contacts:
-            return None
-        nearest = min(contacts, key=lambda s: abs(s - stamp))
-        return (nearest, contacts[nearest]) if abs(nearest - stamp) <= within else None
+        return _nearest(self.contacts[label], stamp, within)
+
+
+def _nearest(by_stamp: dict, stamp: float, within: float) -> tuple[float, object] | None:
+    """(stamp, value) of `by_stamp` nearest `stamp`, if it is `within` s of it."""
+    if not by_stamp:
+        return None
+    nearest = min(by_stamp, key=lambda s: abs(s - stamp))
+    return (nearest, by_stamp[nearest]) if abs(nearest - stamp) <= within else None
 
 
 def _instant(found: BagContacts, run: list[float]) -> float:
@@ -130,10 +168,12 @@ def _describe(label: str, contact: Contact, truth: Contact | None, offset: float
 def _arrows(found: BagContacts, robot: RobotModel, q: np.ndarray, stamp: float,
             within: float = MATCH) -> tuple[list, list[str], list[str]]:
     """The truth and each estimate nearest `stamp` (within `within` s) as render Arrows in
-    the base frame, a table line for each source (links, errors), each arrow's link."""
+    the base frame, and the power and force limit check nearest it as a sphere coloured by
+    its margin; a table line for each (links, errors; region, limit) and a caption of each
+    for an animation."""
     from contact_estimation.core.sim.render import ESTIMATE_RGBA, TRUTH_RGBA, Arrow
     truth = found.at('truth', stamp, within)
-    arrows, table, links = [], [], []
+    arrows, table, captions = [], [], []
     for (label, _), rgba in zip(SOURCES.items(), (TRUTH_RGBA, *ESTIMATE_RGBA)):
         entry = found.at(label, stamp, within)
         if entry is None:
@@ -144,9 +184,19 @@ def _arrows(found: BagContacts, robot: RobotModel, q: np.ndarray, stamp: float,
         rotation, translation = robot.link_pose(q, contact.link)
         arrows.append(Arrow(label, rotation @ contact.point + translation,
                             rotation @ contact.force, rgba))
-        links.append(contact.link)
+        captions.append(f'{label}: {contact.link} {np.linalg.norm(contact.force):.0f} N')
         table.append(_describe(label, contact, truth and truth[1], at - stamp))
-    return arrows, table, links
+    checked = _nearest(found.pfl, stamp, within)
+    if checked is not None:
+        mark = checked[1]
+        rotation, translation = robot.link_pose(q, mark.link)
+        arrows.append(Arrow(f'PFL {mark.margin:.0%}', rotation @ mark.point + translation,
+                            np.zeros(3), (*margin_rgb(mark.margin), PFL_ALPHA), PFL_RADIUS))
+        captions.append(f'PFL {mark.margin:.0%} of {mark.limit:.0f} N')
+        table.append(f'{"PFL":9s} {mark.link:12s} |F| {mark.force:5.1f} N = '
+                     f'{mark.margin:.0%} of the {mark.phase} limit of {mark.region}, '
+                     f'{mark.limit:.0f} N' + (': OVER, stop pfl' if mark.over else ''))
+    return arrows, table, captions
 
 
 def _animation_frames(found: BagContacts, robot: RobotModel, run: list[float],
@@ -156,10 +206,8 @@ def _animation_frames(found: BagContacts, robot: RobotModel, run: list[float],
     frames = []
     for stamp in np.linspace(run[0], run[-1], ANIMATION_FRAMES):
         q = found.q(robot, stamp)
-        arrows, _, links = _arrows(found, robot, q, stamp, ANIMATION_HOLD)
-        caption = f'{stamp - start:6.2f} s  ' + '  '.join(
-            f'{a.label}: {link} {np.linalg.norm(a.force):.0f} N'
-            for a, link in zip(arrows, links))
+        arrows, _, captions = _arrows(found, robot, q, stamp, ANIMATION_HOLD)
+        caption = f'{stamp - start:6.2f} s  ' + '  '.join(captions)
         frames.append((q, arrows, caption))
     return frames
 
@@ -169,7 +217,7 @@ def draw(bag: str | os.PathLike, out_dir: str | os.PathLike, robot: RobotModel,
     """Draw each contact of `bag` (at most MAX_PICTURES) as `out_dir/<prefix>_<k>.png` and an
     animation of it, `<prefix>_<k>.gif`; returns the files and, when none could be drawn,
     why."""
-    from contact_estimation.core.sim.render import (render_unavailable,
+    from contact_estimation.core.sim.render import (ColourScale, render_unavailable,
                                                     save_contact_animation,
                                                     save_contact_picture)
     reason = render_unavailable()
@@ -180,6 +228,9 @@ def draw(bag: str | os.PathLike, out_dir: str | os.PathLike, robot: RobotModel,
     if not runs:
         return [], 'no contact in the recording'
     start = min(found.positions) if found.positions else runs[0][0]
+    scale = (ColourScale('PFL margin: force / body region limit (red: at or over it)',
+                         margin_rgb)
+             if found.pfl else None)
     paths = []
     for k, run in enumerate(runs[:MAX_PICTURES], start=1):
         stamp = _instant(found, run)
@@ -190,7 +241,7 @@ def draw(bag: str | os.PathLike, out_dir: str | os.PathLike, robot: RobotModel,
         path = Path(out_dir, f'{prefix}_{k}.png')
         title = (f'contact {k} ({run[0] - start:.2f}-{run[-1] - start:.2f} s), at '
                  f'{stamp - start:.3f} s: force on the robot, arrow ending at its point')
-        save_contact_picture(str(path), robot, q, arrows, title, table, obstacles)
+        save_contact_picture(str(path), robot, q, arrows, title, table, obstacles, scale)
         animation = path.with_suffix('.gif')
         save_contact_animation(str(animation), robot, _animation_frames(found, robot, run,
                                                                         start), obstacles)

@@ -5,8 +5,10 @@ and the limit sets in continuously as the body comes near. Plain core, the plana
 import numpy as np
 import pytest
 
-from contact_estimation.core.contact.pfl import effective_mass, part_regions, strictest_speed
-from contact_estimation.core.contact.proximity import (HumanModel, ProximityConfig,
+from contact_estimation.core.contact.pfl import (PflConfig, effective_mass, part_regions,
+                                                 strictest_speed)
+from contact_estimation.core.contact.proximity import (DEFAULT_PARTS, HumanModel,
+                                                       ProximityConfig, ProximityConfigError,
                                                        ProximityMonitor, standing_skeleton)
 from test_proximity import tip_sphere
 from test_proximity import planar  # noqa: F401 (the fixture)
@@ -21,15 +23,15 @@ TIP_SPEED = 20.0                # m/s of the tip at the nominal joint rate: far 
 STEP = 0.01                     # s between checks
 
 
-def facing_the_tip(planar, gap: float) -> np.ndarray:  # noqa: F811
-    """A person facing −y, arms forward, the right hand's surface `gap` beyond the tip sphere
-    along +y (the way the tip moves)."""
+def facing_the_tip(planar, gap: float, part: str = 'right_hand') -> np.ndarray:  # noqa: F811
+    """A person facing −y, arms forward, the surface of `part` (a segment part) `gap` beyond
+    the tip sphere along +y (the way the tip moves)."""
     tip, radius, _ = tip_sphere(planar, Q)
     keypoints = standing_skeleton([0.0, 0.0, 0.0], yaw=np.pi / 2)
     bodies = HumanModel().bodies(keypoints)
-    hand = next(b for b in bodies if b.name == 'right_hand')
-    nearest = hand.centres[np.argmin(hand.centres[:, 1] - hand.radii)]
-    offset = tip + [0.0, radius + gap, 0.0] - (nearest - [0.0, hand.radii.max(), 0.0])
+    body = next(b for b in bodies if b.name == part)
+    nearest = body.centres[np.argmin(body.centres[:, 1] - body.radii)]
+    offset = tip + [0.0, radius + gap, 0.0] - (nearest - [0.0, body.radii.max(), 0.0])
     return keypoints + offset
 
 
@@ -39,11 +41,15 @@ def nominal_rate(planar) -> np.ndarray:  # noqa: F811
     return np.array([TIP_SPEED / speed, 0.0, 0.0, 0.0])
 
 
-def settle(monitor, keypoints, rate, seconds=3.0):
-    """The closed loop: the arm moves at the scale the monitor published."""
+def settle(monitor, keypoints, rate, seconds=3.0, clusters=None):
+    """The closed loop: the arm moves at the scale the monitor published (bodies: the
+    skeleton `keypoints`, or lidar `clusters` when given)."""
     scale, result = 0.0, None
     for t in np.arange(0.0, seconds, STEP):
-        monitor.set_skeleton(t, keypoints)
+        if clusters is None:
+            monitor.set_skeleton(t, keypoints)
+        else:
+            monitor.set_clusters(t, clusters)
         result = monitor.update(t, Q, scale * rate)
         scale = result.speed_scale
     return result
@@ -90,3 +96,72 @@ def test_a_lidar_object_is_not_speed_limited(planar):  # noqa: F811
     monitor.set_clusters(0.0, [(tip + [0.0, radius + 0.1, 0.0])[None, :]])
     result = monitor.update(0.0, Q, nominal_rate(planar))
     assert result.pfl_ratio == 1.0 and result.body_speed_share[0] == 0.0
+
+
+# ------------------------------------------------------------------ collaborative operation
+# A real protective distance: S_p = 0.5 m/s × 0.4 s + 0.05 m + v_r × 0.2 s ≥ 0.25 m (at
+# v_h = 1.6 m/s, 0.69 m, the head of the person reaching to the tip would be inside its own,
+# and slowing the arm in its warning zone at 1 m/s).
+PROTECTIVE = ProximityConfig(reaction_time=0.1, stopping_time=0.3, human_speed=0.5,
+                             slowdown_distance=0.3, recovery_rate=1.0)
+INSIDE = 0.1  # m between the tip and the body part: inside S_p
+# The person as a tracker that sees the right hand alone: the head, nearer than the hand to
+# its own protective distance and with a v_max of ~0.15 m/s (no transient contact), would
+# otherwise slow the arm first.
+RIGHT_HAND = HumanModel([part for part in DEFAULT_PARTS if part.name == 'right_hand'])
+
+
+def tip_v_max(planar, part: str = 'right_hand') -> float:  # noqa: F811
+    tip, _, _ = tip_sphere(planar, Q)
+    return strictest_speed(part_regions(part),
+                           effective_mass(planar.robot, Q, 'link4', tip, [0.0, 1.0, 0.0]))
+
+
+@pytest.mark.parametrize('speed', [0.2, TIP_SPEED])
+def test_collaborative_a_hand_inside_the_protective_distance_is_approached_at_v_max_not_stopped(
+        planar, speed):  # noqa: F811
+    """Collaborative operation (ISO/TS 15066 5.5.5): the hand inside its protective distance
+    stops nothing; the tip approaching it at 0.2 m/s goes on at full speed, at 20 m/s it is
+    held at the hand's v_max. Off, the same scene stops the arm."""
+    keypoints = facing_the_tip(planar, INSIDE)
+    rate = nominal_rate(planar) * speed / TIP_SPEED
+    monitor = ProximityMonitor(planar, PROTECTIVE, RIGHT_HAND, speed_limit_robot=planar.robot,
+                               collaborative=True)
+    result = settle(monitor, keypoints, rate)
+    hand = result.body_names.index('right_hand')
+    assert result.body_margin[hand] < -0.15  # inside the protective distance
+    assert not result.stop and not result.body_stop.any() and result.body_warning[hand]
+    v_max = tip_v_max(planar)
+    assert 0.2 < v_max < TIP_SPEED
+    assert speed * result.speed_scale == pytest.approx(min(speed, v_max), rel=0.05)
+    stopped = settle(ProximityMonitor(planar, PROTECTIVE, RIGHT_HAND,
+                                      speed_limit_robot=planar.robot), keypoints, rate)
+    assert stopped.stop and stopped.body_stop[hand] and stopped.speed_scale == 0.0
+
+
+def test_collaborative_still_stops_at_a_lidar_object_and_at_the_head(planar):  # noqa: F811
+    """What a lidar object is, is not known; the head allows no transient contact: both keep
+    the protective distance in collaborative operation."""
+    rate = nominal_rate(planar) * 0.2 / TIP_SPEED
+    tip, radius, _ = tip_sphere(planar, Q)
+    collaborative = ProximityMonitor(planar, PROTECTIVE, speed_limit_robot=planar.robot,
+                                     collaborative=True)
+    result = settle(collaborative, None, rate,
+                    clusters=[(tip + [0.0, radius + INSIDE, 0.0])[None, :]])
+    assert result.stop and result.body_stop[0] and result.speed_scale == 0.0
+    collaborative = ProximityMonitor(planar, PROTECTIVE, speed_limit_robot=planar.robot,
+                                     collaborative=True)
+    result = settle(collaborative, facing_the_tip(planar, INSIDE, 'head'), rate)
+    stopping = {name for name, stops in zip(result.body_names, result.body_stop) if stops}
+    assert result.stop and 'head' in stopping
+    assert not stopping & {'left_hand', 'right_hand', 'left_forearm', 'right_forearm'}
+
+
+def test_collaborative_without_the_speed_limit_is_refused(planar):  # noqa: F811
+    with pytest.raises(ProximityConfigError, match='needs the speed limit'):
+        ProximityMonitor(planar, PROTECTIVE, collaborative=True)
+    for off in ({'speed_limit': False}, {'enabled': False}):
+        with pytest.raises(ValueError, match='pfl.collaborative = true needs pfl.enabled and '
+                                             'pfl.speed_limit on'):
+            PflConfig(collaborative=True, **off)
+    assert PflConfig(collaborative=True).collaborative and not PflConfig().collaborative

@@ -66,6 +66,10 @@ the limit latches the stop with the cause `pfl`, naming region, force and limit,
 checked against `pfl.default_region`. And the speed scale keeps each robot link approaching a
 tracked body part under the speed that keeps a collision within the part's transient limit
 (`pfl.speed_limit`; core/contact/proximity.py module doc), with the payload (`payload.*`).
+With `pfl.collaborative` (off by default: the risk assessment's decision; it needs
+`pfl.speed_limit`), a tracked body part contact is allowed with (not the head or neck) no
+longer stops the arm inside its protective distance (`near`): the speed limit alone holds
+the approach at its v_max, and the force check's `pfl` stop remains.
 
 Issue 19: a message stamped more than 1 s ahead of this node's clock is dropped and counted
 (core/chain/stamps.py: it never counts as fresh); clouds are decoded and clustered in a
@@ -277,8 +281,8 @@ class ProximityMonitorNode(SuiteNode):
         """The power and force limit's check and speed limit (issue 38) as `config` says."""
         self._pfl = PflCheck(config)
         self._onset = ContactOnset(config.contact_gap)
-        self.monitor.speed_limit_robot = (self._carrying if config.enabled and config.speed_limit
-                                          else None)
+        self.monitor.limit_speed(self._carrying if config.enabled and config.speed_limit
+                                 else None, config.collaborative)
 
     def _on_parameter_change(self, changes: dict) -> str | None:
         """Protective distance, signals, cloud processing, sensor poses and the power and

@@ -6,7 +6,7 @@ from builtin_interfaces.msg import Duration, Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from visualization_msgs.msg import Marker
 
-from contact_estimation.core.contact.pfl import PflResult
+from contact_estimation.core.contact.pfl import PflResult, margin_rgb
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN, level_byte
 from contact_estimation.ros.markers import marker
 
@@ -35,11 +35,8 @@ def pfl_status(result: PflResult, frame: str, point, hardware_id: str,
 
 
 def pfl_marker(result: PflResult, frame: str, point, stamp: Time) -> Marker:
-    """A sphere at the contact point coloured by its margin: green at no force, yellow at
-    half the limit, red at and over it."""
-    share = min(max(result.margin, 0.0), 1.0)
-    rgba = (min(1.0, 2.0 * share), min(1.0, 2.0 * (1.0 - share)), 0.0, 0.9)
-    made = marker(Marker.SPHERE, PFL_NS, 0, point, frame, stamp, rgba)
+    """A sphere at the contact point coloured by its margin (`margin_rgb`)."""
+    made = marker(Marker.SPHERE, PFL_NS, 0, point, frame, stamp, (*margin_rgb(result.margin), 0.9))
     made.scale.x = made.scale.y = made.scale.z = _SPHERE
     made.lifetime = Duration(sec=int(_SHOWN_FOR))
     return made

@@ -131,6 +131,13 @@ def part_regions(part: str) -> tuple[str, ...]:
     return PART_REGIONS.get(part, ())
 
 
+def contact_allowed(regions: Sequence[str]) -> bool:
+    """Whether collaborative operation may let the arm touch a body part of `regions` (names
+    in BODY_REGIONS) at its v_max: it has regions, and the standard allows transient contact
+    with every one of them (not the head, face or neck: `BodyRegion.transient_allowed`)."""
+    return bool(regions) and all(BODY_REGIONS[r].transient_allowed for r in regions)
+
+
 # ------------------------------------------------------------------------ speed
 def reduced_mass(human_mass: float, robot_mass: float) -> float:
     """μ = (1/m_H + 1/m_R)⁻¹, kg (Annex A.3.2); m_R = inf (a direction the arm cannot move
@@ -255,6 +262,23 @@ class PflConfig:
     speed_limit: bool = setting(
         True, 'slow each robot part approaching a tracked body part to the speed v_max that '
         'keeps a collision within the transient limit (folded into the speed scale)')
+    collaborative: bool = setting(
+        False, 'collaborative operation by power and force limiting (ISO/TS 15066 5.5.5): a '
+        'tracked body part inside its protective distance no longer stops the arm, whose '
+        'approach to it is held at its v_max by speed_limit (required), and contact is '
+        'allowed; a contact over the limit still stops (pfl). Head and neck, lidar objects '
+        'and anything untracked keep the protective stop. Off by default: only the '
+        "integrator's risk assessment of the cell may turn it on")
+
+    def __post_init__(self):
+        """Collaborative operation rests on the speed limit: without it nothing would keep an
+        approach inside the protective distance within v_max."""
+        if self.collaborative and not (self.enabled and self.speed_limit):
+            raise ValueError(
+                'pfl.collaborative = true needs pfl.enabled and pfl.speed_limit on (they are '
+                f'{str(self.enabled).lower()} and {str(self.speed_limit).lower()}): without the '
+                'speed limit nothing holds the approach to a person inside the protective '
+                'distance at v_max')
 
 
 class ContactOnset:
@@ -378,6 +402,13 @@ class PflCheck:
                   f'{100 * self.config.estimate_share:.0f} %: pfl.estimate_share)')
         return PflResult(stamp, link, point, magnitude, name, part, phase, limit, margin, over,
                          reason)
+
+
+def margin_rgb(margin: float) -> tuple[float, float, float]:
+    """The colour a contact is shown in by its margin (force / limit): green at no force,
+    yellow at half the limit, red at and over it (rviz markers and the contact pictures)."""
+    share = min(max(float(margin), 0.0), 1.0)
+    return min(1.0, 2.0 * share), min(1.0, 2.0 * (1.0 - share)), 0.0
 
 
 def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:

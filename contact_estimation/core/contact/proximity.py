@@ -66,6 +66,15 @@ left. It inflates the radii for a pre-contact buffer. Here:
   robot link). The body's own speed
   is not in v_r (the tracker's keypoints carry none): the risk assessment's. Lidar objects
   keep the plain rule: what they are is not known.
+- Collaborative operation by power and force limiting (issue 38, `limit_speed(robot,
+  collaborative=True)`, ISO/TS 15066 5.5.5 instead of 5.5.4's separation): a tracked body
+  part that contact is allowed with (`pfl.contact_allowed`: a skeleton's part whose regions
+  all allow transient contact; not the head or neck) stops nothing by its margin: neither its
+  own signal, nor the robot's, nor the reset's approach rule, nor the speed scale's ramp
+  count it. The speed limit alone keeps the arm's approach to it at most v_max, inside the
+  protective distance as well (there w = 1), and the arm may touch it; a contact over the
+  force limit is the force check's (a `pfl` stop, in the node). Head and neck, lidar objects
+  and a failed or stale input stop as before. It needs the speed limit (refused without).
 
 Inputs are arrays in the robot's base frame (REP 103, metres, seconds; t is the stamp of the
 input on one clock). Sphere pairs are checked all at once, not pair by pair: a KD-tree of the
@@ -80,7 +89,8 @@ from typing import Sequence
 import numpy as np
 from scipy.spatial import cKDTree
 
-from contact_estimation.core.contact.pfl import part_regions, permissible_speeds
+from contact_estimation.core.contact.pfl import (contact_allowed, part_regions,
+                                                 permissible_speeds)
 from contact_estimation.core.input_rejected import (IMPLAUSIBLE, NOT_FINITE, WRONG_SIZE,
                                                     InputRejected)
 from contact_estimation.core.robot.surfaces import LinkSurfaces
@@ -438,6 +448,10 @@ class _BodySet:
         self.box_half = np.array([self.bodies[k].box_half_extents for k in boxes]).reshape(-1, 3)
         self.tree = cKDTree(self.centres)
         self.largest_radius = float(np.max(self.radii, initial=0.0))
+        # Power and force limiting: the body regions of each tracked part (a lidar object has
+        # none), and whether collaborative operation may touch it (module doc).
+        self.regions = [part_regions(n) if self.source == SKELETON else () for n in self.names]
+        self.touchable = np.array([contact_allowed(r) for r in self.regions], dtype=bool)
 
 
 class ProximityMonitor:
@@ -453,12 +467,12 @@ class ProximityMonitor:
     """
 
     def __init__(self, surfaces: LinkSurfaces, config: ProximityConfig = ProximityConfig(),
-                 human: HumanModel | None = None, speed_limit_robot=None):
+                 human: HumanModel | None = None, speed_limit_robot=None,
+                 collaborative: bool = False):
         self.surfaces = surfaces
         self.config = config
         self.human = human or HumanModel()
-        # The arm with its payload for the power and force limit's v_max (None: not limited).
-        self.speed_limit_robot = speed_limit_robot
+        self.limit_speed(speed_limit_robot, collaborative)
         self._skeleton: _BodySet | None = None
         self._clusters: _BodySet | None = None
         self._latched: dict[object, float | None] = {}  # key → clear since (None: not clear)
@@ -470,6 +484,16 @@ class ProximityMonitor:
         self._scale = 0.0                               # start stopped, ramp up
         self._stopped = True
         self._t: float | None = None
+
+    def limit_speed(self, robot, collaborative: bool = False) -> None:
+        """The power and force limit's speed limit with `robot`, the arm with its payload for
+        v_max (None: not limited), and collaborative operation (module doc), which rests on
+        it: ProximityConfigError when asked for without a robot."""
+        if collaborative and robot is None:
+            raise ProximityConfigError('collaborative operation needs the speed limit: without '
+                                       'it nothing holds an approach inside the protective '
+                                       'distance at v_max')
+        self.speed_limit_robot, self.collaborative = robot, collaborative
 
     # ------------------------------------------------------------------ inputs
     def set_skeleton(self, t: float, keypoints) -> None:
@@ -548,9 +572,10 @@ class ProximityMonitor:
         sphere_velocity = (self.surfaces.sphere_centres(q + _VELOCITY_STEP * velocity)
                            - centres) / _VELOCITY_STEP
         speed = self.config.human_speed if current.source == SKELETON else self.config.object_speed
+        stops = ~current.touchable if self.collaborative else np.ones(len(current.names), bool)
         check = _check(centres, self.surfaces.sphere_radii, sphere_velocity,
                        self.surfaces.sphere_link, len(self.surfaces.links), current,
-                       self.config, speed)
+                       self.config, speed, stops)
         if self.speed_limit_robot is not None and len(check.approaching.row):
             self._limit_speed(q, centres, current, check)
         return self._verdict(t, '', current, check, centres)
@@ -560,7 +585,7 @@ class ProximityMonitor:
         """The power and force limit's ratio and per-body shares (module doc), into `check`:
         one pair per (tracked body part, robot link), one kinematics pass for them all."""
         pairs = check.approaching
-        regions = [part_regions(name) for name in current.names]
+        regions = current.regions
         links = self.surfaces.sphere_link[pairs.row]
         usable = np.flatnonzero(np.array([bool(r) for r in regions])[pairs.body])
         key = pairs.body[usable] * len(self.surfaces.links) + links[usable]
@@ -621,10 +646,12 @@ class ProximityMonitor:
         """Latches, the robot's stop and the rate-limited speed scale; `check` None: stop all."""
         names = current.names if current else []
         margin = check.margin if check else np.full(len(names), -np.inf)
-        body_stop = np.array([self._latch(n, t, m) for n, m in zip(names, margin)], dtype=bool)
+        # A body collaborative operation may touch never stops by its margin (module doc).
+        stopping = np.where(check.stops, margin, np.inf) if check else margin
+        body_stop = np.array([self._latch(n, t, m) for n, m in zip(names, stopping)], dtype=bool)
         for gone in set(self._latched) - set(names) - {self._robot_key, self._reset_key}:
             del self._latched[gone]  # objects renamed or gone: the robot's latch still holds
-        smallest = float(np.min(margin, initial=np.inf)) if check else -np.inf
+        smallest = float(np.min(stopping, initial=np.inf)) if check else -np.inf
         stop = self._robot_stop(t, smallest, check)
         target = 0.0 if stop else float(np.clip(smallest / self.config.slowdown_distance, 0, 1))
         if self._best_since_reset is not None and not stop:
@@ -642,7 +669,8 @@ class ProximityMonitor:
             unknown = np.full(len(names), np.nan)
             check = _Check(unknown, unknown, unknown, np.full(len(names), -1),
                            np.full(len(links), np.nan), np.full((len(names), len(links)), np.nan),
-                           np.zeros(0), np.zeros(0), np.zeros(len(names)))
+                           np.zeros(0), np.zeros(0), np.zeros(len(names)),
+                           np.ones(len(names), bool))
         self._last_sphere_margin = check.sphere_margin
         self._last = ProximityResult(
             t=t, stop=stop, speed_scale=self._scale, problem=problem,
@@ -705,17 +733,21 @@ class _Check:
     link_distance: np.ndarray    # per link
     body_link_distance: np.ndarray  # bodies × links
     sphere_distance: np.ndarray  # per robot sphere
-    sphere_margin: np.ndarray    # per robot sphere: smallest (distance − S_p) over bodies
+    sphere_margin: np.ndarray    # per robot sphere: smallest (distance − S_p) over the
+                                 # bodies that stop
     speed_share: np.ndarray      # per body: the largest v_r / v_max (ProximityMonitor._limit_speed)
+    stops: np.ndarray            # per body: its margin stops the arm (not collaborative's)
     approaching: _Approach | None = None
     link_speed_share: np.ndarray | None = None  # per link (ProximityMonitor._limit_speed)
     pfl_ratio: float = np.inf    # the speed scale's power and force limit (module doc)
 
 
 def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_link: np.ndarray,
-           link_count: int, bodies: _BodySet, config: ProximityConfig, body_speed: float) -> _Check:
+           link_count: int, bodies: _BodySet, config: ProximityConfig, body_speed: float,
+           stops: np.ndarray) -> _Check:
     """Seed 002's test between the robot's spheres and every body element (sphere or box), with
-    the protective distance, all pairs at once.
+    the protective distance, all pairs at once; `stops` per body: whether its margin stops the
+    arm (counted in the robot spheres' margins, which a reset follows).
 
     Only pairs within the watched range can change a decision: those whose surface distance is
     at most W = max(report_range, largest S_p + slowdown_distance + release_distance). A
@@ -748,12 +780,13 @@ def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_
     result = _Check(np.full(count, np.inf), np.full(count, np.inf), np.full(count, np.nan),
                     np.full(count, -1), np.full(link_count, np.inf),
                     np.full((count, link_count), np.inf), np.full(len(radii), np.inf),
-                    np.full(len(radii), np.inf), np.zeros(count))
+                    np.full(len(radii), np.inf), np.zeros(count), stops)
     near = np.flatnonzero((approach > 0.0) & (margin < config.slowdown_distance))
     result.approaching = _Approach(row[near], body[near], direction[near], approach[near],
                                    margin[near])
     np.minimum.at(result.sphere_distance, row, distance)
-    np.minimum.at(result.sphere_margin, row, margin)
+    counted = stops[body]
+    np.minimum.at(result.sphere_margin, row[counted], margin[counted])
     np.minimum.at(result.link_distance, sphere_link, result.sphere_distance)
     # On a flat index: np.minimum.at with a tuple of indices is ~15× slower.
     np.minimum.at(result.body_link_distance.reshape(-1), body * link_count + sphere_link[row],

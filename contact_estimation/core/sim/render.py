@@ -34,12 +34,24 @@ ESTIMATE_RGBA = ((0.15, 0.4, 1.0, 0.4), (1.0, 0.5, 0.0, 0.4), (0.8, 0.2, 0.8, 0.
 
 @dataclass(frozen=True)
 class Arrow:
-    """A force to draw: `point` (m) and `force` (N, on the robot), both in the base frame."""
+    """A force to draw: `point` (m) and `force` (N, on the robot), both in the base frame,
+    and a sphere of `radius` (m) at the point (a zero force: the sphere alone, a mark)."""
 
     label: str
     point: np.ndarray
     force: np.ndarray
     rgba: tuple[float, float, float, float]
+    radius: float = POINT_RADIUS
+
+
+@dataclass(frozen=True)
+class ColourScale:
+    """What the colour of some marks means, for a picture's colour bar: `colour(x)` (RGB in
+    [0, 1]) over x from 0 to `top`, with a `label`."""
+
+    label: str
+    colour: Callable[[float], tuple[float, float, float]]
+    top: float = 1.0
 
 
 def render_unavailable() -> str:
@@ -141,7 +153,7 @@ class ContactScene:
             point = np.asarray(arrow.point, dtype=float)
             tail = point - ARROW_PER_NEWTON * np.asarray(arrow.force, dtype=float)
             _add_geom(mujoco, scene, mujoco.mjtGeom.mjGEOM_SPHERE, arrow.rgba,
-                      size=[POINT_RADIUS] * 3, pos=point)
+                      size=[arrow.radius] * 3, pos=point)
             if np.linalg.norm(tail - point) > 1e-4:
                 geom = _add_geom(mujoco, scene, mujoco.mjtGeom.mjGEOM_ARROW, arrow.rgba)
                 mujoco.mjv_connector(geom, mujoco.mjtGeom.mjGEOM_ARROW, width, tail, point)
@@ -203,12 +215,16 @@ def _add_geom(mujoco, scene, kind, rgba, size=(0.0, 0.0, 0.0), pos=(0.0, 0.0, 0.
 
 
 def save_contact_picture(path: str, robot: RobotModel, q: np.ndarray, arrows: list[Arrow],
-                         title: str, table: list[str], obstacles=()) -> None:
+                         title: str, table: list[str], obstacles=(),
+                         scale: ColourScale | None = None) -> None:
     """`render_view` framed as a PNG at `path`: the view with each arrow labelled at its
-    tail, `title` above, `table` (lines: links, errors) below."""
+    tail, `title` above, `table` (lines: links, errors) below, and `scale`'s colour bar in
+    the upper right when given."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import ListedColormap, Normalize
     from matplotlib.patches import Patch
 
     image, project = render_view(robot, q, arrows, obstacles)
@@ -229,6 +245,11 @@ def save_contact_picture(path: str, robot: RobotModel, q: np.ndarray, arrows: li
     ax.legend(handles=[Patch(color=a.rgba[:3], alpha=max(a.rgba[3], 0.6), label=a.label)
                        for a in arrows],
               loc='lower right', fontsize=11, framealpha=0.9)
+    if scale is not None:
+        shades = ListedColormap([scale.colour(x) for x in np.linspace(0.0, scale.top, 256)])
+        bar = fig.add_axes([0.72, 1.0 - (title_height + 0.5) / height, 0.25, 0.18 / height])
+        fig.colorbar(ScalarMappable(Normalize(0.0, scale.top), shades), cax=bar,
+                     orientation='horizontal').set_label(scale.label, fontsize=10)
     fig.text(0.01, 1.0 - 0.08 / height, title, fontsize=12, va='top', fontweight='bold')
     fig.text(0.01, 0.06 / height, '\n'.join(table), fontsize=9.5, va='bottom',
              family='monospace')
