@@ -63,13 +63,20 @@ def slot_view(pointer: int, n: int):
     return np.ndarray((1,), dtype, (ctypes.c_char * dtype.itemsize).from_address(pointer))[0]
 
 
+def _open_service(name: str, n: int, depth: int):
+    """(node, service): the publish-subscribe service `name` of n-joint payloads, opened or
+    created alike by its writer and its reader."""
+    import iceoryx2 as iox2
+    node = iox2.NodeBuilder.new().create(iox2.ServiceType.Ipc)
+    service = (node.service_builder(iox2.ServiceName.new(name))
+               .publish_subscribe(payload_type(n)).subscriber_max_buffer_size(depth)
+               .history_size(0).max_publishers(1).open_or_create())
+    return node, service
+
+
 class Iceoryx2Writer:
     def __init__(self, name: str, n: int, depth: int):
-        import iceoryx2 as iox2
-        self.node = iox2.NodeBuilder.new().create(iox2.ServiceType.Ipc)
-        service = (self.node.service_builder(iox2.ServiceName.new(name))
-                   .publish_subscribe(payload_type(n)).subscriber_max_buffer_size(depth)
-                   .history_size(0).max_publishers(1).open_or_create())
+        self.node, service = _open_service(name, n, depth)
         self.publisher = service.publisher_builder().create()
         self.n = n
 
@@ -89,11 +96,7 @@ class Iceoryx2Writer:
 
 class Iceoryx2Reader:
     def __init__(self, name: str, n: int, depth: int):
-        import iceoryx2 as iox2
-        self.node = iox2.NodeBuilder.new().create(iox2.ServiceType.Ipc)
-        service = (self.node.service_builder(iox2.ServiceName.new(name))
-                   .publish_subscribe(payload_type(n)).subscriber_max_buffer_size(depth)
-                   .history_size(0).max_publishers(1).open_or_create())
+        self.node, service = _open_service(name, n, depth)
         self.subscriber = service.subscriber_builder().create()
         self.n = n
 

@@ -1,8 +1,6 @@
 """Power and force limiting in the proximity monitor over rclpy (issue 38): contact estimates
 checked against the limit of the body region they touch, the margin published on
 contact_estimation/pfl, the stop latched with the cause pfl when over, until ~/reset."""
-from contextlib import contextmanager
-
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
@@ -11,12 +9,10 @@ from rclpy.parameter import Parameter
 
 from contact_estimation.core.contact.pfl import BODY_REGIONS, PflCheck, tracked_parts
 from contact_estimation.core.contact.proximity import HumanModel, standing_skeleton
-from contact_estimation.nodes.proximity_monitor import ProximityMonitorNode
 from contact_estimation.ros.proximity_messages import ROBOT_NS
 from contact_estimation.ros.qos import PIPELINE_QOS
-from contact_estimation.ros.testing import spinning
-from test_proximity_monitor_node import (OVERRIDES, PARAMS, Q, SPEC, Probe, cube,
-                                         hand_position, reset, stopped_with, until)
+from test_proximity_monitor_node import (OVERRIDES, Q, SPEC, Probe, cube, hand_position,
+                                         reset, started_with_probe, stopped_with, until)
 
 LINK = 'panda_hand'
 POINT = np.array([0.0, 0.0, 0.05])  # on the hand, in its frame
@@ -58,16 +54,9 @@ class ContactProbe(Probe):
                             **{kv.key: kv.value for kv in status.values}})
 
 
-@contextmanager
 def started(context, overrides: dict):
-    monitor = ProximityMonitorNode(
-        context=context, cli_args=['--ros-args', '--params-file', PARAMS],
-        parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
-    probe = ContactProbe(context, monitor.robot)
-    with spinning(context, monitor, probe) as executor:
-        assert until(executor, lambda: monitor.problems.values['stop_topic'].endswith(
-            'this node alone'))
-        yield monitor, probe, executor
+    """The monitor with `overrides` and a ContactProbe (a context manager)."""
+    return started_with_probe(context, overrides, ContactProbe)
 
 
 @pytest.fixture

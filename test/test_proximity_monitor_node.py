@@ -3,6 +3,7 @@ lidar objects, reset."""
 import os
 import re
 import signal
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -107,17 +108,24 @@ class Probe(Node):
                 for s in self.parts[-1].status}
 
 
-@pytest.fixture
-def rig(context):
+@contextmanager
+def started_with_probe(context, overrides: dict, probe_class=Probe):
+    """The monitor with `overrides` and a `probe_class` probe, spun until it knows it is the
+    only publisher of its stop (its stop stays raised until then, issue 36)."""
     monitor = ProximityMonitorNode(
         context=context, cli_args=['--ros-args', '--params-file', PARAMS],
-        parameter_overrides=[Parameter(k, value=v) for k, v in OVERRIDES.items()])
-    probe = Probe(context, monitor.robot)
+        parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
+    probe = probe_class(context, monitor.robot)
     with spinning(context, monitor, probe) as executor:
-        # Its stop stays raised until it has seen no other publisher on it (issue 36).
         assert until(executor, lambda: monitor.problems.values['stop_topic'].endswith(
             'this node alone'))
         yield monitor, probe, executor
+
+
+@pytest.fixture
+def rig(context):
+    with started_with_probe(context, OVERRIDES) as rig:
+        yield rig
 
 
 def hand_position(monitor) -> np.ndarray:
