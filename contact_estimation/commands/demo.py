@@ -45,6 +45,7 @@ from contact_estimation.core.chain.contact_class import IMPACT, TOUCH
 from contact_estimation.core.chain.detector import COLLISION, WAITING
 from contact_estimation.launcher import (SIMULATED_CLOCK_NOTE, NodeSet, namespace_arguments,
                                          simulated_clock)
+from contact_estimation.nodes.sim_cobot import SPEED_INPUTS
 from contact_estimation.ros import stop_topic
 from contact_estimation.ros.collision_messages import CLEARED
 from contact_estimation.ros.contact_messages import ContactPairs
@@ -315,6 +316,11 @@ def _pace(monitor: TopicMonitor) -> str:
         pace += (f' at {(simulated - first_simulated) / (at - first_at):.2f} × real time '
                  '(between its first and last report)')
     pace += f', {SIM} CPU load {values.get("cpu_load", "?")}'
+    holds = {key: int(values.get(f'{key}_timeout', 0)) for key in SPEED_INPUTS}
+    if any(holds.values()):  # the suite's reaction signal missing: the arm held, jolted
+        pace += ('; it held the arm for lack of ' + ', '.join(
+            f'{key.replace("_", " ")} ({count} times)' for key, count in holds.items() if count)
+            + ' (more than its time_scaling.timeout without one: a jolt the detector sees)')
     behind = int(values.get('fell_behind', 0))
     if not behind:
         return f'simulation: kept up with the wall clock; {pace}'

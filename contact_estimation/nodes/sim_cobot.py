@@ -130,8 +130,8 @@ class SimCobotNode(SuiteNode):
             self.sim = self._make_simulation()
             self._driver = self._make_driver()
             self._scaling_watch = {key: ScalingTimeout(self.value('time_scaling.timeout'))
-                                   for key in _SCALINGS}
-        self._scaling = dict.fromkeys(_SCALINGS, 1.0)  # latest f_S and s
+                                   for key in SPEED_INPUTS}
+        self._scaling = dict.fromkeys(SPEED_INPUTS, 1.0)  # latest f_S and s
         rate = self.value('rate')
         self._lidar_every = round(rate / self.value('lidar.rate'))
         self._max_catch_up = max(1, round(self.value('max_catch_up') * rate))
@@ -151,7 +151,7 @@ class SimCobotNode(SuiteNode):
         if self._clock_pub and self.value('lockstep.lead') > 0.0:
             self._lockstep = Lockstep(self.value('lockstep.lead'), self.value('lockstep.timeout'))
             self.subscribe('lockstep', JointState, self._on_taken)
-        for key in _SCALINGS:
+        for key in SPEED_INPUTS:
             self.subscribe(key, Float64, lambda msg, key=key: self._on_scaling(key, msg))
         self._steps = 0
         self._start: float | None = None  # monotonic time of step 0, set by the first call
@@ -357,7 +357,7 @@ class SimCobotNode(SuiteNode):
 
 
 # The speed factors the arm follows, in combined_scaling's order (nodes.yaml keys).
-_SCALINGS = ('time_scaling', 'proximity_speed_scale')
+SPEED_INPUTS = ('time_scaling', 'proximity_speed_scale')
 
 _MESSAGES = {'joint_states': JointState, 'ft_wrench': WrenchStamped, 'lidar_points': PointCloud2,
              'true_contact_point': PointStamped, 'true_contact_wrench': WrenchStamped,

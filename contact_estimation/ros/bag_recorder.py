@@ -4,8 +4,13 @@ simulator's true contact drawn as the estimators draw theirs (green), for Foxglo
 
 The subscriptions are raw: rclpy hands over the CDR bytes DDS carried, which is what a rosbag2
 stores, so nothing is parsed or serialised again (only /joint_states is parsed, for /tf).
-They are best effort, so they hear best-effort and reliable publishers alike; a machine that
-cannot keep up loses samples from the recording, not from the suite.
+Each is made once its topic has a publisher, with the reliability they offer (as rosbag2
+adapts its QoS): reliable when every publisher is, so that a loaded machine delays the
+recording rather than loses from it. A best-effort recording of the demo lost up to 100 ms
+of joint states the suite had taken, and the replay, the oracle of what the suite did, then
+judged the input stale where the live chain had not, and its residual drifted from the live
+one (issue 39, 2026-11-28). A best-effort publisher that comes later turns the topic's
+subscription best effort, which hears both.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import posixpath
 import yaml
 
 from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 
 from contact_estimation import manifest
@@ -26,6 +32,7 @@ from contact_estimation.suite_bag import (DEFAULT_TF_RATE, SuiteBag, remove_earl
 
 
 MARKER_ARRAY = 'visualization_msgs/msg/MarkerArray'
+DISCOVERY_PERIOD = 0.25  # s between looks for publishers on the topics not yet subscribed
 _TRUTH_RGBA = (0.0, 0.8, 0.1, 0.8)
 
 
@@ -95,11 +102,31 @@ class BagRecorder:
         self._truth = TruthMarkers(namespace)
         self._joint_states = manifest.node('joint_state_listener').resolved_topic(
             'joint_states', namespace)
-        for topic, type_name in suite_topics(namespace).items():
-            self.node.create_subscription(
+        self._topics = suite_topics(namespace)
+        self._subscriptions: dict[str, tuple] = {}  # topic: (subscription, reliability)
+        self._subscribe_published()
+        self.node.create_timer(DISCOVERY_PERIOD, self._subscribe_published)
+
+    def _subscribe_published(self) -> None:
+        """Subscribe to each topic that has publishers, as reliably as all of them offer."""
+        for topic, type_name in self._topics.items():
+            offered = {info.qos_profile.reliability
+                       for info in self.node.get_publishers_info_by_topic(topic)}
+            if not offered:
+                continue
+            reliability = (ReliabilityPolicy.RELIABLE if offered == {ReliabilityPolicy.RELIABLE}
+                           else ReliabilityPolicy.BEST_EFFORT)
+            subscription, current = self._subscriptions.get(topic, (None, None))
+            if current in (reliability, ReliabilityPolicy.BEST_EFFORT):
+                continue
+            if subscription is not None:
+                self.node.destroy_subscription(subscription)
+            qos = QoSProfile(history=SENSOR_QOS.history, depth=SENSOR_QOS.depth,
+                             reliability=reliability, durability=SENSOR_QOS.durability)
+            self._subscriptions[topic] = (self.node.create_subscription(
                 message_class(type_name), topic,
-                lambda cdr, t=topic, m=type_name: self._received(t, m, cdr), SENSOR_QOS,
-                raw=True)
+                lambda cdr, t=topic, m=type_name: self._received(t, m, cdr), qos,
+                raw=True), reliability)
 
     @classmethod
     def for_suite(cls, context, path: str | os.PathLike, namespace: str = '',
