@@ -66,6 +66,7 @@ from contact_estimation.ros.conversions import (seconds_to_stamp, stamp_to_secon
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, rows
+from contact_estimation.ros.qos import DRIVER_QOS, PIPELINE_QOS
 from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'sim_cobot'
@@ -145,7 +146,8 @@ class SimCobotNode(SuiteNode):
         # A sample the driver may hold back needs a message of its own.
         self._reorders = self._driver.timing.reorder_probability > 0
 
-        self._pub = {key: self.publisher(key, kind) for key, kind in _MESSAGES.items()}
+        self._pub = {key: self.publisher(key, kind, PIPELINE_QOS if key == 'lidar_points'
+                                         else DRIVER_QOS) for key, kind in _MESSAGES.items()}
         self._clock_pub = self.publisher('clock', Clock) if self.value('publish_clock') else None
         self._lockstep = None
         if self._clock_pub and self.value('lockstep.lead') > 0.0:
