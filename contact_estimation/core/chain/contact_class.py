@@ -251,7 +251,8 @@ IMPACT_RULES = (
          'Golz 2015, Kouris 2018: a push or a hit reaches its force within rise_span (50 ms), '
          'a hand ramps over 150 ms or more (issue 37); stopped: y within PLATEAU_BAND of its '
          'peak for plateau_time (40 ms). max_rise_share 0.5: benchmarks/touch_classification.py '
-         'seed 37, ψ 0.8 N·m (hands at most 0.53, pushes at least 0.54: drawn under the pushes)'),
+         "seed 37, ψ 0.8 N·m (with the hold's gap bridged at the ramp's rate after it: hands at "
+         'most 0.49, pushes at least 0.54; drawn under the pushes)'),
     Rule('hit (knee)', IMPACT,
          lambda e, c: e.touched and e.knee > c.hit_share,
          lambda e, c: (f'a sudden rise: {e.knee:.0%} of its {e.peak:.2f} N·m peak more within '
@@ -316,8 +317,9 @@ WINDOW_END = (
                        f'touch.max_rise_share {c.max_rise_share:g}'),
          "issue 37: a hand's share falls as its ramp goes on (rise_span over the ramp so far); "
          'still over max_rise_share at decision_time is no clear touch. decision_time 150 ms: '
-         'benchmarks/touch_classification.py (hands at most 0.49 then, every push and hit '
-         'latched by a rule before 100 ms)'),
+         'benchmarks/touch_classification.py seed 37, ψ 0.8 N·m (hands at most 0.49 then; all '
+         'but 2 pushes and every hit latched by a rule within 132 ms of the hold, 95 % within '
+         '103)'),
     Rule('slow smooth rise', TOUCH,
          lambda e, c: True,
          lambda e, c: (f'a slow, smooth rise ({e.rise_share:.0%} within {_ms(c.rise_span)}) '
