@@ -23,9 +23,8 @@ A contact starts when max_i |τ_ext,i|/ψ_i reaches `onset_ratio` and ends when 
 under it, but not while the hold's jolt settles: from the hold until `settle_time` after the
 arm came to rest (‖q̇‖ ≤ `rest_speed`; an arm not slowing `hold_latency` after the hold is not
 jolted). Those samples are also left out of the rise and the roughness, the rise bridged
-across them at the ramp's rate before or after them, the steeper (`_Rise`). What set each
-constant: the rows'
-`source`, and docs/performance.md (Touch classification).
+across them at the ramp's rate before or after them, the steeper (`_Rise.bridge`). What set
+each constant: the rows' `source`, and docs/performance.md (Touch classification).
 """
 from __future__ import annotations
 
