@@ -5,7 +5,8 @@ identified and calibrated first, then the simulated cobot and the suite composed
 simulated clock). Per run: the wall time the model and thresholds took, its verdict (a stop
 before the scripted push fails it), the push's detection delay in simulated time, the
 localizer's estimates against the truth, how fast the simulation ran against the wall clock,
-and the wall time.
+the wall time, the load average at its end, and whether the simulated arm held for lack of
+f_S (its reaction signal late: a jolt the detector sees).
 Aims (issue 18): no stop before the push in any run; the push detected within 30 ms of
 simulated time; estimates within 10 mm median.
 
@@ -39,6 +40,7 @@ PATTERNS = {
     'force': r'force error median ([\d.]+) %',
     'pace': r'at ([\d.]+) × real time',
     'model': r'^Model and thresholds, made in (\d+ s)',
+    'held': r'held the arm for lack of (.*?) \(more than',  # sim_cobot: no f_S in time
 }
 
 
@@ -51,7 +53,7 @@ def run_demo(out: str, separate: bool) -> dict[str, str]:
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, 'printout.txt'), 'w') as file:
         file.write(done.stdout + done.stderr)
-    found = {'wall': f'{time.monotonic() - start:.0f} s',
+    found = {'wall': f'{time.monotonic() - start:.0f} s', 'load': f'{os.getloadavg()[0]:.1f}',
              'ok': 'yes' if 'demo: OK' in done.stdout else 'NO'}
     for key, pattern in PATTERNS.items():
         match = re.search(pattern, done.stdout, re.MULTILINE)
@@ -72,7 +74,8 @@ def main(argv=None) -> int:
             r = run_demo(os.path.join(folder, f'run{k}'), args.separate)
             rows.append(f'{k + 1:3d} | {r["ok"]:3s} | {r["delay"]:>8s} | {r["links"]:>9s} | '
                         f'{r["point"]:>8s} | {r["force"]:>7s} | {r["pace"]:>5s} | '
-                        f'{r["model"]:>5s} | {r["wall"]:>5s} | '
+                        f'{r["model"]:>5s} | {r["wall"]:>5s} | {r["load"]:>4s} | '
+                        f'{r["held"] if r["held"] != "–" else "none":>5s} | '
                         f'{r["verdict"] if r["ok"] == "NO" else r["verdict"][:70]}')
             print(rows[-1], flush=True)
             if args.keep and r['ok'] == 'NO':
@@ -81,7 +84,7 @@ def main(argv=None) -> int:
                                        dirs_exist_ok=True)
                 print(f'    kept in {kept}', flush=True)
     print(table('run | OK  | delay ms | link      | point mm | force % | pace  | model | wall  '
-                '| verdict', rows))
+                '| load | sim held | verdict', rows))
     return 0
 
 
