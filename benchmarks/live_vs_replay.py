@@ -36,8 +36,9 @@ true in the parameters of both, and every third contact (the third of three) a h
 instead of a push: the same drawing on a link's surface, with touch_classification.py's
 ranges (ramps of 150-1000 ms to 5-40 N, held 0.3-1 s, ramped down as slowly). Per contact,
 the classes decided (the collision events with a `class`: docs/collision_events.md), live
-against the replay: the first class, the decision sample (the event's stamp) and every
-later decision (a touch that became an impact), and when the decision came. The recording
+against the replay: the first class, the decision sample (the event's stamp), the hold's
+sample (issue 37: f_S = 0 on the sample eq. 7 fires, the latch up to touch.decision_time
+later), every later decision (a touch that became an impact), and when the decision came. The recording
 is open-loop (the arm does not follow f_S), so live and replay see the same inputs: that is
 what is compared, not the closed-loop reaction of touch_classification.py.
 
@@ -298,8 +299,9 @@ class Seen:
     live, when received here (wall clock); replayed, the stamp being replayed. Stamps: ns."""
 
     stops: list[tuple[float, bool]] = field(default_factory=list)
-    # time, stamp, cause, the contact's class decided then ('' none; touch.enabled)
-    events: list[tuple[float, int, str, str]] = field(default_factory=list)
+    # time, stamp, cause, the contact's class decided then ('' none; touch.enabled) and the
+    # stamp of its hold (f_S = 0: docs/collision_events.md `class.hold`; '' none)
+    events: list[tuple[float, int, str, str, str]] = field(default_factory=list)
     halves: dict[str, dict] = field(default_factory=lambda: {label: {} for label in ESTIMATORS})
 
     def handlers(self, topic) -> dict[str, tuple[str, object]]:
@@ -319,7 +321,7 @@ class Seen:
         for status in msg.status:
             values = {kv.key: kv.value for kv in status.values}
             self.events.append((t, _ns(msg.header.stamp), values['event'],
-                                values.get('class', '')))
+                                values.get('class', ''), values.get('class.hold', '')))
 
     def _half(self, half: tuple[str, str], msg, t: float) -> None:
         label, key = half
@@ -488,7 +490,8 @@ class Scored:
     first: dict[str, float] = field(default_factory=dict)      # estimator → first estimate
     first_sample: dict[str, float] = field(default_factory=dict)  # → the first one's sample
     errors: dict[str, list] = field(default_factory=dict)      # estimator → ContactErrors
-    decisions: list[tuple[str, int]] = field(default_factory=list)  # class, stamp (ns)
+    # class, stamp (ns), the hold's stamp (class.hold, s as sent; '' none)
+    decisions: list[tuple[str, int, str]] = field(default_factory=list)
     decided: float = np.nan          # when the first decision's event came
 
     @property
@@ -506,11 +509,11 @@ def score(seen: Seen, recording: Recording, stamps: np.ndarray) -> list[Scored]:
         begin, finish = stamps[truth.slot[0]], stamps[truth.slot[1] - 1]
         onset = stamps[truth.onset] * 1e-9
         scored = Scored()
-        collisions = [(t, stamp) for t, stamp, cause, _ in seen.events
+        collisions = [(t, stamp) for t, stamp, cause, *_ in seen.events
                       if cause == COLLISION and begin <= stamp <= finish]
-        decisions = sorted((stamp, t, kind) for t, stamp, _, kind in seen.events
+        decisions = sorted((stamp, t, kind, hold) for t, stamp, _, kind, hold in seen.events
                            if kind and begin <= stamp <= finish)
-        scored.decisions = [(kind, stamp) for stamp, _, kind in decisions]
+        scored.decisions = [(kind, stamp, hold) for stamp, _, kind, hold in decisions]
         if decisions:
             scored.decided = decisions[0][1] - onset
         if collisions:
@@ -518,7 +521,7 @@ def score(seen: Seen, recording: Recording, stamps: np.ndarray) -> list[Scored]:
             scored.stop = t - onset
         until = onset + (scored.stop if collisions else (finish - stamps[truth.onset]) * 1e-9)
         scored.behind = any(cause == BEHIND and begin * 1e-9 <= t <= until
-                            for t, _, cause, _ in seen.events)
+                            for t, _, cause, *_ in seen.events)
         for label, found in estimates.items():
             mine = [(t, stamp, e) for stamp, t, e in found if stamps[truth.onset] <= stamp
                     <= finish]
@@ -558,7 +561,12 @@ def _estimator(scored: list[Scored], label: str) -> str:
 
 def _classes(scored: Scored) -> str:
     """The classes decided in a contact, in order ('-' none)."""
-    return '→'.join(kind for kind, _ in scored.decisions) or '-'
+    return '→'.join(kind for kind, *_ in scored.decisions) or '-'
+
+
+def _holds(scored: Scored) -> list[str]:
+    """The hold samples the contact's decisions name."""
+    return [hold for *_, hold in scored.decisions if hold]
 
 
 def touch_report(recording: Recording, live_scored: list[Scored],
@@ -588,7 +596,9 @@ def touch_report(recording: Recording, live_scored: list[Scored],
          f'{sum(lv.kind == rp.kind for lv, rp in decided)} of {len(decided)}'),
         ('the same decision sample as the replay', '',
          f'{sum(lv.decisions[0][1] == rp.decisions[0][1] for lv, rp in both)} of {len(both)}'),
-        ('the same decisions (every class and sample)', '',
+        ('the same hold sample as the replay (class.hold of its latch)', '',
+         f'{sum(_holds(lv) == _holds(rp) for lv, rp in decided)} of {len(decided)}'),
+        ('the same decisions (every class, sample and hold)', '',
          f'{sum(lv.decisions == rp.decisions for lv, rp in decided)} of {len(decided)}'),
         ('decision live − replay, p50 / p95 / max, ms', '',
          _ms([lv.decided - rp.decided for lv, rp in both], 50, 95, 100)),
@@ -620,7 +630,7 @@ def report(recording: Recording, live_run: LiveRun, live_scored: list[Scored],
              (f'late: > replay + {MAX_LAG * 1e3:.0f} ms, no behind stop first', '',
               str(sum(late(lv, rp) for lv, rp in zip(live_scored, replayed)))),
              ('stops with no contact: ' + ' / '.join(f'`{c}`' for c in CAUSELESS), '',
-              ' / '.join(str(sum(cause == c for _, _, cause, _ in live_run.seen.events))
+              ' / '.join(str(sum(cause == c for _, _, cause, *_ in live_run.seen.events))
                          for c in CAUSELESS))]
     for label in ESTIMATORS:
         rows.append((f'{label}: right link, point median, first estimate p50',
