@@ -38,9 +38,9 @@ ranges (ramps of 150-1000 ms to 5-40 N, held 0.3-1 s, ramped down as slowly). Pe
 the classes decided (the collision events with a `class`: docs/collision_events.md), live
 against the replay: the first class, the decision sample (the event's stamp), the hold's
 sample (issue 37: f_S = 0 on the sample eq. 7 fires, the latch up to touch.decision_time
-later), every later decision (a touch that became an impact), and when the decision came. The recording
-is open-loop (the arm does not follow f_S), so live and replay see the same inputs: that is
-what is compared, not the closed-loop reaction of touch_classification.py.
+later), every later decision (a touch that became an impact), and when the decision came.
+The recording is open-loop (the arm does not follow f_S), so live and replay see the same
+inputs: that is what is compared, not the closed-loop reaction of touch_classification.py.
 
     PYTHONPATH=$PWD nice -n 10 .venv/bin/python benchmarks/live_vs_replay.py [--contacts N]
         [--quick] [--subscriber | --no-subscriber] [--out DIR] [--priority N] [--touch]

@@ -124,14 +124,15 @@ SIMULATED_CLOCK_NOTE = (
 
 def simulated_clock() -> dict[str, dict[str, object]]:
     """Parameter overrides, by node, that run the graph on the simulated cobot's clock: it
-    publishes /clock and waits for the listener (nodes/sim_cobot.py), every other node runs
+    publishes /clock, waits for the listener and the suite's speed inputs, and moves the arm
+    once both have spoken (nodes/sim_cobot.py), every other node runs
     with use_sim_time, so a machine that cannot keep up slows them all together; and the
     collision detector's max_lag is core/chain/lag.SIMULATED_MAX_LAG (what
     SIMULATED_CLOCK_NOTE says at start)."""
     overrides: dict[str, dict[str, object]] = {
         spec.name: {'use_sim_time': True} for spec in manifest.selected(with_sim=False)}
     overrides['collision_detector']['max_lag'] = SIMULATED_MAX_LAG
-    overrides.update({spec.name: {'publish_clock': True}
+    overrides.update({spec.name: {'publish_clock': True, 'lockstep.speed_inputs': True}
                       for spec in manifest.nodes().values() if spec.group == 'sim'})
     return overrides
 

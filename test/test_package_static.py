@@ -259,7 +259,7 @@ def test_launch_in_a_namespace_moves_every_process_and_its_clock():
     assert launched and all(n['namespace'] == 'left' for n in launched)
     assert all(n['remappings'] == [('/clock', '/left/clock')] for n in launched)
     sim = next(n for n in launched if n['name'] == 'sim_cobot')
-    assert sim['parameters'][-1] == {'publish_clock': True}
+    assert sim['parameters'][-1] == {'publish_clock': True, 'lockstep.speed_inputs': True}
     # The parameter files name the nodes in the namespace: rcl would apply `sim_cobot:` to
     # /sim_cobot only, and the suite would run on its defaults without a word.
     with open(sim['parameters'][0]) as f:

@@ -427,3 +427,41 @@ def test_the_clock_ticks_every_clock_period_however_many_steps_a_call_takes(cont
             f'{CLOCK_PERIOD * 1e3:g} ms)')
     finally:
         node.destroy_node()
+
+
+def test_with_speed_inputs_the_arm_waits_for_the_suites_reaction_signals(context):
+    """`lockstep.speed_inputs` (up --sim, the demo): the simulation starts once f_S and the
+    proximity speed scale have publishers, and the arm holds until each has sent its first
+    value. A proximity process that started late stopped an arm already moving, and the
+    jolt was taken for a collision (demo_runs, 2026-11-28)."""
+    from contact_estimation.nodes.sim_cobot import SimCobotNode
+    listener = Listener(context)  # publishes f_S: one speed input has a publisher
+    taken = listener.node.create_publisher(JointState, SPEC.topic('lockstep'), PIPELINE_QOS)
+    node = SimCobotNode(context=context, parameter_overrides=[
+        Parameter('publish_rate', value=PUBLISH_RATE), Parameter('publish_clock', value=True),
+        Parameter('lockstep.lead', value=0.05), Parameter('lockstep.timeout', value=60.0),
+        Parameter('lockstep.speed_inputs', value=True)])
+    listener.executor.add_node(node)
+    states = listener.received['joint_states']
+    proximity = None
+
+    def take_until(condition, f_s=None) -> bool:
+        """Take every sample (the lockstep goes on), sending the speed inputs given."""
+        def step():
+            if states:
+                taken.publish(states[-1])
+            if f_s is not None:
+                listener.scaling.publish(Float64(data=f_s))
+                proximity.publish(Float64(data=1.0))
+            return condition()
+        return spin_until(listener.executor, step, TIMEOUT)
+    try:
+        spin_until(listener.executor, lambda: False, 1.0)
+        assert not states, 'the simulation started before the proximity scale had a publisher'
+        proximity = listener.node.create_publisher(
+            Float64, SPEC.topic('proximity_speed_scale'), PIPELINE_QOS)
+        assert take_until(lambda: len(states) > 50)
+        assert node.sim.scaler.path_time == 0.0  # no value yet: the arm holds
+        assert take_until(lambda: node.sim.scaler.path_time > 0.05, f_s=1.0)
+    finally:
+        node.destroy_node()

@@ -8,10 +8,11 @@ only while a contact exists) and, with every joint state, the true τ_ext as Joi
 The arm follows the trajectory of the parameters or of the scenario file, played back at the
 time scaling f_S it receives (seed 003 eq. 8), combined with the proximity monitor's speed
 scale s when one is published (core/chain/time_scaling.combined_scaling: min(f_S, s), and a yield
-f_S < 0 slowed to f_S·s). Each plays at 1 until its first value arrives; from then on, no
-value for `time_scaling.timeout` means 0 (hold) until one arrives again: the node that sends
-it may be dead, and a controller must not go on at the last speed it was told
-(docs/collision_events.md says the same to real controllers).
+f_S < 0 slowed to f_S·s). Each plays at 1 until its first value arrives (at 0 with
+`lockstep.speed_inputs`: the arm never moves before the suite's reaction signals have
+spoken); from then on, no value for `time_scaling.timeout` means 0 (hold) until one arrives
+again: the node that sends it may be dead, and a controller must not go on at the last speed
+it was told (docs/collision_events.md says the same to real controllers).
 
 It can play a real industrial arm's driver (`driver.*`, core/sim/driver.py): effort from
 motor current, samples at irregular periods, a few out of order; and carry a payload
@@ -97,6 +98,11 @@ PARAMETERS = ROBOT + ParameterTable(
               '>= 0.05 s); 0 = never wait', 0.02, (0.0, 10.0), read_only=True),
     Parameter('lockstep.timeout', 'wall time (s) the simulation waits for the listener before '
               'it goes on without it', 10.0, (0.01, 60.0), read_only=True),
+    Parameter('lockstep.speed_inputs', 'with lockstep: the simulation starts only once f_S and '
+              'the proximity speed scale have publishers too, and the arm holds until each has '
+              'sent its first value (a suite process that starts late would otherwise stop an '
+              'arm already moving, with a jolt the detector sees; up --sim and the demo set it)',
+              False, read_only=True),
     Parameter('time_scaling.timeout', 'once an f_S (or a proximity speed scale) has arrived, '
               'none for this long means hold (0), s (both are repeated at 20 Hz: 3 periods)',
               0.15, (0.005, 10.0), read_only=True),
@@ -132,7 +138,6 @@ class SimCobotNode(SuiteNode):
             self._driver = self._make_driver()
             self._scaling_watch = {key: ScalingTimeout(self.value('time_scaling.timeout'))
                                    for key in SPEED_INPUTS}
-        self._scaling = dict.fromkeys(SPEED_INPUTS, 1.0)  # latest f_S and s
         rate = self.value('rate')
         self._lidar_every = round(rate / self.value('lidar.rate'))
         self._max_catch_up = max(1, round(self.value('max_catch_up') * rate))
@@ -153,6 +158,10 @@ class SimCobotNode(SuiteNode):
         if self._clock_pub and self.value('lockstep.lead') > 0.0:
             self._lockstep = Lockstep(self.value('lockstep.lead'), self.value('lockstep.timeout'))
             self.subscribe('lockstep', JointState, self._on_taken)
+        self._await_speed_inputs = bool(self._lockstep and self.value('lockstep.speed_inputs'))
+        # The latest f_S and s; until the first arrives, 1, or 0 when the arm awaits them.
+        self._scaling = dict.fromkeys(SPEED_INPUTS, 0.0 if self._await_speed_inputs else 1.0)
+        self.sim.set_time_scaling(combined_scaling(*self._scaling.values()))
         for key in SPEED_INPUTS:
             self.subscribe(key, Float64, lambda msg, key=key: self._on_scaling(key, msg))
         self._steps = 0
@@ -247,7 +256,9 @@ class SimCobotNode(SuiteNode):
     def _suite_listening(self) -> bool:
         """The listener subscribes to the joint states and publishes what it takes."""
         return (self._pub['joint_states'].get_subscription_count() > 0
-                and self.count_publishers(self.spec.topic('lockstep')) > 0)
+                and self.count_publishers(self.spec.topic('lockstep')) > 0
+                and (not self._await_speed_inputs or all(
+                    self.count_publishers(self.spec.topic(key)) > 0 for key in SPEED_INPUTS)))
 
     def _on_taken(self, msg: JointState) -> None:
         """The listener took a sample: the simulation may run `lockstep.lead` beyond it."""
