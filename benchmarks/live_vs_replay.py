@@ -623,14 +623,18 @@ def report(recording: Recording, live_run: LiveRun, live_scored: list[Scored],
         rows.append((f'{PLURAL[kind]}: stopped, stop after onset p50 / p95', *cells))
     both = [(lv, rp) for lv, rp in zip(live_scored, replayed)
             if lv.stop_stamp is not None and rp.stop_stamp is not None]
+    # The driver's last sample (wall time): its end is the input stopping, `stale_input`.
+    streamed = max(live_run.run.stamps, default=np.inf)
     delays = [lv.stop - rp.stop for lv, rp in both]
     rows += [('the same stop sample as the replay', '',
               f'{sum(lv.stop_stamp == rp.stop_stamp for lv, rp in both)} of {len(both)}'),
              ('live − replay, p50 / p95 / max, ms', '', _ms(delays, 50, 95, 100)),
              (f'late: > replay + {MAX_LAG * 1e3:.0f} ms, no behind stop first', '',
               str(sum(late(lv, rp) for lv, rp in zip(live_scored, replayed)))),
-             ('stops with no contact: ' + ' / '.join(f'`{c}`' for c in CAUSELESS), '',
-              ' / '.join(str(sum(cause == c for _, _, cause, *_ in live_run.seen.events))
+             ('stops with no contact while the driver streamed: '
+              + ' / '.join(f'`{c}`' for c in CAUSELESS), '',
+              ' / '.join(str(sum(cause == c and t <= streamed
+                                 for t, _, cause, *_ in live_run.seen.events))
                          for c in CAUSELESS))]
     for label in ESTIMATORS:
         rows.append((f'{label}: right link, point median, first estimate p50',
