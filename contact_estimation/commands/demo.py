@@ -243,6 +243,8 @@ class TopicMonitor:
             if self.people is not None and status.name.lstrip('/') == PROXIMITY:
                 self.people.on_status(status)
             values = {kv.key: kv.value for kv in status.values}
+            if self.people is not None and 'clock_start' in values:
+                self.people.clock_start = float(values['clock_start'])
             if status.name.lstrip('/') == SIM and 'simulated_time' in values:
                 self.sim_report = (now, float(values['simulated_time']), values)
                 self.first_sim_report = self.first_sim_report or self.sim_report

@@ -35,7 +35,7 @@ class PersonWatch:
         self.robot = robot
         self.regions = [person.region for person in scenario.people]
         self._windows = [(f.start, f.start + f.duration) for f in scenario.forces]
-        self.pushes = sorted(start for start, _ in self._windows)
+        self.clock_start = 0.0  # the stamp of simulated time 0 (sim_cobot's /diagnostics)
         self.joint_states: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # stamp → q, q̇
         self.onset: tuple[float, float] | None = None  # the person's contact: stamp, receive
         self.checks: list[tuple[float, dict[str, str], str]] = []  # stamp, values, reason
@@ -43,7 +43,9 @@ class PersonWatch:
         self.stop_reason = ''   # the proximity monitor's latest reason while stopped
 
     def scripted(self, stamp: float) -> bool:
-        return any(start <= stamp <= end for start, end in self._windows)
+        """Whether a scripted force acts at `stamp` (the scenario's times: simulated s)."""
+        t = stamp - self.clock_start
+        return any(start <= t <= end for start, end in self._windows)
 
     def on_joint_state(self, msg) -> None:
         self.joint_states[stamp_to_seconds(msg.header.stamp)] = (np.array(msg.position),
@@ -115,19 +117,24 @@ class PersonWatch:
         transient = PflConfig().transient_time
         peak = max(float(np.linalg.norm(c.force)) for t, c in truth.items()
                    if stamp <= t < stamp + transient)
-        reached = (f'the {region.name} reached at {stamp:.3f} s with no stop before it, at '
+        reached = (f'the {region.name} reached at {stamp - self.clock_start:.3f} s (simulated) '
+                   'with no stop before it, at '
                    f'{approach:.2f} m/s toward it (v_max {v_max:.2f} m/s), true peak force '
                    f'{peak:.0f} N (transient limit {region.transient_force:.0f} N)')
         if approach > v_max:
             return f'verdict: FAILED: {reached}: faster than v_max', False
-        push = self.pushes[0] if self.pushes else np.inf
+        push = self.clock_start + min((start for start, _ in self._windows), default=np.inf)
         over = [(t, reason) for t, values, reason in self.checks if values.get('over') == 'True']
         if over and over[0][0] < push:
             return (f'verdict: FAILED: {reached}; a check over its limit before the scripted '
-                    f'force at {push:.3f} s: {over[0][1]}'), False
+                    f'force at {push - self.clock_start:.3f} s: {over[0][1]}'), False
         if not over:
-            return f'verdict: FAILED: {reached}; no contact stopped pfl', False
+            largest = max(self.checks, key=lambda check: float(check[1].get('margin', 0)),
+                          default=(0.0, {}, 'none'))
+            return (f'verdict: FAILED: {reached}; no contact stopped pfl ({len(self.checks)} '
+                    f'checks, the largest share of its limit: {largest[2]})'), False
         if not any(stop for at, stop in self.stop_changes if at >= received):
             return f'verdict: FAILED: {reached}; the check over its limit raised no stop', False
-        return (f'verdict: {reached}; the scripted force at {push:.3f} s stopped the arm '
+        return (f'verdict: {reached}; the scripted force at {push - self.clock_start:.3f} s '
+                f'stopped the arm '
                 f'{(over[0][0] - push) * 1e3:.0f} ms after its start: pfl: {over[0][1]}'), True

@@ -368,6 +368,8 @@ class SimCobotNode(SuiteNode):
         self._load_mark = (now, cpu_now, behind)
         self.problems.values['cpu_load'] = f'{(cpu_now - cpu) / (now - wall):.3f}'
         self.problems.values['simulated_time'] = f'{self.sim.time:.3f}'
+        # The stamp of simulated time 0: a scenario's times are simulated seconds from it.
+        self.problems.values['clock_start'] = f'{self._stamp_offset:.6f}'
         self.problems.values['path_time'] = f'{self.sim.scaler.path_time:.3f}'
         silent = [key for key, watch in self._scaling_watch.items() if watch.holding]
         if silent:
