@@ -23,8 +23,8 @@ def test_the_pfl_demo_reaches_the_hand_with_no_stop_and_stops_pfl_over_the_limit
     assert 'demo: OK' in proc.stdout and 'the scenario played out' in proc.stdout, proc.stdout
     verdict = proc.stdout.split('\nverdict: ')[1]
     reached = re.search(r'the hand_fingers reached at [\d.]+ s \(simulated\) with no stop '
-                        r'before it, at ([\d.]+) m/s toward it \(v_max ([\d.]+) m/s\), true peak force '
-                        r'(\d+) N \(transient limit 271 N\)', verdict)
+                        r'before it, at ([\d.]+) m/s toward it \(v_max ([\d.]+) m/s\), true peak '
+                        r'force (\d+) N \(transient limit 271 N\)', verdict)
     assert reached, verdict
     approach, v_max, peak = (float(value) for value in reached.groups())
     assert 0.0 < approach <= v_max and 0.0 < peak <= 271.0, verdict
