@@ -1,7 +1,7 @@
 """ros/heartbeat.py over rclpy: the stop repeated from its own thread, and True while the
-node has not decided for longer than it may (issue 19)."""
+node has not decided for longer than it may (issue 19); the speed scale repeated with it."""
 from rclpy.node import Node
-from std_msgs.msg import Bool
+from std_msgs.msg import Bool, Float64
 
 from contact_estimation.ros.heartbeat import Heartbeat
 from contact_estimation.ros.qos import STOP_QOS
@@ -50,5 +50,26 @@ def test_the_heartbeat_says_stop_when_the_nodes_clock_stands_still(context):
             # 3 periods of 5 ms / SLOWEST_CLOCK = 0.15 s of real time without a decision
             assert spin_until(executor, lambda: stops and stops[-1] is True, TIMEOUT)
             assert heartbeat.late >= 1
+    finally:
+        heartbeat.close()
+
+
+def test_the_speed_scale_is_repeated_while_the_nodes_executor_does_not_run(context):
+    """The speed scale rides on the heartbeat's thread: a node whose executor is held (here:
+    never spun) still repeats it, as a follower of f_S needs (the simulated cobot holds after
+    150 ms without one)."""
+    owner, listener = Node('heartbeat_owner', context=context), Node('scale_listener',
+                                                                       context=context)
+    scales = []
+    listener.create_subscription(Float64, '/heartbeat_test/scale',
+                                 lambda m: scales.append(m.data), STOP_QOS)
+    scale_pub = owner.create_publisher(Float64, '/heartbeat_test/scale', STOP_QOS)
+    heartbeat = Heartbeat(owner.create_publisher(Bool, '/heartbeat_test/stop', STOP_QOS), 50.0,
+                          lambda: False, lambda: 100.0, 'heartbeat test',
+                          repeat=lambda: scale_pub.publish(Float64(data=0.5)))
+    try:
+        with spinning(context, listener) as executor:
+            assert spin_until(executor, lambda: len(scales) >= 5, TIMEOUT)
+            assert set(scales) == {0.5}
     finally:
         heartbeat.close()

@@ -30,12 +30,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import posixpath
 import time
 from functools import partial
 from collections import defaultdict
 
 import numpy as np
 import yaml
+from rclpy.serialization import deserialize_message
 
 from contact_estimation import manifest
 from contact_estimation.commands import demo_model
@@ -48,6 +50,7 @@ from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.scenario import Scenario
 from contact_estimation.launcher import (SIMULATED_CLOCK_NOTE, NodeSet, namespace_arguments,
                                          simulated_clock)
+from contact_estimation.nodes.sim_cobot import SPEED_INPUTS
 from contact_estimation.ros import stop_topic
 from contact_estimation.ros.collision_messages import CLEARED
 from contact_estimation.ros.contact_messages import ContactPairs
@@ -105,6 +108,7 @@ class TopicMonitor:
 
     def __init__(self, context, namespace: str = '', shows=SHOWS, people=None):
         from rclpy.node import Node
+        from contact_estimation.suite_bag import suite_topics
 
         from contact_estimation.ros.qos import SENSOR_QOS
         # In the suite's namespace, so that the manifest's relative topics are the suite's.
@@ -131,6 +135,7 @@ class TopicMonitor:
         # sim_cobot's first and latest pace reports: (receive time, simulated time, values)
         self.first_sim_report: tuple[float, float, dict[str, str]] | None = None
         self.sim_report: tuple[float, float, dict[str, str]] | None = None
+        self._sim_name = posixpath.join('/', namespace, SIM)  # its /diagnostics status name
         self.start = time.monotonic()
         self._handlers = {
             _topic('residual_node', 'residual'): self._on_residual,
@@ -153,13 +158,21 @@ class TopicMonitor:
                 ('estimate', LOCALIZER, 'point', 'wrench')):
             on_half = partial(self._on_contact_half, source, ContactPairs())
             self._handlers[_topic(node, point)] = self._handlers[_topic(node, wrench)] = on_half
-        topics = {}
+        # Every topic nodes.yaml names, by its name here and fully qualified. The recorder
+        # passes on what it records (`take`, serialised: only what a handler reads is parsed);
+        # the monitor subscribes to the rest itself (/clock).
+        types, self._names = {}, {}
         for spec in manifest.nodes().values():
             for key in list(spec.publishes) + list(spec.subscribes):
-                topics[spec.topic(key)] = spec.message_type(key)
-        for topic, type_name in topics.items():
-            self.node.create_subscription(_message_class(type_name), topic,
-                                          lambda msg, t=topic: self._received(t, msg), SENSOR_QOS)
+                types[spec.topic(key)] = spec.message_type(key)
+                self._names[spec.resolved_topic(key, namespace)] = spec.topic(key)
+        self._classes = {topic: _message_class(kind) for topic, kind in types.items()}
+        recorded = suite_topics(namespace)
+        for name, topic in self._names.items():
+            if name not in recorded:
+                self.node.create_subscription(self._classes[topic], topic,
+                                              partial(self._received, topic), SENSOR_QOS,
+                                              raw=True)
 
     @property
     def simulated_time(self) -> float:
@@ -169,13 +182,19 @@ class TopicMonitor:
     def seen_all_events(self) -> bool:
         return all(event in self.events for event in self.shows)
 
-    def _received(self, topic: str, msg) -> None:
+    def take(self, name: str, cdr: bytes) -> None:
+        """A message the recorder recorded on topic `name` (fully qualified)."""
+        topic = self._names.get(name)
+        if topic is not None:
+            self._received(topic, cdr)
+
+    def _received(self, topic: str, cdr: bytes) -> None:
         now = time.monotonic() - self.start
         self.counts[topic] += 1
         self.first_last[topic] = (self.first_last.get(topic, (now,))[0], now)
         handler = self._handlers.get(topic)
         if handler:
-            handler(topic, now, msg)
+            handler(topic, now, deserialize_message(cdr, self._classes[topic]))
 
     def _on_residual(self, topic: str, now: float, msg) -> None:
         self._newest_residual = stamp_to_seconds(msg.header.stamp)
@@ -245,7 +264,7 @@ class TopicMonitor:
             values = {kv.key: kv.value for kv in status.values}
             if self.people is not None and 'clock_start' in values:
                 self.people.clock_start = float(values['clock_start'])
-            if status.name.lstrip('/') == SIM and 'simulated_time' in values:
+            if status.name == self._sim_name and 'simulated_time' in values:
                 self.sim_report = (now, float(values['simulated_time']), values)
                 self.first_sim_report = self.first_sim_report or self.sim_report
 
@@ -342,6 +361,11 @@ def _pace(monitor: TopicMonitor) -> str:
         pace += (f' at {(simulated - first_simulated) / (at - first_at):.2f} × real time '
                  '(between its first and last report)')
     pace += f', {SIM} CPU load {values.get("cpu_load", "?")}'
+    holds = {key: int(values.get(f'{key}_timeout', 0)) for key in SPEED_INPUTS}
+    if any(holds.values()):  # the suite's reaction signal missing: the arm held, jolted
+        pace += ('; it held the arm for lack of ' + ', '.join(
+            f'{key.replace("_", " ")} ({count} times)' for key, count in holds.items() if count)
+            + ' (more than its time_scaling.timeout without one: a jolt the detector sees)')
     behind = int(values.get('fell_behind', 0))
     if not behind:
         return f'simulation: kept up with the wall clock; {pace}'
@@ -586,12 +610,13 @@ def main(argv: list[str]) -> int:
     context = Context()
     rclpy.init(context=context)
     monitor = TopicMonitor(context, args.namespace, shows, people)
-    # The monitor and the recorder take every 1 kHz stream: the Python executor's per-wake-up
-    # wait set would make them lose a third of the samples (the recording then has gaps).
+    # The recorder takes every 1 kHz stream and hands each message to the monitor: the Python
+    # executor's per-wake-up wait set would make them lose a third of the samples (the
+    # recording then has gaps), and two subscriptions per topic lost more.
     executor = FastExecutor(context=context)
     executor.add_node(monitor.node)
     recorder = BagRecorder.for_suite(context, os.path.join(args.out, 'recording'),
-                                     args.namespace, overrides=robot)
+                                     args.namespace, overrides=robot, tap=monitor.take)
     executor.add_node(recorder.node)
     processes = manifest.processes(with_sim=True, separate=args.separate)
     overrides = simulated_clock()

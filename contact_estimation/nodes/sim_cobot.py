@@ -71,6 +71,7 @@ from contact_estimation.ros.conversions import (seconds_to_stamp, stamp_to_secon
 from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.node_main import run
 from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, rows
+from contact_estimation.ros.qos import DRIVER_QOS, PIPELINE_QOS
 from contact_estimation.ros.suite_node import SuiteNode
 
 NAME = 'sim_cobot'
@@ -137,8 +138,8 @@ class SimCobotNode(SuiteNode):
             self.sim = self._make_simulation()
             self._driver = self._make_driver()
             self._scaling_watch = {key: ScalingTimeout(self.value('time_scaling.timeout'))
-                                   for key in _SCALINGS}
-        self._scaling = dict.fromkeys(_SCALINGS, 1.0)  # latest f_S and s
+                                   for key in SPEED_INPUTS}
+        self._scaling = dict.fromkeys(SPEED_INPUTS, 1.0)  # latest f_S and s
         rate = self.value('rate')
         self._lidar_every = round(rate / self.value('lidar.rate'))
         self._skeleton_every = (round(rate / self.value('skeleton_rate'))
@@ -154,7 +155,8 @@ class SimCobotNode(SuiteNode):
         # A sample the driver may hold back needs a message of its own.
         self._reorders = self._driver.timing.reorder_probability > 0
 
-        self._pub = {key: self.publisher(key, kind) for key, kind in _MESSAGES.items()}
+        self._pub = {key: self.publisher(key, kind, PIPELINE_QOS if key == 'lidar_points'
+                                         else DRIVER_QOS) for key, kind in _MESSAGES.items()}
         if self._skeleton_every:
             self._pub['skeleton'] = self.publisher('skeleton', PoseArray)
         self._clock_pub = self.publisher('clock', Clock) if self.value('publish_clock') else None
@@ -162,7 +164,7 @@ class SimCobotNode(SuiteNode):
         if self._clock_pub and self.value('lockstep.lead') > 0.0:
             self._lockstep = Lockstep(self.value('lockstep.lead'), self.value('lockstep.timeout'))
             self.subscribe('lockstep', JointState, self._on_taken)
-        for key in _SCALINGS:
+        for key in SPEED_INPUTS:
             self.subscribe(key, Float64, lambda msg, key=key: self._on_scaling(key, msg))
         self._steps = 0
         self._start: float | None = None  # monotonic time of step 0, set by the first call
@@ -382,7 +384,7 @@ class SimCobotNode(SuiteNode):
 
 
 # The speed factors the arm follows, in combined_scaling's order (nodes.yaml keys).
-_SCALINGS = ('time_scaling', 'proximity_speed_scale')
+SPEED_INPUTS = ('time_scaling', 'proximity_speed_scale')
 
 _MESSAGES = {'joint_states': JointState, 'ft_wrench': WrenchStamped, 'lidar_points': PointCloud2,
              'true_contact_point': PointStamped, 'true_contact_wrench': WrenchStamped,

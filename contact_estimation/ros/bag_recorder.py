@@ -4,18 +4,26 @@ simulator's true contact drawn as the estimators draw theirs (green), for Foxglo
 
 The subscriptions are raw: rclpy hands over the CDR bytes DDS carried, which is what a rosbag2
 stores, so nothing is parsed or serialised again (only /joint_states is parsed, for /tf).
-They are best effort, so they hear best-effort and reliable publishers alike; a machine that
-cannot keep up loses samples from the recording, not from the suite.
+Each is made once its topic has a publisher, with the reliability they offer (as rosbag2
+adapts its QoS): reliable when every publisher is, and transient local when every one is
+(the stops and events sent before it looked), so that a loaded machine delays the
+recording rather than loses from it. A best-effort recording of the demo lost up to 100 ms
+of joint states the suite had taken, and the replay, the oracle of what the suite did, then
+judged the input stale where the live chain had not, and its residual drifted from the live
+one (issue 39, 2026-11-28). A publisher that offers less, come later, turns the topic's
+subscription down to what hears them all.
 """
 from __future__ import annotations
 
 import importlib
 import os
 import posixpath
+from typing import Callable
 
 import yaml
 
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 
 from contact_estimation import manifest
@@ -26,6 +34,7 @@ from contact_estimation.suite_bag import (DEFAULT_TF_RATE, SuiteBag, remove_earl
 
 
 MARKER_ARRAY = 'visualization_msgs/msg/MarkerArray'
+DISCOVERY_PERIOD = 0.25  # s between looks for publishers on the topics not yet subscribed
 _TRUTH_RGBA = (0.0, 0.8, 0.1, 0.8)
 
 
@@ -88,27 +97,56 @@ class BagRecorder:
 
     def __init__(self, context, path: str | os.PathLike, robot: RobotModel,
                  tf_rate: float = DEFAULT_TF_RATE,
-                 node_name: str = 'contact_estimation_recorder', namespace: str = ''):
+                 node_name: str = 'contact_estimation_recorder', namespace: str = '',
+                 tap: Callable[[str, bytes], None] | None = None):
+        """`tap`: also given each message recorded (topic, CDR), as it is recorded."""
         self.node = Node(node_name, context=context)
+        self._tap = tap
         self.bag = SuiteBag(path, robot, tf_rate)
         self._joint_state_class = message_class('sensor_msgs/msg/JointState')
         self._truth = TruthMarkers(namespace)
         self._joint_states = manifest.node('joint_state_listener').resolved_topic(
             'joint_states', namespace)
-        for topic, type_name in suite_topics(namespace).items():
-            self.node.create_subscription(
+        self._topics = suite_topics(namespace)
+        self._subscriptions: dict[str, tuple] = {}  # topic: (subscription, (reliable, latched))
+        self._subscribe_published()
+        self.node.create_timer(DISCOVERY_PERIOD, self._subscribe_published)
+
+    def _subscribe_published(self) -> None:
+        """Subscribe to each topic that has publishers, as reliably and as durably as all of
+        them offer; a publisher that offers less, come later, turns the subscription down."""
+        for topic, type_name in self._topics.items():
+            offered = [info.qos_profile for info in self.node.get_publishers_info_by_topic(topic)]
+            if not offered:
+                continue
+            subscription, current = self._subscriptions.get(topic, (None, (True, True)))
+            reliable = current[0] and all(
+                q.reliability == ReliabilityPolicy.RELIABLE for q in offered)
+            latched = current[1] and reliable and all(  # the stops and events sent earlier
+                q.durability == DurabilityPolicy.TRANSIENT_LOCAL for q in offered)
+            if subscription is not None and (reliable, latched) == current:
+                continue
+            if subscription is not None:
+                self.node.destroy_subscription(subscription)
+            qos = QoSProfile(
+                history=SENSOR_QOS.history, depth=SENSOR_QOS.depth,
+                reliability=ReliabilityPolicy.RELIABLE if reliable else SENSOR_QOS.reliability,
+                durability=DurabilityPolicy.TRANSIENT_LOCAL if latched
+                else SENSOR_QOS.durability)
+            self._subscriptions[topic] = (self.node.create_subscription(
                 message_class(type_name), topic,
-                lambda cdr, t=topic, m=type_name: self._received(t, m, cdr), SENSOR_QOS,
-                raw=True)
+                lambda cdr, t=topic, m=type_name: self._received(t, m, cdr), qos,
+                raw=True), (reliable, latched))
 
     @classmethod
     def for_suite(cls, context, path: str | os.PathLike, namespace: str = '',
-                  node: str = 'sim_cobot', overrides: dict | None = None) -> 'BagRecorder':
+                  node: str = 'sim_cobot', overrides: dict | None = None,
+                  tap: Callable[[str, bytes], None] | None = None) -> 'BagRecorder':
         """A recorder of the suite in `namespace`, for the robot that `node`'s parameter file
         (and `overrides`) names; an earlier recording at `path` is replaced."""
         robot = robot_of(node, overrides)
         remove_earlier_bag(path)
-        return cls(context, path, robot, namespace=namespace)
+        return cls(context, path, robot, namespace=namespace, tap=tap)
 
     def _received(self, topic: str, type_name: str, cdr: bytes) -> None:
         if self.bag.closed:
@@ -119,10 +157,12 @@ class BagRecorder:
             markers = self._truth.feed(topic, cdr)
             if markers is not None:
                 self.bag.write(self._truth.topic, MARKER_ARRAY, log_ns, markers)
-            return
-        msg = deserialize_message(cdr, self._joint_state_class)
-        self.bag.write_joint_state(log_ns, stamp_ns(msg), list(msg.name), msg.position, cdr,
-                                   topic)
+        else:
+            msg = deserialize_message(cdr, self._joint_state_class)
+            self.bag.write_joint_state(log_ns, stamp_ns(msg), list(msg.name), msg.position,
+                                       cdr, topic)
+        if self._tap is not None:
+            self._tap(topic, cdr)
 
     def close(self) -> None:
         """Finish the bag (metadata.yaml) and leave the graph."""

@@ -13,6 +13,10 @@ timeouts stop with it), so a decision is also too old after SLOWEST_CLOCK's shar
 silence on the monotonic clock (issue 27). `beat()` is also how
 the node publishes a change: one lock orders
 the thread's messages and the node's, so a beat read before a change is never sent after it.
+The node's speed scale rides on the same beats (`repeat`, under the same lock): repeated by an
+executor timer on the simulated clock, it waited behind the chain's backlog, the simulated
+cobot went 150 ms of its time without f_S and held the arm at once, and that jolt was taken
+for a collision (a demo run of issue 39, 2026-11-28).
 
 A thread of its own is not enough at real-time priority (issue 36): SCHED_FIFO never takes
 the CPU from a thread for another of the same priority, so while the node's executor worked
@@ -47,14 +51,15 @@ class Heartbeat:
     def __init__(self, publisher, rate: float, decided: Callable[[], bool | None],
                  clock: Callable[[], float], name: str,
                  steady: Callable[[], float] = time.monotonic, beating: bool = True,
-                 above: int = 0):
+                 above: int = 0, repeat: Callable[[], None] = lambda: None):
         """`clock`: the node's watchdog clock; `steady`: its monotonic clock (a replay's
         stands for both); without `beating` (a replay: no wall time passes) no thread
         beats, and the stop goes out on its changes only (`beat`); `above`: SCHED_FIFO
-        steps over its process's that the thread beats at, when the process is real-time."""
-        self._publisher, self._period = publisher, 1.0 / rate
+        steps over its process's that the thread beats at, when the process is real-time;
+        `repeat`: publishes what else the thread repeats at each beat (the speed scale)."""
+        self._publisher, self._period, self._repeat = publisher, 1.0 / rate, repeat
         self._decided, self._clock, self._steady = decided, clock, steady
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()  # held while a beat publishes; `repeat`'s changes take it
         self._closed = threading.Event()
         self.decided_at = clock()           # when the node last decided (`decision`)
         self._decided_wall = steady()
@@ -71,16 +76,17 @@ class Heartbeat:
         self.decided_at = self._clock()
         self._decided_wall = self._steady()
 
-    def beat(self) -> None:
-        """Publish the stop now (on a change, and from the thread)."""
-        with self._lock:
+    def beat(self, repeat: bool = False) -> None:
+        """Publish the stop now (on a change, and from the thread with `repeat`)."""
+        with self.lock:
             stop = self._decided()
-            if stop is None:
-                return
-            if not stop and self._late():
-                stop = True
-                self.late += 1
-            self._publisher.publish(Bool(data=stop))
+            if stop is not None:
+                if not stop and self._late():
+                    stop = True
+                    self.late += 1
+                self._publisher.publish(Bool(data=stop))
+            if repeat:
+                self._repeat()
 
     def _late(self) -> bool:
         """The node's decision is too old to vouch for, on its clock or on the monotonic."""
@@ -103,7 +109,7 @@ class Heartbeat:
             if self._closed.wait(due - time.monotonic()):
                 return
             try:
-                self.beat()
+                self.beat(repeat=True)
             except Exception:  # noqa: BLE001 -- the node is gone; silence means stop
                 return
 

@@ -24,6 +24,14 @@ PIPELINE_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=50,
     reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
 
+# The simulated driver's sample streams (sim_cobot: joint states, F/T readings, the true
+# contact at 1 kHz): reliable, one second kept for a reliable subscriber that falls behind, so
+# that a recorder on a loaded machine records every sample the suite took (the replay's
+# input; ros/bag_recorder.py). At PIPELINE_QOS's 50 the demo's recording still lost some.
+DRIVER_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=1000,
+    reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
+
 STOP_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=10,
     reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)

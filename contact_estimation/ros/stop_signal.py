@@ -7,7 +7,8 @@ collision detector, the proximity monitor); README "The stop contract" states it
   controller treats `Heartbeat.MISSED` missed beats as stop.
 - a speed scale (std_msgs/Float64: the detector's f_S, the proximity monitor's speed scale),
   published when it moves enough to matter (core/chain/time_scaling.worth_publishing: no
-  chatter) and repeated at the heartbeat rate.
+  chatter) and repeated at the heartbeat rate, by the heartbeat's thread (by a timer in a
+  replay).
 - `~/reset` (std_srvs/Trigger): the node's `reset()` says whether the stop may clear, and
   why not; it answers success only when the stop it then published is False (the reply and
   the published stop never disagree: issue 27), and its requests are queued deep enough for
@@ -72,13 +73,15 @@ class StopSignal:
         self._heartbeat = Heartbeat(publisher, rate, lambda: self.published, node.seconds,
                                     f'{node.get_name()} heartbeat', node.steady,
                                     beating=node.runs_in_real_time,
-                                    above=heartbeat_steps(node.spec.name))
+                                    above=heartbeat_steps(node.spec.name),
+                                    repeat=self._repeat)
         node.problems.values['late_heartbeats'] = lambda: str(self.late)
         if node.runs_in_real_time:
             self._watch = DuplicateWatch(node, publisher.topic_name, self._heartbeat.beat,
                                          node.value('discovery_time'))
         node.create_service(Trigger, '~/reset', self._on_reset)
-        node.create_timer(1.0 / rate, self._repeat)
+        if not node.runs_in_real_time:
+            node.create_timer(1.0 / rate, self._repeat)
 
     def decide(self, stop: bool, watching: bool = True) -> bool:
         """The node's stop now, published at once when it changed, which is returned;
@@ -104,10 +107,12 @@ class StopSignal:
         self._heartbeat.decision()
 
     def publish_scale(self, value: float) -> None:
-        """The speed scale, published when worth it (the heartbeat repeats it)."""
+        """The speed scale, published when worth it (the heartbeat repeats it: its lock keeps
+        a repeat of the old value from following the new one)."""
         if worth_publishing(value, self.scale):
-            self.scale = value
-            self._scale_pub.publish(Float64(data=value))
+            with self._heartbeat.lock:
+                self.scale = value
+                self._scale_pub.publish(Float64(data=value))
 
     @property
     def late(self) -> int:
