@@ -23,6 +23,7 @@ def test_the_skeleton_puts_the_part_of_the_region_at_the_position(region, part):
     assert np.linalg.norm(centre[part] - position) < 0.02, centre[part]
     touched, _ = PflCheck().region_of(position, tracked_parts(bodies))
     assert touched == part
+    assert person.part == part
 
 
 @pytest.mark.parametrize('person, words', [

@@ -73,9 +73,11 @@ PROXIMITY = 'proximity_monitor'
 EVENTS = {'contact': 'the contact (ground truth)', 'collision': "the detector's collision event",
           'hold': 'the hold after the collision (f_S = 0)',
           'resume': 'the resume once the contact is over',
-          'person_contact': "the arm reaching the scripted person's body part (ground truth)",
+          'person_reached': "the arm inside the protective distance of the scripted person's "
+                            "body part (the proximity monitor's part status)",
           'pfl': "the proximity monitor's check of a contact over its body region's limit"}
 SHOWS = ('contact', 'collision', 'hold', 'resume')
+PERSON_EVENTS = {'person_reached', 'pfl'}  # judged by demo_pfl.py on the scenario's person
 # A scripted force ramping up this slowly (s) or slower is a hand's touch (issue 29: hands
 # ramp over 150–1000 ms); a faster one is an impact.
 TOUCH_RAMP = 0.15
@@ -136,6 +138,7 @@ class TopicMonitor:
         self.first_sim_report: tuple[float, float, dict[str, str]] | None = None
         self.sim_report: tuple[float, float, dict[str, str]] | None = None
         self._sim_name = posixpath.join('/', namespace, SIM)  # its /diagnostics status name
+        self._proximity_name = posixpath.join('/', namespace, PROXIMITY)
         self.start = time.monotonic()
         self._handlers = {
             _topic('residual_node', 'residual'): self._on_residual,
@@ -148,6 +151,7 @@ class TopicMonitor:
         if people is not None:
             self._handlers.update({
                 _topic(SIM, 'joint_states'): lambda topic, now, msg: people.on_joint_state(msg),
+                _topic(PROXIMITY, 'parts'): self._on_parts,
                 _topic(PROXIMITY, 'pfl'): self._on_pfl,
                 _topic(PROXIMITY, 'stop'): lambda topic, now, msg: people.on_stop(now, msg.data)})
         # Contacts by stamp, from a point and a wrench of the same stamp and link:
@@ -208,8 +212,6 @@ class TopicMonitor:
         if touching and not going_on:
             self.events.setdefault('contact', now)
             spans.append([stamp, now, None, None])
-            if self.people is not None and self.people.on_contact_onset(stamp, now):
-                self.events['person_contact'] = now
         elif going_on and not touching:
             spans[-1][2:] = [stamp, now]
 
@@ -253,16 +255,21 @@ class TopicMonitor:
         if paired is not None:
             self.contacts[source][paired[0]] = paired[1]
 
+    def _on_parts(self, topic: str, now: float, msg) -> None:
+        if self.people.on_parts(msg):
+            self.events.setdefault('person_reached', now)
+
     def _on_pfl(self, topic: str, now: float, msg) -> None:
         if self.people.on_check(msg):
             self.events.setdefault('pfl', now)
 
     def _on_diagnostics(self, topic: str, now: float, msg) -> None:
         for status in msg.status:
-            if self.people is not None and status.name.lstrip('/') == PROXIMITY:
+            if self.people is not None and status.name == self._proximity_name:
                 self.people.on_status(status)
             values = {kv.key: kv.value for kv in status.values}
-            if self.people is not None and 'clock_start' in values:
+            if self.people is not None and status.name == self._sim_name \
+                    and 'clock_start' in values:
                 self.people.clock_start = float(values['clock_start'])
             if status.name == self._sim_name and 'simulated_time' in values:
                 self.sim_report = (now, float(values['simulated_time']), values)
@@ -384,6 +391,8 @@ def scenario_settings(path: str) -> tuple[tuple[str, ...], dict[str, dict]]:
     unknown = [event for event in shows if event not in EVENTS]
     if unknown:
         raise ValueError(f'shows: {", ".join(unknown)}: not one of {", ".join(EVENTS)}')
+    if PERSON_EVENTS & set(shows) and not raw.get('people'):
+        raise ValueError(f'shows: {", ".join(PERSON_EVENTS & set(shows))}: needs `people:`')
     nodes = manifest.nodes()
     if not isinstance(suite, dict) or any(
             node not in nodes or not isinstance(values, dict) for node, values in suite.items()):
@@ -604,9 +613,12 @@ def main(argv: list[str]) -> int:
         return 1
     robot = {'robot': args.robot} if args.robot else {}
     people = None
-    if 'pfl' in shows or 'person_contact' in shows:  # the arm as the simulator runs it
+    if PERSON_EVENTS & set(shows):
         arm = RobotModel.load(model.robot)
-        people = PersonWatch(Scenario.load(scenario, arm), arm)
+        played = Scenario.load(scenario, arm)
+        if played.payload is not None:  # the arm as the simulator runs it
+            arm = played.payload.carried_by(arm)
+        people = PersonWatch(played, arm)
     context = Context()
     rclpy.init(context=context)
     monitor = TopicMonitor(context, args.namespace, shows, people)
@@ -684,7 +696,7 @@ def main(argv: list[str]) -> int:
     if 'collision' in shows:
         verdicts.append(_verdict(monitor, scripted_kinds(scenario)))
     if people is not None:
-        verdicts.append(people.verdict(monitor.contacts['truth'], monitor.stops))
+        verdicts.append(people.verdict(monitor.contact_spans, monitor.stops))
     print('\n' + '\n'.join(text for text, _ in verdicts))
     shown = all(ok for _, ok in verdicts)
     ok = healthy and shown

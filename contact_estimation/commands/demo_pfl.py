@@ -1,63 +1,81 @@
 """What the demo sees of a scenario's people (issue 38, power and force limiting): the arm
-reaching a person's body part, and the proximity monitor's `pfl` stop; the verdict on them.
+brought inside the protective distance of a person's body part with no stop, and the
+proximity monitor's `pfl` stop of a press over the part's limit; the verdict on them.
 
-`PersonWatch` takes, as the demo monitor receives them, the simulator's joint states and true
-contacts, the proximity monitor's stop and its force checks (`contact_estimation/pfl`). The
-person's contact is the first true contact while no scripted force acts (the scenario's
-people are its only solids besides its obstacles). The verdict (`verdict`), on simulated
-stamps: no stop of either node before that contact; the arm's approach speed at it (its
-contact point's velocity along the contact's normal, the person still) at most v_max of the
-part's region at the arm's effective mass there (core/contact/pfl.py); the true peak force
-within `transient_time` of its onset against the region's transient limit; no check over a
-limit before the scripted force that is meant to be over; then the `pfl` stop, with its
-reason (region, force, limit).
+`PersonWatch` takes, as the demo monitor receives them, the simulator's joint states, the
+proximity monitor's part statuses (`proximity/parts`), its stop and its force checks
+(`contact_estimation/pfl`). The person is reached once the monitor's status of the person's
+part (core/sim/person.py `ScriptedPerson.part`) shows it inside its protective distance
+(margin ≤ 0), where the separation rule would stop the arm. The verdict, on simulated
+stamps, up to the scenario's first scripted force (the press):
+- reached, and no true contact before the press (scene 1 shows no contact: at the Panda's
+  ordinary speed a contact with a hand is an impact the detector rightly latches; the
+  scenario file says why);
+- no stop of either node from the monitor's first clear stop to the press;
+- the arm's approach speed toward the part while inside its protective distance (the joint
+  states' speed of the arm's point nearest the part along the line to its centre; the
+  person stands still) at most v_max of the part's region at the arm's effective mass there
+  (core/contact/pfl.py), reported against it;
+then no check over a limit before the press, and the `pfl` stop it raises, with its reason
+(region, force, limit).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from contact_estimation.core.contact.pfl import (BODY_REGIONS, PflConfig, effective_mass,
+from contact_estimation.core.contact.pfl import (BODY_REGIONS, effective_mass,
                                                  permissible_speed)
 from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.core.sim.scenario import Scenario
 from contact_estimation.ros.conversions import stamp_to_seconds
 from contact_estimation.ros.diagnostics import ERROR, level_byte
 
-# How far (s) a joint state's stamp may be from the contact's onset to give its speed.
-_NEAREST = 0.002
+# Joint states the approach speed is computed on, at most one per this many s of stamps.
+_APPROACH_STEP = 0.005
 
 
 class PersonWatch:
-    """The demo monitor's view of the scenario's people (module doc). `robot`: the arm as
-    the simulator runs it (with the scenario's payload)."""
+    """The demo monitor's view of the scenario's person (module doc; the first of its
+    people). `robot`: the arm as the simulator runs it (with the scenario's payload)."""
 
     def __init__(self, scenario: Scenario, robot: RobotModel):
         self.robot = robot
-        self.regions = [person.region for person in scenario.people]
-        self._windows = [(f.start, f.start + f.duration) for f in scenario.forces]
+        self.person = scenario.people[0]
+        self.region = BODY_REGIONS[self.person.region]
+        self._status_name = f'proximity/{self.person.part}'
+        self._force_starts = sorted(f.start for f in scenario.forces)
         self.clock_start = 0.0  # the stamp of simulated time 0 (sim_cobot's /diagnostics)
         self.joint_states: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # stamp → q, q̇
-        self.onset: tuple[float, float] | None = None  # the person's contact: stamp, receive
+        # The monitor's status of the part: (stamp, distance, margin, protective distance).
+        self.part_statuses: list[tuple[float, float, float, float]] = []
         self.checks: list[tuple[float, dict[str, str], str]] = []  # stamp, values, reason
         self.stop_changes: list[tuple[float, bool]] = []  # the proximity stop: receive, value
         self.stop_reason = ''   # the proximity monitor's latest reason while stopped
 
-    def scripted(self, stamp: float) -> bool:
-        """Whether a scripted force acts at `stamp` (the scenario's times: simulated s)."""
-        t = stamp - self.clock_start
-        return any(start <= t <= end for start, end in self._windows)
+    @property
+    def press(self) -> float:
+        """The stamp of the scenario's first scripted force (inf without one)."""
+        return self.clock_start + (self._force_starts[0] if self._force_starts else np.inf)
 
     def on_joint_state(self, msg) -> None:
         self.joint_states[stamp_to_seconds(msg.header.stamp)] = (np.array(msg.position),
                                                                  np.array(msg.velocity))
 
-    def on_contact_onset(self, stamp: float, now: float) -> bool:
-        """A true contact began at `stamp`: True when it is the person's (the first one
-        while no scripted force acts)."""
-        if self.onset is None and self.regions and not self.scripted(stamp):
-            self.onset = (stamp, now)
-            return True
-        return False
+    def on_parts(self, msg) -> bool:
+        """The monitor's part statuses: True once the person's part is inside its protective
+        distance."""
+        for status in msg.status:
+            if status.name == self._status_name:
+                values = {kv.key: kv.value for kv in status.values}
+                self.part_statuses.append(
+                    (stamp_to_seconds(msg.header.stamp), float(values['distance']),
+                     float(values['margin']), float(values['protective_distance'])))
+        return self.reached() is not None
+
+    def reached(self) -> tuple[float, float, float, float] | None:
+        """The first status of the part inside its protective distance, before the press."""
+        return next((s for s in self.part_statuses if s[2] <= 0.0 and s[0] < self.press), None)
 
     def on_check(self, msg) -> bool:
         """A force check of the proximity monitor: True when it is over its limit."""
@@ -77,64 +95,89 @@ class PersonWatch:
             self.stop_reason = status.message
 
     # ------------------------------------------------------------------ verdict
-    def approach(self, contact) -> tuple[float, float] | None:
-        """(approach speed m/s, v_max m/s) of the arm at the person's contact `contact`
-        (the truth at its onset: link, point and force on the robot in the link frame);
-        None without a joint state of its stamp."""
-        stamp = self.onset[0]
-        nearest = min(self.joint_states, key=lambda t: abs(t - stamp), default=None)
-        if nearest is None or abs(nearest - stamp) > _NEAREST:
+    def approach(self, start: float, end: float) -> tuple[float, float, float] | None:
+        """The arm's approach to the part over the joint states stamped in [start, end): the
+        largest share of v_max, with its (approach speed m/s, v_max m/s), and the nearest
+        the arm's surface came to the part (m); None without joint states there."""
+        surfaces = LinkSurfaces(self.robot)
+        points = {link: surfaces.surface_points(link)[0] for link in surfaces.links}
+        centre = self.person.position
+        worst, nearest, last = (-np.inf, 0.0, np.inf), np.inf, -np.inf  # share, speed, v_max
+        for stamp in sorted(t for t in self.joint_states if start <= t < end):
+            if stamp - last < _APPROACH_STEP:
+                continue
+            last = stamp
+            q, v = self.joint_states[stamp]
+            link, local, point = min(
+                ((link, local, point) for link, (rotation, origin) in
+                 zip(surfaces.links, self.robot.link_poses(q, surfaces.links))
+                 for local, point in [_nearest(points[link], rotation, origin, centre)]),
+                key=lambda item: np.linalg.norm(centre - item[2]))
+            distance = float(np.linalg.norm(centre - point))
+            nearest = min(nearest, distance - self.person.radius)
+            toward = (centre - point) / distance
+            speed = float(self.robot.point_jacobian(q, link, local) @ v @ toward)
+            v_max = permissible_speed(self.region,
+                                      effective_mass(self.robot, q, link, point, toward))
+            worst = max(worst, (speed / v_max, speed, v_max))
+        if not np.isfinite(nearest):
             return None
-        q, v = self.joint_states[nearest]
-        rotation, origin = self.robot.link_pose(q, contact.link)
-        toward = -(rotation @ contact.force) / np.linalg.norm(contact.force)  # into the part
-        velocity = self.robot.point_jacobian(q, contact.link, contact.point) @ v
-        mass = effective_mass(self.robot, q, contact.link, rotation @ contact.point + origin,
-                              toward)
-        return float(velocity @ toward), permissible_speed(BODY_REGIONS[self.regions[0]], mass)
+        return worst[1], worst[2], nearest
 
-    def verdict(self, truth: dict, detector_stops: list) -> tuple[str, bool]:
-        """The verdict (module doc) from the true contacts by stamp (`truth`) and the
-        detector's latched stops (stamp, cause, message)."""
-        if self.onset is None:
-            return 'verdict: FAILED: the arm never reached the person while the demo watched', False
-        stamp, received = self.onset
-        early = [stop for stop in detector_stops if stop[0] < stamp]
+    def verdict(self, contact_spans: list, detector_stops: list) -> tuple[str, bool]:
+        """The verdict (module doc) from the true contacts ([onset stamp, receive time, end
+        stamp, receive time]) and the detector's latched stops (stamp, cause, message)."""
+        part = f'the {self.person.part} ({self.region.name})'
+        reached = self.reached()
+        if reached is None:
+            nearest = min((s[2] for s in self.part_statuses), default=np.inf)
+            return (f'verdict: FAILED: the arm never came inside the protective distance of '
+                    f'{part} before the press (smallest margin {nearest:.3f} m)'), False
+        stamp, _, _, protective = reached
+        press, at = self.press, self.clock_start
+        touched = [span for span in contact_spans if span[0] < press]
+        if touched:
+            return (f'verdict: FAILED: a contact at {touched[0][0] - at:.3f} s (simulated), '
+                    f'before the press at {press - at:.3f} s: this scene shows none'), False
+        early = [stop for stop in detector_stops if stop[0] < press]
         if early:
-            return (f'verdict: FAILED: the collision detector stopped at {early[0][0]:.3f} s, '
-                    f'before the arm reached the person at {stamp:.3f} s ({early[0][1]}: '
-                    f'{early[0][2]})'), False
+            return (f'verdict: FAILED: the collision detector stopped at {early[0][0] - at:.3f} '
+                    f's (simulated), before the press ({early[0][1]}: {early[0][2]})'), False
+        press_received = next((span[1] for span in contact_spans if span[0] >= press), np.inf)
         cleared = next((i for i, (_, stop) in enumerate(self.stop_changes) if not stop), None)
-        raised = [at for at, stop in self.stop_changes[cleared or 0:] if stop and at < received]
+        raised = [t for t, stop in self.stop_changes[cleared or 0:] if stop and t < press_received]
         if cleared is None or raised:
-            return ('verdict: FAILED: the proximity monitor stopped before the arm reached '
-                    f'the person ({self.stop_reason or "never cleared its start-up stop"})'), False
-        region = BODY_REGIONS[self.regions[0]]
-        speeds = self.approach(truth[stamp])
-        if speeds is None:
-            return 'verdict: FAILED: no joint state of the contact\'s stamp', False
-        approach, v_max = speeds
-        transient = PflConfig().transient_time
-        peak = max(float(np.linalg.norm(c.force)) for t, c in truth.items()
-                   if stamp <= t < stamp + transient)
-        reached = (f'the {region.name} reached at {stamp - self.clock_start:.3f} s (simulated) '
-                   'with no stop before it, at '
-                   f'{approach:.2f} m/s toward it (v_max {v_max:.2f} m/s), true peak force '
-                   f'{peak:.0f} N (transient limit {region.transient_force:.0f} N)')
-        if approach > v_max:
-            return f'verdict: FAILED: {reached}: faster than v_max', False
-        push = self.clock_start + min((start for start, _ in self._windows), default=np.inf)
+            return ('verdict: FAILED: the proximity monitor stopped before the press '
+                    f'({self.stop_reason or "never cleared its start-up stop"})'), False
+        approach = self.approach(stamp, press)
+        if approach is None:
+            return 'verdict: FAILED: no joint states between the reach and the press', False
+        speed, v_max, nearest = approach
+        shown = (f'{part} inside its protective distance from {stamp - at:.3f} s (simulated; '
+                 f'S_p {protective:.2f} m, where separation monitoring stops the arm), the arm '
+                 f'at most {speed:.2f} m/s toward it there (v_max {v_max:.2f} m/s), nearest '
+                 f'{nearest * 1e3:.0f} mm, no contact, no stop')
+        if speed > v_max:
+            return f'verdict: FAILED: {shown}: faster than v_max', False
         over = [(t, reason) for t, values, reason in self.checks if values.get('over') == 'True']
-        if over and over[0][0] < push:
-            return (f'verdict: FAILED: {reached}; a check over its limit before the scripted '
-                    f'force at {push - self.clock_start:.3f} s: {over[0][1]}'), False
+        if over and over[0][0] < press:
+            return (f'verdict: FAILED: {shown}; a check over its limit before the press at '
+                    f'{press - at:.3f} s: {over[0][1]}'), False
         if not over:
             largest = max(self.checks, key=lambda check: float(check[1].get('margin', 0)),
                           default=(0.0, {}, 'none'))
-            return (f'verdict: FAILED: {reached}; no contact stopped pfl ({len(self.checks)} '
+            return (f'verdict: FAILED: {shown}; no contact stopped pfl ({len(self.checks)} '
                     f'checks, the largest share of its limit: {largest[2]})'), False
-        if not any(stop for at, stop in self.stop_changes if at >= received):
-            return f'verdict: FAILED: {reached}; the check over its limit raised no stop', False
-        return (f'verdict: {reached}; the scripted force at {push - self.clock_start:.3f} s '
-                f'stopped the arm '
-                f'{(over[0][0] - push) * 1e3:.0f} ms after its start: pfl: {over[0][1]}'), True
+        if not any(stop for t, stop in self.stop_changes if t >= press_received):
+            return f'verdict: FAILED: {shown}; the check over its limit raised no stop', False
+        return (f'verdict: {shown}; the press at {press - at:.3f} s stopped the arm '
+                f'{(over[0][0] - press) * 1e3:.0f} ms after its start: pfl: {over[0][1]}'), True
+
+
+def _nearest(points: np.ndarray, rotation: np.ndarray, origin: np.ndarray,
+             centre: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The point of `points` (a link's, in its frame, posed at rotation, origin) nearest
+    `centre` (base frame): in the link frame and in the base frame."""
+    posed = points @ rotation.T + origin
+    k = int(np.argmin(np.linalg.norm(posed - centre, axis=1)))
+    return points[k], posed[k]

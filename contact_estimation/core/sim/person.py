@@ -25,6 +25,9 @@ UPPER_ARM, FOREARM = 0.30, 0.26
 REACHING_REGIONS = {'upper_arm_elbow': UPPER_ARM / 2,
                     'lower_arm_wrist': UPPER_ARM + FOREARM / 2,
                     'hand_fingers': UPPER_ARM + 1.2 * FOREARM}
+# The proximity monitor's body part (core/contact/proximity.py DEFAULT_PARTS) of each region.
+TRACKED_PARTS = {'upper_arm_elbow': 'right_upper_arm', 'lower_arm_wrist': 'right_forearm',
+                 'hand_fingers': 'right_hand'}
 SHOULDER_WIDTH, NECK, HEAD, TRUNK, THIGH, SHIN = 0.38, 0.22, 0.08, 0.5, 0.45, 0.45
 
 
@@ -53,6 +56,11 @@ class ScriptedPerson:
         if not 0.0 < self.radius <= 0.3:
             raise ValueError(f'person {self.name!r}: radius must be in (0, 0.3] m')
         object.__setattr__(self, 'reach', reach / np.linalg.norm(reach))
+
+    @property
+    def part(self) -> str:
+        """The proximity monitor's body part that holds `position`."""
+        return TRACKED_PARTS[self.region]
 
     def keypoints(self) -> np.ndarray:
         """The COCO-17 keypoints (17 × 3, base frame, COCO_17 order) of the person."""
