@@ -256,7 +256,7 @@ class TopicMonitor:
             self.contacts[source][paired[0]] = paired[1]
 
     def _on_parts(self, topic: str, now: float, msg) -> None:
-        if self.people.on_parts(msg):
+        if self.people.on_parts(now, msg):
             self.events.setdefault('person_reached', now)
 
     def _on_pfl(self, topic: str, now: float, msg) -> None:
@@ -266,7 +266,7 @@ class TopicMonitor:
     def _on_diagnostics(self, topic: str, now: float, msg) -> None:
         for status in msg.status:
             if self.people is not None and status.name == self._proximity_name:
-                self.people.on_status(status)
+                self.people.on_status(now, status)
             values = {kv.key: kv.value for kv in status.values}
             if self.people is not None and status.name == self._sim_name \
                     and 'clock_start' in values:

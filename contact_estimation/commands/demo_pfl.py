@@ -33,6 +33,9 @@ from contact_estimation.ros.diagnostics import ERROR, level_byte
 
 # Joint states the approach speed is computed on, at most one per this many s of stamps.
 _APPROACH_STEP = 0.005
+# s: the press's first true contact may be stamped this much before its scripted start
+# (clock_start has µs, the simulator's steps ms).
+_STAMP_TOLERANCE = 0.001
 
 
 class PersonWatch:
@@ -47,11 +50,12 @@ class PersonWatch:
         self._force_starts = sorted(f.start for f in scenario.forces)
         self.clock_start = 0.0  # the stamp of simulated time 0 (sim_cobot's /diagnostics)
         self.joint_states: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # stamp → q, q̇
-        # The monitor's status of the part: (stamp, distance, margin, protective distance).
-        self.part_statuses: list[tuple[float, float, float, float]] = []
+        # The monitor's status of the part: (stamp, receive time, distance, margin,
+        # protective distance).
+        self.part_statuses: list[tuple[float, float, float, float, float]] = []
         self.checks: list[tuple[float, dict[str, str], str]] = []  # stamp, values, reason
         self.stop_changes: list[tuple[float, bool]] = []  # the proximity stop: receive, value
-        self.stop_reason = ''   # the proximity monitor's latest reason while stopped
+        self.stop_reasons: list[tuple[float, str]] = []  # receive time, the monitor's reason
 
     @property
     def press(self) -> float:
@@ -62,20 +66,20 @@ class PersonWatch:
         self.joint_states[stamp_to_seconds(msg.header.stamp)] = (np.array(msg.position),
                                                                  np.array(msg.velocity))
 
-    def on_parts(self, msg) -> bool:
+    def on_parts(self, now: float, msg) -> bool:
         """The monitor's part statuses: True once the person's part is inside its protective
         distance."""
         for status in msg.status:
             if status.name == self._status_name:
                 values = {kv.key: kv.value for kv in status.values}
                 self.part_statuses.append(
-                    (stamp_to_seconds(msg.header.stamp), float(values['distance']),
+                    (stamp_to_seconds(msg.header.stamp), now, float(values['distance']),
                      float(values['margin']), float(values['protective_distance'])))
         return self.reached() is not None
 
-    def reached(self) -> tuple[float, float, float, float] | None:
+    def reached(self) -> tuple[float, float, float, float, float] | None:
         """The first status of the part inside its protective distance, before the press."""
-        return next((s for s in self.part_statuses if s[2] <= 0.0 and s[0] < self.press), None)
+        return next((s for s in self.part_statuses if s[3] <= 0.0 and s[0] < self.press), None)
 
     def on_check(self, msg) -> bool:
         """A force check of the proximity monitor: True when it is over its limit."""
@@ -89,10 +93,10 @@ class PersonWatch:
     def on_stop(self, now: float, stop: bool) -> None:
         self.stop_changes.append((now, stop))
 
-    def on_status(self, status) -> None:
+    def on_status(self, now: float, status) -> None:
         """The proximity monitor's /diagnostics status: its reason while stopped."""
         if status.level == level_byte(ERROR):
-            self.stop_reason = status.message
+            self.stop_reasons.append((now, status.message))
 
     # ------------------------------------------------------------------ verdict
     def approach(self, start: float, end: float) -> tuple[float, float, float] | None:
@@ -130,12 +134,12 @@ class PersonWatch:
         part = f'the {self.person.part} ({self.region.name})'
         reached = self.reached()
         if reached is None:
-            nearest = min((s[2] for s in self.part_statuses), default=np.inf)
+            nearest = min((s[3] for s in self.part_statuses), default=np.inf)
             return (f'verdict: FAILED: the arm never came inside the protective distance of '
                     f'{part} before the press (smallest margin {nearest:.3f} m)'), False
-        stamp, _, _, protective = reached
+        stamp, reached_at, _, _, protective = reached
         press, at = self.press, self.clock_start
-        touched = [span for span in contact_spans if span[0] < press]
+        touched = [span for span in contact_spans if span[0] < press - _STAMP_TOLERANCE]
         if touched:
             return (f'verdict: FAILED: a contact at {touched[0][0] - at:.3f} s (simulated), '
                     f'before the press at {press - at:.3f} s: this scene shows none'), False
@@ -143,12 +147,17 @@ class PersonWatch:
         if early:
             return (f'verdict: FAILED: the collision detector stopped at {early[0][0] - at:.3f} '
                     f's (simulated), before the press ({early[0][1]}: {early[0][2]})'), False
-        press_received = next((span[1] for span in contact_spans if span[0] >= press), np.inf)
-        cleared = next((i for i, (_, stop) in enumerate(self.stop_changes) if not stop), None)
-        raised = [t for t, stop in self.stop_changes[cleared or 0:] if stop and t < press_received]
-        if cleared is None or raised:
-            return ('verdict: FAILED: the proximity monitor stopped before the press '
-                    f'({self.stop_reason or "never cleared its start-up stop"})'), False
+        press_received = next((span[1] for span in contact_spans
+                               if span[0] >= press - _STAMP_TOLERANCE), np.inf)
+        # The proximity stop from the reach to the press (its value then, and any raise).
+        before = [stop for t, stop in self.stop_changes if t <= reached_at]
+        raised = [t for t, stop in self.stop_changes if stop and reached_at < t < press_received]
+        if not before or before[-1] or raised:
+            at_stop = raised[0] if raised else reached_at
+            reason = next((text for t, text in self.stop_reasons if t >= at_stop - 1.0),
+                          'its start-up stop')
+            return ('verdict: FAILED: the proximity monitor stopped the arm inside the '
+                    f'protective distance of {part}, before the press ({reason})'), False
         approach = self.approach(stamp, press)
         if approach is None:
             return 'verdict: FAILED: no joint states between the reach and the press', False
