@@ -4,14 +4,15 @@ proximity monitor's `pfl` stop of a press over the part's limit; the verdict on 
 
 `PersonWatch` takes, as the demo monitor receives them, the simulator's joint states, the
 proximity monitor's part statuses (`proximity/parts`), its stop and its force checks
-(`contact_estimation/pfl`). The person is reached once the monitor's status of the person's
-part (core/sim/person.py `ScriptedPerson.part`) shows it inside its protective distance
-(margin ≤ 0), where the separation rule would stop the arm. The verdict, on simulated
+(`contact_estimation/pfl`). The person is reached once, the arm moving, the monitor's status
+of the person's part (core/sim/person.py `ScriptedPerson.part`) shows it inside its
+protective distance (margin ≤ 0), where the separation rule would stop the arm (the arm may
+start there: near the robot's base, a hand is within it). The verdict, on simulated
 stamps, up to the scenario's first scripted force (the press):
 - reached, and no true contact before the press (scene 1 shows no contact: at the Panda's
   ordinary speed a contact with a hand is an impact the detector rightly latches; the
   scenario file says why);
-- no stop of either node from the monitor's first clear stop to the press;
+- no stop of either node from the reach to the press (the detector's: none before the press);
 - the arm's approach speed toward the part while inside its protective distance (the joint
   states' speed of the arm's point nearest the part along the line to its centre; the
   person stands still) at most v_max of the part's region at the arm's effective mass there
@@ -33,6 +34,7 @@ from contact_estimation.ros.diagnostics import ERROR, level_byte
 
 # Joint states the approach speed is computed on, at most one per this many s of stamps.
 _APPROACH_STEP = 0.005
+MOVED = 0.01  # rad of a joint from where the arm stood: it has started its path
 # s: the press's first true contact may be stamped this much before its scripted start
 # (clock_start has µs, the simulator's steps ms).
 _STAMP_TOLERANCE = 0.001
@@ -50,6 +52,8 @@ class PersonWatch:
         self._force_starts = sorted(f.start for f in scenario.forces)
         self.clock_start = 0.0  # the stamp of simulated time 0 (sim_cobot's /diagnostics)
         self.joint_states: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # stamp → q, q̇
+        self._stood: np.ndarray | None = None  # where the arm stood: its first joint state
+        self.moved = np.inf  # the stamp of the first one MOVED (rad) from there: it moves
         # The monitor's status of the part: (stamp, receive time, distance, margin,
         # protective distance).
         self.part_statuses: list[tuple[float, float, float, float, float]] = []
@@ -63,8 +67,12 @@ class PersonWatch:
         return self.clock_start + (self._force_starts[0] if self._force_starts else np.inf)
 
     def on_joint_state(self, msg) -> None:
-        self.joint_states[stamp_to_seconds(msg.header.stamp)] = (np.array(msg.position),
-                                                                 np.array(msg.velocity))
+        stamp, q = stamp_to_seconds(msg.header.stamp), np.array(msg.position)
+        self.joint_states[stamp] = (q, np.array(msg.velocity))
+        if self._stood is None:
+            self._stood = q
+        elif self.moved == np.inf and np.max(np.abs(q - self._stood)) >= MOVED:
+            self.moved = stamp
 
     def on_parts(self, now: float, msg) -> bool:
         """The monitor's part statuses: True once the person's part is inside its protective
@@ -78,8 +86,10 @@ class PersonWatch:
         return self.reached() is not None
 
     def reached(self) -> tuple[float, float, float, float, float] | None:
-        """The first status of the part inside its protective distance, before the press."""
-        return next((s for s in self.part_statuses if s[3] <= 0.0 and s[0] < self.press), None)
+        """The first status of the part inside its protective distance once the arm moves,
+        before the press."""
+        return next((s for s in self.part_statuses
+                     if s[3] <= 0.0 and self.moved <= s[0] < self.press), None)
 
     def on_check(self, msg) -> bool:
         """A force check of the proximity monitor: True when it is over its limit."""
