@@ -75,7 +75,7 @@ EVENTS = {'contact': 'the contact (ground truth)', 'collision': "the detector's 
           'resume': 'the resume once the contact is over',
           'person_reached': "the arm inside the protective distance of the scripted person's "
                             "body part (the proximity monitor's part status)",
-          'pfl': "the proximity monitor's check of a contact over its body region's limit"}
+          'pfl': "the proximity monitor's stop pfl (a contact over its body region's limit)"}
 SHOWS = ('contact', 'collision', 'hold', 'resume')
 PERSON_EVENTS = {'person_reached', 'pfl'}  # judged by demo_pfl.py on the scenario's person
 # A scripted force ramping up this slowly (s) or slower is a hand's touch (issue 29: hands
@@ -260,13 +260,13 @@ class TopicMonitor:
             self.events.setdefault('person_reached', now)
 
     def _on_pfl(self, topic: str, now: float, msg) -> None:
-        if self.people.on_check(msg):
-            self.events.setdefault('pfl', now)
+        self.people.on_check(msg)
 
     def _on_diagnostics(self, topic: str, now: float, msg) -> None:
         for status in msg.status:
-            if self.people is not None and status.name == self._proximity_name:
-                self.people.on_status(now, status)
+            if (self.people is not None and status.name == self._proximity_name
+                    and self.people.on_status(now, status)):
+                self.events.setdefault('pfl', now)
             values = {kv.key: kv.value for kv in status.values}
             if self.people is not None and status.name == self._sim_name \
                     and 'clock_start' in values:

@@ -30,6 +30,7 @@ from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.core.sim.scenario import Scenario
 from contact_estimation.ros.conversions import stamp_to_seconds
+from contact_estimation.nodes.proximity_monitor import PFL
 from contact_estimation.ros.diagnostics import ERROR, level_byte
 
 # Joint states the approach speed is computed on, at most one per this many s of stamps.
@@ -60,6 +61,7 @@ class PersonWatch:
         self.checks: list[tuple[float, dict[str, str], str]] = []  # stamp, values, reason
         self.stop_changes: list[tuple[float, bool]] = []  # the proximity stop: receive, value
         self.stop_reasons: list[tuple[float, str]] = []  # receive time, the monitor's reason
+        self.pfl_stop: tuple[float, str] | None = None  # its first stop for pfl: receive, reason
 
     @property
     def press(self) -> float:
@@ -91,22 +93,23 @@ class PersonWatch:
         return next((s for s in self.part_statuses
                      if s[3] <= 0.0 and self.moved <= s[0] < self.press), None)
 
-    def on_check(self, msg) -> bool:
-        """A force check of the proximity monitor: True when it is over its limit."""
-        over = False
+    def on_check(self, msg) -> None:
+        """A force check of the proximity monitor."""
         for status in msg.status:
             values = {kv.key: kv.value for kv in status.values}
             self.checks.append((stamp_to_seconds(msg.header.stamp), values, status.message))
-            over |= values.get('over') == 'True'
-        return over
 
     def on_stop(self, now: float, stop: bool) -> None:
         self.stop_changes.append((now, stop))
 
-    def on_status(self, now: float, status) -> None:
-        """The proximity monitor's /diagnostics status: its reason while stopped."""
+    def on_status(self, now: float, status) -> bool:
+        """The proximity monitor's /diagnostics status, its reason while stopped: True once
+        it says it stopped for pfl."""
         if status.level == level_byte(ERROR):
             self.stop_reasons.append((now, status.message))
+            if status.message.startswith(f'{PFL}:') and self.pfl_stop is None:
+                self.pfl_stop = (now, status.message)
+        return self.pfl_stop is not None
 
     # ------------------------------------------------------------------ verdict
     def approach(self, start: float, end: float) -> tuple[float, float, float] | None:
@@ -187,10 +190,11 @@ class PersonWatch:
                           default=(0.0, {}, 'none'))
             return (f'verdict: FAILED: {shown}; no contact stopped pfl ({len(self.checks)} '
                     f'checks, the largest share of its limit: {largest[2]})'), False
-        if not any(stop for t, stop in self.stop_changes if t >= press_received):
-            return f'verdict: FAILED: {shown}; the check over its limit raised no stop', False
+        if self.pfl_stop is None or self.pfl_stop[0] < press_received:
+            return (f'verdict: FAILED: {shown}; the check over its limit ({over[0][1]}) raised '
+                    'no stop pfl'), False
         return (f'verdict: {shown}; the press at {press - at:.3f} s stopped the arm '
-                f'{(over[0][0] - press) * 1e3:.0f} ms after its start: pfl: {over[0][1]}'), True
+                f'{(over[0][0] - press) * 1e3:.0f} ms after its start: {self.pfl_stop[1]}'), True
 
 
 def _nearest(points: np.ndarray, rotation: np.ndarray, origin: np.ndarray,
