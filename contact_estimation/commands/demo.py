@@ -150,7 +150,8 @@ class TopicMonitor:
         }
         if people is not None:
             self._handlers.update({
-                _topic(SIM, 'joint_states'): lambda topic, now, msg: people.on_joint_state(msg),
+                _topic(SIM, 'joint_states'):
+                    lambda topic, now, msg: people.on_joint_state(now, msg),
                 _topic(PROXIMITY, 'parts'): self._on_parts,
                 _topic(PROXIMITY, 'pfl'): self._on_pfl,
                 _topic(PROXIMITY, 'stop'): lambda topic, now, msg: people.on_stop(now, msg.data)})

@@ -12,7 +12,8 @@ stamps, up to the scenario's first scripted force (the press):
 - reached, and no true contact before the press (scene 1 shows no contact: at the Panda's
   ordinary speed a contact with a hand is an impact the detector rightly latches; the
   scenario file says why);
-- no stop of either node from the reach to the press (the detector's: none before the press);
+- no stop of either node while the arm moves to the part: from its first step to its rest
+  there (or the press);
 - the arm's approach speed toward the part while inside its protective distance (the joint
   states' speed of the arm's point nearest the part along the line to its centre; the
   person stands still) at most v_max of the part's region at the arm's effective mass there
@@ -36,6 +37,9 @@ from contact_estimation.ros.diagnostics import ERROR, level_byte
 # Joint states the approach speed is computed on, at most one per this many s of stamps.
 _APPROACH_STEP = 0.005
 MOVED = 0.01  # rad of a joint from where the arm stood: it has started its path
+RESTING = 0.02  # rad/s: every joint slower, the arm has come to rest
+# The proximity monitor's stop causes, counted on its /diagnostics (nodes/proximity_monitor.py).
+CAUSES = ('behind', 'stale', 'bad_stamp', 'fault', 'input', 'near', PFL)
 # s: the press's first true contact may be stamped this much before its scripted start
 # (clock_start has µs, the simulator's steps ms).
 _STAMP_TOLERANCE = 0.001
@@ -52,7 +56,8 @@ class PersonWatch:
         self._status_name = f'proximity/{self.person.part}'
         self._force_starts = sorted(f.start for f in scenario.forces)
         self.clock_start = 0.0  # the stamp of simulated time 0 (sim_cobot's /diagnostics)
-        self.joint_states: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # stamp → q, q̇
+        # stamp → q, q̇, receive time
+        self.joint_states: dict[float, tuple[np.ndarray, np.ndarray, float]] = {}
         self._stood: np.ndarray | None = None  # where the arm stood: its first joint state
         self.moved = np.inf  # the stamp of the first one MOVED (rad) from there: it moves
         # The monitor's status of the part: (stamp, receive time, distance, margin,
@@ -62,15 +67,16 @@ class PersonWatch:
         self.stop_changes: list[tuple[float, bool]] = []  # the proximity stop: receive, value
         self.stop_reasons: list[tuple[float, str]] = []  # receive time, the monitor's reason
         self.pfl_stop: tuple[float, str] | None = None  # its first stop for pfl: receive, reason
+        self.stop_counts: list[tuple[float, dict[str, int]]] = []  # receive time, by cause
 
     @property
     def press(self) -> float:
         """The stamp of the scenario's first scripted force (inf without one)."""
         return self.clock_start + (self._force_starts[0] if self._force_starts else np.inf)
 
-    def on_joint_state(self, msg) -> None:
+    def on_joint_state(self, now: float, msg) -> None:
         stamp, q = stamp_to_seconds(msg.header.stamp), np.array(msg.position)
-        self.joint_states[stamp] = (q, np.array(msg.velocity))
+        self.joint_states[stamp] = (q, np.array(msg.velocity), now)
         if self._stood is None:
             self._stood = q
         elif self.moved == np.inf and np.max(np.abs(q - self._stood)) >= MOVED:
@@ -103,13 +109,28 @@ class PersonWatch:
         self.stop_changes.append((now, stop))
 
     def on_status(self, now: float, status) -> bool:
-        """The proximity monitor's /diagnostics status, its reason while stopped: True once
-        it says it stopped for pfl."""
+        """The proximity monitor's /diagnostics status, its reason while stopped and its
+        stops counted by cause: True once it says it stopped for pfl."""
+        values = {kv.key: kv.value for kv in status.values}
+        self.stop_counts.append((now, {cause: int(values.get(cause, 0)) for cause in CAUSES}))
         if status.level == level_byte(ERROR):
             self.stop_reasons.append((now, status.message))
             if status.message.startswith(f'{PFL}:') and self.pfl_stop is None:
                 self.pfl_stop = (now, status.message)
         return self.pfl_stop is not None
+
+    def stop_causes(self, start: float, end: float) -> str:
+        """The proximity monitor's stops counted between the receive times `start` and `end`
+        by cause (its /diagnostics counts, from its last status before `start` to its first
+        after `end`), and its reasons while stopped then."""
+        before = next((c for t, c in reversed(self.stop_counts) if t <= start), {})
+        after = next((c for t, c in self.stop_counts if t >= end),
+                     self.stop_counts[-1][1] if self.stop_counts else {})
+        causes = [f'{cause} {after[cause] - before.get(cause, 0)}' for cause in after
+                  if after[cause] > before.get(cause, 0)]
+        reasons = sorted({text for t, text in self.stop_reasons if start <= t <= end + 1.0})
+        return (f'stops counted: {", ".join(causes) or "none yet"}'
+                + (f'; its reasons: {"; ".join(reasons)}' if reasons else ''))
 
     # ------------------------------------------------------------------ verdict
     def approach(self, start: float, end: float) -> tuple[float, float, float] | None:
@@ -124,7 +145,7 @@ class PersonWatch:
             if stamp - last < _APPROACH_STEP:
                 continue
             last = stamp
-            q, v = self.joint_states[stamp]
+            q, v, _ = self.joint_states[stamp]
             link, local, point = min(
                 ((link, local, point) for link, (rotation, origin) in
                  zip(surfaces.links, self.robot.link_poses(q, surfaces.links))
@@ -156,21 +177,23 @@ class PersonWatch:
         if touched:
             return (f'verdict: FAILED: a contact at {touched[0][0] - at:.3f} s (simulated), '
                     f'before the press at {press - at:.3f} s: this scene shows none'), False
-        early = [stop for stop in detector_stops if stop[0] < press]
-        if early:
-            return (f'verdict: FAILED: the collision detector stopped at {early[0][0] - at:.3f} '
-                    f's (simulated), before the press ({early[0][1]}: {early[0][2]})'), False
         press_received = next((span[1] for span in contact_spans
                                if span[0] >= press - _STAMP_TOLERANCE), np.inf)
-        # The proximity stop from the reach to the press (its value then, and any raise).
-        before = [stop for t, stop in self.stop_changes if t <= reached_at]
-        raised = [t for t, stop in self.stop_changes if stop and reached_at < t < press_received]
-        if not before or before[-1] or raised:
-            at_stop = raised[0] if raised else reached_at
-            reason = next((text for t, text in self.stop_reasons if t >= at_stop - 1.0),
-                          'its start-up stop')
-            return ('verdict: FAILED: the proximity monitor stopped the arm inside the '
-                    f'protective distance of {part}, before the press ({reason})'), False
+        # While the arm moves to the part: from its first step to its rest there (or the press).
+        rest = next((t for t in sorted(self.joint_states) if stamp <= t < press
+                     and np.max(np.abs(self.joint_states[t][1])) < RESTING), press)
+        moved_at = self.joint_states[self.moved][2]
+        rest_at = self.joint_states[rest][2] if rest in self.joint_states else press_received
+        early = [stop for stop in detector_stops if self.moved <= stop[0] <= rest]
+        if early:
+            return (f'verdict: FAILED: the collision detector stopped at {early[0][0] - at:.3f} '
+                    f's (simulated), while the arm moved to {part} ({early[0][1]}: '
+                    f'{early[0][2]})'), False
+        then = [stop for t, stop in self.stop_changes if t <= moved_at]
+        raised = [t for t, stop in self.stop_changes if stop and moved_at < t <= rest_at]
+        if not then or then[-1] or raised:
+            return ('verdict: FAILED: the proximity monitor stopped the arm while it moved to '
+                    f'{part} ({self.stop_causes(moved_at, rest_at)})'), False
         approach = self.approach(stamp, press)
         if approach is None:
             return 'verdict: FAILED: no joint states between the reach and the press', False
@@ -178,7 +201,8 @@ class PersonWatch:
         shown = (f'{part} inside its protective distance from {stamp - at:.3f} s (simulated; '
                  f'S_p {protective:.2f} m, where separation monitoring stops the arm), the arm '
                  f'at most {speed:.2f} m/s toward it there (v_max {v_max:.2f} m/s), nearest '
-                 f'{nearest * 1e3:.0f} mm, no contact, no stop')
+                 f'{nearest * 1e3:.0f} mm, no contact, no stop while it moved there (at rest '
+                 f'from {rest - at:.3f} s)')
         if speed > v_max:
             return f'verdict: FAILED: {shown}: faster than v_max', False
         over = [(t, reason) for t, values, reason in self.checks if values.get('over') == 'True']
