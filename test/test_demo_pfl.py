@@ -95,6 +95,16 @@ def test_the_verdict_reports_the_approach_against_v_max():
     assert 0.0 < speed < v_max and 0 < nearest < 50, text
 
 
+def test_the_monitor_status_gives_its_stop_for_pfl_and_counts_by_cause():
+    watch = _watched_approach()
+    reason = 'pfl: 212 N on panda_link4 against right_hand (hand_fingers): over its ...'
+    status = DiagnosticStatus(level=DiagnosticStatus.ERROR, message=reason, values=[
+        KeyValue(key='behind', value='2'), KeyValue(key='pfl', value='1'),
+        KeyValue(key='pfl', value=reason.removeprefix('pfl: '))])  # the count, the reason
+    assert watch.on_status(12.0, status) and watch.pfl_stop == (12.0, reason)
+    assert 'behind 2, pfl 1' in watch.stop_causes(11.0, 12.0)
+
+
 def test_a_scenario_showing_pfl_without_people_is_refused(tmp_path):
     path = tmp_path / 'no_people.yaml'
     path.write_text('shows: [person_reached, pfl]\n')

@@ -111,8 +111,9 @@ class PersonWatch:
     def on_status(self, now: float, status) -> bool:
         """The proximity monitor's /diagnostics status, its reason while stopped and its
         stops counted by cause: True once it says it stopped for pfl."""
-        values = {kv.key: kv.value for kv in status.values}
-        self.stop_counts.append((now, {cause: int(values.get(cause, 0)) for cause in CAUSES}))
+        # (its values hold `pfl` twice: the count, and the latest check's reason)
+        self.stop_counts.append((now, {kv.key: int(kv.value) for kv in status.values
+                                       if kv.key in CAUSES and kv.value.isdigit()}))
         if status.level == level_byte(ERROR):
             self.stop_reasons.append((now, status.message))
             if status.message.startswith(f'{PFL}:') and self.pfl_stop is None:
