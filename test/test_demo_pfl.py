@@ -24,9 +24,6 @@ from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.testing import isolate_ros_domain
 
 
-@pytest.mark.xfail(strict=False, reason='known open: 0 of 3 runs OK so far (docs/performance.md '
-                   '"The PFL demo"): the suite\'s arm reached the hand later than the bare '
-                   'simulation, and the press over the limit got no estimate over it')
 def test_the_pfl_demo_nears_the_hand_with_no_stop_and_stops_pfl_over_the_limit(tmp_path):
     isolate_ros_domain()
     proc = subprocess.run(
