@@ -65,6 +65,7 @@ from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.core.sim.cobot import SimulatedCobot
 from contact_estimation.core.sim.config import SimConfig
 from contact_estimation.core.sim.mjcf import OBSTACLE_PREFIX
+from contact_estimation.core.sim.body_parts import compliant_part
 from contact_estimation.core.sim.scenario import Obstacle, Scenario
 
 PARTS = {'hand_fingers': 0.04, 'lower_arm_wrist': 0.04, 'chest': 0.12, 'thigh_knee': 0.08}  # m
@@ -74,8 +75,6 @@ DOWN = np.array([0.0, 0.0, -1.0])
 FINGER_REACH = 0.11     # m below the flange to the fingertips: the part's top sits here
 START, LEAD = 0.25, 0.1  # s of smooth start, s at full speed before the contact
 AFTER = 0.6             # s simulated after the planned contact
-CONTACT_DAMPING, HOLD_HZ, HOLD_DAMPING = 0.1, 1.0, 0.5
-SOLIMP = (0.99, 0.99, 0.001, 0.5, 2.0)
 PUSH_RAMP, PUSH_HOLD, PUSH_ABOVE = 0.4, 0.8, 0.01   # s, s, m above the contact at the start
 # Aimed-at forces, share of the quasi-static limit: the controller presses ~1.35 × harder than
 # the depth computed from its nominal stiffness m_R ω_n² asks (its feedforward and gravity
@@ -129,27 +128,15 @@ def part_centre(robot: RobotModel, radius: float) -> np.ndarray:
     return flange + (FINGER_REACH + radius) * DOWN
 
 
-def contact_solref(k: float, mass: float) -> tuple[float, float]:
-    """(−k/μ, −b/μ): MuJoCo's direct solref for a spring k (N/m) and damping ratio
-    CONTACT_DAMPING between bodies of reduced mass `mass` (module doc)."""
-    b = 2 * CONTACT_DAMPING * math.sqrt(k * mass)
-    return -k / mass, -b / mass
-
-
 def obstacle(robot: RobotModel, region: str, free: bool) -> tuple[Obstacle, float]:
-    """The body part (free: mass m_H on its holding spring; else fixed) and the arm's m_R at
-    the fingertips along the approach."""
-    body, radius = BODY_REGIONS[region], PARTS[region]
+    """The body part (free: mass m_H on its holding spring along the approach; else fixed)
+    and the arm's m_R at the fingertips along the approach."""
+    radius = PARTS[region]
     centre = part_centre(robot, radius)
     m_r = effective_mass(robot, Q_CONTACT, robot.tip_link, centre - radius * DOWN, DOWN)
-    mass = reduced_mass(body.effective_mass, m_r) if free else m_r
-    hold = body.effective_mass * (2 * math.pi * HOLD_HZ) ** 2
     # The part's x axis along the approach (down): pitch π/2.
-    return Obstacle(region, 'sphere', (radius,), centre, np.array([0.0, math.pi / 2, 0.0]),
-                    mass=body.effective_mass if free else 0.0, spring=hold if free else 0.0,
-                    spring_damping=2 * HOLD_DAMPING * math.sqrt(hold * body.effective_mass),
-                    solref=contact_solref(body.stiffness, mass), solimp=SOLIMP,
-                    condim=1), m_r
+    return compliant_part(region, region, radius, centre, m_r, free,
+                          rpy=(0.0, math.pi / 2, 0.0), axes='x'), m_r
 
 
 def part_force(sim: SimulatedCobot) -> float:

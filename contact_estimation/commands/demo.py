@@ -41,10 +41,13 @@ from rclpy.serialization import deserialize_message
 
 from contact_estimation import manifest
 from contact_estimation.commands import demo_model
+from contact_estimation.commands.demo_pfl import PersonWatch
 from contact_estimation.commands.up import robot_files
 from contact_estimation.core.contact.contact import Contact, contact_error
 from contact_estimation.core.chain.contact_class import IMPACT, TOUCH
 from contact_estimation.core.chain.detector import COLLISION, WAITING
+from contact_estimation.core.robot.robot_model import RobotModel
+from contact_estimation.core.sim.scenario import Scenario
 from contact_estimation.launcher import (SIMULATED_CLOCK_NOTE, NodeSet, namespace_arguments,
                                          simulated_clock)
 from contact_estimation.nodes.sim_cobot import SPEED_INPUTS
@@ -62,10 +65,19 @@ STALL_DEADLINE = 60.0
 WALL_DEADLINE = 600.0
 SIM = 'sim_cobot'
 LOCALIZER = 'contact_localizer'
-# What the scenario shows, in the order it happens; the demo ends once it has seen them all.
+PROXIMITY = 'proximity_monitor'
+# What a scenario may show; its `shows:` lists the ones it does, in the order they happen
+# (default SHOWS), and the demo ends once it has seen them all. Its verdict follows them:
+# `collision` judges the touch and the push (`_verdict`), `pfl` the person reached and the
+# contact over the limit (demo_pfl.py).
 EVENTS = {'contact': 'the contact (ground truth)', 'collision': "the detector's collision event",
           'hold': 'the hold after the collision (f_S = 0)',
-          'resume': 'the resume once the contact is over'}
+          'resume': 'the resume once the contact is over',
+          'person_reached': "the arm inside the protective distance of the scripted person's "
+                            "body part (the proximity monitor's part status)",
+          'pfl': "the proximity monitor's stop pfl (a contact over its body region's limit)"}
+SHOWS = ('contact', 'collision', 'hold', 'resume')
+PERSON_EVENTS = {'person_reached', 'pfl'}  # judged by demo_pfl.py on the scenario's person
 # A scripted force ramping up this slowly (s) or slower is a hand's touch (issue 29: hands
 # ramp over 150–1000 ms); a faster one is an impact.
 TOUCH_RAMP = 0.15
@@ -96,7 +108,7 @@ class TopicMonitor:
       both wait in this monitor's queue alike), so within a sample or two of its own.
     """
 
-    def __init__(self, context, namespace: str = ''):
+    def __init__(self, context, namespace: str = '', shows=SHOWS, people=None):
         from rclpy.node import Node
         from contact_estimation.suite_bag import suite_topics
 
@@ -110,6 +122,8 @@ class TopicMonitor:
         self.stamped: dict[str, list] = defaultdict(list)  # by stamp: (s, value), the plot's
         self._newest_residual = None  # stamp of the newest τ_ext received (s)
         self.events: dict[str, float] = {}  # EVENTS: first receive time
+        self.shows = tuple(shows)           # the events the scenario shows
+        self.people: PersonWatch | None = people  # the scenario's people, if any
         # True contacts, one after another: [onset stamp, receive time, end stamp, receive
         # time] (simulated s; monitor s), the end None while it goes on.
         self.contact_spans: list[list] = []
@@ -124,6 +138,7 @@ class TopicMonitor:
         self.first_sim_report: tuple[float, float, dict[str, str]] | None = None
         self.sim_report: tuple[float, float, dict[str, str]] | None = None
         self._sim_name = posixpath.join('/', namespace, SIM)  # its /diagnostics status name
+        self._proximity_name = posixpath.join('/', namespace, PROXIMITY)
         self.start = time.monotonic()
         self._handlers = {
             _topic('residual_node', 'residual'): self._on_residual,
@@ -133,6 +148,13 @@ class TopicMonitor:
             _topic('collision_detector', 'events'): self._on_event,
             _topic(SIM, 'diagnostics'): self._on_diagnostics,
         }
+        if people is not None:
+            self._handlers.update({
+                _topic(SIM, 'joint_states'):
+                    lambda topic, now, msg: people.on_joint_state(now, msg),
+                _topic(PROXIMITY, 'parts'): self._on_parts,
+                _topic(PROXIMITY, 'pfl'): self._on_pfl,
+                _topic(PROXIMITY, 'stop'): lambda topic, now, msg: people.on_stop(now, msg.data)})
         # Contacts by stamp, from a point and a wrench of the same stamp and link:
         # the simulator's truth and the localizer's estimates.
         self.contacts: dict[str, dict[float, Contact]] = {'truth': {}, 'estimate': {}}
@@ -163,7 +185,7 @@ class TopicMonitor:
         return self.sim_report[1] if self.sim_report else 0.0
 
     def seen_all_events(self) -> bool:
-        return all(event in self.events for event in EVENTS)
+        return all(event in self.events for event in self.shows)
 
     def take(self, name: str, cdr: bytes) -> None:
         """A message the recorder recorded on topic `name` (fully qualified)."""
@@ -234,9 +256,22 @@ class TopicMonitor:
         if paired is not None:
             self.contacts[source][paired[0]] = paired[1]
 
+    def _on_parts(self, topic: str, now: float, msg) -> None:
+        if self.people.on_parts(now, msg):
+            self.events.setdefault('person_reached', now)
+
+    def _on_pfl(self, topic: str, now: float, msg) -> None:
+        self.people.on_check(msg)
+
     def _on_diagnostics(self, topic: str, now: float, msg) -> None:
         for status in msg.status:
+            if (self.people is not None and status.name == self._proximity_name
+                    and self.people.on_status(now, status)):
+                self.events.setdefault('pfl', now)
             values = {kv.key: kv.value for kv in status.values}
+            if self.people is not None and status.name == self._sim_name \
+                    and 'clock_start' in values:
+                self.people.clock_start = float(values['clock_start'])
             if status.name == self._sim_name and 'simulated_time' in values:
                 self.sim_report = (now, float(values['simulated_time']), values)
                 self.first_sim_report = self.first_sim_report or self.sim_report
@@ -270,10 +305,10 @@ def _watch(monitor: TopicMonitor, executor, nodes: NodeSet, seconds: float) -> s
 
     deadline = time.monotonic() + WALL_DEADLINE
     progress_at, simulated = time.monotonic(), monitor.simulated_time
-    with tqdm(total=len(EVENTS), unit='event', desc='demo') as bar:
+    with tqdm(total=len(monitor.shows), unit='event', desc='demo') as bar:
         while True:
             executor.spin_once(timeout_sec=0.01)
-            progress = (sum(event in monitor.events for event in EVENTS),
+            progress = (sum(event in monitor.events for event in monitor.shows),
                         f'simulated {monitor.simulated_time:.0f} s')
             if progress != (bar.n, bar.postfix):
                 bar.n = progress[0]
@@ -346,6 +381,24 @@ def _pace(monitor: TopicMonitor) -> str:
             f'reports); {pace}. Every node runs on the simulated clock, so the whole graph '
             'slowed together: nothing was skipped, and the rates below, measured on the '
             'wall clock, are lower than configured.')
+
+
+def scenario_settings(path: str) -> tuple[tuple[str, ...], dict[str, dict]]:
+    """What the scenario file shows (`shows:`, default SHOWS; ValueError for an event not in
+    EVENTS) and the suite's parameters it runs with (`suite:`, by node)."""
+    with open(path, encoding='utf-8') as f:
+        raw = yaml.safe_load(f) or {}
+    shows, suite = tuple(raw.get('shows') or SHOWS), raw.get('suite') or {}
+    unknown = [event for event in shows if event not in EVENTS]
+    if unknown:
+        raise ValueError(f'shows: {", ".join(unknown)}: not one of {", ".join(EVENTS)}')
+    if PERSON_EVENTS & set(shows) and not raw.get('people'):
+        raise ValueError(f'shows: {", ".join(PERSON_EVENTS & set(shows))}: needs `people:`')
+    nodes = manifest.nodes()
+    if not isinstance(suite, dict) or any(
+            node not in nodes or not isinstance(values, dict) for node, values in suite.items()):
+        raise ValueError(f'suite: a mapping of node name ({", ".join(nodes)}) to parameters')
+    return shows, suite
 
 
 def scripted_kinds(scenario: str) -> list[str]:
@@ -537,6 +590,10 @@ def main(argv: list[str]) -> int:
         parser.error(f'--scenario {args.scenario}: no such file')
     if args.seconds <= 0:
         parser.error(f'--seconds {args.seconds:g}: must be positive')
+    try:
+        shows, suite = scenario_settings(scenario)
+    except ValueError as err:
+        parser.error(f'--scenario {args.scenario}: {err}')
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     refusal = stop_topic.refusal(args.namespace)  # e.g. the demo beside a real arm's suite
     if refusal:
@@ -556,9 +613,16 @@ def main(argv: list[str]) -> int:
         print(f'demo: FAILED: no model and thresholds for the arm: {err}')
         return 1
     robot = {'robot': args.robot} if args.robot else {}
+    people = None
+    if PERSON_EVENTS & set(shows):
+        arm = RobotModel.load(model.robot)
+        played = Scenario.load(scenario, arm)
+        if played.payload is not None:  # the arm as the simulator runs it
+            arm = played.payload.carried_by(arm)
+        people = PersonWatch(played, arm)
     context = Context()
     rclpy.init(context=context)
-    monitor = TopicMonitor(context, args.namespace)
+    monitor = TopicMonitor(context, args.namespace, shows, people)
     # The recorder takes every 1 kHz stream and hands each message to the monitor: the Python
     # executor's per-wake-up wait set would make them lose a third of the samples (the
     # recording then has gaps), and two subscriptions per topic lost more.
@@ -575,6 +639,8 @@ def main(argv: list[str]) -> int:
     # tracks people or keeps the default 1.6 m/s, the speed of a person it missed).
     overrides['proximity_monitor']['object_speed'] = 0.0
     overrides['collision_detector']['touch.enabled'] = True  # the demo shows touch and impact
+    for node, values in suite.items():  # the scenario's own (demo_pfl.yaml: collaborative)
+        overrides.setdefault(node, {}).update(values)
     robot_file = robot_files([], args.robot)  # a `/**` file with --robot
     nodes = NodeSet([spec.name for spec in processes], (*model.parameter_files, *robot_file),
                     overrides=overrides,
@@ -601,7 +667,7 @@ def main(argv: list[str]) -> int:
         recorder.close()
         monitor.node.destroy_node()
         context.try_shutdown()
-    missing = [text for event, text in EVENTS.items() if event not in monitor.events]
+    missing = [EVENTS[event] for event in shows if event not in monitor.events]
     print(f'\ndemo: ended after {time.monotonic() - monitor.start:.1f} s: {ending}'
           + (f'; not seen: {", ".join(missing)}' if missing else ''))
     print(_pace(monitor))
@@ -627,8 +693,13 @@ def main(argv: list[str]) -> int:
               *model.parameter_files, os.path.join(args.out, 'recording_parameters.yaml')))
           + ')')
     print(contact_pictures.summary(recorder.bag.path, args.out, recorder.bag.robot))
-    verdict, shown = _verdict(monitor, scripted_kinds(scenario))
-    print('\n' + verdict)
+    verdicts = []
+    if 'collision' in shows:
+        verdicts.append(_verdict(monitor, scripted_kinds(scenario)))
+    if people is not None:
+        verdicts.append(people.verdict(monitor.contact_spans, monitor.stops))
+    print('\n' + '\n'.join(text for text, _ in verdicts))
+    shown = all(ok for _, ok in verdicts)
     ok = healthy and shown
     print('demo: OK' if ok else 'demo: FAILED (see above)')
     return 0 if ok else 1

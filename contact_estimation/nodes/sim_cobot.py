@@ -18,6 +18,11 @@ It can play a real industrial arm's driver (`driver.*`, core/sim/driver.py): eff
 motor current, samples at irregular periods, a few out of order; and carry a payload
 (`payload.*`). The defaults are a joint torque sensor at a fixed rate and no payload.
 
+A scenario's people (core/sim/person.py) are solid where they reach in (their compliant body
+part) and tracked: their skeleton (COCO-17 keypoints as a PoseArray in the base frame, as
+the proximity monitor reads it) goes out at `skeleton_rate`, stamped on the simulated clock,
+one array per person; a scenario without people publishes none.
+
 Pace: a timer steps the physics as many steps as wall time requires, publishing the steps the
 driver samples (every `rate / publish_rate`-th without jitter); stamps are start time +
 simulated time of the sampled step. When it falls more than `max_catch_up` behind:
@@ -45,7 +50,7 @@ import sys
 import time
 
 import numpy as np
-from geometry_msgs.msg import PointStamped, WrenchStamped
+from geometry_msgs.msg import Point, PointStamped, Pose, PoseArray, WrenchStamped
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Float64
@@ -121,6 +126,8 @@ PARAMETERS = ROBOT + ParameterTable(
               choices=EFFORT_SOURCES, read_only=True),
     Parameter('lidar.rate', 'scan rate (Hz); divides rate', 10.0, (0.1, 100.0),
               read_only=True),
+    Parameter('skeleton_rate', "the scenario's people's tracked skeletons per second (Hz); "
+              'divides rate', 50.0, (1.0, 1000.0), read_only=True),
     renamed={'time_scaling_timeout': 'time_scaling.timeout'},
 ) + rows(SmoothRandomSettings, 'trajectory.', read_only=True) + rows(
     SimConfig, read_only=True) + rows(MotorCurrent, 'driver.', read_only=True) + rows(
@@ -140,6 +147,8 @@ class SimCobotNode(SuiteNode):
                                    for key in SPEED_INPUTS}
         rate = self.value('rate')
         self._lidar_every = round(rate / self.value('lidar.rate'))
+        self._skeleton_every = (round(rate / self.value('skeleton_rate'))
+                                if self.sim.scenario.people else 0)
         self._max_catch_up = max(1, round(self.value('max_catch_up') * rate))
         self._clock_every = max(1, round(CLOCK_PERIOD * rate))  # steps between /clock ticks
         self._base_frame = self.robot.base_link
@@ -153,6 +162,8 @@ class SimCobotNode(SuiteNode):
 
         self._pub = {key: self.publisher(key, kind, PIPELINE_QOS if key == 'lidar_points'
                                          else DRIVER_QOS) for key, kind in _MESSAGES.items()}
+        if self._skeleton_every:
+            self._pub['skeleton'] = self.publisher('skeleton', PoseArray)
         self._clock_pub = self.publisher('clock', Clock) if self.value('publish_clock') else None
         self._lockstep = None
         if self._clock_pub and self.value('lockstep.lead') > 0.0:
@@ -175,7 +186,8 @@ class SimCobotNode(SuiteNode):
             f'ms, effort from {self.value("driver.effort").replace("_", " ")}, a '
             f'{self.sim.payload.mass:g} kg payload, lidar at {rate / self._lidar_every:g} Hz; '
             f'{len(self.sim.scenario.forces)} scripted forces, '
-            f'{len(self.sim.scenario.obstacles)} obstacles')
+            f'{len(self.sim.scenario.obstacles)} obstacles, {len(self.sim.scenario.people)} '
+            'people')
 
     # ------------------------------------------------------------------ parameters
     def _make_simulation(self) -> SimulatedCobot:
@@ -184,7 +196,7 @@ class SimCobotNode(SuiteNode):
         v = self.value
         rate = v('rate')
         jitters = v('driver.period_jitter') > 0
-        for name in ('lidar.rate',) if jitters else ('publish_rate', 'lidar.rate'):
+        for name in ('lidar.rate', 'skeleton_rate') + (() if jitters else ('publish_rate',)):
             ratio = rate / v(name)
             if ratio < 1 or abs(ratio - round(ratio)) > 1e-9:
                 raise ValueError(f'{name} = {v(name):g} Hz must divide rate = {rate:g} Hz')
@@ -322,9 +334,12 @@ class SimCobotNode(SuiteNode):
         sim = self.sim
         lidar_due = step % self._lidar_every == 0
         state_due = self._driver.due(step)
-        if not (lidar_due or state_due):
+        skeleton_due = self._skeleton_every and step % self._skeleton_every == 0
+        if not (lidar_due or state_due or skeleton_due):
             return
         stamp = seconds_to_stamp(self._stamp_offset + sim.time)
+        if skeleton_due:
+            self._publish_skeletons(stamp)
         if lidar_due:
             self._pub['lidar_points'].publish(
                 xyz_to_cloud(stamp, self._base_frame, sim.lidar_points()))
@@ -349,6 +364,14 @@ class SimCobotNode(SuiteNode):
             self._pub['true_contact_point'].publish(point)
             self._pub['true_contact_wrench'].publish(wrench)
 
+    def _publish_skeletons(self, stamp) -> None:
+        """Each person's keypoints, as a tracker would send them (module docstring)."""
+        for keypoints in self.sim.people_keypoints():
+            msg = PoseArray(poses=[Pose(position=Point(x=x, y=y, z=z))
+                                   for x, y, z in keypoints.tolist()])
+            msg.header.stamp, msg.header.frame_id = stamp, self._base_frame
+            self._pub['skeleton'].publish(msg)
+
     def _report_load(self, now: float) -> None:
         """CPU share of this process and simulated time on /diagnostics; WARN while behind."""
         wall, cpu, behind_before = self._load_mark
@@ -358,6 +381,8 @@ class SimCobotNode(SuiteNode):
         self._load_mark = (now, cpu_now, behind)
         self.problems.values['cpu_load'] = f'{(cpu_now - cpu) / (now - wall):.3f}'
         self.problems.values['simulated_time'] = f'{self.sim.time:.3f}'
+        # The stamp of simulated time 0: a scenario's times are simulated seconds from it.
+        self.problems.values['clock_start'] = f'{self._stamp_offset:.6f}'
         self.problems.values['path_time'] = f'{self.sim.scaler.path_time:.3f}'
         silent = [key for key, watch in self._scaling_watch.items() if watch.holding]
         if silent:

@@ -18,6 +18,13 @@ The 6-axis F/T sensor sits between the base and joint 1 (seed 004). `ft_wrench()
 the wrench the robot exerts ON the sensor, at the base origin, in the base frame: at rest it
 is the robot's weight (force Σ m_i g, torque Σ r_i × m_i g), and a contact force F at p adds
 (F, p × F), the f = f₀ + f_cB + f_Bd of seed 004.
+
+A scenario's people (core/sim/person.py) reach in with a compliant body part
+(core/sim/body_parts.py): its contact is a spring of its region's k only at the reduced mass
+μ its solref was made for, and the arm's mass at the contact point changes with the pose and
+the point, so each step sets the part's solref anew from the arm's effective mass at the
+contacts of the step before (`pfl.effective_mass`; the first step of a contact uses the
+standard's M/2 + m_L or the previous contact's).
 """
 from __future__ import annotations
 
@@ -26,10 +33,14 @@ import numpy as np
 
 from contact_estimation.core.chain import friction
 from contact_estimation.core.contact.contact import Contact
+from contact_estimation.core.contact.pfl import (BODY_REGIONS, effective_mass, reduced_mass,
+                                                 standard_effective_mass)
 from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.sim.config import SimConfig
-from contact_estimation.core.sim.mjcf import ROBOT_PREFIX, build_mjcf
+from contact_estimation.core.sim.body_parts import compliant_part, contact_solref
+from contact_estimation.core.sim.mjcf import OBSTACLE_PREFIX, ROBOT_PREFIX, build_mjcf
+from contact_estimation.core.sim.person import PERSON_PREFIX
 from contact_estimation.core.sim.scenario import Scenario
 from contact_estimation.core.identification.trajectory import TimeScaler
 
@@ -76,8 +87,15 @@ class SimulatedCobot:
         self._friction = per_joint('friction', config.friction, robot.n, width=6).T
         if config.motor_current is not None:
             self._torque_per_ampere = config.motor_current.torque_per_ampere(robot.n)
-        self.mjcf = build_mjcf(robot, self.scenario.obstacles, config)
+        robot_mass = standard_effective_mass(robot)  # a first guess: each contact sets its own
+        parts = [compliant_part(PERSON_PREFIX + person.name, person.region, person.radius,
+                                person.position, robot_mass)
+                 for person in self.scenario.people]
+        self.mjcf = build_mjcf(robot, self.scenario.obstacles + parts, config)
         self.model = mujoco.MjModel.from_xml_string(self.mjcf)
+        # Geom of each person's part → its body region (the solref set at each contact).
+        self._part_region = {self.model.geom(OBSTACLE_PREFIX + part.name).id: BODY_REGIONS[
+            person.region] for part, person in zip(parts, self.scenario.people)}
         self.data = mujoco.MjData(self.model)
         self._sensor_adr = [self.model.sensor(k).adr[0] for k in range(2)]
         # The moving link of each geom (None: the base, an obstacle or the floor).
@@ -128,6 +146,7 @@ class SimulatedCobot:
         (f, f_ref), (slope, _) = _friction_and_slope(np.stack([v, reference[1]]), *self._friction)
         # Implicit friction: damping f'(q̇) here, +f'(q̇)q̇ in qfrc_applied (see module doc).
         m.dof_damping[:n] = np.maximum(slope, 0.0)
+        self._fit_part_contacts(q)
         mujoco.mj_step1(m, d)
 
         noise = self._rng.standard_normal((3, self.robot.n))
@@ -151,6 +170,25 @@ class SimulatedCobot:
         else:
             effort = cfg.motor_current.measured_torque(tau, self._torque_per_ampere, noise[2])
         self._measured = (q_meas, v_meas, effort)
+
+    def _fit_part_contacts(self, q: np.ndarray) -> None:
+        """Each person's part touched in the step before: its solref for the arm's effective
+        mass at that contact, along its normal (module doc)."""
+        d = self.data
+        for i in range(d.ncon if self._part_region else 0):
+            contact = d.contact[i]
+            for part, other in ((contact.geom1, contact.geom2), (contact.geom2, contact.geom1)):
+                region, link = self._part_region.get(part), self._geom_link[other]
+                if region is not None and link is not None:
+                    robot_mass = effective_mass(self.robot, q, link, contact.pos,
+                                                contact.frame[:3])
+                    self.model.geom_solref[part] = contact_solref(
+                        region.stiffness, reduced_mass(region.effective_mass, robot_mass))
+
+    def people_keypoints(self) -> list[np.ndarray]:
+        """The COCO-17 keypoints (17 × 3, base frame) of each of the scenario's people at
+        `time` (they stand still)."""
+        return [person.keypoints() for person in self.scenario.people]
 
     def _control(self, q: np.ndarray, v: np.ndarray, reference, friction_ref) -> np.ndarray:
         """Computed torque on the measured state and the reference (q_d, q̇_d, q̈_d):

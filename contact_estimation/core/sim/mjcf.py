@@ -82,7 +82,7 @@ def _joint(body: ET.Element, robot: RobotModel, j: int) -> None:
 
 def _obstacle(world: ET.Element, obstacle: Obstacle) -> None:
     """A fixed obstacle as a geom of the world; one with a mass as a body sliding along its
-    own x axis on a spring (`Obstacle`), its joint named like its geom."""
+    own axes on springs (`Obstacle`), its joints named after its geom."""
     name = OBSTACLE_PREFIX + obstacle.name
     pose = {'pos': _fmt(obstacle.position),
             'quat': _quat(rotation_from_rpy(obstacle.rpy, f'obstacle {obstacle.name} rpy'))}
@@ -95,8 +95,10 @@ def _obstacle(world: ET.Element, obstacle: Obstacle) -> None:
     if obstacle.mass > 0.0:
         parent = ET.SubElement(world, 'body', name=name, gravcomp='1', **pose)  # held up
         geom_pose = {}
-        ET.SubElement(parent, 'joint', name=name, type='slide', axis='1 0 0',
-                      stiffness=repr(obstacle.spring), damping=repr(obstacle.spring_damping))
+        for axis in obstacle.axes:
+            ET.SubElement(parent, 'joint', type='slide', axis=_fmt(np.eye(3)['xyz'.index(axis)]),
+                          name=name if len(obstacle.axes) == 1 else f'{name}/{axis}',
+                          stiffness=repr(obstacle.spring), damping=repr(obstacle.spring_damping))
         ET.SubElement(parent, 'inertial', pos='0 0 0', mass=repr(obstacle.mass),
                       diaginertia=_fmt([obstacle.mass * 1e-3] * 3))
     ET.SubElement(parent, 'geom', name=name, type=obstacle.shape, size=_fmt(obstacle.size),

@@ -13,6 +13,7 @@ import yaml
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.identification.trajectory import make_trajectory
+from contact_estimation.core.sim.person import ScriptedPerson
 
 SHAPES = {'box': 3, 'sphere': 1, 'capsule': 2, 'cylinder': 2}  # MuJoCo geom sizes
 
@@ -53,9 +54,10 @@ class Obstacle:
     """A solid the arm can hit: MuJoCo sizes (box: half extents; sphere: radius; capsule,
     cylinder: radius and half length along the obstacle's z), pose in the base frame.
 
-    Fixed to the world unless `mass` > 0 (kg): then it slides along its own x axis, held at
-    its pose by a spring of `spring` N/m and `spring_damping` N·s/m, its weight compensated
-    (a body part that recoils, held up by its person).
+    Fixed to the world unless `mass` > 0 (kg): then it slides along its own `axes` (x: one
+    slide joint named like the obstacle; xyz: three, `name/x` …), held at its pose by a
+    spring of `spring` N/m and `spring_damping` N·s/m on each, its weight compensated (a body
+    part that recoils, held up by its person).
     `solref` / `solimp`: MuJoCo's contact parameters for its contacts (None: MuJoCo's
     defaults); `condim` 1 makes them frictionless."""
 
@@ -70,18 +72,21 @@ class Obstacle:
     solref: tuple | None = None
     solimp: tuple | None = None
     condim: int = 3
+    axes: str = 'x'
 
 
 @dataclass
 class Scenario:
-    """What happens to the arm: scripted forces, obstacles and, optionally, its motion and a
-    payload."""
+    """What happens to the arm: scripted forces, obstacles, people and, optionally, its motion
+    and a payload. `demo` and `suite` are the demo's (commands/demo.py), not the
+    simulator's: what the scenario shows, and the suite's parameters it runs with."""
 
     forces: list[PointForce] = field(default_factory=list)
     obstacles: list[Obstacle] = field(default_factory=list)
     trajectory: dict | None = None  # a `make_trajectory` spec; None: the caller's default
     description: str = ''
     payload: Payload | None = None  # None: the simulator's configured one
+    people: list[ScriptedPerson] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: str, robot: RobotModel) -> 'Scenario':
@@ -95,7 +100,7 @@ class Scenario:
     @classmethod
     def from_dict(cls, raw: dict, robot: RobotModel) -> 'Scenario':
         unknown = set(raw) - {'description', 'robot', 'trajectory', 'forces', 'obstacles',
-                              'payload'}
+                              'payload', 'people', 'shows', 'suite'}
         if unknown:
             raise ScenarioError(f'unknown keys {sorted(unknown)}')
         if raw.get('robot') not in (None, robot.name):
@@ -103,8 +108,9 @@ class Scenario:
         try:
             forces = [_point_force(item, robot) for item in raw.get('forces') or []]
             obstacles = [_obstacle(item) for item in raw.get('obstacles') or []]
+            people = [_person(item) for item in raw.get('people') or []]
         except (KeyError, TypeError, ValueError) as err:
-            raise ScenarioError(f'bad force or obstacle: {err!r}') from err
+            raise ScenarioError(f'bad force, obstacle or person: {err!r}') from err
         trajectory = raw.get('trajectory')
         if trajectory is not None:
             try:
@@ -117,7 +123,8 @@ class Scenario:
                 payload = _payload(raw['payload'], robot)
             except (KeyError, TypeError, ValueError) as err:
                 raise ScenarioError(f'bad payload: {err}') from err
-        return cls(forces, obstacles, trajectory, str(raw.get('description', '')), payload)
+        return cls(forces, obstacles, trajectory, str(raw.get('description', '')), payload,
+                   people)
 
 
 def _vector(value, size: int, what: str) -> np.ndarray:
@@ -161,3 +168,13 @@ def _obstacle(item: dict) -> Obstacle:
         raise ValueError('obstacle sizes must be positive')
     return Obstacle(str(item['name']), shape, tuple(size), _vector(item['position'], 3, 'position'),
                     _vector(item.get('rpy', [0, 0, 0]), 3, 'rpy'))
+
+
+def _person(item: dict) -> ScriptedPerson:
+    unknown = set(item) - {'name', 'region', 'position', 'reach', 'radius'}
+    if unknown:
+        raise ValueError(f'unknown keys {sorted(unknown)} (name, region, position, reach, '
+                         'radius)')
+    return ScriptedPerson(str(item['name']), str(item['region']),
+                          _vector(item['position'], 3, 'position'),
+                          _vector(item['reach'], 3, 'reach'), float(item.get('radius', 0.05)))
