@@ -145,3 +145,26 @@ def test_a_stop_of_any_cause_latched_before_the_push_fails_the_demo(context):
     assert verdict()[1]  # the touch yielded to, the push detected: OK
     text, shown = verdict(event(15.0, 'behind'))
     assert not shown and 'stop latched at 15.000 s' in text and 'behind' in text, text
+
+
+def test_a_message_the_monitor_cannot_read_fails_the_demo_and_does_not_end_it(context):
+    """A handler's error (here a /diagnostics status the monitor misreads) is named in the
+    summary, which is then not healthy; the monitor goes on with the next message."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+    from rclpy.serialization import serialize_message
+
+    from contact_estimation.commands.demo import SIM, TopicMonitor, _summary, _topic
+    monitor = TopicMonitor(context)
+    try:
+        topic = _topic(SIM, 'diagnostics')
+        bad = DiagnosticArray(status=[DiagnosticStatus(name='/' + SIM, values=[
+            KeyValue(key='simulated_time', value='not a number')])])
+        monitor._received(topic, serialize_message(bad))
+        good = DiagnosticArray(status=[DiagnosticStatus(name='/' + SIM, values=[
+            KeyValue(key='simulated_time', value='1.5')])])
+        monitor._received(topic, serialize_message(good))
+        assert monitor.simulated_time == 1.5
+        text, healthy = _summary(monitor, {})
+        assert not healthy and 'could not read a message on' in text and 'ValueError' in text
+    finally:
+        monitor.node.destroy_node()

@@ -139,6 +139,8 @@ class TopicMonitor:
         self.sim_report: tuple[float, float, dict[str, str]] | None = None
         self._sim_name = posixpath.join('/', namespace, SIM)  # its /diagnostics status name
         self._proximity_name = posixpath.join('/', namespace, PROXIMITY)
+        # A message this monitor could not read, by topic: its first error (the demo fails).
+        self.errors: dict[str, str] = {}
         self.start = time.monotonic()
         self._handlers = {
             _topic('residual_node', 'residual'): self._on_residual,
@@ -199,7 +201,10 @@ class TopicMonitor:
         self.first_last[topic] = (self.first_last.get(topic, (now,))[0], now)
         handler = self._handlers.get(topic)
         if handler:
-            handler(topic, now, deserialize_message(cdr, self._classes[topic]))
+            try:
+                handler(topic, now, deserialize_message(cdr, self._classes[topic]))
+            except Exception as err:  # noqa: BLE001 -- the demo says so and fails, never dies
+                self.errors.setdefault(topic, f'{type(err).__name__}: {err}')
 
     def _on_residual(self, topic: str, now: float, msg) -> None:
         self._newest_residual = stamp_to_seconds(msg.header.stamp)
@@ -354,6 +359,9 @@ def _summary(monitor: TopicMonitor, exit_codes: dict[str, int]) -> tuple[str, bo
                     monitor.counts.get(spec.topic(k)) for k in entries):
                 healthy = False
                 lines.append('    !! published nothing')
+    for topic, error in monitor.errors.items():  # what it shows may be missing: not OK
+        healthy = False
+        lines.append(f'!! the demo monitor could not read a message on {topic}: {error}')
     return '\n'.join(lines), healthy
 
 
