@@ -38,7 +38,8 @@ def test_two_contacts_give_a_complete_comparison(tmp_path):
     for row in ('pushes: stopped, stop after onset', 'impacts: stopped, stop after onset',
                 'the same stop sample as the replay', 'live − replay, p50 / p95 / max',
                 f'late: > replay + {MAX_LAG * 1e3:.0f} ms, no behind stop first',
-                'stops with no contact: `behind` / `stale_input` / `node_fault`',
+                'stops with no contact while the driver streamed: `behind` / `stale_input` / '
+                '`node_fault`',
                 'localizer: right link, point median', 'F/T: right link, point median'):
         assert row in out, row
     assert "the user's residual plot" not in out  # --no-subscriber: one run, without
@@ -68,4 +69,6 @@ def test_touch_and_impact_are_classified_live_as_in_the_replay(tmp_path):
         assert decided == '+0', (kind, decided)          # the first decision's sample
     replayed = {kind: cells[-3] for kind, cells in rows}
     assert replayed['touch'].startswith('touch') and replayed['impact'] == 'impact', replayed
-    assert re.search(r'the same decisions \(every class and sample\) +\| +\| 3 of 3', out)
+    assert re.search(r'the same decisions \(every class, sample and hold\) +\| +\| 3 of 3',
+                     out)
+    assert re.search(r'the same hold sample as the replay .* +\| +\| 3 of 3', out)
