@@ -30,13 +30,19 @@ between the arm and the part; b: a damping ratio of 0.1 in the contact's own osc
    the arm pressing its reference into it (true forces ~0.55-1.6 × the quasi-static limit) over
    0.4 s and holding it (≥ 0.8 s), the detector not reacting (the push is the test).
 Every contact (impacts and pushes) also feeds the online check as the suite runs it: the base
-F/T's contact wrench from `MomentumWrenchObserver` (the F/T estimator's, K = observer_gain),
-at most `max_rate` (100 Hz) estimates while |F̂| ≥ 5 N, `ContactOnset` and `PflCheck` with
-the part as the tracked body part. Stopped `pfl`: some check over. Against the truth: the
-true margin max(peak / limit) over both phases; the estimate's error at the peak (the
-largest estimate against the true peak) and, for pushes, over the hold (medians).
+F/T's contact wrench from `MomentumWrenchObserver` (the F/T estimator's, K = observer_gain)
+on the first reading of each 1/compensation_rate s (250 Hz, as the node), at most `max_rate`
+(100 Hz) estimates while |F̂| ≥ 5 N (the first of each slot), `ContactOnset` and `PflCheck`
+with the part as the tracked body part. Stopped `pfl`: some check over. Against the truth:
+the true margin max(peak / limit) over both phases; the estimate's error at the peak (the
+largest compensated estimate, and the largest checked one, against the true peak), for
+pushes over the hold (medians), and the largest estimate before the contact (free motion:
+what a faster observer must keep far below every limit). `--observer-gain`,
+`--compensation-rate` and `--peak-hold` (each check sees the largest estimate since the last
+one, not its slot's first) measure what a faster F/T estimate would give the check.
 
     PYTHONPATH=$PWD MUJOCO_GL=egl nice -n 10 .venv/bin/python benchmarks/pfl_sim.py [--quick]
+        [--observer-gain K] [--compensation-rate HZ] [--peak-hold]
 """
 from __future__ import annotations
 
@@ -54,7 +60,7 @@ from contact_estimation.core.chain.residual import make_residual
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
 from contact_estimation.core.contact.ft_compensation import (BaseWrenchCompensator,
                                                              MomentumWrenchObserver)
-from contact_estimation.core.contact.ft_contact_stream import FtEstimatorConfig
+from contact_estimation.core.contact.ft_contact_stream import FtEstimatorConfig, RateSlots
 from contact_estimation.core.contact.pfl import (BODY_REGIONS, QUASI_STATIC, TRANSIENT,
                                                  BodyPart, ContactOnset, PflCheck, PflConfig,
                                                  approach_speed_scale, effective_mass,
@@ -96,6 +102,8 @@ class Run:
     model: float        # N, v √(μ k) at the speed at onset (Annex A.3.2's free collision)
     peak: dict          # phase → true peak |F| (N)
     estimate_peak: float
+    checked_peak: float  # N, the largest estimate the check saw (0: none)
+    free_peak: float     # N, the largest estimate before the contact (free motion)
     hold_error: float   # median relative error of the estimate over the hold (pushes)
     stopped: bool       # some PflCheck over
     checks: int
@@ -174,34 +182,41 @@ class SpeedLimit:
 
 
 class OnlineCheck:
-    """The suite's check of one contact: F/T momentum observer → estimates at max_rate while
-    |F̂| ≥ ESTIMATE_FLOOR → ContactOnset → PflCheck against the part."""
+    """The suite's check of one contact: F/T momentum observer of gain `gain` (1/s) on the
+    readings of each 1/compensation_rate s slot (as the F/T estimator) → estimates at
+    max_rate while |F̂| ≥ ESTIMATE_FLOOR → ContactOnset → PflCheck against the part."""
 
-    def __init__(self, robot: RobotModel, part: BodyPart):
+    def __init__(self, robot: RobotModel, part: BodyPart, gain: float, compensation_rate: float,
+                 peak_hold: bool):
         stream = FtEstimatorConfig()
-        self.observer = MomentumWrenchObserver(BaseWrenchCompensator(robot), stream.observer_gain)
-        self.period = 1.0 / stream.max_rate
+        self.observer = MomentumWrenchObserver(BaseWrenchCompensator(robot), gain)
+        self.compensating = RateSlots(compensation_rate)
+        self.peak_hold, self._held = peak_hold, np.zeros(3)
+        self.locating = RateSlots(stream.max_rate)
         self.check, self.part = PflCheck(PflConfig()), part
         self.onset = ContactOnset(PflConfig().contact_gap)
-        self._slot = -1
-        self.results, self.estimates = [], []   # PflResult; (t, |F̂|) of every sample
+        self.results, self.estimates = [], []   # PflResult; (t, |F̂|) of every compensation
 
     def update(self, t: float, sim: SimulatedCobot, q: np.ndarray, v: np.ndarray) -> None:
+        if not self.compensating.take(t):
+            return
         wrench = self.observer.update(t, np.concatenate(sim.ft_wrench()), q, v)
         force = wrench[:3]
         magnitude = float(np.linalg.norm(force))
         self.estimates.append((t, magnitude))
-        slot = int(math.floor(t / self.period + 1e-6))
-        if magnitude < ESTIMATE_FLOOR or slot == self._slot:
+        if self.peak_hold and magnitude > np.linalg.norm(self._held):
+            self._held = force   # the largest since the last check
+        if magnitude < ESTIMATE_FLOOR or not self.locating.take(t):
             return
-        self._slot = slot
+        if self.peak_hold:
+            force, self._held = self._held, np.zeros(3)
         point = self.part.points[0] + PARTS[self.part.regions[0]] * -DOWN
         self.results.append(self.check.check('panda_hand', point, force, t, self.onset(t),
                                              [self.part]))
 
 
 def simulate(robot, surfaces, region: str, kind: str, planned: float, limited: bool,
-             rng) -> Run:
+             args) -> Run:
     """One contact (module doc): an impact at `planned` m/s, or a push aiming at `planned` N."""
     free = kind == 'impact'
     part, m_r = obstacle(robot, region, free)
@@ -225,7 +240,8 @@ def simulate(robot, surfaces, region: str, kind: str, planned: float, limited: b
     reaction = TimeScaling(TimeScalingConfig())
     limit = (SpeedLimit(robot, surfaces, region, part.position, PARTS[region]) if limited
              else None)
-    check = OnlineCheck(robot, BodyPart(region, (region,), part.position[None, :]))
+    check = OnlineCheck(robot, BodyPart(region, (region,), part.position[None, :]),
+                        args.observer_gain, args.compensation_rate, args.peak_hold)
     pfl_scale, v_max, onset, speed = 1.0, math.nan, None, math.nan
     forces = []
     joint = OBSTACLE_PREFIX + region
@@ -267,9 +283,12 @@ def score(region, kind, planned, limited, speed, v_max, model, onset, forces, ch
     if kind == 'push':
         hold = (forces[:, 0] >= forces[-1, 0] - PUSH_HOLD + 0.3) & (forces[:, 1] > 0.0)
         truth = forces[hold, 1]
-        hold_error = float(np.median((estimates[hold, 1] - truth) / truth))
+        held = np.interp(forces[hold, 0], estimates[:, 0], estimates[:, 1])
+        hold_error = float(np.median((held - truth) / truth))
+    free = estimates[estimates[:, 0] < (onset if onset is not None else np.inf), 1]
     return Run(region, kind, limited, planned, speed, v_max, model, peak,
-               float(estimates[:, 1].max()), hold_error,
+               float(estimates[:, 1].max()), max((r.force for r in check.results), default=0.0),
+               float(free.max()) if len(free) else 0.0, hold_error,
                any(r.over for r in check.results), len(check.results))
 
 
@@ -308,21 +327,26 @@ def check_table(runs: list[Run]) -> None:
     print('\nOnline check against the truth (every contact; true margin = true peak / limit, '
           'the larger phase):\n')
     print('| region | contacts | over (true > 1) | stopped pfl | 0.9-1 | under 0.9 | stopped '
-          '(false) | peak estimate error median / p90 | hold error median / p90 | '
-          'within ±10 % (hold) |')
-    print('|---|---|---|---|---|---|---|---|---|---|')
+          '(false) | peak estimate error median / p90 | checked peak error median / p90 | '
+          'checked peak within ±10 % | hold error median / p90 | within ±10 % (hold) | '
+          'largest free-motion estimate N |')
+    print('|---|---|---|---|---|---|---|---|---|---|---|---|---|')
     for region in list(PARTS) + ['impact', 'push', 'all']:
         chosen = [r for r in runs if region in ('all', r.region, r.kind)]
         margins = np.array([margin(r) for r in chosen])
         stopped = np.array([r.stopped for r in chosen])
         over, under = margins > 1.0, margins < 0.9
-        peak_error = np.array([(r.estimate_peak - max(r.peak.values())) / max(r.peak.values())
-                               for r in chosen if max(r.peak.values()) > 0])
+        peak_error, checked_error = (
+            np.array([(estimate(r) - max(r.peak.values())) / max(r.peak.values())
+                      for r in chosen if max(r.peak.values()) > 0])
+            for estimate in (lambda r: r.estimate_peak, lambda r: r.checked_peak))
         hold = np.array([r.hold_error for r in chosen if r.kind == 'push'])
         within = f'{np.mean(np.abs(hold) <= 0.1):.0%} of {len(hold)}' if len(hold) else '-'
         print(f'| {region} | {len(chosen)} | {over.sum()} | {(stopped & over).sum()} | '
               f'{(~over & ~under).sum()} | {under.sum()} | {(stopped & under).sum()} | '
-              f'{percentiles(peak_error)} | {percentiles(hold)} | {within} |')
+              f'{percentiles(peak_error)} | {percentiles(checked_error)} | '
+              f'{np.sum(np.abs(checked_error) <= 0.1)} of {len(checked_error)} | '
+              f'{percentiles(hold)} | {within} | {max(r.free_peak for r in chosen):.1f} |')
     print('\nOver the limit, not stopped:\n')
     for run in runs:
         if margin(run) > 1.0 and not run.stopped:
@@ -346,6 +370,13 @@ def main() -> None:
     parser.add_argument('--quick', action='store_true', help='3 speeds, 4 pushes a region')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--every', type=int, default=5, help='a progress line per N runs')
+    parser.add_argument('--observer-gain', type=float, default=FtEstimatorConfig.observer_gain,
+                        help="the F/T momentum observer's K (1/s; default the node's)")
+    parser.add_argument('--compensation-rate', type=float,
+                        default=FtEstimatorConfig.compensation_rate,
+                        help='F/T readings compensated a second (Hz; default the node\'s)')
+    parser.add_argument('--peak-hold', action='store_true',
+                        help='each check sees the largest estimate since the last one')
     args = parser.parse_args()
     robot = RobotModel.load('panda')
     surfaces = LinkSurfaces(robot)
@@ -360,7 +391,7 @@ def main() -> None:
                  for _ in range(pushes)]
     runs, started = [], time.monotonic()
     for i, (region, kind, planned, limited) in enumerate(plan):
-        runs.append(simulate(robot, surfaces, region, kind, planned, limited, rng))
+        runs.append(simulate(robot, surfaces, region, kind, planned, limited, args))
         if (i + 1) % args.every == 0 or i + 1 == len(plan):
             print(f'... {i + 1}/{len(plan)} runs, {time.monotonic() - started:.0f} s',
                   file=sys.stderr, flush=True)
