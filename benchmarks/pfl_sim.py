@@ -47,6 +47,7 @@ one, not its slot's first) measure what a faster F/T estimate would give the che
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import time
@@ -60,7 +61,11 @@ from contact_estimation.core.chain.residual import make_residual
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
 from contact_estimation.core.contact.ft_compensation import (BaseWrenchCompensator,
                                                              MomentumWrenchObserver)
+from contact_estimation.core.contact.contact_localization import LocalizerConfig
 from contact_estimation.core.contact.ft_contact_stream import FtEstimatorConfig, RateSlots
+from contact_estimation.core.contact.fused_contact import FusedContactEstimator, SensorNoise
+from contact_estimation.core.contact.localization_schedule import (LocalizationSchedule,
+                                                                   ScheduleConfig)
 from contact_estimation.core.contact.pfl import (BODY_REGIONS, QUASI_STATIC, TRANSIENT,
                                                  BodyPart, ContactOnset, PflCheck, PflConfig,
                                                  approach_speed_scale, effective_mass,
@@ -184,11 +189,17 @@ class SpeedLimit:
 class OnlineCheck:
     """The suite's check of one contact: F/T momentum observer of gain `gain` (1/s) on the
     readings of each 1/compensation_rate s slot (as the F/T estimator) → estimates at
-    max_rate while |F̂| ≥ ESTIMATE_FLOOR → ContactOnset → PflCheck against the part."""
+    max_rate while |F̂| ≥ ESTIMATE_FLOOR → ContactOnset → PflCheck against the part. With
+    `fused` (a FusedContactEstimator) the check gets what the proximity monitor gets: the
+    contact localizer's estimate from τ_ext and that base wrench, on its schedule (20 Hz while
+    some |τ_ext,i| is over its gate), without the base wrench when it is inconsistent with
+    τ_ext, nothing when neither is consistent (nodes/contact_localizer.py)."""
 
     def __init__(self, robot: RobotModel, part: BodyPart, gain: float, compensation_rate: float,
-                 peak_hold: bool):
+                 peak_hold: bool, fused: FusedContactEstimator | None = None):
         stream = FtEstimatorConfig()
+        self.fused, self.schedule = fused, LocalizationSchedule(ScheduleConfig(), robot.n)
+        self.wrench = None
         self.observer = MomentumWrenchObserver(BaseWrenchCompensator(robot), gain)
         self.compensating = RateSlots(compensation_rate)
         self.peak_hold, self._held = peak_hold, np.zeros(3)
@@ -197,10 +208,24 @@ class OnlineCheck:
         self.onset = ContactOnset(PflConfig().contact_gap)
         self.results, self.estimates = [], []   # PflResult; (t, |F̂|) of every compensation
 
-    def update(self, t: float, sim: SimulatedCobot, q: np.ndarray, v: np.ndarray) -> None:
+    def update(self, t: float, sim: SimulatedCobot, q: np.ndarray, v: np.ndarray,
+               tau_ext: np.ndarray) -> None:
+        if self.fused is not None and self.wrench is not None and self.schedule.due(t, tau_ext):
+            self.schedule.finished(t)
+            estimate = self.fused.estimate(q, tau_ext, self.wrench)
+            if not estimate.consistent:
+                estimate = self.fused.estimate(q, tau_ext, None)
+            if estimate.consistent and estimate.contact is not None:
+                contact = estimate.contact
+                self.results.append(self.check.check(contact.link, contact.point_base,
+                                                     contact.force_base, t, self.onset(t),
+                                                     [self.part]))
+                self.estimates.append((t, self.results[-1].force))
         if not self.compensating.take(t):
             return
-        wrench = self.observer.update(t, np.concatenate(sim.ft_wrench()), q, v)
+        wrench = self.wrench = self.observer.update(t, np.concatenate(sim.ft_wrench()), q, v)
+        if self.fused is not None:
+            return
         force = wrench[:3]
         magnitude = float(np.linalg.norm(force))
         self.estimates.append((t, magnitude))
@@ -216,7 +241,7 @@ class OnlineCheck:
 
 
 def simulate(robot, surfaces, region: str, kind: str, planned: float, limited: bool,
-             args) -> Run:
+             args, fused: FusedContactEstimator | None) -> Run:
     """One contact (module doc): an impact at `planned` m/s, or a push aiming at `planned` N."""
     free = kind == 'impact'
     part, m_r = obstacle(robot, region, free)
@@ -241,7 +266,7 @@ def simulate(robot, surfaces, region: str, kind: str, planned: float, limited: b
     limit = (SpeedLimit(robot, surfaces, region, part.position, PARTS[region]) if limited
              else None)
     check = OnlineCheck(robot, BodyPart(region, (region,), part.position[None, :]),
-                        args.observer_gain, args.compensation_rate, args.peak_hold)
+                        args.observer_gain, args.compensation_rate, args.peak_hold, fused)
     pfl_scale, v_max, onset, speed = 1.0, math.nan, None, math.nan
     forces = []
     joint = OBSTACLE_PREFIX + region
@@ -263,7 +288,7 @@ def simulate(robot, surfaces, region: str, kind: str, planned: float, limited: b
             part_speed = sim.data.qvel[part_velocity] if free else 0.0
             speed = float(flange_velocity @ DOWN - part_speed)
         forces.append((sim.time, force))
-        check.update(sim.time, sim, q, v)
+        check.update(sim.time, sim, q, v, tau_ext)
     body = BODY_REGIONS[region]
     model = speed * math.sqrt(reduced_mass(body.effective_mass, m_r) * body.stiffness)
     return score(region, kind, planned, limited, speed, v_max, model, onset, np.array(forces),
@@ -278,7 +303,7 @@ def score(region, kind, planned, limited, speed, v_max, model, onset, forces, ch
         peak[TRANSIENT] = float(forces[(after >= 0) & (after < transient_time), 1].max())
         late = after >= transient_time
         peak[QUASI_STATIC] = float(forces[late, 1].max()) if late.any() else 0.0
-    estimates = np.array(check.estimates)
+    estimates = np.array(check.estimates or [(0.0, 0.0)])
     hold_error = math.nan
     if kind == 'push':
         hold = (forces[:, 0] >= forces[-1, 0] - PUSH_HOLD + 0.3) & (forces[:, 1] > 0.0)
@@ -375,12 +400,19 @@ def main() -> None:
     parser.add_argument('--compensation-rate', type=float,
                         default=FtEstimatorConfig.compensation_rate,
                         help='F/T readings compensated a second (Hz; default the node\'s)')
+    parser.add_argument('--source', choices=('ft', 'fused'), default='ft',
+                        help="the check's estimates: the F/T estimator's at 100 Hz, or the "
+                        "contact localizer's fused ones (the proximity monitor's)")
     parser.add_argument('--peak-hold', action='store_true',
                         help='each check sees the largest estimate since the last one')
     args = parser.parse_args()
     robot = RobotModel.load('panda')
     surfaces = LinkSurfaces(robot)
     rng = np.random.default_rng(args.seed)
+    config = LocalizerConfig()
+    fused = (FusedContactEstimator(surfaces, noise=SensorNoise(config.delta_w / 5),
+                                   **dataclasses.asdict(config))
+             if args.source == 'fused' else None)
     speeds = (0.2, 0.6, 1.0) if args.quick else SPEEDS
     pushes = 4 if args.quick else 16
     plan = [(region, 'impact', speed, limited) for region in PARTS for speed in speeds
@@ -391,7 +423,7 @@ def main() -> None:
                  for _ in range(pushes)]
     runs, started = [], time.monotonic()
     for i, (region, kind, planned, limited) in enumerate(plan):
-        runs.append(simulate(robot, surfaces, region, kind, planned, limited, args))
+        runs.append(simulate(robot, surfaces, region, kind, planned, limited, args, fused))
         if (i + 1) % args.every == 0 or i + 1 == len(plan):
             print(f'... {i + 1}/{len(plan)} runs, {time.monotonic() - started:.0f} s',
                   file=sys.stderr, flush=True)
