@@ -62,13 +62,14 @@ from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingC
 from contact_estimation.core.contact.ft_compensation import (BaseWrenchCompensator,
                                                              MomentumWrenchObserver)
 from contact_estimation.core.contact.contact_localization import LocalizerConfig
-from contact_estimation.core.contact.ft_contact_stream import FtEstimatorConfig, RateSlots
+from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig, PeakForce,
+                                                               RateSlots)
 from contact_estimation.core.contact.fused_contact import FusedContactEstimator, SensorNoise
 from contact_estimation.core.contact.localization_schedule import (LocalizationSchedule,
                                                                    ScheduleConfig)
 from contact_estimation.core.contact.pfl import (BODY_REGIONS, QUASI_STATIC, TRANSIENT,
-                                                 BodyPart, ContactOnset, PflCheck, PflConfig,
-                                                 approach_speed_scale, effective_mass,
+                                                 BodyPart, ContactOnset, PeakForces, PflCheck,
+                                                 PflConfig, approach_speed_scale, effective_mass,
                                                  permissible_speeds, reduced_mass)
 from contact_estimation.core.identification.trajectory import WaypointTrajectory
 from contact_estimation.core.robot.robot_model import RobotModel
@@ -200,7 +201,10 @@ class OnlineCheck:
         stream = FtEstimatorConfig()
         self.fused, self.schedule = fused, LocalizationSchedule(ScheduleConfig(), robot.n)
         self.wrench = None
-        self.observer = MomentumWrenchObserver(BaseWrenchCompensator(robot), gain)
+        self.observer = MomentumWrenchObserver(BaseWrenchCompensator(robot), gain,
+                                               (stream.peak_observer_gain,))
+        self.peak_force = PeakForce(stream.max_rate, stream.peak_floor)
+        self.peaks = PeakForces(PflConfig().peak_window if peak_hold else 0.0)
         self.compensating = RateSlots(compensation_rate)
         self.peak_hold, self._held = peak_hold, np.zeros(3)
         self.locating = RateSlots(stream.max_rate)
@@ -217,14 +221,17 @@ class OnlineCheck:
                 estimate = self.fused.estimate(q, tau_ext, None)
             if estimate.consistent and estimate.contact is not None:
                 contact = estimate.contact
-                self.results.append(self.check.check(contact.link, contact.point_base,
-                                                     contact.force_base, t, self.onset(t),
-                                                     [self.part]))
+                self.results.append(self.check.check(
+                    contact.link, contact.point_base, self.peaks.raised(contact.force_base, t),
+                    t, self.onset(t), [self.part]))
                 self.estimates.append((t, self.results[-1].force))
         if not self.compensating.take(t):
             return
         wrench = self.wrench = self.observer.update(t, np.concatenate(sim.ft_wrench()), q, v)
         if self.fused is not None:
+            peak = self.peak_force.add(t, self.observer.wrenches[1][:3])
+            if peak is not None:
+                self.peaks.add(*peak)
             return
         force = wrench[:3]
         magnitude = float(np.linalg.norm(force))

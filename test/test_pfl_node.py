@@ -33,7 +33,16 @@ class ContactProbe(Probe):
                                                  PIPELINE_QOS)
         self.create_subscription(DiagnosticArray, SPEC.topic('pfl'), self._on_check,
                                  PIPELINE_QOS)
+        self._peak_pub = self.create_publisher(WrenchStamped, SPEC.topic('peak_force'),
+                                               PIPELINE_QOS)
         self.create_timer(0.05, self._estimate)
+
+    def peak(self, force) -> None:
+        """Plays the F/T estimator: a base force peak (base frame), stamped now."""
+        msg = WrenchStamped()
+        msg.header.stamp, msg.header.frame_id = self.get_clock().now().to_msg(), 'panda_link0'
+        msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = (float(v) for v in force)
+        self._peak_pub.publish(msg)
 
     def _estimate(self):
         if self.force is None:
@@ -102,6 +111,22 @@ def test_a_contact_over_the_face_limit_latches_the_stop_naming_region_force_and_
     # … until ~/reset.
     assert until(executor, lambda: reset(probe, executor).success)
     assert until(executor, lambda: probe.stop() is False)
+    assert monitor.problems.counts['pfl'] == 1
+
+
+def test_an_impact_s_peak_over_the_limit_stops_though_the_estimates_stay_under_it(rig):
+    """The estimates (low-passed, 20 Hz) read 50 N, under the face's 65 N; the F/T
+    estimator's base force peak of 100 N between them raises the check near its stamp over
+    the limit: stop pfl with 100 N. (Before issue 38's peak_force the impact passed.)"""
+    monitor, probe, executor = rig
+    probe.keypoints = np.zeros((0, 3))  # nobody tracked: the default region
+    probe.force = np.array([0.0, 30.0, -40.0])  # 50 N
+    checks = checked(probe, executor, 2)
+    assert all(c['over'] == 'False' for c in checks)
+    probe.peak([0.0, 0.0, -100.0])
+    assert until(executor, lambda: stopped_with(probe, 'pfl: '))
+    message = probe.robot_status()['message']
+    assert '100 N' in message and 'face' in message, message
     assert monitor.problems.counts['pfl'] == 1
 
 
