@@ -60,3 +60,13 @@ def test_a_peak_raises_the_estimates_near_its_stamp_only():
     np.testing.assert_allclose(empty.raised(force, 1.0), force)
     with pytest.raises(InputRejected):
         peaks.add(1.1, [np.nan, 0.0, 0.0])
+
+
+def test_a_peak_after_the_last_estimate_asks_for_its_check_again():
+    peaks = PeakForces(0.1)
+    assert not peaks.add(0.99, [0.0, 0.0, 40.0])     # no estimate yet
+    peaks.raised(np.array([0.0, 50.0, 0.0]), 1.0)     # checked at 50 N
+    assert not peaks.add(1.01, [0.0, 0.0, 54.0])     # within the estimate's error
+    assert peaks.add(1.02, [0.0, 0.0, 100.0])        # the impact's peak: again
+    assert np.linalg.norm(peaks.raised(np.array([0.0, 50.0, 0.0]), 1.0)) == pytest.approx(100)
+    assert not peaks.add(1.3, [0.0, 0.0, 300.0])     # too long after it

@@ -285,6 +285,7 @@ class ProximityMonitorNode(SuiteNode):
         """The power and force limit's check and speed limit (issue 38) as `config` says."""
         self._pfl = PflCheck(config)
         self._peaks = PeakForces(config.peak_window)
+        self._last_contact: tuple | None = None   # the last estimate checked: stamp, t, contact
         self._onset = ContactOnset(config.contact_gap)
         self.monitor.limit_speed(self._carrying if config.enabled and config.speed_limit
                                  else None, config.collaborative)
@@ -408,9 +409,12 @@ class ProximityMonitorNode(SuiteNode):
             return
         force = msg.wrench.force
         try:
-            self._peaks.add(t, (force.x, force.y, force.z))
+            again = self._peaks.add(t, (force.x, force.y, force.z))
         except InputRejected as err:
             self.problems.report(err.kind, f'peak force: {err}: dropped')
+            return
+        if again:   # the impact's last estimate came before its peak
+            self._check_contact(*self._last_contact)
 
     def _check_contact(self, stamp, t: float, contact) -> None:
         """The contact estimated at stamp t against its body region's limit: published with
@@ -420,6 +424,7 @@ class ProximityMonitorNode(SuiteNode):
         dropped."""
         if self.believed(stamp, 'contact estimate') is None:
             return
+        self._last_contact = (stamp, t, contact)
         sample = self._history.at(t)
         point, force, parts = contact.point, contact.force, ()
         try:
