@@ -30,17 +30,27 @@ between the arm and the part; b: a damping ratio of 0.1 in the contact's own osc
    the arm pressing its reference into it (true forces ~0.55-1.6 × the quasi-static limit) over
    0.4 s and holding it (≥ 0.8 s), the detector not reacting (the push is the test).
 Every contact (impacts and pushes) also feeds the online check as the suite runs it: the base
-F/T's contact wrench from `MomentumWrenchObserver` (the F/T estimator's, K = observer_gain),
-at most `max_rate` (100 Hz) estimates while |F̂| ≥ 5 N, `ContactOnset` and `PflCheck` with
-the part as the tracked body part. Stopped `pfl`: some check over. Against the truth: the
-true margin max(peak / limit) over both phases; the estimate's error at the peak (the
-largest estimate against the true peak) and, for pushes, over the hold (medians).
+F/T's contact wrench from `MomentumWrenchObserver` (the F/T estimator's, K = observer_gain)
+on the first reading of each 1/compensation_rate s (250 Hz, as the node), at most `max_rate`
+(100 Hz) estimates while |F̂| ≥ 5 N (the first of each slot), `ContactOnset` and `PflCheck`
+with the part as the tracked body part. Stopped `pfl`: some check over. Against the truth:
+the true margin max(peak / limit) over both phases; the estimate's error at the peak (the
+largest compensated estimate, and the largest checked one, against the true peak), for
+pushes over the hold (medians), and the largest estimate before the contact (free motion:
+what a faster observer must keep far below every limit). `--observer-gain`,
+`--compensation-rate` and `--peak-hold` (each check sees the largest estimate since the last
+one, not its slot's first) measure what a faster F/T estimate would give the check.
+`--source fused`: the check on the contact localizer's estimates, as the proximity monitor
+gets them; with `--peak-hold` each raised to the F/T estimator's `peak_force` (its second
+observer, `peak_force.observer_gain`) stamped within `pfl.peak_window`, as the monitor does.
 
     PYTHONPATH=$PWD MUJOCO_GL=egl nice -n 10 .venv/bin/python benchmarks/pfl_sim.py [--quick]
+        [--observer-gain K] [--compensation-rate HZ] [--peak-hold]
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import time
@@ -54,10 +64,15 @@ from contact_estimation.core.chain.residual import make_residual
 from contact_estimation.core.chain.time_scaling import TimeScaling, TimeScalingConfig
 from contact_estimation.core.contact.ft_compensation import (BaseWrenchCompensator,
                                                              MomentumWrenchObserver)
-from contact_estimation.core.contact.ft_contact_stream import FtEstimatorConfig
+from contact_estimation.core.contact.contact_localization import LocalizerConfig
+from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig, PeakForce,
+                                                               RateSlots)
+from contact_estimation.core.contact.fused_contact import FusedContactEstimator, SensorNoise
+from contact_estimation.core.contact.localization_schedule import (LocalizationSchedule,
+                                                                   ScheduleConfig)
 from contact_estimation.core.contact.pfl import (BODY_REGIONS, QUASI_STATIC, TRANSIENT,
-                                                 BodyPart, ContactOnset, PflCheck, PflConfig,
-                                                 approach_speed_scale, effective_mass,
+                                                 BodyPart, ContactOnset, PeakForces, PflCheck,
+                                                 PflConfig, approach_speed_scale, effective_mass,
                                                  permissible_speeds, reduced_mass)
 from contact_estimation.core.identification.trajectory import WaypointTrajectory
 from contact_estimation.core.robot.robot_model import RobotModel
@@ -96,6 +111,8 @@ class Run:
     model: float        # N, v √(μ k) at the speed at onset (Annex A.3.2's free collision)
     peak: dict          # phase → true peak |F| (N)
     estimate_peak: float
+    checked_peak: float  # N, the largest estimate the check saw (0: none)
+    free_peak: float     # N, the largest estimate before the contact (free motion)
     hold_error: float   # median relative error of the estimate over the hold (pushes)
     stopped: bool       # some PflCheck over
     checks: int
@@ -174,34 +191,70 @@ class SpeedLimit:
 
 
 class OnlineCheck:
-    """The suite's check of one contact: F/T momentum observer → estimates at max_rate while
-    |F̂| ≥ ESTIMATE_FLOOR → ContactOnset → PflCheck against the part."""
+    """The suite's check of one contact: F/T momentum observer of gain `gain` (1/s) on the
+    readings of each 1/compensation_rate s slot (as the F/T estimator) → estimates at
+    max_rate while |F̂| ≥ ESTIMATE_FLOOR → ContactOnset → PflCheck against the part. With
+    `fused` (a FusedContactEstimator) the check gets what the proximity monitor gets: the
+    contact localizer's estimate from τ_ext and that base wrench, on its schedule (20 Hz while
+    some |τ_ext,i| is over its gate), without the base wrench when it is inconsistent with
+    τ_ext, nothing when neither is consistent (nodes/contact_localizer.py)."""
 
-    def __init__(self, robot: RobotModel, part: BodyPart):
+    def __init__(self, robot: RobotModel, part: BodyPart, gain: float, compensation_rate: float,
+                 peak_hold: bool, fused: FusedContactEstimator | None = None):
         stream = FtEstimatorConfig()
-        self.observer = MomentumWrenchObserver(BaseWrenchCompensator(robot), stream.observer_gain)
-        self.period = 1.0 / stream.max_rate
+        self.fused, self.schedule = fused, LocalizationSchedule(ScheduleConfig(), robot.n)
+        self.wrench = None
+        self.observer = MomentumWrenchObserver(BaseWrenchCompensator(robot), gain,
+                                               (stream.peak_observer_gain,))
+        self.peak_force = PeakForce(stream.max_rate, stream.peak_floor)
+        self.peaks = PeakForces(PflConfig().peak_window if peak_hold else 0.0)
+        self.compensating = RateSlots(compensation_rate)
+        self.peak_hold, self._held = peak_hold, np.zeros(3)
+        self.locating = RateSlots(stream.max_rate)
         self.check, self.part = PflCheck(PflConfig()), part
         self.onset = ContactOnset(PflConfig().contact_gap)
-        self._slot = -1
-        self.results, self.estimates = [], []   # PflResult; (t, |F̂|) of every sample
+        self.results, self.estimates = [], []   # PflResult; (t, |F̂|) of every compensation
 
-    def update(self, t: float, sim: SimulatedCobot, q: np.ndarray, v: np.ndarray) -> None:
-        wrench = self.observer.update(t, np.concatenate(sim.ft_wrench()), q, v)
+    def update(self, t: float, sim: SimulatedCobot, q: np.ndarray, v: np.ndarray,
+               tau_ext: np.ndarray) -> None:
+        if self.fused is not None and self.wrench is not None and self.schedule.due(t, tau_ext):
+            self.schedule.finished(t)
+            estimate = self.fused.estimate(q, tau_ext, self.wrench)
+            if not estimate.consistent:
+                estimate = self.fused.estimate(q, tau_ext, None)
+            if estimate.consistent and estimate.contact is not None:
+                self.last = (t, estimate.contact)
+                self.check_fused(*self.last)
+        if not self.compensating.take(t):
+            return
+        wrench = self.wrench = self.observer.update(t, np.concatenate(sim.ft_wrench()), q, v)
+        if self.fused is not None:
+            peak = self.peak_force.add(t, self.observer.wrenches[1][:3])
+            if peak is not None and self.peaks.add(*peak):
+                self.check_fused(*self.last)   # as the monitor: its last estimate again
+            return
         force = wrench[:3]
         magnitude = float(np.linalg.norm(force))
         self.estimates.append((t, magnitude))
-        slot = int(math.floor(t / self.period + 1e-6))
-        if magnitude < ESTIMATE_FLOOR or slot == self._slot:
+        if self.peak_hold and magnitude > np.linalg.norm(self._held):
+            self._held = force   # the largest since the last check
+        if magnitude < ESTIMATE_FLOOR or not self.locating.take(t):
             return
-        self._slot = slot
+        if self.peak_hold:
+            force, self._held = self._held, np.zeros(3)
         point = self.part.points[0] + PARTS[self.part.regions[0]] * -DOWN
         self.results.append(self.check.check('panda_hand', point, force, t, self.onset(t),
                                              [self.part]))
 
+    def check_fused(self, t: float, contact) -> None:
+        self.results.append(self.check.check(
+            contact.link, contact.point_base, self.peaks.raised(contact.force_base, t), t,
+            self.onset(t), [self.part]))
+        self.estimates.append((t, self.results[-1].force))
+
 
 def simulate(robot, surfaces, region: str, kind: str, planned: float, limited: bool,
-             rng) -> Run:
+             args, fused: FusedContactEstimator | None) -> Run:
     """One contact (module doc): an impact at `planned` m/s, or a push aiming at `planned` N."""
     free = kind == 'impact'
     part, m_r = obstacle(robot, region, free)
@@ -225,7 +278,8 @@ def simulate(robot, surfaces, region: str, kind: str, planned: float, limited: b
     reaction = TimeScaling(TimeScalingConfig())
     limit = (SpeedLimit(robot, surfaces, region, part.position, PARTS[region]) if limited
              else None)
-    check = OnlineCheck(robot, BodyPart(region, (region,), part.position[None, :]))
+    check = OnlineCheck(robot, BodyPart(region, (region,), part.position[None, :]),
+                        args.observer_gain, args.compensation_rate, args.peak_hold, fused)
     pfl_scale, v_max, onset, speed = 1.0, math.nan, None, math.nan
     forces = []
     joint = OBSTACLE_PREFIX + region
@@ -247,7 +301,7 @@ def simulate(robot, surfaces, region: str, kind: str, planned: float, limited: b
             part_speed = sim.data.qvel[part_velocity] if free else 0.0
             speed = float(flange_velocity @ DOWN - part_speed)
         forces.append((sim.time, force))
-        check.update(sim.time, sim, q, v)
+        check.update(sim.time, sim, q, v, tau_ext)
     body = BODY_REGIONS[region]
     model = speed * math.sqrt(reduced_mass(body.effective_mass, m_r) * body.stiffness)
     return score(region, kind, planned, limited, speed, v_max, model, onset, np.array(forces),
@@ -262,14 +316,17 @@ def score(region, kind, planned, limited, speed, v_max, model, onset, forces, ch
         peak[TRANSIENT] = float(forces[(after >= 0) & (after < transient_time), 1].max())
         late = after >= transient_time
         peak[QUASI_STATIC] = float(forces[late, 1].max()) if late.any() else 0.0
-    estimates = np.array(check.estimates)
+    estimates = np.array(check.estimates or [(0.0, 0.0)])
     hold_error = math.nan
     if kind == 'push':
         hold = (forces[:, 0] >= forces[-1, 0] - PUSH_HOLD + 0.3) & (forces[:, 1] > 0.0)
         truth = forces[hold, 1]
-        hold_error = float(np.median((estimates[hold, 1] - truth) / truth))
+        held = np.interp(forces[hold, 0], estimates[:, 0], estimates[:, 1])
+        hold_error = float(np.median((held - truth) / truth))
+    free = estimates[estimates[:, 0] < (onset if onset is not None else np.inf), 1]
     return Run(region, kind, limited, planned, speed, v_max, model, peak,
-               float(estimates[:, 1].max()), hold_error,
+               float(estimates[:, 1].max()), max((r.force for r in check.results), default=0.0),
+               float(free.max()) if len(free) else 0.0, hold_error,
                any(r.over for r in check.results), len(check.results))
 
 
@@ -308,21 +365,26 @@ def check_table(runs: list[Run]) -> None:
     print('\nOnline check against the truth (every contact; true margin = true peak / limit, '
           'the larger phase):\n')
     print('| region | contacts | over (true > 1) | stopped pfl | 0.9-1 | under 0.9 | stopped '
-          '(false) | peak estimate error median / p90 | hold error median / p90 | '
-          'within ±10 % (hold) |')
-    print('|---|---|---|---|---|---|---|---|---|---|')
+          '(false) | peak estimate error median / p90 | checked peak error median / p90 | '
+          'checked peak within ±10 % | hold error median / p90 | within ±10 % (hold) | '
+          'largest free-motion estimate N |')
+    print('|---|---|---|---|---|---|---|---|---|---|---|---|---|')
     for region in list(PARTS) + ['impact', 'push', 'all']:
         chosen = [r for r in runs if region in ('all', r.region, r.kind)]
         margins = np.array([margin(r) for r in chosen])
         stopped = np.array([r.stopped for r in chosen])
         over, under = margins > 1.0, margins < 0.9
-        peak_error = np.array([(r.estimate_peak - max(r.peak.values())) / max(r.peak.values())
-                               for r in chosen if max(r.peak.values()) > 0])
+        peak_error, checked_error = (
+            np.array([(estimate(r) - max(r.peak.values())) / max(r.peak.values())
+                      for r in chosen if max(r.peak.values()) > 0])
+            for estimate in (lambda r: r.estimate_peak, lambda r: r.checked_peak))
         hold = np.array([r.hold_error for r in chosen if r.kind == 'push'])
         within = f'{np.mean(np.abs(hold) <= 0.1):.0%} of {len(hold)}' if len(hold) else '-'
         print(f'| {region} | {len(chosen)} | {over.sum()} | {(stopped & over).sum()} | '
               f'{(~over & ~under).sum()} | {under.sum()} | {(stopped & under).sum()} | '
-              f'{percentiles(peak_error)} | {percentiles(hold)} | {within} |')
+              f'{percentiles(peak_error)} | {percentiles(checked_error)} | '
+              f'{np.sum(np.abs(checked_error) <= 0.1)} of {len(checked_error)} | '
+              f'{percentiles(hold)} | {within} | {max(r.free_peak for r in chosen):.1f} |')
     print('\nOver the limit, not stopped:\n')
     for run in runs:
         if margin(run) > 1.0 and not run.stopped:
@@ -332,6 +394,15 @@ def check_table(runs: list[Run]) -> None:
                   f'true peak '
                   f'{run.peak[TRANSIENT]:.0f} N transient / {run.peak[QUASI_STATIC]:.0f} N after, '
                   f'margin {margin(run):.2f}; largest estimate {run.estimate_peak:.0f} N')
+
+
+def off_list(runs: list[Run]) -> None:
+    print('\nThe checked peak off the true one by more than 10 %:\n')
+    for run in runs:
+        truth = max(run.peak.values())
+        if truth > 0 and abs(run.checked_peak - truth) > 0.1 * truth:
+            print(f'- {run.region} {run.kind} ({run.planned:.1f}): true {truth:.0f} N, checked '
+                  f'{run.checked_peak:.0f} N in {run.checks} checks')
 
 
 def percentiles(errors: np.ndarray) -> str:
@@ -346,10 +417,26 @@ def main() -> None:
     parser.add_argument('--quick', action='store_true', help='3 speeds, 4 pushes a region')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--every', type=int, default=5, help='a progress line per N runs')
+    parser.add_argument('--observer-gain', type=float, default=FtEstimatorConfig.observer_gain,
+                        help="the F/T momentum observer's K (1/s; default the node's)")
+    parser.add_argument('--compensation-rate', type=float,
+                        default=FtEstimatorConfig.compensation_rate,
+                        help='F/T readings compensated a second (Hz; default the node\'s)')
+    parser.add_argument('--source', choices=('ft', 'fused'), default='ft',
+                        help="the check's estimates: the F/T estimator's at 100 Hz, or the "
+                        "contact localizer's fused ones (the proximity monitor's)")
+    parser.add_argument('--peak-hold', action='store_true',
+                        help='ft: each check sees the largest estimate since the last one; '
+                        "fused: each estimate is raised to the F/T estimator's peak_force "
+                        'stamped within pfl.peak_window (the node)')
     args = parser.parse_args()
     robot = RobotModel.load('panda')
     surfaces = LinkSurfaces(robot)
     rng = np.random.default_rng(args.seed)
+    config = LocalizerConfig()
+    fused = (FusedContactEstimator(surfaces, noise=SensorNoise(config.delta_w / 5),
+                                   **dataclasses.asdict(config))
+             if args.source == 'fused' else None)
     speeds = (0.2, 0.6, 1.0) if args.quick else SPEEDS
     pushes = 4 if args.quick else 16
     plan = [(region, 'impact', speed, limited) for region in PARTS for speed in speeds
@@ -360,12 +447,13 @@ def main() -> None:
                  for _ in range(pushes)]
     runs, started = [], time.monotonic()
     for i, (region, kind, planned, limited) in enumerate(plan):
-        runs.append(simulate(robot, surfaces, region, kind, planned, limited, rng))
+        runs.append(simulate(robot, surfaces, region, kind, planned, limited, args, fused))
         if (i + 1) % args.every == 0 or i + 1 == len(plan):
             print(f'... {i + 1}/{len(plan)} runs, {time.monotonic() - started:.0f} s',
                   file=sys.stderr, flush=True)
     impact_table(runs)
     check_table(runs)
+    off_list(runs)
 
 
 if __name__ == '__main__':

@@ -3,6 +3,7 @@ checked against the limit of the body region they touch, the margin published on
 contact_estimation/pfl, the stop latched with the cause pfl when over, until ~/reset."""
 import numpy as np
 import pytest
+from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PointStamped, WrenchStamped
 from rclpy.parameter import Parameter
@@ -26,6 +27,7 @@ class ContactProbe(Probe):
     def __init__(self, context, robot):
         super().__init__(context, robot)
         self.force: np.ndarray | None = None
+        self.stamped = None   # the last estimate's stamp (builtin_interfaces/Time)
         self.checks: list[dict] = []
         self._point_pub = self.create_publisher(PointStamped, SPEC.topic('contact_point'),
                                                 PIPELINE_QOS)
@@ -33,13 +35,27 @@ class ContactProbe(Probe):
                                                  PIPELINE_QOS)
         self.create_subscription(DiagnosticArray, SPEC.topic('pfl'), self._on_check,
                                  PIPELINE_QOS)
+        self._peak_pub = self.create_publisher(WrenchStamped, SPEC.topic('peak_force'),
+                                               PIPELINE_QOS)
         self.create_timer(0.05, self._estimate)
+
+    def peak(self, force) -> None:
+        """Plays the F/T estimator: a base force peak (base frame), stamped 20 ms after the
+        last estimate (within pfl.peak_window of it, however late this runs)."""
+        msg = WrenchStamped()
+        msg.header.stamp = Time(sec=self.stamped.sec, nanosec=self.stamped.nanosec + 20_000_000)
+        if msg.header.stamp.nanosec >= 1_000_000_000:
+            msg.header.stamp.sec += 1
+            msg.header.stamp.nanosec -= 1_000_000_000
+        msg.header.frame_id = 'panda_link0'
+        msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = (float(v) for v in force)
+        self._peak_pub.publish(msg)
 
     def _estimate(self):
         if self.force is None:
             return
         point, wrench = PointStamped(), WrenchStamped()
-        stamp = self.get_clock().now().to_msg()
+        stamp = self.stamped = self.get_clock().now().to_msg()
         for msg in (point, wrench):
             msg.header.stamp, msg.header.frame_id = stamp, LINK
         point.point.x, point.point.y, point.point.z = (float(v) for v in POINT)
@@ -103,6 +119,35 @@ def test_a_contact_over_the_face_limit_latches_the_stop_naming_region_force_and_
     assert until(executor, lambda: reset(probe, executor).success)
     assert until(executor, lambda: probe.stop() is False)
     assert monitor.problems.counts['pfl'] == 1
+
+
+def test_an_impact_s_peak_over_the_limit_stops_though_the_estimates_stay_under_it(rig):
+    """The estimates (low-passed, 20 Hz) read 50 N, under the face's 65 N; the F/T
+    estimator's base force peak of 100 N between them raises the check near its stamp over
+    the limit: stop pfl with 100 N. (Before issue 38's peak_force the impact passed.)"""
+    monitor, probe, executor = rig
+    probe.keypoints = np.zeros((0, 3))  # nobody tracked: the default region
+    probe.force = np.array([0.0, 30.0, -40.0])  # 50 N
+    checks = checked(probe, executor, 2)
+    assert all(c['over'] == 'False' for c in checks)
+    probe.peak([0.0, 0.0, -100.0])
+    assert until(executor, lambda: stopped_with(probe, 'pfl: '))
+    message = probe.robot_status()['message']
+    assert '100 N' in message and 'face' in message, message
+    assert monitor.problems.counts['pfl'] == 1
+
+
+def test_a_peak_after_the_impact_s_last_estimate_checks_it_again(rig):
+    """The impact's only estimate (50 N) comes before its peak (100 N): the peak checks that
+    estimate again, over the face's 65 N."""
+    monitor, probe, executor = rig
+    probe.keypoints = np.zeros((0, 3))  # nobody tracked: the default region
+    probe.force = np.array([0.0, 30.0, -40.0])  # 50 N
+    checked(probe, executor, 1)
+    probe.force = None
+    probe.peak([0.0, 0.0, -100.0])
+    assert until(executor, lambda: stopped_with(probe, 'pfl: '))
+    assert '100 N' in probe.robot_status()['message']
 
 
 def test_a_contact_under_the_limit_is_published_and_does_not_stop(rig):

@@ -1,18 +1,22 @@
 """ft_contact_estimator: base F/T wrench → compensated wrench, contact point and force (seed 004).
 
 Reads the 6-axis F/T sensor under the arm's base and the conditioned joint state, paired by
-stamp (`stamp_tolerance`), and removes the sensor's offset, the arm's weight and the
-reaction of its motion (`compensation`: by default from the arm's momentum,
+stamp (`stamp_tolerance`), and removes the sensor's offset, the arm's weight and the reaction
+of its motion (`compensation`: by default from the arm's momentum,
 core/contact/ft_compensation.MomentumWrenchObserver, a low pass of 1/`observer_gain` s that
 needs no q̈; or its BaseWrenchCompensator with q̈ from a fit over
-`acceleration_filter.window_duration` s): what is left, the contact wrench at the base origin, goes
-out on `base_wrench` (base frame, the reading's stamp) for every reading. With the torque
-residual of the same joint state it is located (core/contact/ft_contact.FtContactLocator): while a
-contact is present, `point` and `wrench` (the joint state's stamp; frame_id = the contacted
-link; the point in that link's frame, the force ON the robot in that frame, no moment about
-the point) and a sphere and arrow in the namespace `ft_contact` of the markers. The body
-comes from the residual (seed 004's current constraint, `locate_from_residual`), or from
-the contact localizer's point when it published one within `localizer_timeout` s.
+`acceleration_filter.window_duration` s): what is left, the contact wrench at the base origin,
+goes out on `base_wrench` (base frame, the reading's stamp) for every reading. A second
+observer on the same terms (`peak_force.observer_gain`, ~1 ms) gives the force limit's check
+the peak base force of each 1/max_rate s of stamps, from `peak_force.floor` N, on `peak_force`
+(base frame, the peak's stamp): for one contact it is the contact force (seed 004 eqs. 4–6).
+With the torque residual of the same joint state it is located
+(core/contact/ft_contact.FtContactLocator): while a contact is present, `point` and `wrench`
+(the joint state's stamp; frame_id = the contacted link; the point in that link's frame, the
+force ON the robot in that frame, no moment about the point) and a sphere and arrow in the
+namespace `ft_contact` of the markers. The body comes from the residual (seed 004's current
+constraint, `locate_from_residual`), or from the contact localizer's point when it published
+one within `localizer_timeout` s.
 
 /diagnostics carries the counts of dropped input, the compensation residual in free motion
 (RMS over the last second while no joint's |τ_ext| reaches `contact_threshold`), the
@@ -45,7 +49,8 @@ from contact_estimation.core.contact.ft_compensation import (BaseWrench, BaseWre
                                                              FtContactError,
                                                              MomentumWrenchObserver)
 from contact_estimation.core.contact.ft_contact import FtContactLocator, FtLocatorConfig
-from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig, RateSlots,
+from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig, PeakForce,
+                                                               RateSlots,
                                                                RestingWindow, RunningRms,
                                                                StampPairing, check_reading,
                                                                load_ellipsoids, load_offset,
@@ -97,8 +102,10 @@ class FtContactEstimatorNode(SuiteNode):
         self._markers_at: float | None = None  # stamp of the markers shown; None: none shown
         self._locating = RateSlots(config.max_rate)
         self._compensating = RateSlots(config.compensation_rate)
+        self._peaks = PeakForce(config.max_rate, config.peak_floor)
 
         self._base_wrench = self.output('base_wrench', WrenchStamped, only_when_listened=True)
+        self._peak_force = self.output('peak_force', WrenchStamped)
         self._point_pub = self.publisher('point', PointStamped)
         self._wrench_pub = self.publisher('wrench', WrenchStamped)
         self._marker_pub = self.publisher('markers', MarkerArray)
@@ -128,7 +135,8 @@ class FtContactEstimatorNode(SuiteNode):
         self._compensator = BaseWrenchCompensator(
             self.robot, config.mount(), PARAMETERS.build(Payload, values),
             offset=np.zeros(6) if offset is None else offset)
-        self._observer = (MomentumWrenchObserver(self._compensator, config.observer_gain)
+        self._observer = (MomentumWrenchObserver(self._compensator, config.observer_gain,
+                                                 (config.peak_observer_gain,))
                           if config.compensation == 'momentum_observer' else None)
         self._threshold = config.thresholds(self.robot.n)
         ellipsoids = load_ellipsoids(config.ellipsoid_file) if config.ellipsoid_file else None
@@ -223,11 +231,21 @@ class FtContactEstimatorNode(SuiteNode):
                                                               self.robot.base_link, wrench[:3],
                                                               wrench[3:]))
             self.problems.traffic['base_wrenches_published'] += 1
+            self._send_peak(t_reading, self._observer.wrenches[1] if self._observer else wrench)
             self._resting.add(t_joint, reading, q, v, self.robot.joint_names)
             try:  # with a faster sensor, the first reading of each joint state is located
                 self._locate(self._residuals.add_secondary(t_joint, (q, wrench)))
             except InputRejected as err:
                 self.problems.report(err.kind, f'compensated wrench: {err}')
+
+    def _send_peak(self, t: float, wrench: np.ndarray) -> None:
+        """The peak base force of the slot that `t` closes, if it reached peak_force.floor:
+        the force limit's check reads it (the proximity monitor)."""
+        peak = self._peaks.add(t, wrench[:3])
+        if peak is not None:
+            self._peak_force.send(wrench_stamped(seconds_to_stamp(peak[0]), self.robot.base_link,
+                                                 peak[1], np.zeros(3)))
+            self.problems.traffic['peak_forces_published'] += 1
 
     def _on_residual(self, msg: JointState) -> None:
         self._arrival('residual')

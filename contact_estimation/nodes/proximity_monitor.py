@@ -59,7 +59,9 @@ checked as it comes (10-20 Hz, on this node's thread, never per joint sample): t
 region is the tracked body part nearest the contact point (the point brought into the base
 frame at the joint state of its stamp), else `pfl.default_region`; |F| against the region's
 transient limit for `pfl.transient_time` after the contact's onset (its first estimate after
-`pfl.contact_gap` without one), its quasi-static limit after. Each check is published on
+`pfl.contact_gap` without one), its quasi-static limit after; |F| is raised to the largest
+base force peak stamped within `pfl.peak_window` of the estimate (`peak_force`, from the F/T
+estimator's fast observer: the estimates miss an impact's peak). Each check is published on
 `contact_estimation/pfl` (margin = force / limit, region, link, point) with a marker; one over
 the limit latches the stop with the cause `pfl`, naming region, force and limit, until
 `~/reset`. An estimate whose joint state is not in the history (older than body_timeout) is
@@ -103,7 +105,8 @@ from contact_estimation.core.chain.stamps import MAX_PAST
 from contact_estimation.core.contact.check_lateness import CheckLateness
 from contact_estimation.core.contact.lidar_fusion import CloudConfig, PoseHistory
 from contact_estimation.core.contact.lidar_watch import LidarWatch, LidarWatchConfig
-from contact_estimation.core.contact.pfl import ContactOnset, PflCheck, PflConfig, tracked_parts
+from contact_estimation.core.contact.pfl import (ContactOnset, PeakForces, PflCheck, PflConfig,
+                                                 tracked_parts)
 from contact_estimation.core.contact.proximity import (CLUSTERS, COCO_17, DEFAULT_PARTS,
                                                        SKELETON, SPHERE_SPACING, BoxPart,
                                                        HumanModel, ProximityConfig,
@@ -230,6 +233,7 @@ class ProximityMonitorNode(SuiteNode):
         # this process (the replay).
         for key, kind in (('contact_point', PointStamped), ('contact_wrench', WrenchStamped)):
             self.receive(key, kind, self._on_contact_half, self._on_contact_half)
+        self.receive('peak_force', WrenchStamped, self._on_peak_force, self._on_peak_force)
         self.receive('joint_state', JointState, self._on_joint_state, None,
                      on_batch=self.process_joint_states)
         # Raw: a skeleton's size is checked before it is deserialised (`_on_skeleton`).
@@ -280,6 +284,8 @@ class ProximityMonitorNode(SuiteNode):
     def _use_pfl(self, config: PflConfig) -> None:
         """The power and force limit's check and speed limit (issue 38) as `config` says."""
         self._pfl = PflCheck(config)
+        self._peaks = PeakForces(config.peak_window)
+        self._last_contact: tuple | None = None   # the last estimate checked: stamp, t, contact
         self._onset = ContactOnset(config.contact_gap)
         self.monitor.limit_speed(self._carrying if config.enabled and config.speed_limit
                                  else None, config.collaborative)
@@ -396,6 +402,20 @@ class ProximityMonitorNode(SuiteNode):
         if paired is not None:
             self._check_contact(msg.header.stamp, *paired)
 
+    def _on_peak_force(self, msg: WrenchStamped) -> None:
+        """A base force peak (base frame) for the checks of the estimates near its stamp."""
+        t = self.believed(msg.header.stamp, 'peak force')
+        if t is None or not self._pfl.config.enabled:
+            return
+        force = msg.wrench.force
+        try:
+            again = self._peaks.add(t, (force.x, force.y, force.z))
+        except InputRejected as err:
+            self.problems.report(err.kind, f'peak force: {err}: dropped')
+            return
+        if again:   # the impact's last estimate came before its peak
+            self._check_contact(*self._last_contact)
+
     def _check_contact(self, stamp, t: float, contact) -> None:
         """The contact estimated at stamp t against its body region's limit: published with
         its marker, and latching the stop with the cause `pfl` when over it. One that cannot
@@ -404,6 +424,7 @@ class ProximityMonitorNode(SuiteNode):
         dropped."""
         if self.believed(stamp, 'contact estimate') is None:
             return
+        self._last_contact = (stamp, t, contact)
         sample = self._history.at(t)
         point, force, parts = contact.point, contact.force, ()
         try:
@@ -417,7 +438,8 @@ class ProximityMonitorNode(SuiteNode):
                 rotation, origin = self.robot.link_pose(sample.q, contact.link)
                 point, force = rotation @ contact.point + origin, rotation @ contact.force
                 parts = tracked_parts(self._result.bodies) if self._result else ()
-            result = self._pfl.check(contact.link, point, force, t, self._onset(t), parts)
+            result = self._pfl.check(contact.link, point, self._peaks.raised(force, t), t,
+                                     self._onset(t), parts)
         except InputRejected as err:
             self.problems.report(err.kind, f'contact estimate on {contact.link!r}: {err}: '
                                  'dropped')

@@ -178,38 +178,52 @@ class MomentumWrenchObserver:
     is gone and the sensor noise is averaged over ~1/K seconds. The integral is implicit
     (stable for any step). Times are the samples' stamps in seconds; a stamp not after the
     last one restarts the observer.
+
+    `faster`: more gains, each its own r on the same terms (`wrenches`, one row per gain,
+    `gain` first): a fast one for the force limit's check follows an impact of a few ms that
+    the main one's 1/K averages away (issue 38), at the cost of only the filter.
     """
 
-    def __init__(self, compensator: BaseWrenchCompensator, gain: float):
-        if not (np.isfinite(gain) and gain > 0.0):
-            raise FtContactError(f'observer gain must be > 0 1/s, got {gain}')
+    def __init__(self, compensator: BaseWrenchCompensator, gain: float,
+                 faster: tuple[float, ...] = ()):
+        gains = np.array([gain, *faster], dtype=float)
+        if not (np.isfinite(gains).all() and np.all(gains > 0.0)):
+            raise FtContactError(f'observer gain must be > 0 1/s, got {gains.tolist()}')
         self.compensator = compensator
         self.gain = float(gain)
+        self._gains = gains[:, None]
         self.reset()
+
+    @property
+    def wrench(self) -> np.ndarray:
+        """The contact wrench of the main gain (the last `update`'s)."""
+        return self.wrenches[0]
 
     def reset(self) -> None:
         """Start again at the next sample (its wrench is taken as the momentum's origin)."""
         self._time = None
         self._momentum0 = np.zeros(6)
-        self._integral = np.zeros(6)
-        self.wrench = np.zeros(6)
+        self._integral = np.zeros((len(self._gains), 6))
+        self.wrenches = np.zeros((len(self._gains), 6))
 
     def update(self, t: float, reading: np.ndarray, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """The contact wrench [f_cB; τ_cB] (base origin, base frame, force on the robot) after
-        the reading at stamp `t` (s) with the measured q, q̇."""
+        the reading at stamp `t` (s) with the measured q, q̇ (the main gain's; `wrenches`
+        holds every gain's)."""
         compensator = self.compensator
         reading = finite_rows(reading, 6, 'F/T reading')
         static = compensator.mount.to_base(reading - compensator.offset) - compensator.arm_wrench(q)
         momentum = np.concatenate(compensator.robot.base_momentum(q, v))
+        gains = self._gains
         if self._time is None or t <= self._time:
             # start as if in steady state, r = R − W₀ (the weight-only compensation)
-            self._time, self._momentum0, self._integral = t, momentum, static / self.gain
-            self.wrench = static
+            self._time, self._momentum0, self._integral = t, momentum, static / gains
+            self.wrenches = np.tile(static, (len(gains), 1))
             return self.wrench.copy()
         dt = t - self._time
         self._time = t
         # r = K (h − h₀ + I + (R − W₀ − r) dt), I the integral so far: solved for r
-        self.wrench = self.gain * (momentum - self._momentum0 + self._integral + static * dt) / (
-            1.0 + self.gain * dt)
-        self._integral += (static - self.wrench) * dt
+        self.wrenches = gains * (momentum - self._momentum0 + self._integral + static * dt) / (
+            1.0 + gains * dt)
+        self._integral += (static - self.wrenches) * dt
         return self.wrench.copy()

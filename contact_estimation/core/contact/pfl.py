@@ -31,6 +31,7 @@ tell apart (a `BodyPart` may list several regions: the strictest applies).
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -254,6 +255,11 @@ class PflConfig:
         1.0, 's without a contact estimate after which the next one is a new contact (its '
         'onset: the transient limit applies again); shorter gaps belong to the same contact',
         range=(0.0, 10.0))
+    peak_window: float = setting(
+        0.1, 's: a contact estimate is checked with the largest base force peak (the F/T '
+        "estimator's peak_force, a fast observer's) stamped this close to it when larger: the "
+        "localizer's estimates (20 Hz, low-passed) miss an impact's 9-60 ms peak; 0: not used",
+        range=(0.0, 1.0))
     estimate_share: float = setting(
         0.95, 'share of the limit at which an estimated force counts as over it: the '
         'estimate errs by a few % (benchmarks/pfl_sim.py: held pushes p90 3.9 %, up to 4 % '
@@ -344,6 +350,41 @@ class PflResult:
     margin: float
     over: bool
     reason: str
+
+
+class PeakForces:
+    """The base F/T's peak forces (stamp, |F|; ft_contact_stream.PeakForce: for one contact the
+    base force is the contact force, seed 004 eqs. 4–6) for the check of the contact
+    estimates: `raised(force, t)` is the estimated force scaled up to the largest peak stamped
+    within `window` s of t, when that is larger (its direction and point stay the
+    estimate's). An impact of a few ms is over before a low-passed estimate rises. A peak
+    that comes after the last estimate near it and is over `RECHECK_RISE` × that estimate's
+    force asks for its check again (`add` → True): the impact's last estimate may come first."""
+
+    RECHECK_RISE = 1.1   # the held estimates err by < 4 % (p90): a larger rise is the contact's
+
+    def __init__(self, window: float):
+        self.window = float(window)
+        self._peaks: deque[tuple[float, float]] = deque(maxlen=128)
+        self._last: tuple[float, float] | None = None   # the last estimate: stamp, |F| checked
+
+    def add(self, stamp: float, force) -> bool:
+        """A peak stamped `stamp` (s); whether the last estimate is to be checked again.
+        InputRejected if not 3 finite values."""
+        if not np.isfinite(stamp):
+            raise InputRejected(NOT_FINITE, f'peak force stamp {stamp} not finite')
+        magnitude = float(np.linalg.norm(_vector(force, 'peak force')))
+        self._peaks.append((float(stamp), magnitude))
+        return bool(self.window > 0.0 and self._last and abs(self._last[0] - stamp) <= self.window
+                    and magnitude > self.RECHECK_RISE * self._last[1])
+
+    def raised(self, force: np.ndarray, t: float) -> np.ndarray:
+        magnitude = float(np.linalg.norm(force))
+        peak = max((m for s, m in self._peaks if abs(s - t) <= self.window),
+                   default=0.0) if self.window > 0.0 else 0.0
+        raised = force * (peak / magnitude) if peak > magnitude > 0.0 else force
+        self._last = (t, max(peak, magnitude))
+        return raised
 
 
 class PflCheck:
