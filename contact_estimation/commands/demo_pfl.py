@@ -111,7 +111,6 @@ class PersonWatch:
     def on_status(self, now: float, status) -> bool:
         """The proximity monitor's /diagnostics status, its reason while stopped and its
         stops counted by cause: True once it says it stopped for pfl."""
-        # (its values hold `pfl` twice: the count, and the latest check's reason)
         self.stop_counts.append((now, {kv.key: int(kv.value) for kv in status.values
                                        if kv.key in CAUSES and kv.value.isdigit()}))
         if status.level == level_byte(ERROR):

@@ -444,7 +444,8 @@ class ProximityMonitorNode(SuiteNode):
             self.problems.report(err.kind, f'contact estimate on {contact.link!r}: {err}: '
                                  'dropped')
             return
-        self.problems.values[PFL] = result.reason
+        # Its own key: `pfl` on /diagnostics is the count of stops for it (problems.counts).
+        self.problems.values['pfl_check'] = result.reason
         self._pfl_pub.publish(pfl_status(result, contact.link, contact.point, self.robot.name,
                                          stamp))
         self._marker_pub.publish(MarkerArray(markers=[pfl_marker(result, contact.link,
