@@ -107,3 +107,11 @@ def test_a_scenario_showing_pfl_without_people_is_refused(tmp_path):
     path.write_text('shows: [person_reached, pfl]\n')
     with pytest.raises(ValueError, match='people'):
         scenario_settings(str(path))
+
+
+def test_a_scenario_showing_nothing_a_verdict_judges_is_refused(tmp_path):
+    """Else the demo would print OK having judged nothing."""
+    path = tmp_path / 'contact_only.yaml'
+    path.write_text('shows: [contact, hold]\n')
+    with pytest.raises(ValueError, match='none that a verdict judges'):
+        scenario_settings(str(path))

@@ -78,6 +78,7 @@ EVENTS = {'contact': 'the contact (ground truth)', 'collision': "the detector's 
           'pfl': "the proximity monitor's stop pfl (a contact over its body region's limit)"}
 SHOWS = ('contact', 'collision', 'hold', 'resume')
 PERSON_EVENTS = {'person_reached', 'pfl'}  # judged by demo_pfl.py on the scenario's person
+JUDGED = PERSON_EVENTS | {'collision'}  # the events a verdict follows (main: `verdicts`)
 # A scripted force ramping up this slowly (s) or slower is a hand's touch (issue 29: hands
 # ramp over 150–1000 ms); a faster one is an impact.
 TOUCH_RAMP = 0.15
@@ -273,11 +274,12 @@ class TopicMonitor:
             if (self.people is not None and status.name == self._proximity_name
                     and self.people.on_status(now, status)):
                 self.events.setdefault('pfl', now)
+            if status.name != self._sim_name:
+                continue
             values = {kv.key: kv.value for kv in status.values}
-            if self.people is not None and status.name == self._sim_name \
-                    and 'clock_start' in values:
+            if self.people is not None and 'clock_start' in values:
                 self.people.clock_start = float(values['clock_start'])
-            if status.name == self._sim_name and 'simulated_time' in values:
+            if 'simulated_time' in values:
                 self.sim_report = (now, float(values['simulated_time']), values)
                 self.first_sim_report = self.first_sim_report or self.sim_report
 
@@ -402,6 +404,9 @@ def scenario_settings(path: str) -> tuple[tuple[str, ...], dict[str, dict]]:
         raise ValueError(f'shows: {", ".join(unknown)}: not one of {", ".join(EVENTS)}')
     if PERSON_EVENTS & set(shows) and not raw.get('people'):
         raise ValueError(f'shows: {", ".join(PERSON_EVENTS & set(shows))}: needs `people:`')
+    if not (JUDGED & set(shows)):  # else the demo would print OK having judged nothing
+        raise ValueError(f'shows: {", ".join(shows)}: none that a verdict judges '
+                         f'({", ".join(sorted(JUDGED))})')
     nodes = manifest.nodes()
     if not isinstance(suite, dict) or any(
             node not in nodes or not isinstance(values, dict) for node, values in suite.items()):

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from contact_estimation.core.chain.input_gate import CAUSES as GATE_CAUSES
 from contact_estimation.core.contact.pfl import (BODY_REGIONS, effective_mass,
                                                  permissible_speed)
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.core.sim.scenario import Scenario
 from contact_estimation.ros.conversions import stamp_to_seconds
-from contact_estimation.nodes.proximity_monitor import PFL
+from contact_estimation.nodes.proximity_monitor import INPUT, NEAR, PFL
 from contact_estimation.ros.diagnostics import ERROR, level_byte
 
 # Joint states the approach speed is computed on, at most one per this many s of stamps.
@@ -39,7 +40,7 @@ _APPROACH_STEP = 0.005
 MOVED = 0.01  # rad of a joint from where the arm stood: it has started its path
 RESTING = 0.02  # rad/s: every joint slower, the arm has come to rest
 # The proximity monitor's stop causes, counted on its /diagnostics (nodes/proximity_monitor.py).
-CAUSES = ('behind', 'stale', 'bad_stamp', 'fault', 'input', 'near', PFL)
+CAUSES = (*GATE_CAUSES, INPUT, NEAR, PFL)
 # s: the press's first true contact may be stamped this much before its scripted start
 # (clock_start has µs, the simulator's steps ms).
 _STAMP_TOLERANCE = 0.001

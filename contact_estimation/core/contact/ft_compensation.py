@@ -190,7 +190,6 @@ class MomentumWrenchObserver:
         if not (np.isfinite(gains).all() and np.all(gains > 0.0)):
             raise FtContactError(f'observer gain must be > 0 1/s, got {gains.tolist()}')
         self.compensator = compensator
-        self.gain = float(gain)
         self._gains = gains[:, None]
         self.reset()
 
