@@ -117,7 +117,8 @@ def parameter_file(values: dict[str, dict[str, object]]) -> str:
 
 # What `simulated_clock` changes of a node's settings, said by every command that uses it.
 SIMULATED_CLOCK_NOTE = (
-    f'on the simulated clock collision_detector max_lag is {SIMULATED_MAX_LAG * 1e3:g} ms, '
+    'on the simulated clock max_lag of collision_detector and proximity_monitor is '
+    f'{SIMULATED_MAX_LAG * 1e3:g} ms, '
     f'not {MAX_LAG * 1e3:g} ms: the clock is up to 25 ms ahead of or behind the samples '
     '(core/chain/lag.SIMULATED_MAX_LAG)')
 
@@ -127,11 +128,12 @@ def simulated_clock() -> dict[str, dict[str, object]]:
     publishes /clock, waits for the listener and the suite's speed inputs, and moves the arm
     once both have spoken (nodes/sim_cobot.py), every other node runs
     with use_sim_time, so a machine that cannot keep up slows them all together; and the
-    collision detector's max_lag is core/chain/lag.SIMULATED_MAX_LAG (what
-    SIMULATED_CLOCK_NOTE says at start)."""
+    max_lag of the collision detector and the proximity monitor is
+    core/chain/lag.SIMULATED_MAX_LAG (what SIMULATED_CLOCK_NOTE says at start)."""
     overrides: dict[str, dict[str, object]] = {
         spec.name: {'use_sim_time': True} for spec in manifest.selected(with_sim=False)}
-    overrides['collision_detector']['max_lag'] = SIMULATED_MAX_LAG
+    for lagging in ('collision_detector', 'proximity_monitor'):
+        overrides[lagging]['max_lag'] = SIMULATED_MAX_LAG
     overrides.update({spec.name: {'publish_clock': True, 'lockstep.speed_inputs': True}
                       for spec in manifest.nodes().values() if spec.group == 'sim'})
     return overrides

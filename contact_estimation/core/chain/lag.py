@@ -70,13 +70,16 @@ ROBUST_SAMPLES = 3
 #   interpreter in that process, delay the check, not the scheduler. No budget short enough
 #   for the protective distance covers that, so it stays 50 ms until the cloud work leaves.
 MAX_LAG = 0.05
-# s: the collision detector's max_lag on the simulated cobot's clock (`up --sim`, the demo),
-# which is up to lockstep.lead (20 ms) plus its tick (sim_cobot CLOCK_PERIOD, 5 ms) ahead of
-# or behind the samples by design: not the detector behind. (Until issue 37 it ticked once per
-# batch of up to max_catch_up, 50 ms: a spread of 100 ms and more between a batch's stamps and
-# the clock, `stale_input` stops on a loaded machine; now 100 ms is twice the spread.)
-# launcher.simulated_clock sets it and says so at start; the proximity monitor keeps MAX_LAG
-# there (its protective distance).
+# s: max_lag of the collision detector and the proximity monitor on the simulated cobot's
+# clock (`up --sim`, the demo), which is up to lockstep.lead (20 ms) plus its tick (sim_cobot
+# CLOCK_PERIOD, 5 ms) ahead of or behind the samples by design: not the node behind. (Until
+# issue 37 it ticked once per batch of up to max_catch_up, 50 ms: a spread of 100 ms and more
+# between a batch's stamps and the clock, `stale_input` stops on a loaded machine; now 100 ms
+# is twice the spread.) The proximity monitor's checks came 55-67 ms late on that clock on
+# the loaded 2-core machine: at 50 ms a `behind` stop braked the simulated arm in one step,
+# and the detector took the jolt for an impact before the demo's touch (issue 37). Its
+# protective distance grows with it (the reaction time includes max_lag), so it stays
+# consistent. launcher.simulated_clock sets it and says so at start.
 SIMULATED_MAX_LAG = 0.1
 DRIFT = 1e-4        # s per s that the learned offset may rise
 
