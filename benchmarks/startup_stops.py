@@ -10,9 +10,10 @@ base F/T readings, stamped with the wall clock) and a 43 000-point cell cloud at
 the suite then starts composed, as `up` starts it (the chain at SCHED_FIFO `--priority`, 0 =
 normal). Nothing in these inputs calls for a stop: no contact, nobody near, no input stale
 or hostile. Reported, per start, from the proximity monitor's last /diagnostics `--window` s
-after its first /diagnostics (its node built): its stop counts by cause (behind, stale, input, fault, near) and its
-rejected inputs (no_pose, ...), the checks' lag (p50 / p99 / max since start), and whether
-its stop was released by the end (its latest status `clear`).
+after its first (its node built): its stops by cause (behind, stale, input, fault; near: an
+object of the cell cloud within the protective distance, a stop with a cause), its `no_pose`
+rejections, the clouds it dropped as start-up (`clouds_before_joint_states`), the checks'
+lag (p50 / p99 / max since start), and its status at the end (`clear`: released).
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ START_UP = 60.0  # s at most from the suite's start to the proximity monitor's /
 # Counted on /diagnostics: stop causes (core/chain/input_gate.py CAUSES and the monitor's
 # own) and the inputs refused at start-up.
 STOPS = ('behind', 'stale', 'input', 'fault', 'near')
-REFUSED = ('no_pose', 'early_cloud')
+REFUSED = ('no_pose', 'clouds_before_joint_states')
 
 
 def _drive(stream: PandaStream, topics: tuple[str, str, str]) -> None:
