@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import Pose, PoseArray
+from rclpy.duration import Duration
 from rclpy.node import Node
+from rclpy.time import Time
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Bool, Float64
@@ -371,3 +373,43 @@ def test_a_required_lidar_that_never_sends_is_stale(rig):
     assert until(executor, lambda: probe.stop() is False)  # no lidar: not needed
     assert monitor.set_parameters([Parameter('lidar.required', value=True)])[0].successful
     assert until(executor, lambda: stopped_with(probe, 'lidar stale: no cloud arrived'))
+
+
+class LateArm(Probe):
+    """The lidar streams from the start (an object far from the arm); the arm's joint states
+    come only once `streaming` is set, as beside a lidar driver started first."""
+
+    def __init__(self, context, robot):
+        super().__init__(context, robot)
+        self.streaming = False
+        self.far = self.cloud = cube(robot.link_pose(Q, 'panda_hand')[1] + [2.0, 0.0, 0.0])
+
+    def cloud_stamped(self, stamp: Time) -> None:
+        """One cloud of the far object, stamped `stamp`."""
+        self._cloud_pub.publish(xyz_to_cloud(stamp.to_msg(), self.base, self.far))
+
+
+def test_clouds_before_the_first_joint_state_are_start_up_never_a_stop(context):
+    """Issue 35: a cloud stamped before the first joint state the monitor has (come before
+    any, or late) is start-up, not bad input: dropped and counted, never a `no_pose` or
+    `input` stop; the stop holds until the inputs are judged, then releases. A cloud with no
+    joint state near its stamp once they stream still stops (`no_pose`), as before."""
+    with started_with_probe(context, OVERRIDES, LateArm) as (monitor, probe, executor):
+        counts, traffic = monitor.problems.counts, monitor.problems.traffic
+        assert until(executor, lambda: traffic['clouds_received'] >= 3)
+        assert probe.stop() is True
+        first_joint_state = probe.get_clock().now()
+        probe.streaming = True
+        assert until(executor, lambda: probe.stop() is False)
+        assert counts['no_pose'] == 0
+        # Taken before the first joint state, delivered late.
+        probe.cloud_stamped(first_joint_state - Duration(seconds=0.5))
+        early = traffic['clouds_before_joint_states']
+        assert early >= 1
+        assert until(executor, lambda: traffic['clouds_before_joint_states'] == early + 1)
+        assert (counts['no_pose'], counts['input']) == (0, 0)
+
+        probe.cloud = None  # one cloud stamped beyond every joint state: fail safe, as before
+        probe.cloud_stamped(probe.get_clock().now() + Duration(seconds=0.9))
+        assert until(executor, lambda: stopped_with(probe, 'no usable joint state'))
+        assert counts['no_pose'] == 1

@@ -212,6 +212,7 @@ class ProximityMonitorNode(SuiteNode):
             self._gate.restarted(restarted)
         # The samples that wait, taken before each check: set by ros/sample_feed.py.
         self._latest: JointSample | None = None
+        self._first_joint_state: float | None = None  # its stamp (s): clouds before it are dropped
         self._t = 0.0                    # stamp of the latest joint state used (s)
         self._result: ProximityResult | None = None
         self._display_period = 1.0 / self.value('display_rate')
@@ -337,6 +338,8 @@ class ProximityMonitorNode(SuiteNode):
         arrival per batch (its samples arrived together: one clock read, not one each)."""
         for sample in samples:
             self._history.add(sample.t, sample)
+        if self._first_joint_state is None:
+            self._first_joint_state = samples[0].t
         self._latest = samples[-1]
         self._gate.arrived(self.seconds())
 
@@ -382,6 +385,8 @@ class ProximityMonitorNode(SuiteNode):
             return
         self.problems.traffic['clouds_received'] += 1
         self._lidar.arrived(self.seconds())
+        if self._before_joint_states(t):
+            return
         try:
             check_cloud_size(msg, self._cloud_config.max_points)
             if not msg.width * msg.height:
@@ -477,6 +482,23 @@ class ProximityMonitorNode(SuiteNode):
         kind = getattr(err, 'kind', 'bad_cloud')
         self.problems.report(kind, f'{err}: stop')
         self.monitor.reject(t, CLUSTERS, f'lidar: {err}')
+
+    def _before_joint_states(self, t: float) -> bool:
+        """Whether a cloud stamped t is of the start-up (issue 35): stamped before the first
+        joint state this node has (or come before any), with none near its stamp. The arm's
+        pose it saw is unknown here, and it is no fault of the lidar's: it is dropped, counted
+        (`clouds_before_joint_states`) and logged once, never a stop. The stop is held
+        meanwhile by what is missing (no joint state: waiting; no clusters yet: none fresh);
+        a later cloud with no pose near its stamp still stops (`no_pose`)."""
+        first = self._first_joint_state
+        if (first is not None and t >= first) or self._history.at(t) is not None:
+            return False
+        self.problems.traffic['clouds_before_joint_states'] += 1
+        self.get_logger().info(
+            f'cloud stamped {t:.3f} before the first joint state ('
+            + ('none yet' if first is None else f'{first:.3f}') + '): dropped, as at every '
+            'start beside a streaming lidar (counted: clouds_before_joint_states)', once=True)
+        return True
 
     def _pose_at(self, t: float) -> np.ndarray:
         """The joint positions stamped nearest t (the cloud's robot points are removed at
