@@ -57,19 +57,25 @@ def _robot_argument_file(context) -> list[str]:
     return [parameter_file({manifest.WILDCARD: values})]
 
 
-def _parameter_files(spec: manifest.Process, context, robot_file: list[str]) -> list[str]:
-    """The parameter file of each node the process runs, config/robot.yaml, the user's, then
-    `robot_file` (robot:=); in a namespace, copies whose sections name the nodes there
-    (launcher.placed_in_namespace)."""
+def _parameter_files(spec: manifest.Process, context, robot_file: list[str],
+                     overrides: dict[str, dict[str, object]]) -> list[str]:
+    """The parameter file of each node the process runs, config/robot.yaml, the user's,
+    `robot_file` (robot:=), then `overrides` by node name (in a file of node sections: a dict
+    would set each value on every node of a composed process); in a namespace, copies whose
+    sections name the nodes there (launcher.placed_in_namespace)."""
     import atexit
     import shutil
     import tempfile
 
-    from contact_estimation.launcher import placed_in_namespace
+    from contact_estimation.launcher import parameter_file, placed_in_namespace
     user_file = LaunchConfiguration('params_file').perform(context)
     files = ([manifest.node(name).parameters_path() for name in spec.node_names]
              + [manifest.robot_parameters_path()] + ([user_file] if user_file else [])
              + robot_file)
+    if overrides:
+        files.append(parameter_file(overrides))
+        # Kept while the launch runs (a respawned node reads its files again).
+        atexit.register(os.remove, files[-1])
     namespace = LaunchConfiguration('namespace').perform(context).strip('/')
     if not namespace:
         return files
@@ -109,11 +115,11 @@ def _nodes(context):
     for spec in processes:
         # A name would rename every node of the composed process: only a node gets one.
         named = {'name': spec.name} if isinstance(spec, manifest.NodeSpec) else {}
-        on_clock = [clock[n] for n in spec.node_names if n in clock][:1]
+        on_clock = {n: clock[n] for n in spec.node_names if n in clock}
         fifo = process_priority(spec.name, priority)
         prefix = {'prefix': ' '.join(realtime_prefix(fifo))} if fifo else {}
         arguments = dict(package=manifest.PACKAGE, executable=spec.executable, output='screen',
-                         parameters=_parameter_files(spec, context, robot_file) + on_clock,
+                         parameters=_parameter_files(spec, context, robot_file, on_clock),
                          **named, **prefix, **placed)
         started += _supervised(spec.name, arguments, RestartPolicy(), transport)
     return started
@@ -157,7 +163,7 @@ def _viewers(context):
     if _installed('robot_state_publisher'):
         from contact_estimation.core.robot.robot_model import RobotModel
         files = _parameter_files(manifest.node('residual_node'), context,
-                                 _robot_argument_file(context))
+                                 _robot_argument_file(context), {})
         robot = manifest.suite_robot(files, ('residual_node',))
         urdf = RobotModel.load(robot['robot_description'] or robot['robot'],
                                robot['base_link'], robot['tip_link']).urdf_xml

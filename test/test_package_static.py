@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from contact_estimation import manifest
+from contact_estimation.launcher import simulated_clock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A user's parameter file (the launch file reads the robot from every file it passes).
@@ -205,11 +206,20 @@ def test_launch_runs_the_composed_processes_by_default(sim):
         [process] = [n for n in launched if n['executable'] == together.executable]
         assert 'name' not in process  # a name would rename every node of the process
         # Each node's own parameter file (its section, by node name), the suite's robot
-        # (`/**`), then the user's; with the simulated cobot, every node on its clock.
+        # (`/**`), then the user's; with the simulated cobot, every node on its clock and
+        # the stopping nodes' max_lag (launcher.simulated_clock), each under its node's name
+        # (a dict would set the detector's max_lag on the listener too).
         expected = [manifest.node(n).parameters_path() for n in together.nodes]
-        assert process['parameters'] == expected + [manifest.robot_parameters_path(),
-                                                    USER_FILE] + (
-            [{'use_sim_time': True}] if sim == 'true' else [])
+        files = process['parameters']
+        assert files[:len(expected) + 2] == expected + [manifest.robot_parameters_path(),
+                                                        USER_FILE]
+        assert all(isinstance(f, str) for f in files)
+        if sim == 'true':
+            with open(files[-1]) as f:
+                assert yaml.safe_load(f) == {n: {'ros__parameters': simulated_clock()[n]}
+                                             for n in together.nodes}
+        else:
+            assert len(files) == len(expected) + 2
         for name, params in zip(together.nodes, process['parameters']):
             with open(params) as f:
                 assert 'ros__parameters' in yaml.safe_load(f)[name]
@@ -259,7 +269,9 @@ def test_launch_in_a_namespace_moves_every_process_and_its_clock():
     assert launched and all(n['namespace'] == 'left' for n in launched)
     assert all(n['remappings'] == [('/clock', '/left/clock')] for n in launched)
     sim = next(n for n in launched if n['name'] == 'sim_cobot')
-    assert sim['parameters'][-1] == {'publish_clock': True, 'lockstep.speed_inputs': True}
+    with open(sim['parameters'][-1]) as f:
+        assert yaml.safe_load(f) == {'/left/sim_cobot': {'ros__parameters': {
+            'publish_clock': True, 'lockstep.speed_inputs': True}}}
     # The parameter files name the nodes in the namespace: rcl would apply `sim_cobot:` to
     # /sim_cobot only, and the suite would run on its defaults without a word.
     with open(sim['parameters'][0]) as f:
@@ -270,10 +282,12 @@ def test_launch_in_a_namespace_moves_every_process_and_its_clock():
 
 def test_launch_robot_argument_sets_every_node_s_robot_after_the_user_file():
     for node in _launched_nodes('true', USER_FILE, separate='true', robot='ur5'):
-        files = [p for p in node['parameters'] if isinstance(p, str)]
+        *files, on_clock = node['parameters']  # the simulated clock's values come last
         assert files[-2] == USER_FILE
         with open(files[-1]) as f:
             assert yaml.safe_load(f) == {'/**': {'ros__parameters': {'robot': 'ur5'}}}
+        with open(on_clock) as f:
+            assert list(yaml.safe_load(f)) == [node['name']]
 
 
 def test_launch_refuses_a_file_made_for_another_robot(tmp_path):
