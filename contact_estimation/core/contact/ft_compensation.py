@@ -267,16 +267,20 @@ class BaseForceResidual:
             samples[at] = (t, static_force, momentum)   # the same stamp again: replaced
         else:
             samples.insert(at, (t, static_force, momentum))
-        del samples[:max(len(samples) - self._KEPT, 0)]
-        return self._residual(min(at, len(samples) - 1))
+        if len(samples) > self._KEPT:
+            del samples[0]
+            at -= 1
+        return self._residual(at)
 
     def _residual(self, k: int) -> np.ndarray | None:
-        t, _, momentum = self._samples[k]
+        samples = self._samples
+        t, static, momentum = samples[k]
         i = k - 1
-        while i >= 0 and self._samples[i][0] > t - self.window * (1.0 + 1e-6):
+        while i >= 0 and samples[i][0] > t - self.window * (1.0 + 1e-6):
             i -= 1
         if i < 0:
             return None
-        t_i, _, momentum_i = self._samples[i]
-        statics = [sample[1] for sample in self._samples[i + 1:k + 1]]
-        return (momentum - momentum_i) / (t - t_i) + sum(statics) / len(statics)
+        t_i, _, momentum_i = samples[i]
+        if i < k - 1:   # more than one reading in the window (a burst): their mean
+            static = sum(sample[1] for sample in samples[i + 1:k + 1]) / (k - i)
+        return (momentum - momentum_i) / (t - t_i) + static
