@@ -1,17 +1,21 @@
-"""The force limit's check sees an impact's peak (issue 38): a second, fast momentum observer
-of the base F/T (its peak per 1/max_rate s, `PeakForce`) raises the low-passed contact
-estimate the check reads (`PeakForces`)."""
+"""The force limit's check sees an impact's peak (issue 38): the base force residual over 2 ms
+(`BaseForceResidual`, seed 004 eq. 20) on every reading from half the peak floor on, the
+skipped ones backfilled (`PeakForceTracker`), raises the low-passed contact estimate the check
+reads (`PeakForces`) when clearly above it."""
 import numpy as np
 import pytest
 
-from contact_estimation.core.contact.ft_compensation import (BaseWrenchCompensator,
-                                                             MomentumWrenchObserver)
-from contact_estimation.core.contact.ft_contact_stream import FtEstimatorConfig, PeakForce
+from contact_estimation.core.contact.ft_compensation import (BaseForceResidual,
+                                                             BaseWrenchCompensator)
+from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig,
+                                                               PeakForceTracker, RateSlots)
 from contact_estimation.core.contact.pfl import PeakForces
 from contact_estimation.core.input_rejected import InputRejected
 from contact_estimation.core.robot.robot_model import RobotModel
 
 RATE = 250.0   # Hz, the F/T estimator's compensation_rate
+Q = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785])
+STILL = np.zeros(7)
 
 
 @pytest.fixture(scope='module')
@@ -19,33 +23,65 @@ def panda():
     return RobotModel.load('panda')
 
 
-def test_the_fast_observer_reads_a_chest_impact_s_peak_the_main_one_halves(panda):
-    """A 60 ms half-sine of 300 N (a chest hit at 1 m/s) on the arm at rest, read at 250 Hz:
-    the peak force of the fast observer (the node's peak_force.observer_gain) is within 10 %,
-    the main one's (observer_gain, 20 ms) is over 20 % low."""
+def impact_peaks(compensator, duration, peak, onset, noise=0.0):
+    """A half-sine of `duration` s and `peak` N from `onset` s on the resting arm, read at
+    1 kHz, 250 a second compensated as the node does (the rest buffered for a burst's
+    backfill, or added in a burst): the peaks the tracker publishes, and whether it burst."""
     config = FtEstimatorConfig()
-    q, still = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785]), np.zeros(7)
-    compensator = BaseWrenchCompensator(panda)
-    observer = MomentumWrenchObserver(compensator, config.observer_gain,
-                                      (config.peak_observer_gain,))
-    peaks = PeakForce(config.max_rate, config.peak_floor)
+    tracker = PeakForceTracker(compensator, config.peak_window, config.max_rate,
+                               config.peak_floor)
+    compensating, skipped, published, burst = RateSlots(RATE), [], [], False
+    rng = np.random.default_rng(0)
     point, direction = np.array([0.5, 0.0, 0.3]), np.array([0.0, 0.6, -0.8])
-    main, published = [], []
     for k in range(100):
-        t = k / RATE
-        force = 300.0 * max(np.sin(np.pi * (t - 0.1) / 0.06), 0.0) * (0.1 < t < 0.16) * direction
-        reading = compensator.arm_wrench(q) + np.concatenate([force, np.cross(point, force)])
-        main.append(np.linalg.norm(observer.update(t, reading, q, still)[:3]))
-        peak = peaks.add(t, observer.wrenches[1][:3])
-        if peak is not None:
-            published.append(peak)
-    largest = max(np.linalg.norm(f) for _, f in published)
-    assert largest == pytest.approx(300.0, rel=0.1)
-    assert max(main) < 0.8 * 300.0
-    # only peaks of at least the floor are published, one per slot of 1/max_rate s
-    assert all(np.linalg.norm(f) >= config.peak_floor for _, f in published)
-    slots = [int(np.floor(s * config.max_rate + 1e-6)) for s, _ in published]
-    assert len(set(slots)) == len(slots)
+        t = k / 1000.0
+        phase = (t - onset) / duration
+        force = peak * np.sin(np.pi * phase) * (0.0 < phase < 1.0) * direction
+        reading = (compensator.arm_wrench(Q) + np.concatenate([force, np.cross(point, force)])
+                   + noise * rng.standard_normal(6))
+        if compensating.take(t):
+            published += tracker.add(*tracker.terms(t, reading, Q, STILL),
+                                     skipped=lambda a, b: [s for s in skipped if a < s[0] < b])
+        elif tracker.bursting(t):
+            burst = True
+            published += tracker.add(*tracker.terms(t, reading, Q, STILL))
+        else:
+            skipped.append((t, reading, Q, STILL))
+    return [np.linalg.norm(f) for _, f in published], burst
+
+
+@pytest.mark.parametrize('onset', [0.0300, 0.0305, 0.0310, 0.0315, 0.0320, 0.0325])
+def test_an_8_ms_hand_impact_peaks_within_10_percent_whatever_its_phase(panda, onset):
+    """185 N over 8 ms (a hand hit at 1 m/s): whichever the 4 ms slots catch, the skipped
+    readings are backfilled and the peak is within 10 % (one reading each 4 ms: 13-68 % low in
+    pfl_sim's hand impacts)."""
+    peaks, burst = impact_peaks(BaseWrenchCompensator(panda), 0.008, 185.0, onset)
+    assert burst
+    assert max(peaks) == pytest.approx(185.0, rel=0.1)
+    assert all(p >= FtEstimatorConfig().peak_floor for p in peaks)
+
+
+def test_free_motion_noise_never_bursts_nor_publishes(panda):
+    """The sensor's noise alone (10 × the simulated sensor's σ) stays under half the floor."""
+    peaks, burst = impact_peaks(BaseWrenchCompensator(panda), 0.008, 0.0, 0.03, noise=1.0)
+    assert not peaks and not burst
+
+
+def test_the_residual_is_the_momentum_difference_over_the_window_plus_the_static_force():
+    """f̂ = (P_k − P_i)/(t_k − t_i) + mean of R_f − f₀ over (t_i, t_k], t_i the newest sample
+    at least `window` before; a backfilled sample is inserted in stamp order."""
+    residual = BaseForceResidual(0.002)
+    static, momentum = np.array([1.0, 0.0, 0.0]), np.zeros(3)
+    assert residual.add(0.000, static, momentum) is None   # nothing 2 ms before it yet
+    assert residual.add(0.004, 3 * static, momentum + [0.0, 0.0, 0.04]) == pytest.approx(
+        [3.0, 0.0, 10.0])                                  # 0.04 kg·m/s over 4 ms
+    # the reading at 3 ms, backfilled: over (0, 3 ms]; then 4 ms over (0, 4 ms], both readings
+    assert residual.add(0.003, 5 * static, momentum + [0.0, 0.0, 0.01]) == pytest.approx(
+        [5.0, 0.0, 10.0 / 3.0])
+    assert residual.add(0.004, 3 * static, momentum + [0.0, 0.0, 0.04]) == pytest.approx(
+        [4.0, 0.0, 10.0])
+    with pytest.raises(ValueError):
+        BaseForceResidual(0.0)
 
 
 def test_a_peak_raises_the_estimates_near_its_stamp_only():
@@ -60,6 +96,17 @@ def test_a_peak_raises_the_estimates_near_its_stamp_only():
     np.testing.assert_allclose(empty.raised(force, 1.0), force)
     with pytest.raises(InputRejected):
         peaks.add(1.1, [np.nan, 0.0, 0.0])
+
+
+def test_a_peak_within_the_estimate_s_own_error_does_not_raise_it():
+    """A held force: the peak of each 10 ms sits on the residual's noise, a few % over the
+    estimate; raised by it, the held error's p90 went over pfl.estimate_share's 5 %."""
+    peaks = PeakForces(0.1)
+    force = np.array([0.0, 0.0, -100.0])
+    peaks.add(1.0, [0.0, 0.0, -106.0])
+    np.testing.assert_allclose(peaks.raised(force, 1.0), force)
+    peaks.add(1.01, [0.0, 0.0, -112.0])   # clearly above: the contact's own peak
+    np.testing.assert_allclose(peaks.raised(force, 1.0), 1.12 * force)
 
 
 def test_a_peak_after_the_last_estimate_asks_for_its_check_again():

@@ -6,10 +6,12 @@ of its motion (`compensation`: by default from the arm's momentum,
 core/contact/ft_compensation.MomentumWrenchObserver, a low pass of 1/`observer_gain` s that
 needs no q̈; or its BaseWrenchCompensator with q̈ from a fit over
 `acceleration_filter.window_duration` s): what is left, the contact wrench at the base origin,
-goes out on `base_wrench` (base frame, the reading's stamp) for every reading. A second
-observer on the same terms (`peak_force.observer_gain`, ~1 ms) gives the force limit's check
-the peak base force of each 1/max_rate s of stamps, from `peak_force.floor` N, on `peak_force`
-(base frame, the peak's stamp): for one contact it is the contact force (seed 004 eqs. 4–6).
+goes out on `base_wrench` (base frame, the reading's stamp) for each compensated reading
+(`compensation_rate`). The force limit's check gets the peak base force of each 1/max_rate s
+of stamps, from `peak_force.floor` N, on `peak_force` (base frame, the peak's stamp): for one
+contact it is the contact force (seed 004 eqs. 4–6), from the momentum's difference over
+`peak_force.window` (core/contact/ft_contact_stream.PeakForceTracker); from half the floor on,
+every reading is used for it, the ones skipped since the last compensated one too.
 With the torque residual of the same joint state it is located
 (core/contact/ft_contact.FtContactLocator): while a contact is present, `point` and `wrench`
 (the joint state's stamp; frame_id = the contacted link; the point in that link's frame, the
@@ -36,6 +38,7 @@ that is not a moving link of the arm. Nothing is estimated from it.
 from __future__ import annotations
 
 import sys
+from collections import deque
 
 import numpy as np
 from geometry_msgs.msg import PointStamped, WrenchStamped
@@ -49,8 +52,8 @@ from contact_estimation.core.contact.ft_compensation import (BaseWrench, BaseWre
                                                              FtContactError,
                                                              MomentumWrenchObserver)
 from contact_estimation.core.contact.ft_contact import FtContactLocator, FtLocatorConfig
-from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig, PeakForce,
-                                                               RateSlots,
+from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig,
+                                                               PeakForceTracker, RateSlots,
                                                                RestingWindow, RunningRms,
                                                                StampPairing, check_reading,
                                                                load_ellipsoids, load_offset,
@@ -75,6 +78,7 @@ MARKER_NS = 'ft_contact'
 _MARKER_PERIOD = 0.05   # s of stamps between marker updates (rviz needs no more than 20 Hz)
 _WATCH_PERIOD = 0.1     # s (wall) between checks for missing streams
 _FREE_MOTION_WINDOW = 1.0  # s of stamps in the free-motion compensation residual
+_SKIPPED_KEPT = 64         # raw readings kept for a peak burst's backfill (a slot at 16 kHz)
 
 
 PARAMETERS = ROBOT + rows(FtEstimatorConfig, read_only=True) + rows(
@@ -102,7 +106,7 @@ class FtContactEstimatorNode(SuiteNode):
         self._markers_at: float | None = None  # stamp of the markers shown; None: none shown
         self._locating = RateSlots(config.max_rate)
         self._compensating = RateSlots(config.compensation_rate)
-        self._peaks = PeakForce(config.max_rate, config.peak_floor)
+        self._skipped: deque[tuple[float, bytes]] = deque(maxlen=_SKIPPED_KEPT)
 
         self._base_wrench = self.output('base_wrench', WrenchStamped, only_when_listened=True)
         self._peak_force = self.output('peak_force', WrenchStamped)
@@ -135,9 +139,10 @@ class FtContactEstimatorNode(SuiteNode):
         self._compensator = BaseWrenchCompensator(
             self.robot, config.mount(), PARAMETERS.build(Payload, values),
             offset=np.zeros(6) if offset is None else offset)
-        self._observer = (MomentumWrenchObserver(self._compensator, config.observer_gain,
-                                                 (config.peak_observer_gain,))
+        self._observer = (MomentumWrenchObserver(self._compensator, config.observer_gain)
                           if config.compensation == 'momentum_observer' else None)
+        self._peaks = PeakForceTracker(self._compensator, config.peak_window, config.max_rate,
+                                       config.peak_floor)
         self._threshold = config.thresholds(self.robot.n)
         ellipsoids = load_ellipsoids(config.ellipsoid_file) if config.ellipsoid_file else None
         self._locator = FtContactLocator(
@@ -165,23 +170,34 @@ class FtContactEstimatorNode(SuiteNode):
         try:
             t = self.believable(cdr.stamp_of(raw), 'F/T reading')
             # One reading stamped in 2038 would hold every later one unpaired.
-            if t is None or not self._compensating.take(t):
-                return  # or skipped: at most compensation_rate readings a second
+            if t is None:
+                return
+            compensated = self._compensating.take(t)  # at most compensation_rate a second
+            if not (compensated or self._peaks.bursting(t)):
+                self._skipped.append((t, raw))  # decoded only for a peak burst's backfill
+                return
             msg = cdr.decode_wrench_stamped(raw)
         except ValueError as err:
             self.problems.report(MALFORMED, f'F/T reading: {err}: dropped')
             return
+        reading = self._checked(msg)
+        if reading is not None:
+            self._compensate(self._readings.add_primary(t, (reading, compensated)))
+
+    def _checked(self, msg) -> np.ndarray | None:
+        """The reading [f; m] of a decoded message in the sensor's frame; None (reported) if
+        unusable."""
         if msg.frame_id != self._sensor_frame:
             self.problems.report('unknown_frame', f'F/T reading in frame {msg.frame_id!r}, '
                                  f'expected {self._sensor_frame!r} (sensor.frame_id): dropped')
-            return
+            return None
         reading = np.concatenate((msg.force, msg.torque))
         try:
             check_reading(reading, *self._limits)
         except InputRejected as err:
             self.problems.report(err.kind, str(err))
-            return
-        self._compensate(self._readings.add_primary(t, reading))
+            return None
+        return reading
 
     def _on_joint_state(self, msg: JointState) -> None:
         self._arrival('joint_state')  # the stream is alive, whatever this message is worth
@@ -222,7 +238,10 @@ class FtContactEstimatorNode(SuiteNode):
             self.problems.report('unmatched_stamp', f'{len(self._readings.unmatched)} F/T '
                                  f'reading(s) up to stamp {t:.3f} without a joint state within '
                                  f'{self._readings.tolerance:g} s: dropped')
-        for t_reading, reading, t_joint, (q, v, a) in pairs:
+        for t_reading, (reading, compensated), t_joint, (q, v, a) in pairs:
+            if not compensated:   # a reading of a peak burst: for the peak only
+                self._send_peaks(self._peaks.add(*self._peaks.terms(t_reading, reading, q, v)))
+                continue
             wrench = (self._observer.update(t_reading, reading, q, v) if self._observer
                       else self._compensator.contact_wrench(reading, q, v, a))
             if self._base_wrench.wanted:  # by the localizer in composed mode, or a subscriber
@@ -231,21 +250,39 @@ class FtContactEstimatorNode(SuiteNode):
                                                               self.robot.base_link, wrench[:3],
                                                               wrench[3:]))
             self.problems.traffic['base_wrenches_published'] += 1
-            self._send_peak(t_reading, self._observer.wrenches[1] if self._observer else wrench)
+            terms = ((t_reading, self._observer.static[:3], self._observer.momentum[:3])
+                     if self._observer else self._peaks.terms(t_reading, reading, q, v))
+            self._send_peaks(self._peaks.add(*terms, skipped=self._skipped_readings))
             self._resting.add(t_joint, reading, q, v, self.robot.joint_names)
             try:  # with a faster sensor, the first reading of each joint state is located
                 self._locate(self._residuals.add_secondary(t_joint, (q, wrench)))
             except InputRejected as err:
                 self.problems.report(err.kind, f'compensated wrench: {err}')
 
-    def _send_peak(self, t: float, wrench: np.ndarray) -> None:
-        """The peak base force of the slot that `t` closes, if it reached peak_force.floor:
-        the force limit's check reads it (the proximity monitor)."""
-        peak = self._peaks.add(t, wrench[:3])
-        if peak is not None:
-            self._peak_force.send(wrench_stamped(seconds_to_stamp(peak[0]), self.robot.base_link,
-                                                 peak[1], np.zeros(3)))
+    def _send_peaks(self, peaks: list[tuple[float, np.ndarray]]) -> None:
+        """The peak base forces of the slots just closed (each ≥ peak_force.floor): the force
+        limit's check reads them (the proximity monitor)."""
+        for t, force in peaks:
+            self._peak_force.send(wrench_stamped(seconds_to_stamp(t), self.robot.base_link,
+                                                 force, np.zeros(3)))
             self.problems.traffic['peak_forces_published'] += 1
+
+    def _skipped_readings(self, after: float, before: float):
+        """The readings the rate skipped stamped in (after, before), with their joint states
+        (t, reading, q, v): a peak burst's start. One that is unusable or has no joint state is
+        left out."""
+        for t, raw in self._skipped:
+            if not after < t < before:
+                continue
+            try:
+                reading = self._checked(cdr.decode_wrench_stamped(raw))
+            except ValueError as err:
+                self.problems.report(MALFORMED, f'F/T reading: {err}: dropped')
+                continue
+            paired = self._readings.paired(t)
+            if reading is not None and paired is not None:
+                q, v, _ = paired[1]
+                yield t, reading, q, v
 
     def _on_residual(self, msg: JointState) -> None:
         self._arrival('residual')
