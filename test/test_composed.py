@@ -11,6 +11,7 @@ from geometry_msgs.msg import WrenchStamped
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
@@ -224,54 +225,108 @@ def _wait_until_received(context, subscription, timeout: float) -> bool:
     return bool(wait_set.get_ready_entities('subscription'))
 
 
-def test_the_estimation_process_takes_a_reading_and_its_joint_sample_in_one_wake(context):
+class EstimationProcess:
+    """The estimation process's nodes as composed builds them (the F/T estimator, the
+    localizer), reading the shared samples this test writes and a driver's F/T readings;
+    nothing spins them: the test wakes the feed itself (`take`)."""
+
+    def __init__(self, context):
+        self.nodes = self.ft, self.localizer = _composed(manifest.composed_process(
+            'contact_estimation_estimation').nodes, shared_memory=True, context=context,
+            cli_args=_cli_args())
+        self.robot = robot = self.ft.robot
+        self.writer = SampleRingWriter(ring_name(self.ft.get_namespace()), robot.n)
+        self.driver = Node('estimation_test_driver', context=context)
+        self._readings = self.driver.create_publisher(
+            WrenchStamped, self.ft.spec.topic('ft_wrench'), PIPELINE_QOS)
+        self.q = SmoothRandomTrajectory(robot, seed=3).sample(0.0)[0]
+        self.still = np.zeros(robot.n)
+        self._weight = np.concatenate(robot.base_wrench(self.q, self.still, self.still))
+        [self.polled] = self.ft.polled_subscriptions
+        self.feed_timer = next(timer for timer in self.ft.timers if timer.timer_period_ns
+                               == round(sample_feed.PERIOD * 1e9))
+        self._context = context
+        self.take()  # the reader attaches to the ring
+        deadline = time.monotonic() + TIMEOUT
+        while not self._readings.get_subscription_count():
+            assert time.monotonic() < deadline, 'the F/T subscription was never matched'
+            time.sleep(0.01)
+
+    def take(self) -> None:
+        """One wake of the shared-memory feed."""
+        self.ft.catch_up()
+
+    def publish_reading(self, t: float) -> None:
+        """An F/T reading of the arm's weight stamped t (s), once it waits in the F/T
+        estimator's polled subscription."""
+        self._readings.publish(wrench_stamped(seconds_to_stamp(t), self.robot.base_link,
+                                              self._weight[:3], self._weight[3:]))
+        assert _wait_until_received(self._context, self.polled, TIMEOUT), \
+            'the reading never came'
+
+    def write(self, t: float, tau_ext: np.ndarray) -> None:
+        """The joint sample stamped t (s) into shared memory, the arm still, with `tau_ext`."""
+        stamp = seconds_to_stamp(t)
+        self.writer.write(JointSample(stamp_to_seconds(stamp), self.q, self.still,
+                                      self.robot.rnea(self.q, self.still, self.still),
+                                      tau_ext, (stamp.sec, stamp.nanosec),
+                                      self.robot.base_link))
+
+    def close(self) -> None:
+        self.writer.close()
+        self.driver.destroy_node()
+        for node in self.nodes:
+            node.destroy_node()
+
+
+@pytest.fixture
+def estimation(context):
+    process = EstimationProcess(context)
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+def test_the_estimation_process_takes_a_reading_and_its_joint_sample_in_one_wake(estimation):
     """The shared-memory feed's take also takes the F/T readings (issue 35): a reading and
     the joint sample of its stamp, both waiting, are compensated in that one take, and the
     feed wakes every CONTACT_PERIOD exactly while the localizer's gate is open."""
-    ft, localizer = nodes = _composed(manifest.composed_process(
-        'contact_estimation_estimation').nodes, shared_memory=True, context=context,
-        cli_args=_cli_args())
-    robot = ft.robot
-    writer = SampleRingWriter(ring_name(ft.get_namespace()), robot.n)
-    driver = Node('wake_test_driver', context=context)
-    readings = driver.create_publisher(WrenchStamped, ft.spec.topic('ft_wrench'), PIPELINE_QOS)
-    q, still = SmoothRandomTrajectory(robot, seed=3).sample(0.0)[0], np.zeros(robot.n)
-    weight = np.concatenate(robot.base_wrench(q, still, still))
-    [polled] = ft.polled_subscriptions
-    feed_timer = next(timer for timer in ft.timers if timer.timer_period_ns
-                      == round(sample_feed.PERIOD * 1e9))
+    ft, localizer, feed_timer = estimation.ft, estimation.localizer, estimation.feed_timer
+    t = time.time()
+    estimation.publish_reading(t)
+    estimation.write(t, estimation.still)
+    estimation.take()  # one wake: the reading, then the joint sample and residual
+    assert ft.problems.traffic['base_wrenches_published'] == 1
+    assert localizer.problems.traffic['base_wrenches_received'] == 1
+    assert feed_timer.timer_period_ns == round(sample_feed.PERIOD * 1e9)
+    # a residual over the localizer's gate: a contact lasts, the feed wakes sooner
+    estimation.write(t + 0.001, np.full(estimation.robot.n, 50.0))
+    estimation.take()
+    assert localizer.contact_lasts
+    assert feed_timer.timer_period_ns == round(sample_feed.CONTACT_PERIOD * 1e9)
+    estimation.write(t + 0.002, estimation.still)
+    estimation.take()
+    assert not localizer.contact_lasts
+    assert feed_timer.timer_period_ns == round(sample_feed.PERIOD * 1e9)
 
-    def sample(t, tau_ext):
-        stamp = seconds_to_stamp(t)
-        return JointSample(stamp_to_seconds(stamp), q, still, robot.rnea(q, still, still),
-                           tau_ext, (stamp.sec, stamp.nanosec), robot.base_link)
 
-    try:
-        ft.catch_up()  # the reader attaches to the ring
-        deadline = time.monotonic() + TIMEOUT
-        while not readings.get_subscription_count():
-            assert time.monotonic() < deadline, 'the F/T subscription was never matched'
-            time.sleep(0.01)
-        t = time.time()
-        readings.publish(wrench_stamped(seconds_to_stamp(t), robot.base_link, weight[:3],
-                                        weight[3:]))
-        assert _wait_until_received(context, polled, TIMEOUT), 'the reading never came'
-        writer.write(sample(t, still))
-        ft.catch_up()  # one wake: the reading, then the joint sample and residual
-        assert ft.problems.traffic['base_wrenches_published'] == 1
-        assert localizer.problems.traffic['base_wrenches_received'] == 1
-        assert feed_timer.timer_period_ns == round(sample_feed.PERIOD * 1e9)
-        # a residual over the localizer's gate: a contact lasts, the feed wakes sooner
-        writer.write(sample(t + 0.001, np.full(robot.n, 50.0)))
-        ft.catch_up()
-        assert localizer.contact_lasts
-        assert feed_timer.timer_period_ns == round(sample_feed.CONTACT_PERIOD * 1e9)
-        writer.write(sample(t + 0.002, still))
-        ft.catch_up()
-        assert not localizer.contact_lasts
-        assert feed_timer.timer_period_ns == round(sample_feed.PERIOD * 1e9)
-    finally:
-        writer.close()
-        driver.destroy_node()
-        for node in nodes:
-            node.destroy_node()
+def test_the_estimation_process_hands_a_batch_over_sample_by_sample(estimation):
+    """Samples taken in one wake reach the estimators as a replay hands them (issue 35):
+    each sample to every receiver before the next. The localizer estimating on the first
+    sample of a batch of three uses the base wrench of that sample's reading (a replay's),
+    not the last sample's, which the F/T estimator would have compensated already had it
+    taken the whole batch first."""
+    ft, localizer = estimation.ft, estimation.localizer
+    localizer.set_parameters([Parameter('wrench_max_age', value=1e-4)])  # only its own
+    t = time.time()
+    stamps = [t + k * 0.005 for k in range(3)]  # each a slot of the F/T compensation rate
+    for stamp in stamps:
+        estimation.publish_reading(stamp)
+        estimation.ft.take_polled()  # each waits in the F/T estimator for its joint sample
+    for k, stamp in enumerate(stamps):  # a contact on the first: the localizer estimates
+        estimation.write(stamp, np.full(estimation.robot.n, 50.0 if k == 0 else 0.0))
+    estimation.take()
+    assert ft.problems.traffic['base_wrenches_published'] == 3
+    assert localizer.problems.traffic['estimates'] == 1
+    assert localizer.problems.values['base_wrench'] == 'used'

@@ -15,7 +15,9 @@ sample" method that both modes call.
 
 A receiver is called at once, on the producer's thread, with every batch of samples, in
 stamp order: a producer that woke late hands its whole backlog on at once (issue 35: one
-wake costs the same for 1 sample or 20), and the replay hands them one at a time. Which
+wake costs the same for 1 sample or 20; the shared-memory feed, where several receivers
+share its samples, hands them one at a time to each in turn: ros/sample_feed.py), and the
+replay hands them one at a time. Which
 samples a consumer works on is its own rule, on the stamps (an estimator's rate), so a
 replay that hands over the same samples gets the same estimates.
 """

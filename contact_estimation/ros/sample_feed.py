@@ -21,9 +21,18 @@ subscriptions of its nodes (the F/T readings, ros/suite_node.py), which then hav
 of their own, so a reading and the joint sample of its stamp meet in the same wake, as a
 replay hands them over, instead of one waiting for the other's timer. While a node of the
 process says a contact lasts (`contact_lasts`: the localizer's gate is open, the F/T
-estimator has a contact), the feed wakes every `CONTACT_PERIOD` instead, so that the
-estimates of a contact wait less; it returns to `PERIOD` when none does, or when no sample
-came for `QUIET` s (the driver stopped during a contact).
+estimator has a contact), the feed wakes every `CONTACT_PERIOD` instead, from that take on
+(not a `PERIOD` later), so that the estimates of a contact wait less; it returns to `PERIOD`
+when none does, or when no sample came for `QUIET` s (the driver stopped during a contact).
+
+Where several receivers share the samples (the estimation process: the F/T estimator's
+joint states and residuals, the localizer's residuals), a batch goes to them sample by
+sample, each sample to every receiver before the next one, as a replay hands them over:
+the estimators read each other's outputs (the localizer the latest base wrench, the F/T
+estimator the localizer's latest point), so each estimate uses what the replay's does, and
+an early sample's estimate never waits for the estimates of the later samples of its batch
+(issue 35: the F/T estimator's first estimate waited for the localizer's, 5-16 ms). A lone
+receiver (the proximity monitor) takes the whole batch at once.
 """
 from __future__ import annotations
 
@@ -81,9 +90,12 @@ class SampleFeed:
         for polled in self._polling:
             polled.take_polled()
         samples = self._reader.take()
-        if samples:
+        # Each sample to every receiver before the next; a lone receiver takes the batch.
+        batches = ([samples] if len(self._receivers) == 1 else
+                   [(sample,) for sample in samples]) if samples else []
+        for batch in batches:
             for receive in self._receivers:
-                receive(samples)
+                receive(batch)
         for output, residual in self._outputs:
             listened = output.listened
             # A subscriber that has just come gets the latest sample at once, even when
@@ -106,6 +118,8 @@ class SampleFeed:
             self._in_contact = in_contact
             self._timer.timer_period_ns = round(1e9 * (CONTACT_PERIOD if in_contact
                                                        else PERIOD))
+            if in_contact:  # the next wake a CONTACT_PERIOD from now, not a PERIOD
+                self._timer.reset()
         if self._reader.lost != self._reported_lost:
             self._node.problems.report('samples_lost', f'{self._reader.lost - self._reported_lost} '
                                        'joint sample(s) overwritten in shared memory before this '
