@@ -75,7 +75,8 @@ def build(names: tuple[str, ...] | None = None, shared_memory: bool = False,
         if feeds:
             feed = SampleFeed(nodes, handover, ring_name(nodes[0].get_namespace()),
                               plan.reads_ring, shared.source,
-                              publishes=bool(set(plan.reads_ring) & set(plan.publishes)))
+                              publishes=bool(set(plan.reads_ring) & set(plan.publishes)),
+                              woken_by=shared.woken_by)
             nodes[0].closing(feed.close)
         # What waits for this process: the driver's messages where the listener is (the
         # chain, the replay), else the shared samples.

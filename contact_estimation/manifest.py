@@ -91,11 +91,12 @@ class SharedSamples:
     (core/chain/sample_ring.py): what `source` (a topic) hands over in its process, every
     reader of `topics` in another process receives; the process `published_by` (a key of
     nodes.yaml `composed: processes`), their publisher, publishes `topics` for anyone who
-    subscribes."""
+    subscribes; a message on `woken_by` makes the readers take at once (a contact began)."""
 
     source: str
     topics: tuple[str, ...]
     published_by: str
+    woken_by: str
 
 
 def published_topics(names) -> set[str]:
@@ -177,7 +178,8 @@ def composed_process(name: str) -> ComposedSpec | None:
 @lru_cache(maxsize=1)
 def shared_samples() -> SharedSamples:
     raw = _declarations()['composed']['shared_samples']
-    return SharedSamples(raw['source'], tuple(raw['topics']), raw['published_by'])
+    return SharedSamples(raw['source'], tuple(raw['topics']), raw['published_by'],
+                         raw['woken_by'])
 
 
 def publishing_process() -> ComposedSpec:

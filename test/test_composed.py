@@ -311,6 +311,28 @@ def test_the_estimation_process_takes_a_reading_and_its_joint_sample_in_one_wake
     assert feed_timer.timer_period_ns == round(sample_feed.PERIOD * 1e9)
 
 
+def test_a_collision_event_wakes_the_estimation_process_at_once(estimation):
+    """A collision event (nodes.yaml `shared_samples: woken_by`) makes the feed take the
+    samples at once and wake every CONTACT_PERIOD (issue 35: a contact's first estimate
+    waited up to a PERIOD for the take that saw it), though no node sees a contact yet."""
+    ft, localizer, feed_timer = estimation.ft, estimation.localizer, estimation.feed_timer
+    estimation.write(time.time(), estimation.still)
+    events = estimation.driver.create_publisher(
+        DiagnosticArray, manifest.shared_samples().woken_by, STOP_QOS)
+    executor = SingleThreadedExecutor(context=estimation.driver.context)
+    executor.add_node(ft)
+    try:
+        assert spin_until(executor, lambda: events.get_subscription_count() > 0, TIMEOUT)
+        assert feed_timer.timer_period_ns == round(sample_feed.PERIOD * 1e9)
+        events.publish(DiagnosticArray())
+        assert spin_until(executor, lambda: feed_timer.timer_period_ns
+                          == round(sample_feed.CONTACT_PERIOD * 1e9), TIMEOUT)
+        assert not localizer.contact_lasts
+    finally:
+        executor.remove_node(ft)
+        executor.shutdown()
+
+
 def test_the_estimation_process_hands_a_batch_over_sample_by_sample(estimation):
     """Samples taken in one wake reach the estimators as a replay hands them (issue 35):
     each sample to every receiver before the next. The localizer estimating on the first

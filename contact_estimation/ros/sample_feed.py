@@ -24,6 +24,10 @@ process says a contact lasts (`contact_lasts`: the localizer's gate is open, the
 estimator has a contact), the feed wakes every `CONTACT_PERIOD` instead, from that take on
 (not a `PERIOD` later), so that the estimates of a contact wait less; it returns to `PERIOD`
 when none does, or when no sample came for `QUIET` s (the driver stopped during a contact).
+A collision event (nodes.yaml `shared_samples: woken_by`, the detector's, a DDS message the
+chain sends anyway: nothing is added to the stop's path) makes the feed take at once and
+wake every `CONTACT_PERIOD` for `QUIET` s: the localizer's gate opens after eq. 7 fires, and
+a contact's first estimate no longer waits up to a `PERIOD` for the take that sees it.
 
 Where several receivers share the samples (the estimation process: the F/T estimator's
 joint states and residuals, the localizer's residuals), a batch goes to them sample by
@@ -38,12 +42,13 @@ from __future__ import annotations
 
 from builtin_interfaces.msg import Time
 from rclpy.clock import Clock, ClockType
+from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import JointState
 
 from contact_estimation.core.chain.sample_ring import SampleRingReader
 from contact_estimation.ros.handover import Handover, Output
 from contact_estimation.ros.joint_states import JointStateWriter
-from contact_estimation.ros.qos import PIPELINE_QOS
+from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS
 from contact_estimation.ros.suite_node import SuiteNode
 
 PERIOD = 0.005  # s between takes: a sample waits at most this (plus the estimators' work); one
@@ -59,7 +64,8 @@ class SampleFeed:
     the joint-state topic, τ_ext on the residual one); and the nodes' polled subscriptions."""
 
     def __init__(self, nodes: list[SuiteNode], handover: Handover, name: str,
-                 topics: tuple[str, ...], residual_topic: str, publishes: bool):
+                 topics: tuple[str, ...], residual_topic: str, publishes: bool,
+                 woken_by: str):
         self._node = node = nodes[0]
         self._nodes = nodes
         self._polling = [n for n in nodes if n.polled_subscriptions]
@@ -82,6 +88,13 @@ class SampleFeed:
                                         clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._in_contact = False  # the timer runs at CONTACT_PERIOD
         self._sample_came = -QUIET  # s, steady: when a take last found samples
+        self._woken = -QUIET  # s, steady: when a collision event last came
+        node.create_subscription(DiagnosticArray, woken_by, self._event, STOP_QOS, raw=True)
+
+    def _event(self, _message: bytes) -> None:
+        """A collision event: take now, and often while the contact may last."""
+        self._woken = self._node.steady()
+        self.take()
 
     def take(self) -> None:
         """Hand over the messages of the polled subscriptions, then (and publish, in their
@@ -112,8 +125,9 @@ class SampleFeed:
         now = self._node.steady()
         if samples:
             self._sample_came = now
-        in_contact = (now - self._sample_came < QUIET
-                      and any(n.contact_lasts for n in self._nodes))
+        in_contact = (now - self._woken < QUIET
+                      or (now - self._sample_came < QUIET
+                          and any(n.contact_lasts for n in self._nodes)))
         if in_contact != self._in_contact:
             self._in_contact = in_contact
             self._timer.timer_period_ns = round(1e9 * (CONTACT_PERIOD if in_contact
