@@ -64,10 +64,12 @@ setup(
         'mujoco==3.3.7',
         'example-robot-data-loaders==5.0.0',
         'rosbags==0.11.9',
+        'foxglove-sdk==0.30.3',   # `contact-estimation view`: Foxglove's WebSocket server
     ],
     extras_require={
         'ros': ROS_WHEELS,
-        'test': ['pytest>=7', 'ruff>=0.6'],
+        # websockets and protobuf: test_view's Foxglove client
+        'test': ['pytest>=7', 'ruff>=0.6', 'websockets==17.4', 'protobuf==7.36.2'],
     },
     zip_safe=True,
     maintainer='contact_estimation maintainers',

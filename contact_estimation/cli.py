@@ -6,6 +6,7 @@
     contact-estimation calibrate ...                detector thresholds from free motion
     contact-estimation replay BAG [--config FILE]   the suite on a recording, faster than real time
     contact-estimation parameters [NODE ...]        every node's parameters (docs/parameters.md)
+    contact-estimation view [--port 8765]           the running suite live in Foxglove
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ COMMANDS = {
     'calibrate': ('contact_estimation.commands.calibrate', 'propose detector thresholds'),
     'replay': ('contact_estimation.commands.replay',
                'run the suite on a recorded bag, as fast as the CPU allows'),
+    'view': ('contact_estimation.commands.view',
+             'show the running suite live in Foxglove (WebSocket, default port 8765)'),
     'parameters': ('contact_estimation.commands.parameters',
                    "print every node's parameter table"),
 }
