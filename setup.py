@@ -46,7 +46,8 @@ setup(
         ('share/ament_index/resource_index/packages', ['resource/' + PACKAGE]),
         ('share/' + PACKAGE, ['package.xml']),
         ('share/' + PACKAGE + '/launch', glob('launch/*.launch.py')),
-        ('share/' + PACKAGE + '/config', glob('config/*.yaml') + glob('config/*.xml')),
+        ('share/' + PACKAGE + '/config', glob('config/*.yaml') + glob('config/*.xml')
+         + glob('config/*.json')),
         ('share/' + PACKAGE + '/config/scenarios', glob('config/scenarios/*.yaml')),
         ('share/' + PACKAGE + '/urdf', glob('urdf/*.urdf')),
         ('share/' + PACKAGE + '/rviz', glob('rviz/*.rviz')),

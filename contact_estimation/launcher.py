@@ -317,6 +317,9 @@ class NodeSet:
     log_dir: str | None = None
     priority: int = 0          # SCHED_FIFO priority (chrt -f) of the chain; 0: normal
     namespace: str = ''        # ROS namespace of every node ('' = the root)
+    # Processes that are no node of nodes.yaml (`up --view`: the live view), by name: their
+    # command; supervised as the nodes are, at normal priority.
+    commands: dict[str, list[str]] = field(default_factory=dict)
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     started_at: dict[str, float] = field(default_factory=dict)  # monotonic, by name
     killed: set[str] = field(default_factory=set)  # by `stop`, for not ending in time
@@ -350,6 +353,8 @@ class NodeSet:
         self._reported.discard(name)
 
     def _command(self, name: str) -> list[str]:
+        if name in self.commands:
+            return self.commands[name]
         composed = manifest.composed_process(name)
         extra = tuple(map(self._placed, self.extra_params_files))
         if composed is None:

@@ -1,4 +1,4 @@
-"""`contact-estimation view` beside a running suite (`up --sim`, the steady push of
+"""`up --sim --view`: the live view beside the running suite (the steady push of
 config/scenarios/steady_push.yaml), watched by a real WebSocket client speaking Foxglove's
 protocol: the channels are advertised, the push arrives as contact arrows (the simulator's
 truth, the fused estimate, and a first estimate within a second of stamps of the truth), and
@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import re
+import socket
 import struct
 import subprocess
 import sys
@@ -106,31 +107,33 @@ def _started(path: Path, pattern: str, proc: subprocess.Popen, deadline: float) 
     raise AssertionError(f'no {pattern!r} in {path}: {path.read_text()}')
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(('127.0.0.1', 0))
+        return probe.getsockname()[1]
+
+
 @pytest.fixture
 def suite_and_view(tmp_path, context):
-    """The suite with the simulated push, and the view on a free port; (url, context)."""
+    """`up --sim --view PORT` with the simulated push: (url, `up`, its log)."""
     isolate_ros_domain()
     config = tmp_path / 'push.yaml'
     config.write_text(f'sim_cobot:\n  ros__parameters:\n    scenario: {PUSH}\n')
-    command = [sys.executable, '-m', 'contact_estimation']
-    logs = {name: tmp_path / f'{name}.log' for name in ('up', 'view')}
-    procs = {}
+    log = tmp_path / 'up.log'
+    with open(log, 'w') as out:
+        proc = subprocess.Popen(
+            [sys.executable, '-m', 'contact_estimation', 'up', '--sim', '--priority', '0',
+             '--config', str(config), '--view', str(_free_port())],
+            stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
     try:
-        for name, args in (('up', ['up', '--sim', '--priority', '0', '--config', str(config)]),
-                           ('view', ['view', '--port', '0'])):
-            with open(logs[name], 'w') as log:
-                procs[name] = subprocess.Popen(command + args, stdout=log,
-                                               stderr=subprocess.STDOUT, env=os.environ.copy())
-        found = _started(logs['view'], r'ws://(\S+):(\d+)', procs['view'],
-                         time.monotonic() + 60)
-        yield f'ws://{found[1]}:{found[2]}', procs, logs
+        found = _started(log, r'ws://(\S+):(\d+)', proc, time.monotonic() + 60)
+        yield f'ws://{found[1]}:{found[2]}', proc, log
     finally:
-        for proc in procs.values():
-            stop_process(proc)
+        stop_process(proc)
 
 
 def test_view_shows_channels_push_and_stop(suite_and_view, context):
-    url, procs, logs = suite_and_view
+    url, up, log = suite_and_view
     watch = StopWatch(context)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(watch)
@@ -157,7 +160,7 @@ def test_view_shows_channels_push_and_stop(suite_and_view, context):
         asyncio.run(asyncio.wait_for(client.run(done), DEADLINE))
     except TimeoutError:
         pytest.fail(f'seen {seen}, stop topic {watch.stops[-3:]}; view log:\n'
-                    f'{logs["view"].read_text()[-3000:]}')
+                    f'{log.read_text()[-3000:]}')
     finally:
         spinning.clear()
         thread.join()
@@ -172,5 +175,14 @@ def test_view_shows_channels_push_and_stop(suite_and_view, context):
     assert first_estimate - arrows['contact/truth'] < 1.0, seen
     # The view's stop is the topic's: latched True after the push.
     assert seen['view_stop'] is watch.stops[-1] is True
-    for name, proc in procs.items():
-        assert proc.poll() is None, logs[name].read_text()
+    assert up.poll() is None, log.read_text()
+    assert 'contact_estimation_view' in log.read_text()
+
+
+def test_the_shipped_layout_is_the_views(tmp_path):
+    """config/foxglove_layout.json is what `view --write-layout` writes (regenerate it)."""
+    written = tmp_path / 'layout.json'
+    subprocess.run([sys.executable, '-m', 'contact_estimation', 'view', '--write-layout',
+                    str(written)], check=True)
+    shipped = PUSH.parents[1] / 'foxglove_layout.json'
+    assert json.loads(written.read_text()) == json.loads(shipped.read_text())

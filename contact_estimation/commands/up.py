@@ -8,13 +8,17 @@ import argparse
 import os
 import platform
 import signal
+import sys
 
 from contact_estimation import manifest
 from contact_estimation.core.chain.sample_ring import ORDERED_STORES
 from contact_estimation.launcher import (DEFAULT_PRIORITY, SIMULATED_CLOCK_NOTE, NodeSet,
                                          Supervisor, chosen_priority, parameter_file,
                                          simulated_clock)
+from contact_estimation.commands.view import DEFAULT_PORT as VIEW_PORT
 from contact_estimation.ros import stop_topic
+
+VIEW = 'contact_estimation_view'  # `--view`'s process
 
 
 def main(argv: list[str]) -> int:
@@ -43,6 +47,10 @@ def main(argv: list[str]) -> int:
                              'below the robot driver\'s; auto (default): '
                              f'{DEFAULT_PRIORITY} where the OS allows it, else normal with a '
                              'warning; 0: normal')
+    parser.add_argument('--view', nargs='?', const=str(VIEW_PORT), metavar='PORT',
+                        help='also serve the live view for Foxglove (`contact-estimation '
+                             f'view`) on ws://localhost:PORT (default {VIEW_PORT}), a process '
+                             'of its own at normal priority')
     parser.add_argument('--log-dir', help='write each process\'s output to DIR/<name>.log')
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stops them as Ctrl-C does
@@ -69,10 +77,15 @@ def main(argv: list[str]) -> int:
             os.remove(files[-1])
         parser.error(str(err))
     names = [spec.name for spec in processes]
-    nodes = NodeSet(names, tuple(files), log_dir=args.log_dir,
+    commands = {}
+    if args.view:
+        commands[VIEW] = [sys.executable, '-m', 'contact_estimation', 'view', '--port',
+                          args.view, '--namespace', args.namespace,
+                          *(a for f in files for a in ('--config', f))]
+    nodes = NodeSet(names + list(commands), tuple(files), log_dir=args.log_dir,
                     priority=priority, namespace=args.namespace,
-                    overrides=simulated_clock() if args.sim else {})
-    say(f'starting {", ".join(names)} (Ctrl-C stops them); {meaning}')
+                    overrides=simulated_clock() if args.sim else {}, commands=commands)
+    say(f'starting {", ".join(nodes.names)} (Ctrl-C stops them); {meaning}')
     if args.sim:
         say(SIMULATED_CLOCK_NOTE)
     supervisor = Supervisor(nodes, say)

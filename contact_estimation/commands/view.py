@@ -12,6 +12,7 @@ import argparse
 import sys
 
 import foxglove
+import foxglove.layouts as fl
 from rcl_interfaces.srv import GetParameters
 from rclpy.parameter import parameter_value_to_python
 
@@ -45,7 +46,14 @@ def main(argv: list[str]) -> int:
                         help=f'frames a second (default {DEFAULT_RATE:g})')
     parser.add_argument('--mcap', metavar='FILE',
                         help='also record what the view shows to FILE (an MCAP Foxglove opens)')
+    parser.add_argument('--write-layout', metavar='FILE',
+                        help='write the Foxglove layout of the view to FILE and exit (the '
+                             'package ships it as config/foxglove_layout.json)')
     args = parser.parse_args(argv)
+    if args.write_layout:
+        with open(args.write_layout, 'w', encoding='utf-8') as f:
+            f.write(layout_json())
+        return 0
     if not 1.0 <= args.rate <= 60.0:
         parser.error('--rate: between 1 and 60 frames a second')
     robot = suite_robot(args.config, args.robot)
@@ -101,3 +109,29 @@ def ask_thresholds(view: SuiteView, namespace: str) -> None:
         view.thresholds = config.thresholds
 
     timer = view.create_timer(0.5, asked)
+
+
+def layout_json(joints: int = 7) -> str:
+    """The view's Foxglove layout: the 3D panel (the arm, contacts, people) beside the stop,
+    the time scaling, |τ_ext|/ψ per joint and the collision events."""
+    ratio = [fl.PlotSeries(value=f'/view/torque.ratio[{i}]', label=f'joint {i + 1}')
+             for i in range(joints)]
+    stop = fl.StateTransitionsPanel(title='stops', config=fl.StateTransitionsConfig(paths=[
+        fl.StateTransitionsSeries(value='/view/stop.stop', label='stop'),
+        fl.StateTransitionsSeries(value='/view/stop.proximity_stop', label='proximity stop')]))
+    scaling = fl.PlotPanel(title='f_S and speed scale', config=fl.PlotConfig(paths=[
+        fl.PlotSeries(value='/view/stop.time_scaling', label='f_S (time scaling)'),
+        fl.PlotSeries(value='/view/stop.speed_scale', label='proximity speed scale')]))
+    torque = fl.PlotPanel(title='|τ_ext| / ψ (1: the threshold)',
+                          config=fl.PlotConfig(paths=ratio, show_legend=True))
+    events = fl.RawMessagesPanel(title='collision events (class, evidence)',
+                                 config=fl.RawMessagesConfig(topic_path='/view/collision_events',
+                                                             expansion='all'))
+    scene = fl.ThreeDeePanel(title='arm, contacts, people', config=fl.ThreeDeeConfig(
+        topics={'/view/scene': fl.BaseRendererSceneUpdateTopicSettings(
+            visible=True)}))
+    column = fl.SplitContainer(direction='column', items=[
+        fl.SplitItem(content=stop, proportion=0.8), fl.SplitItem(content=scaling),
+        fl.SplitItem(content=torque, proportion=1.5), fl.SplitItem(content=events)])
+    return fl.Layout(content=fl.SplitContainer(direction='row', items=[
+        fl.SplitItem(content=scene, proportion=1.4), fl.SplitItem(content=column)])).to_json()
