@@ -9,6 +9,7 @@ takes the suite's topics at a display rate (ros/view_node.py), so that it never 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 import foxglove
@@ -50,6 +51,9 @@ def main(argv: list[str]) -> int:
                         help='write the Foxglove layout of the view to FILE and exit (the '
                              'package ships it as config/foxglove_layout.json)')
     args = parser.parse_args(argv)
+    # `up --view` starts this process with SIGINT held back (launcher.ctrl_c_held), as the
+    # nodes; without this its Ctrl-C never came and `up` had to kill it after STOP_GRACE.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if args.write_layout:
         with open(args.write_layout, 'w', encoding='utf-8') as f:
             f.write(layout_json())
