@@ -225,7 +225,8 @@ class PeakForceTracker:
         force = self._residual.add(t, static_force, momentum)
         if force is None:
             return []
-        large = force @ force >= self.level ** 2
+        newest = self._residual.newest   # the force seen first: a burst from that reading
+        large = max(force @ force, newest @ newest) >= self.level ** 2
         peaks = []
         if large and not self.bursting(t):
             self._until = t + self.BURST_HOLD
