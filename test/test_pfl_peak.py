@@ -145,6 +145,8 @@ def test_a_peak_no_localizer_estimate_is_near_waits_for_the_f_t_estimate():
     ft_force = np.array([0.0, 3.0, -4.0])                 # 5 N, low-passed
     assert peaks.from_ft(ft_force, 1.0) is None           # no peak waits: not checked
     assert not peaks.add(1.01, [0.0, 0.0, -37.0])
+    with pytest.raises(InputRejected):
+        peaks.from_ft([np.nan, 0.0, -4.0], 1.0)           # refused: the peak still waits
     np.testing.assert_allclose(peaks.from_ft(ft_force, 1.0), ft_force * 37.0 / 5.0)
     assert peaks.from_ft(ft_force, 1.005) is None         # that peak was checked
     assert peaks.from_ft(ft_force, 1.2) is None           # too far from any peak

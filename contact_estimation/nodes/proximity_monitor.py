@@ -454,7 +454,12 @@ class ProximityMonitorNode(SuiteNode):
         if self.believed(stamp, 'F/T estimate' if from_ft else 'contact estimate') is None:
             return
         if from_ft:
-            force = self._peaks.from_ft(contact.force, t)
+            try:
+                force = self._peaks.from_ft(contact.force, t)
+            except InputRejected as err:
+                self.problems.report(err.kind, f'F/T estimate on {contact.link!r}: {err}: '
+                                     'dropped')
+                return
             if force is None:   # no peak waits for it
                 return
         else:

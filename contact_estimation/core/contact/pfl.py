@@ -407,7 +407,9 @@ class PeakForces:
 
     def from_ft(self, force: np.ndarray, t: float) -> np.ndarray | None:
         """The F/T estimator's estimate at t raised as `raised` does, when a peak within
-        `window` of t waits (the peaks near t then wait no more); None when none does."""
+        `window` of t waits (the peaks near t then wait no more); None when none does.
+        InputRejected (nothing taken) if the force is not 3 finite values."""
+        force = _vector(force, 'F/T contact force')
         waiting = [abs(peak[0] - t) <= self.window for peak in self._waiting]
         if not any(waiting):
             return None
