@@ -45,10 +45,14 @@ gets them; with `--peak-hold` each raised to the F/T estimator's `peak_force`
 (`PeakForceTracker`: the base force residual over `peak_force.window`, every reading from half
 its floor on, the skipped ones backfilled) stamped within `pfl.peak_window`, as the monitor
 does; its free-motion column is then the largest of that residual on every reading before the
-contact (what a burst would see), and the bursts before any contact are counted.
+contact (what a burst would see), and the bursts before any contact are counted. A peak no
+localizer estimate is near is checked, as the monitor does, on the F/T estimator's own
+estimate (`FtContactLocator`, the first residual of each 1/max_rate s, on the localizer's link
+while its point is recent) raised to it; `--localizer-only` leaves that out.
 
     PYTHONPATH=$PWD MUJOCO_GL=egl nice -n 10 .venv/bin/python benchmarks/pfl_sim.py [--quick]
-        [--observer-gain K] [--compensation-rate HZ] [--peak-hold]
+        [--observer-gain K] [--compensation-rate HZ] [--peak-hold] [--source fused]
+        [--localizer-only]
 """
 from __future__ import annotations
 

@@ -60,8 +60,11 @@ region is the tracked body part nearest the contact point (the point brought int
 frame at the joint state of its stamp), else `pfl.default_region`; |F| against the region's
 transient limit for `pfl.transient_time` after the contact's onset (its first estimate after
 `pfl.contact_gap` without one), its quasi-static limit after; |F| is raised to the largest
-base force peak stamped within `pfl.peak_window` of the estimate (`peak_force`, from the F/T
-estimator's fast observer: the estimates miss an impact's peak). Each check is published on
+base force peak stamped within `pfl.peak_window` of the estimate (`peak_force`, the F/T
+estimator's base force residual over 2 ms: the estimates miss an impact's peak); a peak no
+estimate of the localizer is near is checked on the F/T estimator's own estimate
+(`contact_estimate/ft/point` + `wrench`, its region from that point), raised to it: a contact
+under the localizer's τ_ext gate is checked too. Each check is published on
 `contact_estimation/pfl` (margin = force / limit, region, link, point) with a marker; one over
 the limit latches the stop with the cause `pfl`, naming region, force and limit, until
 `~/reset`. An estimate whose joint state is not in the history (older than body_timeout) is
