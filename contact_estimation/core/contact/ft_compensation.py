@@ -235,10 +235,11 @@ class BaseForceResidual:
     the momentum observer with K → ∞ on a window: the direct base-wrench residual, no low
     pass to attenuate a 9 ms impact (K = 1000/s read a hand's 8 ms impact 2-7 % low and a
     lower arm's 15 % low at 1 kHz). Measured on benchmarks/pfl_sim.py's 20 impacts at 1 kHz
-    (2026-11-28): window 1 ms, 17 of 20 peaks within ±10 % (the velocity noise over 1 ms:
-    free motion up to 21 N); 2 ms, 20 of 20 (median +3.6 %, free motion ≤ 11.6 N, as the
-    K = 1000 observer's); 3 ms, 18; 4 ms, 16 (a hand's half-sine averaged away). The noise of
-    a momentum difference falls as 1/span, not 1/√span.
+    (2026-11-28, with the readings of (t_i, t_k]): window 1 ms, 17 of 20 peaks within ±10 %
+    (the velocity noise over 1 ms: free motion up to 21 N); 2 ms, 20 of 20 (median +3.6 %,
+    free motion ≤ 11.6 N, as the K = 1000 observer's); 3 ms, 18; 4 ms, 16 (a hand's
+    half-sine averaged away). The noise of a momentum difference falls as 1/span, not
+    1/√span.
 
     The readings of [t_i, t_k), not (t_i, t_k]: the momentum feels a reading's force over the
     step after it (P_{k+1} = P_k + Δt (f_c − (R_f − f₀)_k) in the simulator, exactly; a 1 kHz
