@@ -456,18 +456,18 @@ class ProximityMonitorNode(SuiteNode):
         or with a stamp not believed, is counted and dropped."""
         if self.believed(stamp, 'F/T estimate' if from_ft else 'contact estimate') is None:
             return
-        if from_ft:
-            try:
+        try:
+            if from_ft:
                 force = self._peaks.from_ft(contact.force, t)
-            except InputRejected as err:
-                self.problems.report(err.kind, f'F/T estimate on {contact.link!r}: {err}: '
-                                     'dropped')
-                return
-            if force is None:   # no peak waits for it
-                return
-        else:
-            self._last_contact = (stamp, t, contact)
-            force = self._peaks.raised(contact.force, t)
+                if force is None:   # no peak waits for it
+                    return
+            else:
+                force = self._peaks.raised(contact.force, t)
+                self._last_contact = (stamp, t, contact)
+        except InputRejected as err:
+            self.problems.report(err.kind, f'{"F/T estimate" if from_ft else "contact estimate"}'
+                                 f' on {contact.link!r}: {err}: dropped')
+            return
         sample = self._history.at(t)
         point, parts = contact.point, ()
         try:

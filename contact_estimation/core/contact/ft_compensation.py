@@ -246,9 +246,9 @@ class BaseForceResidual:
     controller's torque is held so too), so the arm's own reaction stepping with the
     controller (the detector's stop at an impact's peak: 31 → 170 N in one reading on the
     simulated lower arm at 1 m/s) swung the newest-reading residual by half the step, there
-    down over the peak (232 N read 200 N); `newest` (the same
-    with the newest reading in place of the oldest) says first that a force has come, one
-    reading each 4 ms at rest, for `PeakForceTracker`'s burst.
+    down over the peak (232 N read 200 N). `newest` (the same with the newest reading in
+    place of the oldest) says first that a force has come, with one reading each 4 ms at
+    rest: it starts `PeakForceTracker`'s burst.
 
     Samples (stamp s, static force R_f − f₀ N, linear momentum P kg·m/s, base frame) come in
     stamp order, or earlier than the last ones (a backfill: inserted in order); a stamp

@@ -384,8 +384,9 @@ class PeakForces:
         self._waiting: list[tuple[float, float]] = []   # peaks no estimate is near
 
     def add(self, stamp: float, force) -> bool:
-        """A peak stamped `stamp` (s); whether the last estimate is to be checked again.
-        InputRejected if not 3 finite values."""
+        """A peak stamped `stamp` (s); whether the last estimate is to be checked again (the
+        peak waits for an F/T estimate when no estimate is near). InputRejected if not 3
+        finite values."""
         if not np.isfinite(stamp):
             raise InputRejected(NOT_FINITE, f'peak force stamp {stamp} not finite')
         magnitude = float(np.linalg.norm(_vector(force, 'peak force')))
@@ -398,8 +399,9 @@ class PeakForces:
                     and magnitude > self.RECHECK_RISE * self._last[1])
 
     def raised(self, force: np.ndarray, t: float) -> np.ndarray:
-        """The localizer's estimate at t, raised to its peak; the peaks near t wait no more."""
-        force = self._scaled(force, t)
+        """The localizer's estimate at t, raised to its peak; the peaks near t wait no more.
+        InputRejected (nothing changed) if the force is not 3 finite values."""
+        force = self._scaled(_vector(force, 'contact force'), t)
         self._last = (t, float(np.linalg.norm(force)))
         self._estimated.append(t)
         self._waiting = [peak for peak in self._waiting if abs(peak[0] - t) > self.window]
