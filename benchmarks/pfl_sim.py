@@ -45,10 +45,14 @@ gets them; with `--peak-hold` each raised to the F/T estimator's `peak_force`
 (`PeakForceTracker`: the base force residual over `peak_force.window`, every reading from half
 its floor on, the skipped ones backfilled) stamped within `pfl.peak_window`, as the monitor
 does; its free-motion column is then the largest of that residual on every reading before the
-contact (what a burst would see), and the bursts before any contact are counted.
+contact (what a burst would see), and the bursts before any contact are counted. A peak no
+localizer estimate is near is checked, as the monitor does, on the F/T estimator's own
+estimate (`FtContactLocator`, the first residual of each 1/max_rate s, on the localizer's link
+while its point is recent) raised to it; `--localizer-only` leaves that out.
 
     PYTHONPATH=$PWD MUJOCO_GL=egl nice -n 10 .venv/bin/python benchmarks/pfl_sim.py [--quick]
-        [--observer-gain K] [--compensation-rate HZ] [--peak-hold]
+        [--observer-gain K] [--compensation-rate HZ] [--peak-hold] [--source fused]
+        [--localizer-only]
 """
 from __future__ import annotations
 
@@ -69,6 +73,7 @@ from contact_estimation.core.contact.ft_compensation import (BaseForceResidual,
                                                              BaseWrenchCompensator,
                                                              MomentumWrenchObserver)
 from contact_estimation.core.contact.contact_localization import LocalizerConfig
+from contact_estimation.core.contact.ft_contact import FtContactLocator, FtLocatorConfig
 from contact_estimation.core.contact.ft_contact_stream import (FtEstimatorConfig,
                                                                PeakForceTracker, RateSlots)
 from contact_estimation.core.contact.fused_contact import FusedContactEstimator, SensorNoise
@@ -79,6 +84,7 @@ from contact_estimation.core.contact.pfl import (BODY_REGIONS, QUASI_STATIC, TRA
                                                  PflConfig, approach_speed_scale, effective_mass,
                                                  permissible_speeds, reduced_mass)
 from contact_estimation.core.identification.trajectory import WaypointTrajectory
+from contact_estimation.core.robot.body_surfaces import make_surfaces
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.robot.surfaces import LinkSurfaces
 from contact_estimation.core.sim.cobot import SimulatedCobot
@@ -121,6 +127,7 @@ class Run:
     hold_error: float   # median relative error of the estimate over the hold (pushes)
     stopped: bool       # some PflCheck over
     checks: int
+    ft_checks: int      # of them on the F/T estimate (no localizer estimate near a peak)
 
 
 class ConstantApproach:
@@ -205,10 +212,15 @@ class OnlineCheck:
     τ_ext, nothing when neither is consistent (nodes/contact_localizer.py)."""
 
     def __init__(self, robot: RobotModel, part: BodyPart, gain: float, compensation_rate: float,
-                 peak_hold: bool, fused: FusedContactEstimator | None = None):
+                 peak_hold: bool, fused: FusedContactEstimator | None = None,
+                 ft_locator: FtContactLocator | None = None):
         stream = FtEstimatorConfig()
         self.fused, self.schedule = fused, LocalizationSchedule(ScheduleConfig(), robot.n)
-        self.wrench = None
+        self.wrench, self.last = None, None
+        self.ft_locator, self.ft_slots = ft_locator, RateSlots(stream.max_rate)
+        self.ft_threshold, self.ft_timeout = stream.thresholds(robot.n), stream.localizer_timeout
+        self.ft_contact, self.ft_checks = None, 0   # the latest F/T estimate (t, Contact);
+        # checks on it: a peak no localizer estimate was near
         compensator = BaseWrenchCompensator(robot)
         self.observer = MomentumWrenchObserver(compensator, gain)
         self.tracker = PeakForceTracker(compensator, stream.peak_window, stream.max_rate,
@@ -233,6 +245,8 @@ class OnlineCheck:
             if estimate.consistent and estimate.contact is not None:
                 self.last = (t, estimate.contact)
                 self.check_fused(*self.last)
+        if self.ft_locator is not None and self.wrench is not None and self.ft_slots.take(t):
+            self.locate_ft(t, q, tau_ext)
         reading = np.concatenate(sim.ft_wrench())
         compensated = self.compensating.take(t)
         if self.fused is not None:
@@ -274,6 +288,29 @@ class OnlineCheck:
         else:
             self.skipped = [*self.skipped[-7:], (t, reading, q, v)]
 
+    def locate_ft(self, t: float, q: np.ndarray, tau_ext: np.ndarray) -> None:
+        """The F/T estimator's own estimate (nodes/ft_contact_estimator.py: the first residual
+        of each 1/max_rate s, on the localizer's link while its point is recent), checked as
+        the monitor does: only when a peak no localizer estimate is near waits for it."""
+        if self.last is not None and abs(self.last[0] - t) <= self.ft_timeout:
+            joint = self.ft_locator.robot.link_joint[self.last[1].link]
+            contact = self.ft_locator.locate(q, self.wrench, joint)
+        else:
+            contact = self.ft_locator.locate_from_residual(q, self.wrench, tau_ext,
+                                                           self.ft_threshold)
+        if contact is not None:
+            self.ft_contact = (t, contact)
+            self.check_ft()
+
+    def check_ft(self) -> None:
+        if self.ft_contact is None:
+            return
+        t, contact = self.ft_contact
+        force = self.peaks.from_ft(contact.force_base, t)
+        if force is not None:
+            self.ft_checks += 1
+            self.record(contact.link, contact.point_base, force, t)
+
     def backfill(self, after: float, before: float):
         return [sample for sample in self.skipped if after < sample[0] < before]
 
@@ -281,16 +318,21 @@ class OnlineCheck:
         for peak in peaks:
             if self.peaks.add(*peak):
                 self.check_fused(*self.last)   # as the monitor: its last estimate again
+            elif self.ft_locator is not None:
+                self.check_ft()
 
     def check_fused(self, t: float, contact) -> None:
-        self.results.append(self.check.check(
-            contact.link, contact.point_base, self.peaks.raised(contact.force_base, t), t,
-            self.onset(t), [self.part]))
+        self.record(contact.link, contact.point_base, self.peaks.raised(contact.force_base, t),
+                    t)
+
+    def record(self, link: str, point: np.ndarray, force: np.ndarray, t: float) -> None:
+        self.results.append(self.check.check(link, point, force, t, self.onset(t), [self.part]))
         self.estimates.append((t, self.results[-1].force))
 
 
 def simulate(robot, surfaces, region: str, kind: str, planned: float, limited: bool,
-             args, fused: FusedContactEstimator | None) -> Run:
+             args, fused: FusedContactEstimator | None,
+             ft_locator: FtContactLocator | None = None) -> Run:
     """One contact (module doc): an impact at `planned` m/s, or a push aiming at `planned` N."""
     free = kind == 'impact'
     part, m_r = obstacle(robot, region, free)
@@ -315,7 +357,8 @@ def simulate(robot, surfaces, region: str, kind: str, planned: float, limited: b
     limit = (SpeedLimit(robot, surfaces, region, part.position, PARTS[region]) if limited
              else None)
     check = OnlineCheck(robot, BodyPart(region, (region,), part.position[None, :]),
-                        args.observer_gain, args.compensation_rate, args.peak_hold, fused)
+                        args.observer_gain, args.compensation_rate, args.peak_hold, fused,
+                        ft_locator)
     pfl_scale, v_max, onset, speed = 1.0, math.nan, None, math.nan
     forces = []
     joint = OBSTACLE_PREFIX + region
@@ -365,7 +408,7 @@ def score(region, kind, planned, limited, speed, v_max, model, onset, forces, ch
     return Run(region, kind, limited, planned, speed, v_max, model, peak,
                float(estimates[:, 1].max()), max((r.force for r in check.results), default=0.0),
                free_peak, check.free_bursts, hold_error,
-               any(r.over for r in check.results), len(check.results))
+               any(r.over for r in check.results), len(check.results), check.ft_checks)
 
 
 def margin(run: Run) -> float:
@@ -441,7 +484,12 @@ def off_list(runs: list[Run]) -> None:
         truth = max(run.peak.values())
         if truth > 0 and abs(run.checked_peak - truth) > 0.1 * truth:
             print(f'- {run.region} {run.kind} ({run.planned:.1f}): true {truth:.0f} N, checked '
-                  f'{run.checked_peak:.0f} N in {run.checks} checks')
+                  f'{run.checked_peak:.0f} N in {run.checks} checks ({run.ft_checks} on the F/T '
+                  'estimate)')
+    on_ft = [run for run in runs if run.ft_checks]
+    print(f'\nChecked on the F/T estimate (a peak no localizer estimate was near): {len(on_ft)} '
+          f'runs, {sum(run.ft_checks for run in on_ft)} checks: '
+          + ', '.join(f'{run.region} {run.kind} {run.planned:.1f}' for run in on_ft))
 
 
 def percentiles(errors: np.ndarray) -> str:
@@ -468,6 +516,10 @@ def main() -> None:
                         help='ft: each check sees the largest estimate since the last one; '
                         "fused: each estimate is raised to the F/T estimator's peak_force "
                         'stamped within pfl.peak_window (the node)')
+    parser.add_argument('--localizer-only', action='store_true',
+                        help="fused, peak held: no check on the F/T estimator's own estimate "
+                        'for a peak no localizer estimate is near (before issue 38\'s last '
+                        'change)')
     args = parser.parse_args()
     robot = RobotModel.load('panda')
     surfaces = LinkSurfaces(robot)
@@ -476,6 +528,9 @@ def main() -> None:
     fused = (FusedContactEstimator(surfaces, noise=SensorNoise(config.delta_w / 5),
                                    **dataclasses.asdict(config))
              if args.source == 'fused' else None)
+    ft_locator = (FtContactLocator(make_surfaces(FtEstimatorConfig.surface_model, surfaces),
+                                   FtLocatorConfig())
+                  if fused is not None and args.peak_hold and not args.localizer_only else None)
     speeds = (0.2, 0.6, 1.0) if args.quick else SPEEDS
     pushes = 4 if args.quick else 16
     plan = [(region, 'impact', speed, limited) for region in PARTS for speed in speeds
@@ -486,7 +541,8 @@ def main() -> None:
                  for _ in range(pushes)]
     runs, started = [], time.monotonic()
     for i, (region, kind, planned, limited) in enumerate(plan):
-        runs.append(simulate(robot, surfaces, region, kind, planned, limited, args, fused))
+        runs.append(simulate(robot, surfaces, region, kind, planned, limited, args, fused,
+                             ft_locator))
         if (i + 1) % args.every == 0 or i + 1 == len(plan):
             print(f'... {i + 1}/{len(plan)} runs, {time.monotonic() - started:.0f} s',
                   file=sys.stderr, flush=True)

@@ -37,7 +37,15 @@ class ContactProbe(Probe):
                                  PIPELINE_QOS)
         self._peak_pub = self.create_publisher(WrenchStamped, SPEC.topic('peak_force'),
                                                PIPELINE_QOS)
+        self._ft_pubs = (
+            self.create_publisher(PointStamped, SPEC.topic('ft_contact_point'), PIPELINE_QOS),
+            self.create_publisher(WrenchStamped, SPEC.topic('ft_contact_wrench'), PIPELINE_QOS))
         self.create_timer(0.05, self._estimate)
+
+    def ft_estimate(self, force, link: str) -> None:
+        """Plays the F/T estimator's own estimate (its point and wrench, on `link`) now."""
+        self.stamped = self.get_clock().now().to_msg()
+        self._publish_estimate(self._ft_pubs, self.stamped, link, force)
 
     def peak(self, force) -> None:
         """Plays the F/T estimator: a base force peak (base frame), stamped 20 ms after the
@@ -54,15 +62,20 @@ class ContactProbe(Probe):
     def _estimate(self):
         if self.force is None:
             return
+        self.stamped = self.get_clock().now().to_msg()
+        self._publish_estimate((self._point_pub, self._wrench_pub), self.stamped, LINK,
+                               self.force)
+
+    @staticmethod
+    def _publish_estimate(publishers, stamp, link: str, force) -> None:
         point, wrench = PointStamped(), WrenchStamped()
-        stamp = self.stamped = self.get_clock().now().to_msg()
         for msg in (point, wrench):
-            msg.header.stamp, msg.header.frame_id = stamp, LINK
+            msg.header.stamp, msg.header.frame_id = stamp, link
         point.point.x, point.point.y, point.point.z = (float(v) for v in POINT)
         wrench.wrench.force.x, wrench.wrench.force.y, wrench.wrench.force.z = (
-            float(v) for v in self.force)
-        self._point_pub.publish(point)
-        self._wrench_pub.publish(wrench)
+            float(v) for v in force)
+        for publisher, msg in zip(publishers, (point, wrench)):
+            publisher.publish(msg)
 
     def _on_check(self, msg: DiagnosticArray):
         status = msg.status[0]
@@ -148,6 +161,35 @@ def test_a_peak_after_the_impact_s_last_estimate_checks_it_again(rig):
     probe.peak([0.0, 0.0, -100.0])
     assert until(executor, lambda: stopped_with(probe, 'pfl: '))
     assert '100 N' in probe.robot_status()['message']
+
+
+def test_a_peak_no_localizer_estimate_is_near_is_checked_on_the_f_t_estimate(rig):
+    """A contact the localizer never estimates (τ_ext under its gate: pfl_sim's hand hit at
+    0.2 m/s) has the F/T estimator's own estimate (20 N, low-passed, on panda_link7) and its
+    peak (100 N): checked on that estimate raised to the peak, over the face's 65 N: stop
+    pfl on panda_link7. (Before: no localizer estimate, no check.)"""
+    monitor, probe, executor = rig
+    probe.keypoints = np.zeros((0, 3))  # nobody tracked: the default region
+    probe.ft_estimate([0.0, 12.0, -16.0], 'panda_link7')   # 20 N
+    probe.peak([0.0, 0.0, -100.0])
+    assert until(executor, lambda: stopped_with(probe, 'pfl: '))
+    message = probe.robot_status()['message']
+    assert '100 N on panda_link7' in message and 'face' in message, message
+    assert until(executor, lambda: any(c['link'] == 'panda_link7' and c['over'] == 'True'
+                                       for c in probe.checks))
+
+
+def test_a_nan_f_t_estimate_for_a_waiting_peak_is_counted_and_dropped(rig):
+    """A bad F/T estimate loses nothing: counted (`not_finite`), no check, no fault; the peak
+    still waits for the next estimate, which stops pfl."""
+    monitor, probe, executor = rig
+    probe.keypoints = np.zeros((0, 3))
+    probe.ft_estimate([np.nan, 0.0, -20.0], 'panda_link7')
+    probe.peak([0.0, 0.0, -100.0])
+    assert until(executor, lambda: monitor.problems.counts['not_finite'] >= 1)
+    assert not monitor.problems.counts.get('fault') and not probe.checks
+    probe.ft_estimate([0.0, 12.0, -16.0], 'panda_link7')
+    assert until(executor, lambda: stopped_with(probe, 'pfl: '))
 
 
 def test_a_contact_under_the_limit_is_published_and_does_not_stop(rig):

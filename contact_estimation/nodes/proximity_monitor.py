@@ -60,8 +60,11 @@ region is the tracked body part nearest the contact point (the point brought int
 frame at the joint state of its stamp), else `pfl.default_region`; |F| against the region's
 transient limit for `pfl.transient_time` after the contact's onset (its first estimate after
 `pfl.contact_gap` without one), its quasi-static limit after; |F| is raised to the largest
-base force peak stamped within `pfl.peak_window` of the estimate (`peak_force`, from the F/T
-estimator's fast observer: the estimates miss an impact's peak). Each check is published on
+base force peak stamped within `pfl.peak_window` of the estimate (`peak_force`, the F/T
+estimator's base force residual over 2 ms: the estimates miss an impact's peak); a peak no
+estimate of the localizer is near is checked on the F/T estimator's own estimate
+(`contact_estimate/ft/point` + `wrench`, its region from that point), raised to it: a contact
+under the localizer's τ_ext gate is checked too. Each check is published on
 `contact_estimation/pfl` (margin = force / limit, region, link, point) with a marker; one over
 the limit latches the stop with the cause `pfl`, naming region, force and limit, until
 `~/reset`. An estimate whose joint state is not in the history (older than body_timeout) is
@@ -230,11 +233,15 @@ class ProximityMonitorNode(SuiteNode):
         self._pfl_pub = self.publisher('pfl', DiagnosticArray)
         self._pfl_stop = ''              # the over-limit contact's reason, latched until ~/reset
         self._contacts = ContactPairs()  # the estimates' halves, paired by stamp and link
+        self._ft_contacts = ContactPairs()   # the F/T estimator's
+        self._ft_contact: tuple | None = None   # its latest: stamp, t, contact
         # Over DDS from the estimation process; handed over where the localizer is built in
         # this process (the replay).
         for key, kind in (('contact_point', PointStamped), ('contact_wrench', WrenchStamped)):
             self.receive(key, kind, self._on_contact_half, self._on_contact_half)
         self.receive('peak_force', WrenchStamped, self._on_peak_force, self._on_peak_force)
+        for key, kind in (('ft_contact_point', PointStamped), ('ft_contact_wrench', WrenchStamped)):
+            self.receive(key, kind, self._on_ft_contact_half, self._on_ft_contact_half)
         self.receive('joint_state', JointState, self._on_joint_state, None,
                      on_batch=self.process_joint_states)
         # Raw: a skeleton's size is checked before it is deserialised (`_on_skeleton`).
@@ -407,6 +414,23 @@ class ProximityMonitorNode(SuiteNode):
         if paired is not None:
             self._check_contact(msg.header.stamp, *paired)
 
+    def _on_ft_contact_half(self, msg: PointStamped | WrenchStamped) -> None:
+        """Half of the F/T estimator's own contact estimate: checked only for a peak no
+        estimate of the localizer is near (`_check_ft`)."""
+        if not self._pfl.config.enabled:
+            return
+        paired = self._ft_contacts.add(msg)
+        if paired is not None:
+            self._ft_contact = (msg.header.stamp, *paired)
+            self._check_ft()
+
+    def _check_ft(self) -> None:
+        """The latest F/T estimate, raised to the peaks near it that no estimate of the
+        localizer is near (PeakForces.from_ft): a contact the localizer does not estimate
+        (τ_ext under its gate) is still checked, its region from the F/T point."""
+        if self._ft_contact is not None:
+            self._check_contact(*self._ft_contact, from_ft=True)
+
     def _on_peak_force(self, msg: WrenchStamped) -> None:
         """A base force peak (base frame) for the checks of the estimates near its stamp."""
         t = self.believed(msg.header.stamp, 'peak force')
@@ -420,18 +444,32 @@ class ProximityMonitorNode(SuiteNode):
             return
         if again:   # the impact's last estimate came before its peak
             self._check_contact(*self._last_contact)
+        else:
+            self._check_ft()
 
-    def _check_contact(self, stamp, t: float, contact) -> None:
-        """The contact estimated at stamp t against its body region's limit: published with
-        its marker, and latching the stop with the cause `pfl` when over it. One that cannot
-        be placed (no joint state of its stamp, an unknown link: counted) is checked against
-        `pfl.default_region`; one not finite, or with a stamp not believed, is counted and
-        dropped."""
-        if self.believed(stamp, 'contact estimate') is None:
+    def _check_contact(self, stamp, t: float, contact, from_ft: bool = False) -> None:
+        """The contact estimated at stamp t against its body region's limit, its force raised
+        to the peaks near it (the localizer's estimate; `from_ft`: the F/T estimator's, only
+        when a peak waits for it): published with its marker, and latching the stop with
+        the cause `pfl` when over it. One that cannot be placed (no joint state of its stamp,
+        an unknown link: counted) is checked against `pfl.default_region`; one not finite,
+        or with a stamp not believed, is counted and dropped."""
+        if self.believed(stamp, 'F/T estimate' if from_ft else 'contact estimate') is None:
             return
-        self._last_contact = (stamp, t, contact)
+        try:
+            if from_ft:
+                force = self._peaks.from_ft(contact.force, t)
+                if force is None:   # no peak waits for it
+                    return
+            else:
+                force = self._peaks.raised(contact.force, t)
+                self._last_contact = (stamp, t, contact)
+        except InputRejected as err:
+            self.problems.report(err.kind, f'{"F/T estimate" if from_ft else "contact estimate"}'
+                                 f' on {contact.link!r}: {err}: dropped')
+            return
         sample = self._history.at(t)
-        point, force, parts = contact.point, contact.force, ()
+        point, parts = contact.point, ()
         try:
             self.robot.frame_id(contact.link)
         except RobotModelError as err:
@@ -441,10 +479,9 @@ class ProximityMonitorNode(SuiteNode):
         try:
             if sample is not None:
                 rotation, origin = self.robot.link_pose(sample.q, contact.link)
-                point, force = rotation @ contact.point + origin, rotation @ contact.force
+                point, force = rotation @ contact.point + origin, rotation @ force
                 parts = tracked_parts(self._result.bodies) if self._result else ()
-            result = self._pfl.check(contact.link, point, self._peaks.raised(force, t), t,
-                                     self._onset(t), parts)
+            result = self._pfl.check(contact.link, point, force, t, self._onset(t), parts)
         except InputRejected as err:
             self.problems.report(err.kind, f'contact estimate on {contact.link!r}: {err}: '
                                  'dropped')

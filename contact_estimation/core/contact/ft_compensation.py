@@ -230,15 +230,25 @@ class BaseForceResidual:
     f_Bd = −Ṗ (P the arm's linear momentum, `RobotModel.base_momentum`) and Ṗ by the
     difference of P over the shortest span of samples ≥ `window`:
 
-        f̂(t_k) = (P_k − P_i) / (t_k − t_i) + mean(R_f − f₀ over the samples in (t_i, t_k])
+        f̂(t_k) = (P_k − P_i) / (t_k − t_i) + mean(R_f − f₀ over the samples in [t_i, t_k))
 
     the momentum observer with K → ∞ on a window: the direct base-wrench residual, no low
     pass to attenuate a 9 ms impact (K = 1000/s read a hand's 8 ms impact 2-7 % low and a
     lower arm's 15 % low at 1 kHz). Measured on benchmarks/pfl_sim.py's 20 impacts at 1 kHz
-    (2026-11-28): window 1 ms, 17 of 20 peaks within ±10 % (the velocity noise over 1 ms:
-    free motion up to 21 N); 2 ms, 20 of 20 (median +3.6 %, free motion ≤ 11.6 N, as the
-    K = 1000 observer's); 3 ms, 18; 4 ms, 16 (a hand's half-sine averaged away). The noise of
-    a momentum difference falls as 1/span, not 1/√span.
+    (2026-11-28, with the readings of (t_i, t_k]): window 1 ms, 17 of 20 peaks within ±10 %
+    (the velocity noise over 1 ms: free motion up to 21 N); 2 ms, 20 of 20 (median +3.6 %,
+    free motion ≤ 11.6 N, as the K = 1000 observer's); 3 ms, 18; 4 ms, 16 (a hand's
+    half-sine averaged away). The noise of a momentum difference falls as 1/span, not
+    1/√span.
+
+    The readings of [t_i, t_k), not (t_i, t_k]: the momentum feels a reading's force over the
+    step after it (P_{k+1} = P_k + Δt (f_c − (R_f − f₀)_k) in the simulator, exactly; a 1 kHz
+    controller's torque is held so too), so the arm's own reaction stepping with the
+    controller (the detector's stop at an impact's peak: 31 → 170 N in one reading on the
+    simulated lower arm at 1 m/s) swung the newest-reading residual by half the step, there
+    down over the peak (232 N read 200 N). `newest` (the same with the newest reading in
+    place of the oldest) says first that a force has come, with one reading each 4 ms at
+    rest: it starts `PeakForceTracker`'s burst.
 
     Samples (stamp s, static force R_f − f₀ N, linear momentum P kg·m/s, base frame) come in
     stamp order, or earlier than the last ones (a backfill: inserted in order); a stamp
@@ -253,6 +263,7 @@ class BaseForceResidual:
             raise FtContactError(f'peak window must be > 0 s, got {window}')
         self.window = float(window)
         self._samples: list[tuple[float, np.ndarray, np.ndarray]] = []
+        self.newest = np.zeros(3)   # the last residual with the newest reading (above)
 
     def add(self, t: float, static_force: np.ndarray, momentum: np.ndarray) -> np.ndarray | None:
         """Add a sample; the contact force at `t` (N, base frame) from it and the samples
@@ -274,13 +285,15 @@ class BaseForceResidual:
 
     def _residual(self, k: int) -> np.ndarray | None:
         samples = self._samples
-        t, static, momentum = samples[k]
+        t, _, momentum = samples[k]
         i = k - 1
         while i >= 0 and samples[i][0] > t - self.window * (1.0 + 1e-6):
             i -= 1
         if i < 0:
             return None
-        t_i, _, momentum_i = samples[i]
+        t_i, static, momentum_i = samples[i]
         if i < k - 1:   # more than one reading in the window (a burst): their mean
-            static = sum(sample[1] for sample in samples[i + 1:k + 1]) / (k - i)
-        return (momentum - momentum_i) / (t - t_i) + static
+            static = sum(sample[1] for sample in samples[i:k]) / (k - i)
+        force = (momentum - momentum_i) / (t - t_i) + static
+        self.newest = force + (samples[k][1] - samples[i][1]) / (k - i)
+        return force

@@ -196,9 +196,10 @@ class PeakForceTracker:
     At rest it sees only the readings the F/T estimator compensates (`compensation_rate`,
     250 Hz: one each 4 ms, ~30 µs each, its CPU budget from issue 35); a 9 ms hand impact
     falls between them (its peak read 13-68 % low depending on the phase). Once the residual
-    reaches `floor` / 2 (free motion: ≤ 6.4 N over 4 ms in simulation) a burst begins: the
-    readings skipped since the last sample (`skipped(after, before)`: (t, reading, q, v) each,
-    asked for only then) are added, and every reading is to be added (`bursting`) until
+    (or its form with the newest reading, `BaseForceResidual.newest`) reaches `floor` / 2
+    (free motion: ≤ 6.4 N over 4 ms in simulation) a burst begins: the readings skipped
+    since the last sample (`skipped(after, before)`: (t, reading, q, v) each, asked for only
+    then) are added, and every reading is to be added (`bursting`) until
     `BURST_HOLD` s after the residual was last that large. `add` returns the peaks
     (stamp, force N, base frame) of the slots it closed."""
 
@@ -225,7 +226,8 @@ class PeakForceTracker:
         force = self._residual.add(t, static_force, momentum)
         if force is None:
             return []
-        large = force @ force >= self.level ** 2
+        newest = self._residual.newest   # the force seen first: a burst from that reading
+        large = max(force @ force, newest @ newest) >= self.level ** 2
         peaks = []
         if large and not self.bursting(t):
             self._until = t + self.BURST_HOLD
