@@ -336,12 +336,13 @@ def main() -> int:
         if not all(event.wait(60.0) for event in ready):
             raise RuntimeError('the driver or the monitor did not start')
         outages.wait(5.0)  # discovery, the stops clear
+        to_monitor.put('report')
+        heard = results.get(timeout=30.0)[0]
         for phase in args.phases:
-            ours = None  # every publisher is the suite's, except while a second suite runs
-            if phase == 'second':
-                to_monitor.put('report')
-                ours = {name: {gid for _, _, gid in heard} for name, heard in
-                        results.get(timeout=30.0)[0].items()}  # the suite's publishers now
+            # Every publisher is the suite's, except while a second suite runs: then those
+            # heard in the phase before (no second suite runs two phases in a row).
+            ours = ({name: {gid for _, _, gid in h} for name, h in heard.items()}
+                    if phase == 'second' else None)
             to_driver.put(phase)
             deaths_before = len(outages.ended)
             if phase == 'pauses':
