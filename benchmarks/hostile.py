@@ -277,11 +277,12 @@ def run_second_suites(seconds: float, to_driver, outages: Outages) -> None:
 
 
 def gap_cells(heard: list[tuple[float, bool, bytes]], ours: set[bytes] | None,
-              deaths: list[float]) -> list[str]:
-    """Gaps over the contract, the longest with the value heard before it, the cleared stops
-    of those heard from a publisher not in `ours` (None: every publisher is the suite's, no
-    other suite runs), and the silences that span one of `deaths` (its process killed or
-    Ctrl-C'd): how many, the longest, and how many came back latched."""
+              deaths: list[float], ended: list[tuple[float, set[str]]]) -> list[str]:
+    """Gaps over the contract, the longest with the value heard before it (and, if a
+    process of `ended` ended before it in the phase, which and how long before), the cleared
+    stops of those heard from a publisher not in `ours` (None: every publisher is the
+    suite's, no other suite runs), and the silences that span one of `deaths` (its process
+    killed or Ctrl-C'd): how many, the longest, and how many came back latched."""
     ours = ours if ours is not None else {gid for _, _, gid in heard}
     others = [value for _, value, gid in heard if gid not in ours]
     cleared = f'{others.count(False)} of {len(others)}'
@@ -302,8 +303,11 @@ def gap_cells(heard: list[tuple[float, bool, bytes]], ours: set[bytes] | None,
     if own.all():
         return ['0', '-', cleared, silences]
     k = int(np.flatnonzero(~own)[np.argmax(gaps[~own])])
-    return [str(int(np.sum(gaps[~own] > CONTRACT))), f'{gaps[k] * 1e3:.0f} ({heard[k][1]})',
-            cleared, silences]
+    before = [(times[k] - t, names) for t, names in ended if t <= times[k]]
+    after = (f'; {min(before)[0]:.1f} s after {"+".join(sorted(min(before)[1]))} ended'
+             if before and gaps[k] > CONTRACT else '')
+    return [str(int(np.sum(gaps[~own] > CONTRACT))),
+            f'{gaps[k] * 1e3:.0f} ({heard[k][1]}{after})', cleared, silences]
 
 
 def main() -> int:
@@ -362,7 +366,8 @@ def main() -> int:
                              if owner[name] in ended] for name in STOPS}
             rows.append(' | '.join([
                 phase, *(cell for name in STOPS for cell in gap_cells(
-                    heard[name], ours and ours[name], deaths[name])),
+                    heard[name], ours and ours[name], deaths[name],
+                    outages.ended[deaths_before:])),
                 outages.interrupt_cell() if phase == 'interrupts' else '-',
                 f'{late * 1e3:.0f}', judged,
                 ' / '.join(f'{rss_mib(p.pid):.0f}' for p in nodes.processes.values())]))
