@@ -539,9 +539,10 @@ class ProximityMonitorNode(SuiteNode):
         samples that wait are taken first."""
         self.catch_up()
         now = self.seconds()
-        self._gate.late(self._lateness.check(now))
-        self._take_clusters()
         sample = self._latest
+        if sample is not None:  # lateness from the first check with a joint state: not the start
+            self._gate.late(self._lateness.check(now))
+        self._take_clusters()
         if sample is not None:
             self._gate.newest(self.stamp_clock(), sample.t)
         # A person only the lidar would see may be there while its clouds are stale.
@@ -620,7 +621,8 @@ class ProximityMonitorNode(SuiteNode):
 def _reason(result: ProximityResult) -> str:
     """Why the robot stops: the problem, or the bodies too near."""
     stopping = [n for n, s in zip(result.body_names, result.body_stop) if s]
-    return result.problem or f'too near: {", ".join(stopping) or "a body (latched)"}'
+    return (result.problem or result.starting
+            or f'too near: {", ".join(stopping) or "a body (latched)"}')
 
 
 def main(args=None):
