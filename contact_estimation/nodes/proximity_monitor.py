@@ -44,10 +44,15 @@ keypoints, a wrong count, an empty cloud, an unknown frame: a clear message, cou
 sensor stopped (issue 36, core/contact/lidar_watch.py: none for `lidar.timeout` once one came,
 or since the start with `lidar.required`), whatever the skeleton shows: a person the tracker
 misses may be there, and only the lidar would see them (/diagnostics `lidar`: the time since
-the last cloud). Every stop is counted by its cause on /diagnostics (`behind`, `stale`,
-`bad_stamp`, `fault`, `input`: the skeleton's or clouds', `near`, `pfl`), with the checks'
-lateness (`lag`: p50 / p99 / max since start), the latest joint state's age at the checks
-beyond the clocks' offset (`joint_state_age`, judged against max_lag), and how old the clouds
+the last cloud). At a start the stop is released only once the inputs have been fresh and
+every margin clear for `start_hold` (core/contact/proximity.py, Start; issue 35): the cloud
+worker's first clouds, on a machine still loading the suite, may come further apart than
+`body_timeout`, and a release at the first fresh clusters was followed by a stop a check
+later, counted as `input`. Every stop is counted by its cause on /diagnostics (`behind`,
+`stale`, `bad_stamp`, `fault`, `input`: the skeleton's or clouds', `near`, `pfl`), with the
+checks' lateness (`lag`: p50 / p99 / max from the first check with a joint state: the
+start's imports and waits are not the running node's), the latest joint state's age at
+the checks beyond the clocks' offset (`joint_state_age`, judged against max_lag), and how old the clouds
 are when their objects reach the check (`cloud_age`, from their stamps: the worker's time and
 its waits). A stop beside something that stays (the margin never clears) is released by
 `~/reset` (std_srvs/Trigger); after it the arm may only move away (core/contact/proximity.py:
