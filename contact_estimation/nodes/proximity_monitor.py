@@ -54,9 +54,9 @@ checks' lateness (`lag`: p50 / p99 / max from the first check with a joint state
 start's imports and waits are not the running node's), the latest joint state's age at
 the checks beyond the clocks' offset (`joint_state_age`, judged against max_lag), and how old
 the clouds are when their objects reach the check (`cloud_age`, from their stamps: the
-worker's time and its waits). A stop beside something that stays (the margin never clears) is released by
-`~/reset` (std_srvs/Trigger); after it the arm may only move away (core/contact/proximity.py:
-Reset).
+worker's time and its waits). A stop beside something that stays (the margin never clears)
+is released by `~/reset` (std_srvs/Trigger); after it the arm may only move away
+(core/contact/proximity.py: Reset).
 
 Power and force limiting (issue 38, core/contact/pfl.py, docs/pfl.md): each contact estimate
 (`contact_estimate/point` + `wrench`, paired by stamp and link: ros/contact_messages.py) is
