@@ -12,8 +12,10 @@ normal). Nothing in these inputs calls for a stop: no contact, nobody near, no i
 or hostile. Reported, per start, from the proximity monitor's last /diagnostics `--window` s
 after its first (its node built): its stops by cause (behind, stale, input, fault; near: an
 object of the cell cloud within the protective distance, a stop with a cause), its `no_pose`
-rejections, the clouds it dropped as start-up (`clouds_before_joint_states`), the checks'
-lag (p50 / p99 / max since start), and its status at the end (`clear`: released).
+rejections, the clouds it dropped as start-up (`clouds_before_joint_states`), how often its
+stop was raised again after its first release (`re-stops`: the flicker a user sees, whatever
+its cause), the checks' lag (p50 / p99 / max since start) and its status at the end (`clear`:
+released).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import WrenchStamped
 from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState, PointCloud2
+from std_msgs.msg import Bool
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _ros_load import LOG_DIR, PandaStream, machine, table  # noqa: E402
@@ -38,7 +41,7 @@ from soak import cell_cloud  # noqa: E402
 from contact_estimation import manifest  # noqa: E402
 from contact_estimation.core.robot.robot_model import RobotModel  # noqa: E402
 from contact_estimation.ros.conversions import seconds_to_stamp  # noqa: E402
-from contact_estimation.ros.qos import PIPELINE_QOS  # noqa: E402
+from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS  # noqa: E402
 from contact_estimation.ros.spinning import spin_for, spin_until  # noqa: E402
 from contact_estimation.ros.testing import composed_processes, ros_context  # noqa: E402
 
@@ -74,13 +77,15 @@ def _drive(stream: PandaStream, topics: tuple[str, str, str]) -> None:
 
 def start_once(stream: PandaStream, window: float, priority: int, index: int) -> dict:
     """One start of the suite beside the streaming driver: the proximity monitor's last
-    /diagnostics values (with 'message': its status's) `window` s after its first."""
+    /diagnostics values (with 'message': its status's, 're-stops': its stop raised again
+    after its first release) `window` s after its first."""
     listener, ft = manifest.node('joint_state_listener'), manifest.node('ft_contact_estimator')
     topics = (listener.topic('joint_states'), ft.topic('ft_wrench'),
               PROXIMITY.topic('lidar_points'))
     driver = multiprocessing.get_context('spawn').Process(
         target=_drive, args=(stream, topics), daemon=True)
     last: dict[str, str] = {}
+    stops: list[bool] = []
 
     def on_diagnostics(msg: DiagnosticArray) -> None:
         for status in msg.status:
@@ -93,6 +98,8 @@ def start_once(stream: PandaStream, window: float, priority: int, index: int) ->
         node = rclpy.create_node('startup_monitor', context=context)
         node.create_subscription(DiagnosticArray, PROXIMITY.topic('diagnostics'),
                                  on_diagnostics, 10)
+        node.create_subscription(Bool, PROXIMITY.topic('stop'), lambda m: stops.append(m.data),
+                                 STOP_QOS)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         driver.start()
@@ -105,7 +112,9 @@ def start_once(stream: PandaStream, window: float, priority: int, index: int) ->
         executor.shutdown()
         node.destroy_node()
     driver.kill()
-    return last
+    released = stops.index(False) if False in stops else len(stops)
+    changes = sum(a != b for a, b in zip(stops[released:], stops[released + 1:]))
+    return last | {'re-stops': str((changes + 1) // 2)}
 
 
 def main() -> None:
@@ -124,14 +133,15 @@ def main() -> None:
     for index in range(args.starts):
         values = start_once(stream, args.window, args.priority, index)
         rows.append(f'{index + 1:5d} | ' + ' | '.join(
-            f'{values.get(key, "0"):>7s}' for key in STOPS + REFUSED)
+            f'{values.get(key, "0"):>7s}' for key in STOPS + REFUSED + ('re-stops',))
             + f' | {values.get("lag", "?"):>24s} | {values.get("message", "no diagnostics")}')
     print(f'{args.starts} starts of the composed suite beside a driver streaming since {LEAD:g} '
           f's before (1 kHz joint states + F/T, a {CLOUD_POINTS}-point cloud at '
           f'{CLOUD_RATE:g} Hz), the proximity monitor read {args.window:g} s after its first '
           f'/diagnostics; '
           f'the chain at priority {args.priority}; {machine()}\n')
-    print(table('start | ' + ' | '.join(f'{key:>7s}' for key in STOPS + REFUSED)
+    print(table('start | ' + ' | '.join(f'{key:>7s}' for key in STOPS + REFUSED
+                                        + ('re-stops',))
                 + ' | check lag p50 / p99 / max | status at the end', rows))
     print(f'\n({time.monotonic() - begun:.0f} s)')
 

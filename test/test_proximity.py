@@ -211,7 +211,8 @@ def test_right_hand_on_the_arm_stops_the_right_hand_only(planar):
 def test_stop_is_latched_until_clear_for_the_release_time_and_the_scale_ramps(planar):
     config = ProximityConfig(reaction_time=0.0, stopping_time=0.0, object_speed=0.0,
                              position_uncertainty=0.0, release_distance=0.05, release_time=0.5,
-                             recovery_rate=2.0, slowdown_distance=0.1)
+                             recovery_rate=2.0, slowdown_distance=0.1,
+                             start_hold=0.0)  # the start's hold aside (its own test below)
     centre, radius, _ = tip_sphere(planar, STILL)
     monitor = ProximityMonitor(planar, config)
 
@@ -328,7 +329,7 @@ def test_keypoint_order_is_configurable(planar):
 
 def test_stale_or_missing_bodies_stop_and_fresh_ones_release(planar):
     far = person(np.array([3.0, 0, 0.3]))
-    monitor = ProximityMonitor(planar, replace(BARE, release_time=0.0))
+    monitor = ProximityMonitor(planar, replace(BARE, release_time=0.0, start_hold=0.0))
     assert 'none received' in monitor.update(0.0, STILL, STILL).problem
     monitor.set_skeleton(0.0, far)
     assert not monitor.update(0.3, STILL, STILL).stop
@@ -340,6 +341,32 @@ def test_stale_or_missing_bodies_stop_and_fresh_ones_release(planar):
     assert result.source == CLUSTERS and result.body_names == ['object_0']
     monitor.set_skeleton(0.45, far)                     # a person again: the skeleton counts
     assert monitor.update(0.45, STILL, STILL).source == SKELETON
+
+
+def test_a_start_releases_once_the_inputs_stay_fresh_for_start_hold_then_release_time_rules(
+        planar):
+    """Issue 35: at a start, clusters that come fresh but not steadily (each stale before the
+    next) never release the stop, nor does a fresh stretch shorter than start_hold; the first
+    release comes after start_hold of fresh inputs, and from then on release_time rules."""
+    far = [np.array([[1.6, 0.0, 0.0]])]
+    monitor = ProximityMonitor(planar, replace(BARE, release_time=0.1, start_hold=1.0,
+                                               body_timeout=0.3))
+    assert monitor.fail(0.0, 'waiting for the first joint state').stop
+    for t in (0.0, 0.4, 0.8, 1.2, 1.6):               # each fresh for 0.3 s of 0.4
+        monitor.set_clusters(t, far)
+        fresh = monitor.update(t + 0.25, STILL, STILL)
+        assert fresh.stop and not fresh.problem and 'start_hold' in fresh.starting
+        assert 'clusters 0.350 s old' in monitor.update(t + 0.35, STILL, STILL).problem
+    for t in np.arange(2.0, 2.95, 0.1):               # steady, but for less than start_hold
+        monitor.set_clusters(t, far)
+        assert monitor.update(t, STILL, STILL).stop
+    monitor.set_clusters(3.0, far)
+    released = monitor.update(3.0, STILL, STILL)      # fresh and clear from 2.0 to 3.0 s
+    assert not released.stop and not released.starting
+    assert monitor.update(3.31, STILL, STILL).stop    # stale: stops, as ever
+    monitor.set_clusters(3.4, far)
+    assert monitor.update(3.4, STILL, STILL).stop
+    assert not monitor.update(3.5, STILL, STILL).stop  # release_time now
 
 
 def test_bad_joint_state_fails_safe(planar):

@@ -44,14 +44,19 @@ keypoints, a wrong count, an empty cloud, an unknown frame: a clear message, cou
 sensor stopped (issue 36, core/contact/lidar_watch.py: none for `lidar.timeout` once one came,
 or since the start with `lidar.required`), whatever the skeleton shows: a person the tracker
 misses may be there, and only the lidar would see them (/diagnostics `lidar`: the time since
-the last cloud). Every stop is counted by its cause on /diagnostics (`behind`, `stale`,
-`bad_stamp`, `fault`, `input`: the skeleton's or clouds', `near`, `pfl`), with the checks'
-lateness (`lag`: p50 / p99 / max since start), the latest joint state's age at the checks
-beyond the clocks' offset (`joint_state_age`, judged against max_lag), and how old the clouds
-are when their objects reach the check (`cloud_age`, from their stamps: the worker's time and
-its waits). A stop beside something that stays (the margin never clears) is released by
-`~/reset` (std_srvs/Trigger); after it the arm may only move away (core/contact/proximity.py:
-Reset).
+the last cloud). At a start the stop is released only once the inputs have been fresh and
+every margin clear for `start_hold` (core/contact/proximity.py, Start; issue 35): the cloud
+worker's first clouds, on a machine still loading the suite, may come further apart than
+`body_timeout`, and a release at the first fresh clusters was followed by a stop a check
+later, counted as `input`. Every stop is counted by its cause on /diagnostics (`behind`,
+`stale`, `bad_stamp`, `fault`, `input`: the skeleton's or clouds', `near`, `pfl`), with the
+checks' lateness (`lag`: p50 / p99 / max from the first check with a joint state: the
+start's imports and waits are not the running node's), the latest joint state's age at
+the checks beyond the clocks' offset (`joint_state_age`, judged against max_lag), and how old
+the clouds are when their objects reach the check (`cloud_age`, from their stamps: the
+worker's time and its waits). A stop beside something that stays (the margin never clears)
+is released by `~/reset` (std_srvs/Trigger); after it the arm may only move away
+(core/contact/proximity.py: Reset).
 
 Power and force limiting (issue 38, core/contact/pfl.py, docs/pfl.md): each contact estimate
 (`contact_estimate/point` + `wrench`, paired by stamp and link: ros/contact_messages.py) is
@@ -576,9 +581,10 @@ class ProximityMonitorNode(SuiteNode):
         samples that wait are taken first."""
         self.catch_up()
         now = self.seconds()
-        self._gate.late(self._lateness.check(now))
-        self._take_clusters()
         sample = self._latest
+        if sample is not None:  # lateness from the first check with a joint state: not the start
+            self._gate.late(self._lateness.check(now))
+        self._take_clusters()
         if sample is not None:
             self._gate.newest(self.stamp_clock(), sample.t)
         # A person only the lidar would see may be there while its clouds are stale.
@@ -657,7 +663,8 @@ class ProximityMonitorNode(SuiteNode):
 def _reason(result: ProximityResult) -> str:
     """Why the robot stops: the problem, or the bodies too near."""
     stopping = [n for n, s in zip(result.body_names, result.body_stop) if s]
-    return result.problem or f'too near: {", ".join(stopping) or "a body (latched)"}'
+    return (result.problem or result.starting
+            or f'too near: {", ".join(stopping) or "a body (latched)"}')
 
 
 def main(args=None):

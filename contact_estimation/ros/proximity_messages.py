@@ -46,9 +46,10 @@ def part_statuses(result: ProximityResult, hardware_id: str, stamp: Time) -> Dia
             KeyValue(key='speed_share', value=_number(result.body_speed_share[k]))]
         statuses.append(status)
     stopping = [n for n, s in zip(result.body_names, result.body_stop) if s]
-    message = (result.problem or (f'stop: {", ".join(stopping)}' if result.stop else
-                                  'reset: moving away allowed' if result.reset_active else
-                                  'slow down' if result.speed_scale < 1 else 'clear'))
+    message = (result.problem or result.starting
+               or (f'stop: {", ".join(stopping)}' if result.stop else
+                   'reset: moving away allowed' if result.reset_active else
+                   'slow down' if result.speed_scale < 1 else 'clear'))
     robot = DiagnosticStatus(
         name='proximity/robot', hardware_id=hardware_id, message=message,
         level=level_byte(ERROR if result.stop else WARN if result.speed_scale < 1 else OK))

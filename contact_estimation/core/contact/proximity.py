@@ -29,6 +29,13 @@ left. It inflates the radii for a pre-contact buffer. Here:
   above `release_distance` for `release_time` seconds (hysteresis, no chatter). The robot's
   stop: some body stops (under the same latch on the smallest margin of all), or the input is
   unusable (invalid, missing or stale): fail safe.
+- Start (issue 35): the robot's first release (its stop raised by `fail` before the inputs
+  came, or by a body) waits `start_hold` s, if longer than `release_time`, of fresh inputs
+  and clear margins, on the stamps' clock: any stale or invalid input meanwhile (`fail`)
+  starts it again. The inputs of a start may come unsteadily for a while (a node's cloud
+  worker and the suite's other processes still loading on a small machine): released at the
+  first fresh clusters, the stop came back a check later for clusters gone stale, a flicker
+  counted as a stop no contact caused. Once released, or reset, `release_time` rules.
 - Reset (`reset`, an operator's acknowledgement): a stop beside something that does not go
   away (a fixture, a person working there) never clears by itself, since the arm stopped
   inside the protective distance. A reset releases the robot's stop, and from then on what
@@ -361,6 +368,10 @@ class ProximityConfig:
     release_distance: float = setting(
         0.05, 'm: a stop releases only with every margin above this ...', range=(0.0, 2.0))
     release_time: float = setting(0.5, 's: ... for this long', range=(0.0, 60.0))
+    start_hold: float = setting(
+        1.0, "s: at a start, the stop is released only once the inputs have been fresh and "
+        'every margin clear for this long (release_time if longer), so that a start never '
+        'releases and stops again while its inputs settle', range=(0.0, 60.0))
     recovery_rate: float = setting(1.0, '1/s: the speed scale rises at most this fast',
                                    range=(1e-3, 100.0))
     reset_tolerance: float = setting(
@@ -405,6 +416,7 @@ class ProximityResult:
     robot_sphere_distance: np.ndarray  # M, each robot sphere to the nearest body
     bodies: list[Body]              # the bodies checked (their spheres and boxes, for markers)
     reset_active: bool              # a reset is in force: the approach rule (module doc: Reset)
+    starting: str                   # why the start holds the stop ('' when it does not)
     # Power and force limiting (module doc): per body, the largest share v_r / v_max of the
     # robot links approaching it in its warning zone (0: none); the scale's ratio from it.
     body_speed_share: np.ndarray
@@ -484,6 +496,7 @@ class ProximityMonitor:
         self._scale = 0.0                               # start stopped, ramp up
         self._stopped = True
         self._t: float | None = None
+        self._started = False  # the robot's stop released once (module doc: Start)
 
     def limit_speed(self, robot, collaborative: bool = False) -> None:
         """The power and force limit's speed limit with `robot`, the arm with its payload for
@@ -547,6 +560,7 @@ class ProximityMonitor:
         self._latched.pop(self._robot_key, None)
         self._latched[self._reset_key] = None
         self._best_since_reset = self._last_sphere_margin.copy()
+        self._started = True
         return ''
 
     # ------------------------------------------------------------------ outputs
@@ -622,9 +636,10 @@ class ProximityMonitor:
         return (f'no fresh skeleton or lidar clusters ({", ".join(ages) or "none received"}; '
                 f'body_timeout {self.config.body_timeout} s)')
 
-    def _latch(self, key, t: float, margin: float) -> bool:
-        """Stop when margin ≤ 0; once stopped, release only after `release_time` s with the
-        margin above `release_distance` throughout (hysteresis in distance and time)."""
+    def _latch(self, key, t: float, margin: float, hold: float | None = None) -> bool:
+        """Stop when margin ≤ 0; once stopped, release only after `hold` s (`release_time`
+        by default) with the margin above `release_distance` throughout (hysteresis in
+        distance and time)."""
         if margin <= 0:
             self._latched[key] = None
             return True
@@ -636,7 +651,7 @@ class ProximityMonitor:
         since = self._latched[key]
         if since is None:
             since = self._latched[key] = t
-        if t - since >= self.config.release_time:
+        if t - since >= (self.config.release_time if hold is None else hold):
             del self._latched[key]
             return False
         return True
@@ -687,6 +702,9 @@ class ProximityMonitor:
             robot_sphere_distance=check.sphere_distance,
             bodies=current.bodies if current else [],
             reset_active=self._best_since_reset is not None,
+            starting='' if self._started or not stop or problem or body_stop.any() else (
+                'starting: the stop holds until the inputs have been fresh and every margin '
+                f'clear for {self._release_time():g} s (start_hold)'),
             body_speed_share=check.speed_share,
             link_speed_share=(np.zeros(len(links)) if check.link_speed_share is None
                               else check.link_speed_share), pfl_ratio=min(1.0, ratio))
@@ -698,7 +716,9 @@ class ProximityMonitor:
         if best is None or check is None or len(best) != len(check.sphere_margin):
             self._best_since_reset = None
             self._latched.pop(self._reset_key, None)
-            return self._latch(self._robot_key, t, smallest)
+            stop = self._latch(self._robot_key, t, smallest, self._release_time())
+            self._started |= not stop
+            return stop
         margin = check.sphere_margin
         if np.any((margin <= 0) & (margin < best - self.config.reset_tolerance)):
             self._best_since_reset = None  # came nearer: stop, latched again
@@ -708,6 +728,13 @@ class ProximityMonitor:
         if not self._latch(self._reset_key, t, smallest):  # cleared: plain rules again
             self._best_since_reset = None
         return False
+
+    def _release_time(self) -> float:
+        """How long the robot's stop waits to be released: longer at the start (module doc:
+        Start)."""
+        config = self.config
+        return config.release_time if self._started else max(config.release_time,
+                                                             config.start_hold)
 
 
 @dataclass
