@@ -23,7 +23,7 @@ from mcap.reader import make_reader
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
-from contact_estimation import manifest
+from contact_estimation import manifest, view_picture
 from contact_estimation.core.contact.contact import Contact
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.foxglove_client import FoxgloveClient, free_port, message_class
@@ -208,3 +208,5 @@ def test_view_records_what_it_shows(tmp_path, context):
     scene = [message_class(schema.name, schema.data).FromString(message.data)
              for schema, channel, message in recorded if channel.topic == '/view/scene']
     assert any('contact/fused' in _arrows(m) for m in scene), scene[-1:]
+    # The README's picture is drawn from such a recording, at the contact.
+    assert 'contact/fused' in view_picture.render(str(recording), str(tmp_path / 'view.png'))

@@ -177,8 +177,8 @@ def _rgb(colour: fm.Color) -> tuple[float, float, float]:
 def draw_scene(update: fm.SceneUpdate, ax) -> None:
     """The entities of `update` (all in one frame, as `scene_update` makes them) on a
     matplotlib 3D axis as Foxglove's 3D panel draws them: lines, spheres (dots of their
-    size), arrows and labels. The README's picture of the view is drawn from the recorded
-    messages by this."""
+    size), arrows; the labels in a corner. The README's picture of the view is drawn from
+    the recorded messages by this."""
     for entity in update.entities:
         for line in entity.lines:
             points = _placed(line.pose, [(p.x, p.y, p.z) for p in line.points])
@@ -194,6 +194,7 @@ def draw_scene(update: fm.SceneUpdate, ax) -> None:
             ax.quiver(*tail, *(tip - tail), color=_rgb(arrow.color), linewidth=3,
                       arrow_length_ratio=arrow.head_length / max(
                           arrow.shaft_length + arrow.head_length, 1e-9), zorder=3)
-        for text in entity.texts:
-            ax.text(*_placed(text.pose, [0.0, 0.0, 0.0])[0], text.text, color=_rgb(text.color),
-                    fontsize=8, zorder=4)
+    labels = [text for entity in update.entities for text in entity.texts]
+    for row, text in enumerate(labels):  # stacked in a corner: at their points they overlap
+        ax.text2D(0.02, 0.98 - 0.04 * row, text.text, color=_rgb(text.color), fontsize=9,
+                  transform=ax.transAxes, va='top')
