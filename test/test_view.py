@@ -29,6 +29,7 @@ from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.foxglove_client import FoxgloveClient, free_port, message_class
 from contact_estimation.launcher import stop_process
 from contact_estimation.ros.contact_messages import contact_messages
+from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS
 from contact_estimation.ros.testing import isolate_ros_domain, process
 
@@ -130,7 +131,8 @@ def test_view_shows_channels_push_and_stop(suite_and_view, context):
     assert CHANNELS <= set(client.channels), client.channels.keys()
     assert client.channels['/view/scene']['schemaName'] == 'foxglove.SceneUpdate'
     assert client.channels['/tf']['schemaName'] == 'foxglove.FrameTransforms'
-    # The first estimate's arrow within a second (of the suite's stamps) of the truth's.
+    # The first estimate's arrow within a second of the truth's, by their own stamps (each
+    # contact's entity has its estimate's; they once had the frame's joint state's).
     arrows = seen['arrows']
     first_estimate = min(t for entity, t in arrows.items() if entity != 'contact/truth')
     assert first_estimate - arrows['contact/truth'] < 1.0, seen
@@ -153,11 +155,12 @@ def test_the_shipped_layout_is_the_views(tmp_path):
 
 
 PUSHED = Contact('panda_link5', [0.055, 0.0, -0.13], [-35.0, 0.0, 0.0])  # N on the forearm
+PUSHED_AT = 1.0   # s: the estimate's stamp, not the joint states' (their clock's now)
 
 
 class FakeSuite(Node):
     """What the view reads of a suite with a contact: the arm's joint states and the fused
-    estimate's point and wrench (a push on the forearm), at 50 Hz."""
+    estimate's point and wrench (a push on the forearm, stamped PUSHED_AT), at 50 Hz."""
 
     def __init__(self, context, robot: RobotModel):
         super().__init__('view_test_suite', context=context)
@@ -169,11 +172,11 @@ class FakeSuite(Node):
                                        manifest.topic('contact_localizer', 'wrench'), PIPELINE_QOS)
 
         def publish() -> None:
-            stamp = self.get_clock().now().to_msg()
             state = JointState(name=robot.joint_names, position=[0.0] * len(robot.joint_names))
-            state.header.stamp = stamp
+            state.header.stamp = self.get_clock().now().to_msg()
             joint_state.publish(state)
-            for half, publisher in zip(contact_messages(PUSHED, stamp), (point, wrench)):
+            for half, publisher in zip(contact_messages(PUSHED, seconds_to_stamp(PUSHED_AT)),
+                                       (point, wrench)):
                 publisher.publish(half)
         self.create_timer(0.02, publish)
 
@@ -207,6 +210,11 @@ def test_view_records_what_it_shows(tmp_path, context):
         '/view/scene': 'foxglove.SceneUpdate', '/tf': 'foxglove.FrameTransforms'}, topics
     scene = [message_class(schema.name, schema.data).FromString(message.data)
              for schema, channel, message in recorded if channel.topic == '/view/scene']
-    assert any('contact/fused' in _arrows(m) for m in scene), scene[-1:]
+    shown = [e for m in scene for e in m.entities if e.id in _arrows(m)]
+    assert shown, scene[-1:]
+    # Each contact stamped as its estimate was; the arm as its joint state.
+    assert {(e.timestamp.seconds, e.timestamp.nanos) for e in shown} == {(int(PUSHED_AT), 0)}
+    assert all(e.timestamp.seconds > PUSHED_AT for m in scene for e in m.entities
+               if e.id == 'arm')
     # The README's picture is drawn from such a recording, at the contact.
     assert 'contact/fused' in view_picture.render(str(recording), str(tmp_path / 'view.png'))

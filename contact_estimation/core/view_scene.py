@@ -32,12 +32,14 @@ CONTACT_SOURCES = {
 
 @dataclass(frozen=True)
 class ContactArrow:
-    """A contact in the base frame: where it acts and the force on the robot (N)."""
+    """A contact in the base frame: where it acts and the force on the robot (N), stamped
+    as its estimate (or the truth) was (s)."""
 
     source: str   # a key of CONTACT_SOURCES
     link: str
     point: np.ndarray
     force: np.ndarray
+    stamp: float
 
     @property
     def tail(self) -> np.ndarray:
@@ -124,12 +126,15 @@ def _arrow(contact: ContactArrow) -> fm.ArrowPrimitive | None:
 def scene_update(frame: ViewFrame, lifetime: float) -> fm.SceneUpdate:
     """The arm, each contact and the proximity spheres as entities that live `lifetime` s
     (so that what the suite stopped sending vanishes), ids `arm`, `contact/<source>`,
-    `proximity/<group>`; entities of contacts and groups no longer present are deleted."""
+    `proximity/<group>`; entities of contacts and groups no longer present are deleted.
+    A contact's entity has its estimate's stamp (Foxglove times lifetimes from receipt, and
+    its frame is the base's, so the stamp only tells when the estimate was), the others the
+    frame's."""
     stamp, life = timestamp(frame.stamp), fm.Duration.from_secs(lifetime)
     colour = _colour(STOPPED_ARM_COLOUR if frame.stop else ARM_COLOUR)
 
-    def entity(entity_id: str, **primitives) -> fm.SceneEntity:
-        return fm.SceneEntity(timestamp=stamp, frame_id=frame.base_link, id=entity_id,
+    def entity(entity_id: str, at: fm.Timestamp = stamp, **primitives) -> fm.SceneEntity:
+        return fm.SceneEntity(timestamp=at, frame_id=frame.base_link, id=entity_id,
                               lifetime=life, **primitives)
 
     entities = []
@@ -146,7 +151,7 @@ def scene_update(frame: ViewFrame, lifetime: float) -> fm.SceneUpdate:
         arrow = _arrow(contact)
         colour_rgba, label = CONTACT_SOURCES[contact.source]
         entities.append(entity(
-            f'contact/{contact.source}', arrows=[arrow] if arrow else [],
+            f'contact/{contact.source}', timestamp(contact.stamp), arrows=[arrow] if arrow else [],
             spheres=[fm.SpherePrimitive(pose=_pose(contact.point), size=_point([0.03] * 3),
                                         color=_colour(colour_rgba))],
             texts=[fm.TextPrimitive(
