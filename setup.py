@@ -69,8 +69,11 @@ setup(
     ],
     extras_require={
         'ros': ROS_WHEELS,
-        # websockets and protobuf: test_view's Foxglove client
-        'test': ['pytest>=7', 'ruff>=0.6', 'websockets==17.4', 'protobuf==7.36.2'],
+        # websockets and protobuf: the Foxglove client of test_view and benchmarks/view_cost.py
+        # (contact_estimation/foxglove_client.py); mcap: reading the view's recording (its
+        # test, contact_estimation/view_picture.py)
+        'test': ['pytest>=7', 'ruff>=0.6', 'websockets==17.4', 'protobuf==7.36.2',
+                 'mcap==1.6.0'],
     },
     zip_safe=True,
     maintainer='contact_estimation maintainers',

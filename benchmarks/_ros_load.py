@@ -25,7 +25,7 @@ import subprocess
 import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, ContextManager
 
 import numpy as np
 import rclpy
@@ -285,7 +285,8 @@ class DriverTopics:
 def run_load(nodes: dict[str, dict], stream: JointStream, input_topic: str,
              outputs: list[Output], duration: float, warmup: float = 2.0,
              progress=None, composed: bool = False, wrench_topic: str = '',
-             priority: int = 0) -> Run:
+             priority: int = 0,
+             beside: Callable[[], ContextManager[dict[str, int]]] | None = None) -> Run:
     """Start `nodes` (name → parameter overrides) as processes, listen to `outputs` here, and
     publish `stream.message(i, stamp)` on `input_topic` (and its F/T reading on
     `wrench_topic`, if given) at `stream.rate` Hz for warmup + duration s from a publisher
@@ -293,6 +294,8 @@ def run_load(nodes: dict[str, dict], stream: JointStream, input_topic: str,
     runs). With `composed`, `nodes` are the composed ones and run in their processes (the
     chain at `priority`).
 
+    `beside()`: more processes for the run (a viewer, say), started once the nodes are and
+    ready when it returns, their pids by name: their CPU is reported with the nodes'.
     Logs go to out/<process>_load.log. `progress(k)` is called every second of publishing.
     """
     os.makedirs(LOG_DIR, exist_ok=True)
@@ -307,13 +310,16 @@ def run_load(nodes: dict[str, dict], stream: JointStream, input_topic: str,
             procs = {name: stack.enter_context(node_process(
                 name, overrides=overrides, log_path=os.path.join(LOG_DIR, f'{name}_load.log'),
                 priority=priority)) for name, overrides in nodes.items()}
+        pids = {name: proc.pid for name, proc in procs.items()}
+        if beside is not None:
+            pids |= stack.enter_context(beside())
         # Every output and every node's inputs connected, so that no input is lost to
         # discovery: the counts then compare with what was sent.
         inputs = manifest.read_topics(nodes)
         if composed:  # handed over by function call or shared memory, not subscribed to
             inputs -= manifest.handed_over_topics(together) | set(
                 manifest.shared_samples().topics)
-        return drive(procs, {name: proc.pid for name, proc in procs.items()}, stream,
+        return drive(procs, pids, stream,
                      DriverTopics(input_topic, wrench_topic), outputs, inputs, duration,
                      warmup, progress, LOG_DIR)
 

@@ -11,7 +11,7 @@ import sys
 import yaml
 from demo_run import demo_output
 
-from contact_estimation import manifest
+from contact_estimation import manifest, view_picture
 from contact_estimation.commands.demo import STARTUP_TIMEOUT, WALL_DEADLINE
 from contact_estimation.commands.demo_model import MODEL_FILE, THRESHOLDS_FILE
 from contact_estimation.core.identification.identified_model import IdentifiedModel
@@ -92,6 +92,10 @@ def test_demo_runs_every_node_reports_their_topics_and_the_reaction_and_writes_a
     assert 'link right in' in localization, printout
     assert (out_dir / 'demo.png').stat().st_size > 10_000
     _identified_and_calibrated(out_dir, printout, 'panda')
+    # Issue 40: the live view ran beside it and recorded what it showed, the push's arrows.
+    scenes = [scene for _, scene in view_picture.recorded(out_dir / 'view.mcap')['/view/scene']]
+    assert any({'contact/truth', 'contact/fused'} <= {
+        e.id for e in scene.entities if e.arrows} for scene in scenes), scenes[-1:]
 
 
 def test_the_demo_on_a_6_joint_arm_detects_and_locates_the_push(tmp_path):

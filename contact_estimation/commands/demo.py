@@ -40,7 +40,7 @@ import yaml
 from rclpy.serialization import deserialize_message
 
 from contact_estimation import manifest
-from contact_estimation.commands import demo_model
+from contact_estimation.commands import demo_model, view
 from contact_estimation.commands.demo_pfl import PersonWatch
 from contact_estimation.commands.up import robot_files
 from contact_estimation.core.contact.contact import Contact, contact_error
@@ -594,6 +594,11 @@ def main(argv: list[str]) -> int:
                              'instead of the core nodes composed in four processes')
     parser.add_argument('--namespace', default='', metavar='NS',
                         help='run the simulated arm and its suite in ROS namespace NS')
+    parser.add_argument('--view', nargs='?', const=str(view.DEFAULT_PORT), default='0',
+                        metavar='PORT',
+                        help='watch it live in Foxglove on ws://localhost:PORT (default '
+                             f'{view.DEFAULT_PORT}); the view always runs, and records what it '
+                             'shows to OUT/view.mcap')
     args = parser.parse_args(argv)
     if args.scenario is None:
         args.scenario = (f'config/scenarios/demo_{args.robot}.yaml' if args.robot
@@ -655,9 +660,14 @@ def main(argv: list[str]) -> int:
     for node, values in suite.items():  # the scenario's own (demo_pfl.yaml: collaborative)
         overrides.setdefault(node, {}).update(values)
     robot_file = robot_files([], args.robot)  # a `/**` file with --robot
-    nodes = NodeSet([spec.name for spec in processes], (*model.parameter_files, *robot_file),
-                    overrides=overrides,
-                    log_dir=os.path.join(args.out, 'logs'), namespace=args.namespace)
+    # The live view, recording the scene it shows (port 0 without --view: any free one).
+    view_path = os.path.join(args.out, 'view.mcap')
+    commands = {view.PROCESS: view.command(args.view, args.namespace,
+                                           [*model.parameter_files, *robot_file], view_path)}
+    nodes = NodeSet([spec.name for spec in processes] + list(commands),
+                    (*model.parameter_files, *robot_file), overrides=overrides,
+                    log_dir=os.path.join(args.out, 'logs'), namespace=args.namespace,
+                    commands=commands)
     write_parameters({**nodes.overrides, **({manifest.WILDCARD: robot} if robot else {})},
                      os.path.join(args.out, 'recording_parameters.yaml'))
     print(f'demo: starting {", ".join(nodes.names)}; scenario {args.scenario}; '
@@ -705,6 +715,8 @@ def main(argv: list[str]) -> int:
           + ' '.join(f'--config {path}' for path in (
               *model.parameter_files, os.path.join(args.out, 'recording_parameters.yaml')))
           + ')')
+    print(f'the live view\'s scene: {view_path} (Foxglove: open it, then the layout '
+          'config/foxglove_layout.json)')
     print(contact_pictures.summary(recorder.bag.path, args.out, recorder.bag.robot))
     verdicts = []
     if 'collision' in shows:

@@ -8,17 +8,14 @@ import argparse
 import os
 import platform
 import signal
-import sys
 
 from contact_estimation import manifest
 from contact_estimation.core.chain.sample_ring import ORDERED_STORES
 from contact_estimation.launcher import (DEFAULT_PRIORITY, SIMULATED_CLOCK_NOTE, NodeSet,
                                          Supervisor, chosen_priority, parameter_file,
                                          simulated_clock)
-from contact_estimation.commands.view import DEFAULT_PORT as VIEW_PORT
+from contact_estimation.commands import view
 from contact_estimation.ros import stop_topic
-
-VIEW = 'contact_estimation_view'  # `--view`'s process
 
 
 def main(argv: list[str]) -> int:
@@ -47,10 +44,10 @@ def main(argv: list[str]) -> int:
                              'below the robot driver\'s; auto (default): '
                              f'{DEFAULT_PRIORITY} where the OS allows it, else normal with a '
                              'warning; 0: normal')
-    parser.add_argument('--view', nargs='?', const=str(VIEW_PORT), metavar='PORT',
+    parser.add_argument('--view', nargs='?', const=str(view.DEFAULT_PORT), metavar='PORT',
                         help='also serve the live view for Foxglove (`contact-estimation '
-                             f'view`) on ws://localhost:PORT (default {VIEW_PORT}), a process '
-                             'of its own at normal priority')
+                             f'view`) on ws://localhost:PORT (default {view.DEFAULT_PORT}), a '
+                             'process of its own at normal priority')
     parser.add_argument('--log-dir', help='write each process\'s output to DIR/<name>.log')
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stops them as Ctrl-C does
@@ -77,11 +74,8 @@ def main(argv: list[str]) -> int:
             os.remove(files[-1])
         parser.error(str(err))
     names = [spec.name for spec in processes]
-    commands = {}
-    if args.view:
-        commands[VIEW] = [sys.executable, '-m', 'contact_estimation', 'view', '--port',
-                          args.view, '--namespace', args.namespace,
-                          *(a for f in files for a in ('--config', f))]
+    commands = {view.PROCESS: view.command(args.view, args.namespace, files)} if args.view \
+        else {}
     nodes = NodeSet(names + list(commands), tuple(files), log_dir=args.log_dir,
                     priority=priority, namespace=args.namespace,
                     overrides=simulated_clock() if args.sim else {}, commands=commands)

@@ -25,6 +25,7 @@ from contact_estimation.ros.node_main import run
 from contact_estimation.ros.view_node import DEFAULT_RATE, SuiteView, ViewChannels
 
 DEFAULT_PORT = 8765
+PROCESS = 'contact_estimation_view'  # its process's name under `up --view` and the demo
 # Frames a slow client may have waiting; beyond, the server drops its oldest (never queues).
 CLIENT_BACKLOG = 64
 
@@ -81,6 +82,14 @@ def main(argv: list[str]) -> int:
         server.stop()
         if recording is not None:
             recording.close()
+
+
+def command(port: str, namespace: str, config: list[str], mcap: str | None = None
+            ) -> list[str]:
+    """The view's process, as `up --view` and the demo start it beside the suite."""
+    return [sys.executable, '-m', 'contact_estimation', 'view', '--port', port,
+            '--namespace', namespace, *(a for f in config for a in ('--config', f)),
+            *(('--mcap', mcap) if mcap else ())]
 
 
 def suite_robot(config: list[str], robot: str | None) -> RobotModel:

@@ -1,6 +1,7 @@
 """What the live view (`contact-estimation view`) shows, as plain arrays (`ViewFrame`), and
-the same frame as Foxglove messages (FrameTransforms, SceneUpdate, JSON): the 3D panel and
-the picture of the README (`draw`) are made from one frame, so they show the same scene.
+the same frame as Foxglove messages (FrameTransforms, SceneUpdate, JSON); `draw_scene` draws
+a SceneUpdate with matplotlib, so that the README's picture is made from the messages the 3D
+panel gets (recorded by `view --mcap`: contact_estimation/view_picture.py).
 
 Everything is in the robot's base frame: the arm as a line through its link origins with a
 sphere at each, each contact (the fused estimate, the F/T estimate, the simulator's truth) as
@@ -31,12 +32,14 @@ CONTACT_SOURCES = {
 
 @dataclass(frozen=True)
 class ContactArrow:
-    """A contact in the base frame: where it acts and the force on the robot (N)."""
+    """A contact in the base frame: where it acts and the force on the robot (N), stamped
+    as its estimate (or the truth) was (s)."""
 
     source: str   # a key of CONTACT_SOURCES
     link: str
     point: np.ndarray
     force: np.ndarray
+    stamp: float
 
     @property
     def tail(self) -> np.ndarray:
@@ -123,12 +126,15 @@ def _arrow(contact: ContactArrow) -> fm.ArrowPrimitive | None:
 def scene_update(frame: ViewFrame, lifetime: float) -> fm.SceneUpdate:
     """The arm, each contact and the proximity spheres as entities that live `lifetime` s
     (so that what the suite stopped sending vanishes), ids `arm`, `contact/<source>`,
-    `proximity/<group>`; entities of contacts and groups no longer present are deleted."""
+    `proximity/<group>`; entities of contacts and groups no longer present are deleted.
+    A contact's entity has its estimate's stamp (Foxglove times lifetimes from receipt, and
+    its frame is the base's, so the stamp only tells when the estimate was), the others the
+    frame's."""
     stamp, life = timestamp(frame.stamp), fm.Duration.from_secs(lifetime)
     colour = _colour(STOPPED_ARM_COLOUR if frame.stop else ARM_COLOUR)
 
-    def entity(entity_id: str, **primitives) -> fm.SceneEntity:
-        return fm.SceneEntity(timestamp=stamp, frame_id=frame.base_link, id=entity_id,
+    def entity(entity_id: str, at: fm.Timestamp = stamp, **primitives) -> fm.SceneEntity:
+        return fm.SceneEntity(timestamp=at, frame_id=frame.base_link, id=entity_id,
                               lifetime=life, **primitives)
 
     entities = []
@@ -145,7 +151,7 @@ def scene_update(frame: ViewFrame, lifetime: float) -> fm.SceneUpdate:
         arrow = _arrow(contact)
         colour_rgba, label = CONTACT_SOURCES[contact.source]
         entities.append(entity(
-            f'contact/{contact.source}', arrows=[arrow] if arrow else [],
+            f'contact/{contact.source}', timestamp(contact.stamp), arrows=[arrow] if arrow else [],
             spheres=[fm.SpherePrimitive(pose=_pose(contact.point), size=_point([0.03] * 3),
                                         color=_colour(colour_rgba))],
             texts=[fm.TextPrimitive(
@@ -161,18 +167,39 @@ def scene_update(frame: ViewFrame, lifetime: float) -> fm.SceneUpdate:
     return fm.SceneUpdate(entities=entities)
 
 
-def draw(frame: ViewFrame, ax) -> None:
-    """The frame on a matplotlib 3D axis, as the 3D panel shows it (the README's picture)."""
-    arm = STOPPED_ARM_COLOUR if frame.stop else ARM_COLOUR
-    if len(frame.origins):
-        ax.plot(*frame.origins.T, color=arm, linewidth=8, solid_capstyle='round')
-        ax.scatter(*frame.origins.T, color=arm, s=90, depthshade=False)
-    for s in frame.spheres:
-        ax.scatter(*s.centre, color=s.rgba[:3], alpha=max(s.rgba[3], 0.3),
-                   s=(s.diameter * 400) ** 2 / 4, depthshade=False)
-    for contact in frame.contacts:
-        rgba, label = CONTACT_SOURCES[contact.source]
-        vector = contact.point - contact.tail
-        ax.quiver(*contact.tail, *vector, color=rgba[:3], linewidth=3, arrow_length_ratio=0.25)
-        ax.text(*contact.tail, f'{label}\n{np.linalg.norm(contact.force):.0f} N',
-                color=rgba[:3], fontsize=8)
+def _placed(pose: fm.Pose, points) -> np.ndarray:
+    """`points` (N×3, in `pose`'s frame) in the entity's frame."""
+    q = pose.orientation
+    rotation = Rotation.from_quat([q.x, q.y, q.z, q.w])
+    p = pose.position
+    return rotation.apply(np.asarray(points, dtype=float).reshape(-1, 3)) + [p.x, p.y, p.z]
+
+
+def _rgb(colour: fm.Color) -> tuple[float, float, float]:
+    return colour.r, colour.g, colour.b
+
+
+def draw_scene(update: fm.SceneUpdate, ax) -> None:
+    """The entities of `update` (all in one frame, as `scene_update` makes them) on a
+    matplotlib 3D axis as Foxglove's 3D panel draws them: lines, spheres (dots of their
+    size), arrows; the labels in a corner. The README's picture of the view is drawn from
+    the recorded messages by this."""
+    for entity in update.entities:
+        for line in entity.lines:
+            points = _placed(line.pose, [(p.x, p.y, p.z) for p in line.points])
+            ax.plot(*points.T, color=_rgb(line.color), linewidth=line.thickness * 120,
+                    solid_capstyle='round', zorder=1)
+        for sphere in entity.spheres:
+            centre = _placed(sphere.pose, [0.0, 0.0, 0.0])[0]
+            ax.scatter(*centre, color=_rgb(sphere.color), alpha=max(sphere.color.a, 0.3),
+                       s=(sphere.size.x * 250) ** 2, depthshade=False, zorder=2)
+        for arrow in entity.arrows:
+            tail, tip = _placed(arrow.pose, [[0.0, 0.0, 0.0],
+                                             [arrow.shaft_length + arrow.head_length, 0, 0]])
+            ax.quiver(*tail, *(tip - tail), color=_rgb(arrow.color), linewidth=3,
+                      arrow_length_ratio=arrow.head_length / max(
+                          arrow.shaft_length + arrow.head_length, 1e-9), zorder=3)
+    labels = [text for entity in update.entities for text in entity.texts]
+    for row, text in enumerate(labels):  # stacked in a corner: at their points they overlap
+        ax.text2D(0.02, 0.98 - 0.04 * row, text.text, color=_rgb(text.color), fontsize=9,
+                  transform=ax.transAxes, va='top')

@@ -88,7 +88,7 @@ def node_process(name: str, params_file: str | None = None,
     """Run node `name` as a separate process for the duration of the block (at SCHED_FIFO
     `priority`, if not 0)."""
     cmd = realtime_prefix(priority) + node_command(name, params_file, overrides)
-    with _process(cmd, log_path) as proc:
+    with process(cmd, log_path) as proc:
         yield proc
 
 
@@ -102,7 +102,7 @@ def composed_processes(overrides: dict[str, dict[str, object]] | None = None,
     extra = (parameter_file(overrides),) if overrides else ()
     try:
         with ExitStack() as stack:
-            yield {spec.name: stack.enter_context(_process(
+            yield {spec.name: stack.enter_context(process(
                 realtime_prefix(process_priority(spec.name, priority))
                 + composed_command(spec, extra), log_path and log_path(spec.name)))
                 for spec in manifest.composed()}
@@ -112,7 +112,9 @@ def composed_processes(overrides: dict[str, dict[str, object]] | None = None,
 
 
 @contextmanager
-def _process(cmd: list[str], log_path: str | None) -> Iterator[subprocess.Popen]:
+def process(cmd: list[str], log_path: str | None) -> Iterator[subprocess.Popen]:
+    """Run `cmd` on this run's ROS domain for the duration of the block, its output to
+    `log_path` (or nowhere); stopped as `up` stops it (Ctrl-C, then a kill)."""
     isolate_ros_domain()
     log = open(log_path, 'w') if log_path else subprocess.DEVNULL
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())

@@ -225,10 +225,10 @@ class SuiteView(Node):
                 for msg in waiting_messages(subscription, CONTACT_DEPTH):
                     paired = self._pairs[source].add(msg)
                     if paired is not None and paired[1].link in self.robot.link_joint:
-                        contact = paired[1]
+                        stamp, contact = paired
                         self._contacts[source] = _Seen(ContactArrow(
                             source, contact.link, np.asarray(contact.point, dtype=float),
-                            np.asarray(contact.force, dtype=float)), now)
+                            np.asarray(contact.force, dtype=float), stamp), now)
         for source in [s for s, seen in self._contacts.items()
                        if now - seen.received > CONTACT_HOLD]:
             del self._contacts[source]
@@ -237,7 +237,7 @@ class SuiteView(Node):
         """`contact` (in its link's frame, as the suite sends it) in the base frame."""
         rotation, origin = self.robot.link_pose(self._q, contact.link)
         return ContactArrow(contact.source, contact.link, rotation @ contact.point + origin,
-                            rotation @ contact.force)
+                            rotation @ contact.force, contact.stamp)
 
     def _keep_markers(self, msg: MarkerArray) -> None:
         for marker in msg.markers:
