@@ -72,11 +72,6 @@ class ViewFrame:
     spheres: list[Sphere] = field(default_factory=list)
 
 
-def timestamp(seconds: float) -> fm.Timestamp:
-    whole = int(np.floor(seconds))
-    return fm.Timestamp(sec=whole, nsec=int(round((seconds - whole) * 1e9)) % 1_000_000_000)
-
-
 def _point(xyz) -> fm.Vector3:
     return fm.Vector3(x=float(xyz[0]), y=float(xyz[1]), z=float(xyz[2]))
 
@@ -97,7 +92,7 @@ def _colour(rgba) -> fm.Color:
 
 def frame_transforms(frame: ViewFrame) -> fm.FrameTransforms:
     """Every link in the base frame, as /tf of the demo's recording carries them."""
-    stamp = timestamp(frame.stamp)
+    stamp = fm.Timestamp.from_epoch_secs(frame.stamp)
     return fm.FrameTransforms(transforms=[
         fm.FrameTransform(timestamp=stamp, parent_frame_id=frame.base_link,
                           child_frame_id=link, translation=_point(origin),
@@ -130,7 +125,7 @@ def scene_update(frame: ViewFrame, lifetime: float) -> fm.SceneUpdate:
     A contact's entity has its estimate's stamp (Foxglove times lifetimes from receipt, and
     its frame is the base's, so the stamp only tells when the estimate was), the others the
     frame's."""
-    stamp, life = timestamp(frame.stamp), fm.Duration.from_secs(lifetime)
+    stamp, life = fm.Timestamp.from_epoch_secs(frame.stamp), fm.Duration.from_secs(lifetime)
     colour = _colour(STOPPED_ARM_COLOUR if frame.stop else ARM_COLOUR)
 
     def entity(entity_id: str, at: fm.Timestamp = stamp, **primitives) -> fm.SceneEntity:
@@ -151,7 +146,8 @@ def scene_update(frame: ViewFrame, lifetime: float) -> fm.SceneUpdate:
         arrow = _arrow(contact)
         colour_rgba, label = CONTACT_SOURCES[contact.source]
         entities.append(entity(
-            f'contact/{contact.source}', timestamp(contact.stamp), arrows=[arrow] if arrow else [],
+            f'contact/{contact.source}', fm.Timestamp.from_epoch_secs(contact.stamp),
+            arrows=[arrow] if arrow else [],
             spheres=[fm.SpherePrimitive(pose=_pose(contact.point), size=_point([0.03] * 3),
                                         color=_colour(colour_rgba))],
             texts=[fm.TextPrimitive(
