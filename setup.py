@@ -66,6 +66,7 @@ setup(
         'example-robot-data-loaders==5.0.0',
         'rosbags==0.11.9',
         'foxglove-sdk==0.30.3',   # `contact-estimation view`: Foxglove's WebSocket server
+        'numba==0.68.1',          # the chain's per-sample kernels (core/compiled.py)
     ],
     extras_require={
         'ros': ROS_WHEELS,
