@@ -151,6 +151,42 @@ def test_a_stop_of_any_cause_latched_before_the_push_fails_the_demo(context):
     assert not shown and 'stop latched at 15.000 s' in text and 'behind' in text, text
 
 
+def test_a_proximity_stop_before_the_push_fails_the_demo(context):
+    """A stop of the proximity monitor after its first release and before the push fails the
+    demo, with its reason; its start-up stop, and a stop after the push, do not."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+    from std_msgs.msg import Bool
+
+    from contact_estimation.commands.demo import PROXIMITY, TopicMonitor, _topic, _verdict
+    from contact_estimation.core.chain.detector import COLLISION
+    from contact_estimation.ros.conversions import seconds_to_stamp
+    from contact_estimation.ros.diagnostics import ERROR, level_byte
+
+    def verdict(*stops: tuple[float, bool]) -> tuple[str, bool]:
+        monitor = TopicMonitor(context)
+        try:
+            monitor.contact_spans = [[20.0, 3.0, None, None]]  # the push, received at 3 s
+            for now, stop in stops:
+                monitor._on_proximity_stop(_topic(PROXIMITY, 'stop'), now, Bool(data=stop))
+                status = DiagnosticStatus(name='/' + PROXIMITY, message='behind: 61 ms late',
+                                          level=level_byte(ERROR) if stop else 0)
+                monitor._on_diagnostics('/diagnostics', now, DiagnosticArray(status=[status]))
+            collision = DiagnosticArray(status=[DiagnosticStatus(message='collision', values=[
+                KeyValue(key='event', value=COLLISION)])])
+            collision.header.stamp = seconds_to_stamp(20.01)
+            monitor._on_event(_topic('collision_detector', 'events'), 3.1, collision)
+            return _verdict(monitor, [COLLISION])
+        finally:
+            monitor.node.destroy_node()
+
+    assert verdict((0.5, True), (1.5, False), (3.5, True))[1]  # start-up, then after the push
+    text, shown = verdict((0.5, True), (1.5, False), (2.5, True))
+    assert not shown and 'proximity monitor stopped the arm at 2.50 s' in text, text
+    assert 'behind: 61 ms late' in text, text
+    text, shown = verdict((0.5, True))
+    assert not shown and 'never released' in text, text
+
+
 def test_a_message_the_monitor_cannot_read_fails_the_demo_and_does_not_end_it(context):
     """A handler's error (here a /diagnostics status the monitor misreads) is named in the
     summary, which is then not healthy; the monitor goes on with the next message."""

@@ -55,6 +55,7 @@ from contact_estimation.ros import stop_topic
 from contact_estimation.ros.collision_messages import CLEARED
 from contact_estimation.ros.contact_messages import ContactPairs
 from contact_estimation.ros.conversions import stamp_to_seconds
+from contact_estimation.ros.diagnostics import ERROR, level_byte
 
 DEFAULT_SCENARIO = 'config/scenarios/demo.yaml'  # the Panda's; another robot's: demo_<robot>.yaml
 STARTUP_TIMEOUT = 30.0  # s for every node to import, start and connect
@@ -135,6 +136,10 @@ class TopicMonitor:
         # (docs/collision_events.md `class.hold`): by the collision's stamp.
         self.holds: dict[float, float] = {}
         self.touches: list[tuple[float, float]] = []   # touch events: stamp, receive time
+        # The proximity monitor's stop as it changed (receive time, stopped), and its reasons
+        # while stopped (receive time, text): a stop of it before the push fails the demo too.
+        self.proximity_stops: list[tuple[float, bool]] = []
+        self.proximity_reasons: list[tuple[float, str]] = []
         # sim_cobot's first and latest pace reports: (receive time, simulated time, values)
         self.first_sim_report: tuple[float, float, dict[str, str]] | None = None
         self.sim_report: tuple[float, float, dict[str, str]] | None = None
@@ -150,14 +155,14 @@ class TopicMonitor:
             _topic('collision_detector', 'time_scaling'): self._on_time_scaling,
             _topic('collision_detector', 'events'): self._on_event,
             _topic(SIM, 'diagnostics'): self._on_diagnostics,
+            _topic(PROXIMITY, 'stop'): self._on_proximity_stop,
         }
         if people is not None:
             self._handlers.update({
                 _topic(SIM, 'joint_states'):
                     lambda topic, now, msg: people.on_joint_state(now, msg),
                 _topic(PROXIMITY, 'parts'): self._on_parts,
-                _topic(PROXIMITY, 'pfl'): self._on_pfl,
-                _topic(PROXIMITY, 'stop'): lambda topic, now, msg: people.on_stop(now, msg.data)})
+                _topic(PROXIMITY, 'pfl'): self._on_pfl})
         # Contacts by stamp, from a point and a wrench of the same stamp and link:
         # the simulator's truth and the localizer's estimates.
         self.contacts: dict[str, dict[float, Contact]] = {'truth': {}, 'estimate': {}}
@@ -262,6 +267,12 @@ class TopicMonitor:
         if paired is not None:
             self.contacts[source][paired[0]] = paired[1]
 
+    def _on_proximity_stop(self, topic: str, now: float, msg) -> None:
+        if not self.proximity_stops or self.proximity_stops[-1][1] != msg.data:
+            self.proximity_stops.append((now, msg.data))
+        if self.people is not None:
+            self.people.on_stop(now, msg.data)
+
     def _on_parts(self, topic: str, now: float, msg) -> None:
         if self.people.on_parts(now, msg):
             self.events.setdefault('person_reached', now)
@@ -271,6 +282,8 @@ class TopicMonitor:
 
     def _on_diagnostics(self, topic: str, now: float, msg) -> None:
         for status in msg.status:
+            if status.name == self._proximity_name and status.level == level_byte(ERROR):
+                self.proximity_reasons.append((now, status.message))
             if (self.people is not None and status.name == self._proximity_name
                     and self.people.on_status(now, status)):
                 self.events.setdefault('pfl', now)
@@ -441,6 +454,9 @@ def _verdict(monitor: TopicMonitor, kinds: list[str]) -> tuple[str, bool]:
             spans, kinds) if kind == TOUCH and span[0] <= stamp), '')
         return (f'verdict: FAILED: the stop latched at {stamp:.3f} s{during}, before the '
                 f'scripted push ({cause}: {message}); what follows shows nothing of it'), False
+    early = _proximity_stop_before(monitor, spans[push][1] if push < len(spans) else np.inf)
+    if early:
+        return f'verdict: FAILED: {early}; what follows shows nothing of the push', False
     touches = []
     for span, kind in zip(spans[:push], kinds[:push]):
         end = span[2] if span[2] is not None else np.inf
@@ -462,6 +478,25 @@ def _verdict(monitor: TopicMonitor, kinds: list[str]) -> tuple[str, bool]:
     return (f'verdict: no stop before the push; {"".join(touches)}the push at {onset:.3f} s '
             f'detected {(held - onset) * 1e3:.0f} ms later (simulated time: the arm held, '
             f'f_S = 0){latch}'), True
+
+
+def _proximity_stop_before(monitor: TopicMonitor, received: float) -> str:
+    """Why the proximity monitor stopped the arm before the monitor time `received` (the
+    push's arrival), once it had first released it (its start-up stop is not one); '' if
+    it did not, or published no stop at all."""
+    changes = [(t, stop) for t, stop in monitor.proximity_stops if t < received]
+    if not changes:
+        return ''
+    released = next((t for t, stop in changes if not stop), None)
+    if released is None:
+        return 'the proximity monitor never released the arm before the push'
+    stopped = next((t for t, stop in changes if stop and t > released), None)
+    if stopped is None:
+        return ''
+    reason = next((text for t, text in monitor.proximity_reasons if t >= stopped - 0.1),
+                  'its reason not received')
+    return (f'the proximity monitor stopped the arm at {stopped:.2f} s (demo monitor time), '
+            f'before the push ({reason})')
 
 
 def _reaction(monitor: TopicMonitor) -> str:
