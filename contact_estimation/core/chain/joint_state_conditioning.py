@@ -283,7 +283,7 @@ class JointStateConditioner:
         self._state = np.array([np.zeros(n), np.full(n, np.nan), np.full(n, np.nan),
                                 np.full(n, -np.inf), np.full(n, np.nan)])
         self._values = self._state[:3]
-        self._q, self._v, self._effort, self._stamps, self._backwards_since = self._state
+        self._stamps, self._backwards_since = self._state[3:]
         self._stamp_objects: list[Any] = [None] * n
         self._pending = np.zeros(n, dtype=bool)
         self._some_pending = False            # False: no joint is pending (quick check)
@@ -535,9 +535,12 @@ def _warm_up() -> None:
                     True)
 
 
+_FLOAT64 = np.dtype(np.float64)
+
+
 def _floats(values) -> np.ndarray:
     """`values` as a float64 array (itself when it is one)."""
-    if type(values) is np.ndarray and values.dtype == np.float64:
+    if type(values) is np.ndarray and values.dtype is _FLOAT64:
         return values
     return np.asarray(values, dtype=float)
 
