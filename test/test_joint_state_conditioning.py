@@ -351,6 +351,17 @@ def test_two_arm_halves_merge_into_one_sample_with_the_newest_stamp(panda, condi
     assert sample.tau is None  # no effort in either part
 
 
+def test_the_frame_id_goes_out_with_the_sample_its_message_completes(panda, conditioner):
+    q, v = home(panda), np.zeros(panda.n)
+    whole = receive(conditioner, T0, *full_message(panda, q, v), frame_id='base')
+    assert whole.sample.frame_id == 'base'
+    names = list(panda.joint_names)
+    first = receive(conditioner, T0 + DT, names[:4], q[:4], v[:4], frame_id='left')
+    second = receive(conditioner, T0 + DT, names[4:], q[4:], v[4:], frame_id='right')
+    assert first.sample is None and second.sample.frame_id == 'right'
+    assert receive(conditioner, T0 + 2 * DT, *full_message(panda, q, v)).sample.frame_id == ''
+
+
 def test_merging_continues_cycle_after_cycle(panda, conditioner):
     q = home(panda)
     stamps = [split(panda, q, T0 + k * DT, T0 + k * DT, conditioner, np.zeros(panda.n))[1].sample.t

@@ -126,6 +126,17 @@ def test_good_messages_come_out_in_model_order_with_the_same_stamp(harness):
         assert list(out.effort) == [by_name[j][2] for j in ARM]
 
 
+def test_the_frame_id_of_each_message_goes_out_with_it(harness):
+    pub = harness.publisher()
+    t0 = time.time()
+    sent = [joint_state(t0 + k * DT) for k in range(3)]
+    for msg, frame_id in zip(sent, ('base', '', 'world')):
+        msg.header.frame_id = frame_id
+        pub.publish(msg)
+    assert harness.spin_until(lambda: len(harness.outputs) == len(sent))
+    assert [out.header.frame_id for out in harness.outputs] == ['base', '', 'world']
+
+
 def test_best_effort_and_reliable_publishers_are_both_received(harness):
     best_effort, reliable = harness.publisher(reliable=False), harness.publisher(reliable=True)
     t0 = time.time()

@@ -28,7 +28,6 @@ collision_detector's `acceleration_filter.window_duration`).
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 from itertools import repeat
 
@@ -130,14 +129,11 @@ class JointStateListenerNode(SuiteNode):
             return None
         result = self._conditioner.condition(
             msg.stamp, msg.names, msg.position, msg.velocity, msg.effort, now=now,
-            stamp=Time(sec=msg.sec, nanosec=msg.nanosec))
+            stamp=Time(sec=msg.sec, nanosec=msg.nanosec), frame_id=msg.frame_id)
         for kind, detail in result.problems:
             self.problems.report(kind, detail,
                                  WARN if kind in WARNINGS or kind in TIMING_DROPS else ERROR)
-        sample = result.sample
-        if sample is not None and msg.frame_id:
-            return dataclasses.replace(sample, frame_id=msg.frame_id)
-        return sample
+        return result.sample
 
     def _pass_on(self, samples: list[JointSample]) -> None:
         """Clean samples out: to the nodes that read them in this process (composed mode)

@@ -163,43 +163,55 @@ def stamp_of(raw) -> float:
 
 class _JointStateShape:
     """A driver sends messages of one shape: the same length, frame_id and names, and the
-    same number of positions, velocities and efforts. The last shape read is kept (where
-    each array's count and values lie), and a message of that length whose bytes from the
-    stamp's end to the names' end and whose three counts are those same bytes is read
-    straight from those offsets: every check of a full read would find what it found then."""
+    same number of positions, velocities and efforts. The last shape read is kept, and a
+    message of that length whose bytes from the stamp's end to the names' end are those same
+    bytes, and whose encapsulation and three counts are too (one `struct` read with the
+    stamp), is read straight from the offsets: every check of a full read would find what
+    it found then. Its arrays are slices of one view of the bytes from the first value to
+    the last (each float64 array starts 8-aligned, so the slices fall on elements)."""
 
     def __init__(self):
-        self._last = None  # (length, fixed bytes, frame_id, names, ((count at, count, at),) × 3)
+        # (length, fixed bytes, frame_id, names, head Struct, counts, start, size, slices)
+        self._last = None
 
     def read(self, raw: bytes) -> JointStateData | None:
         """`raw` decoded when it has the last shape read, else None."""
         last = self._last  # one tuple: threads never see half of an update
         if last is None or len(raw) != last[0] or not raw.startswith(last[1], _FIXED):
             return None
-        arrays = last[4]
-        for count_at, count, _ in arrays:
-            if _UINT32.unpack_from(raw, count_at)[0] != count:
-                return None
-        if raw[:2] != ENCAPSULATION:
+        head = last[4].unpack_from(raw)
+        if head[3:] != last[5] or head[0] != ENCAPSULATION:
             return None
-        sec, nanosec = _STAMP.unpack_from(raw, _HEADER)
-        return JointStateData(sec + nanosec * 1e-9, sec, nanosec, last[2], last[3],
-                              *(np.frombuffer(raw, _FLOAT64, count, at)
-                                for _, count, at in arrays))
+        return _from_shape(raw, last, head[1], head[2])
 
     def remember(self, reader: _Reader, fixed_end: int, frame_id: str,
                  names: tuple[str, ...]) -> JointStateData:
         """Read the three arrays after the names in full, and keep the message's shape."""
-        arrays, values = [], []
+        arrays = []
         for field in ('position', 'velocity', 'effort'):
             reader.align(4)
             count_at = reader.at
-            values.append(reader.float64s(field))
-            arrays.append((count_at, values[-1].size, reader.at - 8 * values[-1].size))
-        self._last = (len(reader.raw), reader.raw[_FIXED:fixed_end], frame_id, names,
-                      tuple(arrays))
+            count = reader.float64s(field).size
+            arrays.append((count_at, count, reader.at - 8 * count))
+        (at0, n0, _), (at1, n1, _), (at2, n2, _) = arrays
+        head = struct.Struct(f'<2s2xiI{at0 - _FIXED}xI{at1 - at0 - 4}xI{at2 - at1 - 4}xI')
+        given = [(at, count) for _, count, at in arrays if count]
+        start = min((at for at, _ in given), default=0)
+        size = max((at + 8 * count for at, count in given), default=start) - start
+        slices = tuple(slice((at - start) // 8, (at - start) // 8 + count) if count
+                       else slice(0, 0) for _, count, at in arrays)
+        shape = self._last = (len(reader.raw), reader.raw[_FIXED:fixed_end], frame_id, names,
+                              head, (n0, n1, n2), start, size // 8, slices)
         sec, nanosec = _STAMP.unpack_from(reader.raw, _HEADER)
-        return JointStateData(sec + nanosec * 1e-9, sec, nanosec, frame_id, names, *values)
+        return _from_shape(reader.raw, shape, sec, nanosec)
+
+
+def _from_shape(raw: bytes, shape: tuple, sec: int, nanosec: int) -> JointStateData:
+    """`raw`, a message of `shape` (`_JointStateShape`), stamped (`sec`, `nanosec`)."""
+    _, _, frame_id, names, _, _, start, size, (position, velocity, effort) = shape
+    values = np.frombuffer(raw, _FLOAT64, size, start)
+    return JointStateData(sec + nanosec * 1e-9, sec, nanosec, frame_id, names,
+                          values[position], values[velocity], values[effort])
 
 
 _FIXED = _HEADER + _STAMP.size  # what follows the stamp: frame_id, names

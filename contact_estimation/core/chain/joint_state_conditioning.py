@@ -31,6 +31,10 @@ Rules:
   `merge_window` seconds of each other; its stamp is the newest of them. A message that
   refreshes a joint again before the set is complete abandons that cycle (`MISSING_JOINTS`).
 - Motor-side readings are converted with seed 001 eqs. 1–3 (`Transmission`).
+- The usual message (one of a known name list, within every bound, stamped after the last)
+  goes through one compiled kernel (`_joint_side`, core/compiled.py): gathered in model
+  order, converted, checked and stored in plain loops; what it does not pass (values out of
+  bounds, a stamp not newer, a part of the chain) is explained and handled in Python.
 - Velocity the driver does not provide comes from `DerivativeEstimator`, fed only while it is
   needed; the estimator restarts after a gap longer than `gap_threshold`. The q̈ of that same
   fit goes on with the sample (`JointSample.acceleration`): a node that needs q̈ over the same
@@ -50,6 +54,7 @@ from contact_estimation.core import input_rejected
 # The stamp problem kinds are among the kinds below (core/chain/stamps.py checks every input).
 from contact_estimation.core.chain.stamps import (  # noqa: F401
     FUTURE_STAMP, MAX_FUTURE, MAX_PAST, PAST_STAMP, ZERO_STAMP, stamp_problem)
+from contact_estimation.core.compiled import kernel
 from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.settings import TIMEOUT, WINDOW, checked, setting
 
@@ -192,12 +197,11 @@ class _Layout:
     At 1 kHz the same one or two lists come again and again: their problems (duplicates,
     unknown names), where their values go, and the bounds those values must keep are the
     same for every message. `joints`/`rows` keep the message's order (the problem texts name
-    joints in it); `at` selects the joints in model order (a slice when the message names
-    the whole chain), `rows` of the message in that order are `model_rows` (a slice when they
-    follow each other, as a driver's arm joints before its gripper's).
+    joints in it); `at` are the joints in model order and `take` the kernel's indices and
+    `constants` its per-joint numbers (`_joint_side`).
     """
 
-    __slots__ = ('problems', 'joints', 'rows', 'model_rows', 'at', 'every', 'low', 'high',
+    __slots__ = ('problems', 'joints', 'rows', 'at', 'every', 'take', 'constants',
                  'unbounded', 'values')
 
     def __init__(self, conditioner: 'JointStateConditioner', names: tuple[str, ...]):
@@ -212,17 +216,23 @@ class _Layout:
         self.joints, self.rows = mapping.joints, mapping.rows
         order = np.argsort(mapping.joints, kind='stable')
         joints, rows = mapping.joints[order], mapping.rows[order]
-        consecutive = rows.size and np.array_equal(rows, np.arange(rows[0], rows[0] + rows.size))
-        self.model_rows = slice(rows[0], rows[0] + rows.size) if consecutive else rows
         n = len(conditioner.joint_names)
         self.every = not self.problems and np.array_equal(joints, np.arange(n))
-        self.at = slice(None) if self.every else joints
+        self.at = joints
+        self.take = np.stack([rows, joints]).astype(np.int64)  # message row, model joint
         # Position within the soft limits (inside the hard ones: hard_limit_margin ≥
         # limit_margin), |velocity| and |effort| within their bounds: nothing to say.
-        c = conditioner
-        self.low = np.stack([c._lower[joints], -c._max_velocity[joints], -c._max_effort[joints]])
-        self.high = np.stack([c._upper[joints], c._max_velocity[joints], c._max_effort[joints]])
-        self.unbounded = not (np.isfinite(self.low).all() and np.isfinite(self.high).all())
+        c, tx = conditioner, conditioner.transmission
+        low = np.stack([c._lower[joints], -c._max_velocity[joints], -c._max_effort[joints]])
+        high = np.stack([c._upper[joints], c._max_velocity[joints], c._max_effort[joints]])
+        self.unbounded = not (np.isfinite(low).all() and np.isfinite(high).all())
+        # Eqs. 1–3 as a divisor of position and velocity and a factor of effort: 1.0 where
+        # not converted (x / 1.0 and x · 1.0 are x to the bit), G_m and G_m k_m where they are.
+        ones = np.ones(joints.size)
+        divisor = tx.gear_ratios[joints] if tx.positions_are_motor_side else ones
+        factor = (tx.gear_ratios[joints] * tx.torque_constants[joints]
+                  if tx.effort_is_current else ones)
+        self.constants = np.vstack([low, high, divisor, factor])
         self.values = np.empty((3, joints.size))  # position, velocity, effort, joint side
 
 
@@ -256,6 +266,7 @@ class JointStateConditioner:
         self.time_reset_after = float(config.time_reset_after)
         self.estimator = DerivativeEstimator(duration=config.velocity_window)
         self.reset()
+        _warm_up()
 
     @classmethod
     def for_robot(cls, model, config: ConditioningConfig = ConditioningConfig(),
@@ -267,24 +278,24 @@ class JointStateConditioner:
 
     def reset(self) -> None:
         n = len(self.joint_names)
-        self._stamps = np.full(n, -np.inf)
-        self._latest = -np.inf                # the newest of _stamps
+        # Each joint's position, velocity, effort (NaN: not provided by the driver), stamp,
+        # and the caller's time its stamps first went back: one array for the kernel.
+        self._state = np.array([np.zeros(n), np.full(n, np.nan), np.full(n, np.nan),
+                                np.full(n, -np.inf), np.full(n, np.nan)])
+        self._values = self._state[:3]
+        self._stamps, self._backwards_since = self._state[3:]
         self._stamp_objects: list[Any] = [None] * n
-        self._values = np.zeros((3, n))      # position, velocity, effort of each joint
-        self._q, self._v, self._effort = self._values
-        self._v[:] = np.nan                   # NaN: not provided by the driver
-        self._effort[:] = np.nan
         self._pending = np.zeros(n, dtype=bool)
         self._some_pending = False            # False: no joint is pending (quick check)
-        self._backwards_since = np.full(n, np.nan)  # caller time its stamps first went back
         self._last_sample_t: float | None = None
         self.estimator.reset()
 
     # ------------------------------------------------------------------ input
     def condition(self, t: float, names: Sequence[str], position, velocity=(), effort=(),
-                  *, now: float, stamp: Any = None) -> ConditionResult:
+                  *, now: float, stamp: Any = None, frame_id: str = '') -> ConditionResult:
         """Check and merge one JointState stamped `t`, received at `now` (the caller's clock,
-        seconds, same time base as the stamps); never raises on bad data."""
+        seconds, same time base as the stamps); never raises on bad data. `stamp` and
+        `frame_id` go out unchanged with the sample the message completes."""
         result = ConditionResult()
         problems = result.problems
         names = tuple(names)
@@ -292,9 +303,7 @@ class JointStateConditioner:
             problems.append((NO_NAMES, f'joint state without joint names ({len(position)} '
                              'positions): no way to tell which joint is which'))
             return result
-        position = np.asarray(position, dtype=float)
-        velocity = np.asarray(velocity, dtype=float)
-        effort = np.asarray(effort, dtype=float)
+        position, velocity, effort = _floats(position), _floats(velocity), _floats(effort)
         stamp_refused = stamp_problem(t, now, self.max_future, self.max_past)
         if stamp_refused:
             problems.append(stamp_refused)
@@ -310,28 +319,23 @@ class JointStateConditioner:
         if layout.problems or layout.joints.size == 0:
             problems += layout.problems
             return result  # an error, or only joints outside the chain (a gripper driver)
-        values = layout.values
-        for row, given in enumerate((position, velocity, effort)):
-            # 0 where not given: within every bound, and stored as "not given" below.
-            values[row] = given[layout.model_rows] if given.size else 0.0
-        tx, at = self.transmission, layout.at
-        if tx.positions_are_motor_side:
-            values[:2] = tx.joint_position(values[:2], at)
-        if tx.effort_is_current:
-            values[2] = tx.joint_torque(values[2], at)
-        # One quick check of the usual message (NaN fails the comparisons); the problems
-        # and their texts, when it fails, come from `_explain`.
-        within = (((values >= layout.low) & (values <= layout.high)).all()
-                  and (not layout.unbounded or np.isfinite(values).all()))
-        if not within:
-            self._explain(layout, position, velocity, effort, problems)
-        if problems or not self._stamp_in_order(t, layout, now, problems):
-            return result
+        # A field not given is passed as `position` and read as 0: within every bound, and
+        # stored as "not given".
         given = velocity.size > 0, effort.size > 0
-        self._store(t, layout, *given, stamp, problems)
+        fields = (position, velocity if given[0] else position, effort if given[1] else position,
+                  *given, layout.take, layout.constants, layout.unbounded, layout.values)
+        outcome = _joint_side(float(t), *fields, self._state, True)
+        if outcome != _STORED:
+            # The problems and their texts come from `_explain` and `_stamp_in_order`.
+            if outcome == _OUTSIDE:
+                self._explain(layout, position, velocity, effort, problems)
+            if problems or not self._stamp_in_order(t, layout, now, problems):
+                return result
+            _joint_side(float(t), *fields, self._state, False)  # (a new one after TIME_RESET)
+        self._store(layout, stamp, problems)
         if layout.every or self._pending.all():
             result.sample = self._complete_sample(
-                problems, given if within and layout.every else None)
+                problems, frame_id, given if outcome == _STORED and layout.every else None)
         return result
 
     def _layout(self, names: tuple[str, ...]) -> _Layout:
@@ -390,7 +394,7 @@ class JointStateConditioner:
         are a new time base (a driver restart): everything restarts and the message is taken.
         """
         joints = layout.at
-        previous = self._latest if layout.every else self._stamps[joints].max()
+        previous = self._stamps[joints].max()
         if t > previous:
             return True
         if t == previous:
@@ -411,10 +415,10 @@ class JointStateConditioner:
         return True
 
     # ---------------------------------------------------------------- merging
-    def _store(self, t, layout: _Layout, velocity: bool, effort: bool, stamp,
-               problems) -> None:
-        """Keep the joint-side values of the message's joints (`layout.values`; `velocity`,
-        `effort`: whether it gave them) until every chain joint has been refreshed."""
+    def _store(self, layout: _Layout, stamp, problems) -> None:
+        """The message's joints, whose values and stamps `_joint_side` stored, are pending
+        until every chain joint has been refreshed (a message of every joint completes the
+        sample at once: nothing pends)."""
         joints = layout.at
         if self._some_pending and self._pending[joints].any():
             missing = ~self._pending
@@ -423,23 +427,16 @@ class JointStateConditioner:
                                  f'no value for {self._names(np.flatnonzero(missing))} '
                                  'before the next message of the other joints'))
             self._pending[:] = False
-        self._stamps[joints] = t
-        self._latest = max(self._latest, t)
-        self._backwards_since[joints] = np.nan
+            self._some_pending = False
         if layout.every:
             self._stamp_objects = [stamp] * len(self.joint_names)
-        else:
-            for j in joints:
-                self._stamp_objects[j] = stamp
-        self._values[:, joints] = layout.values
-        if not velocity:
-            self._v[joints] = np.nan
-        if not effort:
-            self._effort[joints] = np.nan
+            return
+        for j in joints:
+            self._stamp_objects[j] = stamp
         self._pending[joints] = True
         self._some_pending = True
 
-    def _complete_sample(self, problems: list[Problem],
+    def _complete_sample(self, problems: list[Problem], frame_id: str,
                          whole: tuple[bool, bool] | None = None) -> JointSample | None:
         """Every joint refreshed: emit if the parts are aligned in time. `whole`: one message
         gave every joint (one stamp: nothing to align), its positions within the limits, and
@@ -453,8 +450,9 @@ class JointStateConditioner:
             self._pending = self._stamps >= t - self.merge_window
             self._some_pending = bool(self._pending.any())
             return None
-        self._pending[:] = False
-        self._some_pending = False
+        if self._some_pending:
+            self._pending[:] = False
+            self._some_pending = False
         if self._last_sample_t is not None and t - self._last_sample_t > self.gap_threshold:
             problems.append((GAP, f'{1e3 * (t - self._last_sample_t):.1f} ms without joint '
                              'states: velocity filter restarted'))
@@ -478,7 +476,73 @@ class JointStateConditioner:
                                  f'{q[outside].round(4).tolist()} rad, beyond the limits'))
         given = whole[1] if whole else not np.isnan(effort).any()
         return JointSample(t=t, q=q, v=v, tau=effort if given else None,
-                           stamp=self._stamp_objects[newest], acceleration=fitted)
+                           stamp=self._stamp_objects[newest], frame_id=frame_id,
+                           acceleration=fitted)
+
+
+_OUTSIDE, _NOT_NEWER, _STORED = 0, 1, 2  # `_joint_side`'s outcomes
+
+
+@kernel
+def _joint_side(t, position, velocity, effort, velocity_given, effort_given, take, constants,
+                check_finite, values, state, check):
+    """One message's values of the layout's joints, joint side, in model order, into
+    `values` (3 × m: position, velocity, effort), and into the conditioner's `state` (5 × n:
+    position, velocity, effort, stamp `t`, time the stamps first went back: NaN) when they
+    pass: `_STORED`. `check`: pass only values within [low, high] (finite ones where a bound
+    is infinite: `check_finite`), else `_OUTSIDE`, and a stamp newer than each joint's last,
+    else `_NOT_NEWER` (both: nothing stored).
+
+    Joint i of the layout is message row take[0, i], model joint take[1, i]; constants[:, i]
+    are its low and high bounds (3 each), the divisor of position and velocity and the factor
+    of effort (eqs. 1–3). A field not given reads 0 and is stored as NaN."""
+    joints = take.shape[1]
+    within = True
+    for i in range(joints):
+        row = take[0, i]
+        values[0, i] = position[row] / constants[6, i]
+        values[1, i] = velocity[row] / constants[6, i] if velocity_given else 0.0
+        values[2, i] = effort[row] * constants[7, i] if effort_given else 0.0
+        for k in range(3):
+            value = values[k, i]
+            if not (constants[k, i] <= value <= constants[3 + k, i]) or (
+                    check_finite and not np.isfinite(value)):
+                within = False
+    if check:
+        if not within:
+            return _OUTSIDE
+        for i in range(joints):
+            if not t > state[3, take[1, i]]:
+                return _NOT_NEWER
+    for i in range(joints):
+        j = take[1, i]
+        state[0, j] = values[0, i]
+        state[1, j] = values[1, i] if velocity_given else np.nan
+        state[2, j] = values[2, i] if effort_given else np.nan
+        state[3, j] = t
+        state[4, j] = np.nan
+    return _STORED
+
+
+def _warm_up() -> None:
+    """`_joint_side` compiled, or loaded from numba's cache, for the arrays `condition` is
+    given: read-only views of a message's bytes (ros/cdr.py) and arrays of the caller's own;
+    at start, never on the first sample."""
+    take, constants, values, state = (np.zeros((2, 1), np.int64), np.zeros((8, 1)),
+                                      np.zeros((3, 1)), np.zeros((5, 1)))
+    for given in (np.frombuffer(bytes(8), np.float64), np.zeros(1)):
+        _joint_side(1.0, given, given, given, True, True, take, constants, True, values, state,
+                    True)
+
+
+_FLOAT64 = np.dtype(np.float64)
+
+
+def _floats(values) -> np.ndarray:
+    """`values` as a float64 array (itself when it is one)."""
+    if type(values) is np.ndarray and values.dtype is _FLOAT64:
+        return values
+    return np.asarray(values, dtype=float)
 
 
 def _bound(limits: np.ndarray | None, factor: float, n: int) -> np.ndarray:

@@ -122,24 +122,29 @@ class SampleRingWriter:
         self.name = name
         self._on_cut = on_cut
         self._frames: dict[str, bytes] = {}
+        self._written = 0  # header[0], which only this writer changes
+        # The field views in slot order, unpacked per write (cheaper than a lookup each).
+        self._fields = tuple(self._ring.field[name] for name in self._ring.slots.dtype.names)
 
     def write(self, sample: JointSample) -> None:
-        ring, field = self._ring, self._ring.field
-        count = int(ring.header[0])
-        i, seq = count % ring.capacity, count + 1
-        field['seq_before'][i] = -seq
-        field['t'][i] = sample.t
-        field['stamp_ns'][i] = _stamp_ns(sample)
-        field['has_tau'][i] = sample.tau is not None
-        field['q'][i] = sample.q
-        field['v'][i] = sample.v
+        """One sample into the next slot: its sequence number negated, the data, the number
+        after it, then the number before it (in this order: the seqlock)."""
+        seq_before, t, stamp_ns, has_tau, q, v, tau, tau_ext, frame_id, seq_after = self._fields
+        count = self._written
+        i, seq = count % self._ring.capacity, count + 1
+        seq_before[i] = -seq
+        t[i] = sample.t
+        stamp_ns[i] = _stamp_ns(sample)
+        has_tau[i] = sample.tau is not None
+        q[i] = sample.q
+        v[i] = sample.v
         if sample.tau is not None:
-            field['tau'][i] = sample.tau
-        field['tau_ext'][i] = sample.tau_ext
-        field['frame_id'][i] = self._frame(sample.frame_id)
-        field['seq_after'][i] = seq
-        field['seq_before'][i] = seq
-        ring.header[0] = count + 1
+            tau[i] = sample.tau
+        tau_ext[i] = sample.tau_ext
+        frame_id[i] = self._frame(sample.frame_id)
+        seq_after[i] = seq
+        seq_before[i] = seq
+        self._ring.header[0] = self._written = seq
 
     def write_batch(self, samples) -> None:
         for sample in samples:
