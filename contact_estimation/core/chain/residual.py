@@ -125,14 +125,15 @@ class StaticTerms:
         self._model, self._data = self.robot.model, self.robot.data
         self._payload = payload
         self._identified = identified
-        self.frictionless = False
         if identified is not None:
-            return
-        model = friction.get(friction_model)
-        params = per_joint(f'friction_parameters ({friction_model}: '
-                           f'{", ".join(model.parameters)})', friction_params, robot_model.n,
-                           width=len(model.parameters))
-        # friction.joint_friction's call, its per-joint parameter columns taken once.
+            model, params = friction.get(identified.friction_model), identified.friction_parameters
+        else:
+            model = friction.get(friction_model)
+            params = per_joint(f'friction_parameters ({friction_model}: '
+                               f'{", ".join(model.parameters)})', friction_params,
+                               robot_model.n, width=len(model.parameters))
+        # friction.joint_friction's call (the identified model's too), its per-joint
+        # parameter columns taken once.
         self._friction_function, self._friction_columns = model.function, tuple(params.T)
         self.frictionless = not params.any()
 
@@ -145,8 +146,6 @@ class StaticTerms:
         return gravity + self._payload.gravity(self.robot, q) if self._payload else gravity
 
     def friction(self, v: np.ndarray) -> np.ndarray:
-        if self._identified is not None:
-            return self._identified.friction(v)
         return self._friction_function(np.asarray(v, dtype=float), *self._friction_columns)
 
     def inverse_dynamics(self, q: np.ndarray, v: np.ndarray, a: np.ndarray) -> np.ndarray:

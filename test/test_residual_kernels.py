@@ -1,15 +1,18 @@
-"""The momentum observer's compiled step (residual._observe) is its numpy formula (issue 35).
+"""The residual's compiled kernels are their numpy formulas (issue 35).
 
-The formula is written here in numpy, as residual.MomentumObserver's docstring gives it, and
-both are run over the same random sequences: uneven and repeated steps, restarts (the first
-sample, a gap), a zero step, nan and inf inputs, and a mass matrix whose lower triangle is
-garbage (only the upper one is read, as crba fills it).
+The momentum observer's step (residual._observe): the formula is written here in numpy, as
+residual.MomentumObserver's docstring gives it, and both are run over the same random
+sequences: uneven and repeated steps, restarts (the first sample, a gap), a zero step, nan
+and inf inputs, and a mass matrix whose lower triangle is garbage (only the upper one is
+read, as crba fills it). The residual node's finite check (residual_node._all_finite) is
+np.isfinite(x).all() on every placement of nan and ±inf, and on huge finite values.
 """
 import numpy as np
 import pytest
 
 from contact_estimation.core.chain import residual
 from contact_estimation.core.chain.residual import _observe, make_residual
+from contact_estimation.nodes.residual_node import _all_finite
 
 N = 7
 
@@ -113,3 +116,16 @@ def test_the_kernel_is_ready_when_the_observer_is_built(robot):
         q, v, tau = rng.normal(size=(3, robot.n))
         observer.update(k * 1e-3, q, v, tau)
     assert list(_observe.signatures) == compiled
+
+
+def test_the_finite_check_is_numpys():
+    rng = np.random.default_rng(3)
+    cases = [np.zeros(N), np.full(N, 1e308), np.full(N, -np.finfo(float).max), np.zeros(0),
+             np.array([5e-324, -0.0, 0.0])]
+    for value in (np.nan, np.inf, -np.inf):
+        for place in range(N):
+            spoiled = rng.normal(size=N)
+            spoiled[place] = value
+            cases.append(spoiled)
+    for values in cases:
+        assert _all_finite(values) == np.isfinite(values).all(), values
