@@ -4,14 +4,16 @@ The momentum observer's step (residual._observe): the formula is written here in
 residual.MomentumObserver's docstring gives it, and both are run over the same random
 sequences: uneven and repeated steps, restarts (the first sample, a gap), a zero step, nan
 and inf inputs, and a mass matrix whose lower triangle is garbage (only the upper one is
-read, as crba fills it). The residual node's finite check (residual_node._all_finite) is
-np.isfinite(x).all() on every placement of nan and ±inf, and on huge finite values.
+read, as crba fills it). Each friction model compiled for the per-sample path
+(StaticTerms.friction) is friction.py's numpy formula. The residual node's finite check
+(residual_node._all_finite) is np.isfinite(x).all() on every placement of nan and ±inf, and
+on huge finite values.
 """
 import numpy as np
 import pytest
 
-from contact_estimation.core.chain import residual
-from contact_estimation.core.chain.residual import _observe, make_residual
+from contact_estimation.core.chain import friction, residual
+from contact_estimation.core.chain.residual import StaticTerms, _observe, make_residual
 from contact_estimation.nodes.residual_node import _all_finite
 
 N = 7
@@ -129,3 +131,18 @@ def test_the_finite_check_is_numpys():
             cases.append(spoiled)
     for values in cases:
         assert _all_finite(values) == np.isfinite(values).all(), values
+
+
+@pytest.mark.parametrize('model', sorted(friction.MODELS))
+def test_the_compiled_friction_is_the_numpy_formula(robot, model):
+    rng = np.random.default_rng(len(model))
+    spec = friction.MODELS[model]
+    params = rng.uniform(spec.lower, spec.upper, size=(robot.n, len(spec.parameters)))
+    terms = StaticTerms(robot, None, model, params.ravel())
+    speeds = [rng.normal(size=robot.n) * scale for scale in (1e-4, 1e-2, 1.0, 1e3)]
+    speeds += [np.zeros(robot.n), np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e308, -1e-300])]
+    for v in speeds:
+        with np.errstate(all='ignore'):
+            expected = friction.joint_friction(model, params, v)
+        np.testing.assert_allclose(terms.friction(v), expected, rtol=1e-12, atol=1e-15,
+                                   equal_nan=True)

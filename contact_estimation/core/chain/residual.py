@@ -105,6 +105,12 @@ class SampleOrderError(ValueError):
 
 
 # ----------------------------------------------------------------------- g(q) and f(q̇)
+# Each friction model's formula (core/chain/friction.py) compiled as it is written: one loop
+# per sample instead of numpy's dispatch of each operation. Identification fits the same
+# formulas in numpy, over whole recordings.
+_COMPILED_FRICTION = {name: kernel(model.function) for name, model in friction.MODELS.items()}
+
+
 class StaticTerms:
     """g(q) and f(q̇): from an identified model, or URDF gravity with a configured friction;
     the payload's gravity included either way.
@@ -132,10 +138,12 @@ class StaticTerms:
             params = per_joint(f'friction_parameters ({friction_model}: '
                                f'{", ".join(model.parameters)})', friction_params,
                                robot_model.n, width=len(model.parameters))
-        # friction.joint_friction's call (the identified model's too), its per-joint
-        # parameter columns taken once.
-        self._friction_function, self._friction_columns = model.function, tuple(params.T)
+        # friction.joint_friction's call (the identified model's too), compiled, its
+        # per-joint parameter columns taken once.
+        self._friction_function = _COMPILED_FRICTION[model.name]
+        self._friction_columns = tuple(np.ascontiguousarray(column) for column in params.T)
         self.frictionless = not params.any()
+        self.friction(np.zeros(robot_model.n))  # numba compiles or loads it now, not live
 
     def gravity(self, q: np.ndarray) -> np.ndarray:
         if self._identified is None:  # the URDF's, payload included
@@ -146,7 +154,7 @@ class StaticTerms:
         return gravity + self._payload.gravity(self.robot, q) if self._payload else gravity
 
     def friction(self, v: np.ndarray) -> np.ndarray:
-        return self._friction_function(np.asarray(v, dtype=float), *self._friction_columns)
+        return self._friction_function(v, *self._friction_columns)
 
     def inverse_dynamics(self, q: np.ndarray, v: np.ndarray, a: np.ndarray) -> np.ndarray:
         """M q̈ + C q̇ + g + f, N·m: the URDF's inertia (payload included) with these g and f."""
