@@ -7,11 +7,15 @@ and inf inputs, and a mass matrix whose lower triangle is garbage (only the uppe
 read, as crba fills it). Each friction model compiled for the per-sample path
 (StaticTerms.friction) is friction.py's numpy formula. The residual node's finite check
 (residual_node._all_finite) is np.isfinite(x).all() on every placement of nan and ±inf, and
-on huge finite values.
+on huge finite values. The chain, built as the replay builds it, compiles nothing on its
+samples: the arrays the listener hands on are those its kernels were compiled for at start.
 """
 import numpy as np
 import pytest
 
+from test_batches import _recording
+
+from contact_estimation.commands import replay
 from contact_estimation.core.chain import friction, residual
 from contact_estimation.core.chain.residual import StaticTerms, _observe, make_residual
 from contact_estimation.nodes.residual_node import _all_finite
@@ -146,3 +150,23 @@ def test_the_compiled_friction_is_the_numpy_formula(robot, model):
             expected = friction.joint_friction(model, params, v)
         np.testing.assert_allclose(terms.friction(v), expected, rtol=1e-12, atol=1e-15,
                                    equal_nan=True)
+
+
+@pytest.mark.parametrize('velocity', [True, False], ids=['q̇ given', 'q̇ fitted'])
+def test_the_chain_compiles_nothing_on_its_samples(context, velocity):
+    """A new array layout or write flag from upstream would make numba compile on a live
+    sample (a second's stall): the kernels are compiled for what the chain hands on."""
+    kernels = (_observe, _all_finite, *residual._COMPILED_FRICTION.values())
+    run = replay.build(context, [], lambda *_: None)
+    try:
+        compiled = [list(k.signatures) for k in kernels]
+        assert compiled[0] and compiled[1]
+        listener = next(n for n in run.nodes if n.get_name() == 'joint_state_listener')
+        for stamp, raw in _recording(velocity)[:200]:
+            run.step(stamp)
+            listener.take_waiting([raw])
+        residual_node = next(n for n in run.nodes if n.get_name() == 'residual_node')
+        assert residual_node.problems.traffic['residuals_published'] > 100
+        assert [list(k.signatures) for k in kernels] == compiled
+    finally:
+        run.close()
