@@ -7,7 +7,7 @@
 2. In-process, no ROS: time of one `Residual.update` per model (URDF gravity, Coulomb +
    viscous friction as the node's defaults), median and p99 over the samples.
 
-    .venv/bin/python benchmarks/residual_load.py [--quick] [--duration S]
+    .venv/bin/python benchmarks/residual_load.py [--quick] [--duration S] [--compute-only]
 """
 from __future__ import annotations
 
@@ -49,6 +49,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--duration', type=float, default=60.0, help='measured seconds per model')
     parser.add_argument('--quick', action='store_true', help='10 s per model, 5000 samples')
+    parser.add_argument('--compute-only', action='store_true',
+                        help='only part 2: the in-process time of one update per model')
     args = parser.parse_args(argv)
     duration = 10.0 if args.quick else args.duration
     samples = 5000 if args.quick else 20000
@@ -63,6 +65,8 @@ def main(argv=None) -> int:
     print(table('model             | median, µs | p99, µs',
                 [f'{kind:17s} | {1e6 * np.median(t):10.1f} | {1e6 * np.percentile(t, 99):7.1f}'
                  for kind, t in times.items()]))
+    if args.compute_only:
+        return 0
 
     rows, runs = [], {}
     with tqdm(total=len(MODELS) * int(WARMUP + duration), unit='s', desc=NODE) as bar:

@@ -12,6 +12,7 @@ the detector and the estimators as one batch, and are published while anyone sub
 """
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from contact_estimation.core.chain.residual import (Residual, ResidualConfig,
                                                     SampleOrderError)
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.wrist_wrench import WristWrench, WristWrenchConfig
+from contact_estimation.core.compiled import kernel
 from contact_estimation.core.identification.identified_model import IdentifiedModel, ModelFileError
 from contact_estimation.core.input_rejected import WRONG_SIZE, InputRejected
 from contact_estimation.core.robot.payload import Payload
@@ -69,6 +71,7 @@ class ResidualNode(SuiteNode):
         self.problems.set_status(OK, self._setup.description)
         self._output = self.output('residual', JointState, only_when_listened=True)
         self._writer = JointStateWriter(self._joint_names)
+        _all_finite(np.zeros(len(self._joint_names)))  # compiled or cache-loaded now, not live
         self.receive('joint_state', JointState, self._on_joint_state, None,
                      on_batch=self.process_joint_states)
         self.subscribe('wrist_wrench', WrenchStamped, self._on_wrench)
@@ -153,7 +156,7 @@ class ResidualNode(SuiteNode):
                                  f'clock): residual restarted')
         if setup.wrist is not None:
             tau_ext = self._without_task_force(t, q, tau_ext, setup.wrist)
-        if not np.isfinite(tau_ext).all():
+        if not _all_finite(tau_ext):
             # Finite inputs whose model terms overflow: an observer that integrated it would
             # stay NaN. Start over and publish nothing; the detector's timeout stops the arm
             # if this persists.
@@ -184,6 +187,15 @@ class ResidualNode(SuiteNode):
                                  'removed')
             return tau_ext
         return tau_ext - task
+
+
+@kernel
+def _all_finite(values) -> bool:
+    """np.isfinite(values).all(), without numpy's dispatch of two calls per sample."""
+    for value in values:
+        if not math.isfinite(value):
+            return False
+    return True
 
 
 def main(args=None):

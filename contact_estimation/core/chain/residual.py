@@ -28,12 +28,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import math
+
 import numpy as np
 import pinocchio as pin
 
 from contact_estimation.core.chain import friction
 from contact_estimation.core.chain.derivatives import DerivativeEstimator
 from contact_estimation.core.chain.sample import Acceleration
+from contact_estimation.core.compiled import kernel
 from contact_estimation.core.per_joint import per_joint
 from contact_estimation.core.robot.payload import Payload
 from contact_estimation.core.robot.robot_model import RobotModel
@@ -102,6 +105,12 @@ class SampleOrderError(ValueError):
 
 
 # ----------------------------------------------------------------------- g(q) and f(q̇)
+# Each friction model's formula (core/chain/friction.py) compiled as it is written: one loop
+# per sample instead of numpy's dispatch of each operation. Identification fits the same
+# formulas in numpy, over whole recordings.
+_COMPILED_FRICTION = {name: kernel(model.function) for name, model in friction.MODELS.items()}
+
+
 class StaticTerms:
     """g(q) and f(q̇): from an identified model, or URDF gravity with a configured friction;
     the payload's gravity included either way.
@@ -122,16 +131,19 @@ class StaticTerms:
         self._model, self._data = self.robot.model, self.robot.data
         self._payload = payload
         self._identified = identified
-        self.frictionless = False
         if identified is not None:
-            return
-        model = friction.get(friction_model)
-        params = per_joint(f'friction_parameters ({friction_model}: '
-                           f'{", ".join(model.parameters)})', friction_params, robot_model.n,
-                           width=len(model.parameters))
-        # friction.joint_friction's call, its per-joint parameter columns taken once.
-        self._friction_function, self._friction_columns = model.function, tuple(params.T)
+            model, params = friction.get(identified.friction_model), identified.friction_parameters
+        else:
+            model = friction.get(friction_model)
+            params = per_joint(f'friction_parameters ({friction_model}: '
+                               f'{", ".join(model.parameters)})', friction_params,
+                               robot_model.n, width=len(model.parameters))
+        # friction.joint_friction's call (the identified model's too), compiled, its
+        # per-joint parameter columns taken once.
+        self._friction_function = _COMPILED_FRICTION[model.name]
+        self._friction_columns = tuple(np.ascontiguousarray(column) for column in params.T)
         self.frictionless = not params.any()
+        self.friction(np.zeros(robot_model.n))  # numba compiles or loads it now, not live
 
     def gravity(self, q: np.ndarray) -> np.ndarray:
         if self._identified is None:  # the URDF's, payload included
@@ -142,9 +154,7 @@ class StaticTerms:
         return gravity + self._payload.gravity(self.robot, q) if self._payload else gravity
 
     def friction(self, v: np.ndarray) -> np.ndarray:
-        if self._identified is not None:
-            return self._identified.friction(v)
-        return self._friction_function(np.asarray(v, dtype=float), *self._friction_columns)
+        return self._friction_function(v, *self._friction_columns)
 
     def inverse_dynamics(self, q: np.ndarray, v: np.ndarray, a: np.ndarray) -> np.ndarray:
         """M q̈ + C q̇ + g + f, N·m: the URDF's inertia (payload included) with these g and f."""
@@ -273,7 +283,8 @@ class MomentumObserver(Residual):
     first after a gap, set p(0) and r = 0.
 
     Per sample: M from crba (its upper triangle, mirrored), C from computeCoriolisMatrix,
-    g from computeGeneralizedGravity; e^{−K dt} is computed again only when dt changes.
+    g from computeGeneralizedGravity; the rest is one compiled kernel (`_observe`) over
+    preallocated arrays, compiled (or loaded from numba's cache) when the observer is built.
     """
 
     def __init__(self, terms, gap_threshold, gain):
@@ -281,38 +292,66 @@ class MomentumObserver(Residual):
         n = self.robot.n
         self.gain = per_joint('observer_gain', gain, n, 0.0, strict=True, unit=' 1/s',
                               high=MAX_OBSERVER_GAIN)
-        row, column = np.tril_indices(n, -1)
-        self._lower, self._upper = row * n + column, column * n + row
-        self._dt = None
+        self._memory = np.zeros((_MEMORY_ROWS, n))
+        self._memory[_DECAY_STEP] = np.nan  # no e^{−K dt} yet
+        self._no_friction = np.zeros(n)
         self._r = np.zeros(n)
-        self._p = self._beta = None
+        zero = np.zeros(n)
+        self.update(0.0, zero, zero, zero)  # numba compiles or loads `_observe` now, not live
+        self.reset()
 
     def _update(self, dt, t, q, v, tau):
         model, data, terms = self.robot.model, self.robot.data, self.terms
         configuration = self.robot.configuration(q)
-        mass = pin.crba(model, data, configuration)  # upper triangle
-        flat = mass.reshape(-1)
-        flat[self._lower] = flat[self._upper]
-        p = mass @ v
-        beta = tau + np.dot(v, pin.computeCoriolisMatrix(model, data, configuration, v))
-        beta -= terms.gravity(q)  # β = τ + Cᵀq̇ − g − f
-        if not terms.frictionless:
-            beta -= terms.friction(v)
-        if dt is None:
-            self._r = np.zeros(self.robot.n)
-        else:
-            if dt != self._dt:
-                self._dt, self._decay = dt, np.exp(-self.gain * dt)
-                self._rise = 1.0 - self._decay
-            drive = (p - self._p) / dt - 0.5 * (beta + self._beta)
-            self._r = self._decay * self._r + self._rise * drive
-        self._p, self._beta = p, beta
-        return self._r  # never written into: every step makes a new one
+        r = np.empty(self.robot.n)  # the caller keeps it: never written into afterwards
+        _observe(pin.crba(model, data, configuration),
+                 pin.computeCoriolisMatrix(model, data, configuration, v), terms.gravity(q),
+                 self._no_friction if terms.frictionless else terms.friction(v), tau, v,
+                 dt is None, 0.0 if dt is None else dt, self.gain, self._memory, self._r, r)
+        self._r = r
+        return r
 
     def reset(self):
         super().reset()
         self._r = np.zeros(self.robot.n)
-        self._p = self._beta = None
+
+
+# MomentumObserver's memory between samples, one row each: p and β of the previous sample,
+# e^{−K dt} and 1 − e^{−K dt}, and the dt they were computed for (in every column).
+_P, _BETA, _DECAY, _RISE, _DECAY_STEP = range(5)
+_MEMORY_ROWS = 5
+
+
+@kernel
+def _observe(mass, coriolis, gravity, friction, tau, v, restart, dt, gain, memory,
+             r_previous, r):
+    """One MomentumObserver step into `r`: p = M q̇ with M's upper triangle (mirrored),
+    β = τ + Cᵀq̇ − g − f, then r = 0 on a `restart`, else
+    r = e^{−K dt} r_previous + (1 − e^{−K dt}) [(p − p_previous)/dt − (β + β_previous)/2];
+    `memory` (rows _P, _BETA, _DECAY, _RISE, _DECAY_STEP) is updated in place. The same
+    operations in the same order as the numpy formula, e^{−K dt} again only when dt changes."""
+    n = v.shape[0]
+    if not restart and dt != memory[_DECAY_STEP, 0]:
+        for i in range(n):
+            decay = math.exp(-gain[i] * dt)
+            memory[_DECAY, i] = decay
+            memory[_RISE, i] = 1.0 - decay
+            memory[_DECAY_STEP, i] = dt
+    for i in range(n):
+        p = 0.0
+        for j in range(n):
+            p += (mass[j, i] if j < i else mass[i, j]) * v[j]
+        coriolis_term = 0.0
+        for j in range(n):
+            coriolis_term += v[j] * coriolis[j, i]
+        beta = tau[i] + coriolis_term - gravity[i] - friction[i]
+        if restart:
+            r[i] = 0.0
+        else:
+            drive = (p - memory[_P, i]) / dt - 0.5 * (beta + memory[_BETA, i])
+            r[i] = memory[_DECAY, i] * r_previous[i] + memory[_RISE, i] * drive
+        memory[_P, i] = p
+        memory[_BETA, i] = beta
 
 
 def make_residual(kind: str, robot_model: RobotModel,
