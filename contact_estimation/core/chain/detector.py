@@ -457,7 +457,7 @@ class CollisionDetector:
         tau = vector(tau_ext, config.n, 'τ_ext')
         velocity = vector(velocity, config.n, 'q̇')
         acceleration = vector(acceleration, config.n, 'q̈')
-        stamp = t if stamp is None else float(stamp)
+        stamp = float(t if stamp is None else stamp)
         dt = self._sample_step(stamp)
         if dt is None:
             self.out_of_order += 1
