@@ -497,6 +497,11 @@ class CollisionDetector:
             self._last_unsafe = t  # hold_time counts from the last sample over threshold
         return self.state(t, self._decision)
 
+    @property
+    def invalid(self) -> bool:
+        """The latest sample taken had a τ_ext that was not finite."""
+        return self._invalid
+
     def set_input_stale(self, stale: bool) -> None:
         """The joint-state listener's watchdog: True while its input is stale.
 
