@@ -232,13 +232,15 @@ class CollisionDetectorNode(SuiteNode):
         force).
         """
         tau_ext, velocity, stamp, t = sample.tau_ext, sample.v, sample.stamp, sample.t
-        if not np.isfinite(tau_ext).all():
-            self.problems.report('non_finite_residual', 'residual with NaN/inf: stop')
         if sample.q is not None:
             self._q, self._q_stamp = sample.q, stamp
         acceleration = self._acceleration_of(sample, acceleration_used)
         state = self.detector.update(now, tau_ext, velocity, acceleration, stamp=t,
                                      position=sample.q)
+        # The detector found it; a sample it ignored (out of order) is checked here.
+        non_finite = not np.isfinite(tau_ext).all() if state.ignored else self.detector.invalid
+        if non_finite:
+            self.problems.report('non_finite_residual', 'residual with NaN/inf: stop')
         if state.ignored:
             self.problems.report('out_of_order', state.ignored)
             return

@@ -75,6 +75,7 @@ from functools import cached_property
 
 import numpy as np
 
+from contact_estimation.core.compiled import kernel
 from contact_estimation.core.chain.contact_class import (IMPACT, TOUCH, ContactClassifier,
                                                          ContactDecision, HandsSeen, TouchConfig)
 from contact_estimation.core.chain.input_gate import GateConfig, InputGate
@@ -188,20 +189,85 @@ def thresholds(base, speed_gain, acceleration_gain, threshold_max=np.inf, veloci
     return np.fmin(psi, threshold_max)
 
 
-def _finite(term) -> bool:
-    """None, or every element finite (a finite sum: inf and NaN carry through it; an
-    overflow says no). A sum, not a dot product: BLAS costs ~10 µs on a wake's cold cache."""
-    return term is None or math.isfinite(np.add.reduce(term, axis=None))
-
-
 def accumulate_evidence(evidence: float, dt: float, ratio: float, rule: str,
                         persistence_time: float) -> float:
     """E after one sample (module docstring): `ratio` = max_i |τ_ext,i| / ψ_i at the sample,
     `dt` (s) the time since the previous sample; 0 when no joint is over ψ."""
+    return _evidence_after(evidence, dt, ratio, rule == WEIGHTED, persistence_time)
+
+
+@kernel
+def _evidence_after(evidence, dt, ratio, weighted, persistence_time):
+    """`accumulate_evidence` compiled (`weighted`: the rule is WEIGHTED)."""
     if not ratio > 1.0:
         return 0.0
-    weight = ratio * ratio if rule == WEIGHTED else 1.0
-    return evidence + min(dt * weight, 0.5 * persistence_time)
+    weight = ratio * ratio if weighted else 1.0
+    step = dt * weight
+    return evidence + (0.5 * persistence_time if 0.5 * persistence_time < step else step)
+
+
+# Rows of `DetectorConfig.limits`, the per-joint terms of ψ.
+BASE, SPEED_GAIN, ACCELERATION_GAIN, CAP = range(4)
+# Entries of the detector's run state (`CollisionDetector._runs`, written by `_eq7_sample`):
+# E, the samples and the time (s) of the current run over ψ, the time of the current run
+# with every joint under ψ (s).
+EVIDENCE, OVER_SAMPLES, OVER_TIME, QUIET_TIME = range(4)
+# A q̇ or q̈ not known (None), as the kernels take it: an array of no element.
+MISSING = np.empty(0)
+
+
+def vector(values, n: int, name: str) -> np.ndarray:
+    """`values` (`name`, one per joint of `n`) as a kernel takes them: float64 in one
+    contiguous row; None as MISSING. A kernel does not check bounds, so a wrong size is a
+    ValueError here."""
+    if values is None:
+        return MISSING
+    values = np.ascontiguousarray(values, dtype=float)
+    if values.shape != (n,):
+        raise ValueError(f'{name} has {values.size} values, the detector {n} joints')
+    return values
+
+
+@kernel
+def _thresholds_into(thresholds, limits, velocity, acceleration):
+    """The module function `thresholds` one joint at a time into `thresholds`, from the rows
+    of `limits` (BASE … CAP); `velocity`, `acceleration` of no element when unknown."""
+    for i in range(thresholds.size):
+        psi = limits[BASE, i]
+        if velocity.size:
+            psi = psi + limits[SPEED_GAIN, i] * abs(velocity[i])
+        if acceleration.size:
+            psi = psi + limits[ACCELERATION_GAIN, i] * abs(acceleration[i])
+        thresholds[i] = psi if psi <= limits[CAP, i] else limits[CAP, i]  # fmin: NaN → cap
+
+
+@kernel
+def _eq7_sample(tau, velocity, acceleration, limits, dt, weighted, persistence_time,
+                thresholds, ratios, over, runs):
+    """One sample of eq. 7 on preallocated arrays: ψ into `thresholds` (`_thresholds_into`),
+    |τ_ext| / ψ into `ratios`, and their max, which it returns (NaN or inf exactly when some
+    τ_ext is not finite: then it writes nothing more). For a finite max: `over` (ratios > 1)
+    and the runs (`runs`, indexed by EVIDENCE … QUIET_TIME) after the sample, `dt` s after
+    the previous one."""
+    _thresholds_into(thresholds, limits, velocity, acceleration)
+    ratio = -np.inf
+    for i in range(tau.size):
+        ratios[i] = abs(tau[i]) / thresholds[i]
+        if ratios[i] > ratio or ratios[i] != ratios[i]:  # np.max: a NaN is the max
+            ratio = ratios[i]
+    if not math.isfinite(ratio):
+        return ratio
+    for i in range(tau.size):
+        over[i] = ratios[i] > 1.0
+    runs[EVIDENCE] = _evidence_after(runs[EVIDENCE], dt, ratio, weighted, persistence_time)
+    if ratio > 1.0:
+        runs[OVER_SAMPLES] += 1.0
+        runs[OVER_TIME] += dt
+        runs[QUIET_TIME] = 0.0
+    else:
+        runs[OVER_SAMPLES], runs[OVER_TIME] = 0.0, 0.0
+        runs[QUIET_TIME] += dt
+    return ratio
 
 
 def is_collision(evidence: float, persistence_time: float) -> bool:
@@ -273,17 +339,18 @@ class DetectorConfig(DetectorSettings):
         return base
 
     @cached_property
-    def constant_thresholds(self) -> bool:
-        """k_v = k_a = 0: ψ is ψ_0 at every finite q̇ and q̈ (ψ_max ≥ ψ_0, `build`)."""
-        return not (self.speed_gain.any() or self.acceleration_gain.any())
+    def limits(self) -> np.ndarray:
+        """ψ_0, k_v, k_a and ψ_max of each joint as the rows BASE … CAP, for the kernels."""
+        return np.array([self.base_thresholds, self.speed_gain, self.acceleration_gain,
+                         self.threshold_max], dtype=float)
 
     def thresholds(self, velocity=None, acceleration=None) -> np.ndarray:
-        """ψ of every joint at this q̇ and q̈ (module function `thresholds`). At 1 kHz with
-        k_v = k_a = 0 and finite q̇ and q̈ that is ψ_0, read-only, without the arithmetic."""
-        if self.constant_thresholds and _finite(velocity) and _finite(acceleration):
-            return self.base_thresholds
-        return thresholds(self.base_thresholds, self.speed_gain, self.acceleration_gain,
-                          self.threshold_max, velocity, acceleration)
+        """ψ of every joint at this q̇ and q̈ (module function `thresholds`), as the detector
+        computes it (`_thresholds_into`)."""
+        psi = np.empty(self.n)
+        _thresholds_into(psi, self.limits, vector(velocity, self.n, 'q̇'),
+                         vector(acceleration, self.n, 'q̈'))
+        return psi
 
 
 @dataclass(frozen=True)
@@ -322,16 +389,21 @@ class CollisionDetector:
         self.configure_touch(touch)
         self._decision: ContactDecision | None = None  # made at the sample being taken
         self.out_of_order = 0             # samples ignored for a stamp not after the last one
-        self._evidence = 0.0              # E of the current run over ψ, s
-        self._over_samples = 0            # samples in that run
-        self._over_time = 0.0             # its duration (Σ Δt), s
-        self._quiet_time = 0.0            # duration of the current run with no joint over ψ, s
+        # E of the current run over ψ (s), its samples and duration (Σ Δt, s), the duration
+        # of the current run with no joint over ψ (s): indexed by EVIDENCE … QUIET_TIME.
+        self._runs = np.zeros(4)
         self._last_stamp: float | None = None
         self._over = np.zeros(config.n, dtype=bool)
         self._over_any = False            # _over.any()
+        self._ratios = np.zeros(config.n)  # |τ_ext| / ψ of the latest sample
         self._invalid = False             # the last sample was not finite
+        # τ_ext and ψ of the latest finite sample: a new pair of arrays per sample, which the
+        # states share (nothing writes them after).
         self._residuals = np.zeros(config.n)
         self._thresholds = config.base_thresholds
+        # numba compiles (or loads from its cache) here, not on the first sample.
+        _eq7_sample(self._residuals, MISSING, MISSING, config.limits, 0.0, True, 1.0,
+                    np.empty(config.n), self._ratios, self._over, self._runs.copy())
         self._latched_cause = NONE
         self._latched_reason = ''
         self._last_unsafe = -np.inf
@@ -381,10 +453,11 @@ class CollisionDetector:
         and dropping it would leave the arm unwatched while such samples keep arriving.
         A stamp not after the previous one is ignored and counted (`out_of_order`).
         """
-        tau = np.asarray(tau_ext, dtype=float)
-        if tau.shape != (self.config.n,):
-            raise ValueError(f'τ_ext has {tau.size} values, the detector {self.config.n} joints')
-        stamp = t if stamp is None else float(stamp)
+        config = self.config
+        tau = vector(tau_ext, config.n, 'τ_ext')
+        velocity = vector(velocity, config.n, 'q̇')
+        acceleration = vector(acceleration, config.n, 'q̈')
+        stamp = float(t if stamp is None else stamp)
         dt = self._sample_step(stamp)
         if dt is None:
             self.out_of_order += 1
@@ -395,34 +468,25 @@ class CollisionDetector:
         if gap.cause:
             self._latch_stale(t, gap.reason)
             dt = 0.0
-        config = self.config
-        thresholds = config.thresholds(velocity, acceleration)  # finite and > 0
-        ratios = np.abs(tau) / thresholds
-        ratio = float(ratios.max())  # not finite exactly when some τ_ext is not
-        self._invalid = not math.isfinite(ratio)
+        thresholds = np.empty(config.n)  # finite and > 0
+        ratio = _eq7_sample(tau, velocity, acceleration, config.limits, dt,
+                            config.persistence == WEIGHTED, config.persistence_time,
+                            thresholds, self._ratios, self._over, self._runs)
+        self._invalid = not math.isfinite(ratio)  # exactly when some τ_ext is not finite
         if self._invalid:
             self._restart_runs()
             self._latch(t, INVALID, f'non-finite residual on {self._joint_list(~np.isfinite(tau))}')
             return self.state(t)
-        self._residuals, self._thresholds = tau, thresholds
+        self._residuals, self._thresholds = tau.copy(), thresholds
+        self._over_any = ratio > 1.0
         classifier, self._decision = self.classifier, None
         if classifier is not None:
-            self._decision = classifier.update(stamp, tau, ratios, velocity, position)
-        self._over = ratios > 1.0
-        self._over_any = ratio > 1.0
-        self._evidence = accumulate_evidence(self._evidence, dt, ratio,
-                                             config.persistence, config.persistence_time)
-        if self._over_any:
-            self._over_samples += 1
-            self._over_time += dt
-            self._quiet_time = 0.0
-        else:
-            self._over_samples, self._over_time = 0, 0.0
-            self._quiet_time += dt
+            self._decision = classifier.update(stamp, tau, self._ratios.copy(),
+                                               velocity if velocity.size else None, position)
         if self._collides(stamp):
             # The joints of the latched collision: every joint over ψ while it lasts.
             # (An impact decided while no joint is over ψ: the joint nearest to it.)
-            over = self._over if self._over_any else ratios == ratio
+            over = self._over if self._over_any else self._ratios == ratio
             self._colliding = tuple(sorted(set(self._colliding)
                                            | {int(i) for i in np.flatnonzero(over)}))
             if self._latched_cause != COLLISION:
@@ -432,6 +496,11 @@ class CollisionDetector:
         if self._over_any and self._latched_cause:
             self._last_unsafe = t  # hold_time counts from the last sample over threshold
         return self.state(t, self._decision)
+
+    @property
+    def invalid(self) -> bool:
+        """The latest sample taken had a τ_ext that was not finite."""
+        return self._invalid
 
     def set_input_stale(self, stale: bool) -> None:
         """The joint-state listener's watchdog: True while its input is stale.
@@ -545,19 +614,20 @@ class CollisionDetector:
 
     def _restart_runs(self) -> None:
         """Forget the current runs over and under ψ: what came between is unknown."""
-        self._evidence, self._over_samples, self._over_time, self._quiet_time = 0.0, 0, 0.0, 0.0
+        self._runs[:] = 0.0
 
     def _contact(self) -> bool:
-        return is_collision(self._evidence, self.config.persistence_time)
+        return is_collision(float(self._runs[EVIDENCE]), self.config.persistence_time)
 
     def _not_quiet(self, now: float) -> str:
         """Why the residual is not quiet enough to clear a stop ('' when it is)."""
         needed = max(self.config.persistence_time, self.config.reset_quiet_time)
         if self._over_any:
             return f'still over threshold on {self._joint_list(self._over)}'
-        if self._quiet_time < needed - TIME_TOLERANCE:
+        quiet_time = self._runs[QUIET_TIME]
+        if quiet_time < needed - TIME_TOLERANCE:
             return (f'every joint must stay under threshold for {needed:g} s first (so far '
-                    f'{self._quiet_time:.3f} s)')
+                    f'{quiet_time:.3f} s)')
         return ''
 
     def _latch(self, t: float, cause: str, reason: str) -> None:
@@ -585,21 +655,23 @@ class CollisionDetector:
         parts = [f'{self.config.joint_names[i]} |τ_ext| {abs(self._residuals[i]):.2f} > '
                  f'{self._thresholds[i]:.2f} N·m' for i in self._colliding]
         config = self.config
-        return (f'collision: {"; ".join(parts)}, over for {self._over_samples} samples in '
-                f'{self._over_time * 1e3:.1f} ms ({config.persistence} persistence '
+        return (f'collision: {"; ".join(parts)}, over for {int(self._runs[OVER_SAMPLES])} '
+                f'samples in {self._runs[OVER_TIME] * 1e3:.1f} ms ({config.persistence} '
+                f'persistence '
                 f'{config.persistence_time * 1e3:g} ms, seed 001 eq. 7)')
 
     def _make_state(self, stop: bool, cause: str, reason: str, problem: str,
                     decision: ContactDecision | None = None) -> DetectorState:
+        contact, classifier = self._contact(), self.classifier
         return DetectorState(stop=stop, cause=cause if stop else NONE,
                              reason=reason if stop else '', colliding_joints=self._colliding,
-                             residuals=self._residuals.copy(), thresholds=self._thresholds.copy(),
+                             residuals=self._residuals, thresholds=self._thresholds,
                              over_threshold=self._over_any,
-                             contact=self._contact(),
+                             contact=contact,
                              input_problem=problem,
-                             touch=self._contact() and self.classifier is not None
-                             and self.classifier.kind == TOUCH,
-                             deciding=self.classifier is not None and self.classifier.deciding,
+                             touch=contact and classifier is not None
+                             and classifier.kind == TOUCH,
+                             deciding=classifier is not None and classifier.deciding,
                              decision=decision)
 
 

@@ -54,10 +54,11 @@ motion (Fᵀẋ < 0, ẋ = J q̇) gives τ_extᵀq̇ = Fᵀ J q̇ < 0, a push ba
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 import numpy as np
 
+from contact_estimation.core.compiled import kernel
 from contact_estimation.core.settings import DURATION, checked, setting
 
 
@@ -88,6 +89,16 @@ class TimeScalingConfig:
     min_speed: float = 1e-3       # rad/s: slower motion has no direction to remember
 
 
+# The entries of a TimeScalingConfig in the kernel's `settings` (its fields' order).
+(ALPHA, PUSH_THRESHOLD, PUSH_HYSTERESIS, PUSH_FILTER_TIME, YIELD_RATE, RECOVERY_RATE,
+ RESUME_DELAY, MIN_SPEED) = range(8)
+# The entries of TimeScaling's `memory`: f_S, P (filtered, N·m), P̃ (N·m), the time of the
+# previous update (NaN before the first), the last time a contact or bad input held (s), and
+# whether `direction` holds the path's direction yet (1.0) or not (0.0).
+VALUE, PUSH_BACK, PLAYED_PUSH, LAST_TIME, LAST_HOLD, DIRECTION_KNOWN = range(6)
+NO_VALUES = np.empty(0)  # τ_ext or q̇ unknown, as the kernel takes it
+
+
 class TimeScaling:
     """f_S of seed 003 from the detected contact, τ_ext and q̇, updated sample by sample: the
     collision detector's reaction (core/chain/reaction.Reaction)."""
@@ -96,18 +107,47 @@ class TimeScaling:
 
     def __init__(self, config: TimeScalingConfig = TimeScalingConfig()):
         self.config = config
-        self.value = 1.0
-        self.direction: np.ndarray | None = None  # unit q̇ of the last forward motion
-        self.push_back = 0.0                       # P, filtered, N·m
-        self.played_push = 0.0                     # P̃, N·m
-        self._t: float | None = None
-        self._last_hold = -np.inf                  # last time a contact or bad input held
+        self._memory = np.array([1.0, 0.0, 0.0, np.nan, -np.inf, 0.0])
+        self._direction = NO_VALUES  # unit q̇ of the last forward motion, sized on first use
+        # numba compiles (or loads from its cache) here, not on the first sample.
+        _time_scaling_step(self._memory.copy(), np.zeros(1), np.zeros(1), np.zeros(1), 0.0,
+                           False, self._settings)
+
+    @property
+    def config(self) -> TimeScalingConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: TimeScalingConfig) -> None:
+        """A new config (at run time too); the kernel reads it as `_settings`."""
+        self._config = config
+        self._settings = np.array(astuple(config), dtype=float)
+
+    @property
+    def value(self) -> float:
+        """f_S after the latest update."""
+        return float(self._memory[VALUE])
+
+    @property
+    def direction(self) -> np.ndarray | None:
+        """Unit q̇ of the last forward motion (None until one was seen)."""
+        return self._direction.copy() if self._memory[DIRECTION_KNOWN] else None
+
+    @property
+    def push_back(self) -> float:
+        """P, the filtered push back along the path, N·m."""
+        return float(self._memory[PUSH_BACK])
+
+    @property
+    def played_push(self) -> float:
+        """P̃, the push back after the play, N·m."""
+        return float(self._memory[PLAYED_PUSH])
 
     def push(self, tau_ext) -> float:
         """p = τ_extᵀ d, the external torque along the path (N·m; < 0 pushes back); 0 if unknown."""
-        if self.direction is None or tau_ext is None:
+        if not self._memory[DIRECTION_KNOWN] or tau_ext is None:
             return 0.0
-        return float(np.dot(np.asarray(tau_ext, dtype=float), self.direction))
+        return _along(self._joint_values(tau_ext, 'τ_ext'), self._direction)
 
     def update(self, t: float, contact: bool, tau_ext=None, velocity=None) -> float:
         """f_S at time `t` (s). `contact`: a collision is detected at this sample.
@@ -116,22 +156,10 @@ class TimeScaling:
         never yield. Pass `velocity` None while an external torque is suspected (some joint
         over threshold): the path direction must be learnt from free motion, not from a push.
         """
-        dt = 0.0 if self._t is None else max(t - self._t, 0.0)
-        self._t = t
-        if tau_ext is None:
-            self._last_hold, self.value = t, 0.0
-            return self.value
-        self._follow_push(dt, -self.push(tau_ext))
-        if contact:
-            self._last_hold = t
-        config = self.config
-        holding = t - self._last_hold < config.resume_delay or self._last_hold == t
-        if holding and self.push_back < -(config.push_threshold + config.push_hysteresis / 2):
-            self.value = 0.0  # pushed forward along the path: never move into it
-        else:
-            self.value = self._approach(self._yield_target() if holding else 1.0, dt)
-        self._remember_direction(velocity)
-        return self.value
+        tau_ext = self._joint_values(tau_ext, 'τ_ext')
+        velocity = self._joint_values(velocity, 'q̇')  # both before `_direction`: it may grow
+        return _time_scaling_step(self._memory, self._direction, tau_ext, velocity, float(t),
+                                  bool(contact), self._settings)
 
     def react(self, t: float, state, tau_ext, velocity) -> float:
         """f_S after a core.chain.detector.DetectorState `state` for the sample (τ_ext, q̇).
@@ -144,43 +172,100 @@ class TimeScaling:
         return self.update(t, state.contact or state.deciding, usable,
                            None if state.over_threshold else velocity)
 
-    def _follow_push(self, dt: float, push_back: float) -> None:
-        """Low-pass P (exact first order for any step dt), then the play of width h."""
-        tau = self.config.push_filter_time
-        gain = 1.0 - math.exp(-dt / tau) if tau > 0 else 1.0
-        self.push_back += gain * (push_back - self.push_back)
-        half = self.config.push_hysteresis / 2
-        self.played_push = min(max(self.played_push, self.push_back - half),
-                               self.push_back + half)
+    def _joint_values(self, values, name: str) -> np.ndarray:
+        """`values` (one per joint; None: unknown) as the kernel takes them. The joint count
+        is that of the first values given (the direction's size); another is a ValueError,
+        since the kernel does not check bounds."""
+        if values is None:
+            return NO_VALUES
+        values = np.ascontiguousarray(values, dtype=float)
+        if values.shape != self._direction.shape:
+            if self._direction.size or values.ndim != 1:
+                raise ValueError(f'{name} has {values.size} values, f_S follows '
+                                 f'{self._direction.size} joints')
+            self._direction = np.zeros(values.size)
+        return values
 
-    def _yield_target(self) -> float:
-        """f* while holding: 0, or the yield for the played push beyond the dead band."""
-        beyond = self.played_push - self.config.push_threshold
-        return -min(1.0, self.config.alpha * beyond) if beyond > 0 else 0.0
 
-    def _approach(self, target: float, dt: float) -> float:
-        """f_S one step of `dt` toward `target`: to 0 at once when a hold stops forward
-        motion, at yield_rate within [−1, 0], at recovery_rate above 0."""
-        value = self.value
-        if target < value and value > 0:
-            value = 0.0  # seed 003: the arm holds at once
-        if value < 0 or target < 0:  # here value ≤ 0, so the bounds are in order
-            step = self.config.yield_rate * dt
-            return float(min(max(target, value - step), min(value + step, 0.0)))
-        return min(target, value + self.config.recovery_rate * dt)
+@kernel
+def _along(tau, direction):
+    """τ_extᵀ d, summed joint by joint."""
+    push = 0.0
+    for i in range(tau.size):
+        push += tau[i] * direction[i]
+    return push
 
-    def _remember_direction(self, velocity) -> None:
-        """While tracking normally (f_S = 1), the unit q̇ is the direction of the path.
 
-        Not while f_S recovers: the arm then still settles from the contact (joints pushed
-        off the path move back to it), and that motion is not the path's.
-        """
-        if velocity is None or self.value < 1.0:
-            return
-        v = np.asarray(velocity, dtype=float)
-        speed = math.sqrt(v.dot(v))  # np.linalg.norm's formula, without its overhead
-        if math.isfinite(speed) and speed > self.config.min_speed:
-            self.direction = v / speed
+@kernel
+def _time_scaling_step(memory, direction, tau, velocity, t, contact, settings):
+    """f_S after one update at `t` (module docstring), on `memory` (VALUE … DIRECTION_KNOWN)
+    and `direction`, with the config's `settings` (ALPHA … MIN_SPEED); `tau` and `velocity`
+    of no element when unknown. Python's min and max where the steps are compared, so it
+    gives what they gave, NaN included."""
+    last = memory[LAST_TIME]
+    dt = 0.0
+    if last == last:  # not the first update
+        dt = t - last
+        dt = 0.0 if 0.0 > dt else dt
+    memory[LAST_TIME] = t
+    if tau.size == 0:  # unusable input: hold at once, never yield
+        memory[LAST_HOLD], memory[VALUE] = t, 0.0
+        return 0.0
+    # P: −p low-pass filtered (exact first order for any step dt), then the play of width h.
+    push = _along(tau, direction) if memory[DIRECTION_KNOWN] else 0.0
+    filter_time = settings[PUSH_FILTER_TIME]
+    gain = 1.0 - math.exp(-dt / filter_time) if filter_time > 0 else 1.0
+    memory[PUSH_BACK] += gain * (-push - memory[PUSH_BACK])
+    push_back, half = memory[PUSH_BACK], settings[PUSH_HYSTERESIS] / 2
+    played = memory[PLAYED_PUSH]
+    played = push_back - half if push_back - half > played else played
+    memory[PLAYED_PUSH] = push_back + half if push_back + half < played else played
+    if contact:
+        memory[LAST_HOLD] = t
+    holding = t - memory[LAST_HOLD] < settings[RESUME_DELAY] or memory[LAST_HOLD] == t
+    if holding and push_back < -(settings[PUSH_THRESHOLD] + half):
+        memory[VALUE] = 0.0  # pushed forward along the path: never move into it
+    else:
+        target = 1.0
+        if holding:  # f*: 0, or the yield for the played push beyond the dead band
+            beyond = memory[PLAYED_PUSH] - settings[PUSH_THRESHOLD]
+            scaled = settings[ALPHA] * beyond
+            target = -(scaled if scaled < 1.0 else 1.0) if beyond > 0 else 0.0
+        memory[VALUE] = _approach(memory[VALUE], target, dt, settings)
+    _remember_direction(memory, direction, velocity, settings[MIN_SPEED])
+    return memory[VALUE]
+
+
+@kernel
+def _approach(value, target, dt, settings):
+    """f_S one step of `dt` from `value` toward `target`: to 0 at once when a hold stops
+    forward motion, at yield_rate within [−1, 0], at recovery_rate above 0."""
+    if target < value and value > 0:
+        value = 0.0  # seed 003: the arm holds at once
+    if value < 0 or target < 0:  # here value ≤ 0, so the bounds are in order
+        step = settings[YIELD_RATE] * dt
+        low = value - step if value - step > target else target
+        high = value + step
+        high = 0.0 if 0.0 < high else high
+        return high if high < low else low
+    rising = value + settings[RECOVERY_RATE] * dt
+    return rising if rising < target else target
+
+
+@kernel
+def _remember_direction(memory, direction, velocity, min_speed):
+    """While tracking normally (f_S = 1), the unit q̇ is the direction of the path.
+
+    Not while f_S recovers: the arm then still settles from the contact (joints pushed
+    off the path move back to it), and that motion is not the path's.
+    """
+    if velocity.size == 0 or memory[VALUE] < 1.0:
+        return
+    speed = math.sqrt(_along(velocity, velocity))
+    if math.isfinite(speed) and speed > min_speed:
+        for i in range(velocity.size):
+            direction[i] = velocity[i] / speed
+        memory[DIRECTION_KNOWN] = 1.0
 
 
 # f_S is worth sending when it moved by more than this: a 1 kHz stream of 1.0 costs CPU and
