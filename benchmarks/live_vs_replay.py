@@ -22,8 +22,9 @@ same samples as `contact-estimation replay` of the same inputs, its own algorith
    parameters and samples, driven by the stamps); its bag holds every output, logged at the
    stamp being replayed.
 4. Per contact, live against its replay: the sample whose collision event raised the stop
-   (the event's stamp), when the event came (live: received here; replay: the stamp being
-   replayed), so the stop after the onset and live − replay; each estimator's first estimate
+   (the event's stamp), when that stop came (the stop topic's rise to True the event
+   explains, which the detector publishes first; live: received here; replay: the stamp
+   being replayed), so the stop after the onset and live − replay; each estimator's first estimate
    after the onset, right link and point error against the truth of the estimate's sample.
    A live stop later than replay + MAX_LAG without an earlier `behind` stop (an event of that
    cause since the slot began) is late; so is none where the replay stopped.
@@ -317,6 +318,15 @@ class Seen:
     def _stop(self, msg, t: float) -> None:
         self.stops.append((t, bool(msg.data)))
 
+    def stop_came(self, event: float) -> float:
+        """When the stop that a collision event received at `event` explains came: the stop
+        topic's rise to True just before it (the detector publishes the stop first, then
+        the event: a controller acts on the stop), else the event's own time (the stop was
+        already raised, by another cause)."""
+        risen = [t for (t, stop), (_, before) in zip(self.stops[1:], self.stops)
+                 if stop and not before and event - EVENT_AFTER_STOP <= t <= event]
+        return risen[-1] if risen else event
+
     def _event(self, msg, t: float) -> None:
         for status in msg.status:
             values = {kv.key: kv.value for kv in status.values}
@@ -342,6 +352,11 @@ class Seen:
         for topic, _, log_ns, msg in messages(path, list(handlers)):
             handlers[topic][1](msg, log_ns * 1e-9)
         return seen
+
+
+# s: the longest a collision event may come after the stop it explains (both published on
+# the same decision, the stop first).
+EVENT_AFTER_STOP = 0.05
 
 
 def _ns(stamp) -> int:
@@ -485,7 +500,7 @@ class Scored:
     """One contact in one run (live or its replay); times in s after the onset."""
 
     stop_stamp: int | None = None    # the sample (stamp, ns) that raised the stop
-    stop: float = np.nan             # when its collision event came
+    stop: float = np.nan             # when the stop it raised came (`Seen.stop_came`)
     behind: bool = False             # a `behind` stop came in the slot before it
     first: dict[str, float] = field(default_factory=dict)      # estimator → first estimate
     first_sample: dict[str, float] = field(default_factory=dict)  # → the first one's sample
@@ -518,7 +533,7 @@ def score(seen: Seen, recording: Recording, stamps: np.ndarray) -> list[Scored]:
             scored.decided = decisions[0][1] - onset
         if collisions:
             t, scored.stop_stamp = min(collisions, key=lambda c: c[1])
-            scored.stop = t - onset
+            scored.stop = seen.stop_came(t) - onset
         until = onset + (scored.stop if collisions else (finish - stamps[truth.onset]) * 1e-9)
         scored.behind = any(cause == BEHIND and begin * 1e-9 <= t <= until
                             for t, _, cause, *_ in seen.events)
