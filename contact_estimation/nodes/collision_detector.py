@@ -357,19 +357,21 @@ class CollisionDetectorNode(SuiteNode):
 
     def _on_stop_change(self, state: DetectorState, previous: DetectorState | None,
                         cleared_by: str) -> None:
+        """The event first (an output a controller may read), then the log (stderr and
+        /rosout) and the status."""
+        if state.stop:
+            self._publish_event(state, state.reason)
+        elif previous is not None:
+            self._publish_event(state, 'stop cleared: ' + (
+                'input arrived' if previous.cause == WAITING else cleared_by))
         if state.cause in (COLLISION, STALE, INVALID, FAULT, BEHIND, BAD_STAMP, RESTARTED):
             # Every stop is logged and counted (report() would throttle a second one).
             self.problems.counts[state.cause] += 1
             self.get_logger().error(f'stop: {state.reason}')
         if state.stop:
             self.problems.set_status(WARN if state.cause == WAITING else ERROR, state.reason)
-            self._publish_event(state, state.reason)
         else:
-            message = f'monitoring {len(self._names)} joints'
-            self.problems.set_status(OK, message)
-            if previous is not None:
-                self._publish_event(state, 'stop cleared: ' + (
-                    'input arrived' if previous.cause == WAITING else cleared_by))
+            self.problems.set_status(OK, f'monitoring {len(self._names)} joints')
         self.problems.values['stop'] = str(state.stop)
 
     def _react(self, now: float, state: DetectorState, tau_ext, velocity) -> None:
