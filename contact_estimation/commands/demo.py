@@ -454,9 +454,11 @@ def _verdict(monitor: TopicMonitor, kinds: list[str]) -> tuple[str, bool]:
             spans, kinds) if kind == TOUCH and span[0] <= stamp), '')
         return (f'verdict: FAILED: the stop latched at {stamp:.3f} s{during}, before the '
                 f'scripted push ({cause}: {message}); what follows shows nothing of it'), False
-    early = _proximity_stop_before(monitor, spans[push][1] if push < len(spans) else np.inf)
+    received = spans[push][1] if push < len(spans) else np.inf
+    early = _proximity_stop_before(monitor, received)
     if early:
         return f'verdict: FAILED: {early}; what follows shows nothing of the push', False
+    held = _proximity_start_until(monitor, received)
     touches = []
     for span, kind in zip(spans[:push], kinds[:push]):
         end = span[2] if span[2] is not None else np.inf
@@ -472,12 +474,12 @@ def _verdict(monitor: TopicMonitor, kinds: list[str]) -> tuple[str, bool]:
     if not detected:
         return f'verdict: FAILED: the push at {onset:.3f} s was not detected', False
     latched = detected[0][0]
-    held = monitor.holds.get(latched, latched)
+    hold = monitor.holds.get(latched, latched)
     latch = (f'; the stop latched {(latched - onset) * 1e3:.0f} ms after it, once the contact '
-             'was decided an impact' if held < latched else '')
+             'was decided an impact' if hold < latched else '')
     return (f'verdict: no stop before the push; {"".join(touches)}the push at {onset:.3f} s '
-            f'detected {(held - onset) * 1e3:.0f} ms later (simulated time: the arm held, '
-            f'f_S = 0){latch}'), True
+            f'detected {(hold - onset) * 1e3:.0f} ms later (simulated time: the arm held, '
+            f'f_S = 0){latch}{held}'), True
 
 
 def _proximity_stop_before(monitor: TopicMonitor, received: float) -> str:
@@ -485,11 +487,9 @@ def _proximity_stop_before(monitor: TopicMonitor, received: float) -> str:
     push's arrival), once it had first released it (its start-up stop is not one); '' if
     it did not, or published no stop at all."""
     changes = [(t, stop) for t, stop in monitor.proximity_stops if t < received]
-    if not changes:
-        return ''
     released = next((t for t, stop in changes if not stop), None)
     if released is None:
-        return 'the proximity monitor never released the arm before the push'
+        return ''
     stopped = next((t for t, stop in changes if stop and t > released), None)
     if stopped is None:
         return ''
@@ -497,6 +497,20 @@ def _proximity_stop_before(monitor: TopicMonitor, received: float) -> str:
                   'its reason not received')
     return (f'the proximity monitor stopped the arm at {stopped:.2f} s (demo monitor time), '
             f'before the push ({reason})')
+
+
+def _proximity_start_until(monitor: TopicMonitor, received: float) -> str:
+    """Said plainly when the proximity monitor's start-up (waiting for its inputs: the
+    cloud worker starts at normal priority, and comes late on a loaded machine) still held
+    the arm when the push arrived at monitor time `received`: the contacts then met an arm
+    standing still. '' when it had released the arm before."""
+    changes = [(t, stop) for t, stop in monitor.proximity_stops if t < received]
+    if not changes or any(not stop for _, stop in changes):
+        return ''
+    reasons = [text for t, text in monitor.proximity_reasons if t < received]
+    return ('. Note: the proximity monitor was still starting when the push came (its last '
+            f'reason: {reasons[-1] if reasons else "none received"}): it held the arm still '
+            'through the contacts, so they met an arm standing, not moving')
 
 
 def _reaction(monitor: TopicMonitor) -> str:
