@@ -431,11 +431,11 @@ class Supervisor:
             self.deaths[name].append(code)
             pause, line = self._policies[name].verdict(name, code,
                                                        now - self.nodes.started_at[name])
-            self._say(line)
             if pause is None:
                 self.given_up.add(name)
             else:
                 self._due[name] = (now + pause, code)
+            self._say(line)  # once decided: a Ctrl-C right after the line finds it so
         for name, (when, code) in list(self._due.items()):
             if now >= when:
                 del self._due[name]
