@@ -84,9 +84,9 @@ left. It inflates the radii for a pre-contact buffer. Here:
   and a failed or stale input stop as before. It needs the speed limit (refused without).
 
 Inputs are arrays in the robot's base frame (REP 103, metres, seconds; t is the stamp of the
-input on one clock). Sphere pairs are checked all at once, not pair by pair: a KD-tree of the
-bodies' spheres (built once per skeleton or scan) yields every pair within the watched range
-(`_check`), and the margins of those pairs are computed as arrays.
+input on one clock). The pairs within the watched range are found and their margins reduced
+in one compiled pass over every pair of robot sphere and body element (`_check`,
+core/compiled.py: issue 35, ~10x the array formula with a KD-tree it replaced, to the bit).
 """
 from __future__ import annotations
 
@@ -94,8 +94,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-from scipy.spatial import cKDTree
 
+from contact_estimation.core.compiled import kernel
 from contact_estimation.core.contact.pfl import (contact_allowed, part_regions,
                                                  permissible_speeds)
 from contact_estimation.core.input_rejected import (IMPLAUSIBLE, NOT_FINITE, WRONG_SIZE,
@@ -458,7 +458,6 @@ class _BodySet:
         self.box_rotation = np.array([self.bodies[k].box_rotation for k in boxes]).reshape(-1, 3, 3)
         self.box_centre = np.array([self.bodies[k].box_centre for k in boxes]).reshape(-1, 3)
         self.box_half = np.array([self.bodies[k].box_half_extents for k in boxes]).reshape(-1, 3)
-        self.tree = cKDTree(self.centres)
         self.largest_radius = float(np.max(self.radii, initial=0.0))
         # Power and force limiting: the body regions of each tracked part (a lidar object has
         # none), and whether collaborative operation may touch it (module doc).
@@ -497,6 +496,10 @@ class ProximityMonitor:
         self._stopped = True
         self._t: float | None = None
         self._started = False  # the robot's stop released once (module doc: Start)
+        # The check's kernel compiled, or loaded from numba's cache, now rather than on a check.
+        still = np.zeros((len(surfaces.sphere_radii), 3))
+        _check(still, surfaces.sphere_radii, still, surfaces.sphere_link, len(surfaces.links),
+               _BodySet(0.0, CLUSTERS, []), config, 0.0, np.ones(0, bool))
 
     def limit_speed(self, robot, collaborative: bool = False) -> None:
         """The power and force limit's speed limit with `robot`, the arm with its payload for
@@ -773,14 +776,14 @@ def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_
            link_count: int, bodies: _BodySet, config: ProximityConfig, body_speed: float,
            stops: np.ndarray) -> _Check:
     """Seed 002's test between the robot's spheres and every body element (sphere or box), with
-    the protective distance, all pairs at once; `stops` per body: whether its margin stops the
-    arm (counted in the robot spheres' margins, which a reset follows).
+    the protective distance; `stops` per body: whether its margin stops the arm (counted in
+    the robot spheres' margins, which a reset follows).
 
     Only pairs within the watched range can change a decision: those whose surface distance is
-    at most W = max(report_range, largest S_p + slowdown_distance + release_distance). A
-    KD-tree of the bodies' sphere centres (built once per skeleton or scan) gives every pair
-    whose centres are within W + the two largest radii, so no such pair is missed; boxes are
-    few and always checked. Distances are therefore exact up to W and inf beyond it.
+    at most W = max(report_range, largest S_p + slowdown_distance + release_distance). Every
+    pair of spheres whose centres are within W + the two largest radii is taken, so no such
+    pair is missed; boxes are few and always checked. Distances are therefore exact up to W
+    and inf beyond it. One compiled pass (`_pair_kernel`) over the pairs.
     """
     robot_time = config.reaction_time + config.stopping_time / 2  # v_r T_r + B, B = v_r T_s / 2
     static = (body_speed * (config.reaction_time + config.stopping_time)
@@ -788,56 +791,108 @@ def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_
     speed = np.linalg.norm(velocity, axis=1)
     watched = max(config.report_range, static + speed.max() * robot_time
                   + config.slowdown_distance + config.release_distance)
-    pairs = cKDTree(centres).sparse_distance_matrix(
-        bodies.tree, watched + radii.max() + bodies.largest_radius, output_type='ndarray')
-    sphere_row, column, between = (np.ascontiguousarray(pairs[k]) for k in ('i', 'j', 'v'))
-    box_distance, box_direction = _box_distance(centres, bodies)          # M × boxes (× 3)
-    box_row, box = np.indices(box_distance.shape).reshape(2, -1)          # every box pair
-    row = np.concatenate([sphere_row, box_row])
-    body = np.concatenate([bodies.sphere_body[column], bodies.box_body[box]])
-    distance = np.concatenate([between - radii[sphere_row] - bodies.radii[column],
-                               box_distance[box_row, box] - radii[box_row]])
-    direction = np.vstack([(bodies.centres[column] - centres[sphere_row])
-                           / np.maximum(between, 1e-12)[:, None],
-                           box_direction[box_row, box]])
-    approach = np.maximum(np.einsum('ij,ij->i', velocity[row], direction), 0.0)
-    margin = distance - static - approach * robot_time
-
     count = len(bodies.names)
     result = _Check(np.full(count, np.inf), np.full(count, np.inf), np.full(count, np.nan),
                     np.full(count, -1), np.full(link_count, np.inf),
                     np.full((count, link_count), np.inf), np.full(len(radii), np.inf),
                     np.full(len(radii), np.inf), np.zeros(count), stops)
-    near = np.flatnonzero((approach > 0.0) & (margin < config.slowdown_distance))
-    result.approaching = _Approach(row[near], body[near], direction[near], approach[near],
-                                   margin[near])
-    np.minimum.at(result.sphere_distance, row, distance)
-    counted = stops[body]
-    np.minimum.at(result.sphere_margin, row[counted], margin[counted])
-    np.minimum.at(result.link_distance, sphere_link, result.sphere_distance)
-    # On a flat index: np.minimum.at with a tuple of indices is ~15× slower.
-    np.minimum.at(result.body_link_distance.reshape(-1), body * link_count + sphere_link[row],
-                  distance)
-    np.minimum.at(result.margin, body, margin)
-    np.minimum.at(result.body_distance, body, distance)
-    # The pair deciding each body's margin: one that attains it.
-    deciding = np.flatnonzero(margin == result.margin[body])
-    decided, first = np.unique(body[deciding], return_index=True)
-    first = deciding[first]
-    result.body_protective[decided] = distance[first] - margin[first]
-    result.body_link[decided] = sphere_link[row[first]]
+    capacity = len(radii) * (len(bodies.radii) + len(bodies.box_body))
+    pairs = _Approach(np.empty(capacity, np.int64), np.empty(capacity, np.int64),
+                      np.empty((capacity, 3)), np.empty(capacity), np.empty(capacity))
+    near = _pair_kernel(
+        centres, radii, velocity, sphere_link, bodies.centres, bodies.radii, bodies.sphere_body,
+        bodies.box_body, bodies.box_rotation, bodies.box_centre, bodies.box_half, stops,
+        watched + radii.max() + bodies.largest_radius, static, robot_time,
+        config.slowdown_distance, result.margin, result.body_distance, result.body_protective,
+        result.body_link, result.link_distance, result.body_link_distance,
+        result.sphere_distance, result.sphere_margin, pairs.row, pairs.body, pairs.direction,
+        pairs.approach, pairs.margin)
+    result.approaching = _Approach(pairs.row[:near], pairs.body[:near], pairs.direction[:near],
+                                   pairs.approach[:near], pairs.margin[:near])
     return result
 
 
-def _box_distance(centres: np.ndarray, bodies: _BodySet) -> tuple[np.ndarray, np.ndarray]:
-    """Distance from each point to each box's surface (M × B, negative inside: minus the depth
-    below the nearest face) and the unit direction to the box's nearest point (M × B × 3; zero
-    inside, where the distance alone decides)."""
-    local = np.einsum('bji,mbj->mbi', bodies.box_rotation,
-                      centres[:, None, :] - bodies.box_centre[None, :, :])
-    clamped = np.clip(local, -bodies.box_half, bodies.box_half)
-    outside = np.linalg.norm(local - clamped, axis=2)
-    depth = np.min(bodies.box_half - np.abs(local), axis=2)
-    offset = np.einsum('bij,mbj->mbi', bodies.box_rotation, clamped - local)
-    direction = offset / np.where(outside > 0, outside, np.inf)[:, :, None]
-    return np.where(outside > 0, outside, -depth), direction
+@kernel
+def _pair_kernel(centres, radii, velocity, sphere_link, body_centres, body_radii, sphere_body,
+                 box_body, box_rotation, box_centre, box_half, stops, cutoff, static, robot_time,
+                 slowdown, margin, body_distance, body_protective, body_link, link_distance,
+                 body_link_distance, sphere_distance, sphere_margin, near_row, near_body,
+                 near_direction, near_approach, near_margin):
+    """`_check`'s pairs: each robot sphere with every body sphere whose centre is within
+    `cutoff`, then with every box. Per pair, the surface distance, the unit vector toward the
+    body element, v_r and the margin, into the per-body, per-(body, link), per-sphere and
+    per-link minima (a body's deciding pair: the first that attains its margin, a body being
+    all spheres or one box), and the pairs approaching in the warning zone (`_Approach`) into
+    near_*; returns their count."""
+    near = 0
+    limit = cutoff * cutoff
+    spheres = len(body_radii)
+    for i in range(len(radii)):
+        link = sphere_link[i]
+        for element in range(spheres + len(box_body)):
+            if element < spheres:
+                dx = body_centres[element, 0] - centres[i, 0]
+                dy = body_centres[element, 1] - centres[i, 1]
+                dz = body_centres[element, 2] - centres[i, 2]
+                squared = dx * dx + dy * dy + dz * dz
+                if squared > limit:
+                    continue
+                between = np.sqrt(squared)
+                scale = max(between, 1e-12)
+                body = sphere_body[element]
+                distance = between - radii[i] - body_radii[element]
+                ux, uy, uz = dx / scale, dy / scale, dz / scale
+            else:
+                box = element - spheres
+                body = box_body[box]
+                outside, depth, ux, uy, uz = _box_pair(centres, i, box_rotation, box_centre,
+                                                       box_half, box)
+                distance = (outside if outside > 0 else -depth) - radii[i]
+            # Summed in the order numpy's einsum summed these three products, so that every
+            # figure is the bits the array formula it replaced gave (issue 35).
+            approach = max((velocity[i, 0] * ux + velocity[i, 2] * uz) + velocity[i, 1] * uy,
+                           0.0)
+            pair_margin = distance - static - approach * robot_time
+            if pair_margin < margin[body]:
+                margin[body] = pair_margin
+                body_protective[body] = distance - pair_margin
+                body_link[body] = link
+            body_distance[body] = min(body_distance[body], distance)
+            body_link_distance[body, link] = min(body_link_distance[body, link], distance)
+            sphere_distance[i] = min(sphere_distance[i], distance)
+            if stops[body]:
+                sphere_margin[i] = min(sphere_margin[i], pair_margin)
+            if approach > 0.0 and pair_margin < slowdown:
+                near_row[near], near_body[near] = i, body
+                near_direction[near, 0] = ux
+                near_direction[near, 1] = uy
+                near_direction[near, 2] = uz
+                near_approach[near], near_margin[near] = approach, pair_margin
+                near += 1
+        link_distance[link] = min(link_distance[link], sphere_distance[i])
+    return near
+
+
+@kernel
+def _box_pair(points, i, rotation, centre, half, box):
+    """Distance from points[i] to the surface of `box` outside it (0 inside), the depth below
+    its nearest face, and the unit direction to its nearest point (zero inside, where the
+    distance alone decides); rotation[box]'s columns: the box's axes in the base frame."""
+    r = rotation[box]
+    dx, dy, dz = (points[i, 0] - centre[box, 0], points[i, 1] - centre[box, 1],
+                  points[i, 2] - centre[box, 2])
+    # In the box's frame (x, y, z), and from there to the box's nearest point (gx, gy, gz).
+    x = r[0, 0] * dx + r[1, 0] * dy + r[2, 0] * dz
+    y = r[0, 1] * dx + r[1, 1] * dy + r[2, 1] * dz
+    z = r[0, 2] * dx + r[1, 2] * dy + r[2, 2] * dz
+    hx, hy, hz = half[box, 0], half[box, 1], half[box, 2]
+    gx = min(max(x, -hx), hx) - x
+    gy = min(max(y, -hy), hy) - y
+    gz = min(max(z, -hz), hz) - z
+    depth = min(min(hx - abs(x), hy - abs(y)), hz - abs(z))
+    outside = np.sqrt(gx * gx + gy * gy + gz * gz)
+    scale = outside if outside > 0 else np.inf
+    # Back in the base frame, summed in einsum's order (`_pair_kernel`).
+    return (outside, depth, ((r[0, 0] * gx + r[0, 2] * gz) + r[0, 1] * gy) / scale,
+            ((r[1, 0] * gx + r[1, 2] * gz) + r[1, 1] * gy) / scale,
+            ((r[2, 0] * gx + r[2, 2] * gz) + r[2, 1] * gy) / scale)
