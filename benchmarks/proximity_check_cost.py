@@ -2,9 +2,11 @@
 free motion against the objects of a cell's cloud, as the node's 100 Hz check runs it.
 
     PYTHONPATH=$PWD python benchmarks/proximity_check_cost.py [--seconds 20] [--runs 3]
+                                                      [--cloud cell|uniform]
 
 The Panda's link surfaces (robot_sphere_spacing 0.05 m, the node's default); the cloud is
-benchmarks/soak.py `cell_cloud` (43 000 points: floor, wall, table, a person), turned into
+benchmarks/soak.py `cell_cloud` (43 000 points: floor, wall, table, a person; `--cloud
+uniform`: 43 000 points strewn through the workspace, the worst case), turned into
 objects as the node's cloud worker does (`process_cloud`, cloud.budget_points, the default
 cloud settings) at the motion's first pose; the motion is the soak's (every joint a sine),
 checked at 100 Hz, the objects handed over again every 0.1 s as a 10 Hz lidar's would be.
@@ -22,7 +24,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from soak import PERIOD, Q0, cell_cloud  # noqa: E402
+from soak import CLOUDS, PERIOD, Q0  # noqa: E402
 
 from contact_estimation.core.contact.lidar_fusion import CloudConfig, LidarFusion  # noqa: E402
 from contact_estimation.core.contact.proximity import ProximityMonitor  # noqa: E402
@@ -47,9 +49,9 @@ def free_motion(seconds: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             amplitude * omega * np.cos(np.outer(t, omega)))
 
 
-def cell_clusters(surfaces: LinkSurfaces, q: np.ndarray) -> list[np.ndarray]:
-    """The cell cloud's objects as the cloud worker finds them with the arm at q."""
-    points = cell_cloud(np.random.default_rng(0), CLOUD_POINTS)
+def cloud_clusters(surfaces: LinkSurfaces, q: np.ndarray, cloud: str) -> list[np.ndarray]:
+    """The objects of benchmarks/soak.py's `cloud` as the cloud worker finds them, arm at q."""
+    points = CLOUDS[cloud](np.random.default_rng(0), CLOUD_POINTS)
     job = CloudJob(0.0, q, xyz_layout(len(points)), IDENTITY, CloudConfig(), BUDGET_POINTS)
     return process_cloud(LidarFusion(surfaces), job, points.tobytes()).obstacles.clusters
 
@@ -74,15 +76,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--seconds', type=float, default=20.0, help='of motion per run')
     parser.add_argument('--runs', type=int, default=3)
+    parser.add_argument('--cloud', choices=sorted(CLOUDS), default='cell',
+                        help="soak.py's clouds: uniform strews the points through the workspace")
     args = parser.parse_args()
     robot = RobotModel.load('panda')
     surfaces = LinkSurfaces(robot, sphere_spacing=SPHERE_SPACING)
     motion = free_motion(args.seconds)
-    clusters = cell_clusters(surfaces, motion[1][0])
+    clusters = cloud_clusters(surfaces, motion[1][0], args.cloud)
     monitor = ProximityMonitor(surfaces)
     monitor.set_clusters(0.0, clusters)
     spheres = len(monitor._clusters.radii)
-    print(f'{len(surfaces.sphere_radii)} robot spheres; {len(clusters)} objects '
+    print(f'{len(surfaces.sphere_radii)} robot spheres; the {args.cloud} cloud: '
+          f'{len(clusters)} objects '
           f'({sum(map(len, clusters))} points, {spheres} spheres); {len(motion[0])} checks '
           f'of {args.seconds:g} s of free motion per run')
     print('| run | check median | p99 | max | set_clusters median | stopped checks |')
