@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy.spatial import cKDTree
 
-from contact_estimation.core.contact.proximity import (CLUSTERS, SKELETON, Body, HumanModel,
+from contact_estimation.core.contact.proximity import (BLOCK, CLUSTERS, SKELETON, Body,
+                                                       HumanModel,
                                                        ProximityConfig, _Approach, _BodySet,
                                                        _Check, _check, cluster_spheres,
                                                        standing_skeleton)
@@ -171,17 +172,22 @@ def test_boxes_only_and_robot_spheres_inside_a_box(surfaces, robot):
     assert kernel.sphere_distance.min() < 0 and len(kernel.approaching.row)
 
 
+def still_cut_off(surfaces, largest_radius: float) -> float:
+    """How far apart the centres of a pair may be to be taken, the arm still (`_check`)."""
+    static = (SPEED * (CONFIG.reaction_time + CONFIG.stopping_time)
+              + CONFIG.intrusion_distance + CONFIG.position_uncertainty)
+    watched = max(CONFIG.report_range,
+                  static + CONFIG.slowdown_distance + CONFIG.release_distance)
+    return watched + surfaces.sphere_radii.max() + largest_radius
+
+
 def test_pairs_at_the_cut_off_are_those_of_the_numpy_formula(surfaces, robot):
     """Body spheres placed a few ulps either side of the cut-off from a robot sphere: the
     kernel takes exactly the pairs the KD-tree took (centres within W + the largest radii)."""
     q, still = np.array([0.2, -0.3, 0.1, -2.0, 0.0, 2.0, 0.8]), np.zeros(robot.n)
     centres = surfaces.sphere_centres(q)
     radius = 0.02
-    static = SPEED * (CONFIG.reaction_time + CONFIG.stopping_time) + \
-        CONFIG.intrusion_distance + CONFIG.position_uncertainty
-    watched = max(CONFIG.report_range,
-                  static + CONFIG.slowdown_distance + CONFIG.release_distance)
-    cutoff = watched + surfaces.sphere_radii.max() + radius
+    cutoff = still_cut_off(surfaces, radius)
     tip = int(np.argmax(centres[:, 2]))
     steps = np.nextafter(cutoff, np.inf) - cutoff
     offsets = cutoff + steps * np.arange(-4, 5)
@@ -202,3 +208,22 @@ def test_a_still_arm_approaches_nothing(surfaces, robot):
     kernel, reference = both(surfaces, random_pose(rng, robot)[0], np.zeros(robot.n), bodies)
     assert_same(kernel, reference)
     assert not len(kernel.approaching.row) and np.isfinite(kernel.margin).any()
+
+
+def test_blocks_straddling_the_cut_off_miss_no_pair(surfaces, robot):
+    """A wall of points 5 mm apart crossing the cut-off sphere of the arm's tip: blocks of body
+    spheres lie across it, partly within, and the kernel skips only blocks wholly beyond it."""
+    q, still = np.array([0.2, -0.3, 0.1, -2.0, 0.0, 2.0, 0.8]), np.zeros(robot.n)
+    centres = surfaces.sphere_centres(q)
+    tip = centres[np.argmax(centres[:, 0])]
+    grid = np.arange(-1.0, 1.0, 0.005)
+    across, up = (axis.ravel() for axis in np.meshgrid(tip[1] + grid, tip[2] + grid))
+    bodies = cluster_set([np.column_stack([np.full(across.size, tip[0] + 1.0), across, up])])
+    kernel, reference = both(surfaces, q, still, bodies)
+    assert_same(kernel, reference)
+    cutoff = still_cut_off(surfaces, bodies.largest_radius)
+    starts = np.arange(0, len(bodies.radii), BLOCK)
+    nearest = np.linalg.norm(np.maximum(np.maximum(bodies.block_low - tip, tip - bodies.block_high),
+                                        0.0), axis=1)
+    farthest = np.maximum.reduceat(np.linalg.norm(bodies.centres - tip, axis=1), starts)
+    assert (nearest > cutoff).any() and ((nearest < cutoff) & (farthest > cutoff)).any()

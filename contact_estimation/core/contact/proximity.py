@@ -114,6 +114,9 @@ SKELETON, CLUSTERS = 'skeleton', 'clusters'
 HANDS = ('left_hand', 'right_hand')
 
 SPHERE_SPACING = 0.02  # m between a body part's sphere centres (HumanModel)
+# The check's pair search takes the bodies' spheres in blocks of this many neighbours (ordered
+# by cells of BLOCK_CELL m), and skips a block beyond its cut-off whole.
+BLOCK, BLOCK_CELL = 16, 0.1
 # Time step of the finite difference that turns q̇ into sphere velocities (s): v = (c(q + h q̇) −
 # c(q)) / h, exact to O(h |q̇|² · reach), far below the lidar's noise.
 _VELOCITY_STEP = 1e-3
@@ -439,7 +442,7 @@ class ProximityResult:
 
 @dataclass
 class _BodySet:
-    """The bodies from one source at one stamp, flattened for the vectorised check."""
+    """The bodies from one source at one stamp, flattened for the compiled check."""
 
     t: float
     source: str
@@ -450,10 +453,19 @@ class _BodySet:
     def __post_init__(self):
         spheres = [k for k, b in enumerate(self.bodies) if b.box_centre is None]
         boxes = [k for k, b in enumerate(self.bodies) if b.box_centre is not None]
-        self.centres = np.vstack([self.bodies[k].centres for k in spheres] or [np.zeros((0, 3))])
-        self.radii = np.concatenate([self.bodies[k].radii for k in spheres] or [np.zeros(0)])
+        centres = np.vstack([self.bodies[k].centres for k in spheres] or [np.zeros((0, 3))])
+        # In blocks of BLOCK neighbours, each with its bounding box: the check skips a block
+        # whose box is beyond the cut-off from a robot sphere (`_pair_kernel`).
+        order = _block_order(centres)
+        self.centres = centres[order]
+        self.radii = np.concatenate([self.bodies[k].radii for k in spheres]
+                                    or [np.zeros(0)])[order]
         self.sphere_body = np.repeat(np.array(spheres, dtype=int),
-                                     [len(self.bodies[k].radii) for k in spheres])
+                                     [len(self.bodies[k].radii) for k in spheres])[order]
+        starts = np.arange(0, len(order), BLOCK)
+        self.block_low, self.block_high = (
+            (np.minimum.reduceat(self.centres, starts), np.maximum.reduceat(self.centres, starts))
+            if len(order) else (np.zeros((0, 3)), np.zeros((0, 3))))
         self.box_body = np.array(boxes, dtype=int)
         self.box_rotation = np.array([self.bodies[k].box_rotation for k in boxes]).reshape(-1, 3, 3)
         self.box_centre = np.array([self.bodies[k].box_centre for k in boxes]).reshape(-1, 3)
@@ -463,6 +475,12 @@ class _BodySet:
         # none), and whether collaborative operation may touch it (module doc).
         self.regions = [part_regions(n) if self.source == SKELETON else () for n in self.names]
         self.touchable = np.array([contact_allowed(r) for r in self.regions], dtype=bool)
+
+
+def _block_order(points: np.ndarray) -> np.ndarray:
+    """The order of `points` (N×3) by cells of BLOCK_CELL m (x, then y, then z), so that runs
+    of BLOCK of them are neighbours."""
+    return np.lexsort((points // BLOCK_CELL).T[::-1])
 
 
 class ProximityMonitor:
@@ -797,16 +815,19 @@ def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_
                     np.full((count, link_count), np.inf), np.full(len(radii), np.inf),
                     np.full(len(radii), np.inf), np.zeros(count), stops)
     capacity = len(radii) * (len(bodies.radii) + len(bodies.box_body))
+    found = (np.empty(capacity, np.int64), np.empty(capacity, np.int64), np.empty(capacity),
+             np.empty((capacity, 3)))  # every pair: row, body, distance, direction
     pairs = _Approach(np.empty(capacity, np.int64), np.empty(capacity, np.int64),
                       np.empty((capacity, 3)), np.empty(capacity), np.empty(capacity))
     near = _pair_kernel(
         centres, radii, velocity, sphere_link, bodies.centres, bodies.radii, bodies.sphere_body,
-        bodies.box_body, bodies.box_rotation, bodies.box_centre, bodies.box_half, stops,
-        watched + radii.max() + bodies.largest_radius, static, robot_time,
+        bodies.block_low, bodies.block_high, bodies.box_body, bodies.box_rotation,
+        bodies.box_centre, bodies.box_half, stops, watched + radii.max() + bodies.largest_radius,
+        static, robot_time,
         config.slowdown_distance, result.margin, result.body_distance, result.body_protective,
         result.body_link, result.link_distance, result.body_link_distance,
-        result.sphere_distance, result.sphere_margin, pairs.row, pairs.body, pairs.direction,
-        pairs.approach, pairs.margin)
+        result.sphere_distance, result.sphere_margin, found, pairs.row, pairs.body,
+        pairs.direction, pairs.approach, pairs.margin)
     result.approaching = _Approach(pairs.row[:near], pairs.body[:near], pairs.direction[:near],
                                    pairs.approach[:near], pairs.margin[:near])
     return result
@@ -814,63 +835,100 @@ def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_
 
 @kernel
 def _pair_kernel(centres, radii, velocity, sphere_link, body_centres, body_radii, sphere_body,
-                 box_body, box_rotation, box_centre, box_half, stops, cutoff, static, robot_time,
-                 slowdown, margin, body_distance, body_protective, body_link, link_distance,
-                 body_link_distance, sphere_distance, sphere_margin, near_row, near_body,
-                 near_direction, near_approach, near_margin):
+                 block_low, block_high, box_body, box_rotation, box_centre, box_half, stops,
+                 cutoff, static, robot_time, slowdown, margin, body_distance, body_protective,
+                 body_link, link_distance, body_link_distance, sphere_distance, sphere_margin,
+                 pairs, near_row, near_body, near_direction, near_approach, near_margin):
     """`_check`'s pairs: each robot sphere with every body sphere whose centre is within
-    `cutoff`, then with every box. Per pair, the surface distance, the unit vector toward the
-    body element, v_r and the margin, into the per-body, per-(body, link), per-sphere and
-    per-link minima (a body's deciding pair: the first that attains its margin, a body being
-    all spheres or one box), and the pairs approaching in the warning zone (`_Approach`) into
-    near_*; returns their count."""
+    `cutoff` (`_sphere_pairs`), then with every box (`_box_pairs`), listed in `pairs` (row,
+    body, distance, direction: room for every pair). Per pair, v_r and the margin, into the
+    per-body, per-(body, link), per-sphere and per-link minima (a body's deciding pair: the
+    first that attains its margin), and the pairs approaching in the warning zone
+    (`_Approach`) into near_*; returns their count."""
+    row, body, distance, direction = pairs
+    count = _sphere_pairs(centres, radii, body_centres, body_radii, sphere_body, block_low,
+                          block_high, cutoff, row, body, distance, direction)
+    count = _box_pairs(centres, radii, box_body, box_rotation, box_centre, box_half, count, row,
+                       body, distance, direction)
     near = 0
-    limit = cutoff * cutoff
-    spheres = len(body_radii)
+    for k in range(count):
+        i, b, link = row[k], body[k], sphere_link[row[k]]
+        ux, uy, uz = direction[k, 0], direction[k, 1], direction[k, 2]
+        # Summed in the order numpy's einsum summed these three products, so that every
+        # figure is the bits the array formula it replaced gave (issue 35).
+        approach = max((velocity[i, 0] * ux + velocity[i, 2] * uz) + velocity[i, 1] * uy, 0.0)
+        pair_margin = distance[k] - static - approach * robot_time
+        if pair_margin < margin[b]:
+            margin[b] = pair_margin
+            body_protective[b] = distance[k] - pair_margin
+            body_link[b] = link
+        body_distance[b] = min(body_distance[b], distance[k])
+        body_link_distance[b, link] = min(body_link_distance[b, link], distance[k])
+        sphere_distance[i] = min(sphere_distance[i], distance[k])
+        if stops[b]:
+            sphere_margin[i] = min(sphere_margin[i], pair_margin)
+        if approach > 0.0 and pair_margin < slowdown:
+            near_row[near], near_body[near] = i, b
+            near_direction[near, 0] = ux
+            near_direction[near, 1] = uy
+            near_direction[near, 2] = uz
+            near_approach[near], near_margin[near] = approach, pair_margin
+            near += 1
     for i in range(len(radii)):
         link = sphere_link[i]
-        for element in range(spheres + len(box_body)):
-            if element < spheres:
-                dx = body_centres[element, 0] - centres[i, 0]
-                dy = body_centres[element, 1] - centres[i, 1]
-                dz = body_centres[element, 2] - centres[i, 2]
-                squared = dx * dx + dy * dy + dz * dz
-                if squared > limit:
-                    continue
-                between = np.sqrt(squared)
-                scale = max(between, 1e-12)
-                body = sphere_body[element]
-                distance = between - radii[i] - body_radii[element]
-                ux, uy, uz = dx / scale, dy / scale, dz / scale
-            else:
-                box = element - spheres
-                body = box_body[box]
-                outside, depth, ux, uy, uz = _box_pair(centres, i, box_rotation, box_centre,
-                                                       box_half, box)
-                distance = (outside if outside > 0 else -depth) - radii[i]
-            # Summed in the order numpy's einsum summed these three products, so that every
-            # figure is the bits the array formula it replaced gave (issue 35).
-            approach = max((velocity[i, 0] * ux + velocity[i, 2] * uz) + velocity[i, 1] * uy,
-                           0.0)
-            pair_margin = distance - static - approach * robot_time
-            if pair_margin < margin[body]:
-                margin[body] = pair_margin
-                body_protective[body] = distance - pair_margin
-                body_link[body] = link
-            body_distance[body] = min(body_distance[body], distance)
-            body_link_distance[body, link] = min(body_link_distance[body, link], distance)
-            sphere_distance[i] = min(sphere_distance[i], distance)
-            if stops[body]:
-                sphere_margin[i] = min(sphere_margin[i], pair_margin)
-            if approach > 0.0 and pair_margin < slowdown:
-                near_row[near], near_body[near] = i, body
-                near_direction[near, 0] = ux
-                near_direction[near, 1] = uy
-                near_direction[near, 2] = uz
-                near_approach[near], near_margin[near] = approach, pair_margin
-                near += 1
         link_distance[link] = min(link_distance[link], sphere_distance[i])
     return near
+
+
+@kernel
+def _sphere_pairs(centres, radii, body_centres, body_radii, sphere_body, block_low, block_high,
+                  cutoff, row, body, distance, direction):
+    """Every pair of robot sphere and body sphere whose centres are within `cutoff`: into row,
+    body, distance (between the surfaces) and direction (the unit vector from the robot
+    sphere's centre to the body sphere's), from 0; returns their count."""
+    limit = cutoff * cutoff
+    count = 0
+    for i in range(len(radii)):
+        x, y, z = centres[i, 0], centres[i, 1], centres[i, 2]
+        for block in range(len(block_low)):
+            # The block's nearest point is no farther than any of its centres, in floats too
+            # (rounding is monotonic): beyond the cut-off, none of them is within it.
+            gx = max(block_low[block, 0] - x, x - block_high[block, 0], 0.0)
+            gy = max(block_low[block, 1] - y, y - block_high[block, 1], 0.0)
+            gz = max(block_low[block, 2] - z, z - block_high[block, 2], 0.0)
+            if gx * gx + gy * gy + gz * gz > limit:
+                continue
+            for j in range(block * BLOCK, min((block + 1) * BLOCK, len(body_radii))):
+                dx = body_centres[j, 0] - x
+                dy = body_centres[j, 1] - y
+                dz = body_centres[j, 2] - z
+                squared = dx * dx + dy * dy + dz * dz
+                if squared <= limit:
+                    between = np.sqrt(squared)
+                    scale = max(between, 1e-12)
+                    row[count], body[count] = i, sphere_body[j]
+                    distance[count] = between - radii[i] - body_radii[j]
+                    direction[count, 0] = dx / scale
+                    direction[count, 1] = dy / scale
+                    direction[count, 2] = dz / scale
+                    count += 1
+    return count
+
+
+@kernel
+def _box_pairs(centres, radii, box_body, box_rotation, box_centre, box_half, count, row, body,
+               distance, direction):
+    """Every pair of robot sphere and box: into row, body, distance and direction (`_box_pair`)
+    from `count` on; returns the count with them."""
+    for i in range(len(radii)):
+        for box in range(len(box_body)):
+            outside, depth, ux, uy, uz = _box_pair(centres, i, box_rotation, box_centre,
+                                                   box_half, box)
+            row[count], body[count] = i, box_body[box]
+            distance[count] = (outside if outside > 0 else -depth) - radii[i]
+            direction[count, 0], direction[count, 1], direction[count, 2] = ux, uy, uz
+            count += 1
+    return count
 
 
 @kernel
