@@ -227,3 +227,30 @@ def test_blocks_straddling_the_cut_off_miss_no_pair(surfaces, robot):
                                         0.0), axis=1)
     farthest = np.maximum.reduceat(np.linalg.norm(bodies.centres - tip, axis=1), starts)
     assert (nearest > cutoff).any() and ((nearest < cutoff) & (farthest > cutoff)).any()
+
+
+def numpy_cluster_spheres(points, voxel_size):
+    """`cluster_spheres` as numpy arrays, as it was before its kernel."""
+    points = np.asarray(points, dtype=float).reshape(-1, 3)
+    points = points[np.isfinite(points).all(axis=1)]
+    cells = np.floor(points / voxel_size).astype(np.int64)
+    cells -= cells.min(axis=0)
+    key = np.ravel_multi_index(cells.T, cells.max(axis=0) + 1)
+    _, voxel, counts = np.unique(key, return_inverse=True, return_counts=True)
+    centres = np.column_stack([np.bincount(voxel, points[:, k]) for k in range(3)])
+    centres /= counts[:, None]
+    order = np.argsort(voxel, kind='stable')
+    reach = np.linalg.norm(points[order] - centres[voxel[order]], axis=1)
+    return centres, np.maximum.reduceat(reach, np.cumsum(counts) - counts)
+
+
+@pytest.mark.parametrize('seed', range(6))
+def test_cluster_spheres_match_the_numpy_formula(seed):
+    """Clusters of 1 to 3000 points, some repeated, some not finite, about any centre."""
+    rng = np.random.default_rng(seed)
+    points = rng.normal(rng.uniform(-2, 2, 3), rng.uniform(0.01, 0.5), (rng.integers(1, 3000), 3))
+    points = np.vstack([points, points[:len(points) // 3]])
+    points[rng.uniform(size=len(points)) < 0.05, rng.integers(0, 3)] = np.nan
+    voxel = rng.uniform(0.01, 0.1)
+    for got, expected in zip(cluster_spheres(points, voxel), numpy_cluster_spheres(points, voxel)):
+        np.testing.assert_array_equal(got, expected)

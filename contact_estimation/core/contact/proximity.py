@@ -334,13 +334,37 @@ def cluster_spheres(points, voxel_size: float) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros((0, 3)), np.zeros(0)
     cells = np.floor(points / voxel_size).astype(np.int64)
     cells -= cells.min(axis=0)
-    key = np.ravel_multi_index(cells.T, cells.max(axis=0) + 1)
-    _, voxel, counts = np.unique(key, return_inverse=True, return_counts=True)
-    centres = np.column_stack([np.bincount(voxel, points[:, k]) for k in range(3)])
-    centres /= counts[:, None]
-    order = np.argsort(voxel, kind='stable')
-    reach = np.linalg.norm(points[order] - centres[voxel[order]], axis=1)
-    return centres, np.maximum.reduceat(reach, np.cumsum(counts) - counts)
+    return _voxel_spheres(points, np.ravel_multi_index(cells.T, cells.max(axis=0) + 1))
+
+
+@kernel
+def _voxel_spheres(points, key):
+    """`cluster_spheres` of the points whose voxels are numbered `key`: the spheres in the
+    order of their keys, each at the mean of its points (summed in the points' order) with
+    the radius reaching the farthest (compiled: a lidar's objects come on the check's
+    thread, issue 35)."""
+    order = np.argsort(key, kind='mergesort')
+    voxel = np.empty(len(key), dtype=np.int64)
+    count = 0
+    for k in range(len(key)):
+        if k == 0 or key[order[k]] != key[order[k - 1]]:
+            count += 1
+        voxel[order[k]] = count - 1
+    centres, members = np.zeros((count, 3)), np.zeros(count)
+    for i in range(len(key)):
+        for axis in range(3):
+            centres[voxel[i], axis] += points[i, axis]
+        members[voxel[i]] += 1.0
+    for v in range(count):
+        for axis in range(3):
+            centres[v, axis] /= members[v]
+    reach = np.zeros(count)
+    for i in range(len(key)):
+        v = voxel[i]
+        dx, dy, dz = (points[i, 0] - centres[v, 0], points[i, 1] - centres[v, 1],
+                      points[i, 2] - centres[v, 2])
+        reach[v] = max(reach[v], np.sqrt(dx * dx + dy * dy + dz * dz))
+    return centres, reach
 
 
 # ------------------------------------------------------------------------ monitor
@@ -514,10 +538,11 @@ class ProximityMonitor:
         self._stopped = True
         self._t: float | None = None
         self._started = False  # the robot's stop released once (module doc: Start)
-        # The check's kernel compiled, or loaded from numba's cache, now rather than on a check.
+        # The check's kernels compiled, or loaded from numba's cache, now rather than live.
         still = np.zeros((len(surfaces.sphere_radii), 3))
         _check(still, surfaces.sphere_radii, still, surfaces.sphere_link, len(surfaces.links),
                _BodySet(0.0, CLUSTERS, []), config, 0.0, np.ones(0, bool))
+        cluster_spheres(still, config.voxel_size)
 
     def limit_speed(self, robot, collaborative: bool = False) -> None:
         """The power and force limit's speed limit with `robot`, the arm with its payload for
