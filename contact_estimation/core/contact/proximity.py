@@ -499,6 +499,20 @@ class _BodySet:
         # none), and whether collaborative operation may touch it (module doc).
         self.regions = [part_regions(n) if self.source == SKELETON else () for n in self.names]
         self.touchable = np.array([contact_allowed(r) for r in self.regions], dtype=bool)
+        self._room: tuple | None = None
+
+    def room(self, robot_spheres: int) -> tuple[tuple, _Approach]:
+        """Room for every pair of `robot_spheres` spheres with these bodies' elements
+        (`_check`): row, body, distance, direction; and for the approaching ones. Made at the
+        first check with them, and reused (MiBs each check cost page faults)."""
+        capacity = robot_spheres * (len(self.radii) + len(self.box_body))
+        if self._room is None or len(self._room[0][0]) != capacity:
+            self._room = ((np.empty(capacity, np.int64), np.empty(capacity, np.int64),
+                           np.empty(capacity), np.empty((capacity, 3))),
+                          _Approach(np.empty(capacity, np.int64), np.empty(capacity, np.int64),
+                                    np.empty((capacity, 3)), np.empty(capacity),
+                                    np.empty(capacity)))
+        return self._room
 
 
 def _block_order(points: np.ndarray) -> np.ndarray:
@@ -839,11 +853,7 @@ def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_
                     np.full(count, -1), np.full(link_count, np.inf),
                     np.full((count, link_count), np.inf), np.full(len(radii), np.inf),
                     np.full(len(radii), np.inf), np.zeros(count), stops)
-    capacity = len(radii) * (len(bodies.radii) + len(bodies.box_body))
-    found = (np.empty(capacity, np.int64), np.empty(capacity, np.int64), np.empty(capacity),
-             np.empty((capacity, 3)))  # every pair: row, body, distance, direction
-    pairs = _Approach(np.empty(capacity, np.int64), np.empty(capacity, np.int64),
-                      np.empty((capacity, 3)), np.empty(capacity), np.empty(capacity))
+    found, pairs = bodies.room(len(radii))
     near = _pair_kernel(
         centres, radii, velocity, sphere_link, bodies.centres, bodies.radii, bodies.sphere_body,
         bodies.block_low, bodies.block_high, bodies.box_body, bodies.box_rotation,
@@ -853,8 +863,9 @@ def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_
         result.body_link, result.link_distance, result.body_link_distance,
         result.sphere_distance, result.sphere_margin, found, pairs.row, pairs.body,
         pairs.direction, pairs.approach, pairs.margin)
-    result.approaching = _Approach(pairs.row[:near], pairs.body[:near], pairs.direction[:near],
-                                   pairs.approach[:near], pairs.margin[:near])
+    result.approaching = _Approach(pairs.row[:near].copy(), pairs.body[:near].copy(),
+                                   pairs.direction[:near].copy(), pairs.approach[:near].copy(),
+                                   pairs.margin[:near].copy())
     return result
 
 
