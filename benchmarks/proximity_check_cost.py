@@ -10,13 +10,16 @@ uniform`: 43 000 points strewn through the workspace, the worst case), turned in
 objects as the node's cloud worker does (`process_cloud`, cloud.budget_points, the default
 cloud settings) at the motion's first pose; the motion is the soak's (every joint a sine),
 checked at 100 Hz, the objects handed over again every 0.1 s as a 10 Hz lidar's would be.
-Printed per run: the check's median, p99 and max (µs), and `set_clusters` (on the node's
-check thread at 10 Hz). The check runs in this process alone: the figures are its cost, not
-its lateness on a busy machine (benchmarks/proximity_load.py).
+Printed per run: the check's median, p99 and max (µs), `set_clusters` (on the node's check
+thread at 10 Hz), and a digest of every verdict's figures (margins, distances, stops, the
+speed scale), to compare two versions of the code bit for bit. The check runs in this
+process alone: the figures are its cost, not its lateness on a busy machine
+(benchmarks/proximity_load.py).
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 import time
@@ -56,9 +59,10 @@ def cloud_clusters(surfaces: LinkSurfaces, q: np.ndarray, cloud: str) -> list[np
     return process_cloud(LidarFusion(surfaces), job, points.tobytes()).obstacles.clusters
 
 
-def run(monitor: ProximityMonitor, clusters, motion) -> tuple[np.ndarray, np.ndarray, int]:
-    """Seconds of each check and of each hand-over of the objects; the checks that stopped."""
-    checks, handovers, stops = [], [], 0
+def run(monitor: ProximityMonitor, clusters, motion) -> tuple[np.ndarray, np.ndarray, int, str]:
+    """Seconds of each check and of each hand-over of the objects; the checks that stopped;
+    a digest of every figure of every verdict (equal digests: the same bits)."""
+    checks, handovers, stops, digest = [], [], 0, hashlib.sha256()
     every = int(CHECK_RATE / CLOUD_RATE)
     for k, (t, q, v) in enumerate(zip(*motion)):
         if k % every == 0:
@@ -69,7 +73,13 @@ def run(monitor: ProximityMonitor, clusters, motion) -> tuple[np.ndarray, np.nda
         result = monitor.update(t, q, v)
         checks.append(time.perf_counter() - start)
         stops += result.stop
-    return np.array(checks), np.array(handovers), stops
+        for figures in (result.body_margin, result.body_distance, result.body_protective_distance,
+                        result.link_distance, result.body_link_distance,
+                        result.robot_sphere_distance, result.body_stop,
+                        [result.speed_scale, result.stop]):
+            digest.update(np.asarray(figures).tobytes())
+        digest.update(repr(result.body_link).encode())
+    return np.array(checks), np.array(handovers), stops, digest.hexdigest()[:12]
 
 
 def main() -> None:
@@ -90,13 +100,14 @@ def main() -> None:
           f'{len(clusters)} objects '
           f'({sum(map(len, clusters))} points, {spheres} spheres); {len(motion[0])} checks '
           f'of {args.seconds:g} s of free motion per run')
-    print('| run | check median | p99 | max | set_clusters median | stopped checks |')
-    print('|---|---|---|---|---|---|')
+    print('| run | check median | p99 | max | set_clusters median | stopped checks | verdicts '
+          'digest |')
+    print('|---|---|---|---|---|---|---|')
     for k in range(args.runs):
-        checks, handovers, stops = run(ProximityMonitor(surfaces), clusters, motion)
+        checks, handovers, stops, digest = run(ProximityMonitor(surfaces), clusters, motion)
         median, p99, worst = np.percentile(checks, [50, 99, 100]) * 1e6
         print(f'| {k + 1} | {median:.0f} µs | {p99:.0f} µs | {worst:.0f} µs | '
-              f'{np.median(handovers) * 1e6:.0f} µs | {stops} |')
+              f'{np.median(handovers) * 1e6:.0f} µs | {stops} | {digest} |')
 
 
 if __name__ == '__main__':
