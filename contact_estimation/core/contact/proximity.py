@@ -85,8 +85,9 @@ left. It inflates the radii for a pre-contact buffer. Here:
 
 Inputs are arrays in the robot's base frame (REP 103, metres, seconds; t is the stamp of the
 input on one clock). The pairs within the watched range are found and their margins reduced
-in one compiled pass over every pair of robot sphere and body element (`_check`,
-core/compiled.py: issue 35, ~10x the array formula with a KD-tree it replaced, to the bit).
+in one compiled pass over the robot's spheres and the body elements (`_check`,
+core/compiled.py; issue 35: ~10x faster than the array formula with a KD-tree it replaced,
+giving the same bits), the bodies' spheres in blocks that are skipped whole when beyond reach.
 """
 from __future__ import annotations
 
