@@ -729,7 +729,7 @@ class ProximityMonitor:
             del self._latched[gone]  # objects renamed or gone: the robot's latch still holds
         smallest = float(np.min(stopping, initial=np.inf)) if check else -np.inf
         stop = self._robot_stop(t, smallest, check)
-        target = 0.0 if stop else float(np.clip(smallest / self.config.slowdown_distance, 0, 1))
+        target = 0.0 if stop else min(max(smallest / self.config.slowdown_distance, 0.0), 1.0)
         if self._best_since_reset is not None and not stop:
             target = max(target, self.config.reset_speed_scale)
         # The ramp up starts when the stop is released, not at the last stopped sample.
