@@ -505,7 +505,7 @@ class _BodySet:
     def room(self, robot_spheres: int) -> tuple[tuple, _Approach]:
         """Room for every pair of `robot_spheres` spheres with these bodies' elements
         (`_check`): row, body, distance, direction; and for the approaching ones. Made at the
-        first check with them, and reused (MiBs each check cost page faults)."""
+        first check with them and reused: MiBs allocated at every check cost page faults."""
         capacity = robot_spheres * (len(self.radii) + len(self.box_body))
         if self._room is None or len(self._room[0][0]) != capacity:
             self._room = ((np.empty(capacity, np.int64), np.empty(capacity, np.int64),
@@ -859,11 +859,10 @@ def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_
         centres, radii, velocity, sphere_link, bodies.centres, bodies.radii, bodies.sphere_body,
         bodies.block_low, bodies.block_high, bodies.box_body, bodies.box_rotation,
         bodies.box_centre, bodies.box_half, stops, watched + radii.max() + bodies.largest_radius,
-        static, robot_time,
-        config.slowdown_distance, result.margin, result.body_distance, result.body_protective,
-        result.body_link, result.link_distance, result.body_link_distance,
-        result.sphere_distance, result.sphere_margin, found, pairs.row, pairs.body,
-        pairs.direction, pairs.approach, pairs.margin)
+        static, robot_time, config.slowdown_distance, result.margin, result.body_distance,
+        result.body_protective, result.body_link, result.link_distance,
+        result.body_link_distance, result.sphere_distance, result.sphere_margin, found,
+        pairs.row, pairs.body, pairs.direction, pairs.approach, pairs.margin)
     result.approaching = _Approach(pairs.row[:near].copy(), pairs.body[:near].copy(),
                                    pairs.direction[:near].copy(), pairs.approach[:near].copy(),
                                    pairs.margin[:near].copy())
