@@ -233,7 +233,8 @@ class ProximityMonitorNode(SuiteNode):
         self.stop_signal = StopSignal(self, 'speed_scale', self._reset)
         self.closing(self.stop_signal.close)
         self._parts_pub = self.publisher('parts', DiagnosticArray)
-        self._marker_pub = self.publisher('markers', MarkerArray)
+        # rviz's: built only while someone listens (~950 spheres of a cell's cloud cost ms).
+        self._marker_out = self.output('markers', MarkerArray, only_when_listened=True)
         self._hands = self.output('hands', DiagnosticArray)
         self._pfl_pub = self.publisher('pfl', DiagnosticArray)
         self._pfl_stop = ''              # the over-limit contact's reason, latched until ~/reset
@@ -495,8 +496,9 @@ class ProximityMonitorNode(SuiteNode):
         self.problems.values['pfl_check'] = result.reason
         self._pfl_pub.publish(pfl_status(result, contact.link, contact.point, self.robot.name,
                                          stamp))
-        self._marker_pub.publish(MarkerArray(markers=[pfl_marker(result, contact.link,
-                                                                 contact.point, stamp)]))
+        if self._marker_out.wanted:
+            self._marker_out.send(MarkerArray(markers=[pfl_marker(result, contact.link,
+                                                                  contact.point, stamp)]))
         if result.over and not self._pfl_stop:
             self._pfl_stop = f'{PFL}: {result.reason}'
             was_stopped = self._result is not None and self._result.stop
@@ -637,7 +639,8 @@ class ProximityMonitorNode(SuiteNode):
             self._displayed = now
             stamp = seconds_to_stamp(result.t)
             self._parts_pub.publish(part_statuses(result, self.robot.name, stamp))
-            self._marker_pub.publish(self._markers.markers(result, stamp))
+            if self._marker_out.wanted:
+                self._marker_out.send(self._markers.markers(result, stamp))
         if result.stop:
             self.problems.set_status(ERROR, _reason(result))
         elif self._clouds.fault:

@@ -84,9 +84,10 @@ left. It inflates the radii for a pre-contact buffer. Here:
   and a failed or stale input stop as before. It needs the speed limit (refused without).
 
 Inputs are arrays in the robot's base frame (REP 103, metres, seconds; t is the stamp of the
-input on one clock). Sphere pairs are checked all at once, not pair by pair: a KD-tree of the
-bodies' spheres (built once per skeleton or scan) yields every pair within the watched range
-(`_check`), and the margins of those pairs are computed as arrays.
+input on one clock). The pairs within the watched range are found and their margins reduced
+in one compiled pass over the robot's spheres and the body elements (`_check`,
+core/compiled.py; issue 35: ~10x faster than the array formula with a KD-tree it replaced,
+giving the same bits), the bodies' spheres in blocks that are skipped whole when beyond reach.
 """
 from __future__ import annotations
 
@@ -94,8 +95,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-from scipy.spatial import cKDTree
 
+from contact_estimation.core.compiled import kernel
 from contact_estimation.core.contact.pfl import (contact_allowed, part_regions,
                                                  permissible_speeds)
 from contact_estimation.core.input_rejected import (IMPLAUSIBLE, NOT_FINITE, WRONG_SIZE,
@@ -114,6 +115,9 @@ SKELETON, CLUSTERS = 'skeleton', 'clusters'
 HANDS = ('left_hand', 'right_hand')
 
 SPHERE_SPACING = 0.02  # m between a body part's sphere centres (HumanModel)
+# The check's pair search takes the bodies' spheres in blocks of this many neighbours (ordered
+# by cells of BLOCK_CELL m), and skips a block beyond its cut-off whole.
+BLOCK, BLOCK_CELL = 16, 0.1
 # Time step of the finite difference that turns q̇ into sphere velocities (s): v = (c(q + h q̇) −
 # c(q)) / h, exact to O(h |q̇|² · reach), far below the lidar's noise.
 _VELOCITY_STEP = 1e-3
@@ -331,13 +335,37 @@ def cluster_spheres(points, voxel_size: float) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros((0, 3)), np.zeros(0)
     cells = np.floor(points / voxel_size).astype(np.int64)
     cells -= cells.min(axis=0)
-    key = np.ravel_multi_index(cells.T, cells.max(axis=0) + 1)
-    _, voxel, counts = np.unique(key, return_inverse=True, return_counts=True)
-    centres = np.column_stack([np.bincount(voxel, points[:, k]) for k in range(3)])
-    centres /= counts[:, None]
-    order = np.argsort(voxel, kind='stable')
-    reach = np.linalg.norm(points[order] - centres[voxel[order]], axis=1)
-    return centres, np.maximum.reduceat(reach, np.cumsum(counts) - counts)
+    return _voxel_spheres(points, np.ravel_multi_index(cells.T, cells.max(axis=0) + 1))
+
+
+@kernel
+def _voxel_spheres(points, key):
+    """`cluster_spheres` of the points whose voxels are numbered `key`: the spheres in the
+    order of their keys, each at the mean of its points (summed in the points' order) with
+    the radius reaching the farthest (compiled: a lidar's objects come on the check's
+    thread, issue 35)."""
+    order = np.argsort(key, kind='mergesort')
+    voxel = np.empty(len(key), dtype=np.int64)
+    count = 0
+    for k in range(len(key)):
+        if k == 0 or key[order[k]] != key[order[k - 1]]:
+            count += 1
+        voxel[order[k]] = count - 1
+    centres, members = np.zeros((count, 3)), np.zeros(count)
+    for i in range(len(key)):
+        for axis in range(3):
+            centres[voxel[i], axis] += points[i, axis]
+        members[voxel[i]] += 1.0
+    for v in range(count):
+        for axis in range(3):
+            centres[v, axis] /= members[v]
+    reach = np.zeros(count)
+    for i in range(len(key)):
+        v = voxel[i]
+        dx, dy, dz = (points[i, 0] - centres[v, 0], points[i, 1] - centres[v, 1],
+                      points[i, 2] - centres[v, 2])
+        reach[v] = max(reach[v], np.sqrt(dx * dx + dy * dy + dz * dz))
+    return centres, reach
 
 
 # ------------------------------------------------------------------------ monitor
@@ -439,7 +467,7 @@ class ProximityResult:
 
 @dataclass
 class _BodySet:
-    """The bodies from one source at one stamp, flattened for the vectorised check."""
+    """The bodies from one source at one stamp, flattened for the compiled check."""
 
     t: float
     source: str
@@ -450,20 +478,48 @@ class _BodySet:
     def __post_init__(self):
         spheres = [k for k, b in enumerate(self.bodies) if b.box_centre is None]
         boxes = [k for k, b in enumerate(self.bodies) if b.box_centre is not None]
-        self.centres = np.vstack([self.bodies[k].centres for k in spheres] or [np.zeros((0, 3))])
-        self.radii = np.concatenate([self.bodies[k].radii for k in spheres] or [np.zeros(0)])
+        centres = np.vstack([self.bodies[k].centres for k in spheres] or [np.zeros((0, 3))])
+        # In blocks of BLOCK neighbours, each with its bounding box: the check skips a block
+        # whose box is beyond the cut-off from a robot sphere (`_pair_kernel`).
+        order = _block_order(centres)
+        self.centres = centres[order]
+        self.radii = np.concatenate([self.bodies[k].radii for k in spheres]
+                                    or [np.zeros(0)])[order]
         self.sphere_body = np.repeat(np.array(spheres, dtype=int),
-                                     [len(self.bodies[k].radii) for k in spheres])
+                                     [len(self.bodies[k].radii) for k in spheres])[order]
+        starts = np.arange(0, len(order), BLOCK)
+        self.block_low, self.block_high = (
+            (np.minimum.reduceat(self.centres, starts), np.maximum.reduceat(self.centres, starts))
+            if len(order) else (np.zeros((0, 3)), np.zeros((0, 3))))
         self.box_body = np.array(boxes, dtype=int)
         self.box_rotation = np.array([self.bodies[k].box_rotation for k in boxes]).reshape(-1, 3, 3)
         self.box_centre = np.array([self.bodies[k].box_centre for k in boxes]).reshape(-1, 3)
         self.box_half = np.array([self.bodies[k].box_half_extents for k in boxes]).reshape(-1, 3)
-        self.tree = cKDTree(self.centres)
         self.largest_radius = float(np.max(self.radii, initial=0.0))
         # Power and force limiting: the body regions of each tracked part (a lidar object has
         # none), and whether collaborative operation may touch it (module doc).
         self.regions = [part_regions(n) if self.source == SKELETON else () for n in self.names]
         self.touchable = np.array([contact_allowed(r) for r in self.regions], dtype=bool)
+        self._room: tuple | None = None
+
+    def room(self, robot_spheres: int) -> tuple[tuple, _Approach]:
+        """Room for every pair of `robot_spheres` spheres with these bodies' elements
+        (`_check`): row, body, distance, direction; and for the approaching ones. Made at the
+        first check with them and reused: MiBs allocated at every check cost page faults."""
+        capacity = robot_spheres * (len(self.radii) + len(self.box_body))
+        if self._room is None or len(self._room[0][0]) != capacity:
+            self._room = ((np.empty(capacity, np.int64), np.empty(capacity, np.int64),
+                           np.empty(capacity), np.empty((capacity, 3))),
+                          _Approach(np.empty(capacity, np.int64), np.empty(capacity, np.int64),
+                                    np.empty((capacity, 3)), np.empty(capacity),
+                                    np.empty(capacity)))
+        return self._room
+
+
+def _block_order(points: np.ndarray) -> np.ndarray:
+    """The order of `points` (N×3) by cells of BLOCK_CELL m (x, then y, then z), so that runs
+    of BLOCK of them are neighbours."""
+    return np.lexsort((points // BLOCK_CELL).T[::-1])
 
 
 class ProximityMonitor:
@@ -497,6 +553,11 @@ class ProximityMonitor:
         self._stopped = True
         self._t: float | None = None
         self._started = False  # the robot's stop released once (module doc: Start)
+        # The check's kernels compiled, or loaded from numba's cache, now rather than live.
+        still = np.zeros((len(surfaces.sphere_radii), 3))
+        _check(still, surfaces.sphere_radii, still, surfaces.sphere_link, len(surfaces.links),
+               _BodySet(0.0, CLUSTERS, []), config, 0.0, np.ones(0, bool))
+        cluster_spheres(still, config.voxel_size)
 
     def limit_speed(self, robot, collaborative: bool = False) -> None:
         """The power and force limit's speed limit with `robot`, the arm with its payload for
@@ -668,7 +729,7 @@ class ProximityMonitor:
             del self._latched[gone]  # objects renamed or gone: the robot's latch still holds
         smallest = float(np.min(stopping, initial=np.inf)) if check else -np.inf
         stop = self._robot_stop(t, smallest, check)
-        target = 0.0 if stop else float(np.clip(smallest / self.config.slowdown_distance, 0, 1))
+        target = 0.0 if stop else min(max(smallest / self.config.slowdown_distance, 0.0), 1.0)
         if self._best_since_reset is not None and not stop:
             target = max(target, self.config.reset_speed_scale)
         # The ramp up starts when the stop is released, not at the last stopped sample.
@@ -773,14 +834,14 @@ def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_
            link_count: int, bodies: _BodySet, config: ProximityConfig, body_speed: float,
            stops: np.ndarray) -> _Check:
     """Seed 002's test between the robot's spheres and every body element (sphere or box), with
-    the protective distance, all pairs at once; `stops` per body: whether its margin stops the
-    arm (counted in the robot spheres' margins, which a reset follows).
+    the protective distance; `stops` per body: whether its margin stops the arm (counted in
+    the robot spheres' margins, which a reset follows).
 
     Only pairs within the watched range can change a decision: those whose surface distance is
-    at most W = max(report_range, largest S_p + slowdown_distance + release_distance). A
-    KD-tree of the bodies' sphere centres (built once per skeleton or scan) gives every pair
-    whose centres are within W + the two largest radii, so no such pair is missed; boxes are
-    few and always checked. Distances are therefore exact up to W and inf beyond it.
+    at most W = max(report_range, largest S_p + slowdown_distance + release_distance). Every
+    pair of spheres whose centres are within W + the two largest radii is taken, so no such
+    pair is missed; boxes are few and always checked. Distances are therefore exact up to W
+    and inf beyond it. One compiled pass (`_pair_kernel`) over the pairs.
     """
     robot_time = config.reaction_time + config.stopping_time / 2  # v_r T_r + B, B = v_r T_s / 2
     static = (body_speed * (config.reaction_time + config.stopping_time)
@@ -788,56 +849,144 @@ def _check(centres: np.ndarray, radii: np.ndarray, velocity: np.ndarray, sphere_
     speed = np.linalg.norm(velocity, axis=1)
     watched = max(config.report_range, static + speed.max() * robot_time
                   + config.slowdown_distance + config.release_distance)
-    pairs = cKDTree(centres).sparse_distance_matrix(
-        bodies.tree, watched + radii.max() + bodies.largest_radius, output_type='ndarray')
-    sphere_row, column, between = (np.ascontiguousarray(pairs[k]) for k in ('i', 'j', 'v'))
-    box_distance, box_direction = _box_distance(centres, bodies)          # M × boxes (× 3)
-    box_row, box = np.indices(box_distance.shape).reshape(2, -1)          # every box pair
-    row = np.concatenate([sphere_row, box_row])
-    body = np.concatenate([bodies.sphere_body[column], bodies.box_body[box]])
-    distance = np.concatenate([between - radii[sphere_row] - bodies.radii[column],
-                               box_distance[box_row, box] - radii[box_row]])
-    direction = np.vstack([(bodies.centres[column] - centres[sphere_row])
-                           / np.maximum(between, 1e-12)[:, None],
-                           box_direction[box_row, box]])
-    approach = np.maximum(np.einsum('ij,ij->i', velocity[row], direction), 0.0)
-    margin = distance - static - approach * robot_time
-
     count = len(bodies.names)
     result = _Check(np.full(count, np.inf), np.full(count, np.inf), np.full(count, np.nan),
                     np.full(count, -1), np.full(link_count, np.inf),
                     np.full((count, link_count), np.inf), np.full(len(radii), np.inf),
                     np.full(len(radii), np.inf), np.zeros(count), stops)
-    near = np.flatnonzero((approach > 0.0) & (margin < config.slowdown_distance))
-    result.approaching = _Approach(row[near], body[near], direction[near], approach[near],
-                                   margin[near])
-    np.minimum.at(result.sphere_distance, row, distance)
-    counted = stops[body]
-    np.minimum.at(result.sphere_margin, row[counted], margin[counted])
-    np.minimum.at(result.link_distance, sphere_link, result.sphere_distance)
-    # On a flat index: np.minimum.at with a tuple of indices is ~15× slower.
-    np.minimum.at(result.body_link_distance.reshape(-1), body * link_count + sphere_link[row],
-                  distance)
-    np.minimum.at(result.margin, body, margin)
-    np.minimum.at(result.body_distance, body, distance)
-    # The pair deciding each body's margin: one that attains it.
-    deciding = np.flatnonzero(margin == result.margin[body])
-    decided, first = np.unique(body[deciding], return_index=True)
-    first = deciding[first]
-    result.body_protective[decided] = distance[first] - margin[first]
-    result.body_link[decided] = sphere_link[row[first]]
+    found, pairs = bodies.room(len(radii))
+    near = _pair_kernel(
+        centres, radii, velocity, sphere_link, bodies.centres, bodies.radii, bodies.sphere_body,
+        bodies.block_low, bodies.block_high, bodies.box_body, bodies.box_rotation,
+        bodies.box_centre, bodies.box_half, stops, watched + radii.max() + bodies.largest_radius,
+        static, robot_time, config.slowdown_distance, result.margin, result.body_distance,
+        result.body_protective, result.body_link, result.link_distance,
+        result.body_link_distance, result.sphere_distance, result.sphere_margin, found,
+        pairs.row, pairs.body, pairs.direction, pairs.approach, pairs.margin)
+    result.approaching = _Approach(pairs.row[:near].copy(), pairs.body[:near].copy(),
+                                   pairs.direction[:near].copy(), pairs.approach[:near].copy(),
+                                   pairs.margin[:near].copy())
     return result
 
 
-def _box_distance(centres: np.ndarray, bodies: _BodySet) -> tuple[np.ndarray, np.ndarray]:
-    """Distance from each point to each box's surface (M × B, negative inside: minus the depth
-    below the nearest face) and the unit direction to the box's nearest point (M × B × 3; zero
-    inside, where the distance alone decides)."""
-    local = np.einsum('bji,mbj->mbi', bodies.box_rotation,
-                      centres[:, None, :] - bodies.box_centre[None, :, :])
-    clamped = np.clip(local, -bodies.box_half, bodies.box_half)
-    outside = np.linalg.norm(local - clamped, axis=2)
-    depth = np.min(bodies.box_half - np.abs(local), axis=2)
-    offset = np.einsum('bij,mbj->mbi', bodies.box_rotation, clamped - local)
-    direction = offset / np.where(outside > 0, outside, np.inf)[:, :, None]
-    return np.where(outside > 0, outside, -depth), direction
+@kernel
+def _pair_kernel(centres, radii, velocity, sphere_link, body_centres, body_radii, sphere_body,
+                 block_low, block_high, box_body, box_rotation, box_centre, box_half, stops,
+                 cutoff, static, robot_time, slowdown, margin, body_distance, body_protective,
+                 body_link, link_distance, body_link_distance, sphere_distance, sphere_margin,
+                 pairs, near_row, near_body, near_direction, near_approach, near_margin):
+    """`_check`'s pairs: each robot sphere with every body sphere whose centre is within
+    `cutoff` (`_sphere_pairs`), then with every box (`_box_pairs`), listed in `pairs` (row,
+    body, distance, direction: room for every pair). Per pair, v_r and the margin, into the
+    per-body, per-(body, link), per-sphere and per-link minima (a body's deciding pair: the
+    first that attains its margin), and the pairs approaching in the warning zone
+    (`_Approach`) into near_*; returns their count."""
+    row, body, distance, direction = pairs
+    count = _sphere_pairs(centres, radii, body_centres, body_radii, sphere_body, block_low,
+                          block_high, cutoff, row, body, distance, direction)
+    count = _box_pairs(centres, radii, box_body, box_rotation, box_centre, box_half, count, row,
+                       body, distance, direction)
+    near = 0
+    for k in range(count):
+        i, b, link = row[k], body[k], sphere_link[row[k]]
+        ux, uy, uz = direction[k, 0], direction[k, 1], direction[k, 2]
+        # Summed in the order numpy's einsum summed these three products, so that every
+        # figure is the bits the array formula it replaced gave (issue 35).
+        approach = max((velocity[i, 0] * ux + velocity[i, 2] * uz) + velocity[i, 1] * uy, 0.0)
+        pair_margin = distance[k] - static - approach * robot_time
+        if pair_margin < margin[b]:
+            margin[b] = pair_margin
+            body_protective[b] = distance[k] - pair_margin
+            body_link[b] = link
+        body_distance[b] = min(body_distance[b], distance[k])
+        body_link_distance[b, link] = min(body_link_distance[b, link], distance[k])
+        sphere_distance[i] = min(sphere_distance[i], distance[k])
+        if stops[b]:
+            sphere_margin[i] = min(sphere_margin[i], pair_margin)
+        if approach > 0.0 and pair_margin < slowdown:
+            near_row[near], near_body[near] = i, b
+            near_direction[near, 0] = ux
+            near_direction[near, 1] = uy
+            near_direction[near, 2] = uz
+            near_approach[near], near_margin[near] = approach, pair_margin
+            near += 1
+    for i in range(len(radii)):
+        link = sphere_link[i]
+        link_distance[link] = min(link_distance[link], sphere_distance[i])
+    return near
+
+
+@kernel
+def _sphere_pairs(centres, radii, body_centres, body_radii, sphere_body, block_low, block_high,
+                  cutoff, row, body, distance, direction):
+    """Every pair of robot sphere and body sphere whose centres are within `cutoff`: into row,
+    body, distance (between the surfaces) and direction (the unit vector from the robot
+    sphere's centre to the body sphere's), from 0; returns their count."""
+    limit = cutoff * cutoff
+    count = 0
+    for i in range(len(radii)):
+        x, y, z = centres[i, 0], centres[i, 1], centres[i, 2]
+        for block in range(len(block_low)):
+            # The block's nearest point is no farther than any of its centres, in floats too
+            # (rounding is monotonic): beyond the cut-off, none of them is within it.
+            gx = max(block_low[block, 0] - x, x - block_high[block, 0], 0.0)
+            gy = max(block_low[block, 1] - y, y - block_high[block, 1], 0.0)
+            gz = max(block_low[block, 2] - z, z - block_high[block, 2], 0.0)
+            if gx * gx + gy * gy + gz * gz > limit:
+                continue
+            for j in range(block * BLOCK, min((block + 1) * BLOCK, len(body_radii))):
+                dx = body_centres[j, 0] - x
+                dy = body_centres[j, 1] - y
+                dz = body_centres[j, 2] - z
+                squared = dx * dx + dy * dy + dz * dz
+                if squared <= limit:
+                    between = np.sqrt(squared)
+                    scale = max(between, 1e-12)
+                    row[count], body[count] = i, sphere_body[j]
+                    distance[count] = between - radii[i] - body_radii[j]
+                    direction[count, 0] = dx / scale
+                    direction[count, 1] = dy / scale
+                    direction[count, 2] = dz / scale
+                    count += 1
+    return count
+
+
+@kernel
+def _box_pairs(centres, radii, box_body, box_rotation, box_centre, box_half, count, row, body,
+               distance, direction):
+    """Every pair of robot sphere and box: into row, body, distance and direction (`_box_pair`)
+    from `count` on; returns the count with them."""
+    for i in range(len(radii)):
+        for box in range(len(box_body)):
+            outside, depth, ux, uy, uz = _box_pair(centres, i, box_rotation, box_centre,
+                                                   box_half, box)
+            row[count], body[count] = i, box_body[box]
+            distance[count] = (outside if outside > 0 else -depth) - radii[i]
+            direction[count, 0], direction[count, 1], direction[count, 2] = ux, uy, uz
+            count += 1
+    return count
+
+
+@kernel
+def _box_pair(points, i, rotation, centre, half, box):
+    """Distance from points[i] to the surface of `box` outside it (0 inside), the depth below
+    its nearest face, and the unit direction to its nearest point (zero inside, where the
+    distance alone decides); rotation[box]'s columns: the box's axes in the base frame."""
+    r = rotation[box]
+    dx, dy, dz = (points[i, 0] - centre[box, 0], points[i, 1] - centre[box, 1],
+                  points[i, 2] - centre[box, 2])
+    # In the box's frame (x, y, z), and from there to the box's nearest point (gx, gy, gz).
+    x = r[0, 0] * dx + r[1, 0] * dy + r[2, 0] * dz
+    y = r[0, 1] * dx + r[1, 1] * dy + r[2, 1] * dz
+    z = r[0, 2] * dx + r[1, 2] * dy + r[2, 2] * dz
+    hx, hy, hz = half[box, 0], half[box, 1], half[box, 2]
+    gx = min(max(x, -hx), hx) - x
+    gy = min(max(y, -hy), hy) - y
+    gz = min(max(z, -hz), hz) - z
+    depth = min(min(hx - abs(x), hy - abs(y)), hz - abs(z))
+    outside = np.sqrt(gx * gx + gy * gy + gz * gz)
+    scale = outside if outside > 0 else np.inf
+    # Back in the base frame, summed in einsum's order (`_pair_kernel`).
+    return (outside, depth, ((r[0, 0] * gx + r[0, 2] * gz) + r[0, 1] * gy) / scale,
+            ((r[1, 0] * gx + r[1, 2] * gz) + r[1, 1] * gy) / scale,
+            ((r[2, 0] * gx + r[2, 2] * gz) + r[2, 1] * gy) / scale)

@@ -72,6 +72,7 @@ class RobotModel:
         row, column = np.tril_indices(self.n, -1)
         self._lower_triangle, self._upper_triangle = row * self.n + column, column * self.n + row
         self._base_frame = self.model.getFrameId(self.base_link)
+        self._link_frames: dict[tuple[str, ...], list[int]] = {}  # `link_placements`
         # The base link hangs on no joint of the chain: its placement in pinocchio's world
         # is constant (`base_wrench` relies on it).
         self._base_from_world = self.model.frames[self._base_frame].placement.inverse()
@@ -224,10 +225,24 @@ class RobotModel:
 
     def link_poses(self, q: np.ndarray, links: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         """(R, p) of each link in the base frame, from one forward-kinematics pass."""
+        return list(zip(*self.link_placements(q, links)))
+
+    def link_placements(self, q: np.ndarray,
+                        links: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Rotations (L×3×3) and positions (L×3) of `links` in the base frame, from one
+        forward-kinematics pass (the proximity check's, twice per check: frame ids looked up
+        once, no copy per link)."""
         self._update(q)
-        inv = self._base_inverse()
-        poses = [inv * self.data.oMf[self.model.getFrameId(link)] for link in links]
-        return [(p.rotation.copy(), p.translation.copy()) for p in poses]
+        inv, placements = self._base_inverse(), self.data.oMf
+        rotations, positions = np.empty((len(links), 3, 3)), np.empty((len(links), 3))
+        key = tuple(links)
+        frames = self._link_frames.get(key)
+        if frames is None:
+            frames = self._link_frames[key] = [self.model.getFrameId(link) for link in key]
+        for k, frame in enumerate(frames):
+            pose = inv * placements[frame]
+            rotations[k], positions[k] = pose.rotation, pose.translation
+        return rotations, positions
 
     def joint_axes(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Origins (n×3) and unit axes (n×3) of the joints in the base frame."""

@@ -188,8 +188,7 @@ class LinkSurfaces:
     # ------------------------------------------------------- whole robot at q
     def link_poses(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rotations (L×3×3) and positions (L×3) of every link in `links`, base frame."""
-        poses = self.robot.link_poses(q, self.links)
-        return np.array([r for r, _ in poses]), np.array([p for _, p in poses])
+        return self.robot.link_placements(q, self.links)
 
     def scene(self, q: np.ndarray) -> RobotScene:
         """Ray-casting scene of the robot posed at q; build once, query many times."""
