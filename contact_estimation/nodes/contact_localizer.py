@@ -260,14 +260,12 @@ class ContactLocalizerNode(SuiteNode):
         start = self.steady()
         proximity = obstacles.proximity if obstacles else None
         try:
-            estimate = self.localizer.estimate(q, tau, wrench, proximity)
-            if wrench is not None and not estimate.consistent:
-                # The base wrench disagrees with the torques (its compensation lags or errs):
-                # without it, when the torques and the cloud alone are consistent.
-                alone = self.localizer.estimate(q, tau, None, proximity)
-                if alone.consistent:
-                    estimate = alone
-                    self.problems.values['base_wrench'] = 'not used: inconsistent with τ_ext'
+            # A base wrench that disagrees with the torques (its compensation lags or errs) is
+            # left out when the torques and the cloud alone are consistent.
+            estimate, left_out = self.localizer.estimate_or_without_wrench(q, tau, wrench,
+                                                                           proximity)
+            if left_out:
+                self.problems.values['base_wrench'] = 'not used: inconsistent with τ_ext'
         except FusedContactError as err:  # read finite: values too large to be measured
             self.problems.report(IMPLAUSIBLE, f'{err}: no estimate')
             return

@@ -148,6 +148,45 @@ class _Data:
     prior: np.ndarray | None          # L×3 link frames, NaN: no obstacle near that link
 
 
+def _equations(constant, lever, measured) -> _Data:
+    """The products of `_Data` of the equations C (L×E×3), D (L×E×3), b (L×E); no prior."""
+    return _Data(np.einsum('lei,lej->lij', constant, constant),
+                 np.einsum('lei,lej->lij', constant, lever),
+                 np.einsum('lei,lej->lij', lever, lever),
+                 np.einsum('lei,le->li', constant, measured),
+                 np.einsum('lei,le->li', lever, measured),
+                 np.einsum('le,le->l', measured, measured), measured.shape[1], None)
+
+
+_SUMMED = ('cc', 'cd', 'dd', 'cb', 'db', 'bb', 'equations')
+
+
+def _joined(parts: list[_Data], prior) -> _Data:
+    """The equations of every sensor in `parts` at once (their products add up), with the
+    lidar's `prior`."""
+    return _Data(*(sum(getattr(part, name) for part in parts) for name in _SUMMED), prior)
+
+
+@dataclass
+class _Shared:
+    """What the estimates at one q share, with or without the base wrench: the torques (or
+    None), the lidar's view, the noise; per link of the estimator (L) its rotation and
+    origin (base frame) and link-frame Jacobian (L×6×n); the rotations and origins of
+    `surfaces.links`; the joints' links' (rotations, origins, Jacobians); seed 000 eq. 13's
+    (k_min, k_max) of the torques; their equations (`_Data`, no prior)."""
+
+    tau: np.ndarray | None
+    proximity: LinkProximity | None
+    noise: SensorNoise
+    rotations: np.ndarray
+    origins: np.ndarray
+    jacobians: np.ndarray
+    every_link: tuple[np.ndarray, np.ndarray]
+    joint_poses: tuple[np.ndarray, np.ndarray, np.ndarray]
+    torque_span: tuple[int, int] | None
+    torque_equations: _Data | None
+
+
 class FusedContactEstimator:
     """The contact (link, point, force) best explaining the joint torques, the base wrench and
     the lidar's obstacles, whichever of them are given.
@@ -236,21 +275,56 @@ class FusedContactEstimator:
         wrench [f; m] at the base origin, base frame (6, N and N·m; seed 004 eq. 20) or
         None; `proximity`, the lidar's view of the links or None; `noise`, the sensors'
         `SensorNoise` (the estimator's by default). At least one of tau and wrench."""
-        noise = noise or self.noise
         q, tau, wrench = self._checked(q, tau, wrench, proximity)
+        return self._estimate(self._shared(q, tau, proximity, noise or self.noise), wrench)
+
+    def estimate_or_without_wrench(self, q, tau, wrench, proximity: LinkProximity | None = None,
+                                   noise: SensorNoise | None = None
+                                   ) -> tuple[ContactEstimate, bool]:
+        """`estimate` with the base wrench or, when that one is inconsistent (the wrench's
+        compensation lags at a contact's onset, or errs) and the torques (and the lidar)
+        alone are consistent, without it; and whether the wrench was left out. What both
+        estimates need of q, the torques and the lidar (kinematics, the torques' link range
+        and equations) is computed once (issue 35: a contact's first estimate often needs
+        both)."""
+        q, tau, wrench = self._checked(q, tau, wrench, proximity)
+        shared = self._shared(q, tau, proximity, noise or self.noise)
+        estimate = self._estimate(shared, wrench)
+        if tau is None or wrench is None or estimate.consistent:
+            return estimate, False
+        alone = self._estimate(shared, None)
+        return (alone, True) if alone.consistent else (estimate, False)
+
+    def _shared(self, q, tau, proximity, noise: SensorNoise) -> _Shared:
+        """What every estimate at q from the torques `tau` (or None) and `proximity` shares,
+        with or without a base wrench."""
         rotations, origins, frame_jacobians = self.robot.link_kinematics(q, self._frames)
         joint_poses = (rotations[self._joint_frames], origins[self._joint_frames],
                        frame_jacobians[self._joint_frames])
-        span = self._range(tau, wrench, joint_poses[2], noise)
+        surfaces = len(self.surfaces.links)
+        jacobians = frame_jacobians[self._surface_index]
+        torque_span = None
+        if tau is not None:
+            torque_span = spatial_link_range(tau, joint_poses[2], *self._torque_limits(noise))
+        return _Shared(tau, proximity, noise, rotations[self._surface_index],
+                       origins[self._surface_index], jacobians,
+                       (rotations[:surfaces], origins[:surfaces]), joint_poses, torque_span,
+                       None if tau is None else self._torque_equations(tau, jacobians, noise))
+
+    def _estimate(self, shared: _Shared, wrench) -> ContactEstimate:
+        """`estimate` of the data in `shared`, with the base wrench `wrench` or None."""
+        tau, noise, rotations, origins = shared.tau, shared.noise, shared.rotations, shared.origins
+        joint_poses, every_link = shared.joint_poses, shared.every_link
+        span = self._range(shared, wrench)
         if span is None:
             return _fused((), contact=None, link_range=None, residual=0.0, consistent=True,
                           message='no joint torque reaches delta_tau and no base force '
                           'reaches min_force')
         in_range = (self.link_joint >= span[0]) & (self.link_joint <= span[1])
-        every_link = rotations[:len(self.surfaces.links)], origins[:len(self.surfaces.links)]
-        rotations, origins = rotations[self._surface_index], origins[self._surface_index]
-        data = self._data(tau, wrench, rotations, origins, frame_jacobians[self._surface_index],
-                          self._priors(proximity, in_range), noise)
+        parts = [] if tau is None else [shared.torque_equations]
+        if wrench is not None:
+            parts.append(self._wrench_equations(wrench, rotations, origins, noise))
+        data = _joined(parts, self._priors(shared.proximity, in_range))
         span_links = (self.robot.joint_links[span[0]], self.robot.joint_links[span[1]])
         sensors = tuple(name for name, used in ((TORQUE, tau is not None),
                                                  (FORCE_TORQUE, wrench is not None),
@@ -308,8 +382,7 @@ class FusedContactEstimator:
         candidates = (np.einsum('kij,kj->ki', rotations[links[chosen]], points[chosen])
                       + origins[links[chosen]])
         if tau is not None:
-            residual = tau - torque_maps(frame_jacobians[self._surface_index[[link]]],
-                                         point[None])[0] @ force[best]
+            residual = tau - torque_maps(shared.jacobians[[link]], point[None])[0] @ force[best]
         else:
             residual = wrench[3:] - np.cross(rotation @ point + origin, rotation @ force[best])
         candidate_links = [self.links[i] for i in links[chosen]]
@@ -360,23 +433,23 @@ class FusedContactEstimator:
         sigma = float(np.max(noise.torque))
         return self.delta_tau or 4 * sigma, self.delta_w or 5 * sigma
 
-    def _range(self, tau, wrench, joint_jacobians, noise) -> tuple[int, int] | None:
+    def _range(self, shared: _Shared, wrench) -> tuple[int, int] | None:
         """The joints (k_min, k_max) whose links may hold the contact, or None: no contact.
 
         With torques, seed 000 eq. 13; when no torque reaches δ_τ but the base force reaches
         `min_force`, every joint up to eq. 13.2's k_max (a force whose line passes through
         every axis loads none). Without torques, every joint."""
         force = 0.0 if wrench is None else float(np.linalg.norm(wrench[:3]))
-        if tau is None:
+        if shared.tau is None:
             return (0, self.robot.n - 1) if force >= self.min_force else None
-        delta_tau, delta_w = self._torque_limits(noise)
-        k_min, k_max = spatial_link_range(tau, joint_jacobians, delta_tau, delta_w)
+        k_min, k_max = shared.torque_span
         if k_min >= 0:
             return k_min, max(k_min, k_max)
         if force < self.min_force:
             return None
         # every torque below δ_τ: eq. 13.2 alone (with a zero δ_τ every joint counts as loaded)
-        return 0, spatial_link_range(tau, joint_jacobians, 0.0, delta_w)[1]
+        delta_w = self._torque_limits(shared.noise)[1]
+        return 0, spatial_link_range(shared.tau, shared.joint_poses[2], 0.0, delta_w)[1]
 
     def _priors(self, proximity, in_range) -> np.ndarray | None:
         """Per link (L×3, link frame) the lidar obstacle's point on the links of the range
@@ -390,31 +463,25 @@ class FusedContactEstimator:
         surface = np.asarray(proximity.surface_point, dtype=float)[self._surface_index]
         return np.where(near[:, None], surface, np.nan)
 
-    def _data(self, tau, wrench, rotations, origins, jacobians, prior, noise) -> _Data:
-        """The equations of every link (see `_Data`)."""
+    def _torque_equations(self, tau, jacobians, noise: SensorNoise) -> _Data:
+        """The torques' equations of every link (see `_Data`; jacobians: L×6×n, link frames)."""
+        weight = np.broadcast_to(1.0 / np.asarray(noise.torque, dtype=float),
+                                 (self.robot.n,))[:, None]
+        return _equations(np.transpose(jacobians[:, :3], (0, 2, 1)) * weight,
+                          np.transpose(jacobians[:, 3:], (0, 2, 1)) * weight,
+                          np.broadcast_to(tau * weight[:, 0], (len(self.links), self.robot.n)))
+
+    def _wrench_equations(self, wrench, rotations, origins, noise: SensorNoise) -> _Data:
+        """The base wrench's equations of every link (see `_Data`)."""
         count = len(self.links)
-        constant, lever, measured = [], [], []
-        if tau is not None:
-            weight = np.broadcast_to(1.0 / np.asarray(noise.torque, dtype=float),
-                                     (self.robot.n,))[:, None]
-            constant.append(np.transpose(jacobians[:, :3], (0, 2, 1)) * weight)
-            lever.append(np.transpose(jacobians[:, 3:], (0, 2, 1)) * weight)
-            measured.append(np.broadcast_to(tau * weight[:, 0], (count, self.robot.n)))
-        if wrench is not None:
-            identity = np.broadcast_to(np.eye(3), (count, 3, 3))
-            base = np.einsum('lji,lj->li', rotations, origins)               # Rᵀo
-            constant += [identity / noise.force, _skew(base) / noise.moment]
-            lever += [np.zeros((count, 3, 3)), identity / noise.moment]
-            measured += [np.einsum('lji,j->li', rotations, wrench[:3]) / noise.force,
-                         np.einsum('lji,j->li', rotations, wrench[3:]) / noise.moment]
-        constant, lever = np.concatenate(constant, axis=1), np.concatenate(lever, axis=1)
-        measured = np.concatenate(measured, axis=1)
-        return _Data(np.einsum('lei,lej->lij', constant, constant),
-                     np.einsum('lei,lej->lij', constant, lever),
-                     np.einsum('lei,lej->lij', lever, lever),
-                     np.einsum('lei,le->li', constant, measured),
-                     np.einsum('lei,le->li', lever, measured),
-                     np.einsum('le,le->l', measured, measured), measured.shape[1], prior)
+        identity = np.broadcast_to(np.eye(3), (count, 3, 3))
+        base = np.einsum('lji,lj->li', rotations, origins)               # Rᵀo
+        return _equations(
+            np.concatenate([identity / noise.force, _skew(base) / noise.moment], axis=1),
+            np.concatenate([np.zeros((count, 3, 3)), identity / noise.moment], axis=1),
+            np.concatenate([np.einsum('lji,j->li', rotations, wrench[:3]) / noise.force,
+                            np.einsum('lji,j->li', rotations, wrench[3:]) / noise.moment],
+                           axis=1))
 
     def _score(self, data: _Data, links, points, inward):
         """Per point: the weighted least-squares force (K×3, link axes) kept in the friction
