@@ -24,6 +24,7 @@ import numpy as np
 import open3d as o3d
 from scipy.spatial import cKDTree
 
+from contact_estimation.core.compiled import kernel
 from contact_estimation.core.contact.contact import (SOURCE_LIDAR_FALLBACK, SOURCE_NONE,
                                                       SOURCE_TORQUE, SOURCE_TORQUE_LIDAR,
                                                       Contact, ContactEstimate, no_contact)
@@ -66,16 +67,40 @@ def torque_maps(jacobians: np.ndarray, points: np.ndarray) -> np.ndarray:
 def project_to_cone(force: np.ndarray, inward: np.ndarray, mu: float) -> np.ndarray:
     """Nearest force (M×3) inside the friction cone of half-angle atan μ around the unit
     inward normals (seed 000 eq. 6): the projection onto a second-order cone."""
-    normal = np.sum(force * inward, axis=-1)
-    tangent = force - normal[:, None] * inward
-    slip = np.linalg.norm(tangent, axis=-1)
+    force = np.ascontiguousarray(force, dtype=float)
+    inward = np.ascontiguousarray(inward, dtype=float)
+    projected = np.empty_like(force)
+    _project_each(force, inward, float(mu), projected)
+    return projected
+
+
+@kernel
+def _project_each(force, inward, mu, out):
+    """`project_to_cone` of each row of force (M×3) into `out`."""
+    for k in range(force.shape[0]):
+        out[k, 0], out[k, 1], out[k, 2] = into_cone(force[k, 0], force[k, 1], force[k, 2],
+                                                    inward[k, 0], inward[k, 1], inward[k, 2],
+                                                    mu)
+
+
+@kernel
+def into_cone(fx, fy, fz, nx, ny, nz, mu):
+    """The force (fx, fy, fz) projected onto the friction cone of half-angle atan μ around
+    the unit inward normal (nx, ny, nz) (seed 000 eq. 6): kept inside it, zero where it
+    points out of the polar cone, else onto the cone's rim."""
+    normal = fx * nx + fy * ny + fz * nz
+    tx, ty, tz = fx - normal * nx, fy - normal * ny, fz - normal * nz
+    slip = np.sqrt(tx * tx + ty * ty + tz * tz)
+    if slip <= mu * normal:
+        return fx, fy, fz
+    if mu * slip <= -normal:
+        return 0.0, 0.0, 0.0
     on_rim = (normal + mu * slip) / (1 + mu * mu)
-    direction = inward + mu * np.divide(tangent, slip[:, None], out=np.zeros_like(tangent),
-                                        where=slip[:, None] > 0)
-    projected = on_rim[:, None] * direction
-    inside = slip <= mu * normal
-    return np.where(inside[:, None], force, np.where((mu * slip <= -normal)[:, None], 0.0,
-                                                     projected))
+    if slip > 0:
+        tx, ty, tz = tx / slip, ty / slip, tz / slip
+    else:
+        tx, ty, tz = 0.0, 0.0, 0.0
+    return on_rim * (nx + mu * tx), on_rim * (ny + mu * ty), on_rim * (nz + mu * tz)
 
 
 def fit_forces(maps: np.ndarray, tau: np.ndarray, inward: np.ndarray,

@@ -40,10 +40,10 @@ import numpy as np
 import open3d as o3d
 from scipy.stats import chi2 as chi_square
 
+from contact_estimation.core.compiled import kernel
 from contact_estimation.core.contact.contact import SOURCE_NONE, Contact, ContactEstimate
-from contact_estimation.core.contact.contact_localization import (_tangent_basis,
+from contact_estimation.core.contact.contact_localization import (_tangent_basis, into_cone,
                                                                   moving_link_samples,
-                                                                  project_to_cone,
                                                                   spatial_link_range,
                                                                   torque_maps)
 from contact_estimation.core.contact.ft_compensation import cross
@@ -243,6 +243,11 @@ class FusedContactEstimator:
         self._joint_frames = [self._frames.index(link) for link in self.robot.joint_links]
         # χ² at 99.9 % by degrees of freedom (equations − 5: the point's 2, the force's 3)
         self._chi2_limit = chi_square.ppf(0.999, np.arange(1, self.robot.n + 7))
+        self._no_prior = np.zeros((len(self.links), 3))
+        # numba compiles the scoring (or loads it from its cache) now, not at the first contact.
+        nothing = np.zeros((0, 3))
+        self._score(_Data(*3 * (np.zeros((0, 3, 3)),), nothing, nothing, np.zeros(0), 0, None),
+                    np.zeros(0, dtype=np.int64), nothing, nothing)
 
     def _combined_scene(self):
         """Every surface link's mesh in its own frame, link i of `surfaces.links` shifted by
@@ -486,29 +491,17 @@ class FusedContactEstimator:
     def _score(self, data: _Data, links, points, inward):
         """Per point: the weighted least-squares force (K×3, link axes) kept in the friction
         cone (seed 000 eq. 6), the posterior cost (χ² + prior + normal preference) and the
-        data's χ² alone."""
-        skews = _skew(points)
-        mixed = data.cd[links] @ skews
-        gram = data.cc[links] + mixed + np.transpose(mixed, (0, 2, 1)) + (
-            np.transpose(skews, (0, 2, 1)) @ (data.dd[links] @ skews))
-        rhs = data.cb[links] + cross(data.db[links], points)
-        # Torques alone on a link with few joints before it (or a point whose Jacobian loses
-        # rank) leave a family of forces: a faint penalty on the tangential force takes the
-        # one nearest the normal, the one the friction cone (eq. 6) is most likely to keep.
-        scale = np.trace(gram, axis1=1, axis2=2)[:, None, None]
-        tangential = np.eye(3) - np.einsum('ki,kj->kij', inward, inward)
-        force = _solve_symmetric(gram + scale * (1e-6 * tangential + 1e-9 * np.eye(3)), rhs)
-        force = project_to_cone(force, inward, self.mu)
-        chi2 = np.maximum(data.bb[links] - np.einsum('ki,ki->k', force,
-                                                     2 * rhs - np.einsum('kij,kj->ki', gram,
-                                                                         force)), 0.0)
-        cosine = (np.einsum('ki,ki->k', force, inward)
-                  / np.maximum(np.linalg.norm(force, axis=1), 1e-12))
-        cost = chi2 + 2 * self.normal_preference * (1 - cosine)
-        if data.prior is not None:
-            gap = np.linalg.norm(points - data.prior[links], axis=1)
-            cost += (np.where(np.isfinite(gap), gap, self.contact_distance)
-                     / self.prior_radius) ** 2
+        data's χ² alone (`_score_each`, compiled: a few hundred points per call, where numpy's
+        calls on K×3×3 arrays cost more than their arithmetic)."""
+        count = len(links)
+        force, cost, chi2 = np.empty((count, 3)), np.empty(count), np.empty(count)
+        prior = self._no_prior if data.prior is None else data.prior
+        _score_each(data.cc, data.cd, data.dd, data.cb, data.db, data.bb,
+                    np.ascontiguousarray(links, dtype=np.int64),
+                    np.ascontiguousarray(points, dtype=float),
+                    np.ascontiguousarray(inward, dtype=float), self.mu, self.normal_preference,
+                    prior, data.prior is not None, self.contact_distance, self.prior_radius,
+                    force, cost, chi2)
         return force, cost, chi2
 
     def _best_per_link(self, owner, cost, count: int | None = None) -> np.ndarray:
@@ -677,6 +670,77 @@ class FusedContactEstimator:
         return np.array(keep, dtype=int)
 
 
+@kernel
+def _score_each(cc, cd, dd, cb, db, bb, links, points, inward, mu, normal_preference, prior,
+                has_prior, contact_distance, prior_radius, force, cost, chi2):
+    """`FusedContactEstimator._score` of each point k (link links[k], point and inward normal
+    in its frame) into force[k], cost[k] and chi2[k]: with P = [p]×, AᵀA = CᵀC + CᵀD P +
+    (CᵀD P)ᵀ + Pᵀ DᵀD P and Aᵀb = Cᵀb + (Dᵀb) × p (`_Data`). Torques alone on a link with few
+    joints before it (or a point whose Jacobian loses rank) leave a family of forces: a
+    faint penalty on the tangential force takes the one nearest the normal, the one the
+    friction cone (eq. 6) is most likely to keep. The prior (when `has_prior`): the squared
+    distance to the lidar's point over `prior_radius`, `contact_distance` where the link has
+    none."""
+    skew, mixed, dd_skew = np.zeros((3, 3)), np.empty((3, 3)), np.empty((3, 3))
+    gram, system, rhs = np.empty((3, 3)), np.empty((3, 3)), np.empty(3)
+    for k in range(links.shape[0]):
+        link = links[k]
+        x, y, z = points[k, 0], points[k, 1], points[k, 2]
+        skew[0, 1], skew[0, 2], skew[1, 2] = -z, y, -x
+        skew[1, 0], skew[2, 0], skew[2, 1] = z, -y, x
+        for i in range(3):
+            for j in range(3):
+                mixed[i, j] = (cd[link, i, 0] * skew[0, j] + cd[link, i, 1] * skew[1, j]
+                               + cd[link, i, 2] * skew[2, j])
+                dd_skew[i, j] = (dd[link, i, 0] * skew[0, j] + dd[link, i, 1] * skew[1, j]
+                                 + dd[link, i, 2] * skew[2, j])
+        for i in range(3):
+            for j in range(3):
+                gram[i, j] = (cc[link, i, j] + mixed[i, j] + mixed[j, i]
+                              + (skew[0, i] * dd_skew[0, j] + skew[1, i] * dd_skew[1, j]
+                                 + skew[2, i] * dd_skew[2, j]))
+        rhs[0] = cb[link, 0] + (db[link, 1] * z - db[link, 2] * y)
+        rhs[1] = cb[link, 1] + (db[link, 2] * x - db[link, 0] * z)
+        rhs[2] = cb[link, 2] + (db[link, 0] * y - db[link, 1] * x)
+        nx, ny, nz = inward[k, 0], inward[k, 1], inward[k, 2]
+        normal = (nx, ny, nz)
+        scale = gram[0, 0] + gram[1, 1] + gram[2, 2]
+        for i in range(3):
+            for j in range(3):
+                ridge = 1e-6 * ((1.0 if i == j else 0.0) - normal[i] * normal[j]) + 1e-9 * (
+                    1.0 if i == j else 0.0)
+                system[i, j] = gram[i, j] + scale * ridge
+        fx, fy, fz = _solve_one(system, rhs)
+        fx, fy, fz = into_cone(fx, fy, fz, nx, ny, nz, mu)
+        force[k, 0], force[k, 1], force[k, 2] = fx, fy, fz
+        fitted = 0.0
+        for i in range(3):
+            fitted += force[k, i] * (2 * rhs[i] - (gram[i, 0] * fx + gram[i, 1] * fy
+                                                   + gram[i, 2] * fz))
+        chi2[k] = max(bb[link] - fitted, 0.0)
+        size = max(np.sqrt(fx * fx + fy * fy + fz * fz), 1e-12)
+        cost[k] = chi2[k] + 2 * normal_preference * (1 - (fx * nx + fy * ny + fz * nz) / size)
+        if has_prior:
+            dx, dy, dz = x - prior[link, 0], y - prior[link, 1], z - prior[link, 2]
+            gap = np.sqrt(dx * dx + dy * dy + dz * dz)
+            cost[k] += ((gap if np.isfinite(gap) else contact_distance) / prior_radius) ** 2
+
+
+@kernel
+def _solve_one(matrix, vector):
+    """x of M x = v for a symmetric positive definite 3×3 M, by cofactors (its upper
+    triangle)."""
+    a, b, c = matrix[0, 0], matrix[0, 1], matrix[0, 2]
+    d, e, f = matrix[1, 1], matrix[1, 2], matrix[2, 2]
+    first, second, third = d * f - e * e, c * e - b * f, b * e - c * d
+    fourth, fifth, sixth = a * f - c * c, b * c - a * e, a * d - b * b
+    determinant = a * first + b * second + c * third
+    x, y, z = vector[0], vector[1], vector[2]
+    return ((first * x + second * y + third * z) / determinant,
+            (second * x + fourth * y + fifth * z) / determinant,
+            (third * x + fifth * y + sixth * z) / determinant)
+
+
 def _skew(vectors: np.ndarray) -> np.ndarray:
     """[v]× (K×3×3) of each row of `vectors`: [v]× w = v × w."""
     matrices = np.zeros(vectors.shape[:-1] + (3, 3))
@@ -684,16 +748,3 @@ def _skew(vectors: np.ndarray) -> np.ndarray:
     matrices[..., 0, 1], matrices[..., 0, 2], matrices[..., 1, 2] = -z, y, -x
     matrices[..., 1, 0], matrices[..., 2, 0], matrices[..., 2, 1] = z, -y, x
     return matrices
-
-
-def _solve_symmetric(matrices: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-    """x (K×3) of M x = v for symmetric positive definite 3×3 M (K×3×3), by cofactors:
-    several times faster than numpy's batched solve on small matrices."""
-    a, b, c = matrices[:, 0, 0], matrices[:, 0, 1], matrices[:, 0, 2]
-    d, e, f = matrices[:, 1, 1], matrices[:, 1, 2], matrices[:, 2, 2]
-    first, second, third = d * f - e * e, c * e - b * f, b * e - c * d
-    fourth, fifth, sixth = a * f - c * c, b * c - a * e, a * d - b * b
-    determinant = a * first + b * second + c * third
-    x, y, z = vectors[:, 0], vectors[:, 1], vectors[:, 2]
-    return np.stack([first * x + second * y + third * z, second * x + fourth * y + fifth * z,
-                     third * x + fifth * y + sixth * z], axis=1) / determinant[:, None]
