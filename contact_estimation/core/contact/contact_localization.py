@@ -392,6 +392,14 @@ _DAMPING_5 = 1e-9 * np.eye(5)
 def _tangent_basis(normals: np.ndarray) -> np.ndarray:
     """Two unit vectors (K×3×2) spanning the plane normal to each unit normal (K×3)."""
     helper = np.where(np.abs(normals[:, :1]) < 0.9, [[1.0, 0.0, 0.0]], [[0.0, 1.0, 0.0]])
-    first = np.cross(normals, helper)
+    first = _cross_rows(normals, helper)
     first /= np.linalg.norm(first, axis=1, keepdims=True)
-    return np.stack([first, np.cross(normals, first)], axis=2)
+    return np.stack([first, _cross_rows(normals, first)], axis=2)
+
+
+def _cross_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a × b of each row (K×3): np.cross's arithmetic without its per-call overhead (a
+    fifth of a refinement's time on a few seeds)."""
+    a0, a1, a2 = a[:, 0], a[:, 1], a[:, 2]
+    b0, b1, b2 = b[:, 0], b[:, 1], b[:, 2]
+    return np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=1)
