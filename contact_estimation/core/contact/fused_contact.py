@@ -66,9 +66,8 @@ _LINK_SPACING = 10.0
 _GRIDS = ((1.0, 5), (0.25, 3))
 _UNIT_GRIDS = {size: np.stack(np.meshgrid(*2 * [np.linspace(-1, 1, size)], indexing='ij'),
                                axis=-1).reshape(-1, 2) for _, size in _GRIDS}
-# A 3×3 neighbourhood's offsets (rows, columns) and the finite differences on it of the
-# gradient and Hessian: d/dx, d/dy, d²/dx², d²/dy², d²/dxdy (unit spacing).
-_NEIGHBOURS = np.mgrid[-1:2, -1:2]
+# The finite differences on a 3×3 neighbourhood of the gradient and Hessian: d/dx, d/dy,
+# d²/dx², d²/dy², d²/dxdy (unit spacing).
 _STENCILS = np.array([[[0, -0.5, 0], [0, 0, 0], [0, 0.5, 0]],
                       [[0, 0, 0], [-0.5, 0, 0.5], [0, 0, 0]],
                       [[0, 1, 0], [0, -2, 0], [0, 1, 0]],
@@ -244,10 +243,12 @@ class FusedContactEstimator:
         # χ² at 99.9 % by degrees of freedom (equations − 5: the point's 2, the force's 3)
         self._chi2_limit = chi_square.ppf(0.999, np.arange(1, self.robot.n + 7))
         self._no_prior = np.zeros((len(self.links), 3))
-        # numba compiles the scoring (or loads it from its cache) now, not at the first contact.
+        # numba compiles the kernels (or loads them from its cache) now, not at the first
+        # contact.
         nothing = np.zeros((0, 3))
         self._score(_Data(*3 * (np.zeros((0, 3, 3)),), nothing, nothing, np.zeros(0), 0, None),
                     np.zeros(0, dtype=np.int64), nothing, nothing)
+        _grid_offsets(np.zeros((0, 3, 3)), np.linspace(-1, 1, 3), _STENCILS, np.zeros((0, 2)))
 
     def _combined_scene(self):
         """Every surface link's mesh in its own frame, link i of `surfaces.links` shifted by
@@ -607,23 +608,8 @@ class FusedContactEstimator:
         tried = (points[:, None] + np.einsum('kij,gj->kgi', basis, grid)).reshape(-1, 3)
         _, cost, _ = self._score(data, np.repeat(links, len(grid)), tried,
                                  np.repeat(inward, len(grid), axis=0))
-        cost = cost.reshape(count, size, size)
-        first, second = np.unravel_index(np.argmin(cost.reshape(count, -1), axis=1),
-                                         (size, size))
-        offset = np.stack([steps[first], steps[second]], axis=1)
-        # The vertex of the quadratic through the best point's 3×3 neighbourhood (a Newton
-        # step; the cost's valleys along a line of action run askew to the grid), where the
-        # best point is inside the grid and the quadratic convex.
-        inner = (first > 0) & (first < size - 1) & (second > 0) & (second < size - 1)
-        around = cost[np.arange(count)[:, None, None],
-                      np.clip(first[:, None, None] + _NEIGHBOURS[0], 0, size - 1),
-                      np.clip(second[:, None, None] + _NEIGHBOURS[1], 0, size - 1)]
-        gx, gy, xx, yy, xy = np.einsum('kij,aij->ak', around, _STENCILS)
-        determinant = xx * yy - xy * xy
-        convex = inner & (xx > 0) & (determinant > 0)
-        newton = (np.stack([xy * gy - yy * gx, xy * gx - xx * gy], axis=1)
-                  / np.where(convex, determinant, 1.0)[:, None])
-        offset += np.where(convex[:, None], np.clip(newton, -1, 1), 0.0) * (steps[1] - steps[0])
+        offset = np.empty((count, 2))
+        _grid_offsets(cost.reshape(count, size, size), steps, _STENCILS, offset)
         return self._onto_surface(links, points + np.einsum('kij,kj->ki', basis, offset))
 
     def _onto_surface(self, links, points) -> tuple[np.ndarray, np.ndarray]:
@@ -739,6 +725,40 @@ def _solve_one(matrix, vector):
     return ((first * x + second * y + third * z) / determinant,
             (second * x + fourth * y + fifth * z) / determinant,
             (third * x + fifth * y + sixth * z) / determinant)
+
+
+@kernel
+def _grid_offsets(cost, steps, stencils, offset):
+    """Per seed k, from the costs of its size × size grid (K×size×size; its coordinates
+    `steps` on both axes), the offset (in its tangent plane) of the cheapest grid point,
+    moved to the vertex of the quadratic through that point's 3×3 neighbourhood (a Newton
+    step, by the finite differences `stencils`: the cost's valleys along a line of action
+    run askew to the grid) where the point is inside the grid and the quadratic convex,
+    by at most one grid step."""
+    size = steps.shape[0]
+    spacing = steps[1] - steps[0]
+    differences = np.empty(5)
+    for k in range(cost.shape[0]):
+        first, second = 0, 0
+        for i in range(size):
+            for j in range(size):
+                if cost[k, i, j] < cost[k, first, second]:
+                    first, second = i, j
+        offset[k, 0], offset[k, 1] = steps[first], steps[second]
+        if not (0 < first < size - 1 and 0 < second < size - 1):
+            continue
+        for a in range(5):
+            total = 0.0
+            for i in range(3):
+                for j in range(3):
+                    total += cost[k, first + i - 1, second + j - 1] * stencils[a, i, j]
+            differences[a] = total
+        gx, gy, xx, yy, xy = (differences[0], differences[1], differences[2], differences[3],
+                              differences[4])
+        determinant = xx * yy - xy * xy
+        if xx > 0 and determinant > 0:
+            offset[k, 0] += min(max((xy * gy - yy * gx) / determinant, -1.0), 1.0) * spacing
+            offset[k, 1] += min(max((xy * gx - xx * gy) / determinant, -1.0), 1.0) * spacing
 
 
 def _skew(vectors: np.ndarray) -> np.ndarray:
