@@ -19,8 +19,8 @@ at the cloud's stamp, in a worker process (ros/cloud_process.py) so that it neve
 executor nor the interpreter lock: the estimate that asks for a new cloud uses the
 obstacles already processed, later ones the new cloud's (in a replay, which processes it
 at once, that estimate too). Live, that estimate sends the cloud to the worker only once its
-point and wrench are sent: copying a 43 000-point cloud took 2-6 ms off a contact's first
-estimate, which could not use it (issue 35).
+point and wrench are sent: copying a 43 000-point cloud to the worker delayed a contact's
+first estimate by 2-6 ms, and that estimate cannot use it (issue 35).
 
 Publishes per estimate, with the stamp of the residual sample and frame_id = the contacted
 link: the point (PointStamped, link frame), the force on the robot there (WrenchStamped,
