@@ -9,7 +9,7 @@ first `ONSET` samples over the gate (|τ_ext,i| over `GATE`: where a contact's f
 is, the base wrench's compensation lagging) and every 10th sample of its plateau. Each sample
 is estimated with the base wrench, without it, and as the node does
 (`estimate_or_without_wrench`: with it, and without it too when that estimate is
-inconsistent with it, as at most first estimates of a contact).
+inconsistent, as a contact's first estimate often is while the wrench's compensation lags).
 
     PYTHONPATH=$PWD nice -n 10 .venv/bin/python benchmarks/localizer_estimate_cost.py [--quick]
 """
