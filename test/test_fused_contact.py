@@ -171,3 +171,49 @@ def test_no_contact_and_bad_input(robot, estimator):
         estimator.estimate(q, np.ones(robot.n), proximity=proximity)
     with pytest.raises(FusedContactError, match='noise'):
         SensorNoise(torque=0.0)
+
+
+def estimate_view(estimate):
+    """Everything an estimate says, arrays as lists: two estimates are the same if equal."""
+    contact = estimate.contact
+    return (estimate.source, estimate.consistent, estimate.residual, estimate.chi2,
+            estimate.equations, estimate.message, estimate.candidate_links,
+            np.asarray(estimate.candidates).tolist(),
+            None if contact is None else (contact.link, contact.point.tolist(),
+                                          contact.force.tolist(), contact.ambiguous_with))
+
+
+def test_without_the_wrench_when_it_disagrees_sharing_the_kinematics(robot, truth, surfaces,
+                                                                     estimator, monkeypatch):
+    """`estimate_or_without_wrench` gives what two `estimate` calls give (with the base
+    wrench; without it when that one is inconsistent and the torques alone are consistent),
+    exactly, with one kinematics pass per sample: a wrench that lags the torques (a third of
+    the contact's, as its compensation at an onset) is left out, the true wrench kept; a
+    lidar obstacle on the contact's link changes neither."""
+    poses = []
+    kinematics = robot.link_kinematics
+
+    def counted(q, links):
+        poses.append(q)
+        return kinematics(q, links)
+
+    cases = contacts(robot, truth, 17, [f'panda_link{k}' for k in range(2, 8)], 2)
+    left_out = []
+    for link, q, point, force, tau, wrench in cases:
+        distance = np.where(np.array(surfaces.links) == link, 0.0, np.inf)
+        seen = np.zeros((len(surfaces.links), 3))
+        seen[surfaces.link_index(link)] = point
+        for given, proximity in ((wrench, None), (wrench / 3, None),
+                                 (wrench / 3, LinkProximity(distance, seen, seen))):
+            separate = estimator.estimate(q, tau, given, proximity)
+            alone = estimator.estimate(q, tau, None, proximity)
+            drop = not separate.consistent and alone.consistent
+            monkeypatch.setattr(robot, 'link_kinematics', counted)
+            poses.clear()
+            both, dropped = estimator.estimate_or_without_wrench(q, tau, given, proximity)
+            monkeypatch.undo()
+            assert len(poses) == 1
+            assert dropped == drop
+            assert estimate_view(both) == estimate_view(alone if drop else separate)
+            left_out.append(dropped)
+    assert not any(left_out[::3]) and sum(left_out) >= len(cases)

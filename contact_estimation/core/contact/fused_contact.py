@@ -40,10 +40,10 @@ import numpy as np
 import open3d as o3d
 from scipy.stats import chi2 as chi_square
 
+from contact_estimation.core.compiled import kernel
 from contact_estimation.core.contact.contact import SOURCE_NONE, Contact, ContactEstimate
-from contact_estimation.core.contact.contact_localization import (_tangent_basis,
+from contact_estimation.core.contact.contact_localization import (_tangent_basis, into_cone,
                                                                   moving_link_samples,
-                                                                  project_to_cone,
                                                                   spatial_link_range,
                                                                   torque_maps)
 from contact_estimation.core.contact.ft_compensation import cross
@@ -66,9 +66,8 @@ _LINK_SPACING = 10.0
 _GRIDS = ((1.0, 5), (0.25, 3))
 _UNIT_GRIDS = {size: np.stack(np.meshgrid(*2 * [np.linspace(-1, 1, size)], indexing='ij'),
                                axis=-1).reshape(-1, 2) for _, size in _GRIDS}
-# A 3×3 neighbourhood's offsets (rows, columns) and the finite differences on it of the
-# gradient and Hessian: d/dx, d/dy, d²/dx², d²/dy², d²/dxdy (unit spacing).
-_NEIGHBOURS = np.mgrid[-1:2, -1:2]
+# The finite differences on a 3×3 neighbourhood of the gradient and Hessian: d/dx, d/dy,
+# d²/dx², d²/dy², d²/dxdy (unit spacing).
 _STENCILS = np.array([[[0, -0.5, 0], [0, 0, 0], [0, 0.5, 0]],
                       [[0, 0, 0], [-0.5, 0, 0.5], [0, 0, 0]],
                       [[0, 1, 0], [0, -2, 0], [0, 1, 0]],
@@ -148,6 +147,45 @@ class _Data:
     prior: np.ndarray | None          # L×3 link frames, NaN: no obstacle near that link
 
 
+def _equations(constant, lever, measured) -> _Data:
+    """The products of `_Data` of the equations C (L×E×3), D (L×E×3), b (L×E); no prior."""
+    return _Data(np.einsum('lei,lej->lij', constant, constant),
+                 np.einsum('lei,lej->lij', constant, lever),
+                 np.einsum('lei,lej->lij', lever, lever),
+                 np.einsum('lei,le->li', constant, measured),
+                 np.einsum('lei,le->li', lever, measured),
+                 np.einsum('le,le->l', measured, measured), measured.shape[1], None)
+
+
+_SUMMED = ('cc', 'cd', 'dd', 'cb', 'db', 'bb', 'equations')
+
+
+def _joined(parts: list[_Data], prior) -> _Data:
+    """The equations of every sensor in `parts` at once (their products add up), with the
+    lidar's `prior`."""
+    return _Data(*(sum(getattr(part, name) for part in parts) for name in _SUMMED), prior)
+
+
+@dataclass
+class _Shared:
+    """What the estimates at one q share, with or without the base wrench: the torques (or
+    None), the lidar's view, the noise; per link of the estimator (L) its rotation and
+    origin (base frame) and link-frame Jacobian (L×6×n); the rotations and origins of
+    `surfaces.links`; the joints' links' (rotations, origins, Jacobians); seed 000 eq. 13's
+    (k_min, k_max) of the torques; their equations (`_Data`, no prior)."""
+
+    tau: np.ndarray | None
+    proximity: LinkProximity | None
+    noise: SensorNoise
+    rotations: np.ndarray
+    origins: np.ndarray
+    jacobians: np.ndarray
+    every_link: tuple[np.ndarray, np.ndarray]
+    joint_poses: tuple[np.ndarray, np.ndarray, np.ndarray]
+    torque_span: tuple[int, int] | None
+    torque_equations: _Data | None
+
+
 class FusedContactEstimator:
     """The contact (link, point, force) best explaining the joint torques, the base wrench and
     the lidar's obstacles, whichever of them are given.
@@ -204,6 +242,13 @@ class FusedContactEstimator:
         self._joint_frames = [self._frames.index(link) for link in self.robot.joint_links]
         # χ² at 99.9 % by degrees of freedom (equations − 5: the point's 2, the force's 3)
         self._chi2_limit = chi_square.ppf(0.999, np.arange(1, self.robot.n + 7))
+        self._no_prior = np.zeros((len(self.links), 3))
+        # numba compiles the kernels (or loads them from its cache) now, not at the first
+        # contact.
+        nothing = np.zeros((0, 3))
+        self._score(_Data(*3 * (np.zeros((0, 3, 3)),), nothing, nothing, np.zeros(0), 0, None),
+                    np.zeros(0, dtype=np.int64), nothing, nothing)
+        _grid_offsets(np.zeros((0, 3, 3)), np.linspace(-1, 1, 3), _STENCILS, np.zeros((0, 2)))
 
     def _combined_scene(self):
         """Every surface link's mesh in its own frame, link i of `surfaces.links` shifted by
@@ -236,21 +281,56 @@ class FusedContactEstimator:
         wrench [f; m] at the base origin, base frame (6, N and N·m; seed 004 eq. 20) or
         None; `proximity`, the lidar's view of the links or None; `noise`, the sensors'
         `SensorNoise` (the estimator's by default). At least one of tau and wrench."""
-        noise = noise or self.noise
         q, tau, wrench = self._checked(q, tau, wrench, proximity)
+        return self._estimate(self._shared(q, tau, proximity, noise or self.noise), wrench)
+
+    def estimate_or_without_wrench(self, q, tau, wrench, proximity: LinkProximity | None = None,
+                                   noise: SensorNoise | None = None
+                                   ) -> tuple[ContactEstimate, bool]:
+        """`estimate` with the base wrench or, when that one is inconsistent (the wrench's
+        compensation lags at a contact's onset, or errs) and the torques (and the lidar)
+        alone are consistent, without it; and whether the wrench was left out. What both
+        estimates need of q, the torques and the lidar (kinematics, the torques' link range
+        and equations) is computed once (issue 35: a contact's first estimate often needs
+        both)."""
+        q, tau, wrench = self._checked(q, tau, wrench, proximity)
+        shared = self._shared(q, tau, proximity, noise or self.noise)
+        estimate = self._estimate(shared, wrench)
+        if tau is None or wrench is None or estimate.consistent:
+            return estimate, False
+        alone = self._estimate(shared, None)
+        return (alone, True) if alone.consistent else (estimate, False)
+
+    def _shared(self, q, tau, proximity, noise: SensorNoise) -> _Shared:
+        """What every estimate at q from the torques `tau` (or None) and `proximity` shares,
+        with or without a base wrench."""
         rotations, origins, frame_jacobians = self.robot.link_kinematics(q, self._frames)
         joint_poses = (rotations[self._joint_frames], origins[self._joint_frames],
                        frame_jacobians[self._joint_frames])
-        span = self._range(tau, wrench, joint_poses[2], noise)
+        surfaces = len(self.surfaces.links)
+        jacobians = frame_jacobians[self._surface_index]
+        torque_span = None
+        if tau is not None:
+            torque_span = spatial_link_range(tau, joint_poses[2], *self._torque_limits(noise))
+        return _Shared(tau, proximity, noise, rotations[self._surface_index],
+                       origins[self._surface_index], jacobians,
+                       (rotations[:surfaces], origins[:surfaces]), joint_poses, torque_span,
+                       None if tau is None else self._torque_equations(tau, jacobians, noise))
+
+    def _estimate(self, shared: _Shared, wrench) -> ContactEstimate:
+        """`estimate` of the data in `shared`, with the base wrench `wrench` or None."""
+        tau, noise, rotations, origins = shared.tau, shared.noise, shared.rotations, shared.origins
+        joint_poses, every_link = shared.joint_poses, shared.every_link
+        span = self._range(shared, wrench)
         if span is None:
             return _fused((), contact=None, link_range=None, residual=0.0, consistent=True,
                           message='no joint torque reaches delta_tau and no base force '
                           'reaches min_force')
         in_range = (self.link_joint >= span[0]) & (self.link_joint <= span[1])
-        every_link = rotations[:len(self.surfaces.links)], origins[:len(self.surfaces.links)]
-        rotations, origins = rotations[self._surface_index], origins[self._surface_index]
-        data = self._data(tau, wrench, rotations, origins, frame_jacobians[self._surface_index],
-                          self._priors(proximity, in_range), noise)
+        parts = [] if tau is None else [shared.torque_equations]
+        if wrench is not None:
+            parts.append(self._wrench_equations(wrench, rotations, origins, noise))
+        data = _joined(parts, self._priors(shared.proximity, in_range))
         span_links = (self.robot.joint_links[span[0]], self.robot.joint_links[span[1]])
         sensors = tuple(name for name, used in ((TORQUE, tau is not None),
                                                  (FORCE_TORQUE, wrench is not None),
@@ -308,8 +388,7 @@ class FusedContactEstimator:
         candidates = (np.einsum('kij,kj->ki', rotations[links[chosen]], points[chosen])
                       + origins[links[chosen]])
         if tau is not None:
-            residual = tau - torque_maps(frame_jacobians[self._surface_index[[link]]],
-                                         point[None])[0] @ force[best]
+            residual = tau - torque_maps(shared.jacobians[[link]], point[None])[0] @ force[best]
         else:
             residual = wrench[3:] - np.cross(rotation @ point + origin, rotation @ force[best])
         candidate_links = [self.links[i] for i in links[chosen]]
@@ -360,23 +439,23 @@ class FusedContactEstimator:
         sigma = float(np.max(noise.torque))
         return self.delta_tau or 4 * sigma, self.delta_w or 5 * sigma
 
-    def _range(self, tau, wrench, joint_jacobians, noise) -> tuple[int, int] | None:
+    def _range(self, shared: _Shared, wrench) -> tuple[int, int] | None:
         """The joints (k_min, k_max) whose links may hold the contact, or None: no contact.
 
         With torques, seed 000 eq. 13; when no torque reaches δ_τ but the base force reaches
         `min_force`, every joint up to eq. 13.2's k_max (a force whose line passes through
         every axis loads none). Without torques, every joint."""
         force = 0.0 if wrench is None else float(np.linalg.norm(wrench[:3]))
-        if tau is None:
+        if shared.tau is None:
             return (0, self.robot.n - 1) if force >= self.min_force else None
-        delta_tau, delta_w = self._torque_limits(noise)
-        k_min, k_max = spatial_link_range(tau, joint_jacobians, delta_tau, delta_w)
+        k_min, k_max = shared.torque_span
         if k_min >= 0:
             return k_min, max(k_min, k_max)
         if force < self.min_force:
             return None
         # every torque below δ_τ: eq. 13.2 alone (with a zero δ_τ every joint counts as loaded)
-        return 0, spatial_link_range(tau, joint_jacobians, 0.0, delta_w)[1]
+        delta_w = self._torque_limits(shared.noise)[1]
+        return 0, spatial_link_range(shared.tau, shared.joint_poses[2], 0.0, delta_w)[1]
 
     def _priors(self, proximity, in_range) -> np.ndarray | None:
         """Per link (L×3, link frame) the lidar obstacle's point on the links of the range
@@ -390,58 +469,40 @@ class FusedContactEstimator:
         surface = np.asarray(proximity.surface_point, dtype=float)[self._surface_index]
         return np.where(near[:, None], surface, np.nan)
 
-    def _data(self, tau, wrench, rotations, origins, jacobians, prior, noise) -> _Data:
-        """The equations of every link (see `_Data`)."""
+    def _torque_equations(self, tau, jacobians, noise: SensorNoise) -> _Data:
+        """The torques' equations of every link (see `_Data`; jacobians: L×6×n, link frames)."""
+        weight = np.broadcast_to(1.0 / np.asarray(noise.torque, dtype=float),
+                                 (self.robot.n,))[:, None]
+        return _equations(np.transpose(jacobians[:, :3], (0, 2, 1)) * weight,
+                          np.transpose(jacobians[:, 3:], (0, 2, 1)) * weight,
+                          np.broadcast_to(tau * weight[:, 0], (len(self.links), self.robot.n)))
+
+    def _wrench_equations(self, wrench, rotations, origins, noise: SensorNoise) -> _Data:
+        """The base wrench's equations of every link (see `_Data`)."""
         count = len(self.links)
-        constant, lever, measured = [], [], []
-        if tau is not None:
-            weight = np.broadcast_to(1.0 / np.asarray(noise.torque, dtype=float),
-                                     (self.robot.n,))[:, None]
-            constant.append(np.transpose(jacobians[:, :3], (0, 2, 1)) * weight)
-            lever.append(np.transpose(jacobians[:, 3:], (0, 2, 1)) * weight)
-            measured.append(np.broadcast_to(tau * weight[:, 0], (count, self.robot.n)))
-        if wrench is not None:
-            identity = np.broadcast_to(np.eye(3), (count, 3, 3))
-            base = np.einsum('lji,lj->li', rotations, origins)               # Rᵀo
-            constant += [identity / noise.force, _skew(base) / noise.moment]
-            lever += [np.zeros((count, 3, 3)), identity / noise.moment]
-            measured += [np.einsum('lji,j->li', rotations, wrench[:3]) / noise.force,
-                         np.einsum('lji,j->li', rotations, wrench[3:]) / noise.moment]
-        constant, lever = np.concatenate(constant, axis=1), np.concatenate(lever, axis=1)
-        measured = np.concatenate(measured, axis=1)
-        return _Data(np.einsum('lei,lej->lij', constant, constant),
-                     np.einsum('lei,lej->lij', constant, lever),
-                     np.einsum('lei,lej->lij', lever, lever),
-                     np.einsum('lei,le->li', constant, measured),
-                     np.einsum('lei,le->li', lever, measured),
-                     np.einsum('le,le->l', measured, measured), measured.shape[1], prior)
+        identity = np.broadcast_to(np.eye(3), (count, 3, 3))
+        base = np.einsum('lji,lj->li', rotations, origins)               # Rᵀo
+        return _equations(
+            np.concatenate([identity / noise.force, _skew(base) / noise.moment], axis=1),
+            np.concatenate([np.zeros((count, 3, 3)), identity / noise.moment], axis=1),
+            np.concatenate([np.einsum('lji,j->li', rotations, wrench[:3]) / noise.force,
+                            np.einsum('lji,j->li', rotations, wrench[3:]) / noise.moment],
+                           axis=1))
 
     def _score(self, data: _Data, links, points, inward):
         """Per point: the weighted least-squares force (K×3, link axes) kept in the friction
         cone (seed 000 eq. 6), the posterior cost (χ² + prior + normal preference) and the
-        data's χ² alone."""
-        skews = _skew(points)
-        mixed = data.cd[links] @ skews
-        gram = data.cc[links] + mixed + np.transpose(mixed, (0, 2, 1)) + (
-            np.transpose(skews, (0, 2, 1)) @ (data.dd[links] @ skews))
-        rhs = data.cb[links] + cross(data.db[links], points)
-        # Torques alone on a link with few joints before it (or a point whose Jacobian loses
-        # rank) leave a family of forces: a faint penalty on the tangential force takes the
-        # one nearest the normal, the one the friction cone (eq. 6) is most likely to keep.
-        scale = np.trace(gram, axis1=1, axis2=2)[:, None, None]
-        tangential = np.eye(3) - np.einsum('ki,kj->kij', inward, inward)
-        force = _solve_symmetric(gram + scale * (1e-6 * tangential + 1e-9 * np.eye(3)), rhs)
-        force = project_to_cone(force, inward, self.mu)
-        chi2 = np.maximum(data.bb[links] - np.einsum('ki,ki->k', force,
-                                                     2 * rhs - np.einsum('kij,kj->ki', gram,
-                                                                         force)), 0.0)
-        cosine = (np.einsum('ki,ki->k', force, inward)
-                  / np.maximum(np.linalg.norm(force, axis=1), 1e-12))
-        cost = chi2 + 2 * self.normal_preference * (1 - cosine)
-        if data.prior is not None:
-            gap = np.linalg.norm(points - data.prior[links], axis=1)
-            cost += (np.where(np.isfinite(gap), gap, self.contact_distance)
-                     / self.prior_radius) ** 2
+        data's χ² alone (`_score_each`, compiled: a few hundred points per call, where numpy's
+        calls on K×3×3 arrays cost more than their arithmetic)."""
+        count = len(links)
+        force, cost, chi2 = np.empty((count, 3)), np.empty(count), np.empty(count)
+        prior = self._no_prior if data.prior is None else data.prior
+        _score_each(data.cc, data.cd, data.dd, data.cb, data.db, data.bb,
+                    np.ascontiguousarray(links, dtype=np.int64),
+                    np.ascontiguousarray(points, dtype=float),
+                    np.ascontiguousarray(inward, dtype=float), self.mu, self.normal_preference,
+                    prior, data.prior is not None, self.contact_distance, self.prior_radius,
+                    force, cost, chi2)
         return force, cost, chi2
 
     def _best_per_link(self, owner, cost, count: int | None = None) -> np.ndarray:
@@ -547,23 +608,8 @@ class FusedContactEstimator:
         tried = (points[:, None] + np.einsum('kij,gj->kgi', basis, grid)).reshape(-1, 3)
         _, cost, _ = self._score(data, np.repeat(links, len(grid)), tried,
                                  np.repeat(inward, len(grid), axis=0))
-        cost = cost.reshape(count, size, size)
-        first, second = np.unravel_index(np.argmin(cost.reshape(count, -1), axis=1),
-                                         (size, size))
-        offset = np.stack([steps[first], steps[second]], axis=1)
-        # The vertex of the quadratic through the best point's 3×3 neighbourhood (a Newton
-        # step; the cost's valleys along a line of action run askew to the grid), where the
-        # best point is inside the grid and the quadratic convex.
-        inner = (first > 0) & (first < size - 1) & (second > 0) & (second < size - 1)
-        around = cost[np.arange(count)[:, None, None],
-                      np.clip(first[:, None, None] + _NEIGHBOURS[0], 0, size - 1),
-                      np.clip(second[:, None, None] + _NEIGHBOURS[1], 0, size - 1)]
-        gx, gy, xx, yy, xy = np.einsum('kij,aij->ak', around, _STENCILS)
-        determinant = xx * yy - xy * xy
-        convex = inner & (xx > 0) & (determinant > 0)
-        newton = (np.stack([xy * gy - yy * gx, xy * gx - xx * gy], axis=1)
-                  / np.where(convex, determinant, 1.0)[:, None])
-        offset += np.where(convex[:, None], np.clip(newton, -1, 1), 0.0) * (steps[1] - steps[0])
+        offset = np.empty((count, 2))
+        _grid_offsets(cost.reshape(count, size, size), steps, _STENCILS, offset)
         return self._onto_surface(links, points + np.einsum('kij,kj->ki', basis, offset))
 
     def _onto_surface(self, links, points) -> tuple[np.ndarray, np.ndarray]:
@@ -610,6 +656,111 @@ class FusedContactEstimator:
         return np.array(keep, dtype=int)
 
 
+@kernel
+def _score_each(cc, cd, dd, cb, db, bb, links, points, inward, mu, normal_preference, prior,
+                has_prior, contact_distance, prior_radius, force, cost, chi2):
+    """`FusedContactEstimator._score` of each point k (link links[k], point and inward normal
+    in its frame) into force[k], cost[k] and chi2[k]: with P = [p]×, AᵀA = CᵀC + CᵀD P +
+    (CᵀD P)ᵀ + Pᵀ DᵀD P and Aᵀb = Cᵀb + (Dᵀb) × p (`_Data`). Torques alone on a link with few
+    joints before it (or a point whose Jacobian loses rank) leave a family of forces: a
+    faint penalty on the tangential force takes the one nearest the normal, the one the
+    friction cone (eq. 6) is most likely to keep. The prior (when `has_prior`): the squared
+    distance to the lidar's point over `prior_radius`, `contact_distance` where the link has
+    none."""
+    skew, mixed, dd_skew = np.zeros((3, 3)), np.empty((3, 3)), np.empty((3, 3))
+    gram, system, rhs = np.empty((3, 3)), np.empty((3, 3)), np.empty(3)
+    for k in range(links.shape[0]):
+        link = links[k]
+        x, y, z = points[k, 0], points[k, 1], points[k, 2]
+        skew[0, 1], skew[0, 2], skew[1, 2] = -z, y, -x
+        skew[1, 0], skew[2, 0], skew[2, 1] = z, -y, x
+        for i in range(3):
+            for j in range(3):
+                mixed[i, j] = (cd[link, i, 0] * skew[0, j] + cd[link, i, 1] * skew[1, j]
+                               + cd[link, i, 2] * skew[2, j])
+                dd_skew[i, j] = (dd[link, i, 0] * skew[0, j] + dd[link, i, 1] * skew[1, j]
+                                 + dd[link, i, 2] * skew[2, j])
+        for i in range(3):
+            for j in range(3):
+                gram[i, j] = (cc[link, i, j] + mixed[i, j] + mixed[j, i]
+                              + (skew[0, i] * dd_skew[0, j] + skew[1, i] * dd_skew[1, j]
+                                 + skew[2, i] * dd_skew[2, j]))
+        rhs[0] = cb[link, 0] + (db[link, 1] * z - db[link, 2] * y)
+        rhs[1] = cb[link, 1] + (db[link, 2] * x - db[link, 0] * z)
+        rhs[2] = cb[link, 2] + (db[link, 0] * y - db[link, 1] * x)
+        nx, ny, nz = inward[k, 0], inward[k, 1], inward[k, 2]
+        normal = (nx, ny, nz)
+        scale = gram[0, 0] + gram[1, 1] + gram[2, 2]
+        for i in range(3):
+            for j in range(3):
+                ridge = 1e-6 * ((1.0 if i == j else 0.0) - normal[i] * normal[j]) + 1e-9 * (
+                    1.0 if i == j else 0.0)
+                system[i, j] = gram[i, j] + scale * ridge
+        fx, fy, fz = _solve_one(system, rhs)
+        fx, fy, fz = into_cone(fx, fy, fz, nx, ny, nz, mu)
+        force[k, 0], force[k, 1], force[k, 2] = fx, fy, fz
+        fitted = 0.0
+        for i in range(3):
+            fitted += force[k, i] * (2 * rhs[i] - (gram[i, 0] * fx + gram[i, 1] * fy
+                                                   + gram[i, 2] * fz))
+        chi2[k] = max(bb[link] - fitted, 0.0)
+        size = max(np.sqrt(fx * fx + fy * fy + fz * fz), 1e-12)
+        cost[k] = chi2[k] + 2 * normal_preference * (1 - (fx * nx + fy * ny + fz * nz) / size)
+        if has_prior:
+            dx, dy, dz = x - prior[link, 0], y - prior[link, 1], z - prior[link, 2]
+            gap = np.sqrt(dx * dx + dy * dy + dz * dz)
+            cost[k] += ((gap if np.isfinite(gap) else contact_distance) / prior_radius) ** 2
+
+
+@kernel
+def _solve_one(matrix, vector):
+    """x of M x = v for a symmetric positive definite 3×3 M, by cofactors (its upper
+    triangle)."""
+    a, b, c = matrix[0, 0], matrix[0, 1], matrix[0, 2]
+    d, e, f = matrix[1, 1], matrix[1, 2], matrix[2, 2]
+    first, second, third = d * f - e * e, c * e - b * f, b * e - c * d
+    fourth, fifth, sixth = a * f - c * c, b * c - a * e, a * d - b * b
+    determinant = a * first + b * second + c * third
+    x, y, z = vector[0], vector[1], vector[2]
+    return ((first * x + second * y + third * z) / determinant,
+            (second * x + fourth * y + fifth * z) / determinant,
+            (third * x + fifth * y + sixth * z) / determinant)
+
+
+@kernel
+def _grid_offsets(cost, steps, stencils, offset):
+    """Per seed k, from the costs of its size × size grid (K×size×size; its coordinates
+    `steps` on both axes), the offset (in its tangent plane) of the cheapest grid point,
+    moved to the vertex of the quadratic through that point's 3×3 neighbourhood (a Newton
+    step, by the finite differences `stencils`: the cost's valleys along a line of action
+    run askew to the grid) where the point is inside the grid and the quadratic convex,
+    by at most one grid step."""
+    size = steps.shape[0]
+    spacing = steps[1] - steps[0]
+    differences = np.empty(5)
+    for k in range(cost.shape[0]):
+        first, second = 0, 0
+        for i in range(size):
+            for j in range(size):
+                if cost[k, i, j] < cost[k, first, second]:
+                    first, second = i, j
+        offset[k, 0], offset[k, 1] = steps[first], steps[second]
+        if not (0 < first < size - 1 and 0 < second < size - 1):
+            continue
+        for a in range(5):
+            total = 0.0
+            for i in range(3):
+                for j in range(3):
+                    total += cost[k, first + i - 1, second + j - 1] * stencils[a, i, j]
+            differences[a] = total
+        gx, gy, xx, yy, xy = (differences[0], differences[1], differences[2], differences[3],
+                              differences[4])
+        determinant = xx * yy - xy * xy
+        if xx > 0 and determinant > 0:
+            offset[k, 0] += min(max((xy * gy - yy * gx) / determinant, -1.0), 1.0) * spacing
+            offset[k, 1] += min(max((xy * gx - xx * gy) / determinant, -1.0), 1.0) * spacing
+
+
 def _skew(vectors: np.ndarray) -> np.ndarray:
     """[v]× (K×3×3) of each row of `vectors`: [v]× w = v × w."""
     matrices = np.zeros(vectors.shape[:-1] + (3, 3))
@@ -617,16 +768,3 @@ def _skew(vectors: np.ndarray) -> np.ndarray:
     matrices[..., 0, 1], matrices[..., 0, 2], matrices[..., 1, 2] = -z, y, -x
     matrices[..., 1, 0], matrices[..., 2, 0], matrices[..., 2, 1] = z, -y, x
     return matrices
-
-
-def _solve_symmetric(matrices: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-    """x (K×3) of M x = v for symmetric positive definite 3×3 M (K×3×3), by cofactors:
-    several times faster than numpy's batched solve on small matrices."""
-    a, b, c = matrices[:, 0, 0], matrices[:, 0, 1], matrices[:, 0, 2]
-    d, e, f = matrices[:, 1, 1], matrices[:, 1, 2], matrices[:, 2, 2]
-    first, second, third = d * f - e * e, c * e - b * f, b * e - c * d
-    fourth, fifth, sixth = a * f - c * c, b * c - a * e, a * d - b * b
-    determinant = a * first + b * second + c * third
-    x, y, z = vectors[:, 0], vectors[:, 1], vectors[:, 2]
-    return np.stack([first * x + second * y + third * z, second * x + fourth * y + fifth * z,
-                     third * x + fifth * y + sixth * z], axis=1) / determinant[:, None]
