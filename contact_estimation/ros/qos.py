@@ -32,6 +32,9 @@ DRIVER_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=1000,
     reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
 
+# A history of 10, not 1: a reliable reader holds newer samples behind one lost in transport
+# until the writer says what it still holds; a publisher keeping one left its monitor 300 ms
+# without a stop while other programs joined the domain (benchmarks/stop_depth.py).
 STOP_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=10,
     reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
