@@ -506,6 +506,37 @@ def _publish(stream: JointStream, topics: DriverTopics, duration: float, warmup:
         reports.put(err)
 
 
+JOIN_ENDPOINTS = 70  # publishers and subscriptions of a program that joins the domain
+
+
+def stop_qos(depth: int):
+    """ros/qos.py STOP_QOS (reliable, transient local) keeping `depth` messages."""
+    from rclpy.qos import QoSProfile
+    from contact_estimation.ros.qos import STOP_QOS
+    return QoSProfile(history=STOP_QOS.history, depth=depth, reliability=STOP_QOS.reliability,
+                      durability=STOP_QOS.durability)
+
+
+def join_domain(subscriptions, seconds: float = 1.5) -> None:
+    """Another program in this ROS domain for `seconds`, at normal priority with the Fast DDS
+    settings of the environment: JOIN_ENDPOINTS topics of its own and `subscriptions`
+    ((message type, topic, depth) each, with `stop_qos(depth)`), as a restarted node or a
+    controller starting (issue 36: a participant joining stalled what others heard)."""
+    import rclpy
+    from std_msgs.msg import Float64
+    rclpy.init()
+    node = rclpy.create_node('joining_program')
+    for message_type, topic, depth in subscriptions:
+        node.create_subscription(message_type, topic, lambda m: None, stop_qos(depth))
+    for k in range(JOIN_ENDPOINTS // 2):
+        node.create_publisher(Float64, f'joining_program/out{k}', 10)
+        node.create_subscription(Float64, f'joining_program/in{k}', lambda m: None, 10)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    rclpy.shutdown()
+
+
 def table(header: str, rows: list[str]) -> str:
     """A plain table: the header, a rule under it (+ at each |), the rows."""
     rule = ''.join('+' if c == '|' else '-' for c in header)

@@ -12,9 +12,10 @@ every 2 s, stamped 1 µs apart from now on (`burst`: the chain takes them in bat
 parameter set on the residual node, the detector and the proximity monitor every 20 ms
 (`parameters`: the residual is rebuilt on each), 500 `~/reset` calls at once on each stop
 every 2 s (`resets`), another program joining the domain every 2 s for 1.5 s (`joins`: a
-process with JOIN_ENDPOINTS topics that also subscribes to both stops, as a restarted node or
-a controller starting does; both stops went ~300 ms silent when one of the suite's own
-processes joined again after a kill, 1 in 18 times), the driver paused (SIGSTOP) for 0.3 s every 2 s (`pauses`: both stops
+process with 70 topics that also subscribes to both stops, as a restarted node or a
+controller starting does; both stops went ~300 ms silent when one of the suite's own
+processes joined again after a kill, 1 in 18 times), the driver paused (SIGSTOP) for 0.3 s
+every 2 s (`pauses`: both stops
 say `stale`, their input stopped), a second suite started in the same domain and namespace
 for SECOND_RUNS s, stopped, then a reset, over and over (`second`: the first latches
 `duplicate`; no cleared stop of the second may reach a controller), kill -9 of one process
@@ -46,7 +47,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _ros_load import LOG_DIR, machine, realtime_priority, table  # noqa: E402
+from _ros_load import LOG_DIR, join_domain, machine, realtime_priority, table  # noqa: E402
 
 from contact_estimation import manifest  # noqa: E402
 from contact_estimation.launcher import STOP_GRACE, NodeSet, Supervisor  # noqa: E402
@@ -68,7 +69,6 @@ SECOND_RUNS = 30.0   # s that each second suite runs in the `second` phase (it s
 # a phase needs 2 × KILL_EVERY s for one kill (the first after KILL_EVERY s).
 KILL_EVERY = 10.0
 JOIN_EVERY = 2.0        # s between joins in the `joins` phase
-JOIN_ENDPOINTS = 70     # publishers and subscriptions of the process that joins
 INTERRUPT_EVERY = 20.0  # s between Ctrl-Cs in the `interrupts` phase (as KILL_EVERY)
 ENDS_WITHIN = 1.0       # s: every process ends this soon after Ctrl-C (issue 36)
 
@@ -262,34 +262,17 @@ def pause_driver(pid: int, seconds: float, outages: Outages) -> None:
     outages.wait(max(end - time.monotonic(), 0.0))
 
 
-def _join() -> None:
-    """Another program in the suite's domain for 1.5 s: JOIN_ENDPOINTS topics of its own and
-    both stops subscribed (at normal priority, Fast DDS's default settings)."""
-    import rclpy
-    from std_msgs.msg import Bool, Float64
-    from contact_estimation.ros.qos import STOP_QOS
-    rclpy.init()
-    node = rclpy.create_node('joining_program')
-    for name in STOPS:
-        node.create_subscription(Bool, manifest.node(name).topic('stop'), lambda m: None,
-                                 STOP_QOS)
-    for k in range(JOIN_ENDPOINTS // 2):
-        node.create_publisher(Float64, f'joining_program/out{k}', 10)
-        node.create_subscription(Float64, f'joining_program/in{k}', lambda m: None, 10)
-    end = time.monotonic() + 1.5
-    while time.monotonic() < end:
-        rclpy.spin_once(node, timeout_sec=0.05)
-    rclpy.shutdown()
-
-
 def run_joins(seconds: float, outages: Outages) -> None:
     """A program joins the domain every JOIN_EVERY s (or as soon as the last one has ended),
     for `seconds`."""
+    from std_msgs.msg import Bool
+    from contact_estimation.ros.qos import STOP_QOS
+    stops = [(Bool, manifest.node(name).topic('stop'), STOP_QOS.depth) for name in STOPS]
     end = time.monotonic() + seconds
     spawn = multiprocessing.get_context('spawn')
     while time.monotonic() + JOIN_EVERY <= end:
         started = time.monotonic()
-        joining = spawn.Process(target=_join, daemon=True)
+        joining = spawn.Process(target=join_domain, args=(stops,), daemon=True)
         joining.start()
         while joining.is_alive():
             outages.wait(Supervisor.POLL)

@@ -28,7 +28,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _ros_load import machine, realtime_priority, table  # noqa: E402
+from _ros_load import join_domain, machine, realtime_priority, stop_qos, table  # noqa: E402
 
 from contact_estimation.launcher import transport_environment  # noqa: E402
 from contact_estimation.ros.testing import isolate_ros_domain  # noqa: E402
@@ -36,15 +36,7 @@ from contact_estimation.ros.testing import isolate_ros_domain  # noqa: E402
 TOPIC = 'stop_depth_test'
 PERIOD = 0.05      # s between two messages: the stops' heartbeat
 CONTRACT = 0.150   # s without a stop message after which a controller stops (README)
-JOIN_ENDPOINTS = 70
 SETTLED = 1.0      # s after the first message from which delays are counted
-
-
-def _qos(depth: int):
-    from rclpy.qos import QoSProfile
-    from contact_estimation.ros.qos import STOP_QOS
-    return QoSProfile(history=STOP_QOS.history, depth=depth, reliability=STOP_QOS.reliability,
-                      durability=STOP_QOS.durability)
 
 
 def _publish(depth: int, seconds: float) -> None:
@@ -53,7 +45,7 @@ def _publish(depth: int, seconds: float) -> None:
     realtime_priority(41)
     rclpy.init()
     node = rclpy.create_node('stop_depth_publisher')
-    publisher = node.create_publisher(Float64, TOPIC, _qos(depth))
+    publisher = node.create_publisher(Float64, TOPIC, stop_qos(depth))
     end = time.monotonic() + seconds
 
     def beat() -> None:
@@ -75,7 +67,7 @@ def _monitor(depth: int, seconds: float, results) -> None:
     node = rclpy.create_node('stop_depth_monitor')
     heard: list[tuple[float, float]] = []
     node.create_subscription(Float64, TOPIC, lambda m: heard.append((time.monotonic(), m.data)),
-                             _qos(depth))
+                             stop_qos(depth))
     executor = EventsExecutor()
     executor.add_node(node)
     end = time.monotonic() + seconds
@@ -85,23 +77,9 @@ def _monitor(depth: int, seconds: float, results) -> None:
     results.put(heard)
 
 
-def _join(depth: int) -> None:
-    import rclpy
-    from std_msgs.msg import Float64
-    rclpy.init()
-    node = rclpy.create_node('joining_program')
-    node.create_subscription(Float64, TOPIC, lambda m: None, _qos(depth))
-    for k in range(JOIN_ENDPOINTS // 2):
-        node.create_publisher(Float64, f'joining_program/out{k}', 10)
-        node.create_subscription(Float64, f'joining_program/in{k}', lambda m: None, 10)
-    end = time.monotonic() + 1.5
-    while time.monotonic() < end:
-        rclpy.spin_once(node, timeout_sec=0.05)
-    rclpy.shutdown()
-
-
 def run(depth: int, seconds: float) -> tuple[int, float, float, int]:
     """One run: (gaps over CONTRACT, longest gap, longest delay after SETTLED, joins)."""
+    from std_msgs.msg import Float64
     spawn = multiprocessing.get_context('spawn')
     results = spawn.Queue()
     monitor = spawn.Process(target=_monitor, args=(depth, seconds + 4.0, results))
@@ -112,7 +90,7 @@ def run(depth: int, seconds: float) -> tuple[int, float, float, int]:
     time.sleep(2.0)
     joins, end = 0, time.monotonic() + seconds - 2.0
     while time.monotonic() < end:
-        joining = spawn.Process(target=_join, args=(depth,))
+        joining = spawn.Process(target=join_domain, args=([(Float64, TOPIC, depth)],))
         joining.start()
         joining.join()
         joins += 1
