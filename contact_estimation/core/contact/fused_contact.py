@@ -665,7 +665,7 @@ class FusedContactEstimator:
 # limit stopped on. Such a force is left out when the base force, however its compensation
 # lags, says it is far smaller: more than this many times it, plus PLAUSIBLE_FLOOR × the
 # force noise.
-PLAUSIBLE_RATIO = 3.0
+PLAUSIBLE_RATIO = 10.0
 PLAUSIBLE_FLOOR = 10.0
 
 
