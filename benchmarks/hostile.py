@@ -15,14 +15,14 @@ every 2 s (`resets`), another program joining the domain every 2 s for 1.5 s (`j
 process with 70 topics that also subscribes to both stops, as a restarted node or a
 controller starting does; both stops went ~300 ms silent when one of the suite's own
 processes joined again after a kill, 1 in 18 times), the driver paused (SIGSTOP) for 0.3 s
-every 2 s (`pauses`: both stops
-say `stale`, their input stopped), a second suite started in the same domain and namespace
-for SECOND_RUNS s, stopped, then a reset, over and over (`second`: the first latches
-`duplicate`; no cleared stop of the second may reach a controller), kill -9 of one process
-of the suite every KILL_EVERY s in turn, started again as `up` does (launcher.Supervisor:
-its stops latched `restarted` until the driver's ~/reset, one every 2 s; `kills`), Ctrl-C on
-the whole suite every INTERRUPT_EVERY s, then started again (`interrupts`: every process
-must end within 1 s with exit code 0), and nothing again (`idle`: does the memory return?).
+every 2 s (`pauses`: both stops say `stale`, their input stopped), a second suite started in
+the same domain and namespace for SECOND_RUNS s, stopped, then a reset, over and over
+(`second`: the first latches `duplicate`; no cleared stop of the second may reach a
+controller), kill -9 of one process of the suite every KILL_EVERY s in turn, started again
+as `up` does (launcher.Supervisor: its stops latched `restarted` until the driver's ~/reset,
+one every 2 s; `kills`), Ctrl-C on the whole suite every INTERRUPT_EVERY s, then started
+again (`interrupts`: every process must end within 1 s with exit code 0), and nothing again
+(`idle`: does the memory return?).
 The suite runs as `up` runs it (launcher.NodeSet under a Supervisor). A monitor process at
 SCHED_FIFO 60 listens to both stops, and tells the suite's messages from another's by their
 publisher. A controller keeping the README's contract stops after 150 ms without a stop
@@ -56,8 +56,7 @@ from contact_estimation.ros.testing import composed_processes, isolate_ros_domai
 CONTRACT = 0.150  # s without a stop message after which a controller stops (README)
 STOPS = ('collision_detector', 'proximity_monitor')
 PHASES = ('baseline', 'clouds', 'skeletons', 'burst', 'parameters', 'resets', 'joins', 'pauses',
-          'second',
-          'kills', 'interrupts', 'idle')
+          'second', 'kills', 'interrupts', 'idle')
 RATE = 1000.0     # Hz: the driver's joint states
 SKELETON_EVERY = 20  # joint states per empty skeleton (50 Hz)
 BURST_EVERY = 2.0    # s between bursts in the `burst` phase
