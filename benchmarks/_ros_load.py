@@ -517,13 +517,15 @@ def stop_qos(depth: int):
                       durability=STOP_QOS.durability)
 
 
-def join_domain(subscriptions, seconds: float = 1.5) -> None:
+def join_domain(subscriptions, seconds: float = 1.5, environment: dict | None = None) -> None:
     """Another program in this ROS domain for `seconds`, at normal priority with the Fast DDS
-    settings of the environment: JOIN_ENDPOINTS topics of its own and `subscriptions`
-    ((message type, topic, depth) each, with `stop_qos(depth)`), as a restarted node or a
-    controller starting (issue 36: a participant joining stalled what others heard)."""
+    settings of the environment (updated with `environment`): JOIN_ENDPOINTS topics of its
+    own and `subscriptions` ((message type, topic, depth) each, with `stop_qos(depth)`), as
+    a restarted node or a controller starting (issue 36: a participant joining stalled what
+    others heard)."""
     import rclpy
     from std_msgs.msg import Float64
+    os.environ.update(environment or {})
     rclpy.init()
     node = rclpy.create_node('joining_program')
     for message_type, topic, depth in subscriptions:

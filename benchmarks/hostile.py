@@ -50,7 +50,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _ros_load import LOG_DIR, join_domain, machine, realtime_priority, table  # noqa: E402
 
 from contact_estimation import manifest  # noqa: E402
-from contact_estimation.launcher import STOP_GRACE, NodeSet, Supervisor  # noqa: E402
+from contact_estimation.launcher import (STOP_GRACE, NodeSet, Supervisor,  # noqa: E402
+                                         transport_environment)
 from contact_estimation.ros.testing import composed_processes, isolate_ros_domain  # noqa: E402
 
 CONTRACT = 0.150  # s without a stop message after which a controller stops (README)
@@ -261,9 +262,9 @@ def pause_driver(pid: int, seconds: float, outages: Outages) -> None:
     outages.wait(max(end - time.monotonic(), 0.0))
 
 
-def run_joins(seconds: float, outages: Outages) -> None:
+def run_joins(seconds: float, outages: Outages, environment: dict | None) -> None:
     """A program joins the domain every JOIN_EVERY s (or as soon as the last one has ended),
-    for `seconds`."""
+    for `seconds`, its environment updated with `environment`."""
     from std_msgs.msg import Bool
     from contact_estimation.ros.qos import STOP_QOS
     stops = [(Bool, manifest.node(name).topic('stop'), STOP_QOS.depth) for name in STOPS]
@@ -271,7 +272,8 @@ def run_joins(seconds: float, outages: Outages) -> None:
     spawn = multiprocessing.get_context('spawn')
     while time.monotonic() + JOIN_EVERY <= end:
         started = time.monotonic()
-        joining = spawn.Process(target=join_domain, args=(stops,), daemon=True)
+        joining = spawn.Process(target=join_domain, args=(stops, 1.5, environment),
+                                daemon=True)
         joining.start()
         while joining.is_alive():
             outages.wait(Supervisor.POLL)
@@ -338,6 +340,9 @@ def main() -> int:
     parser.add_argument('--seconds', type=float, default=5.0, help='length of each phase')
     parser.add_argument('--phases', nargs='+', choices=PHASES, default=list(PHASES))
     parser.add_argument('--burst', type=int, default=20_000, help='joint states per burst')
+    parser.add_argument('--join-settings', choices=('default', 'suite'), default='default',
+                        help="the joining program's Fast DDS settings (`joins`): Fast DDS's "
+                        "defaults, or the suite's (launcher.transport_environment)")
     parser.add_argument('--priority', type=int, default=40,
                         help="the suite's SCHED_FIFO priority, as `up --priority` (0: none)")
     args = parser.parse_args()
@@ -377,7 +382,8 @@ def main() -> int:
             elif phase == 'second':
                 run_second_suites(args.seconds, to_driver, outages)
             elif phase == 'joins':
-                run_joins(args.seconds, outages)
+                run_joins(args.seconds, outages, transport_environment()
+                          if args.join_settings == 'suite' else None)
             elif phase == 'kills':
                 outages.kill_in_turn(args.seconds)
             elif phase == 'interrupts':
