@@ -455,10 +455,9 @@ def _verdict(monitor: TopicMonitor, kinds: list[str]) -> tuple[str, bool]:
         return (f'verdict: FAILED: the stop latched at {stamp:.3f} s{during}, before the '
                 f'scripted push ({cause}: {message}); what follows shows nothing of it'), False
     received = spans[push][1] if push < len(spans) else np.inf
-    early = _proximity_stop_before(monitor, received)
+    early, held = _proximity_before(monitor, received)
     if early:
         return f'verdict: FAILED: {early}; what follows shows nothing of the push', False
-    held = _proximity_start_until(monitor, received)
     touches = []
     for span, kind in zip(spans[:push], kinds[:push]):
         end = span[2] if span[2] is not None else np.inf
@@ -482,35 +481,29 @@ def _verdict(monitor: TopicMonitor, kinds: list[str]) -> tuple[str, bool]:
             f'f_S = 0){latch}{held}'), True
 
 
-def _proximity_stop_before(monitor: TopicMonitor, received: float) -> str:
-    """Why the proximity monitor stopped the arm before the monitor time `received` (the
-    push's arrival), once it had first released it (its start-up stop is not one); '' if
-    it did not, or published no stop at all."""
+def _proximity_before(monitor: TopicMonitor, received: float) -> tuple[str, str]:
+    """The proximity monitor's stop before the monitor time `received` (the push's arrival):
+    (why it stopped the arm once it had first released it, '' if it did not: its start-up
+    stop is not one; a note said plainly when its start-up still held the arm then, waiting
+    for its inputs (the cloud worker starts at normal priority, and comes late on a loaded
+    machine), so that the contacts met an arm standing still, else ''). Both '' when it
+    published no stop at all."""
     changes = [(t, stop) for t, stop in monitor.proximity_stops if t < received]
+    if not changes:
+        return '', ''
     released = next((t for t, stop in changes if not stop), None)
     if released is None:
-        return ''
+        reasons = [text for t, text in monitor.proximity_reasons if t < received]
+        return '', ('. Note: the proximity monitor was still starting when the push came (its '
+                    f'last reason: {reasons[-1] if reasons else "none received"}): it held the '
+                    'arm still through the contacts, so they met an arm standing, not moving')
     stopped = next((t for t, stop in changes if stop and t > released), None)
     if stopped is None:
-        return ''
+        return '', ''
     reason = next((text for t, text in monitor.proximity_reasons if t >= stopped - 0.1),
                   'its reason not received')
     return (f'the proximity monitor stopped the arm at {stopped:.2f} s (demo monitor time), '
-            f'before the push ({reason})')
-
-
-def _proximity_start_until(monitor: TopicMonitor, received: float) -> str:
-    """Said plainly when the proximity monitor's start-up (waiting for its inputs: the
-    cloud worker starts at normal priority, and comes late on a loaded machine) still held
-    the arm when the push arrived at monitor time `received`: the contacts then met an arm
-    standing still. '' when it had released the arm before."""
-    changes = [(t, stop) for t, stop in monitor.proximity_stops if t < received]
-    if not changes or any(not stop for _, stop in changes):
-        return ''
-    reasons = [text for t, text in monitor.proximity_reasons if t < received]
-    return ('. Note: the proximity monitor was still starting when the push came (its last '
-            f'reason: {reasons[-1] if reasons else "none received"}): it held the arm still '
-            'through the contacts, so they met an arm standing, not moving')
+            f'before the push ({reason})'), ''
 
 
 def _reaction(monitor: TopicMonitor) -> str:
