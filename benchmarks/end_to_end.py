@@ -29,7 +29,7 @@ p95.
 
     .venv/bin/python benchmarks/end_to_end.py [--quick] [--duration S] [--rate HZ]
                                               [--mode composed|separate|both] [--runs N]
-                                              [--free-motion]
+                                              [--free-motion] [--wake-period S]
 """
 from __future__ import annotations
 
@@ -176,8 +176,11 @@ class ModeRun:
 
 
 def measure(mode: str, rate: float, duration: float, free_motion: bool,
-            priority: int) -> ModeRun:
-    """One run of the suite in `mode` (composed, or separate processes); prints its tables."""
+            priority: int, wake_period: float | None = None) -> ModeRun:
+    """One run of the suite in `mode` (composed, or separate processes), the listener's
+    `wake_period` if given; prints its tables."""
+    nodes = NODES if wake_period is None else {
+        **NODES, 'joint_state_listener': {'wake_period': wake_period}}
     listener, detector = manifest.node('joint_state_listener'), manifest.node('collision_detector')
     robot = RobotModel.load('panda')
     contacts = None if free_motion else Contacts(0, 0.0, PERIOD, CONTACT, LINK, POINT, FORCE)
@@ -190,7 +193,7 @@ def measure(mode: str, rate: float, duration: float, free_motion: bool,
                Output(Bool, detector.topic('stop'), stops, STOP_QOS),
                Output(Float64, detector.topic('time_scaling'), holds)]
     with tqdm(total=int(WARMUP + duration), unit='s', desc=f'end to end, {mode}') as bar:
-        run = run_load(NODES, stream, listener.topic('joint_states'), outputs, duration, WARMUP,
+        run = run_load(nodes, stream, listener.topic('joint_states'), outputs, duration, WARMUP,
                        bar.update, composed=mode == 'composed',
                        wrench_topic=manifest.node('ft_contact_estimator').topic('ft_wrench'),
                        priority=priority)
@@ -279,6 +282,9 @@ def main(argv=None) -> int:
                              'README advises beside a real arm; 0: normal priority')
     parser.add_argument('--free-motion', action='store_true',
                         help='no contact: the CPU the suite needs at rest (the 35 %% aim)')
+    parser.add_argument('--wake-period', type=float, default=None, metavar='S',
+                        help="the chain's joint_state_listener wake_period (default: its "
+                             'config file): the least time between two of its wakes at rest')
     parser.add_argument('--second-job', action='store_true',
                         help='another program taking one core at normal priority meanwhile')
     args = parser.parse_args(argv)
@@ -286,7 +292,8 @@ def main(argv=None) -> int:
     modes = MODES if args.mode == 'both' else (args.mode,)
     print(f'machine: {machine()}')
     with second_job(args.second_job):
-        runs = [measure(mode, args.rate, duration, args.free_motion, args.priority)
+        runs = [measure(mode, args.rate, duration, args.free_motion, args.priority,
+                        args.wake_period)
                 for _ in range(args.runs) for mode in modes]
     print(f'\nall runs: {args.rate:.0f} Hz for {duration:.0f} s each; stop latency per contact; '
           'CPU = the nodes\' processes, % of one core\n' + summary(runs))

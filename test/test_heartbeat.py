@@ -17,8 +17,10 @@ def test_the_heartbeat_says_stop_while_the_node_is_late_and_its_decision_again_a
     node.create_subscription(Bool, '/heartbeat_test/stop', lambda m: stops.append(m.data),
                              STOP_QOS)
     clock = [100.0]  # the node's clock, s: moved by the test
+    told = []  # the silences the heartbeat said it was late after (the node names the cause)
     heartbeat = Heartbeat(node.create_publisher(Bool, '/heartbeat_test/stop', STOP_QOS), 50.0,
-                          lambda: False, lambda: clock[0], 'heartbeat test')
+                          lambda: False, lambda: clock[0], 'heartbeat test',
+                          on_late=told.append)
     heartbeat.SLOWEST_CLOCK = 1e-9  # only the node's clock, moved by the test, makes it late
     try:
         with spinning(context, node) as executor:
@@ -28,10 +30,13 @@ def test_the_heartbeat_says_stop_while_the_node_is_late_and_its_decision_again_a
             count = len(stops)
             assert spin_until(executor, lambda: len(stops) > count + 3, TIMEOUT)
             assert all(stops[count + 1:]) and heartbeat.late >= 3
+            assert len(told) == 1 and told[0] >= 0.07  # once per late stretch, however long
             heartbeat.decision()
             count = len(stops)
             assert spin_until(executor, lambda: len(stops) > count + 3, TIMEOUT)
-            assert not any(stops[count + 1:])
+            assert not any(stops[count + 1:]) and len(told) == 1
+            clock[0] += 0.07  # late again: told again
+            assert spin_until(executor, lambda: len(told) == 2, TIMEOUT)
     finally:
         heartbeat.close()
 

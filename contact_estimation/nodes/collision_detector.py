@@ -89,6 +89,9 @@ REACTION: type[Reaction] = TimeScaling
 
 
 ACCELERATION_WINDOW = 'acceleration_filter.window_duration'
+# A residual over this fraction of its threshold counts as a contact nearing: the chain wakes
+# per message until it falls back (`_judge_contact_lasts`).
+NEAR = 0.5
 _TIME_SCALING_FIELDS = ('alpha', 'push_threshold', 'push_hysteresis', 'push_filter_time',
                         'yield_rate', 'recovery_rate', 'resume_delay')
 PARAMETERS = ROBOT + STOP_PARAMETERS + rows(LagBudget, read_only=True) + rows(
@@ -221,6 +224,19 @@ class CollisionDetectorNode(SuiteNode):
             self._decided_at = max(at, self._decided_at)
             self._decide(self._decided_at, sample, acceleration_used)
         self.stop_signal.watching()
+        self._judge_contact_lasts()
+
+    def _judge_contact_lasts(self) -> None:
+        """`contact_lasts` after a batch: a residual over NEAR of its threshold, a contact
+        held or being classified, or the time scaling yielding. The chain's process then
+        wakes per message (joint_state_listener `wake_period`), so that the sample that
+        completes eq. 7's persistence is decided as it comes."""
+        state = self._published
+        scale = self.stop_signal.scale
+        self.contact_lasts = state is not None and (
+            state.over_threshold or state.contact or state.deciding or state.touch
+            or (scale is not None and scale < 1.0)
+            or bool(np.any(np.abs(state.residuals) > NEAR * state.thresholds)))
 
     def _decide(self, now: float, sample: JointSample, acceleration_used: bool) -> None:
         """One τ_ext sample → the detector and the reaction, then what changed is published

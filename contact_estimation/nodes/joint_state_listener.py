@@ -45,7 +45,7 @@ from contact_estimation.ros.diagnostics import ERROR, OK, WARN
 from contact_estimation.ros.input_rate import InputRateLog
 from contact_estimation.ros.joint_states import JointStateWriter
 from contact_estimation.ros.node_main import run
-from contact_estimation.ros.params import ROBOT, ParameterTable, rows
+from contact_estimation.ros.params import ROBOT, Parameter, ParameterTable, rows
 from contact_estimation.ros.qos import STOP_QOS
 from contact_estimation.ros.suite_node import SuiteNode, waiting_messages
 
@@ -62,6 +62,12 @@ MAX_BATCH = 200
 
 
 PARAMETERS = ROBOT + rows(ConditioningConfig) + ParameterTable(
+    Parameter('wake_period', 'least time (s) between two wakes of the chain while no contact '
+              'nears (composed mode): driver messages that come sooner wait and are taken as '
+              'one batch. A wake costs the chain about as much CPU as its samples; a residual '
+              'over half its threshold, a contact or the time scaling yielding makes it wake '
+              'per message again, so only a hit strong enough to stop within this time is '
+              'stopped up to this much later. 0: a wake per message', 0.005, (0.0, 0.02)),
     renamed={'velocity_filter.window': 'velocity_filter.window_duration'})  # samples → s
 
 
@@ -81,6 +87,7 @@ class JointStateListenerNode(SuiteNode):
         self._subscription = self.subscribe('joint_states', JointState, self._on_joint_states,
                                             raw=True)
         self._stale: bool | None = None
+        self._woke_at = 0.0  # steady time of the latest take that found driver messages
         self._rate = InputRateLog(self)
         self._check_watchdog()
         self.create_timer(WATCHDOG_PERIOD, self._check_watchdog)
@@ -100,6 +107,7 @@ class JointStateListenerNode(SuiteNode):
         self._conditioner = JointStateConditioner.for_robot(
             self.robot, PARAMETERS.build(ConditioningConfig, values))
         self._watchdog.timeout = values['input_timeout']
+        self._wake_period = values['wake_period']
 
     # ----------------------------------------------------------------- messages
     def _on_joint_states(self, raw: bytes) -> None:
@@ -112,11 +120,24 @@ class JointStateListenerNode(SuiteNode):
         none), conditioned and passed on as one batch. The chain's other nodes take what
         waits through it before their watchdogs judge (SuiteNode.catch_up)."""
         batch = [*batch, *waiting_messages(self._subscription, MAX_BATCH - len(batch))]
+        if batch:
+            self._woke_at = self.steady()
+            self.problems.traffic['wakes_taking_messages'] += 1  # against samples_published
         now = self.stamp_clock()
         samples = [sample for sample in map(self._condition, batch, repeat(now))
                    if sample is not None]
         if samples:
             self._pass_on(samples)
+
+    def rest_after_wake(self) -> float:
+        """After a take that found driver messages, the rest of `wake_period` (ros/node_main.py
+        sleeps it): what comes meanwhile is taken as one batch. Only composed, beside the
+        detector that says when a contact nears (`contact_lasts`); on its own (separate
+        mode) this node cannot know, and wakes per message."""
+        woke, self._woke_at = self._woke_at, 0.0
+        if not woke or not self.catches_up:
+            return 0.0
+        return woke + self._wake_period - self.steady()
 
     def _condition(self, raw: bytes, now: float) -> JointSample | None:
         """One driver message, decoded from its bytes (ros/cdr.py: at 1 kHz, rclpy's message

@@ -42,6 +42,7 @@ class ProblemCounter:
         # A stop latched over the node's own decisions (ros/stop_topic.py: `duplicate`): an
         # error shown before the node's own status until it is released.
         self.above: str | None = None
+        self._passed: str | None = None  # an error that passed since the last publication
         self._hardware_id = hardware_id
         self._conditions: list[Callable[[], str]] = []
         self._pub = node.create_publisher(DiagnosticArray, topic, 10)
@@ -68,6 +69,11 @@ class ProblemCounter:
     def set_status(self, level: int, message: str) -> None:
         self.level, self.message = level, message
 
+    def passed_error(self, message: str) -> None:
+        """An error that may pass before the next publication (a heartbeat late for a few
+        beats): that publication shows it first, at ERROR, whatever the status is by then."""
+        self._passed = message
+
     def condition(self, check: Callable[[], str]) -> None:
         """A condition judged at each publication, whatever the callbacks set (an input
         that stopped arriving calls none): while `check()` says something, the status is at
@@ -78,6 +84,9 @@ class ProblemCounter:
         level, message = self.level, self.message
         if self.above is not None:
             level, message = ERROR, f'{self.above} (and: {message})'
+        passed, self._passed = self._passed, None
+        if passed is not None:
+            level, message = ERROR, f'{passed} (now: {message})'
         for problem in filter(None, (check() for check in self._conditions)):
             level, message = max(level, WARN), f'{problem}; {message}'
         status = DiagnosticStatus(

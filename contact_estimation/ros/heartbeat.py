@@ -51,12 +51,15 @@ class Heartbeat:
     def __init__(self, publisher, rate: float, decided: Callable[[], bool | None],
                  clock: Callable[[], float], name: str,
                  steady: Callable[[], float] = time.monotonic, beating: bool = True,
-                 above: int = 0, repeat: Callable[[], None] = lambda: None):
+                 above: int = 0, repeat: Callable[[], None] = lambda: None,
+                 on_late: Callable[[float], None] = lambda silence: None):
         """`clock`: the node's watchdog clock; `steady`: its monotonic clock (a replay's
         stands for both); without `beating` (a replay: no wall time passes) no thread
         beats, and the stop goes out on its changes only (`beat`); `above`: SCHED_FIFO
         steps over its process's that the thread beats at, when the process is real-time;
-        `repeat`: publishes what else the thread repeats at each beat (the speed scale)."""
+        `repeat`: publishes what else the thread repeats at each beat (the speed scale);
+        `on_late(silence)`: told, with the seconds since the node last decided, when a beat
+        first says stop because that decision is too old (the node says why it stopped)."""
         self._publisher, self._period, self._repeat = publisher, 1.0 / rate, repeat
         self._decided, self._clock, self._steady = decided, clock, steady
         self.lock = threading.Lock()  # held while a beat publishes; `repeat`'s changes take it
@@ -64,6 +67,8 @@ class Heartbeat:
         self.decided_at = clock()           # when the node last decided (`decision`)
         self._decided_wall = steady()
         self.late = 0                       # beats that said stop because it was late
+        self._on_late = on_late
+        self._was_late = False              # the latest beat said stop because it was late
         self._thread = None
         self._above = above
         self.priority = 0                   # the thread's SCHED_FIFO priority (0: none)
@@ -78,15 +83,21 @@ class Heartbeat:
 
     def beat(self, repeat: bool = False) -> None:
         """Publish the stop now (on a change, and from the thread with `repeat`)."""
+        newly_late = False
         with self.lock:
             stop = self._decided()
             if stop is not None:
-                if not stop and self._late():
+                late = not stop and self._late()
+                if late:
                     stop = True
                     self.late += 1
                 self._publisher.publish(Bool(data=stop))
+                newly_late, self._was_late = late and not self._was_late, late
             if repeat:
                 self._repeat()
+        if newly_late:  # told outside the lock: its log line never delays a change
+            self._on_late(max(self._clock() - self.decided_at,
+                              self._steady() - self._decided_wall))
 
     def _late(self) -> bool:
         """The node's decision is too old to vouch for, on its clock or on the monotonic."""

@@ -5,6 +5,7 @@ import gc
 import signal
 import sys
 import threading
+import time
 from typing import Callable
 
 import rclpy
@@ -65,9 +66,11 @@ def run(make_nodes: Callable[[], Nodes], args: list[str] | None = None) -> int:
         executor = FastExecutor()
         for node in nodes:
             executor.add_node(node)
+        suite_nodes = [n for n in nodes if hasattr(n, 'rest_after_wake')]  # not a viewer
         try:
             while rclpy.ok() and not stop_requested.is_set():
                 executor.spin_once(timeout_sec=SPIN_PERIOD)
+                rest_after_wake(suite_nodes)
         except ExternalShutdownException:
             pass
     except StartupError as err:
@@ -78,6 +81,16 @@ def run(make_nodes: Callable[[], Nodes], args: list[str] | None = None) -> int:
             node.destroy_node()
         rclpy.try_shutdown()
     return 0
+
+
+def rest_after_wake(nodes: list[Node]) -> None:
+    """Sleep as long as a node of the process asks after it woke (SuiteNode.rest_after_wake:
+    the chain's listener, `wake_period`; its 1 kHz input then waits and is taken as one
+    batch), unless a node says a contact lasts (`contact_lasts`: the detector, while a
+    residual nears its threshold)."""
+    rest = max((node.rest_after_wake() for node in nodes), default=0.0)
+    if rest > 0.0 and not any(node.contact_lasts for node in nodes):
+        time.sleep(rest)
 
 
 class StartupError(RuntimeError):

@@ -26,6 +26,7 @@ from std_srvs.srv import Trigger
 
 from contact_estimation import manifest
 from contact_estimation.core.chain.time_scaling import worth_publishing
+from contact_estimation.ros.diagnostics import ERROR
 from contact_estimation.ros.heartbeat import Heartbeat
 from contact_estimation.ros.params import Parameter, ParameterTable
 from contact_estimation.ros.qos import STOP_QOS
@@ -74,7 +75,7 @@ class StopSignal:
                                     f'{node.get_name()} heartbeat', node.steady,
                                     beating=node.runs_in_real_time,
                                     above=heartbeat_steps(node.spec.name),
-                                    repeat=self._repeat)
+                                    repeat=self._repeat, on_late=self._said_late)
         node.problems.values['late_heartbeats'] = lambda: str(self.late)
         if node.runs_in_real_time:
             self._watch = DuplicateWatch(node, publisher.topic_name, self._heartbeat.beat,
@@ -118,6 +119,16 @@ class StopSignal:
     def late(self) -> int:
         """Beats that said stop because the node's decision was too old (ros/heartbeat.py)."""
         return self._heartbeat.late
+
+    def _said_late(self, silence: float) -> None:
+        """A heartbeat said stop because the node's last decision was `silence` s old: logged
+        (throttled), counted and shown at the head of the next /diagnostics status, so that
+        this stop names its cause though it clears as soon as the node decides again."""
+        text = (f'stop: no decision for {silence * 1e3:.0f} ms, more than '
+                f'{Heartbeat.MISSED} heartbeats: this node fell behind (a loaded machine?); '
+                'the stop follows its decisions again once it catches up')
+        self._node.problems.report('late_heartbeat', text, ERROR)
+        self._node.problems.passed_error(text)
 
     def _repeat(self) -> None:
         if self.scale is not None:

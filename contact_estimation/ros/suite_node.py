@@ -132,6 +132,11 @@ class SuiteNode(Node):
         # newest; `catches_up` says whether it does (else the executor delivers them).
         self.catch_up: Callable[[], None] = _nothing_taken
 
+    def rest_after_wake(self) -> float:
+        """How long (s) this node asks its process to sleep after a wake of the executor
+        (ros/node_main.py): none, but for the chain's listener (`wake_period`)."""
+        return 0.0
+
     @property
     def catches_up(self) -> bool:
         """`catch_up` takes what waits for this node: when it hands over nothing, nothing
