@@ -7,6 +7,9 @@ the same run, one process per way of receiving them, each on rclpy's EventsExecu
 - `poll2`, `poll5`: no callback; a timer every 2 or 5 ms takes what waits, as bytes
   (`suite_node.waiting_messages`: how the estimators take the F/T readings); a message then
   waits up to that long;
+- `rest5`: no callback, no timer; the spin loop itself waits for the next 5 ms tick
+  (`spin_once` with the time left as its timeout) and takes what waits, as bytes (how
+  ros/node_main.py runs a process's periodic work);
 - `future`: `floor` spun by `spin_until_future_complete` instead of a `spin_once` loop.
 Prints each one's CPU, % of a core and × floor. Nothing is done with the messages: this is
 the least a process pays to be woken by the stream, before any work of its own.
@@ -31,7 +34,7 @@ from contact_estimation.ros.qos import SENSOR_QOS
 from contact_estimation.ros.suite_node import waiting_messages
 
 TOPIC = 'wake_cost_joint_states'
-WAYS = ('floor', 'raw', 'poll2', 'poll5', 'future')
+WAYS = ('floor', 'raw', 'poll2', 'poll5', 'rest5', 'future')
 
 
 def publish() -> None:
@@ -63,11 +66,20 @@ def receive(way: str) -> None:
                       enable_rosout=False)
         subscription = hidden.create_subscription(JointState, TOPIC, lambda msg: None,
                                                   SENSOR_QOS, raw=True)
-        node.create_timer(float(way[4:]) * 1e-3,
-                          lambda: waiting_messages(subscription, 200))
+        if way.startswith('poll'):
+            node.create_timer(float(way[4:]) * 1e-3,
+                              lambda: waiting_messages(subscription, 200))
     executor.add_node(node)
     if way == 'future':
         executor.spin_until_future_complete(Future())
+    if way.startswith('rest'):
+        period = float(way[4:]) * 1e-3
+        due = time.monotonic()
+        while True:
+            executor.spin_once(timeout_sec=max(due - time.monotonic(), 0.0))
+            if time.monotonic() >= due:
+                waiting_messages(subscription, 200)
+                due = max(due + period, time.monotonic())
     while True:
         executor.spin_once(timeout_sec=0.1)
 
