@@ -436,6 +436,13 @@ def scripted_kinds(scenario: str) -> list[str]:
     return [TOUCH if force.get('ramp', 0.05) >= TOUCH_RAMP else COLLISION for force in forces]
 
 
+def _origin(monitor: TopicMonitor) -> float:
+    """The stamp of the first τ_ext (0 before any): simulated time starts at the wall clock's
+    epoch seconds, so times are said since it."""
+    residual = monitor.stamped.get(_topic('residual_node', 'residual'), [])
+    return residual[0][0] if residual else 0.0
+
+
 def _verdict(monitor: TopicMonitor, kinds: list[str]) -> tuple[str, bool]:
     """Whether the demo showed what it is for, on simulated stamps: the true contacts, in
     order, are the scripted forces of `kinds` (scripted_kinds); no stop before the push (the
@@ -444,15 +451,16 @@ def _verdict(monitor: TopicMonitor, kinds: list[str]) -> tuple[str, bool]:
     spans = monitor.contact_spans
     if not spans:
         return 'verdict: no contact happened while the demo watched: nothing was shown', False
+    origin = _origin(monitor)  # said in simulated s since the first τ_ext, as the plot is
     kinds = kinds[:len(spans)] + [COLLISION] * (len(spans) - len(kinds))
     push = kinds.index(COLLISION) if COLLISION in kinds else len(spans)
     onset = spans[push][0] if push < len(spans) else np.inf
     early = [stop for stop in monitor.stops if stop[0] < onset]
     if early:
         stamp, cause, message = early[0]
-        during = next((f' during the touch from {span[0]:.3f} s' for span, kind in zip(
+        during = next((f' during the touch from {span[0] - origin:.3f} s' for span, kind in zip(
             spans, kinds) if kind == TOUCH and span[0] <= stamp), '')
-        return (f'verdict: FAILED: the stop latched at {stamp:.3f} s{during}, before the '
+        return (f'verdict: FAILED: the stop latched at {stamp - origin:.3f} s{during}, before the '
                 f'scripted push ({cause}: {message}); what follows shows nothing of it'), False
     received = spans[push][1] if push < len(spans) else np.inf
     early, held = _proximity_before(monitor, received)
@@ -463,20 +471,21 @@ def _verdict(monitor: TopicMonitor, kinds: list[str]) -> tuple[str, bool]:
         end = span[2] if span[2] is not None else np.inf
         classified = [stamp for stamp, _ in monitor.touches if span[0] <= stamp <= end]
         if not classified:
-            return (f'verdict: FAILED: the touch from {span[0]:.3f} s was not classified a '
-                    'touch'), False
-        touches.append(f'the touch at {span[0]:.3f} s yielded to with no stop (classified '
-                       f'{(classified[0] - span[0]) * 1e3:.0f} ms after its onset); ')
+            return (f'verdict: FAILED: the touch from {span[0] - origin:.3f} s was not '
+                    'classified a touch'), False
+        touches.append(f'the touch at {span[0] - origin:.3f} s yielded to with no stop '
+                       f'(classified {(classified[0] - span[0]) * 1e3:.0f} ms after its onset); ')
     if push == len(spans):
         return 'verdict: FAILED: no push happened while the demo watched', False
     detected = [stop for stop in monitor.stops if stop[1] == COLLISION]
     if not detected:
-        return f'verdict: FAILED: the push at {onset:.3f} s was not detected', False
+        return f'verdict: FAILED: the push at {onset - origin:.3f} s was not detected', False
     latched = detected[0][0]
     hold = monitor.holds.get(latched, latched)
     latch = (f'; the stop latched {(latched - onset) * 1e3:.0f} ms after it, once the contact '
              'was decided an impact' if hold < latched else '')
-    return (f'verdict: no stop before the push; {"".join(touches)}the push at {onset:.3f} s '
+    return (f'verdict: no stop before the push; {"".join(touches)}the push at '
+            f'{onset - origin:.3f} s '
             f'detected {(hold - onset) * 1e3:.0f} ms later (simulated time: the arm held, '
             f'f_S = 0){latch}{held}'), True
 
@@ -568,7 +577,7 @@ def _plot(monitor: TopicMonitor, path: str) -> None:
     import matplotlib.pyplot as plt
     stamped = monitor.stamped
     residual = stamped.get(_topic('residual_node', 'residual'), [])
-    origin = residual[0][0] if residual else 0.0
+    origin = _origin(monitor)
 
     def since(stamp: float) -> float:
         return max(stamp - origin, 0.0)
