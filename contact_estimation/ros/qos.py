@@ -34,7 +34,9 @@ DRIVER_QOS = QoSProfile(
 
 # A history of 10, not 1: a reliable reader holds newer samples behind one lost in transport
 # until the writer says what it still holds; a publisher keeping one left its monitor 300 ms
-# without a stop while other programs joined the domain (benchmarks/stop_depth.py).
+# without a stop while other programs joined the domain (benchmarks/stop_depth.py). The
+# suite's Fast DDS settings (config/fastdds.xml) also make every writer say so every 50 ms
+# while a sample is unacknowledged, not every 3 s.
 STOP_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=10,
     reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
