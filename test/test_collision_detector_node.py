@@ -297,6 +297,23 @@ def test_heartbeat_repeats_an_unchanged_stop(rig):
     assert False in probe.stops[count:]
 
 
+def test_a_late_heartbeats_stop_names_its_cause(rig):
+    """The executor held for 0.3 s (as a machine too loaded to run it would): the heartbeat
+    thread says stop, since the node's last decision is too old, and the next /diagnostics
+    says why, at ERROR, though the stop is False again by then; the count is there too."""
+    detector, probe, executor = rig
+    statuses = diagnostics(probe)
+    late = detector.stop_signal.late
+    time.sleep(0.3)  # nobody spins: no decision for six heartbeat periods
+    assert detector.stop_signal.late > late
+    assert spin_until(executor, lambda: any('no decision for' in s.message for s in statuses),
+                      TIMEOUT)
+    told = next(s for s in statuses if 'no decision for' in s.message)
+    values = {kv.key: kv.value for kv in told.values}
+    assert told.level == DiagnosticStatus.ERROR and 'fell behind' in told.message
+    assert int(values['late_heartbeat']) >= 1 and int(values['late_heartbeats']) >= 1
+
+
 def test_bad_parameters_are_refused_at_run_time(rig):
     detector, probe, executor = rig
     results = detector.set_parameters([Parameter('thresholds_position', value=[-1.0])])
