@@ -14,7 +14,15 @@ than the ring's capacity behind counts what it lost on /diagnostics (`samples_lo
 A node that decides at its own pace on the newest sample (the proximity monitor's check) has
 a `catch_up` attribute: the feed sets it to `take`, and the node calls it before it decides,
 so that a late wake decides on the samples that came meanwhile, whichever of its timers the
-executor runs first (issue 35).
+executor runs first (issue 35). A process of such nodes alone (`SuiteNode.PACES_ITSELF`: the
+proximity process) gets no timer from its feed at all: every take is one its node asks for,
+on the samples a take every `PERIOD` would have handed it by then, so 200 wakes a second
+fewer (issue 35: the executor's dispatch, not the take, was most of their cost).
+
+At rest in the relay process (nobody subscribes to the streams it publishes, no receiver in
+the process), a take builds nothing: it keeps the newest sample for a subscriber who comes
+and skips the others (not lost), every `IDLE_PERIOD`; a subscriber's match (the publisher's
+event, or the recount of ros/handover.py `Output`) brings the timer back to `PERIOD` at once.
 
 One wake for all of a process's inputs (issue 35): each take first takes the polled
 subscriptions of its nodes (the F/T readings, ros/suite_node.py), which then have no timer
