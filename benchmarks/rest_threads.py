@@ -46,8 +46,8 @@ SPINNING = 100  # wakes per second of a process that spins
 RATE = 1000.0
 
 
-def drive() -> None:
-    """Free motion at 1 kHz into the ring and on TOPIC, until killed."""
+def drive(stop) -> None:
+    """Free motion at 1 kHz into the ring and on TOPIC, until `stop` is set."""
     realtime_priority()
     robot = RobotModel.load('panda')
     rclpy.init()
@@ -57,7 +57,7 @@ def drive() -> None:
     zero = np.zeros(robot.n)
     names = list(robot.joint_names)
     start, k = time.monotonic(), 0
-    while True:
+    while not stop.is_set():
         k += 1
         time.sleep(max(start + k / RATE - time.monotonic(), 0.0))
         now = time.time()
@@ -67,6 +67,7 @@ def drive() -> None:
         writer.write(JointSample(now, q, v, zero, zero, (stamp.sec, stamp.nanosec), 'base'))
         publisher.publish(JointState(header=Header(stamp=stamp), name=names, position=list(q),
                                      velocity=list(v), effort=list(zero)))
+    writer.close()
 
 
 def threads(pid: int) -> dict[int, tuple[float, int]]:
@@ -113,9 +114,12 @@ def one_run(seconds: float) -> list[str]:
     isolate_ros_domain()
     spawn = multiprocessing.get_context('spawn')
     with ExitStack() as stack:
-        driver = spawn.Process(target=drive, daemon=True)
+        stop = spawn.Event()
+        driver = spawn.Process(target=drive, args=(stop,), daemon=True)
         driver.start()
         stack.callback(driver.kill)
+        stack.callback(driver.join, 5.0)
+        stack.callback(stop.set)
         bare = spawn.Process(target=floor, args=(TOPIC,), daemon=True)
         bare.start()
         stack.callback(bare.kill)
@@ -132,12 +136,14 @@ def one_run(seconds: float) -> list[str]:
     for name, per_thread in figures.items():
         total = sum(cpu for cpu, _ in per_thread.values())
         wakes = sum(w for _, w in per_thread.values())
-        rows.append(f'{name.removeprefix("contact_estimation_"):<26} | {total:6.1f} | {wakes:7.0f} | {total / base:5.2f}')
+        label = name.removeprefix('contact_estimation_')
+        rows.append(f'{label:<26} | {total:6.1f} | {wakes:7.0f} | {total / base:5.2f}')
         busiest = sorted(per_thread.items(), key=lambda item: -item[1][0] - item[1][1] / 1e4)
         for tid, (cpu, wakes) in busiest[:3]:
             if cpu >= 0.1 or wakes >= 20:
                 role = 'main' if tid == pids[name] else 'thread'
-                rows.append(f'  {role} {tid:<19} | {cpu:6.1f} | {wakes:7.0f} | {cpu / base:5.2f}')
+                rows.append(f'  {role + " " + str(tid):<24} | {cpu:6.1f} | {wakes:7.0f} | '
+                            f'{cpu / base:5.2f}')
     return rows
 
 
