@@ -22,7 +22,8 @@ fewer (issue 35: the executor's dispatch, not the take, was most of their cost).
 At rest in the relay process (nobody subscribes to the streams it publishes, no receiver in
 the process), a take builds nothing: it keeps the newest sample for a subscriber who comes
 and skips the others (not lost), every `IDLE_PERIOD`; a subscriber's match (the publisher's
-event, or the recount of ros/handover.py `Output`) brings the timer back to `PERIOD` at once.
+event, or the recount of ros/handover.py `Output`) brings the timer back to `PERIOD` at once,
+from the newest sample (`_subscriber_came`).
 
 One wake for all of a process's inputs (issue 35): each take first takes the polled
 subscriptions of its nodes (the F/T readings, ros/suite_node.py), which then have no timer
@@ -47,8 +48,6 @@ an early sample's estimate never waits for the estimates of the later samples of
 receiver (the proximity monitor) takes the whole batch at once.
 """
 from __future__ import annotations
-
-from functools import partial
 
 from builtin_interfaces.msg import Time
 from rclpy.clock import Clock, ClockType
@@ -106,7 +105,7 @@ class SampleFeed:
                                         clock=Clock(clock_type=ClockType.STEADY_TIME))
         node.create_subscription(DiagnosticArray, woken_by, self._event, STOP_QOS, raw=True)
         for output, _ in self._outputs:
-            output.on_joined = partial(self._wake_every, PERIOD)
+            output.on_joined = self._subscriber_came
 
     def _event(self, _message: bytes) -> None:
         """A collision event: take now, and often while the contact may last."""
@@ -158,6 +157,15 @@ class SampleFeed:
                                        'process took them: it is behind the chain')
             self._reported_lost = self._reader.lost
             self._node.problems.values['samples_lost'] = str(self._reader.lost)
+
+    def _subscriber_came(self) -> None:
+        """A subscriber matched: wake every PERIOD from now. At rest, the samples since the
+        last take are skipped but the newest, as a take every PERIOD would have left them: a
+        burst of up to IDLE_PERIOD's samples, more than a reliable publisher keeps, left the
+        new subscriber waiting seconds for the middleware to repair what it had missed."""
+        if self._period == IDLE_PERIOD:
+            self._latest = self._reader.newest() or self._latest
+        self._wake_every(PERIOD)
 
     def _wake_every(self, period: float) -> None:
         """The timer's period from now on; a shorter one from now (the next wake a `period`
