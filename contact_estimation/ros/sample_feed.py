@@ -159,13 +159,13 @@ class SampleFeed:
             self._node.problems.values['samples_lost'] = str(self._reader.lost)
 
     def _subscriber_came(self) -> None:
-        """A subscriber matched: wake every PERIOD from now. At rest, the samples since the
-        last take are skipped but the newest, as a take every PERIOD would have left them: a
+        """A subscriber matched: at rest, wake every PERIOD from now, the samples since the
+        last take skipped but the newest, as a take every PERIOD would have left them (a
         burst of up to IDLE_PERIOD's samples, more than a reliable publisher keeps, left the
-        new subscriber waiting seconds for the middleware to repair what it had missed."""
+        new subscriber waiting seconds for the middleware to repair what it had missed)."""
         if self._period == IDLE_PERIOD:
             self._latest = self._reader.newest() or self._latest
-        self._wake_every(PERIOD)
+            self._wake_every(PERIOD)
 
     def _wake_every(self, period: float) -> None:
         """The timer's period from now on; a shorter one from now (the next wake a `period`
