@@ -189,6 +189,7 @@ assert set(PARAMETERS.feeding(ProximityConfig)) == {
 
 class ProximityMonitorNode(SuiteNode):
     PARAMETERS = PARAMETERS
+    PACES_ITSELF = True  # `_check` takes the samples that wait; so do the lookups of a pose
 
     def __init__(self, **kwargs):
         super().__init__(NAME, **kwargs)
@@ -396,6 +397,7 @@ class ProximityMonitorNode(SuiteNode):
         t = self.believed(msg.header.stamp, 'lidar cloud')
         if t is None:
             return
+        self.catch_up()  # the poses up to now, as a replay has them at the cloud's turn
         self.problems.traffic['clouds_received'] += 1
         self._lidar.arrived(self.seconds())
         if self._before_joint_states(t):
@@ -474,6 +476,7 @@ class ProximityMonitorNode(SuiteNode):
             self.problems.report(err.kind, f'{"F/T estimate" if from_ft else "contact estimate"}'
                                  f' on {contact.link!r}: {err}: dropped')
             return
+        self.catch_up()  # the poses up to now, as a replay has them at the estimate's turn
         sample = self._history.at(t)
         point, parts = contact.point, ()
         try:

@@ -79,6 +79,7 @@ class Output:
         self._recount_at = 0.0
         self._subscribers = 0   # matched subscriptions as last counted (only_when_listened)
         self._joined = False    # one came since `joined` was last asked
+        self.on_joined: Callable[[], None] = lambda: None  # told when a subscriber comes
 
     @property
     def listened(self) -> bool:
@@ -125,6 +126,8 @@ class Output:
         self._count(info.current_count)
 
     def _count(self, subscribers: int) -> None:
-        self._joined |= subscribers > self._subscribers
+        if subscribers > self._subscribers:
+            self._joined = True
+            self.on_joined()
         self._subscribers = subscribers
         self._listened = subscribers > 0

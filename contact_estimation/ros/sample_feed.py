@@ -14,7 +14,16 @@ than the ring's capacity behind counts what it lost on /diagnostics (`samples_lo
 A node that decides at its own pace on the newest sample (the proximity monitor's check) has
 a `catch_up` attribute: the feed sets it to `take`, and the node calls it before it decides,
 so that a late wake decides on the samples that came meanwhile, whichever of its timers the
-executor runs first (issue 35).
+executor runs first (issue 35). A process of such nodes alone (`SuiteNode.PACES_ITSELF`: the
+proximity process) gets no timer from its feed at all: every take is one its node asks for,
+on the samples a take every `PERIOD` would have handed it by then, so 200 wakes a second
+fewer (issue 35: the executor's dispatch, not the take, was most of their cost).
+
+At rest in the relay process (nobody subscribes to the streams it publishes, no receiver in
+the process), a take builds nothing: it keeps the newest sample for a subscriber who comes
+and skips the others (not lost), every `IDLE_PERIOD`; a subscriber's match (the publisher's
+event, or the recount of ros/handover.py `Output`) brings the timer back to `PERIOD` at once,
+from the newest sample (`_subscriber_came`).
 
 One wake for all of a process's inputs (issue 35): each take first takes the polled
 subscriptions of its nodes (the F/T readings, ros/suite_node.py), which then have no timer
@@ -55,6 +64,8 @@ PERIOD = 0.005  # s between takes: a sample waits at most this (plus the estimat
 # wake per sample at 1 kHz cost the estimation process more than its estimates (issue 35)
 CONTACT_PERIOD = 0.001  # s between takes while a contact lasts: the estimates wait less
 QUIET = 0.1  # s without a sample after which a contact no longer counts (the driver stopped)
+IDLE_PERIOD = 0.25  # s between takes while nobody takes the samples (the relay, no subscriber):
+# well within the ring's capacity and the reader's IDLE_TIME; a subscriber's match wakes it
 
 
 class SampleFeed:
@@ -82,14 +93,19 @@ class SampleFeed:
                            for receive in output.receivers]
         self._reported_lost = 0
         self._latest: list = []  # the last sample taken
+        self._sample_came = -QUIET  # s, steady: when a take last found samples
+        self._woken = -QUIET  # s, steady: when a collision event last came
+        self._period = PERIOD  # s between the timer's wakes
+        self._timer = None
+        if not publishes and not self._polling and all(n.PACES_ITSELF for n in nodes):
+            return  # its nodes take when they decide (`catch_up`): no wake of its own
         # On the steady clock: the samples come at the machine's pace, whatever /clock does
         # (the simulated cobot's lockstep waits for the joint states published here).
         self._timer = node.create_timer(PERIOD, self.take,
                                         clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self._in_contact = False  # the timer runs at CONTACT_PERIOD
-        self._sample_came = -QUIET  # s, steady: when a take last found samples
-        self._woken = -QUIET  # s, steady: when a collision event last came
         node.create_subscription(DiagnosticArray, woken_by, self._event, STOP_QOS, raw=True)
+        for output, _ in self._outputs:
+            output.on_joined = self._subscriber_came
 
     def _event(self, _message: bytes) -> None:
         """A collision event: take now, and often while the contact may last."""
@@ -102,6 +118,12 @@ class SampleFeed:
         lasts."""
         for polled in self._polling:
             polled.take_polled()
+        if self._timer is not None and not self._receivers and not any(
+                output.listened for output, _ in self._outputs):
+            # Nobody takes them (the relay, no subscriber): the newest kept for one who comes.
+            self._latest = self._reader.newest() or self._latest
+            self._wake_every(IDLE_PERIOD)
+            return
         samples = self._reader.take()
         # Each sample to every receiver before the next; a lone receiver takes the batch.
         batches = ([samples] if len(self._receivers) == 1 else
@@ -128,18 +150,32 @@ class SampleFeed:
         in_contact = (now - self._woken < QUIET
                       or (now - self._sample_came < QUIET
                           and any(n.contact_lasts for n in self._nodes)))
-        if in_contact != self._in_contact:
-            self._in_contact = in_contact
-            self._timer.timer_period_ns = round(1e9 * (CONTACT_PERIOD if in_contact
-                                                       else PERIOD))
-            if in_contact:  # the next wake a CONTACT_PERIOD from now, not a PERIOD
-                self._timer.reset()
+        self._wake_every(CONTACT_PERIOD if in_contact else PERIOD)
         if self._reader.lost != self._reported_lost:
             self._node.problems.report('samples_lost', f'{self._reader.lost - self._reported_lost} '
                                        'joint sample(s) overwritten in shared memory before this '
                                        'process took them: it is behind the chain')
             self._reported_lost = self._reader.lost
             self._node.problems.values['samples_lost'] = str(self._reader.lost)
+
+    def _subscriber_came(self) -> None:
+        """A subscriber matched: at rest, wake every PERIOD from now, the samples since the
+        last take skipped but the newest, as a take every PERIOD would have left them (a
+        burst of up to IDLE_PERIOD's samples, more than a reliable publisher keeps, left the
+        new subscriber waiting seconds for the middleware to repair what it had missed)."""
+        if self._period == IDLE_PERIOD:
+            self._latest = self._reader.newest() or self._latest
+            self._wake_every(PERIOD)
+
+    def _wake_every(self, period: float) -> None:
+        """The timer's period from now on; a shorter one from now (the next wake a `period`
+        from now, not at the end of the longer one)."""
+        if self._timer is None or period == self._period:
+            return
+        self._timer.timer_period_ns = round(1e9 * period)
+        if period < self._period:
+            self._timer.reset()
+        self._period = period
 
     def close(self) -> None:
         self._reader.close()

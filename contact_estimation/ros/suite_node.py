@@ -132,6 +132,10 @@ class SuiteNode(Node):
         # newest; `catches_up` says whether it does (else the executor delivers them).
         self.catch_up: Callable[[], None] = _nothing_taken
 
+    # Decides on its own timer and calls `catch_up` first (the proximity monitor's check):
+    # a process of such nodes alone needs no wake of its feed's own (ros/sample_feed.py).
+    PACES_ITSELF = False
+
     def rest_after_wake(self) -> float:
         """How long (s) this node asks its process to sleep after a wake of the executor
         (ros/node_main.py): none, but for the chain's listener (`wake_period`)."""

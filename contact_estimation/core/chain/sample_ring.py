@@ -247,6 +247,13 @@ class SampleRingReader:
                     rows['t'], rows['stamp_ns'], rows['has_tau'], rows['q'], rows['v'],
                     rows['tau'], rows['tau_ext'], rows['frame_id'])]
 
+    def newest(self) -> list[JointSample]:
+        """The newest sample written since the last take, if any, as `take` gives it; the
+        others are skipped, not lost (a reader no one waits on: nothing to build for them)."""
+        if self.attached():
+            self._next = max(self._next, int(self._ring.header[0]) - 1)
+        return self.take()
+
     def _detach(self) -> None:
         if self._ring is not None:
             self._ring.close()
