@@ -150,6 +150,7 @@ def main(argv=None) -> int:
     parser.add_argument('--seconds', type=float, default=20.0, help='seconds at rest')
     parser.add_argument('--profile', action='store_true',
                         help="cProfile's top functions at rest")
+    parser.add_argument('--sort', default='tottime', help='their order (pstats keys)')
     parser.add_argument('--save', metavar='FILE',
                         help='write every output (pickled: topic → the repr of each message) to '
                         'FILE, to find where two runs differ')
@@ -178,7 +179,7 @@ def main(argv=None) -> int:
             at_rest = feed(nodes, writer, inputs, WARMUP, rest, stamp)
             if profile:
                 profile.disable()
-                pstats.Stats(profile).sort_stats('tottime').print_stats(30)
+                pstats.Stats(profile).sort_stats(args.sort).print_stats(40)
             in_contact = feed(nodes, writer, inputs, WARMUP + rest,
                               int(CONTACT_SECONDS * RATE), stamp)
         finally:

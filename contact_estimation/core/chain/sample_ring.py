@@ -44,7 +44,7 @@ from typing import Callable
 import numpy as np
 
 from contact_estimation.core.chain.sample import JointSample
-from contact_estimation.core.chain.stamps import nanoseconds, sec_nanosec
+from contact_estimation.core.chain.stamps import NS_PER_S, nanoseconds
 
 ORDERED_STORES = platform.machine().lower() in ('x86_64', 'amd64')
 
@@ -240,12 +240,18 @@ class SampleRingReader:
         self.lost += int(np.count_nonzero(~whole))
         rows = rows[whole]
         self._next = count
-        return [JointSample(float(t), q, v, tau if has_tau else None, tau_ext,
-                            self._make_stamp(*sec_nanosec(int(ns))),
-                            frame.decode(errors='replace'))
-                for t, ns, has_tau, q, v, tau, tau_ext, frame in zip(
-                    rows['t'], rows['stamp_ns'], rows['has_tau'], rows['q'], rows['v'],
-                    rows['tau'], rows['tau_ext'], rows['frame_id'])]
+        # Whole columns to Python values at once; per sample only the JointSample (issue 35:
+        # numpy scalars converted one by one cost the estimation process more than its rows).
+        sec, nanosec = np.divmod(rows['stamp_ns'], NS_PER_S)
+        frames = rows['frame_id'].tolist()
+        frame_ids = {raw: raw.decode(errors='replace') for raw in set(frames)}
+        make_stamp = self._make_stamp
+        return [JointSample(t, q, v, tau if has_tau else None, tau_ext, make_stamp(s, ns),
+                            frame_ids[frame])
+                for t, s, ns, has_tau, q, v, tau, tau_ext, frame in zip(
+                    rows['t'].tolist(), sec.tolist(), nanosec.tolist(),
+                    rows['has_tau'].tolist(), rows['q'], rows['v'], rows['tau'],
+                    rows['tau_ext'], frames)]
 
     def _detach(self) -> None:
         if self._ring is not None:
