@@ -160,7 +160,7 @@ class RateSlots:
 
     def take(self, t: float) -> bool:
         # + a millionth of a slot: a stamp on a slot edge (to rounding) opens that slot
-        slot = int(np.floor(t * self.rate + 1e-6))
+        slot = math.floor(t * self.rate + 1e-6)  # int(np.floor(...)), a tenth of its time
         if slot == self._slot:
             return False
         self._slot = slot
