@@ -226,19 +226,23 @@ class SampleRingReader:
             return []
         ring = self._ring
         count = int(ring.header[0])
-        if count != self._next:
-            self._last_new = self._clock()
+        if count == self._next:
+            return []
+        self._last_new = self._clock()
         if count - self._next > ring.capacity:
             self.lost += count - self._next - ring.capacity
             self._next = count - ring.capacity
         seqs = np.arange(self._next, count) + 1
-        rows = ring.slots[(seqs - 1) % ring.capacity]  # one copy of the batch
+        slots = (seqs - 1) % ring.capacity
+        rows = ring.slots[slots]  # one copy of the batch
         # A slot is kept only if its sequence number was the same before and after its data
         # and still is after the copy: never half-written, never overwritten meanwhile.
         whole = ((rows['seq_before'] == seqs) & (rows['seq_after'] == seqs)
-                 & (ring.field['seq_before'][(seqs - 1) % ring.capacity] == seqs))
-        self.lost += int(np.count_nonzero(~whole))
-        rows = rows[whole]
+                 & (ring.field['seq_before'][slots] == seqs))
+        torn = len(whole) - int(np.count_nonzero(whole))
+        if torn:
+            self.lost += torn
+            rows = rows[whole]
         self._next = count
         # Whole columns to Python values at once; per sample only the JointSample (issue 35:
         # numpy scalars converted one by one cost the estimation process more than its rows).
