@@ -33,7 +33,7 @@ from rclpy.serialization import serialize_message
 
 from _ros_load import (Contacts, PandaStream, contact_effect, machine, realtime_priority,
                        table)
-from contact_estimation import composed, manifest
+from chain_wake import process_nodes
 from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.sample_ring import SampleRingWriter, ring_name
 from contact_estimation.core.chain.stamps import sec_nanosec
@@ -49,16 +49,6 @@ CONTACTS = Contacts(0, 0.0, 0.25, 0.05, 'panda_link5', (0.0, 0.06, -0.12), (0.0,
 FIRST_STAMP_NS = 1_800_000_000 * 1_000_000_000  # fixed: the same bits in every run
 TAU_NOISE, FORCE_NOISE, TORQUE_NOISE = 0.05, 0.3, 0.03  # N·m, N, N·m (σ)
 _NOT_OUTPUTS = ('diagnostics', 'rosout', 'parameter_events')
-
-
-def estimation_nodes(context):
-    """The estimation process, as `up` starts it (its nodes' config/ files)."""
-    process = manifest.composed_process('contact_estimation_estimation')
-    files = [manifest.node(n).parameters_path() for n in process.nodes] + [
-        manifest.robot_parameters_path()]
-    return composed.build(process.nodes, shared_memory=True, context=context,
-                          cli_args=['--ros-args', *[a for f in files
-                                                     for a in ('--params-file', f)]])
 
 
 class Inputs:
@@ -163,7 +153,7 @@ def main(argv=None) -> int:
     rows = []
     with ros_context() as context:
         started = time.perf_counter()
-        nodes = estimation_nodes(context)
+        nodes = process_nodes(context, 'contact_estimation_estimation')
         print(f'nodes built in {time.perf_counter() - started:.2f} s')
         writer = SampleRingWriter(ring_name(nodes[0].get_namespace()), robot.n)
         try:
