@@ -7,8 +7,11 @@ import pytest
 from contact_estimation.core.contact.ft_compensation import (BaseWrenchCompensator,
                                                              MomentumWrenchObserver,
                                                              observer_step)
+from contact_estimation.core.contact.ft_contact_stream import check_reading
 from contact_estimation.core.contact.localization_schedule import (LocalizationSchedule,
                                                                    ScheduleConfig)
+from contact_estimation.core.input_rejected import (NOT_FINITE, SATURATED, ZERO_READING,
+                                                    InputRejected)
 from contact_estimation.core.robot.robot_model import RobotModel
 
 EDGES = (np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-310, 1e300)
@@ -102,3 +105,31 @@ def test_due_is_the_gate_at_the_rate_and_says_whether_the_gate_was_open():
     assert schedule.due(1.05, loaded)
     schedule.finished(1.05)
     assert schedule.due(0.001, loaded)  # the stamps went back (a new time base)
+
+
+def _reading_refusal_numpy(reading, force_limit, torque_limit):
+    """What check_reading refused a reading for, as numpy computed it before the kernel."""
+    if reading.shape != (6,) or not np.isfinite(reading).all():
+        return NOT_FINITE
+    if not reading.any():
+        return ZERO_READING
+    largest_force, largest_torque = np.abs(reading).reshape(2, 3).max(axis=1).tolist()
+    return SATURATED if largest_force >= force_limit or largest_torque >= torque_limit else None
+
+
+def test_a_reading_is_refused_for_what_numpy_refused_it_for():
+    rng = np.random.default_rng(36)
+    limits = (2500.0, 400.0)
+    readings = [np.zeros(6), -np.zeros(6), np.ones(5), np.ones(7)]
+    for _ in range(5000):
+        reading = rng.normal(0.0, rng.choice([1.0, 300.0, 3000.0]), 6)
+        for _ in range(rng.integers(3)):
+            reading[rng.integers(6)] = rng.choice([*EDGES, 2500.0, -400.0, 0.0])
+        readings.append(reading)
+    for reading in readings:
+        try:
+            check_reading(reading, *limits)
+            refused = None
+        except InputRejected as err:
+            refused = err.kind
+        assert refused == _reading_refusal_numpy(reading, *limits), reading

@@ -149,6 +149,7 @@ class FtContactEstimatorNode(SuiteNode):
             make_surfaces(config.surface_model, LinkSurfaces(self.robot), ellipsoids),
             PARAMETERS.build(FtLocatorConfig, values))
         self._limits = (config.force_limit, config.torque_limit)
+        check_reading(np.ones(6), *self._limits)  # numba compiles (or loads its cache) here
         self._offset_source = ('no stored offset' if offset is None else
                                f'offset from {config.offset_file}')
 
