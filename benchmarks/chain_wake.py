@@ -38,7 +38,12 @@ WARMUP = 500  # samples
 
 def chain_nodes(context):
     """The chain's process, as `up` starts it (its nodes' config/ files)."""
-    process = manifest.composed_process('contact_estimation_chain')
+    return process_nodes(context, 'contact_estimation_chain')
+
+
+def process_nodes(context, executable: str):
+    """The composed process `executable`, as `up` starts it (its nodes' config/ files)."""
+    process = manifest.composed_process(executable)
     files = [manifest.node(n).parameters_path() for n in process.nodes] + [
         manifest.robot_parameters_path()]
     return composed.build(process.nodes, shared_memory=True, context=context,

@@ -241,8 +241,9 @@ class ContactLocalizerNode(SuiteNode):
         the same samples estimates on the same ones."""
         t, q, tau = sample.t, sample.q, sample.tau_ext
         self._history.add(t, q)
-        self.contact_lasts = self.schedule.contact(tau)  # the gate: its process wakes sooner
-        if not self.schedule.due(t, tau):
+        due = self.schedule.due(t, tau)
+        self.contact_lasts = self.schedule.open  # the gate: its process wakes sooner
+        if not due:
             if not self.contact_lasts:
                 self.problems.set_status(OK, 'no contact')
             return

@@ -102,7 +102,7 @@ class FtContactEstimatorNode(SuiteNode):
         self._resting = RestingWindow(config.zero_duration, config.zero_rest_speed)
         self._free_motion = RunningRms(_FREE_MOTION_WINDOW)
         self._localized: tuple[float, str, np.ndarray] | None = None  # stamp, link, point
-        self._arrived: dict[str, float] = {}   # stream → wall time of its last message
+        self._arrived: dict[str, float] = {}   # stream → steady() of its last message
         self._markers_at: float | None = None  # stamp of the markers shown; None: none shown
         self._locating = RateSlots(config.max_rate)
         self._compensating = RateSlots(config.compensation_rate)
@@ -149,6 +149,7 @@ class FtContactEstimatorNode(SuiteNode):
             make_surfaces(config.surface_model, LinkSurfaces(self.robot), ellipsoids),
             PARAMETERS.build(FtLocatorConfig, values))
         self._limits = (config.force_limit, config.torque_limit)
+        check_reading(np.ones(6), *self._limits)  # numba compiles (or loads its cache) here
         self._offset_source = ('no stored offset' if offset is None else
                                f'offset from {config.offset_file}')
 
@@ -161,7 +162,7 @@ class FtContactEstimatorNode(SuiteNode):
 
     # -------------------------------------------------------------------- messages
     def _arrival(self, stream: str) -> None:
-        self._arrived[stream] = self.seconds()
+        self._arrived[stream] = self.steady()  # 3 a sample: no clock object, no lock
 
     def _on_wrench(self, raw: bytes) -> None:
         """One F/T reading (1 kHz and more), from its bytes (ros/cdr.py): its stamp first, so
@@ -373,7 +374,7 @@ class FtContactEstimatorNode(SuiteNode):
     # ----------------------------------------------------------- watch and service
     def _watch_inputs(self) -> None:
         """Report a stream that stopped while the other goes on (nothing is estimated)."""
-        now = self.seconds()
+        now = self.steady()
         timeout = self.config.input_timeout
         fresh = {s: now - self._arrived.get(s, -np.inf) <= timeout
                  for s in ('ft_wrench', 'joint_state', 'residual')}
@@ -394,7 +395,7 @@ class FtContactEstimatorNode(SuiteNode):
 
     def _on_zero(self, request: Trigger.Request, response: Trigger.Response):
         """The sensor offset from the arm at rest, stored in `offset_file`."""
-        now = self.seconds()
+        now = self.steady()
         try:
             if any(now - self._arrived.get(s, -np.inf) > self.config.input_timeout
                    for s in ('ft_wrench', 'joint_state')):

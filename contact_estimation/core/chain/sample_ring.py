@@ -44,7 +44,7 @@ from typing import Callable
 import numpy as np
 
 from contact_estimation.core.chain.sample import JointSample
-from contact_estimation.core.chain.stamps import nanoseconds, sec_nanosec
+from contact_estimation.core.chain.stamps import NS_PER_S, nanoseconds
 
 ORDERED_STORES = platform.machine().lower() in ('x86_64', 'amd64')
 
@@ -226,26 +226,36 @@ class SampleRingReader:
             return []
         ring = self._ring
         count = int(ring.header[0])
-        if count != self._next:
-            self._last_new = self._clock()
+        if count == self._next:
+            return []
+        self._last_new = self._clock()
         if count - self._next > ring.capacity:
             self.lost += count - self._next - ring.capacity
             self._next = count - ring.capacity
         seqs = np.arange(self._next, count) + 1
-        rows = ring.slots[(seqs - 1) % ring.capacity]  # one copy of the batch
+        slots = (seqs - 1) % ring.capacity
+        rows = ring.slots[slots]  # one copy of the batch
         # A slot is kept only if its sequence number was the same before and after its data
         # and still is after the copy: never half-written, never overwritten meanwhile.
         whole = ((rows['seq_before'] == seqs) & (rows['seq_after'] == seqs)
-                 & (ring.field['seq_before'][(seqs - 1) % ring.capacity] == seqs))
-        self.lost += int(np.count_nonzero(~whole))
-        rows = rows[whole]
+                 & (ring.field['seq_before'][slots] == seqs))
+        torn = len(whole) - int(np.count_nonzero(whole))
+        if torn:
+            self.lost += torn
+            rows = rows[whole]
         self._next = count
-        return [JointSample(float(t), q, v, tau if has_tau else None, tau_ext,
-                            self._make_stamp(*sec_nanosec(int(ns))),
-                            frame.decode(errors='replace'))
-                for t, ns, has_tau, q, v, tau, tau_ext, frame in zip(
-                    rows['t'], rows['stamp_ns'], rows['has_tau'], rows['q'], rows['v'],
-                    rows['tau'], rows['tau_ext'], rows['frame_id'])]
+        # Whole columns to Python values at once; per sample only the JointSample (issue 35:
+        # numpy scalars converted one by one cost the estimation process more than its rows).
+        sec, nanosec = np.divmod(rows['stamp_ns'], NS_PER_S)
+        frames = rows['frame_id'].tolist()
+        frame_ids = {raw: raw.decode(errors='replace') for raw in set(frames)}
+        make_stamp = self._make_stamp
+        return [JointSample(t, q, v, tau if has_tau else None, tau_ext, make_stamp(s, ns),
+                            frame_ids[frame])
+                for t, s, ns, has_tau, q, v, tau, tau_ext, frame in zip(
+                    rows['t'].tolist(), sec.tolist(), nanosec.tolist(),
+                    rows['has_tau'].tolist(), rows['q'], rows['v'], rows['tau'],
+                    rows['tau_ext'], frames)]
 
     def newest(self) -> list[JointSample]:
         """The newest sample written since the last take, if any, as `take` gives it; the

@@ -39,6 +39,7 @@ KNOWN_CHAINS = {
 
 # example-robot-data's URDFs name their meshes package://example-robot-data/robots/<robot>/...
 _EXAMPLE_ROBOT_DATA_URI = re.compile(r'package://example-robot-data/robots/([^/"\s]+)')
+_IDENTITY = np.eye(3)  # read only: pin.SE3 copies it
 
 
 class RobotModelError(ValueError):
@@ -76,6 +77,8 @@ class RobotModel:
         # The base link hangs on no joint of the chain: its placement in pinocchio's world
         # is constant (`base_wrench` relies on it).
         self._base_from_world = self.model.frames[self._base_frame].placement.inverse()
+        # The joints that hang on the world (their subtrees carry the arm: `base_wrench`).
+        self._roots = [j for j in range(1, self.model.njoints) if self.model.parents[j] == 0]
         self._continuous = [
             self.model.joints[j].nq == 2 for j in range(1, self.model.njoints)
         ]
@@ -356,9 +359,8 @@ class RobotModel:
         # (gravity included), in joint j's frame. The roots of the chain hang on the world,
         # so their liMi (which rnea updates, unlike oMi) is their pose in the world.
         on_robot = pin.Force.Zero()
-        for j in range(1, self.model.njoints):
-            if self.model.parents[j] == 0:
-                on_robot += self.data.liMi[j].act(self.data.f[j])
+        for j in self._roots:
+            on_robot += self.data.liMi[j].act(self.data.f[j])
         on_base = -self._base_from_world.act(on_robot)
         return on_base.linear.copy(), on_base.angular.copy()
 
@@ -367,7 +369,7 @@ class RobotModel:
         base link's origin, in the base frame. Their rate is what `base_wrench` subtracts
         from the weight in motion (m g − Ṗ, c × m g − L̇), without needing q̈."""
         about_com = pin.computeCentroidalMomentum(self.model, self.data, self.configuration(q), v)
-        at_origin = pin.SE3(np.eye(3), self.data.com[0]).act(about_com)
+        at_origin = pin.SE3(_IDENTITY, self.data.com[0]).act(about_com)
         momentum = self._base_from_world.act(at_origin)
         return momentum.linear.copy(), momentum.angular.copy()
 
