@@ -1,0 +1,163 @@
+"""A participant killed and started again: does another process's stop go silent? (issue 36)
+
+    PYTHONPATH=$PWD python benchmarks/restart_stall.py [--restarts 16] [--runs 3]
+
+`hostile.py --phases kills` saw both stops go ~350 ms silent a few seconds after one of the
+suite's processes was killed and started again. Here, three processes: a publisher at
+SCHED_FIFO 41 (where the stops' heartbeats beat) sends a stop every 50 ms from one thread
+and a data message every 50 ms from another; a monitor at SCHED_FIFO 60 receives the stop,
+as a controller keeping the README's contract; a third program, subscribed to the data,
+killed with SIGKILL and started again `--restarts` times (2 s busy after its start, as a
+process importing and loading its models is). The publisher and the monitor run with Fast
+DDS's default settings (a controller's), the restarted program with the suite's
+(launcher.transport_environment), as in `hostile.py`. Printed per run: the monitor's gaps
+over 150 ms, and each publish call of the publisher that took over 100 ms and each time its
+stop thread woke more than 150 ms after the last (waiting for the interpreter lock).
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _ros_load import machine, realtime_priority  # noqa: E402
+
+from contact_estimation.launcher import transport_environment  # noqa: E402
+from contact_estimation.ros.qos import STOP_QOS  # noqa: E402
+from contact_estimation.ros.testing import isolate_ros_domain  # noqa: E402
+
+PERIOD = 0.05     # s between two stops (the heartbeat) and two data messages
+CONTRACT = 0.150  # s without a stop after which a controller stops (README)
+BLOCKED = 0.1     # s: a publish call this long is reported
+LIFE = 4.0        # s the restarted program runs before it is killed
+BUSY = 2.0        # s of it spent computing right after its start
+
+
+def fast_dds_defaults() -> None:
+    """This process on Fast DDS's default settings, not the suite's."""
+    for name in [n for n in os.environ if n.startswith(('FASTDDS', 'FASTRTPS'))]:
+        del os.environ[name]
+
+
+def publish(events) -> None:
+    """The stop from one thread, data from another, each every PERIOD; what blocked."""
+    realtime_priority(41)
+    fast_dds_defaults()
+    import rclpy
+    from std_msgs.msg import Bool, Float64
+    rclpy.init()
+    node = rclpy.create_node('restart_stall_publisher')
+    stop = node.create_publisher(Bool, 'restart_stall/stop', STOP_QOS)
+    data = node.create_publisher(Float64, 'restart_stall/data', 10)
+
+    def timed(what: str, publisher, message) -> float:
+        began = time.monotonic()
+        publisher.publish(message)
+        ended = time.monotonic()
+        if ended - began > BLOCKED:
+            events.put((ended, f'{what} publish blocked {(ended - began) * 1e3:.0f} ms'))
+        return ended
+
+    def send_data() -> None:
+        while True:
+            timed('data', data, Float64(data=1.0))
+            time.sleep(PERIOD)
+
+    threading.Thread(target=send_data, daemon=True).start()
+    last = time.monotonic()
+    while True:
+        woke = time.monotonic()
+        if woke - last > CONTRACT:
+            events.put((woke, f'stop thread woke {(woke - last) * 1e3:.0f} ms after its last '
+                              'publish'))
+        last = timed('stop', stop, Bool(data=False))
+        time.sleep(PERIOD)
+
+
+def monitor(seconds: float, events, result) -> None:
+    """Receives the stop for `seconds`; its gaps over CONTRACT."""
+    realtime_priority(60)
+    fast_dds_defaults()
+    import rclpy
+    from std_msgs.msg import Bool
+    rclpy.init()
+    node = rclpy.create_node('restart_stall_monitor')
+    heard: list[float] = []
+
+    def on_stop(_message) -> None:
+        now = time.monotonic()
+        if heard and now - heard[-1] > CONTRACT:
+            events.put((now, f'monitor: no stop for {(now - heard[-1]) * 1e3:.0f} ms'))
+        heard.append(now)
+
+    node.create_subscription(Bool, 'restart_stall/stop', on_stop, STOP_QOS)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.01)
+    gaps = [b - a for a, b in zip(heard, heard[1:])]
+    result.put((len(heard), max(gaps, default=float('nan'))))
+
+
+def restarted() -> None:
+    """The program killed and started again: the suite's settings, busy after its start."""
+    os.environ.update(transport_environment())
+    import rclpy
+    from std_msgs.msg import Float64
+    rclpy.init()
+    node = rclpy.create_node('restart_stall_restarted')
+    node.create_subscription(Float64, 'restart_stall/data', lambda m: None, 10)
+    end = time.monotonic() + BUSY
+    while time.monotonic() < end:
+        pass
+    while True:
+        rclpy.spin_once(node, timeout_sec=0.05)
+
+
+def run(restarts: int) -> tuple[int, float, list[tuple[float, str]]]:
+    spawn = multiprocessing.get_context('spawn')
+    events, result = spawn.Queue(), spawn.Queue()
+    watcher = spawn.Process(target=monitor, args=(restarts * (LIFE + 1.0) + 6.0, events, result),
+                            daemon=True)
+    watcher.start()
+    publisher = spawn.Process(target=publish, args=(events,), daemon=True)
+    publisher.start()
+    time.sleep(3.0)  # discovery
+    for _ in range(restarts):
+        program = spawn.Process(target=restarted, daemon=True)
+        program.start()
+        time.sleep(LIFE)
+        os.kill(program.pid, signal.SIGKILL)
+        program.join()
+        time.sleep(1.0)
+    heard, longest = result.get(timeout=60.0)
+    publisher.kill()
+    found = []
+    while not events.empty():
+        found.append(events.get())
+    return heard, longest, sorted(found)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--restarts', type=int, default=16)
+    parser.add_argument('--runs', type=int, default=3)
+    args = parser.parse_args()
+    isolate_ros_domain()
+    print(machine())
+    for k in range(args.runs):
+        heard, longest, found = run(args.restarts)
+        print(f'\nrun {k + 1}: {args.restarts} restarts, {heard} stops heard, longest gap '
+              f'{longest * 1e3:.0f} ms')
+        origin = found[0][0] if found else 0.0
+        for t, text in found:
+            print(f'  {t - origin:7.3f} s  {text}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
