@@ -12,7 +12,7 @@ from sensor_msgs.msg import JointState
 
 from contact_estimation import composed, manifest
 from contact_estimation.core.robot.robot_model import RobotModel
-from contact_estimation.nodes.joint_state_listener import JointStateListenerNode
+from contact_estimation.nodes.joint_state_listener import MAX_BATCH, JointStateListenerNode
 from contact_estimation.ros.conversions import seconds_to_stamp
 
 CHAIN = manifest.process_of('collision_detector')
@@ -36,10 +36,10 @@ def _chain(context):
     return {node.get_name(): node for node in nodes}
 
 
-def _feed(chain, standing, seconds: float, push: float = 0.0) -> None:
-    """Driver messages for `seconds`, 10 every 10 ms stamped 1 ms apart up to now (the
-    node's clock), handed to the listener as its executor does, the last batch just now;
-    joint 4 pushed by `push` N·m (the measured effort falls short: τ_ext = -push)."""
+def _feed(chain, standing, seconds: float, push: float = 0.0, per_take: int = 10) -> None:
+    """Driver messages for `seconds`, `per_take` every 10 ms stamped 1 ms apart up to now
+    (the node's clock), handed to the listener as its executor does, the last batch just
+    now; joint 4 pushed by `push` N·m (the measured effort falls short: τ_ext = -push)."""
     listener = chain['joint_state_listener']
     names, q, tau = standing
     effort = tau.copy()
@@ -50,8 +50,8 @@ def _feed(chain, standing, seconds: float, push: float = 0.0) -> None:
         time.sleep(0.01)
         now = listener.get_clock().now().nanoseconds * 1e-9
         batch = []
-        for i in range(10):
-            msg.header.stamp = seconds_to_stamp(now - (9 - i) * 1e-3)
+        for i in range(per_take):
+            msg.header.stamp = seconds_to_stamp(now - (per_take - 1 - i) * 1e-3)
             batch.append(serialize_message(msg))
         listener.take_waiting(batch)
 
@@ -76,6 +76,9 @@ def test_at_rest_the_chain_rests_and_wakes_per_message_while_a_residual_nears_it
 
         _feed(chain, standing, 0.5)
         assert not detector.contact_lasts
+
+        _feed(chain, standing, 0.01, per_take=MAX_BATCH)  # a full take: a backlog behind it
+        assert listener.rest_after_wake() == 0.0  # taken at once, no rest
     finally:
         for node in chain.values():
             node.destroy_node()

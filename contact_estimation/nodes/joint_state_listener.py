@@ -121,7 +121,8 @@ class JointStateListenerNode(SuiteNode):
         waits through it before their watchdogs judge (SuiteNode.catch_up)."""
         batch = [*batch, *waiting_messages(self._subscription, MAX_BATCH - len(batch))]
         if batch:
-            self._woke_at = self.steady()
+            # A full batch leaves a backlog behind it: taken at once, not after a rest.
+            self._woke_at = self.steady() if len(batch) < MAX_BATCH else 0.0
             self.problems.traffic['wakes_taking_messages'] += 1  # against samples_published
         now = self.stamp_clock()
         samples = [sample for sample in map(self._condition, batch, repeat(now))
@@ -130,8 +131,9 @@ class JointStateListenerNode(SuiteNode):
             self._pass_on(samples)
 
     def rest_after_wake(self) -> float:
-        """After a take that found driver messages, the rest of `wake_period` (ros/node_main.py
-        sleeps it): what comes meanwhile is taken as one batch. Only composed, beside the
+        """After a take that found driver messages (fewer than MAX_BATCH: none is waiting),
+        the rest of `wake_period` (ros/node_main.py sleeps it): what comes meanwhile is taken
+        as one batch. Only composed, beside the
         detector that says when a contact nears (`contact_lasts`); on its own (separate
         mode) this node cannot know, and wakes per message."""
         woke, self._woke_at = self._woke_at, 0.0
