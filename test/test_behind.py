@@ -6,7 +6,6 @@ import os
 import signal
 import time
 
-import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
@@ -15,7 +14,6 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from contact_estimation import composed, manifest
-from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.ros.conversions import seconds_to_stamp
 from contact_estimation.ros.qos import STOP_QOS
 from contact_estimation.ros.spinning import spin_until
@@ -24,15 +22,6 @@ from contact_estimation.ros.testing import composed_processes, ros_context, spin
 CHAIN = manifest.process_of('collision_detector')
 LISTENER, DETECTOR = manifest.node('joint_state_listener'), manifest.node('collision_detector')
 TIMEOUT = 60.0
-
-
-@pytest.fixture(scope='module')
-def standing():
-    """(names, q, τ) of the Panda standing still, held against gravity: τ_ext ≈ 0."""
-    robot = RobotModel.load('panda')
-    q = np.array([0.0, -0.5, 0.0, -2.0, 0.0, 1.6, 0.8])
-    still = np.zeros(robot.n)
-    return list(robot.joint_names), q, robot.rnea(q, still, still)
 
 
 class Driver(Node):

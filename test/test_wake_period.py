@@ -5,27 +5,15 @@ the process wakes per message again. The chain built in process as `up` builds i
 driver's serialised messages as its executor hands them over."""
 import time
 
-import numpy as np
-import pytest
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
 
 from contact_estimation import composed, manifest
-from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.nodes.joint_state_listener import MAX_BATCH, JointStateListenerNode
 from contact_estimation.ros.conversions import seconds_to_stamp
 
 CHAIN = manifest.process_of('collision_detector')
 WAKE_PERIOD = 0.004  # s
-
-
-@pytest.fixture(scope='module')
-def standing():
-    """(names, q, τ) of the Panda standing still, held against gravity: τ_ext ≈ 0."""
-    robot = RobotModel.load('panda')
-    q = np.array([0.0, -0.5, 0.0, -2.0, 0.0, 1.6, 0.8])
-    still = np.zeros(robot.n)
-    return list(robot.joint_names), q, robot.rnea(q, still, still)
 
 
 def _chain(context):
