@@ -17,7 +17,6 @@ from contact_estimation.ros.qos import PIPELINE_QOS, STOP_QOS
 from contact_estimation.ros.testing import composed_processes, ros_context, spinning
 from contact_estimation.ros.spinning import spin_until
 from test_behind import CHAIN, DETECTOR, Driver, _stream_until as _stream
-from test_behind import standing  # noqa: F401 (the fixture)
 
 PROXIMITY = manifest.node('proximity_monitor')
 PROCESS = next(p for p in manifest.composed() if PROXIMITY.name in p.nodes)

@@ -11,7 +11,7 @@ from std_srvs.srv import Trigger
 
 from contact_estimation import manifest
 from contact_estimation.ros.testing import spinning
-from test_behind import CHAIN, Driver, standing, _stream_until  # noqa: F401 (fixture)
+from test_behind import CHAIN, Driver, _stream_until
 from test_cli import _cli, _has_started
 
 TIMEOUT = 180.0  # s: a suite's start on a loaded 2-core machine
