@@ -133,11 +133,13 @@ class JointStateListenerNode(SuiteNode):
     def rest_after_wake(self) -> float:
         """After a take that found driver messages (fewer than MAX_BATCH: none is waiting),
         the rest of `wake_period` (ros/node_main.py sleeps it): what comes meanwhile is taken
-        as one batch. Only composed, beside the
-        detector that says when a contact nears (`contact_lasts`); on its own (separate
-        mode) this node cannot know, and wakes per message."""
+        as one batch. Only composed, beside the detector that says when a contact nears
+        (`contact_lasts`); on its own (separate mode) this node cannot know, and wakes per
+        message. Not on simulated time: the simulated cobot waits for this chain's output
+        (its lockstep), so a rest would only slow the whole graph, and the demo's CPU is not
+        the robot PC's."""
         woke, self._woke_at = self._woke_at, 0.0
-        if not woke or not self.catches_up:
+        if not woke or not self.catches_up or self.simulated_time:
             return 0.0
         return woke + self._wake_period - self.steady()
 
