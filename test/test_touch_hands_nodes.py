@@ -154,7 +154,9 @@ def test_a_slow_push_is_a_touch_only_with_a_hand_at_the_contacted_link(context, 
             assert decided['event'] == 'touch' and decided['class'] == 'touch'
             assert decided['class.reason'].endswith('a hand at the contacted link')
             assert float(decided['class.hand_distance']) <= 0.15
-            assert probe.stops[-1] is False  # held by f_S, the stop not latched
+            # Held by f_S, the stop not latched: the detector's decision (a heartbeat of a
+            # loaded machine may say True while the node is late; ros/heartbeat.py).
+            assert detector.stop_signal.stop is False
         else:
             assert decided['event'] == 'collision' and decided['class'] == 'impact'
             assert decided['class.reason'].startswith('no hand at the contacted link')
