@@ -362,7 +362,7 @@ def test_a_lidar_whose_clouds_stop_arriving_is_stale_and_stops(rig):
     assert until(executor, lambda: stopped_with(probe, 'lidar stale: the last cloud arrived'))
     assert until(executor, lambda: diagnostics.says('lidar stale: the last cloud arrived'))
     age = float(diagnostics.statuses[-1][''].split('arrived ')[1].split(' s ago')[0])
-    assert age > monitor.value('lidar.timeout')
+    assert age >= monitor.value('lidar.timeout')  # printed to 0.01 s: 0.503 reads 0.50
     assert diagnostics.statuses[-1]['lidar'].startswith('last cloud')
     assert until(executor, lambda: monitor.problems.counts['stale'] >= 1)
     probe.cloud = cube(hand_position(monitor) + [2.0, 0.0, 0.0])  # back: it clears
