@@ -244,7 +244,7 @@ class EstimationProcess:
         self._weight = np.concatenate(robot.base_wrench(self.q, self.still, self.still))
         [self.polled] = self.ft.polled_subscriptions
         self.feed_timer = next(timer for timer in self.ft.timers if timer.timer_period_ns
-                               == round(sample_feed.PERIOD * 1e9))
+                               == round(sample_feed.REST_PERIOD * 1e9))
         self._context = context
         self.take()  # the reader attaches to the ring
         deadline = time.monotonic() + TIMEOUT
@@ -256,11 +256,11 @@ class EstimationProcess:
         """One wake of the shared-memory feed."""
         self.ft.catch_up()
 
-    def publish_reading(self, t: float) -> None:
-        """An F/T reading of the arm's weight stamped t (s), once it waits in the F/T
-        estimator's polled subscription."""
+    def publish_reading(self, t: float, push=(0.0, 0.0, 0.0)) -> None:
+        """An F/T reading of the arm's weight and a `push` (N, at the sensor) stamped t (s),
+        once it waits in the F/T estimator's polled subscription."""
         self._readings.publish(wrench_stamped(seconds_to_stamp(t), self.robot.base_link,
-                                              self._weight[:3], self._weight[3:]))
+                                              self._weight[:3] + push, self._weight[3:]))
         assert _wait_until_received(self._context, self.polled, TIMEOUT), \
             'the reading never came'
 
@@ -299,7 +299,7 @@ def test_the_estimation_process_takes_a_reading_and_its_joint_sample_in_one_wake
     estimation.take()  # one wake: the reading, then the joint sample and residual
     assert ft.problems.traffic['base_wrenches_published'] == 1
     assert localizer.problems.traffic['base_wrenches_received'] == 1
-    assert feed_timer.timer_period_ns == round(sample_feed.PERIOD * 1e9)
+    assert feed_timer.timer_period_ns == round(sample_feed.REST_PERIOD * 1e9)
     # a residual over the localizer's gate: a contact lasts, the feed wakes sooner
     estimation.write(t + 0.001, np.full(estimation.robot.n, 50.0))
     estimation.take()
@@ -308,13 +308,47 @@ def test_the_estimation_process_takes_a_reading_and_its_joint_sample_in_one_wake
     estimation.write(t + 0.002, estimation.still)
     estimation.take()
     assert not localizer.contact_lasts
-    assert feed_timer.timer_period_ns == round(sample_feed.PERIOD * 1e9)
+    assert feed_timer.timer_period_ns == round(sample_feed.REST_PERIOD * 1e9)
+
+
+def test_a_force_the_ft_sensor_feels_wakes_the_estimation_process_sooner(estimation):
+    """A force of the F/T estimator's min_force, under its presence_force and with τ_ext
+    under the threshold (a contact building, not one yet), makes the feed wake every
+    CONTACT_PERIOD: a contact only the sensor sees waits a rest for its first take at most
+    once, not at every slot of its rise."""
+    ft, feed_timer = estimation.ft, estimation.feed_timer
+    felt = ft.value('min_force') + 1.0
+    assert felt < ft.value('presence_force')
+    t = time.time()
+
+    def held(push: float, seconds: float) -> None:
+        """`push` held for `seconds` of readings and joint samples 1 ms apart (the momentum
+        observer follows it in about 1/gain), one take each, until contact_lasts says so."""
+        nonlocal t
+        for _ in range(round(seconds / 0.001)):
+            t += 0.001
+            estimation.publish_reading(t, (0.0, 0.0, push))
+            estimation.write(t, estimation.still)
+            estimation.take()
+            if ft.contact_lasts is bool(push):
+                return
+
+    held(0.0, 0.01)
+    assert not ft.contact_lasts
+    assert feed_timer.timer_period_ns == round(sample_feed.REST_PERIOD * 1e9)
+    held(felt, 0.5)
+    assert ft.contact_lasts
+    assert feed_timer.timer_period_ns == round(sample_feed.CONTACT_PERIOD * 1e9)
+    assert ft.problems.traffic['estimates_published'] == 0  # not a contact yet
+    held(0.0, 0.5)
+    assert not ft.contact_lasts
+    assert feed_timer.timer_period_ns == round(sample_feed.REST_PERIOD * 1e9)
 
 
 def test_a_collision_event_wakes_the_estimation_process_at_once(estimation):
     """A collision event (nodes.yaml `shared_samples: woken_by`) makes the feed take the
     samples at once and wake every CONTACT_PERIOD (issue 35: a contact's first estimate
-    waited up to a PERIOD for the take that saw it), though no node sees a contact yet."""
+    waited up to a rest for the take that saw it), though no node sees a contact yet."""
     ft, localizer, feed_timer = estimation.ft, estimation.localizer, estimation.feed_timer
     estimation.write(time.time(), estimation.still)
     events = estimation.driver.create_publisher(
@@ -323,7 +357,7 @@ def test_a_collision_event_wakes_the_estimation_process_at_once(estimation):
     executor.add_node(ft)
     try:
         assert spin_until(executor, lambda: events.get_subscription_count() > 0, TIMEOUT)
-        assert feed_timer.timer_period_ns == round(sample_feed.PERIOD * 1e9)
+        assert feed_timer.timer_period_ns == round(sample_feed.REST_PERIOD * 1e9)
         events.publish(DiagnosticArray())
         assert spin_until(executor, lambda: feed_timer.timer_period_ns
                           == round(sample_feed.CONTACT_PERIOD * 1e9), TIMEOUT)

@@ -333,7 +333,10 @@ class FtContactEstimatorNode(SuiteNode):
             else:
                 estimate = self._locator.locate_from_residual(q, wrench, tau_ext,
                                                               self._threshold)
-            self.contact_lasts = estimate is not None  # its process then wakes sooner
+            # Its process wakes sooner while a contact lasts or builds: a force the sensor
+            # can estimate from (min_force) comes before the contact's presence.
+            self.contact_lasts = estimate is not None or bool(
+                np.linalg.norm(wrench[:3]) >= self._locator.config.min_force)
             if estimate is None:
                 self._no_contact(t, tau_ext, wrench)
             else:

@@ -28,15 +28,17 @@ from the newest sample (`_subscriber_came`).
 One wake for all of a process's inputs (issue 35): each take first takes the polled
 subscriptions of its nodes (the F/T readings, ros/suite_node.py), which then have no timer
 of their own, so a reading and the joint sample of its stamp meet in the same wake, as a
-replay hands them over, instead of one waiting for the other's timer. While a node of the
+replay hands them over, instead of one waiting for the other's timer. A process of
+estimators rests between takes (`REST_PERIOD`) while no contact lasts. While a node of the
 process says a contact lasts (`contact_lasts`: the localizer's gate is open, the F/T
 estimator has a contact), the feed wakes every `CONTACT_PERIOD` instead, from that take on
-(not a `PERIOD` later), so that the estimates of a contact wait less; it returns to `PERIOD`
-when none does, or when no sample came for `QUIET` s (the driver stopped during a contact).
-A collision event (nodes.yaml `shared_samples: woken_by`, the detector's, a DDS message the
-chain sends anyway: nothing is added to the stop's path) makes the feed take at once and
-wake every `CONTACT_PERIOD` for `QUIET` s: the localizer's gate opens after eq. 7 fires, and
-a contact's first estimate no longer waits up to a `PERIOD` for the take that sees it.
+(not a rest later), so that the estimates of a contact wait less; it rests again when none
+does, or when no sample came for `QUIET` s (the driver stopped during a contact). A collision
+event (nodes.yaml `shared_samples: woken_by`, the detector's, a DDS message the chain sends
+anyway: nothing is added to the stop's path) makes the feed take at once and wake every
+`CONTACT_PERIOD` for `QUIET` s: the localizer's gate opens after eq. 7 fires, and a
+contact's first estimate no longer waits up to a rest for the take that sees it. A contact
+only the F/T sensor sees waits up to `REST_PERIOD` for its first take.
 
 Where several receivers share the samples (the estimation process: the F/T estimator's
 joint states and residuals, the localizer's residuals), a batch goes to them sample by
@@ -62,6 +64,9 @@ from contact_estimation.ros.suite_node import SuiteNode
 
 PERIOD = 0.005  # s between takes: a sample waits at most this (plus the estimators' work); one
 # wake per sample at 1 kHz cost the estimation process more than its estimates (issue 35)
+REST_PERIOD = 0.01  # s between takes of a process of estimators while no contact lasts: half
+# the wakes of PERIOD (the wake, not its samples, was 30 % of the estimation process's CPU,
+# issue 35); a collision event or a contact its estimators see wakes it at once
 CONTACT_PERIOD = 0.001  # s between takes while a contact lasts: the estimates wait less
 QUIET = 0.1  # s without a sample after which a contact no longer counts (the driver stopped)
 IDLE_PERIOD = 0.25  # s between takes while nobody takes the samples (the relay, no subscriber):
@@ -95,13 +100,16 @@ class SampleFeed:
         self._latest: list = []  # the last sample taken
         self._sample_came = -QUIET  # s, steady: when a take last found samples
         self._woken = -QUIET  # s, steady: when a collision event last came
-        self._period = PERIOD  # s between the timer's wakes
+        # s between the timer's wakes while no contact lasts: estimators rest longer than a
+        # publisher whose subscriber (the simulated cobot's lockstep) waits for each sample
+        self._rest_period = REST_PERIOD if self._receivers else PERIOD
+        self._period = self._rest_period  # s between the timer's wakes
         self._timer = None
         if not publishes and not self._polling and all(n.PACES_ITSELF for n in nodes):
             return  # its nodes take when they decide (`catch_up`): no wake of its own
         # On the steady clock: the samples come at the machine's pace, whatever /clock does
         # (the simulated cobot's lockstep waits for the joint states published here).
-        self._timer = node.create_timer(PERIOD, self.take,
+        self._timer = node.create_timer(self._period, self.take,
                                         clock=Clock(clock_type=ClockType.STEADY_TIME))
         node.create_subscription(DiagnosticArray, woken_by, self._event, STOP_QOS, raw=True)
         for output, _ in self._outputs:
@@ -150,7 +158,7 @@ class SampleFeed:
         in_contact = (now - self._woken < QUIET
                       or (now - self._sample_came < QUIET
                           and any(n.contact_lasts for n in self._nodes)))
-        self._wake_every(CONTACT_PERIOD if in_contact else PERIOD)
+        self._wake_every(CONTACT_PERIOD if in_contact else self._rest_period)
         if self._reader.lost != self._reported_lost:
             self._node.problems.report('samples_lost', f'{self._reader.lost - self._reported_lost} '
                                        'joint sample(s) overwritten in shared memory before this '
