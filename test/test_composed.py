@@ -21,6 +21,7 @@ from contact_estimation.core.chain.sample import JointSample
 from contact_estimation.core.chain.sample_ring import SampleRingWriter, ring_name
 from contact_estimation.core.robot.robot_model import RobotModel
 from contact_estimation.core.identification.trajectory import SmoothRandomTrajectory
+from contact_estimation.nodes.ft_contact_estimator import NEAR
 from contact_estimation.ros import sample_feed
 from contact_estimation.ros.conversions import seconds_to_stamp, stamp_to_seconds, wrench_stamped
 from contact_estimation.ros.handover import Output
@@ -312,13 +313,12 @@ def test_the_estimation_process_takes_a_reading_and_its_joint_sample_in_one_wake
 
 
 def test_a_force_the_ft_sensor_feels_wakes_the_estimation_process_sooner(estimation):
-    """A force of the F/T estimator's min_force, under its presence_force and with τ_ext
-    under the threshold (a contact building, not one yet), makes the feed wake every
-    CONTACT_PERIOD: a contact only the sensor sees waits a rest for its first take at most
-    once, not at every slot of its rise."""
+    """A force over NEAR of the F/T estimator's presence_force, under presence_force and
+    with τ_ext under the threshold (a contact nearing, not one yet), makes the feed wake
+    every CONTACT_PERIOD: a contact only the sensor sees waits a rest for its first take at
+    most once, not at every slot of its rise."""
     ft, feed_timer = estimation.ft, estimation.feed_timer
-    felt = ft.value('min_force') + 1.0
-    assert felt < ft.value('presence_force')
+    felt = (NEAR + 0.1) * ft.value('presence_force')
     t = time.time()
 
     def held(push: float, seconds: float) -> None:

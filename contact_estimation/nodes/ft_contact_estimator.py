@@ -78,6 +78,9 @@ MARKER_NS = 'ft_contact'
 _MARKER_PERIOD = 0.05   # s of stamps between marker updates (rviz needs no more than 20 Hz)
 _WATCH_PERIOD = 0.1     # s (wall) between checks for missing streams
 _FREE_MOTION_WINDOW = 1.0  # s of stamps in the free-motion compensation residual
+# A force over this fraction of presence_force counts as a contact nearing: its process wakes
+# every 1 ms until it falls back (sample_feed.py), as the detector's chain does over NEAR of ψ.
+NEAR = 0.5
 _SKIPPED_KEPT = 64         # raw readings kept for a peak burst's backfill (a slot at 16 kHz)
 
 
@@ -333,10 +336,9 @@ class FtContactEstimatorNode(SuiteNode):
             else:
                 estimate = self._locator.locate_from_residual(q, wrench, tau_ext,
                                                               self._threshold)
-            # Its process wakes sooner while a contact lasts or builds: a force the sensor
-            # can estimate from (min_force) comes before the contact's presence.
+            # Its process wakes sooner while a contact lasts or nears.
             self.contact_lasts = estimate is not None or bool(
-                np.linalg.norm(wrench[:3]) >= self._locator.config.min_force)
+                np.linalg.norm(wrench[:3]) >= NEAR * self._locator.config.presence_force)
             if estimate is None:
                 self._no_contact(t, tau_ext, wrench)
             else:
