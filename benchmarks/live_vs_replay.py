@@ -407,7 +407,8 @@ def suite_processes(pid: int, timeout: float = 30.0) -> dict[str, int]:
                 args = f.read().split('\0')
             if 'contact_estimation.nodes' in args:  # not still in chrt
                 names[args[args.index('contact_estimation.nodes') + 1]] = child
-        if (names and len(names) == len(children)) or time.monotonic() > deadline:
+        # every process `up` starts, not those started so far (one at a time)
+        if len(names) == len(manifest.composed()) or time.monotonic() > deadline:
             return names
         time.sleep(0.1)
 
