@@ -366,7 +366,10 @@ def _ns(stamp) -> int:
 # ---------------------------------------------------------------------- live and replay
 def plot_residual(topic: str, ready, stop, results) -> None:
     """A user's plot of the residual, in a process of its own: subscribes as rclpy's
-    default (reliable, depth 10) and notes how late each residual arrives after its stamp."""
+    default (reliable, depth 10) and notes how late each residual arrives after its stamp.
+    At normal priority, as a user's plot runs (a spawned process inherits this monitor's
+    real-time priority: at SCHED_FIFO 45 it held the estimators off the CPU)."""
+    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
     import rclpy
 
     from contact_estimation.ros.testing import ros_context
