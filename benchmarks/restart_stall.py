@@ -1,6 +1,7 @@
 """A participant killed and started again: does another process's stop go silent? (issue 36)
 
     PYTHONPATH=$PWD python benchmarks/restart_stall.py [--restarts 16] [--runs 3]
+                            [--publisher-defaults] [--monitor-suite-settings]
 
 `hostile.py --phases kills` saw both stops go ~350 ms silent a few seconds after one of the
 suite's processes was killed and started again. Here, three processes: a publisher at
@@ -8,11 +9,14 @@ SCHED_FIFO 41 (where the stops' heartbeats beat) sends a stop every 50 ms from o
 and a data message every 50 ms from another; a monitor at SCHED_FIFO 60 receives the stop,
 as a controller keeping the README's contract; a third program, subscribed to the data,
 killed with SIGKILL and started again `--restarts` times (2 s busy after its start, as a
-process importing and loading its models is). The publisher and the monitor run with Fast
-DDS's default settings (a controller's), the restarted program with the suite's
-(launcher.transport_environment), as in `hostile.py`. Printed per run: the monitor's gaps
-over 150 ms, and each publish call of the publisher that took over 100 ms and each time its
-stop thread woke more than 150 ms after the last (waiting for the interpreter lock).
+process importing and loading its models is). The publisher and the restarted program run
+with the suite's Fast DDS settings (launcher.transport_environment), as the suite's stop
+processes do (`--publisher-defaults`: the publisher on Fast DDS's defaults); the monitor
+with the defaults, as a controller would (`--monitor-suite-settings`: with the suite's).
+Printed per run: the monitor's gaps over 150 ms, each publish call of the publisher that
+took over 50 ms and each time its stop thread woke more than 150 ms after the last (waiting
+for the interpreter lock), each with the time since the restarted program's last start or
+kill.
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ from contact_estimation.ros.testing import isolate_ros_domain  # noqa: E402
 
 PERIOD = 0.05     # s between two stops (the heartbeat) and two data messages
 CONTRACT = 0.150  # s without a stop after which a controller stops (README)
-BLOCKED = 0.1     # s: a publish call this long is reported
+BLOCKED = 0.05    # s: a publish call this long (a beat) is reported
 LIFE = 4.0        # s the restarted program runs before it is killed
 BUSY = 2.0        # s of it spent computing right after its start
 
@@ -44,10 +48,13 @@ def fast_dds_defaults() -> None:
         del os.environ[name]
 
 
-def publish(events) -> None:
+def publish(events, suite_settings: bool) -> None:
     """The stop from one thread, data from another, each every PERIOD; what blocked."""
     realtime_priority(41)
-    fast_dds_defaults()
+    if suite_settings:
+        os.environ.update(transport_environment())
+    else:
+        fast_dds_defaults()
     import rclpy
     from std_msgs.msg import Bool, Float64
     rclpy.init()
@@ -79,10 +86,13 @@ def publish(events) -> None:
         time.sleep(PERIOD)
 
 
-def monitor(seconds: float, events, result) -> None:
+def monitor(seconds: float, events, result, suite_settings: bool) -> None:
     """Receives the stop for `seconds`; its gaps over CONTRACT."""
     realtime_priority(60)
-    fast_dds_defaults()
+    if suite_settings:
+        os.environ.update(transport_environment())
+    else:
+        fast_dds_defaults()
     import rclpy
     from std_msgs.msg import Bool
     rclpy.init()
@@ -118,44 +128,59 @@ def restarted() -> None:
         rclpy.spin_once(node, timeout_sec=0.05)
 
 
-def run(restarts: int) -> tuple[int, float, list[tuple[float, str]]]:
+def run(restarts: int, publisher_suite: bool,
+        monitor_suite: bool) -> tuple[int, float, list[tuple[float, str]]]:
+    """Stops heard, the longest gap, and each event with the time since the run's start and
+    since the last start or kill of the restarted program."""
+    began = time.monotonic()
+    moments: list[tuple[float, str]] = [(began, 'the run began')]
     spawn = multiprocessing.get_context('spawn')
     events, result = spawn.Queue(), spawn.Queue()
-    watcher = spawn.Process(target=monitor, args=(restarts * (LIFE + 1.0) + 6.0, events, result),
-                            daemon=True)
+    watcher = spawn.Process(target=monitor, daemon=True,
+                            args=(restarts * (LIFE + 1.0) + 6.0, events, result, monitor_suite))
     watcher.start()
-    publisher = spawn.Process(target=publish, args=(events,), daemon=True)
+    publisher = spawn.Process(target=publish, args=(events, publisher_suite), daemon=True)
     publisher.start()
     time.sleep(3.0)  # discovery
-    for _ in range(restarts):
+    for k in range(restarts):
         program = spawn.Process(target=restarted, daemon=True)
         program.start()
+        moments.append((time.monotonic(), f'restart {k + 1} started'))
         time.sleep(LIFE)
         os.kill(program.pid, signal.SIGKILL)
         program.join()
+        moments.append((time.monotonic(), f'restart {k + 1} killed'))
         time.sleep(1.0)
     heard, longest = result.get(timeout=60.0)
     publisher.kill()
     found = []
     while not events.empty():
         found.append(events.get())
-    return heard, longest, sorted(found)
+    described = []
+    for t, text in sorted(found):
+        since, what = max(m for m in moments if m[0] <= t)
+        described.append((t - began, f'{text} ({t - since:.1f} s after {what})'))
+    return heard, longest, described
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--restarts', type=int, default=16)
     parser.add_argument('--runs', type=int, default=3)
+    parser.add_argument('--publisher-defaults', action='store_true',
+                        help="the publisher on Fast DDS's defaults, not the suite's settings")
+    parser.add_argument('--monitor-suite-settings', action='store_true',
+                        help="the monitor on the suite's settings, not Fast DDS's defaults")
     args = parser.parse_args()
     isolate_ros_domain()
     print(machine())
     for k in range(args.runs):
-        heard, longest, found = run(args.restarts)
+        heard, longest, found = run(args.restarts, not args.publisher_defaults,
+                                    args.monitor_suite_settings)
         print(f'\nrun {k + 1}: {args.restarts} restarts, {heard} stops heard, longest gap '
               f'{longest * 1e3:.0f} ms')
-        origin = found[0][0] if found else 0.0
         for t, text in found:
-            print(f'  {t - origin:7.3f} s  {text}')
+            print(f'  {t:7.3f} s  {text}')
     return 0
 
 

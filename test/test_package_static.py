@@ -378,6 +378,28 @@ def test_setup_installs_share_files_that_exist():
     assert 'install_scripts=$base/lib/contact_estimation' in cfg
 
 
+
+def _fastdds_profiles(name: str) -> dict[str, str]:
+    """config/<name>'s shared-memory transport and data writer profile, as canonical XML
+    text (comments and whitespace left out)."""
+    namespace = {'dds': 'http://www.eprosima.com'}
+    root = ET.parse(os.path.join(ROOT, 'config', name)).getroot()
+    parts = {'shared memory': next(d for d in root.iterfind('.//dds:transport_descriptor',
+                                                            namespace)
+                                   if d.findtext('dds:type', namespaces=namespace) == 'SHM'),
+             'data writer': root.find('.//dds:data_writer', namespace)}
+    return {key: ET.canonicalize(ET.tostring(part), strip_text=True)
+            for key, part in parts.items()}
+
+
+def test_the_localhost_fastdds_settings_keep_the_shipped_transport_and_writer_settings():
+    """fastdds_localhost.xml differs from fastdds.xml in discovery only: the segment that
+    carries big clouds, the ports' short health check (the restart stall) and the writers'
+    heartbeat hold with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST too."""
+    shipped = _fastdds_profiles('fastdds.xml')
+    assert 'healthy_check_timeout_ms' in shipped['shared memory']
+    assert _fastdds_profiles('fastdds_localhost.xml') == shipped
+
 def test_package_xml_is_format_3_and_names_message_dependencies():
     root = ET.parse(os.path.join(ROOT, 'package.xml')).getroot()
     assert root.get('format') == '3'
