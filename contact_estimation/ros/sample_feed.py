@@ -31,14 +31,15 @@ of their own, so a reading and the joint sample of its stamp meet in the same wa
 replay hands them over, instead of one waiting for the other's timer. A process of
 estimators rests between takes (`REST_PERIOD`) while no contact lasts. While a node of the
 process says a contact lasts (`contact_lasts`: the localizer's gate is open, the F/T
-estimator has a contact or feels one nearing), the feed wakes every `CONTACT_PERIOD` instead, from that take on
-(not a rest later), so that the estimates of a contact wait less; it rests again when none
-does, or when no sample came for `QUIET` s (the driver stopped during a contact). A collision
-event (nodes.yaml `shared_samples: woken_by`, the detector's, a DDS message the chain sends
-anyway: nothing is added to the stop's path) makes the feed take at once and wake every
-`CONTACT_PERIOD` for `QUIET` s: the localizer's gate opens after eq. 7 fires, and a
-contact's first estimate no longer waits up to a rest for the take that sees it. A contact
-only the F/T sensor sees waits up to `REST_PERIOD` for the take that feels it nearing.
+estimator has a contact or feels one nearing), the feed wakes every `CONTACT_PERIOD`
+instead, from that take on (not a rest later), so that the estimates of a contact wait
+less; it rests again when none does, or when no sample came for `QUIET` s (the driver
+stopped during a contact). A collision event (nodes.yaml `shared_samples: woken_by`, the
+detector's, a DDS message the chain sends anyway: nothing is added to the stop's path)
+makes the feed take at once and wake every `CONTACT_PERIOD` for `QUIET` s: the localizer's
+gate opens after eq. 7 fires, and a contact's first estimate no longer waits up to a rest
+for the take that sees it. A contact only the F/T sensor sees waits up to `REST_PERIOD`
+for the take that feels it nearing.
 
 Where several receivers share the samples (the estimation process: the F/T estimator's
 joint states and residuals, the localizer's residuals), a batch goes to them sample by
