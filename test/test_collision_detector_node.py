@@ -144,13 +144,14 @@ def test_collision_stops_latches_and_reset_is_refused_until_it_is_over(rig):
     assert float(values['stamp']) == pytest.approx(stamp, abs=1e-6)
     shown = spheres(probe.markers[-1])
     assert [m.id for m in shown] == [3] and shown[0].header.frame_id == 'panda_link0'
-    assert spin_until(executor, lambda: probe.scaling[-1] == 0.0, TIMEOUT)  # hold
+    assert spin_until(executor, lambda: probe.scaling and probe.scaling[-1] == 0.0, TIMEOUT)  # hold
 
     refused = reset(probe, executor)
     assert not refused.success and 'panda_joint4' in refused.message
 
     probe.residual[:] = 0.0
-    assert spin_until(executor, lambda: probe.scaling[-1] > 0.0, TIMEOUT)  # resumes by itself
+    # resumes by itself
+    assert spin_until(executor, lambda: probe.scaling and probe.scaling[-1] > 0.0, TIMEOUT)
     assert probe.stops[-1] is True  # while the stop stays latched (hold_time 0)
     # The markers stay while the stop is latched, repeated at the heartbeat rate, and follow
     # the arm.
@@ -189,7 +190,7 @@ def test_every_stop_change_has_an_event_and_f_s_lands_exactly_on_0_and_1(rig):
     probe.residual[:] = 0.0
     # The ramp back moves in steps of recovery_rate × dt; whatever they are, the last value
     # published (and repeated by the heartbeat) is exactly 1, not just short of it.
-    assert spin_until(executor, lambda: probe.scaling[-1] == 1.0, TIMEOUT)
+    assert spin_until(executor, lambda: probe.scaling and probe.scaling[-1] == 1.0, TIMEOUT)
     count = len(probe.scaling)
     assert spin_until(executor, lambda: len(probe.scaling) >= count + 2, TIMEOUT)  # heartbeat
     assert probe.scaling[-2:] == [1.0, 1.0]

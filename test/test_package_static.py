@@ -248,10 +248,10 @@ def test_launch_with_a_priority_runs_what_stops_under_chrt_and_nothing_else(sepa
 
 
 def test_heartbeats_beat_above_the_suite_and_the_cloud_worker_below_every_stop():
-    """Issue 36: a heartbeat thread over every process of the suite (none keeps it from the
-    CPU); the proximity monitor, whose work is bounded, above the chain, whose backlog is
-    not (its interpreter lock is then never held by a thread the chain starves); its cloud
-    worker below every process that raises a stop."""
+    """Issue 36: a stop process (ros/stop_process.py) over every process of the suite (none
+    keeps it from the CPU); the proximity monitor, whose work is bounded, above the chain,
+    whose backlog is not (its interpreter lock is then never held by a thread the chain
+    starves); its cloud worker below every process that raises a stop."""
     from contact_estimation.ros.stop_signal import heartbeat_steps, steps_below_stops
     priority = {p.key: 40 - p.realtime for p in manifest.composed() if p.realtime is not None}
     stopping = {p.key for p in manifest.stopping_processes()}

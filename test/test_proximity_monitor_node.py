@@ -400,6 +400,7 @@ def test_clouds_before_the_first_joint_state_are_start_up_never_a_stop(context):
     with started_with_probe(context, OVERRIDES, LateArm) as (monitor, probe, executor):
         counts, traffic = monitor.problems.counts, monitor.problems.traffic
         assert until(executor, lambda: traffic['clouds_received'] >= 3)
+        assert until(executor, lambda: probe.stop() is not None)  # its stop process started
         assert probe.stop() is True
         first_joint_state = probe.get_clock().now()
         probe.streaming = True

@@ -43,7 +43,7 @@ decision comes that late; when the residual reached it late, after a watchdog ch
 found nothing waiting (composed mode: its input paused), the stop is `stale_input`; stamps
 that go back (a restarted driver, a clock stepped back) latch `bad_stamp`. An unexpected
 error in any callback latches a `node_fault` stop (ros/guard.py). The stop's heartbeat is a
-thread of its own (ros/heartbeat.py). A process started again after it died (`up`, the
+process of its own (ros/stop_process.py). A process started again after it died (`up`, the
 launch file) starts with a `restarted` stop, latched until `~/reset` (core/restart.py).
 """
 from __future__ import annotations

@@ -87,7 +87,7 @@ worker process (ros/cloud_process.py; issue 35: on a thread of this process, ope
 interpreter lock and made the check late) and the check takes the objects it finds, so the
 100 Hz check never waits on a cloud; a worker that dies or hangs is reported (`cloud_worker`
 on /diagnostics, WARN while it restarts) and started again, its clouds stale meanwhile; the
-stop's heartbeat is a thread of its own (ros/stop_signal.py); an unexpected error in any
+stop's heartbeat is a process of its own (ros/stop_process.py); an unexpected error in any
 callback stops for the gate's fault_hold, 1 s (ros/guard.py). A process started again after
 it died (`up`, the launch file) starts with a `restarted` stop, latched until `~/reset`
 (core/restart.py).

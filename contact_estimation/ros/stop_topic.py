@@ -42,14 +42,15 @@ ADVICE = ('run one suite per stop topic: another namespace (`contact-estimation 
           '--namespace NAME`, launch namespace:=NAME) or another ROS_DOMAIN_ID')
 
 
-def other_publishers(node, topic: str) -> list[str]:
-    """Each publisher on `topic` (fully qualified) but `node`'s own one, named by its node and
-    namespace. A node's own publisher is the one endpoint with its name and namespace: a
-    second suite's node of the same name is a second endpoint. DDS may report an endpoint
-    before ROS has told its node (rmw's _NODE_NAME_UNKNOWN_): it counts, unnamed."""
-    own, found, skipped = (node.get_name(), node.get_namespace()), [], False
+def other_publishers(node, topic: str, own: str | None = None) -> list[str]:
+    """Each publisher on `topic` (fully qualified) but the one of node `own` (default:
+    `node`'s name) in `node`'s namespace, named by its node and namespace. That own publisher
+    is the one endpoint with that name and namespace: a second suite's node of the same name
+    is a second endpoint. DDS may report an endpoint before ROS has told its node (rmw's
+    _NODE_NAME_UNKNOWN_): it counts, unnamed."""
+    own_node, found, skipped = (own or node.get_name(), node.get_namespace()), [], False
     for info in node.get_publishers_info_by_topic(topic):
-        if not skipped and (info.node_name, info.node_namespace) == own:
+        if not skipped and (info.node_name, info.node_namespace) == own_node:
             skipped = True
         elif info.node_name.startswith(UNKNOWN):
             found.append(UNNAMED)
@@ -59,32 +60,37 @@ def other_publishers(node, topic: str) -> list[str]:
 
 
 class DuplicateWatch:
-    """Whether another publisher shares `node`'s stop `topic`, looked at on the node's executor
-    every WATCH_PERIOD. `stops` says the stop must be raised: while not yet `checked` (no look
-    `discovery_time` s after the node's creation has found the topic its own) or while
-    `latched` (the reason, from the first other publisher found until `reset`). `changed()`
-    is called when `stops` changed; the log and the node's /diagnostics say what was found."""
+    """Whether a publisher other than node `own` (the node's stop process) shares `node`'s stop
+    `topic`, looked at on the node's executor every WATCH_PERIOD. `stops` says the stop must
+    be raised: while not yet `checked` (no look `discovery_time` s after the node's creation
+    has found the topic its own), while a publisher's node is not known yet (it may be the
+    stop process, started again after it died), or while `latched` (the reason, from the
+    first other publisher named until `reset`). `changed()` is called when `stops` changed;
+    the log and the node's /diagnostics say what was found."""
 
     def __init__(self, node, topic: str, changed: Callable[[], None],
-                 discovery_time: float = DISCOVERY_TIME):
-        self._node, self._topic, self._changed = node, topic, changed
+                 discovery_time: float, own: str):
+        self._node, self._topic, self._changed, self._own = node, topic, changed, own
         self._discovery_time = discovery_time
         self._started = node.created
         self.checked = False
         self.latched: str | None = None
         self.others: list[str] = []       # the other publishers at the last look
+        self.unnamed = False              # one of them had no node name yet
         node.create_timer(WATCH_PERIOD, self.look)
         self.look()
 
     @property
     def stops(self) -> bool:
-        return not self.checked or self.latched is not None
+        return not self.checked or self.unnamed or self.latched is not None
 
     def look(self) -> None:
         """The graph now: latch on another publisher (and name it again when the graph names
         it better); note one that left."""
         stopped = self.stops
-        others = other_publishers(self._node, self._topic)
+        others = other_publishers(self._node, self._topic, self._own)
+        self.unnamed = UNNAMED in others
+        others = [name for name in others if name != UNNAMED]
         gone = [name for name in self.others if name not in others]
         if others and others != self.others:
             if self.latched is None:
@@ -98,9 +104,10 @@ class DuplicateWatch:
                 f'{", ".join(gone)} no longer publishes {self._topic}; the stop stays latched '
                 f'({DUPLICATE}) until ~/reset')
         self.others = others
-        if not self.checked and not others:
+        if not self.checked and not others and not self.unnamed:
             self.checked = self._node.steady() - self._started >= self._discovery_time
         self._status(f'also published by {", ".join(others)}' if others
+                     else f'also published by {UNNAMED}' if self.unnamed
                      else 'this node alone' if self.checked
                      else 'looking for another publisher on it')
         if self.stops != stopped:
