@@ -4,6 +4,8 @@ process is doing (issue 36); the speed scale repeated with it."""
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -168,8 +170,44 @@ def test_a_stop_process_that_dies_is_reported_and_started_again_with_the_stop(co
         stops.close()
 
 
-def test_closing_ends_the_stop_process(context):
+def test_closing_ends_the_stop_process():
     stops = stop_process()
-    process = stops._process
+    deadline = time.monotonic() + TIMEOUT
+    while stops.pid is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    child = stops.pid
     stops.close()
-    assert process.poll() is not None
+    assert child is not None and not running(child)
+
+
+def test_the_stop_process_ends_with_the_nodes_process():
+    """No orphan beats a stop for a node that is gone: a node's process killed with SIGKILL
+    takes its stop process with it (PR_SET_PDEATHSIG)."""
+    node = subprocess.Popen([sys.executable, '-c', (
+        'import sys, time\n'
+        'from test_heartbeat import stop_process\n'
+        'stops = stop_process()\n'
+        'while stops.pid is None:\n'
+        '    time.sleep(0.01)\n'
+        'print(stops.pid, flush=True)\n'
+        'time.sleep(600)\n')], cwd=os.path.dirname(__file__), stdout=subprocess.PIPE,
+        text=True)
+    try:
+        child = int(node.stdout.readline())
+        assert running(child)
+    finally:
+        node.kill()
+        node.wait()
+    deadline = time.monotonic() + TIMEOUT
+    while running(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not running(child), 'the stop process outlived its node'
+
+
+def running(pid: int) -> bool:
+    """Process `pid` exists and has not ended (a zombie waits to be reaped: it has)."""
+    try:
+        with open(f'/proc/{pid}/stat', encoding='ascii') as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except FileNotFoundError:
+        return False

@@ -27,6 +27,7 @@ time that runs but does not decide stops on its own stale-input rules.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import hashlib
@@ -103,12 +104,14 @@ class StopProcess:
         self._decided = mmap.mmap(self._memory_fd, _DECIDED.size)
         self._stop: bool | None = None
         self._scale: float | None = None
-        self._unsent = False  # a change the child's socket had no room for
-        self.decision()
+        self._unsent = True  # a change not sent yet: the child is not started, or was full
         self._closed = threading.Event()
         self._process: subprocess.Popen | None = None
-        self._socket = self._start()
-        self._reader = threading.Thread(target=self._read, name=f'{name} stop process',
+        self._socket: socket.socket | None = None
+        self.decision()
+        # The thread starts the child, and starts it again: the kernel kills a child when the
+        # thread that started it ends (PR_SET_PDEATHSIG), and this one lasts as the node.
+        self._reader = threading.Thread(target=self._run, name=f'{name} stop process',
                                         daemon=True)
         self._reader.start()
 
@@ -131,22 +134,28 @@ class StopProcess:
         self._send_state()
 
     def close(self) -> None:
-        """End the child: it ends when its socket closes (killed after 1 s)."""
+        """End the child: it ends when its socket is shut (killed after 1 s more)."""
         self._closed.set()
-        self._socket.close()
+        if self._socket is not None:
+            with contextlib.suppress(OSError):  # wakes the reader; the child reads EOF
+                self._socket.shutdown(socket.SHUT_RDWR)
+        self._reader.join(timeout=1.0)
+        if self._socket is not None:
+            self._socket.close()
         if self._process is not None:
             try:
                 self._process.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
-        self._reader.join(timeout=1.0)
         self._decided.close()
         os.close(self._memory_fd)
 
     def _send_state(self) -> None:
         """The stop and the scale to the child; kept for the next decision if its socket is
         full (a child that does not read is silent: a controller stops)."""
+        if self._socket is None:
+            return  # sent once the child is started
         try:
             if self._scale is not None:
                 self._socket.send(_SCALE.pack(b'F', self._scale))
@@ -170,28 +179,34 @@ class StopProcess:
         ours.setblocking(False)
         return ours
 
-    def _read(self) -> None:
-        """What the child says; a child that died is reported and started again."""
+    def _run(self) -> None:
+        """Start the child; report one that died and start it again; tell the node of the
+        late beats the child tells of."""
         while not self._closed.is_set():
-            try:
-                select.select([self._socket], [], [], 1.0)
-                message = self._socket.recv(64)
-            except BlockingIOError:
-                continue
-            except OSError:
-                return  # closed
-            if message:
-                self._on_late(*_LATE.unpack(message)[1:])
-                continue
-            if self._closed.wait(0.0):
+            self._socket = self._start()
+            self._send_state()
+            self._read()
+            if self._closed.is_set():
                 return
             code = self._process.wait()
             self._on_fault(f'the stop process (pid {self._process.pid}) exited with code '
                            f'{code}: the stop is silent until it is started again')
             if self._closed.wait(RESTART_PAUSE):
                 return
-            self._socket = self._start()
-            self._send_state()
+
+    def _read(self) -> None:
+        """What the child says, until it ends or the node closes."""
+        while not self._closed.is_set():
+            try:
+                select.select([self._socket], [], [], 1.0)
+                message = self._socket.recv(64)
+            except BlockingIOError:
+                continue
+            except (OSError, ValueError):
+                return  # closed by the node
+            if not message:
+                return
+            self._on_late(*_LATE.unpack(message)[1:])
 
 
 def _serve(channel: socket.socket, decided: mmap.mmap, name: str, namespace: str,
@@ -244,6 +259,7 @@ def _serve(channel: socket.socket, decided: mmap.mmap, name: str, namespace: str
                 elif message[:1] == b'S':
                     value = _STOP.unpack(message)[1]
                     stop[0] = None if value < 0 else bool(value)
+                    heartbeat.decision(_DECIDED.unpack_from(decided)[0])
                     heartbeat.beat()
             heartbeat.decision(_DECIDED.unpack_from(decided)[0])
             heartbeat.beat(repeat=True)
