@@ -380,22 +380,23 @@ def test_setup_installs_share_files_that_exist():
 
 
 def _fastdds_profiles(name: str) -> dict[str, str]:
-    """config/<name>'s shared-memory transport and data writer profile, as canonical XML
-    text (comments and whitespace left out)."""
+    """config/<name>'s shared-memory transport, data writer profile and announcement
+    period, as canonical XML text (comments and whitespace left out)."""
     namespace = {'dds': 'http://www.eprosima.com'}
     root = ET.parse(os.path.join(ROOT, 'config', name)).getroot()
     parts = {'shared memory': next(d for d in root.iterfind('.//dds:transport_descriptor',
                                                             namespace)
                                    if d.findtext('dds:type', namespaces=namespace) == 'SHM'),
-             'data writer': root.find('.//dds:data_writer', namespace)}
+             'data writer': root.find('.//dds:data_writer', namespace),
+             'announcements': root.find('.//dds:leaseAnnouncement', namespace)}
     return {key: ET.canonicalize(ET.tostring(part), strip_text=True)
             for key, part in parts.items()}
 
 
 def test_the_localhost_fastdds_settings_keep_the_shipped_transport_and_writer_settings():
-    """fastdds_localhost.xml differs from fastdds.xml in discovery only: the segment that
-    carries big clouds and the writers' heartbeat hold with
-    ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST too."""
+    """fastdds_localhost.xml differs from fastdds.xml in where it looks for peers only: the
+    segment that carries big clouds, the writers' heartbeat and the announcement period
+    hold with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST too."""
     assert _fastdds_profiles('fastdds_localhost.xml') == _fastdds_profiles('fastdds.xml')
 
 
