@@ -1,7 +1,7 @@
 """A participant killed and started again: does another process's stop go silent? (issue 36)
 
     PYTHONPATH=$PWD python benchmarks/restart_stall.py [--restarts 16] [--runs 3]
-                            [--publisher-defaults] [--monitor-suite-settings]
+                            [--publisher-defaults] [--monitor-suite-settings] [--stop-process]
 
 `hostile.py --phases kills` saw both stops go ~350 ms silent a few seconds after one of the
 suite's processes was killed and started again. Here, three processes: a publisher at
@@ -13,8 +13,11 @@ process importing and loading its models is). The publisher and the restarted pr
 with the suite's Fast DDS settings (launcher.transport_environment), as the suite's stop
 processes do (`--publisher-defaults`: the publisher on Fast DDS's defaults); the monitor
 with the defaults, as a controller would (`--monitor-suite-settings`: with the suite's).
+`--stop-process`: the stop from a fourth process that sends nothing else, at SCHED_FIFO 42,
+on the suite's settings without shared memory (UDPv4 only, no port health check to sleep
+in); the publisher sends the data alone.
 Printed per run: the monitor's gaps over 150 ms, each publish call of the publisher that
-took over 50 ms and each time its stop thread woke more than 150 ms after the last (waiting
+took over 50 ms and each time the stop's thread woke more than 150 ms after the last (waiting
 for the interpreter lock), each with the time since the restarted program's last start or
 kill.
 """
@@ -23,8 +26,10 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import re
 import signal
 import sys
+import tempfile
 import threading
 import time
 
@@ -48,8 +53,31 @@ def fast_dds_defaults() -> None:
         del os.environ[name]
 
 
-def publish(events, suite_settings: bool) -> None:
-    """The stop from one thread, data from another, each every PERIOD; what blocked."""
+def timed(events, what: str, publisher, message) -> float:
+    """Publishes `message`; reports the call if it took over BLOCKED. When it returned."""
+    began = time.monotonic()
+    publisher.publish(message)
+    ended = time.monotonic()
+    if ended - began > BLOCKED:
+        events.put((ended, f'{what} publish blocked {(ended - began) * 1e3:.0f} ms'))
+    return ended
+
+
+def send_stops(events, stop) -> None:
+    """The stop every PERIOD from this thread; each time it woke over CONTRACT after the last."""
+    from std_msgs.msg import Bool
+    last = time.monotonic()
+    while True:
+        woke = time.monotonic()
+        if woke - last > CONTRACT:
+            events.put((woke, f'stop thread woke {(woke - last) * 1e3:.0f} ms after its last '
+                              'publish'))
+        last = timed(events, 'stop', stop, Bool(data=False))
+        time.sleep(PERIOD)
+
+
+def publish(events, suite_settings: bool, stop_thread: bool) -> None:
+    """Data from one thread every PERIOD and, with `stop_thread`, the stop from another."""
     realtime_priority(41)
     if suite_settings:
         os.environ.update(transport_environment())
@@ -59,31 +87,39 @@ def publish(events, suite_settings: bool) -> None:
     from std_msgs.msg import Bool, Float64
     rclpy.init()
     node = rclpy.create_node('restart_stall_publisher')
-    stop = node.create_publisher(Bool, 'restart_stall/stop', STOP_QOS)
     data = node.create_publisher(Float64, 'restart_stall/data', 10)
-
-    def timed(what: str, publisher, message) -> float:
-        began = time.monotonic()
-        publisher.publish(message)
-        ended = time.monotonic()
-        if ended - began > BLOCKED:
-            events.put((ended, f'{what} publish blocked {(ended - began) * 1e3:.0f} ms'))
-        return ended
 
     def send_data() -> None:
         while True:
-            timed('data', data, Float64(data=1.0))
+            timed(events, 'data', data, Float64(data=1.0))
             time.sleep(PERIOD)
 
     threading.Thread(target=send_data, daemon=True).start()
-    last = time.monotonic()
-    while True:
-        woke = time.monotonic()
-        if woke - last > CONTRACT:
-            events.put((woke, f'stop thread woke {(woke - last) * 1e3:.0f} ms after its last '
-                              'publish'))
-        last = timed('stop', stop, Bool(data=False))
-        time.sleep(PERIOD)
+    if stop_thread:
+        send_stops(events, node.create_publisher(Bool, 'restart_stall/stop', STOP_QOS))
+    threading.Event().wait()
+
+
+def stop_process(events) -> None:
+    """The stop alone, from a process that sends nothing else, one over the publisher's
+    priority, on the suite's settings without shared memory: UDPv4 only, so no port's health
+    check to sleep in (issue 36)."""
+    realtime_priority(42)
+    os.environ.update(transport_environment())
+    with open(os.environ['FASTDDS_DEFAULT_PROFILES_FILE'], encoding='utf-8') as f:
+        profile, removed = re.subn(r'(<userTransports>.*?)\s*<transport_id>shared_memory'
+                                   r'</transport_id>', r'\1', f.read(), flags=re.S)
+    if removed != 1:
+        raise RuntimeError('no shared_memory in the profile\'s <userTransports>')
+    with tempfile.NamedTemporaryFile('w', suffix='.xml', delete=False) as f:
+        f.write(profile)
+    os.environ['FASTDDS_DEFAULT_PROFILES_FILE'] = f.name
+    import rclpy
+    from std_msgs.msg import Bool
+    rclpy.init()
+    node = rclpy.create_node('restart_stall_stop')
+    os.unlink(f.name)  # read when the participant was made
+    send_stops(events, node.create_publisher(Bool, 'restart_stall/stop', STOP_QOS))
 
 
 def monitor(seconds: float, events, result, suite_settings: bool) -> None:
@@ -128,8 +164,8 @@ def restarted() -> None:
         rclpy.spin_once(node, timeout_sec=0.05)
 
 
-def run(restarts: int, publisher_suite: bool,
-        monitor_suite: bool) -> tuple[int, float, list[tuple[float, str]]]:
+def run(restarts: int, publisher_suite: bool, monitor_suite: bool,
+        own_stop_process: bool) -> tuple[int, float, list[tuple[float, str]]]:
     """Stops heard, the longest gap, and each event with the time since the run's start and
     since the last start or kill of the restarted program."""
     began = time.monotonic()
@@ -139,8 +175,12 @@ def run(restarts: int, publisher_suite: bool,
     watcher = spawn.Process(target=monitor, daemon=True,
                             args=(restarts * (LIFE + 1.0) + 6.0, events, result, monitor_suite))
     watcher.start()
-    publisher = spawn.Process(target=publish, args=(events, publisher_suite), daemon=True)
-    publisher.start()
+    senders = [spawn.Process(target=publish, daemon=True,
+                             args=(events, publisher_suite, not own_stop_process))]
+    if own_stop_process:
+        senders.append(spawn.Process(target=stop_process, args=(events,), daemon=True))
+    for sender in senders:
+        sender.start()
     time.sleep(3.0)  # discovery
     for k in range(restarts):
         program = spawn.Process(target=restarted, daemon=True)
@@ -152,7 +192,8 @@ def run(restarts: int, publisher_suite: bool,
         moments.append((time.monotonic(), f'restart {k + 1} killed'))
         time.sleep(1.0)
     heard, longest = result.get(timeout=60.0)
-    publisher.kill()
+    for sender in senders:
+        sender.kill()
     found = []
     while not events.empty():
         found.append(events.get())
@@ -171,12 +212,14 @@ def main() -> int:
                         help="the publisher on Fast DDS's defaults, not the suite's settings")
     parser.add_argument('--monitor-suite-settings', action='store_true',
                         help="the monitor on the suite's settings, not Fast DDS's defaults")
+    parser.add_argument('--stop-process', action='store_true',
+                        help='the stop from a process of its own on UDPv4 only')
     args = parser.parse_args()
     isolate_ros_domain()
     print(machine())
     for k in range(args.runs):
         heard, longest, found = run(args.restarts, not args.publisher_defaults,
-                                    args.monitor_suite_settings)
+                                    args.monitor_suite_settings, args.stop_process)
         print(f'\nrun {k + 1}: {args.restarts} restarts, {heard} stops heard, longest gap '
               f'{longest * 1e3:.0f} ms')
         for t, text in found:
