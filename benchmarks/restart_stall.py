@@ -1,7 +1,8 @@
 """A participant killed and started again: does another process's stop go silent? (issue 36)
 
     PYTHONPATH=$PWD python benchmarks/restart_stall.py [--restarts 16] [--runs 3]
-                            [--publisher-defaults] [--monitor-suite-settings] [--stop-process]
+                            [--publisher-defaults] [--stop-process]
+                            [--monitor-suite-settings | --monitor-udp]
 
 `hostile.py --phases kills` saw both stops go ~350 ms silent a few seconds after one of the
 suite's processes was killed and started again. Here, three processes: a publisher at
@@ -12,7 +13,8 @@ killed with SIGKILL and started again `--restarts` times (2 s busy after its sta
 process importing and loading its models is). The publisher and the restarted program run
 with the suite's Fast DDS settings (launcher.transport_environment), as the suite's stop
 processes do (`--publisher-defaults`: the publisher on Fast DDS's defaults); the monitor
-with the defaults, as a controller would (`--monitor-suite-settings`: with the suite's).
+with the defaults, as a controller would (`--monitor-suite-settings`: with the suite's;
+`--monitor-udp`: with the suite's stop processes', UDPv4 only).
 `--stop-process`: the stop from a fourth process that sends nothing else, at SCHED_FIFO 42,
 on the suite's settings without shared memory (UDPv4 only, no port health check to sleep
 in); the publisher sends the data alone.
@@ -26,10 +28,8 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import re
 import signal
 import sys
-import tempfile
 import threading
 import time
 
@@ -38,6 +38,7 @@ from _ros_load import machine, realtime_priority  # noqa: E402
 
 from contact_estimation.launcher import transport_environment  # noqa: E402
 from contact_estimation.ros.qos import STOP_QOS  # noqa: E402
+from contact_estimation.ros.stop_process import stop_environment  # noqa: E402
 from contact_estimation.ros.testing import isolate_ros_domain  # noqa: E402
 
 PERIOD = 0.05     # s between two stops (the heartbeat) and two data messages
@@ -105,28 +106,22 @@ def stop_process(events) -> None:
     priority, on the suite's settings without shared memory: UDPv4 only, so no port's health
     check to sleep in (issue 36)."""
     realtime_priority(42)
-    os.environ.update(transport_environment())
-    with open(os.environ['FASTDDS_DEFAULT_PROFILES_FILE'], encoding='utf-8') as f:
-        profile, removed = re.subn(r'(<userTransports>.*?)\s*<transport_id>shared_memory'
-                                   r'</transport_id>', r'\1', f.read(), flags=re.S)
-    if removed != 1:
-        raise RuntimeError('no shared_memory in the profile\'s <userTransports>')
-    with tempfile.NamedTemporaryFile('w', suffix='.xml', delete=False) as f:
-        f.write(profile)
-    os.environ['FASTDDS_DEFAULT_PROFILES_FILE'] = f.name
+    os.environ.update(stop_environment())
     import rclpy
     from std_msgs.msg import Bool
     rclpy.init()
     node = rclpy.create_node('restart_stall_stop')
-    os.unlink(f.name)  # read when the participant was made
     send_stops(events, node.create_publisher(Bool, 'restart_stall/stop', STOP_QOS))
 
 
-def monitor(seconds: float, events, result, suite_settings: bool) -> None:
-    """Receives the stop for `seconds`; its gaps over CONTRACT."""
+def monitor(seconds: float, events, result, settings: str) -> None:
+    """Receives the stop for `seconds`, on Fast DDS's `defaults`, the `suite`'s settings or
+    those of its stop processes (`udp`); its gaps over CONTRACT."""
     realtime_priority(60)
-    if suite_settings:
+    if settings == 'suite':
         os.environ.update(transport_environment())
+    elif settings == 'udp':
+        os.environ.update(stop_environment())
     else:
         fast_dds_defaults()
     import rclpy
@@ -164,7 +159,7 @@ def restarted() -> None:
         rclpy.spin_once(node, timeout_sec=0.05)
 
 
-def run(restarts: int, publisher_suite: bool, monitor_suite: bool,
+def run(restarts: int, publisher_suite: bool, monitor_settings: str,
         own_stop_process: bool) -> tuple[int, float, list[tuple[float, str]]]:
     """Stops heard, the longest gap, and each event with the time since the run's start and
     since the last start or kill of the restarted program."""
@@ -173,7 +168,7 @@ def run(restarts: int, publisher_suite: bool, monitor_suite: bool,
     spawn = multiprocessing.get_context('spawn')
     events, result = spawn.Queue(), spawn.Queue()
     watcher = spawn.Process(target=monitor, daemon=True,
-                            args=(restarts * (LIFE + 1.0) + 6.0, events, result, monitor_suite))
+                            args=(restarts * (LIFE + 1.0) + 6.0, events, result, monitor_settings))
     watcher.start()
     senders = [spawn.Process(target=publish, daemon=True,
                              args=(events, publisher_suite, not own_stop_process))]
@@ -210,8 +205,14 @@ def main() -> int:
     parser.add_argument('--runs', type=int, default=3)
     parser.add_argument('--publisher-defaults', action='store_true',
                         help="the publisher on Fast DDS's defaults, not the suite's settings")
-    parser.add_argument('--monitor-suite-settings', action='store_true',
-                        help="the monitor on the suite's settings, not Fast DDS's defaults")
+    monitor_settings = parser.add_mutually_exclusive_group()
+    monitor_settings.add_argument('--monitor-suite-settings', action='store_const',
+                                  dest='monitor', const='suite', default='defaults',
+                                  help="the monitor on the suite's settings, not Fast DDS's "
+                                       'defaults')
+    monitor_settings.add_argument('--monitor-udp', action='store_const', dest='monitor',
+                                  const='udp', help="the monitor on the suite's stop "
+                                                    'processes\' settings: UDPv4 only')
     parser.add_argument('--stop-process', action='store_true',
                         help='the stop from a process of its own on UDPv4 only')
     args = parser.parse_args()
@@ -219,7 +220,7 @@ def main() -> int:
     print(machine())
     for k in range(args.runs):
         heard, longest, found = run(args.restarts, not args.publisher_defaults,
-                                    args.monitor_suite_settings, args.stop_process)
+                                    args.monitor, args.stop_process)
         print(f'\nrun {k + 1}: {args.restarts} restarts, {heard} stops heard, longest gap '
               f'{longest * 1e3:.0f} ms')
         for t, text in found:

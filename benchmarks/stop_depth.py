@@ -3,7 +3,7 @@ depth (issue 36: both stops went ~300 ms silent at a monitor when a process join
 
     PYTHONPATH=$PWD python benchmarks/stop_depth.py [--runs 3] [--seconds 45] [--depths 1 10]
 
-A publisher at SCHED_FIFO 41 (the stops' heartbeat threads beat there under `up`) sends a
+A publisher at SCHED_FIFO 41 (the stops' own processes beat there under `up`) sends a
 message with its send time every 50 ms (the stops' 20 Hz heartbeat) with ros/qos.py
 STOP_QOS (reliable, transient local) at each history depth; a monitor at SCHED_FIFO 60
 receives it; meanwhile programs join the domain one after the other, each with 70 topics of
