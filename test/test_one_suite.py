@@ -3,6 +3,7 @@ topic latches both stops with the cause `duplicate`, naming the other; no cleare
 from a suite that started beside another; the latch outlives the other until ~/reset, refused
 while it is there; a second `up` in the domain is refused; namespaces keep suites apart."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,7 +58,7 @@ class Rig(Node):
         topic = manifest.resolve(SPEC.topic('stop'), node.get_namespace())
         return {bytes(info.endpoint_gid) for info in self.get_publishers_info_by_topic(topic)
                 if (info.node_name, info.node_namespace)
-                == (f'{node.get_name()}_stop', node.get_namespace())}
+                == (node.stop_signal.publisher_node, node.get_namespace())}
 
     def values(self, gids: set[bytes] | None = None, sent_after: float = 0.0) -> list[bool]:
         """The stops from the publishers `gids` (default all) sent after `sent_after`."""
@@ -146,7 +147,7 @@ def test_two_detectors_on_one_stop_topic_both_latch_duplicate_and_never_both_say
     spinner.add(second_context, second)
     # Latched at once, and named once ROS has told the other's node (DDS may tell first).
     named = (f'{stop_topic.DUPLICATE}: /contact_estimation/stop is also published by node '
-             'collision_detector_stop in namespace /')
+             'collision_detector_stop_')
     assert spinner.until(lambda: all(latched(n).startswith(named) for n in (first, second))), \
         f'not both latched naming the other: {latched(first)!r}, {latched(second)!r}'
     for node in (first, second):
@@ -172,12 +173,12 @@ def test_the_latch_outlives_the_other_publisher_until_reset_refused_while_it_is_
     other_context = stack.enter_context(ros_context())
     other = spinner.started(lambda: detector(other_context, 'collision_detector_b'))
     spinner.add(other_context, other)
-    assert spinner.until(lambda: 'node collision_detector_b_stop in namespace /' in latched(first)
-                         and 'node collision_detector_stop in namespace /' in latched(other)), \
+    assert spinner.until(lambda: 'node collision_detector_b_stop_' in latched(first)
+                         and 'node collision_detector_stop_' in latched(other)), \
         f'not both latched naming the other: {latched(first)!r}, {latched(other)!r}'
     response = spinner.call(reset)
     assert not response.success
-    assert 'also published by node collision_detector_b_stop in namespace /' in response.message
+    assert 'also published by node collision_detector_b_stop_' in response.message
     assert '--namespace' in response.message and 'ROS_DOMAIN_ID' in response.message
 
     other.destroy_node()
@@ -210,8 +211,8 @@ def test_detectors_in_two_namespaces_do_not_interfere(context, spinner):
     assert spinner.until(lambda: False, 1.0) is False  # 4 looks more each
     assert alone() and not latched(root) and not latched(left)
     assert stop_topic.refusal('right') is None  # where `up --namespace right` would start
-    assert '/left/contact_estimation/stop by node collision_detector_stop in namespace /left' in (
-        stop_topic.refusal('left') or '')
+    assert re.search(r'/left/contact_estimation/stop by node collision_detector_stop_\w+ in '
+                     'namespace /left', stop_topic.refusal('left') or '')
 
 
 def test_a_second_up_in_the_domain_is_refused_with_what_to_do(context, spinner):
@@ -234,5 +235,6 @@ def test_a_second_up_in_the_domain_is_refused_with_what_to_do(context, spinner):
             proc.communicate(timeout=TIMEOUT)
     assert proc.returncode == 2, out
     assert 'another suite already publishes a stop here' in out
-    assert '/contact_estimation/stop by node collision_detector_stop in namespace /' in out
+    assert re.search(r'/contact_estimation/stop by node collision_detector_stop_\w+ in '
+                     'namespace /', out)
     assert '--namespace' in out and 'ROS_DOMAIN_ID' in out

@@ -6,7 +6,7 @@ third of a port's health-check timeout (333 ms by default) in the thread that fi
 to the port of a participant that joined or was restarted. Any of the node's other
 publishers could thus hold the heartbeat for 333 ms (docs/performance.md, "The restart
 stall"). So the stop of a node that runs in real time is published by a child process,
-`<node>_stop` in the graph, that sends nothing else and whose DDS participant has no
+`<node>_stop_<6 hex digits>` in the graph, that sends nothing else and whose DDS participant has no
 shared-memory transport (UDPv4 only: `stop_environment`). The node tells it:
 
 - each change of the stop and of the speed scale, at once, on a Unix socket (a few bytes);
@@ -33,6 +33,7 @@ import ctypes.util
 import hashlib
 import mmap
 import os
+import secrets
 import select
 import signal
 import socket
@@ -96,7 +97,10 @@ class StopProcess:
     def __init__(self, name: str, namespace: str, stop_topic: str, scale_topic: str,
                  rate: float, simulated: bool, priority: int,
                  on_late: Callable[[bool, float], None], on_fault: Callable[[str], None]):
-        self._arguments = [f'{name}_stop', namespace, stop_topic, scale_topic, str(rate),
+        # Unique: a second suite's stop process of the same node is another publisher.
+        self.node_name = f'{name}_stop_{secrets.token_hex(3)}'
+        self.ready = False  # the child has made its publishers
+        self._arguments = [self.node_name, namespace, stop_topic, scale_topic, str(rate),
                            str(int(simulated)), str(priority)]
         self._on_late, self._on_fault = on_late, on_fault
         self._memory_fd = os.memfd_create('contact_estimation_stop_decided')
@@ -183,6 +187,7 @@ class StopProcess:
         """Start the child; report one that died and start it again; tell the node of the
         late beats the child tells of."""
         while not self._closed.is_set():
+            self.ready = False
             self._socket = self._start()
             self._send_state()
             self._read()
@@ -206,7 +211,10 @@ class StopProcess:
                 return  # closed by the node
             if not message:
                 return
-            self._on_late(*_LATE.unpack(message)[1:])
+            if message[:1] == b'R':
+                self.ready = True
+            else:
+                self._on_late(*_LATE.unpack(message)[1:])
 
 
 def _serve(channel: socket.socket, decided: mmap.mmap, name: str, namespace: str,
@@ -243,6 +251,7 @@ def _serve(channel: socket.socket, decided: mmap.mmap, name: str, namespace: str
         time.monotonic, repeat=repeat_scale,
         on_late=lambda newly, silence: _tell(channel, _LATE.pack(b'L', newly, silence)),
         slowest_clock=Heartbeat.SLOWEST_CLOCK if simulated else 1.0)
+    _tell(channel, b'R')
     due = time.monotonic()
     try:
         while True:

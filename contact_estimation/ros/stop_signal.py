@@ -3,7 +3,7 @@ collision detector, the proximity monitor); README "The stop contract" states it
 
 - `stop` (std_msgs/Bool, True = stop): reliable and transient local (a controller that starts
   late gets it at once), published on every change and as a heartbeat by a process of its
-  own (ros/stop_process.py, `<node>_stop` in the graph), which says stop when the node's own
+  own (ros/stop_process.py, `<node>_stop_<id>` in the graph), which says stop when the node's own
   decisions fall behind (ros/heartbeat.py). A controller treats `Heartbeat.MISSED` missed
   beats as stop. A replay publishes its stop itself, on changes.
 - a speed scale (std_msgs/Float64: the detector's f_S, the proximity monitor's speed scale),
@@ -82,7 +82,7 @@ class StopSignal:
                                     node.simulated_time, priority, self._said_late,
                                     self._stop_process_died)
             self._watch = DuplicateWatch(node, stop_topic, self._publish,
-                                         node.value('discovery_time'), f'{name}_stop')
+                                         node.value('discovery_time'), self._out.node_name)
         else:
             self._out = ReplayedStop(node, stop_topic, scale_topic, rate)
         node.create_service(Trigger, '~/reset', self._on_reset)
@@ -138,7 +138,8 @@ class StopSignal:
         self._node.problems.passed_error(text)
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
-        refusal = self._watch and self._watch.refusal()
+        refusal = (self._watch and self._watch.refusal()
+                   or (not self._out.ready and 'refused: the stop process is still starting'))
         if refusal:
             response.success, response.message = False, refusal
         else:
@@ -154,6 +155,11 @@ class StopSignal:
             self._node.get_logger().warning(f'~/reset: {response.message}')
         return response
 
+    @property
+    def publisher_node(self) -> str | None:
+        """The node that publishes the stop (its stop process's; None in a replay)."""
+        return getattr(self._out, 'node_name', None)
+
     def close(self) -> None:
         self._out.close()
 
@@ -162,6 +168,8 @@ class ReplayedStop:
     """A replay's stop and speed scale, published by the node itself: the stop on its changes
     (no wall time passes, so no beats), the scale also repeated by a timer on the replay's
     clock."""
+
+    ready = True  # its publishers are the node's
 
     def __init__(self, node, stop_topic: str, scale_topic: str, rate: float):
         self._stop = node.create_publisher(Bool, stop_topic, STOP_QOS)
