@@ -89,8 +89,9 @@ def stop_environment(env: dict[str, str] | None = None) -> dict[str, str]:
 
 class StopProcess:
     """The child that publishes `stop_topic` (std_msgs/Bool) and `scale_topic` (Float64) as
-    node `<name>_stop` in `namespace`, beating `rate` times a second at SCHED_FIFO
-    `priority` (0: normal scheduling). `on_late(newly, silence)` is told of each beat that
+    node `node_name` (`<name>_stop_<id>`) in `namespace`, beating `rate` times a second at
+    SCHED_FIFO `priority` (0: normal scheduling); `ready` once it has made its publishers
+    (until then ~/reset is refused). `on_late(newly, silence)` is told of each beat that
     said stop because the node's decision was `silence` s old; `on_fault(text)` of a child
     that died (it is started again)."""
 
