@@ -2,6 +2,7 @@
 
     PYTHONPATH=$PWD python benchmarks/hostile.py [--seconds 5] [--phases burst ...]
                                                  [--burst 20000] [--priority 40]
+                                                 [--join-settings suite] [--monitor-udp]
 
 The core nodes run composed in their processes, as `contact-estimation up --priority 40`
 starts them. A driver process at SCHED_FIFO 50 streams joint states of a Panda standing
@@ -159,17 +160,21 @@ def _drive(commands, ready, burst_size: int) -> None:
         node.destroy_node()
 
 
-def _monitor(commands, results, ready) -> None:
+def _monitor(commands, results, ready, udp: bool) -> None:
     """The controller's view (SCHED_FIFO 60): every stop message's receipt time, value and
     publisher; on 'report', the phase's records and this process's own lateness go to
-    `results`."""
+    `results`. On Fast DDS's defaults, or with `udp` on the stop processes' settings
+    (UDPv4 only, ros/stop_process.stop_environment)."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from std_msgs.msg import Bool
 
     from contact_estimation.ros.qos import STOP_QOS
+    from contact_estimation.ros.stop_process import stop_environment
     from contact_estimation.ros.testing import ros_context
     realtime_priority(60)
+    if udp:
+        os.environ.update(stop_environment())
     heard = {name: [] for name in STOPS}
     late, last = [0.0], [time.monotonic()]
 
@@ -345,6 +350,9 @@ def main() -> int:
                         "defaults, or the suite's (launcher.transport_environment)")
     parser.add_argument('--priority', type=int, default=40,
                         help="the suite's SCHED_FIFO priority, as `up --priority` (0: none)")
+    parser.add_argument('--monitor-udp', action='store_true',
+                        help='the monitor on UDPv4 only (no shared memory), as the README '
+                             'suggests for a controller')
     args = parser.parse_args()
     spawn = multiprocessing.get_context('spawn')
     to_driver, to_monitor, results = spawn.Queue(), spawn.Queue(), spawn.Queue()
@@ -361,8 +369,8 @@ def main() -> int:
     try:
         driver = spawn.Process(target=_drive, args=(to_driver, ready[0], args.burst),
                                daemon=True)
-        monitor = spawn.Process(target=_monitor, args=(to_monitor, results, ready[1]),
-                                daemon=True)
+        monitor = spawn.Process(target=_monitor, daemon=True,
+                                args=(to_monitor, results, ready[1], args.monitor_udp))
         driver.start()
         monitor.start()
         if not all(event.wait(60.0) for event in ready):
