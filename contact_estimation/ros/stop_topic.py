@@ -63,8 +63,8 @@ class DuplicateWatch:
     """Whether a publisher other than node `own` (the node's stop process) shares `node`'s stop
     `topic`, looked at on the node's executor every WATCH_PERIOD. `stops` says the stop must
     be raised: while not yet `checked` (no look `discovery_time` s after the node's creation
-    has found the topic its own), while a publisher's node is not known yet (it may be the
-    stop process, started again after it died), or while `latched` (the reason, from the
+    has found the topic its own; meanwhile also while a publisher's node is not known yet),
+    or while `latched` (the reason, from the
     first other publisher named until `reset`). `changed()` is called when `stops` changed;
     the log and the node's /diagnostics say what was found."""
 
@@ -89,7 +89,9 @@ class DuplicateWatch:
         it better); note one that left."""
         stopped = self.stops
         others = other_publishers(self._node, self._topic, self._own)
-        self.unnamed = UNNAMED in others
+        # Before the first clean look only: after it an endpoint is briefly unnamed as ROS
+        # names it (the stop process's too), and it latches once named if it is another's.
+        self.unnamed = UNNAMED in others and not self.checked
         others = [name for name in others if name != UNNAMED]
         gone = [name for name in self.others if name not in others]
         if others and others != self.others:
