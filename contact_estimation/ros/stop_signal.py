@@ -158,7 +158,7 @@ class StopSignal:
     @property
     def publisher_node(self) -> str | None:
         """The node that publishes the stop (its stop process's; None in a replay)."""
-        return getattr(self._out, 'node_name', None)
+        return self._out.node_name
 
     def close(self) -> None:
         self._out.close()
@@ -170,6 +170,7 @@ class ReplayedStop:
     clock."""
 
     ready = True  # its publishers are the node's
+    node_name = None
 
     def __init__(self, node, stop_topic: str, scale_topic: str, rate: float):
         self._stop = node.create_publisher(Bool, stop_topic, STOP_QOS)
